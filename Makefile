@@ -1,0 +1,63 @@
+# queue-bench: `make bench` runs one benchmark, `make test` runs the tests.
+# The virtual environment is created and the package installed as a prerequisite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+# Run parameters (same names as `qbench run` options). Empty = workload file value.
+WORKLOAD ?= default
+POLICY   ?=
+WORKERS  ?=
+BATCH    ?=
+TXN      ?=
+WORK_MS  ?=
+INDEX    ?=
+HISTORY  ?=
+BACKLOG  ?=
+DURATION ?=
+WARMUP   ?=
+LEASE_S  ?=
+SCHEMA   ?=
+RESULTS  ?=
+DSN      ?=
+ALLOW_REMOTE ?=
+
+RUN_ARGS = --workload '$(WORKLOAD)' \
+	$(if $(POLICY),--policy '$(POLICY)') $(if $(WORKERS),--workers '$(WORKERS)') \
+	$(if $(BATCH),--batch '$(BATCH)') $(if $(TXN),--txn '$(TXN)') \
+	$(if $(WORK_MS),--work-ms '$(WORK_MS)') $(if $(INDEX),--index '$(INDEX)') \
+	$(if $(HISTORY),--history '$(HISTORY)') $(if $(BACKLOG),--backlog '$(BACKLOG)') \
+	$(if $(DURATION),--duration '$(DURATION)') $(if $(WARMUP),--warmup '$(WARMUP)') \
+	$(if $(LEASE_S),--lease-s '$(LEASE_S)') $(if $(SCHEMA),--schema '$(SCHEMA)') \
+	$(if $(RESULTS),--results '$(RESULTS)') $(if $(DSN),--dsn '$(DSN)') \
+	$(if $(ALLOW_REMOTE),--allow-remote)
+
+.PHONY: bench test calibrate report install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+bench: $(STAMP)
+	$(BIN)/qbench run $(RUN_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+# pgbench and queue-bench on the same claim SQL, same clients, same database.
+CAL_WORKERS ?= 50
+CAL_DURATION ?= 20s
+calibrate: $(STAMP)
+	$(BIN)/qbench calibrate --workers '$(CAL_WORKERS)' --duration '$(CAL_DURATION)' $(if $(DSN),--dsn '$(DSN)')
+
+# Re-render a report from result files alone: make report RUN=results/<run_id>
+report: $(STAMP)
+	$(BIN)/qbench report '$(RUN)'
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,162 @@
+"""``qbench``: the command line.
+
+``qbench run [options]`` runs one benchmark and prints the report path as its
+last line; ``qbench report RUN_DIR`` re-renders a report from result files
+alone; ``qbench calibrate`` compares the swarm with pgbench on the same SQL.
+Bad input prints one line naming the parameter and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from .config import ConfigError, build_config
+
+EXIT_BAD_INPUT = 2
+
+#: ``qbench run`` options: (option, config key, help). Each is also a Make variable
+#: (upper case of the key).
+RUN_OPTIONS = (
+    ("--policy", "policy", "wait | nowait | skip_locked"),
+    ("--workers", "workers", "worker connections (Locust users), default 10"),
+    ("--batch", "batch", "rows per claim (LIMIT), default 1"),
+    ("--txn", "txn", "short | hold (hold keeps the claim transaction open while the job runs)"),
+    ("--work-ms", "work_ms", "simulated job duration in ms, default 0"),
+    ("--index", "index", "none | status | composite | partial"),
+    ("--history", "history", "finished rows seeded before the run, default 0"),
+    ("--backlog", "backlog", "pending rows seeded; default 0 = computed so the run cannot drain it"),
+    ("--duration", "duration", "measured window, e.g. 30s, 2m"),
+    ("--warmup", "warmup", "warm-up excluded from figures, e.g. 5s"),
+    ("--lease-s", "lease_s", "lease written at claim, seconds"),
+    ("--schema", "schema", "the tool's own schema, default qbench"),
+    ("--results", "results", "directory for run directories, default results/"),
+)
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error and exit status 2."""
+
+    def error(self, message: str) -> None:  # noqa: D102
+        sys.stderr.write(f"{self.prog}: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _bad(message: str) -> int:
+    sys.stderr.write(f"qbench: {message}\n")
+    return EXIT_BAD_INPUT
+
+
+def is_loopback_dsn(dsn: str) -> bool:
+    """True when every host in ``dsn`` is loopback or a Unix socket directory.
+
+    Raises ConfigError (``DSN``) when the DSN cannot be parsed.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception as err:  # psycopg raises ProgrammingError with the parser's message
+        raise ConfigError("DSN", f"not a valid connection string ({str(err).strip()}); "
+                                 "e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
+    hosts = [h for h in str(params.get("host") or params.get("hostaddr") or "").split(",")]
+    for host in hosts:
+        host = host.strip()
+        if not host or host.startswith("/") or host.lower() in LOOPBACK_NAMES:
+            continue
+        try:
+            if ipaddress.ip_address(host.strip("[]")).is_loopback:
+                continue
+        except ValueError:
+            pass
+        return False
+    return True
+
+
+def _run(args: argparse.Namespace) -> int:
+    overrides = {key: getattr(args, key) for _, key, _ in RUN_OPTIONS}
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    cfg = build_config(args.workload or "default", overrides, dsn=dsn)
+    if cfg.dsn and not is_loopback_dsn(cfg.dsn) and not args.allow_remote:
+        raise ConfigError("DSN", "is not a loopback address; this tool writes heavy load: "
+                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
+
+    from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
+    from . import runner
+    from .report import render_report
+
+    if cfg.dsn:
+        run_dir = runner.run(cfg, cfg.dsn, embedded=False)
+    else:
+        from .embedded import embedded_postgres
+
+        with embedded_postgres(max_connections=cfg.workers + 20) as dsn:
+            run_dir = runner.run(cfg, dsn, embedded=True)
+    report = render_report(run_dir)
+    print(f"report: {report.resolve()}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import ReportError, render_report
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        return _bad(f"RUN_DIR: {run_dir} is not a directory; allowed: a results/<run_id> directory")
+    try:
+        report = render_report(run_dir)
+    except ReportError as err:
+        return _bad(f"RUN_DIR: {err}")
+    print(f"report: {report.resolve()}")
+    return 0
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from . import swarm  # noqa: F401
+    from .calibrate import calibrate
+
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    return calibrate(workers=args.workers, duration=args.duration, dsn=dsn or None, schema=args.schema)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``qbench`` argument parser (subcommands run, report, calibrate)."""
+    parser = _Parser(prog="qbench", description="Benchmark a database-table job queue.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run one benchmark and render its report")
+    run.add_argument("--workload", help="workload file name in workloads/ (default: default)")
+    for option, key, text in RUN_OPTIONS:
+        run.add_argument(option, dest=key, help=text)
+    run.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
+    run.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+    run.set_defaults(func=_run)
+
+    rep = sub.add_parser("report", help="re-render report.html from a run directory's files")
+    rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.set_defaults(func=_report)
+
+    cal = sub.add_parser("calibrate", help="pgbench vs queue-bench on the same claim SQL")
+    cal.add_argument("--workers", default="50")
+    cal.add_argument("--duration", default="20s")
+    cal.add_argument("--schema", default="qbench")
+    cal.add_argument("--dsn")
+    cal.set_defaults(func=_calibrate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``qbench`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as err:
+        return _bad(str(err))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Workload files and parameters: load, merge overrides, validate.
+
+A run's effective parameters come from a workload file (``workloads/<name>.toml``,
+read with :mod:`tomllib`) overridden by command-line options / Make variables of
+the same name. Validation happens before anything touches a database: a bad
+value raises :class:`ConfigError`, which the CLI turns into one line and exit
+status 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+POLICIES = ("wait", "nowait", "skip_locked")
+TXN_MODES = ("short", "hold")
+INDEX_VARIANTS = ("none", "status", "composite", "partial")
+
+#: Upper bound on workers from one load-generator process; more needs Locust's
+#: distributed mode (DESIGN.md "Scale-out").
+MAX_WORKERS = 1000
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS_DIR = REPO_ROOT / "workloads"
+
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class ConfigError(ValueError):
+    """A parameter has a value that is not allowed.
+
+    ``param`` is the parameter's name as the user typed it (upper case, the Make
+    variable); ``str(err)`` is one line naming the parameter and what is allowed.
+    """
+
+    def __init__(self, param: str, message: str):
+        self.param = param
+        super().__init__(f"{param}: {message}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Effective, validated parameters of one run.
+
+    Durations are in seconds (``duration_s``, ``warmup_s``, ``lease_s``), the job
+    duration in milliseconds (``work_ms``). ``backlog`` 0 means "compute it"
+    (see :func:`bench.runner.compute_backlog`). ``dsn`` None means "start the
+    embedded database".
+    """
+
+    workload: str = "default"
+    policy: str = "skip_locked"
+    workers: int = 10
+    batch: int = 1
+    txn: str = "short"
+    work_ms: float = 0.0
+    index: str = "partial"
+    history: int = 0
+    backlog: int = 0
+    duration_s: float = 30.0
+    warmup_s: float = 5.0
+    lease_s: float = 300.0
+    schema: str = "qbench"
+    results: str = "results"
+    dsn: str | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The parameters as a JSON-ready dict, with the DSN's password masked."""
+        out = dataclasses.asdict(self)
+        out["dsn"] = mask_dsn(self.dsn) if self.dsn else None
+        return out
+
+
+def parse_duration_s(param: str, value: Any) -> float:
+    """Parse ``"30s"``, ``"2m"``, ``"500ms"``, ``"1h"`` or a plain number of seconds.
+
+    Returns seconds (float). Raises :class:`ConfigError` naming ``param``.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(param, f"{value!r} is not a duration; use e.g. 30s, 2m, 500ms")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION_RE.match(str(value))
+        if not m:
+            raise ConfigError(param, f"{value!r} is not a duration; use e.g. 30s, 2m, 500ms")
+        seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
+    return seconds
+
+
+def _int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(param, f"{value!r} is not an integer")
+    try:
+        number = int(str(value).replace("_", "")) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(param, f"{value!r} is not an integer") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise ConfigError(param, f"{number} is out of range; allowed: an integer {allowed}")
+    return number
+
+
+def _float(param: str, value: Any, *, minimum: float, strict: bool = False) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(param, f"{value!r} is not a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(param, f"{value!r} is not a number") from None
+    if number != number or (number <= minimum if strict else number < minimum):
+        raise ConfigError(param, f"{value} is out of range; allowed: a number {'>' if strict else '>='} {minimum}")
+    return number
+
+
+def _choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
+    text = str(value).strip().lower()
+    if text not in allowed:
+        raise ConfigError(param, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+    return text
+
+
+def mask_dsn(dsn: str) -> str:
+    """Return ``dsn`` with any password replaced by ``***`` (URL and key=value forms)."""
+    masked = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", masked, flags=re.I)
+
+
+def load_workload(name: str) -> dict[str, Any]:
+    """Read ``workloads/<name>.toml`` and return its table.
+
+    Raises :class:`ConfigError` (``WORKLOAD``) if the file is missing or not valid TOML.
+    """
+    if not re.match(r"^[A-Za-z0-9_-]+$", name):
+        raise ConfigError("WORKLOAD", f"{name!r} is not a workload name; allowed: letters, digits, - and _")
+    path = WORKLOADS_DIR / f"{name}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in WORKLOADS_DIR.glob("*.toml"))
+        raise ConfigError("WORKLOAD", f"no workload {name!r}; allowed: {', '.join(known)}")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError("WORKLOAD", f"{path.name} is not valid TOML: {err}") from None
+
+
+_KEYS = {
+    "policy", "workers", "batch", "txn", "work_ms", "index", "history", "backlog",
+    "duration", "warmup", "lease_s", "schema", "results",
+}
+
+
+def build_config(workload: str = "default", overrides: Mapping[str, Any] | None = None,
+                 dsn: str | None = None) -> RunConfig:
+    """Merge a workload file with overrides and validate every value.
+
+    ``overrides`` maps lower-case keys (as in the TOML file) to raw values (strings
+    from the command line or typed values); None values are ignored. Returns a
+    :class:`RunConfig`. Raises :class:`ConfigError` naming the first bad parameter.
+    """
+    raw = dict(load_workload(workload))
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise ConfigError(unknown[0].upper(), f"unknown key in workloads/{workload}.toml; allowed: {', '.join(sorted(_KEYS))}")
+    for key, value in (overrides or {}).items():
+        if value is not None and value != "":
+            raw[key] = value
+
+    schema = str(raw.get("schema", "qbench"))
+    if not _SCHEMA_RE.match(schema):
+        raise ConfigError("SCHEMA", f"{schema!r} is not allowed; use a lower-case identifier ([a-z_][a-z0-9_]*, at most 63 characters)")
+    if schema in ("public", "pg_catalog", "information_schema") or schema.startswith("pg_"):
+        raise ConfigError("SCHEMA", f"{schema!r} is not the tool's own schema; choose a dedicated name such as qbench")
+
+    duration_s = parse_duration_s("DURATION", raw.get("duration", "30s"))
+    if duration_s < 1:
+        raise ConfigError("DURATION", f"{raw.get('duration')!r} is too short; allowed: at least 1s")
+    warmup_s = parse_duration_s("WARMUP", raw.get("warmup", "5s"))
+    if warmup_s < 0:
+        raise ConfigError("WARMUP", "must not be negative")
+
+    if dsn is not None and not dsn.strip():
+        dsn = None
+
+    return RunConfig(
+        workload=workload,
+        policy=_choice("POLICY", raw.get("policy", "skip_locked"), POLICIES),
+        workers=_int("WORKERS", raw.get("workers", 10), minimum=1, maximum=MAX_WORKERS),
+        batch=_int("BATCH", raw.get("batch", 1), minimum=1, maximum=10_000),
+        txn=_choice("TXN", raw.get("txn", "short"), TXN_MODES),
+        work_ms=_float("WORK_MS", raw.get("work_ms", 0), minimum=0.0),
+        index=_choice("INDEX", raw.get("index", "partial"), INDEX_VARIANTS),
+        history=_int("HISTORY", raw.get("history", 0), minimum=0, maximum=100_000_000),
+        backlog=_int("BACKLOG", raw.get("backlog", 0), minimum=0, maximum=100_000_000),
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        lease_s=_float("LEASE_S", raw.get("lease_s", 300), minimum=0.0, strict=True),
+        schema=schema,
+        results=str(raw.get("results", "results")),
+        dsn=dsn,
+    )

@@ -1,0 +1,117 @@
+"""Claim and completion SQL per claim policy (PostgreSQL).
+
+The claim is one statement, one round trip: a ``MATERIALIZED`` CTE selects at
+most ``batch`` eligible ids in claim order (priority, run_at, id) with the
+policy's locking clause, and the outer ``UPDATE`` marks exactly those rows
+``running`` with a lease, a fresh attempt (fencing) token and ``locked_by``.
+The CTE is evaluated once, so the claim cannot take more rows than its LIMIT;
+the ``UPDATE … WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`` form can
+be re-run by a nested loop and over-claim (DESIGN.md, field case FR-03).
+
+Locking clauses: https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE
+(``NOWAIT`` raises SQLSTATE 55P03 ``lock_not_available``; ``SKIP LOCKED`` skips
+rows that cannot be locked immediately).
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+LOCKING_CLAUSE = {
+    "wait": "FOR UPDATE",
+    "nowait": "FOR UPDATE NOWAIT",
+    "skip_locked": "FOR UPDATE SKIP LOCKED",
+}
+
+_CLAIM = """\
+WITH picked AS MATERIALIZED (
+    SELECT id
+    FROM {jobs}
+    WHERE status = 'pending' AND run_at <= now()
+    ORDER BY priority, run_at, id
+    LIMIT {limit}
+    {locking}
+)
+UPDATE {jobs} AS j
+SET status = 'running',
+    attempts = j.attempts + 1,
+    attempt_token = nextval({token_seq}),
+    locked_by = {worker},
+    lease_expires_at = now() + make_interval(secs => {lease_s}),
+    started_at = now()
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.attempt_token,
+          (extract(epoch FROM clock_timestamp() - j.run_at) * 1000000)::bigint AS pickup_us"""
+
+_COMPLETE_ONE = """\
+UPDATE {jobs}
+SET status = 'done', finished_at = now(), lease_expires_at = NULL
+WHERE id = {id} AND attempt_token = {token} AND status = 'running'"""
+
+_COMPLETE_MANY = """\
+UPDATE {jobs} AS j
+SET status = 'done', finished_at = now(), lease_expires_at = NULL
+FROM unnest({ids}::bigint[], {tokens}::bigint[]) AS c(id, token)
+WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
+RETURNING j.id"""
+
+
+def _names(schema: str) -> dict[str, sql.Composable]:
+    return {
+        "jobs": sql.Identifier(schema, "jobs"),
+        "token_seq": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.attempt_token_seq"),
+    }
+
+
+def claim_sql(schema: str, policy: str) -> sql.Composed:
+    """The claim statement for ``policy``, with named placeholders.
+
+    Parameters at execute time: ``batch`` (int, the LIMIT), ``worker`` (str,
+    ``locked_by``), ``lease_s`` (float seconds). Returns rows
+    ``(id bigint, attempt_token bigint, pickup_us bigint)`` where ``pickup_us``
+    is database time from ``run_at`` to the claim. Raises KeyError for an
+    unknown policy.
+    """
+    return sql.SQL(_CLAIM).format(
+        limit=sql.Placeholder("batch"),
+        locking=sql.SQL(LOCKING_CLAUSE[policy]),
+        worker=sql.Placeholder("worker"),
+        lease_s=sql.Placeholder("lease_s"),
+        **_names(schema),
+    )
+
+
+def complete_one_sql(schema: str) -> sql.Composed:
+    """Completion of one job, fenced by its attempt token.
+
+    Parameters: ``id``, ``token``. Updates 0 rows when the token moved on (stale).
+    """
+    return sql.SQL(_COMPLETE_ONE).format(id=sql.Placeholder("id"), token=sql.Placeholder("token"), **_names(schema))
+
+
+def complete_many_sql(schema: str) -> sql.Composed:
+    """Completion of a batch, each row fenced by its own attempt token.
+
+    Parameters: ``ids`` (list[int]), ``tokens`` (list[int], same length).
+    Returns the ids applied; the rest were stale.
+    """
+    return sql.SQL(_COMPLETE_MANY).format(ids=sql.Placeholder("ids"), tokens=sql.Placeholder("tokens"), **_names(schema))
+
+
+def pgbench_script(schema: str, policy: str, lease_s: float) -> str:
+    """The claim + completion of one job (batch 1) as a pgbench custom script.
+
+    The same statements the swarm runs, with pgbench variables instead of
+    bound parameters (``\\gset`` stores the claimed id and token). Used by
+    ``make calibrate``.
+    """
+    claim = sql.SQL(_CLAIM).format(
+        limit=sql.Literal(1), locking=sql.SQL(LOCKING_CLAUSE[policy]),
+        worker=sql.Literal("pgbench"), lease_s=sql.Literal(lease_s), **_names(schema),
+    ).as_string(None)
+    complete = sql.SQL(_COMPLETE_ONE).format(
+        id=sql.SQL(":id"), token=sql.SQL(":attempt_token"), **_names(schema),
+    ).as_string(None)
+    one_line = lambda text: " ".join(text.split())  # noqa: E731 - pgbench wants one statement per line
+    return f"{one_line(claim)} \\gset\n{one_line(complete)};\n"

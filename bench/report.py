@@ -1,0 +1,420 @@
+"""Render one run's result files into a self-contained HTML report.
+
+The report reads only the result files of a run directory (``run.json``,
+``intervals.csv``, ``summary.json``); it never touches a database, so any run
+can be re-rendered later. Figures are drawn with matplotlib (Agg backend),
+embedded in the HTML as base64 PNG data URIs, and also written as PNG files to
+``RUN_DIR/plots/`` for quick viewing.
+
+Public API:
+    render_report(run_dir) -> Path of the written ``report.html``
+    ReportError            -> raised when the run directory cannot be rendered
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from jinja2 import Environment, FileSystemLoader  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter, MaxNLocator, NullFormatter, StrMethodFormatter,
+)
+
+__all__ = ["ReportError", "render_report"]
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "report_templates"
+TEMPLATE_NAME = "report.html.j2"
+
+REQUIRED_FILES = ("run.json", "intervals.csv", "summary.json")
+PLOTTED_COLUMNS = (
+    "t_s", "claims", "jobs_completed", "claim_p50_us", "claim_p95_us",
+    "claim_p99_us", "queue_depth", "oldest_eligible_age_s", "running", "lock_waiters",
+)
+INVARIANT_ORDER = ("double_claims", "lost_jobs", "over_claims", "stale_completions_applied")
+HARNESS_CPU_LIMIT_PCT = 90.0
+LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
+X_LABEL = "time since measured start (s)"
+NA = "n/a"
+
+BACKLOG_DRY_TEXT = ("backlog ran dry: throughput is bounded by the seeded backlog, "
+                    "not by the queue")
+
+
+class ReportError(ValueError):
+    """A run directory is missing a required file or holds unreadable data."""
+
+
+# --------------------------------------------------------------------------- public
+
+
+def render_report(run_dir: Path) -> Path:
+    """Render ``run_dir/report.html`` from the run's result files.
+
+    Args:
+        run_dir: a run directory holding ``run.json``, ``intervals.csv`` and
+            ``summary.json`` (the result-file contract; see DESIGN.md).
+
+    Returns:
+        Path of the written ``report.html`` (UTF-8, self-contained: inline CSS,
+        figures as base64 PNG data URIs). As a side effect each figure is also
+        written to ``run_dir/plots/<name>.png`` (throughput, claim_latency,
+        oldest_age, locks_running).
+
+    Raises:
+        ReportError: a required file is absent (the message names it), a JSON
+            file does not parse, or ``intervals.csv`` lacks a plotted column.
+    """
+    run_dir = Path(run_dir)
+    run, summary, intervals = _load(run_dir)
+    config = {**(summary.get("config") or {}), **(run.get("config") or {})}
+
+    plots_dir = run_dir / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    figures = []
+    for name, title, caption, draw in _FIGURES:
+        png = _draw_png(draw, intervals, summary)
+        (plots_dir / f"{name}.png").write_bytes(png)
+        figures.append({
+            "name": name,
+            "title": title,
+            "caption": caption,
+            "data_uri": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
+        })
+
+    context = {
+        "run_id": summary.get("run_id") or run.get("run_id") or run_dir.name,
+        "headline": _headline(config),
+        "banners": _banners(summary),
+        "summary_rows": _summary_rows(summary, config),
+        "latency_rows": _latency_rows(summary),
+        "figures": figures,
+        "config_rows": [(k, _fmt_value(v)) for k, v in config.items()],
+        "env_rows": _env_rows(run, summary),
+        "server_settings": [(k, _fmt_value(v))
+                            for k, v in sorted((run.get("server_settings") or {}).items())],
+    }
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    html = env.get_template(TEMPLATE_NAME).render(**context)
+    out = run_dir / "report.html"
+    out.write_text(html, encoding="utf-8")
+    return out
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _load(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
+    """Read run.json, summary.json and intervals.csv; raise ReportError on problems."""
+    for name in REQUIRED_FILES:
+        if not (run_dir / name).is_file():
+            raise ReportError(f"{name} not found in run directory {run_dir}")
+    run = _read_json(run_dir / "run.json")
+    summary = _read_json(run_dir / "summary.json")
+    try:
+        df = pd.read_csv(run_dir / "intervals.csv")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ReportError(f"intervals.csv in {run_dir} is unreadable: {exc}") from exc
+    missing = [c for c in PLOTTED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ReportError(f"intervals.csv in {run_dir} lacks columns: {', '.join(missing)}")
+    df = df.apply(pd.to_numeric, errors="coerce").sort_values("t_s").reset_index(drop=True)
+    return run, summary, df
+
+
+def _read_json(path: Path) -> dict:
+    """Parse a JSON object file; raise ReportError naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path.name} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ReportError(f"{path.name} does not hold a JSON object")
+    return data
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _fmt_num(v: Any, decimals: int = 0, unit: str = "") -> str:
+    """Thousands-separated number with a fixed number of decimals, or 'n/a'."""
+    if _is_missing(v):
+        return NA
+    try:
+        text = f"{float(v):,.{decimals}f}"
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{text} {unit}" if unit else text
+
+
+def _fmt_us_as_ms(v: Any) -> str:
+    """Microseconds shown as milliseconds with microsecond precision: 412 -> '0.412 ms'."""
+    return NA if _is_missing(v) else _fmt_num(float(v) / 1000.0, 3, "ms")
+
+
+def _fmt_value(v: Any) -> str:
+    """Config/setting value as text: scalars as-is, containers as compact JSON."""
+    if v is None:
+        return NA
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def _as_int(v: Any) -> int | None:
+    try:
+        return None if _is_missing(v) else int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- context
+
+
+def _headline(config: dict) -> list[tuple[str, str]]:
+    return [(k, _fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
+
+
+def _banners(summary: dict) -> list[str]:
+    banners = []
+    if summary.get("complete") is False:
+        banners.append("interrupted run: the measured window did not finish")
+    if summary.get("suspect"):
+        reasons = summary.get("suspect_reasons") or ["no reason recorded"]
+        banners.extend(f"suspect run: {r}" for r in reasons)
+    if summary.get("backlog_exhausted"):
+        banners.append(BACKLOG_DRY_TEXT)
+    return banners
+
+
+def _row(label: str, value: str, bad: bool = False) -> dict:
+    return {"label": label, "value": value, "bad": bad}
+
+
+def _summary_rows(summary: dict, config: dict) -> list[dict]:
+    """Headline figures (latencies are in a separate table, see _latency_rows)."""
+    batch = _as_int(config.get("batch"))
+    max_rows = _as_int(summary.get("max_rows_per_claim"))
+    over_batch = max_rows is not None and batch is not None and max_rows > batch
+    age = summary.get("oldest_eligible_age_s") or {}
+    cpu = summary.get("harness_cpu_max_pct")
+    mon = summary.get("monitor_query_us") or {}
+
+    rows = [
+        _row("throughput", _fmt_num(summary.get("throughput_jobs_per_s"), 1, "jobs/s")),
+        _row("claims per second", _fmt_num(summary.get("claims_per_s"), 1, "claims/s")),
+        _row("measured window", _fmt_num(summary.get("measured_s"), 1, "s")),
+        _row("jobs claimed", _fmt_num(summary.get("jobs_claimed"))),
+        _row("jobs completed", _fmt_num(summary.get("jobs_completed"))),
+        _row("empty claims", _fmt_num(summary.get("empty_claims"))),
+        _row("max rows per claim",
+             f"{_fmt_num(max_rows)} (batch {_fmt_num(batch)})", bad=over_batch),
+        _row("oldest eligible age max / p95 / final",
+             " / ".join(_fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
+        _row("errors", _fmt_errors(summary.get("errors"))),
+    ]
+    invariants = summary.get("invariants") or {}
+    keys = [k for k in INVARIANT_ORDER if k in invariants]
+    keys += sorted(k for k in invariants if k not in INVARIANT_ORDER)
+    for key in keys:
+        v = invariants[key]
+        rows.append(_row(f"invariant: {key}", _fmt_num(v),
+                         bad=_is_missing(v) or v != 0))
+    rows.append(_row("harness CPU max", _fmt_num(cpu, 1, "%"),
+                     bad=not _is_missing(cpu) and float(cpu) > HARNESS_CPU_LIMIT_PCT))
+    rows.append(_row("monitor query cost mean / max",
+                     f"{_fmt_num(mon.get('mean'), 1)} / {_fmt_num(mon.get('max'))} µs"))
+    return rows
+
+
+def _fmt_errors(errors: Any) -> str:
+    """'55P03: 3, 40001: 1' for non-zero counts, largest first; 'none' when there are none."""
+    if not errors:
+        return "none"
+    counts = [(k, v) for k, v in errors.items() if not _is_missing(v) and v != 0]
+    counts.sort(key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{k}: {_fmt_num(v)}" for k, v in counts) or "none"
+
+
+def _latency_rows(summary: dict) -> list[dict]:
+    """Rows of the latency table: label plus p50/p95/p99/max/mean cells, all in ms.
+
+    Claim and completion latency arrive in µs and are shown as ms with 3 decimals.
+    """
+    stats = ("p50", "p95", "p99", "max", "mean")
+    rows = []
+    for label, key, fmt in (
+        ("claim latency", "claim_latency_us", _fmt_us_as_ms),
+        ("completion latency", "complete_latency_us", _fmt_us_as_ms),
+        ("pickup latency", "pickup_latency_ms", lambda v: _fmt_num(v, 3, "ms")),
+    ):
+        d = summary.get(key) or {}
+        rows.append({"label": label, "cells": [fmt(d.get(s)) for s in stats]})
+    return rows
+
+
+def _env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
+    client = run.get("client") or {}
+    seed = run.get("seed") or {}
+    mem = client.get("memory_bytes")
+    return [
+        ("engine", _fmt_value(run.get("engine"))),
+        ("server version", _fmt_value(run.get("server_version"))),
+        ("DSN (password masked)", _fmt_value(run.get("dsn_masked"))),
+        ("embedded database", _fmt_value(run.get("embedded_database"))),
+        ("client cores", _fmt_value(client.get("cores"))),
+        ("client memory", NA if _is_missing(mem) else _fmt_num(mem / 2**30, 1, "GiB")),
+        ("client python", _fmt_value(client.get("python"))),
+        ("client platform", _fmt_value(client.get("platform"))),
+        ("client hostname", _fmt_value(client.get("hostname"))),
+        ("backlog chosen by", _fmt_value(run.get("backlog_computed"))),
+        ("seed rows", _fmt_num(seed.get("rows"))),
+        ("seed time", _fmt_num(seed.get("seconds"), 2, "s")),
+        ("seed rate", _fmt_num(seed.get("rows_per_s"), 0, "rows/s")),
+        ("run started", _fmt_value(run.get("started_at"))),
+        ("measured window start",
+         _fmt_value(run.get("measured_start") or summary.get("measured_start"))),
+        ("measured window end",
+         _fmt_value(run.get("measured_end") or summary.get("measured_end"))),
+        ("run ended", _fmt_value(run.get("ended_at"))),
+        ("tool version", _fmt_value(run.get("tool_version"))),
+        ("git sha", _fmt_value(run.get("git_sha")) if run.get("git_sha") else "unknown"),
+    ]
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
+              df: pd.DataFrame, summary: dict) -> bytes:
+    """Run one figure-drawing function on fresh axes and return PNG bytes."""
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=100, layout="constrained")
+    try:
+        ax.set_xlabel(X_LABEL)
+        ax.grid(True, alpha=0.3)
+        if df.empty:
+            ax.text(0.5, 0.5, "no per-second data recorded", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.margins(x=0.015)
+        draw(ax, df, summary)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _legend(ax: plt.Axes, handles: list | None = None) -> None:
+    """One-row legend above the axes, so it never covers data."""
+    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles),
+              frameon=False, fontsize="small", borderaxespad=0)
+
+
+def _count_axis(ax: plt.Axes, integer: bool = True) -> None:
+    """Linear y axis from 0 with thousands separators (1,400 rather than 1400)."""
+    ax.set_ylim(bottom=0)
+    if integer:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}" if integer else "{x:,g}"))
+
+
+def _marker(df: pd.DataFrame) -> str | None:
+    """Markers make isolated points (between gaps) visible on short runs only."""
+    return "." if len(df) <= 180 else None
+
+
+def _draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    m = _marker(df)
+    ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
+    ax.plot(df["t_s"], df["claims"], marker=m, label="claims / s")
+    mean = summary.get("throughput_jobs_per_s")
+    if not _is_missing(mean):
+        ax.axhline(float(mean), color="C0", linestyle="--", linewidth=1,
+                   label=f"mean throughput ({_fmt_num(mean, 1)} jobs/s)")
+    ax.set_ylabel("rate (per second)")
+    _count_axis(ax)
+    _legend(ax)
+
+
+def _draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    cols = (("claim_p50_us", "p50"), ("claim_p95_us", "p95"), ("claim_p99_us", "p99"))
+    ms = {label: df[col] / 1000.0 for col, label in cols}
+    values = pd.concat(list(ms.values())) if ms else pd.Series(dtype=float)
+    positive = values[values > 0]
+    use_log = not positive.empty and positive.max() / positive.min() > LOG_SCALE_RATIO
+    m = _marker(df)
+    for label, series in ms.items():
+        ax.plot(df["t_s"], series.where(series > 0) if use_log else series,
+                marker=m, label=f"claim latency {label}")
+    if use_log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:,g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("claim latency (ms, log scale)")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("claim latency (ms)")
+    _legend(ax)
+
+
+def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    m = _marker(df)
+    (age_line,) = ax.plot(df["t_s"], df["oldest_eligible_age_s"], marker=m, color="C3",
+                          label="oldest eligible age (s, left)")
+    ax.set_ylabel("oldest eligible age (s)", color="C3")
+    _count_axis(ax, integer=False)
+    depth_ax = ax.twinx()
+    (depth_line,) = depth_ax.plot(df["t_s"], df["queue_depth"], marker=m, color="C0",
+                                  linestyle="--", label="queue depth (rows, right)")
+    depth_ax.set_ylabel("queue depth (eligible rows)", color="C0")
+    _count_axis(depth_ax)
+    _legend(ax, [age_line, depth_line])
+
+
+def _draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    m = _marker(df)
+    ax.plot(df["t_s"], df["running"], marker=m, label="running jobs")
+    ax.plot(df["t_s"], df["lock_waiters"], marker=m, label="lock waiters (sessions)")
+    ax.set_ylabel("count")
+    _count_axis(ax)
+    _legend(ax)
+
+
+# (file name, title, caption, drawing function); the report shows them in this order.
+_FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
+    ("throughput", "Throughput",
+     "Jobs completed and claims made in each second of the measured window; the dashed "
+     "line is the run's mean throughput. Dips show stalls.",
+     _draw_throughput),
+    ("claim_latency", "Claim latency",
+     "Per-second p50/p95/p99 of claim latency in ms (lock waits included); gaps are seconds "
+     "with no claims. A widening p99 over p50 means some claims queue behind locks.",
+     _draw_claim_latency),
+    ("oldest_age", "Oldest eligible age and queue depth",
+     "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
+     "(right axis); gaps are seconds the monitor missed. Age rising while depth looks flat "
+     "means the queue is falling behind.",
+     _draw_oldest_age),
+    ("locks_running", "Lock waiters and running jobs",
+     "Sessions waiting on a lock and jobs in the running state, sampled each second. Lock "
+     "waiters above zero for long stretches point to a convoy; gaps are missed samples.",
+     _draw_locks_running),
+)

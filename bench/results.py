@@ -1,0 +1,72 @@
+"""The result files of one run (DESIGN.md "Result files"): names and writers.
+
+``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``histograms/*.hlog``
+(HdrHistogram interval logs, readable by any HdrHistogram log reader; each line is
+one measured second, values in µs) and ``summary.json``. The report reads only these.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from hdrh.log import HistogramLogWriter
+
+INTERVAL_COLUMNS = (
+    "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
+    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
+    "errors", "queue_depth", "oldest_eligible_age_s", "running", "lock_waiters", "dead_tuples",
+    "harness_cpu_pct", "monitor_query_us",
+)
+
+SUMMARY_KEYS = (
+    "run_id", "complete", "config", "measured_s", "throughput_jobs_per_s", "claims_per_s",
+    "jobs_claimed", "jobs_completed", "empty_claims", "max_rows_per_claim", "claim_latency_us",
+    "complete_latency_us", "pickup_latency_ms", "oldest_eligible_age_s", "errors", "invariants",
+    "harness_cpu_max_pct",
+)
+
+
+def _clean(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: Mapping) -> None:
+    """Write ``data`` as indented JSON (NaN/inf become null)."""
+    path.write_text(json.dumps(_clean(dict(data)), indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:
+    """Write one CSV row per measured second with :data:`INTERVAL_COLUMNS` (missing → empty cell)."""
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=INTERVAL_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in INTERVAL_COLUMNS})
+
+
+def write_histogram_log(path: Path, intervals: list, name: str, base_time_s: float) -> None:
+    """Write the interval histograms ``name`` of ``intervals`` as an HdrHistogram log.
+
+    ``base_time_s`` is the Unix time of the load start (``Interval.start_s`` is
+    relative to it); each log line is stamped with absolute Unix seconds, and its
+    ``Interval_Max`` column is in milliseconds (values are µs).
+    """
+    with path.open("w") as fh:
+        writer = HistogramLogWriter(fh)
+        writer.output_log_format_version()
+        writer.output_comment(f"queue-bench {name}: one interval per measured second, values in microseconds")
+        writer.output_base_time(int(base_time_s * 1000))
+        writer.output_legend()
+        for interval in intervals:
+            writer.output_interval_histogram(interval.histograms[name], base_time_s + interval.start_s,
+                                             base_time_s + interval.end_s, max_value_unit_ratio=1000.0)

@@ -1,0 +1,358 @@
+"""One run: check the server, prepare the table, drive the swarm through warm-up and
+the measured window, sample the database, audit, and write the result files.
+
+Import :mod:`bench.swarm` (which monkey-patches for gevent) before this module
+when psycopg has not been imported yet; :func:`run` re-checks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import os
+import platform
+import secrets
+import socket
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import gevent
+import psutil
+
+from . import __version__, audit, db, metrics, results, swarm
+from .config import REPO_ROOT, RunConfig, mask_dsn
+from .monitor import Monitor
+
+#: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
+#: a little above the pgbench reference figures in DESIGN.md (about 4,100 jobs/s at
+#: batch 1 on 2 cores); used only to size the default backlog.
+BACKLOG_CEILING_JOBS_PER_S = 6000
+BACKLOG_SAFETY = 1.25
+BACKLOG_MIN, BACKLOG_MAX = 1_000, 5_000_000
+#: Above this harness CPU (% of one core) the load generator may be the bottleneck.
+SUSPECT_CPU_PCT = 90.0
+PROGRESS_EVERY_S = 5
+
+
+def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
+    """Pending rows to seed so the run cannot drain them, and how that was computed.
+
+    Upper bound on the claim rate: ``workers × batch × 1000 / work_ms`` when jobs
+    take time, else :data:`BACKLOG_CEILING_JOBS_PER_S` × batch; times the whole run
+    (warm-up + measured), × :data:`BACKLOG_SAFETY`, within [1,000, 5,000,000].
+    If a run still drains it, the summary says ``backlog_exhausted``.
+    """
+    ceiling = BACKLOG_CEILING_JOBS_PER_S * cfg.batch
+    if cfg.work_ms > 0:
+        ceiling = min(ceiling, cfg.workers * cfg.batch * 1000.0 / cfg.work_ms)
+    seconds = cfg.warmup_s + cfg.duration_s
+    rows = int(min(BACKLOG_MAX, max(BACKLOG_MIN, math.ceil(ceiling * seconds * BACKLOG_SAFETY))))
+    how = (f"computed: ceiling {ceiling:,.0f} jobs/s x {seconds:g} s x {BACKLOG_SAFETY}"
+           f" = {rows:,} rows (bounded to [{BACKLOG_MIN:,}, {BACKLOG_MAX:,}])")
+    return rows, how
+
+
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _iso_at(unix_s: float) -> str:
+    return dt.datetime.fromtimestamp(unix_s, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id(cfg: RunConfig) -> str:
+    """``<UTC time>-<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}-{secrets.token_hex(2)}"
+
+
+def _fmt_ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1000:.3f} ms"
+
+
+class _Clock:
+    """Per-second ticks relative to the load start (monotonic), with Unix time of the start."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.unix0 = time.time()
+
+    def now_s(self) -> float:
+        return time.monotonic() - self.t0
+
+    def sleep_until(self, t_s: float) -> None:
+        delay = t_s - self.now_s()
+        if delay > 0:
+            gevent.sleep(delay)
+
+
+def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) -> dict:
+    claim = interval.histograms["claim_latency_us"]
+    complete = interval.histograms["complete_latency_us"]
+    row = {
+        "t_s": t_s,
+        "claims": interval.counters["claims"],
+        "jobs_claimed": interval.counters["jobs_claimed"],
+        "jobs_completed": interval.counters["jobs_completed"],
+        "empty_claims": interval.counters["empty_claims"],
+        "errors": sum(interval.errors.values()),
+        "harness_cpu_pct": round(cpu_pct, 1),
+    }
+    if claim.get_total_count():
+        row.update(claim_p50_us=claim.get_value_at_percentile(50), claim_p95_us=claim.get_value_at_percentile(95),
+                   claim_p99_us=claim.get_value_at_percentile(99), claim_max_us=claim.get_max_value())
+    if complete.get_total_count():
+        row["complete_p99_us"] = complete.get_value_at_percentile(99)
+    if sample is not None:
+        row.update(sample.as_row())
+    return row
+
+
+def _percentile(values: list[float], pct: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, math.ceil(pct / 100 * len(ordered)) - 1)  # nearest-rank
+    return ordered[rank]
+
+
+def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False) -> Path:
+    """Run one benchmark against ``dsn`` and return the run directory.
+
+    Raises :class:`bench.config.ConfigError` before creating anything when the
+    database is unreachable, the schema is not the tool's, or the server lacks
+    connections; :class:`bench.swarm.NotCooperativeError` if psycopg would block.
+    A Ctrl-C during the load stops it, and the files are still written with
+    ``complete: false``.
+    """
+    wait_fn = swarm.check_cooperative()
+    logging.getLogger("locust").setLevel(logging.WARNING)
+    admin = db.connect(dsn, application_name="queue-bench admin")
+    try:
+        server = db.server_info(admin)
+        db.check_schema_usable(admin, cfg.schema)
+        room = db.check_capacity(admin, cfg.workers + 1)  # workers + monitor (this one is counted)
+        return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded)
+    finally:
+        admin.close()
+
+
+def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
+    backlog, backlog_how = (cfg.backlog, "given") if cfg.backlog else compute_backlog(cfg)
+    run_id = new_run_id(cfg)
+    run_dir = Path(cfg.results) / run_id
+    run_dir.mkdir(parents=True)
+    started_at = _now_iso()
+    log(f"queue-bench {__version__}: run {run_id}")
+    log(f"policy {cfg.policy}, workers {cfg.workers}, batch {cfg.batch}, txn {cfg.txn}, work {cfg.work_ms:g} ms, "
+        f"index {cfg.index}, history {cfg.history:,}, backlog {backlog:,} ({backlog_how})")
+    log(f"server: {server['server_version'].split(',')[0]}; connections free {room['available']} of "
+        f"{room['max_connections']}; psycopg wait function {wait_fn}")
+
+    seed = db.prepare(admin, cfg, backlog, log=log)
+    sizes_before = db.table_sizes(admin, cfg.schema)
+
+    recorder = metrics.Recorder(cfg.batch)
+    claim_log = swarm.ClaimLog()
+    ctx = swarm.SwarmContext(cfg=cfg, dsn=dsn, recorder=recorder, log=claim_log)
+    monitor = Monitor(db.connect(dsn, application_name="queue-bench monitor"), cfg.schema)
+
+    from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
+
+    swarm.QueueWorker.ctx = ctx
+    swarm.QueueWorker._serial = 0
+    stop_timeout_s = max(10.0, 2 * cfg.work_ms * cfg.batch / 1000.0 * (cfg.workers if cfg.txn == "hold" else 1))
+    env = Environment(user_classes=[swarm.QueueWorker], stop_timeout=stop_timeout_s)
+    locust_runner = env.create_local_runner()
+    proc = psutil.Process()
+    proc.cpu_percent(None)
+
+    n_warm = int(round(cfg.warmup_s))
+    n_meas = max(1, int(round(cfg.duration_s)))
+    clock = _Clock()
+    locust_runner.start(cfg.workers, spawn_rate=max(cfg.workers, 1) * 10)
+    samples: dict[int, object] = {}
+
+    def sample_loop() -> None:
+        k = 0
+        while k < n_warm + n_meas:
+            clock.sleep_until(k + 0.5)
+            samples[k] = monitor.sample()
+            k = max(k + 1, int(clock.now_s() + 0.5))
+
+    sampler = gevent.spawn(sample_loop)
+    measured: list[metrics.Interval] = []
+    rows: list[dict] = []
+    max_rows_per_claim = 0
+    totals = Counter()
+    complete = True
+    prev_s = 0.0
+    try:
+        for k in range(n_warm + n_meas):
+            clock.sleep_until(k + 1)
+            now_s = clock.now_s()
+            interval, max_rows = recorder.rotate(k, prev_s, now_s)
+            prev_s = now_s
+            cpu = proc.cpu_percent(None)
+            max_rows_per_claim = max(max_rows_per_claim, max_rows)
+            totals.update({"over_claims": interval.counters["over_claims"]})
+            if k >= n_warm:
+                gevent.sleep(0)  # let the sampler store sample k if it is due
+                measured.append(interval)
+                rows.append(_interval_row(interval, k - n_warm, samples.get(k), cpu))
+            if (k + 1) % PROGRESS_EVERY_S == 0:
+                _progress(log, k + 1, n_warm, n_meas, rows if k >= n_warm else [], samples.get(k))
+    except KeyboardInterrupt:
+        complete = False
+        log("interrupted: stopping the swarm and writing what was measured (complete: false)")
+    # Intervals after the last tick (stop phase) still count for the invariants.
+    ctx.stopping = True
+    sampler.kill()
+    locust_runner.stop()
+    locust_runner.quit()
+    tail, tail_max = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
+    max_rows_per_claim = max(max_rows_per_claim, tail_max)
+    totals.update({"over_claims": tail.counters["over_claims"]})
+    if not complete and tail.counters["claims"] and len(measured) < n_meas and clock.now_s() > n_warm:
+        measured.append(tail)
+    ended_unix = time.time()
+
+    final_sample = monitor.sample()
+    monitor.conn.close()
+    audit_result = audit.run_audit(
+        admin, cfg.schema, expected_rows=cfg.history + backlog, claims=claim_log.claims,
+        applied=claim_log.applied, client_double_claims=claim_log.double_claims,
+        over_claims=totals["over_claims"])
+    sizes_after = db.table_sizes(admin, cfg.schema)
+
+    measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
+    measured_end_unix = clock.unix0 + (measured[-1].end_s if measured else clock.now_s())
+    run_info = {
+        "run_id": run_id, "tool_version": __version__, "git_sha": _git_sha(),
+        **server,
+        "client": {"cores": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total,
+                   "python": platform.python_version(), "platform": platform.platform(),
+                   "hostname": socket.gethostname(), "psycopg_wait": wait_fn},
+        "dsn_masked": mask_dsn(dsn), "embedded_database": embedded,
+        "config": cfg.public(), "backlog": backlog, "backlog_computed": backlog_how,
+        "seed": {"rows": seed.history + seed.backlog, "history": seed.history, "backlog": seed.backlog,
+                 "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),
+                 "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)},
+        "connections": room,
+        "sizes_before": sizes_before, "sizes_after": sizes_after,
+        "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
+        "measured_start": _iso_at(measured_start_unix), "measured_end": _iso_at(measured_end_unix),
+        "ended_at": _iso_at(ended_unix),
+    }
+    summary = summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,
+                        final_sample, monitor.failures, run_info)
+    results.write_json(run_dir / "run.json", run_info)
+    results.write_intervals(run_dir / "intervals.csv", rows)
+    (run_dir / "histograms").mkdir()
+    for name in metrics.HISTOGRAM_NAMES:
+        results.write_histogram_log(run_dir / "histograms" / f"{name}.hlog", measured, name, clock.unix0)
+    results.write_json(run_dir / "summary.json", summary)
+    _final_lines(log, summary)
+    return run_dir
+
+
+def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, rows: list[dict], sample) -> None:
+    """A ``pgbench -P`` style line over the last :data:`PROGRESS_EVERY_S` seconds."""
+    total = n_warm + n_meas
+    if elapsed_s <= n_warm or not rows:
+        log(f"progress: {elapsed_s:.1f}/{total} s (warm-up)")
+        return
+    last = rows[-PROGRESS_EVERY_S:]
+    jobs_s = sum(r["jobs_completed"] for r in last) / len(last)
+    p99 = max((r["claim_p99_us"] for r in last if r.get("claim_p99_us") is not None), default=None)
+    age = "-" if sample is None else f"{sample.oldest_eligible_age_s:.1f} s"
+    errors = sum(r["errors"] for r in last)
+    log(f"progress: {elapsed_s:.1f}/{total} s, {jobs_s:,.1f} jobs/s, claim p99 {_fmt_ms(p99)}, "
+        f"oldest age {age}, errors {errors}")
+
+
+def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result, final_sample,
+              monitor_failures, run_info) -> dict:
+    """Build ``summary.json`` (DESIGN.md keys plus ``suspect``, ``backlog_exhausted`` and details)."""
+    measured_s = sum(i.seconds for i in measured)
+    counters = Counter()
+    errors = Counter()
+    for interval in measured:
+        counters.update(interval.counters)
+        errors.update(interval.errors)
+    claim = metrics.merge(measured, "claim_latency_us")
+    complete_h = metrics.merge(measured, "complete_latency_us")
+    pickup = metrics.merge(measured, "pickup_latency_us")
+    ages = [r["oldest_eligible_age_s"] for r in rows if r.get("oldest_eligible_age_s") is not None]
+    costs = [r["monitor_query_us"] for r in rows if r.get("monitor_query_us") is not None]
+    cpu_max = max((r["harness_cpu_pct"] for r in rows), default=0.0)
+    depth_zero = any(r.get("queue_depth") == 0 for r in rows) or (final_sample is not None and final_sample.queue_depth == 0)
+    backlog_exhausted = depth_zero  # no producers yet: an empty queue means the seeded backlog ran out
+    reasons = []
+    if cpu_max > SUSPECT_CPU_PCT:
+        reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
+                       "the harness may be the bottleneck")
+    if len(costs) < len(rows):
+        reasons.append(f"the monitor missed {len(rows) - len(costs)} of {len(rows)} samples")
+    if backlog_exhausted:
+        reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
+    summary = {
+        "run_id": run_id,
+        "complete": complete,
+        "config": cfg.public(),
+        "measured_s": round(measured_s, 3),
+        "measured_start": run_info["measured_start"],
+        "measured_end": run_info["measured_end"],
+        "throughput_jobs_per_s": round(counters["jobs_completed"] / measured_s, 2) if measured_s else None,
+        "claims_per_s": round(counters["claims"] / measured_s, 2) if measured_s else None,
+        "jobs_claimed": counters["jobs_claimed"],
+        "jobs_completed": counters["jobs_completed"],
+        "empty_claims": counters["empty_claims"],
+        "max_rows_per_claim": max_rows_per_claim,
+        "claim_latency_us": metrics.latency_summary(claim),
+        "complete_latency_us": metrics.latency_summary(complete_h),
+        "pickup_latency_ms": metrics.latency_summary(pickup, scale=1000.0),
+        "oldest_eligible_age_s": {
+            "max": max(ages) if ages else None,
+            "p95": _percentile(ages, 95),
+            "final": final_sample.oldest_eligible_age_s if final_sample is not None else (ages[-1] if ages else None),
+        },
+        "errors": dict(errors),
+        "invariants": audit_result["invariants"],
+        "harness_cpu_max_pct": cpu_max,
+        "suspect": bool(reasons),
+        "suspect_reasons": reasons,
+        "backlog_exhausted": bool(backlog_exhausted),
+        "stale_completions": counters["stale_completions"],
+        "nowait_retries": counters["nowait_retries"],
+        "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,
+                             "max": max(costs) if costs else None},
+        "monitor_failures": monitor_failures,
+        "status_counts": audit_result["status_counts"],
+        "audit": audit_result["details"],
+    }
+    return summary
+
+
+def _final_lines(log, s: dict) -> None:
+    c = s["claim_latency_us"]
+    log(f"throughput {s['throughput_jobs_per_s']} jobs/s over {s['measured_s']} s "
+        f"({s['jobs_completed']:,} jobs completed, {s['claims_per_s']} claims/s, {s['empty_claims']:,} empty claims)")
+    log(f"claim latency p50 {_fmt_ms(c['p50'])}, p95 {_fmt_ms(c['p95'])}, p99 {_fmt_ms(c['p99'])}, max {_fmt_ms(c['max'])}")
+    log(f"oldest eligible age max {s['oldest_eligible_age_s']['max']} s; errors {s['errors'] or 'none'}; "
+        f"invariants {s['invariants']}")
+    if s["suspect"]:
+        log("SUSPECT: " + "; ".join(s["suspect_reasons"]))

@@ -1,0 +1,58 @@
+"""Shared fixtures: a throwaway PostgreSQL database per test module, and a helper
+that runs ``qbench`` as a user would (a subprocess), against the real server.
+
+The server is the one on 127.0.0.1:5432 (trust auth) unless QBENCH_TEST_DSN names
+another maintenance database to create throwaway databases from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+ADMIN_DSN = os.environ.get("QBENCH_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _dsn_for(dbname: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(ADMIN_DSN)
+    params["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**params)
+
+
+@pytest.fixture(scope="module")
+def dsn():
+    """DSN of a fresh database, dropped (with its connections) after the module."""
+    name = f"qbench_test_{secrets.token_hex(4)}"
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _dsn_for(name)
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def qbench(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m bench.cli ARGS`` and return the completed process (text output)."""
+    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or REPO)
+
+
+def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300) -> tuple[Path, dict, subprocess.CompletedProcess]:
+    """Run ``qbench run`` against ``dsn`` writing into ``results``; return (run_dir, summary, process).
+
+    Fails the test with qbench's output when it exits non-zero.
+    """
+    proc = qbench("run", "--dsn", dsn, "--results", str(results), *args, timeout=timeout)
+    assert proc.returncode == 0, f"qbench run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    runs = sorted(p for p in results.iterdir() if p.is_dir())
+    assert runs, "no run directory written"
+    run_dir = runs[-1]
+    return run_dir, json.loads((run_dir / "summary.json").read_text()), proc

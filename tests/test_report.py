@@ -1,0 +1,192 @@
+"""Tests for bench.report: render the small fixture run and check what could be wrong."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from bench.report import ReportError, render_report
+
+FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
+PLOT_NAMES = ("throughput", "claim_latency", "oldest_age", "locks_running")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    dst = tmp_path / "run_small"
+    shutil.copytree(FIXTURE, dst)
+    return dst
+
+
+def _summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def _edit_summary(run_dir: Path, **changes) -> None:
+    data = _summary(run_dir)
+    data.update(changes)
+    (run_dir / "summary.json").write_text(json.dumps(data))
+
+
+def _row_cell(page: str, label: str) -> str:
+    """The <td ...>value</td> that follows the <th>label</th> of a summary row."""
+    m = re.search(rf"<th>{re.escape(label)}</th>\s*(<td[^>]*>[^<]*</td>)", page)
+    assert m, f"row {label!r} not found"
+    return m.group(1)
+
+
+def test_render_writes_report_and_returns_its_path(run_dir):
+    out = render_report(run_dir)
+    assert out == run_dir / "report.html"
+    assert out.is_file()
+
+
+def test_report_embeds_four_png_figures(run_dir):
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert page.count('<img src="data:image/png;base64,') == 4
+
+
+def test_throughput_and_counts_formatted_from_summary(run_dir):
+    s = _summary(run_dir)
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert f"{s['throughput_jobs_per_s']:,.1f} jobs/s" in page
+    assert f"{s['claims_per_s']:,.1f} claims/s" in page
+    assert f"{s['jobs_completed']:,}" in page
+
+
+def test_claim_latency_shown_in_ms_with_microsecond_precision(run_dir):
+    s = _summary(run_dir)
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    for stat in ("p50", "p99", "max"):
+        expected = f"{s['claim_latency_us'][stat] / 1000:,.3f} ms"
+        assert expected in page, expected
+    # the raw microsecond figure must not be presented as milliseconds
+    assert f"{s['claim_latency_us']['p99']:,.3f} ms" not in page
+
+
+def test_suspect_banner_lists_reasons(run_dir):
+    s = _summary(run_dir)
+    assert s["suspect"] and s["suspect_reasons"]
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    banner = re.search(r'<div class="banner".*?</div>', page, re.S)
+    assert banner, "suspect run must show the red banner"
+    for reason in s["suspect_reasons"]:
+        assert html.escape(reason) in banner.group(0)
+
+
+def test_interrupted_and_backlog_dry_banners(run_dir):
+    _edit_summary(run_dir, suspect=False, suspect_reasons=[], complete=False,
+                  backlog_exhausted=True)
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    banner = re.search(r'<div class="banner".*?</div>', page, re.S).group(0)
+    assert "interrupted run" in banner
+    assert "backlog ran dry" in banner
+
+
+def test_clean_run_has_no_banner(run_dir):
+    _edit_summary(run_dir, suspect=False, suspect_reasons=[], complete=True,
+                  backlog_exhausted=False)
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert 'class="banner"' not in page
+
+
+def test_nonzero_invariant_is_red_and_zero_is_not(run_dir):
+    inv = _summary(run_dir)["invariants"]
+    bad = [k for k, v in inv.items() if v]
+    good = [k for k, v in inv.items() if not v]
+    assert bad and good, "fixture needs both zero and non-zero invariants"
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    for key in bad:
+        cell = _row_cell(page, f"invariant: {key}")
+        assert "bad" in cell and f">{inv[key]}<" in cell
+    for key in good:
+        assert "bad" not in _row_cell(page, f"invariant: {key}")
+
+
+def test_max_rows_over_batch_flagged(run_dir):
+    s = _summary(run_dir)
+    assert s["max_rows_per_claim"] > s["config"]["batch"]
+    cell = _row_cell(render_report(run_dir).read_text(encoding="utf-8"), "max rows per claim")
+    assert "bad" in cell and f"batch {s['config']['batch']}" in cell
+
+
+def test_report_is_self_contained(run_dir):
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert "http://" not in page and "https://" not in page
+    assert "<link" not in page and "<script" not in page
+    assert re.findall(r'src="(?!data:)', page) == []
+
+
+def test_environment_and_config_shown(run_dir):
+    run = json.loads((run_dir / "run.json").read_text())
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert f"{run['client']['memory_bytes'] / 2**30:,.1f} GiB" in page
+    assert html.escape(run["dsn_masked"]) in page
+    assert run["measured_start"] in page and run["measured_end"] in page
+    for key in run["config"]:
+        assert f"<th>{key}</th>" in page
+    for key in run["server_settings"]:
+        assert f"<th>{key}</th>" in page
+
+
+def test_values_are_html_escaped(run_dir):
+    run = json.loads((run_dir / "run.json").read_text())
+    run["config"]["schema"] = "<b>evil</b>"
+    (run_dir / "run.json").write_text(json.dumps(run))
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert "<b>evil</b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page
+
+
+def test_null_latencies_render_as_na(run_dir):
+    _edit_summary(run_dir, claim_latency_us={k: None for k in ("p50", "p95", "p99", "max", "mean")})
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    row = re.search(r"<th>claim latency</th>(.*?)</tr>", page, re.S).group(1)
+    assert row.count(">n/a<") == 5
+
+
+def test_plots_written_as_valid_pngs(run_dir):
+    render_report(run_dir)
+    for name in PLOT_NAMES:
+        data = (run_dir / "plots" / f"{name}.png").read_bytes()
+        assert data.startswith(PNG_SIGNATURE), name
+        assert data[12:16] == b"IHDR"
+        width, height = struct.unpack(">II", data[16:24])
+        assert width > 300 and height > 150, (name, width, height)
+
+
+def test_header_only_intervals_still_render(run_dir):
+    header = (run_dir / "intervals.csv").read_text().splitlines()[0]
+    (run_dir / "intervals.csv").write_text(header + "\n")
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert page.count('<img src="data:image/png;base64,') == 4
+
+
+@pytest.mark.parametrize("name", ["summary.json", "run.json", "intervals.csv"])
+def test_missing_required_file_raises_naming_it(run_dir, name):
+    (run_dir / name).unlink()
+    with pytest.raises(ReportError, match=re.escape(name)):
+        render_report(run_dir)
+    assert not (run_dir / "report.html").exists()
+
+
+def test_report_error_is_value_error_and_names_bad_json(run_dir):
+    (run_dir / "summary.json").write_text("{not json")
+    with pytest.raises(ValueError, match="summary.json"):
+        render_report(run_dir)
+
+
+def test_missing_plotted_column_raises(run_dir):
+    lines = (run_dir / "intervals.csv").read_text().splitlines()
+    cols = lines[0].split(",")
+    i = cols.index("lock_waiters")
+    rows = [",".join(c for j, c in enumerate(line.split(",")) if j != i) for line in lines]
+    (run_dir / "intervals.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ReportError, match="lock_waiters"):
+        render_report(run_dir)
