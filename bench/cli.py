@@ -81,12 +81,14 @@ def is_loopback_dsn(dsn: str) -> bool:
 def _run(args: argparse.Namespace) -> int:
     overrides = {key: getattr(args, key) for _, key, _ in RUN_OPTIONS}
     dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
-    cfg = build_config(args.workload or "default", overrides, dsn=dsn)
+    cfg = build_config(args.workload or "default", overrides, dsn=dsn)  # validates before any heavy import
+
+    from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
+
     if cfg.dsn and not is_loopback_dsn(cfg.dsn) and not args.allow_remote:
         raise ConfigError("DSN", "is not a loopback address; this tool writes heavy load: "
                                  "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
 
-    from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
     from . import runner
     from .report import render_report
 
@@ -156,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as err:
         return _bad(str(err))
+    except RuntimeError as err:  # NotCooperativeError, EmbeddedError: the message is for the user
+        if type(err).__name__ not in ("NotCooperativeError", "EmbeddedError"):
+            raise
+        sys.stderr.write(f"qbench: {err}\n")
+        return 1
 
 
 if __name__ == "__main__":

@@ -82,39 +82,40 @@ def parse_duration_s(param: str, value: Any) -> float:
     Returns seconds (float). Raises :class:`ConfigError` naming ``param``.
     """
     if isinstance(value, bool):
-        raise ConfigError(param, f"{value!r} is not a duration; use e.g. 30s, 2m, 500ms")
+        raise ConfigError(param, f"{value!r} is not a duration; allowed: a number with a unit ms, s, m or h, e.g. 30s, 2m")
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
         m = _DURATION_RE.match(str(value))
         if not m:
-            raise ConfigError(param, f"{value!r} is not a duration; use e.g. 30s, 2m, 500ms")
+            raise ConfigError(param, f"{value!r} is not a duration; allowed: a number with a unit ms, s, m or h, e.g. 30s, 2m")
         seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
     return seconds
 
 
 def _int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
+    allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
     if isinstance(value, bool):
-        raise ConfigError(param, f"{value!r} is not an integer")
+        raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}")
     try:
         number = int(str(value).replace("_", "")) if not isinstance(value, int) else value
     except ValueError:
-        raise ConfigError(param, f"{value!r} is not an integer") from None
+        raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}") from None
     if number < minimum or (maximum is not None and number > maximum):
-        allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
         raise ConfigError(param, f"{number} is out of range; allowed: an integer {allowed}")
     return number
 
 
 def _float(param: str, value: Any, *, minimum: float, strict: bool = False) -> float:
+    allowed = f"a number {'>' if strict else '>='} {minimum:g}"
     if isinstance(value, bool):
-        raise ConfigError(param, f"{value!r} is not a number")
+        raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(param, f"{value!r} is not a number") from None
-    if number != number or (number <= minimum if strict else number < minimum):
-        raise ConfigError(param, f"{value} is out of range; allowed: a number {'>' if strict else '>='} {minimum}")
+        raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}") from None
+    if number != number or number == float("inf") or (number <= minimum if strict else number < minimum):
+        raise ConfigError(param, f"{value} is out of range; allowed: {allowed}")
     return number
 
 
@@ -179,7 +180,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
 
     duration_s = parse_duration_s("DURATION", raw.get("duration", "30s"))
     if duration_s < 1:
-        raise ConfigError("DURATION", f"{raw.get('duration')!r} is too short; allowed: at least 1s")
+        raise ConfigError("DURATION", f"{raw.get('duration')!r} is too short; allowed: a duration of at least 1s, e.g. 30s, 2m")
     warmup_s = parse_duration_s("WARMUP", raw.get("warmup", "5s"))
     if warmup_s < 0:
         raise ConfigError("WARMUP", "must not be negative")

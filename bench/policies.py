@@ -115,3 +115,19 @@ def pgbench_script(schema: str, policy: str, lease_s: float) -> str:
     ).as_string(None)
     one_line = lambda text: " ".join(text.split())  # noqa: E731 - pgbench wants one statement per line
     return f"{one_line(claim)} \\gset\n{one_line(complete)};\n"
+
+
+def prepared_statements(schema: str, policy: str) -> dict[str, str]:
+    """The worker's statements with positional ``$n`` parameters, for ``PQprepare``.
+
+    ``claim``: $1 batch (int), $2 worker (text), $3 lease_s (float8 seconds);
+    ``complete_one``: $1 id, $2 token; ``complete_many``: $1 ids[], $2 tokens[].
+    Same SQL as :func:`claim_sql`, :func:`complete_one_sql`, :func:`complete_many_sql`.
+    """
+    names = _names(schema)
+    claim = sql.SQL(_CLAIM).format(limit=sql.SQL("$1::int"), locking=sql.SQL(LOCKING_CLAUSE[policy]),
+                                   worker=sql.SQL("$2::text"), lease_s=sql.SQL("$3::float8"), **names)
+    one = sql.SQL(_COMPLETE_ONE).format(id=sql.SQL("$1::bigint"), token=sql.SQL("$2::bigint"), **names)
+    many = sql.SQL(_COMPLETE_MANY).format(ids=sql.SQL("$1"), tokens=sql.SQL("$2"), **names)
+    return {"claim": claim.as_string(None), "complete_one": one.as_string(None),
+            "complete_many": many.as_string(None)}

@@ -58,15 +58,21 @@ def write_histogram_log(path: Path, intervals: list, name: str, base_time_s: flo
     """Write the interval histograms ``name`` of ``intervals`` as an HdrHistogram log.
 
     ``base_time_s`` is the Unix time of the load start (``Interval.start_s`` is
-    relative to it); each log line is stamped with absolute Unix seconds, and its
+    relative to it). As the HdrHistogram log format specifies, the log carries a
+    ``BaseTime`` line and each interval is stamped in seconds relative to it; the
     ``Interval_Max`` column is in milliseconds (values are µs).
     """
+    base_ms = base_time_s * 1000.0
     with path.open("w") as fh:
         writer = HistogramLogWriter(fh)
+        writer.base_time = base_ms  # the writer subtracts it from the histograms' own stamps
         writer.output_log_format_version()
         writer.output_comment(f"queue-bench {name}: one interval per measured second, values in microseconds")
-        writer.output_base_time(int(base_time_s * 1000))
+        writer.output_base_time(base_ms)
         writer.output_legend()
         for interval in intervals:
-            writer.output_interval_histogram(interval.histograms[name], base_time_s + interval.start_s,
-                                             base_time_s + interval.end_s, max_value_unit_ratio=1000.0)
+            hist = interval.histograms[name]
+            # Stamps go through the histogram: the writer treats an explicit 0.0 start as "not given".
+            hist.set_start_time_stamp(base_ms + interval.start_s * 1000.0)
+            hist.set_end_time_stamp(base_ms + interval.end_s * 1000.0)
+            writer.output_interval_histogram(hist, max_value_unit_ratio=1000.0)

@@ -23,6 +23,8 @@ from locust import User, constant, task  # noqa: E402
 
 from . import policies  # noqa: E402
 from .config import RunConfig  # noqa: E402
+from .fastpath import PreparedSession, int_array  # noqa: E402
+from .fastpath import rows as rows_of  # noqa: E402
 from .metrics import Recorder  # noqa: E402
 
 #: NOWAIT retry back-off: exponential with "equal jitter" (half fixed, half
@@ -104,10 +106,11 @@ def _sqlstate(err: BaseException) -> str:
 class QueueWorker(User):
     """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete.
 
-    Latencies: ``claim_latency_us`` from the start of the claim statement until
-    its rows are in hand (commit included in ``short`` mode, where the claim
-    runs in autocommit); ``complete_latency_us`` for the completion statement
-    (and, in ``hold`` mode, the commit that ends the long transaction).
+    Latencies: ``claim_latency_us`` from the start of the claim until its rows
+    are in hand (in ``short`` mode the claim runs in autocommit, so its commit
+    is inside; in ``hold`` mode it includes the ``BEGIN``); ``complete_latency_us``
+    for the completion statement (in ``hold`` mode with the ``COMMIT`` that ends
+    the long transaction). Statements run through :class:`bench.fastpath.PreparedSession`.
     """
 
     wait_time = constant(0)
@@ -118,21 +121,20 @@ class QueueWorker(User):
         QueueWorker._serial += 1
         self.name = f"worker-{QueueWorker._serial}"
         cfg = self.ctx.cfg
-        self.claim_q = policies.claim_sql(cfg.schema, cfg.policy)
-        self.complete_one_q = policies.complete_one_sql(cfg.schema)
-        self.complete_many_q = policies.complete_many_sql(cfg.schema)
-        self.params = {"batch": cfg.batch, "worker": self.name, "lease_s": cfg.lease_s}
+        self.statements = policies.prepared_statements(cfg.schema, cfg.policy)
+        self.claim_params = [str(cfg.batch).encode(), self.name.encode(), repr(float(cfg.lease_s)).encode()]
+        self.hold = cfg.txn == "hold"
         self.work_s = cfg.work_ms / 1000.0
         self.nowait_failures = 0
-        self.conn = None
+        self.session: PreparedSession | None = None
         self._connect()
 
     def _connect(self) -> None:
         delay = RECONNECT_BASE_S
         while not self.ctx.stopping:
             try:
-                self.conn = psycopg.connect(self.ctx.dsn, autocommit=self.ctx.cfg.txn == "short",
-                                            application_name=f"queue-bench {self.name}")
+                conn = psycopg.connect(self.ctx.dsn, autocommit=True, application_name=f"queue-bench {self.name}")
+                self.session = PreparedSession(conn, self.statements)
                 self.ctx.connected += 1
                 return
             except psycopg.OperationalError as err:
@@ -141,8 +143,8 @@ class QueueWorker(User):
                 delay = min(RECONNECT_CAP_S, delay * 2)
 
     def on_stop(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
+        if self.session is not None:
+            self.session.close()
 
     def _backoff_nowait(self) -> None:
         self.nowait_failures += 1
@@ -151,86 +153,83 @@ class QueueWorker(User):
         gevent.sleep(ceiling / 2 + random.uniform(0, ceiling / 2))
 
     @task
+    def work_until_stopped(self) -> None:
+        """Run claim/work/complete cycles until the run stops.
+
+        One Locust task invocation runs many cycles: Locust's per-task bookkeeping
+        (scheduling, wait_time, stop checks) would otherwise cost harness CPU on
+        every job, CPU that the database server on the same machine needs.
+        """
+        while not self.ctx.stopping:
+            self.claim_work_complete()
+
     def claim_work_complete(self) -> None:
-        """One cycle: claim up to ``batch`` jobs, run them, complete them."""
-        if self.ctx.stopping or self.conn is None or self.conn.closed:
-            if not self.ctx.stopping:
-                self._connect()
-            gevent.sleep(0.01)
+        """One cycle: claim up to ``batch`` jobs, run them, complete them.
+
+        Errors are counted by SQLSTATE; ``55P03`` (NOWAIT) backs off with jitter;
+        a lost connection is re-opened with back-off.
+        """
+        if self.session is None or self.session.broken:
+            self.session = None
+            self._connect()
             return
         try:
-            if self.ctx.cfg.txn == "short":
-                self._cycle_short()
-            else:
-                self._cycle_hold()
+            rows = self._claim()
+            if not rows:
+                if self.hold:
+                    self.session.command(b"ROLLBACK")
+                gevent.sleep(EMPTY_POLL_S)
+                return
+            self.nowait_failures = 0
+            if self.work_s > 0:
+                for _ in rows:
+                    gevent.sleep(self.work_s)
+            self._complete(rows)
         except psycopg.errors.LockNotAvailable:
             self.ctx.recorder.error("55P03")
             self._rollback_if_open()
             self._backoff_nowait()
-        except psycopg.OperationalError as err:
-            self.ctx.recorder.error(_sqlstate(err))
-            if self.conn.closed or self.conn.broken:
-                self.conn = None
-            else:
-                self._rollback_if_open()
         except psycopg.Error as err:
             self.ctx.recorder.error(_sqlstate(err))
-            self._rollback_if_open()
-            gevent.sleep(0.01)
+            if self.session.broken:
+                self.session = None
+            else:
+                self._rollback_if_open()
+                gevent.sleep(EMPTY_POLL_S)
 
     def _rollback_if_open(self) -> None:
-        if self.conn is not None and not self.conn.closed and not self.conn.autocommit:
+        if self.session is not None and not self.session.broken and self.session.in_transaction:
             try:
-                self.conn.rollback()
+                self.session.command(b"ROLLBACK")
             except psycopg.Error:
                 pass
 
-    def _claim(self) -> list[tuple[int, int, int]]:
+    def _claim(self) -> list[tuple[int, int]]:
         started = time.perf_counter()
-        rows = self.conn.execute(self.claim_q, self.params).fetchall()
+        if self.hold:
+            self.session.command(b"BEGIN")
+        result = self.session.execute(b"claim", self.claim_params)
         latency_us = int((time.perf_counter() - started) * 1e6)
-        self.ctx.recorder.claim(latency_us, len(rows), (r[2] for r in rows))
-        for job_id, token, _ in rows:
-            self.ctx.log.claimed(job_id, token, self.ctx.cfg.lease_s)
-        return rows
+        claimed = [(int(r[0]), int(r[1]), int(r[2])) for r in rows_of(result)]
+        self.ctx.recorder.claim(latency_us, len(claimed), (r[2] for r in claimed))
+        log, lease_s = self.ctx.log, self.ctx.cfg.lease_s
+        for job_id, token, _ in claimed:
+            log.claimed(job_id, token, lease_s)
+        return claimed
 
-    def _complete(self, rows: list[tuple[int, int, int]], commit: bool) -> None:
+    def _complete(self, claimed: list[tuple[int, int, int]]) -> None:
         started = time.perf_counter()
-        if len(rows) == 1:
-            cur = self.conn.execute(self.complete_one_q, {"id": rows[0][0], "token": rows[0][1]})
-            applied_ids = {rows[0][0]} if cur.rowcount == 1 else set()
+        if len(claimed) == 1:
+            job_id, token, _ = claimed[0]
+            result = self.session.execute(b"complete_one", [str(job_id).encode(), str(token).encode()])
+            applied_ids = {job_id} if result.command_tuples == 1 else set()
         else:
-            cur = self.conn.execute(self.complete_many_q,
-                                    {"ids": [r[0] for r in rows], "tokens": [r[1] for r in rows]})
-            applied_ids = {r[0] for r in cur.fetchall()}
-        if commit:
-            self.conn.commit()
+            result = self.session.execute(b"complete_many", [int_array([r[0] for r in claimed]),
+                                                             int_array([r[1] for r in claimed])])
+            applied_ids = {int(r[0]) for r in rows_of(result)}
+        if self.hold:
+            self.session.command(b"COMMIT")
         latency_us = int((time.perf_counter() - started) * 1e6)
-        self.ctx.recorder.complete(latency_us, len(applied_ids), len(rows) - len(applied_ids))
-        for job_id, token, _ in rows:
+        self.ctx.recorder.complete(latency_us, len(applied_ids), len(claimed) - len(applied_ids))
+        for job_id, token, _ in claimed:
             self.ctx.log.finished(job_id, token, job_id in applied_ids)
-
-    def _work(self, jobs: int) -> None:
-        if self.work_s > 0:
-            for _ in range(jobs):
-                gevent.sleep(self.work_s)
-
-    def _cycle_short(self) -> None:
-        rows = self._claim()
-        if not rows:
-            gevent.sleep(EMPTY_POLL_S)
-            return
-        self.nowait_failures = 0
-        self._work(len(rows))
-        self._complete(rows, commit=False)
-
-    def _cycle_hold(self) -> None:
-        # psycopg opens the transaction implicitly on the first statement (autocommit off).
-        rows = self._claim()
-        if not rows:
-            self.conn.rollback()
-            gevent.sleep(EMPTY_POLL_S)
-            return
-        self.nowait_failures = 0
-        self._work(len(rows))
-        self._complete(rows, commit=True)

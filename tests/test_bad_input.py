@@ -1,0 +1,138 @@
+"""Bad input to ``qbench`` is refused before anything is written.
+
+Each bad parameter of ``qbench run`` must exit with status 2 and print exactly one
+line on stderr naming the parameter and what is allowed, write no results
+directory, and create nothing in the database. ``qbench report`` on a directory
+without result files exits 2 with one line. A schema that exists and was not
+created by queue-bench is refused and left intact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from conftest import qbench
+
+UNREACHABLE_DSN = "postgresql://postgres@127.0.0.1:1/x"
+MALFORMED_DSN = "host=127.0.0.1 port"
+
+# (test id, qbench run arguments, parameter named, text saying what is allowed).
+# A None dsn slot means "use the test database's DSN".
+BAD_RUN_INPUT = [
+    ("policy", ["--policy", "fastest"], "POLICY", "wait, nowait, skip_locked"),
+    ("index", ["--index", "btree"], "INDEX", "none, status, composite, partial"),
+    ("txn", ["--txn", "long"], "TXN", "short, hold"),
+    ("workers-0", ["--workers", "0"], "WORKERS", "from 1 to 1000"),
+    ("workers-neg", ["--workers", "-3"], "WORKERS", "from 1 to 1000"),
+    ("workers-abc", ["--workers", "abc"], "WORKERS", "from 1 to 1000"),
+    ("batch-0", ["--batch", "0"], "BATCH", "from 1 to 10000"),
+    ("duration-soon", ["--duration", "soon"], "DURATION", "30s"),
+    ("duration-0s", ["--duration", "0s"], "DURATION", "at least 1s"),
+    ("dsn-unreachable", ["--dsn", UNREACHABLE_DSN], "DSN", "a reachable PostgreSQL DSN"),
+    ("dsn-malformed", ["--dsn", MALFORMED_DSN], "DSN", "postgresql://"),
+    ("schema", ["--schema", "Bad-Name"], "SCHEMA", "[a-z_][a-z0-9_]*"),
+    ("workload", ["--workload", "no_such_workload"], "WORKLOAD", "allowed: default"),
+]
+
+
+def _schemas(dsn: str) -> set[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_' "
+                            "AND nspname <> 'information_schema'").fetchall()
+    return {r[0] for r in rows}
+
+
+def _relations(dsn: str) -> set[tuple[str, str, str]]:
+    """(schema, name, kind) of every relation outside the system schemas."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("""
+            SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'""").fetchall()
+    return set(rows)
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].strip(), f"expected one stderr line, got:\n{stderr}"
+    return lines[0]
+
+
+def _no_results(results: Path) -> None:
+    assert not results.exists() or not any(results.iterdir()), list(results.rglob("*"))
+
+
+@pytest.mark.parametrize("args, param, allowed", [c[1:] for c in BAD_RUN_INPUT], ids=[c[0] for c in BAD_RUN_INPUT])
+def test_bad_run_input_exits_2_with_one_line_and_touches_nothing(dsn, tmp_path, args, param, allowed):
+    """Bad value: exit 2, one stderr line naming the parameter and what is allowed,
+    no results written, no schema or relation created in the test database."""
+    schemas_before, relations_before = _schemas(dsn), _relations(dsn)
+    results = tmp_path / "results"
+    dsn_args = [] if "--dsn" in args else ["--dsn", dsn]
+    proc = qbench("run", *dsn_args, "--results", str(results), *args, timeout=60)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert param in line and allowed in line, line
+    assert proc.stdout == ""
+    _no_results(results)
+    assert "qbench" not in _schemas(dsn) and "Bad-Name" not in _schemas(dsn)
+    assert _schemas(dsn) == schemas_before
+    assert _relations(dsn) == relations_before
+
+
+def test_report_on_directory_without_result_files_exits_2(tmp_path):
+    """qbench report on an empty directory: exit 2, one line naming RUN_DIR and the
+    missing file, and nothing written into the directory."""
+    empty = tmp_path / "not_a_run"
+    empty.mkdir()
+    proc = qbench("report", str(empty), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert "RUN_DIR" in line and "run.json" in line, line
+    assert proc.stdout == ""
+    assert list(empty.iterdir()) == []
+
+
+def test_report_on_missing_directory_exits_2(tmp_path):
+    """qbench report on a path that does not exist: exit 2, one line naming RUN_DIR."""
+    proc = qbench("report", str(tmp_path / "absent"), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert "RUN_DIR" in line and "not a directory" in line, line
+    assert not (tmp_path / "absent").exists()
+
+
+def test_foreign_schema_is_refused_and_left_intact(dsn, tmp_path):
+    """An existing schema not created by queue-bench: exit 2 with one SCHEMA line,
+    its table and row survive, and neither results nor the qbench schema appear."""
+    foreign = "someone_elses"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(foreign)))
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, note text)").format(sql.Identifier(foreign, "precious")))
+        conn.execute(sql.SQL("INSERT INTO {} VALUES (1, 'keep me')").format(sql.Identifier(foreign, "precious")))
+    try:
+        relations_before = _relations(dsn)
+        results = tmp_path / "results"
+        proc = qbench("run", "--dsn", dsn, "--results", str(results), "--schema", foreign,
+                      "--duration", "1s", "--warmup", "0s", "--workers", "1", timeout=60)
+
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        line = _one_line(proc.stderr)
+        assert "SCHEMA" in line and foreign in line, line
+        _no_results(results)
+        assert _relations(dsn) == relations_before
+        assert "qbench" not in _schemas(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = conn.execute(sql.SQL("SELECT id, note FROM {}").format(sql.Identifier(foreign, "precious"))).fetchall()
+            comment = conn.execute("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+                                   (foreign,)).fetchone()[0]
+        assert rows == [(1, "keep me")]
+        assert comment is None  # not marked as the tool's
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(foreign)))

@@ -1,0 +1,185 @@
+"""End to end: one short ``qbench run`` against the test database, then its result files.
+
+One run per module (``--duration 5s --warmup 1s --workers 4``); each test checks one
+part of the result-file contract (DESIGN.md "Result files"): the files exist, the
+summary's keys and invariants, that per-second figures add up to the summary, that
+the claim p99 can be recomputed from the HdrHistogram log, that the report embeds
+its four figures and re-renders from the files alone, and that the database holds
+the tool's schema and nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import json
+import re
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+from hdrh.log import HistogramLogReader
+
+from bench import metrics
+from bench.db import SCHEMA_MARK
+from bench.results import INTERVAL_COLUMNS, SUMMARY_KEYS
+from conftest import qbench, run_and_load
+
+INVARIANT_KEYS = {"double_claims", "lost_jobs", "over_claims", "stale_completions_applied"}
+PNG_URI = re.compile(r'data:image/png;base64,([A-Za-z0-9+/=]+)')
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+MEASURED_S = 5
+
+
+@pytest.fixture(scope="module")
+def run(dsn, tmp_path_factory):
+    """(run_dir, summary, completed process) of one 5 s run with 4 workers."""
+    results = tmp_path_factory.mktemp("e2e") / "results"
+    return run_and_load(dsn, results, "--duration", f"{MEASURED_S}s", "--warmup", "1s", "--workers", "4",
+                        timeout=120)
+
+
+@pytest.fixture(scope="module")
+def intervals(run) -> tuple[list[str], list[dict]]:
+    with (run[0] / "intervals.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _read_hlog(path: Path):
+    """Sum of every interval histogram in ``path`` and the intervals' absolute start times (s)."""
+    total = metrics.new_histogram("claim_latency_us")
+    reader = HistogramLogReader(str(path), metrics.new_histogram("claim_latency_us"))
+    starts = []
+    while (hist := reader.get_next_interval_histogram()) is not None:
+        starts.append(hist.get_start_time_stamp() / 1000.0)
+        total.add(hist)
+    return total, starts
+
+
+def test_run_writes_every_result_file_and_prints_report_path(run):
+    """run.json, intervals.csv, summary.json, one .hlog per histogram and report.html exist;
+    the last stdout line is ``report: <path>`` naming this run's existing report."""
+    run_dir, _, proc = run
+    for name in ("run.json", "intervals.csv", "summary.json", "report.html"):
+        assert (run_dir / name).is_file(), name
+    assert sorted(p.name for p in (run_dir / "histograms").glob("*.hlog")) == sorted(
+        f"{n}.hlog" for n in metrics.HISTOGRAM_NAMES)
+    last = proc.stdout.rstrip("\n").splitlines()[-1]
+    assert last.startswith("report: ")
+    reported = Path(last[len("report: "):])
+    assert reported.is_file()
+    assert reported == (run_dir / "report.html").resolve()
+
+
+def test_summary_has_every_key_and_clean_invariants(run):
+    """Every SUMMARY_KEYS key, the four invariants all 0, a complete run with throughput
+    > 0 computed from jobs completed over the measured window, and no claim above batch 1."""
+    _, s, _ = run
+    assert set(SUMMARY_KEYS) <= set(s)
+    assert set(s["invariants"]) == INVARIANT_KEYS
+    assert s["invariants"] == {k: 0 for k in INVARIANT_KEYS}
+    assert s["complete"] is True
+    assert s["config"]["workers"] == 4 and s["config"]["duration_s"] == MEASURED_S and s["config"]["warmup_s"] == 1
+    assert MEASURED_S - 0.5 < s["measured_s"] < MEASURED_S + 0.5
+    assert s["throughput_jobs_per_s"] > 0
+    # measured_s is rounded to 1 ms in the summary; the throughput was computed unrounded.
+    assert s["throughput_jobs_per_s"] == pytest.approx(s["jobs_completed"] / s["measured_s"], rel=2e-4)
+    assert s["jobs_completed"] > 0
+    # In flight at a window edge: claimed in warm-up and completed inside, or claimed
+    # inside and completed after; at most one batch per worker at each edge.
+    assert abs(s["jobs_claimed"] - s["jobs_completed"]) <= s["config"]["workers"] * s["config"]["batch"]
+    assert s["max_rows_per_claim"] == 1
+    for key in ("claim_latency_us", "complete_latency_us", "pickup_latency_ms"):
+        assert set(s[key]) == {"p50", "p95", "p99", "max", "mean"}
+        assert 0 < s[key]["p50"] <= s[key]["p95"] <= s[key]["p99"] <= s[key]["max"], (key, s[key])
+
+
+def test_intervals_csv_header_rows_and_totals(run, intervals):
+    """intervals.csv has the INTERVAL_COLUMNS header, one row per measured second
+    (t_s 0..4), and its per-second counters add up to the summary's totals."""
+    _, s, _ = run
+    header, rows = intervals
+    assert header == list(INTERVAL_COLUMNS)
+    assert [int(r["t_s"]) for r in rows] == list(range(MEASURED_S))
+    assert sum(int(r["jobs_completed"]) for r in rows) == s["jobs_completed"]
+    assert sum(int(r["jobs_claimed"]) for r in rows) == s["jobs_claimed"]
+    assert sum(int(r["empty_claims"]) for r in rows) == s["empty_claims"]
+
+
+def test_claim_p99_recomputed_from_the_histogram_log(run, intervals):
+    """Adding the interval histograms of claim_latency_us.hlog (HistogramLogReader)
+    gives one histogram per measured second, as many claims as intervals.csv, and the
+    summary's claim p50/p99/max within HdrHistogram precision."""
+    run_dir, s, _ = run
+    total, starts = _read_hlog(run_dir / "histograms" / "claim_latency_us.hlog")
+    assert len(starts) == MEASURED_S
+    assert total.get_total_count() == sum(int(r["claims"]) for r in intervals[1])
+    for pct in (50, 99):
+        recomputed = total.get_value_at_percentile(pct)
+        assert total.values_are_equivalent(recomputed, s["claim_latency_us"][f"p{pct}"]), (pct, recomputed)
+    assert total.values_are_equivalent(total.get_max_value(), s["claim_latency_us"]["max"])
+
+
+def test_histogram_log_timestamps_fall_in_the_measured_window(run):
+    """A standard HdrHistogram log reader places each interval inside the run's measured
+    window (run.json measured_start..measured_end), not at some other date."""
+    run_dir, _, _ = run
+    info = json.loads((run_dir / "run.json").read_text())
+    start = dt.datetime.fromisoformat(info["measured_start"]).timestamp()
+    end = dt.datetime.fromisoformat(info["measured_end"]).timestamp()
+    _, starts = _read_hlog(run_dir / "histograms" / "claim_latency_us.hlog")
+    assert starts, "no interval in the log"
+    for t in starts:
+        assert start - 1.0 <= t <= end + 1.0, (
+            f"interval starts at {dt.datetime.fromtimestamp(t, dt.timezone.utc).isoformat()}, "
+            f"measured window {info['measured_start']} .. {info['measured_end']}")
+
+
+def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
+    """report.html holds 4 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
+    exits 0, prints the path, writes it back with 4 PNGs and leaves summary.json
+    byte for byte unchanged."""
+    src = run[0]
+    images = PNG_URI.findall((src / "report.html").read_text(encoding="utf-8"))
+    assert len(images) == 4
+    assert all(base64.b64decode(img).startswith(PNG_SIGNATURE) for img in images)
+
+    run_dir = tmp_path / src.name
+    shutil.copytree(src, run_dir)
+    summary_bytes = (run_dir / "summary.json").read_bytes()
+    (run_dir / "report.html").unlink()
+
+    proc = qbench("report", str(run_dir), timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.rstrip("\n").splitlines()[-1] == f"report: {(run_dir / 'report.html').resolve()}"
+    assert len(PNG_URI.findall((run_dir / "report.html").read_text(encoding="utf-8"))) == 4
+    assert (run_dir / "summary.json").read_bytes() == summary_bytes
+
+
+def test_database_holds_the_tools_schema_and_nothing_else(run, dsn):
+    """After the run: the qbench schema (marked as the tool's, with the seeded rows) is
+    the only schema besides public, no relation exists outside it, and no tool
+    connection is left open."""
+    run_dir, s, _ = run
+    info = json.loads((run_dir / "run.json").read_text())
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        schemas = {r[0]: r[1] for r in conn.execute(
+            "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace "
+            "WHERE nspname !~ '^pg_' AND nspname <> 'information_schema'").fetchall()}
+        outside = conn.execute("""
+            SELECT n.nspname, c.relname, c.relkind::text FROM pg_class c
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname !~ '^pg_' AND n.nspname NOT IN ('information_schema', 'qbench')""").fetchall()
+        rows = conn.execute("SELECT count(*) FROM qbench.jobs").fetchone()[0]
+        done = conn.execute("SELECT count(*) FROM qbench.jobs WHERE status = 'done'").fetchone()[0]
+        left_open = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND application_name LIKE 'queue-bench%'").fetchone()[0]
+    assert set(schemas) == {"public", "qbench"}
+    assert schemas["qbench"] == SCHEMA_MARK
+    assert outside == []
+    assert rows == info["backlog"] == sum(s["status_counts"].values())
+    assert done == s["status_counts"]["done"] >= s["jobs_completed"]
+    assert left_open == 0
