@@ -102,19 +102,20 @@ def complete_many_sql(schema: str) -> sql.Composed:
 def pgbench_script(schema: str, policy: str, lease_s: float) -> str:
     """The claim + completion of one job (batch 1) as a pgbench custom script.
 
-    The same statements the swarm runs, with pgbench variables instead of
-    bound parameters (``\\gset`` stores the claimed id and token). Used by
-    ``make calibrate``.
+    The same prepared statements the swarm runs (:func:`prepared_statements`),
+    with pgbench variables where the swarm binds parameters: under
+    ``pgbench -M prepared`` each ``:variable`` is sent as a bound parameter
+    (``$n``), so the server plans and executes exactly what it does for the
+    swarm, custom-versus-generic plan choice included. ``\\gset`` stores the
+    claimed id and token for the completion. Used by ``make calibrate``.
     """
-    claim = sql.SQL(_CLAIM).format(
-        limit=sql.Literal(1), locking=sql.SQL(LOCKING_CLAUSE[policy]),
-        worker=sql.Literal("pgbench"), lease_s=sql.Literal(lease_s), **_names(schema),
-    ).as_string(None)
-    complete = sql.SQL(_COMPLETE_ONE).format(
-        id=sql.SQL(":id"), token=sql.SQL(":attempt_token"), **_names(schema),
-    ).as_string(None)
+    statements = prepared_statements(schema, policy)
+    claim = (statements["claim"].replace("$1::int", ":batch::int").replace("$2::text", ":client_id::text")
+             .replace("$3::float8", ":lease_s::float8"))
+    complete = statements["complete_one"].replace("$1::bigint", ":id::bigint").replace("$2::bigint", ":attempt_token::bigint")
     one_line = lambda text: " ".join(text.split())  # noqa: E731 - pgbench wants one statement per line
-    return f"{one_line(claim)} \\gset\n{one_line(complete)};\n"
+    return (f"\\set batch 1\n\\set lease_s {float(lease_s)!r}\n"
+            f"{one_line(claim)} \\gset\n{one_line(complete)};\n")
 
 
 def prepared_statements(schema: str, policy: str) -> dict[str, str]:

@@ -382,7 +382,8 @@ def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.set_ylabel("oldest eligible age (s)", color="C3")
     _count_axis(ax, integer=False)
     depth_ax = ax.twinx()
-    (depth_line,) = depth_ax.plot(df["t_s"], df["queue_depth"], marker=m, color="C0",
+    depth = df[["t_s", "queue_depth"]].dropna()  # counted only as often as their cost allows
+    (depth_line,) = depth_ax.plot(depth["t_s"], depth["queue_depth"], marker=m, color="C0",
                                   linestyle="--", label="queue depth (rows, right)")
     depth_ax.set_ylabel("queue depth (eligible rows)", color="C0")
     _count_axis(depth_ax)
@@ -391,7 +392,8 @@ def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 def _draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     m = _marker(df)
-    ax.plot(df["t_s"], df["running"], marker=m, label="running jobs")
+    running = df[["t_s", "running"]].dropna()  # counted only as often as their cost allows
+    ax.plot(running["t_s"], running["running"], marker=m, label="running jobs")
     ax.plot(df["t_s"], df["lock_waiters"], marker=m, label="lock waiters (sessions)")
     ax.set_ylabel("count")
     _count_axis(ax)
@@ -410,11 +412,13 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      _draw_claim_latency),
     ("oldest_age", "Oldest eligible age and queue depth",
      "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
-     "(right axis); gaps are seconds the monitor missed. Age rising while depth looks flat "
+     "(right axis, an exact count taken as often as its cost stays within 2 % of the time); "
+     "gaps in the age line are seconds the monitor missed. Age rising while depth looks flat "
      "means the queue is falling behind.",
      _draw_oldest_age),
     ("locks_running", "Lock waiters and running jobs",
-     "Sessions waiting on a lock and jobs in the running state, sampled each second. Lock "
+     "Sessions waiting on a lock (sampled each second) and jobs in the running state (counted "
+     "as often as the count's cost allows). Lock "
      "waiters above zero for long stretches point to a convoy; gaps are missed samples.",
      _draw_locks_running),
 )

@@ -139,7 +139,7 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     ``complete: false``.
     """
     wait_fn = swarm.check_cooperative()
-    logging.getLogger("locust").setLevel(logging.WARNING)
+    logging.getLogger("locust").setLevel(logging.ERROR)  # e.g. its "spawn rate is very high" warning: all users start at once by design
     admin = db.connect(dsn, application_name="queue-bench admin")
     try:
         server = db.server_info(admin)
@@ -230,7 +230,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         measured.append(tail)
     ended_unix = time.time()
 
-    final_sample = monitor.sample()
+    final_sample = monitor.sample(force_counts=True)
     monitor.conn.close()
     audit_result = audit.run_audit(
         admin, cfg.schema, expected_rows=cfg.history + backlog, claims=claim_log.claims,
@@ -299,7 +299,9 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     ages = [r["oldest_eligible_age_s"] for r in rows if r.get("oldest_eligible_age_s") is not None]
     costs = [r["monitor_query_us"] for r in rows if r.get("monitor_query_us") is not None]
     cpu_max = max((r["harness_cpu_pct"] for r in rows), default=0.0)
-    depth_zero = any(r.get("queue_depth") == 0 for r in rows) or (final_sample is not None and final_sample.queue_depth == 0)
+    # No eligible row at some sample (a count of 0, or no oldest eligible row at all).
+    depth_zero = any(r.get("queue_depth") == 0 or r.get("oldest_eligible_age_s") == 0 for r in rows) or (
+        final_sample is not None and final_sample.queue_depth == 0)
     backlog_exhausted = depth_zero  # no producers yet: an empty queue means the seeded backlog ran out
     reasons = []
     if cpu_max > SUSPECT_CPU_PCT:
