@@ -418,7 +418,8 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      _draw_oldest_age),
     ("locks_running", "Lock waiters and running jobs",
      "Sessions waiting on a lock (sampled each second) and jobs in the running state (counted "
-     "as often as the count's cost allows). Lock "
+     "as often as the count's cost allows; with TXN=hold the claim is not committed while the job "
+     "runs, so other sessions, the monitor included, see no running rows). Lock "
      "waiters above zero for long stretches point to a convoy; gaps are missed samples.",
      _draw_locks_running),
 )

@@ -36,6 +36,13 @@ BAD_RUN_INPUT = [
     ("dsn-malformed", ["--dsn", MALFORMED_DSN], "DSN", "postgresql://"),
     ("schema", ["--schema", "Bad-Name"], "SCHEMA", "[a-z_][a-z0-9_]*"),
     ("workload", ["--workload", "no_such_workload"], "WORKLOAD", "allowed: default"),
+    # 1,000 workers exceed the test server's max_connections (100 here): refused with the numbers.
+    ("too-many-connections", ["--workers", "1000"], "WORKERS", "free (max_connections"),
+    ("lease-0", ["--lease-s", "0"], "LEASE_S", "a number > 0"),
+    ("work-ms-negative", ["--work-ms", "-5"], "WORK_MS", "a number >= 0"),
+    ("work-ms-nan", ["--work-ms", "nan"], "WORK_MS", "a number >= 0"),
+    ("history-negative", ["--history", "-1"], "HISTORY", "an integer from 0 to"),
+    ("schema-public", ["--schema", "public"], "SCHEMA", "dedicated"),
 ]
 
 
