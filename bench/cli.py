@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 from .config import ConfigError, build_config
 
 EXIT_BAD_INPUT = 2
+#: Interrupted (SIGINT/SIGTERM): the shell convention 128 + SIGINT.
+EXIT_INTERRUPTED = 130
 
 #: ``qbench run`` options: (option, config key, help). Each is also a Make variable
 #: (upper case of the key).
@@ -43,6 +46,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error and exit status 2."""
 
     def error(self, message: str) -> None:  # noqa: D102
+        if "expected one argument" in message:
+            message += " (a value starting with '-' must be written as --option=VALUE)"
         sys.stderr.write(f"{self.prog}: {message}\n")
         raise SystemExit(EXIT_BAD_INPUT)
 
@@ -52,9 +57,23 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def is_loopback_dsn(dsn: str) -> bool:
-    """True when every host in ``dsn`` is loopback or a Unix socket directory.
+def _is_loopback_host(host: str) -> bool:
+    host = host.strip()
+    if not host or host.startswith("/") or host.startswith("@") or host.lower() in LOOPBACK_NAMES:
+        return True  # empty = libpq's default Unix socket; "/dir" and "@abstract" are sockets
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
+
+def non_loopback_host(dsn: str) -> str | None:
+    """The first host ``dsn`` would connect to that is not loopback, or None.
+
+    libpq connects to ``hostaddr`` when given (``host`` is then only a name for
+    TLS and passwords), else to ``host``; either falls back to the ``PGHOSTADDR``
+    / ``PGHOST`` environment variables
+    (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS).
     Raises ConfigError (``DSN``) when the DSN cannot be parsed.
     """
     from psycopg.conninfo import conninfo_to_dict
@@ -64,29 +83,40 @@ def is_loopback_dsn(dsn: str) -> bool:
     except Exception as err:  # psycopg raises ProgrammingError with the parser's message
         raise ConfigError("DSN", f"not a valid connection string ({str(err).strip()}); "
                                  "e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
-    hosts = [h for h in str(params.get("host") or params.get("hostaddr") or "").split(",")]
-    for host in hosts:
-        host = host.strip()
-        if not host or host.startswith("/") or host.lower() in LOOPBACK_NAMES:
-            continue
-        try:
-            if ipaddress.ip_address(host.strip("[]")).is_loopback:
-                continue
-        except ValueError:
-            pass
-        return False
-    return True
+    targets = str(params.get("hostaddr") or os.environ.get("PGHOSTADDR") or "")
+    if not targets.strip():
+        targets = str(params.get("host") or os.environ.get("PGHOST") or "")
+    for host in targets.split(","):
+        if not _is_loopback_host(host):
+            return host.strip()
+    return None
+
+
+def check_results_dir(path: str) -> None:
+    """Raise ConfigError (``RESULTS``) unless run directories can be created under ``path``.
+
+    Nothing is created: the nearest existing ancestor must be a writable directory.
+    """
+    target = Path(path).expanduser().absolute()
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({probe} is not a writable "
+                                     "directory); allowed: a writable directory path")
 
 
 def _run(args: argparse.Namespace) -> int:
     overrides = {key: getattr(args, key) for _, key, _ in RUN_OPTIONS}
     dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
     cfg = build_config(args.workload or "default", overrides, dsn=dsn)  # validates before any heavy import
+    check_results_dir(cfg.results)
 
     from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 
-    if cfg.dsn and not is_loopback_dsn(cfg.dsn) and not args.allow_remote:
-        raise ConfigError("DSN", "is not a loopback address; this tool writes heavy load: "
+    remote = non_loopback_host(cfg.dsn) if cfg.dsn else None
+    if remote is not None and not args.allow_remote:
+        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
                                  "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
 
     from . import runner
@@ -100,8 +130,9 @@ def _run(args: argparse.Namespace) -> int:
         with embedded_postgres(max_connections=cfg.workers + 20) as dsn:
             run_dir = runner.run(cfg, dsn, embedded=True)
     report = render_report(run_dir)
+    complete = json.loads((run_dir / "summary.json").read_text()).get("complete", False)
     print(f"report: {report.resolve()}")
-    return 0
+    return 0 if complete else EXIT_INTERRUPTED
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -158,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as err:
         return _bad(str(err))
+    except KeyboardInterrupt:
+        sys.stderr.write("qbench: interrupted before the load started; no run directory was written\n")
+        return EXIT_INTERRUPTED
     except RuntimeError as err:  # NotCooperativeError, EmbeddedError: the message is for the user
         if type(err).__name__ not in ("NotCooperativeError", "EmbeddedError"):
             raise

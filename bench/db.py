@@ -105,6 +105,19 @@ def check_schema_usable(conn: psycopg.Connection, schema: str) -> None:
                                     "choose another SCHEMA (the tool never touches a schema it did not create)")
 
 
+def lock_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Take a session-level advisory lock for ``schema`` on ``conn`` (held until it closes).
+
+    A second queue-bench run on the same database and schema would drop the
+    table under the first; it is refused instead (ConfigError ``SCHEMA``).
+    Advisory locks create no object: https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS
+    """
+    key = f"queue-bench:{schema}"
+    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[0]:
+        raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this database; "
+                                    "wait for it or choose another SCHEMA")
+
+
 def _ddl(name: str, schema: str) -> sql.Composed:
     """DDL file ``name`` with ``{schema}`` bound to the quoted schema (``{{``/``}}`` escape braces)."""
     text = (SCHEMA_DIR / name).read_text()

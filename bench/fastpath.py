@@ -38,15 +38,12 @@ class PreparedSession:
         self.conn = conn
         self.pgconn = conn.pgconn
         self.encoding = conn.info.encoding
-        for name, query in statements.items():
-            result = self.pgconn.prepare(name.encode(), query.encode())
-            self._check(result)
         self.pgconn.nonblocking = 1
-
-    def _check(self, result: pq.abc.PGresult) -> pq.abc.PGresult:
-        if result.status not in _OK:
-            raise errors.error_from_result(result, encoding=self.encoding)
-        return result
+        for name, query in statements.items():
+            # send_prepare + a cooperative wait: a blocking PQprepare would freeze every
+            # greenlet of the process while a saturated server answers.
+            self.pgconn.send_prepare(name.encode(), query.encode())
+            self._wait_results()
 
     def _wait_results(self) -> pq.abc.PGresult | None:
         pgconn = self.pgconn

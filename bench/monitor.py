@@ -1,107 +1,141 @@
 """Database-side sampling, once a second, on one extra connection.
 
-Every second, one round trip returns:
+Every second:
 
-- oldest eligible age: ``now() - min(run_at)`` over eligible rows (0 when none),
-  computed as the minimum of each priority's oldest eligible row, so that with
-  the ``partial`` and ``composite`` variants it is a handful of index probes;
-- lock waiters: ``pg_stat_activity`` rows of this database with
-  ``wait_event_type = 'Lock'``
-  (https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE);
-- dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which lags
-  by up to a second: backends flush their counters at most once a second).
+- from the statistics views only (never the queue table, so it always answers):
+  lock waiters, sessions of this database waiting on a heavyweight lock
+  (``pg_stat_activity.wait_event_type = 'Lock'``: row and transaction locks, but
+  also relation extension; https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE),
+  and dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which
+  lags by up to a second: backends flush their counters at most once a second);
+- from the queue table: oldest eligible age, ``now() - min(run_at)`` over eligible
+  rows (0 when none), computed as the minimum of each priority's oldest eligible
+  row, so that with the ``partial`` and ``composite`` variants it is a handful of
+  index probes; and the exact counts queue depth (eligible rows) and running rows.
 
-Queue depth (eligible rows) and running rows are exact ``count(*)`` s, whose cost
-grows with the table (an index-only scan that must visit a heap being updated
-thousands of times a second, and a sequential scan for ``running`` under the
-``partial`` variant). They ride on the same round trip, but only as often as
-keeps their measured cost within :data:`COUNT_BUDGET` of the server's time: on a
-small table every second, on a large one every few seconds (seconds without
-them have empty cells). The monitor's own query time is recorded every second
-as ``monitor_query_us``; under ``INDEX=none`` every sample is a sequential scan
-and that cost shows there.
+The table queries are load on the server under test, so each is taken only as
+often as keeps its measured cost within a budget of the wall time
+(:data:`AGE_BUDGET`, :data:`COUNT_BUDGET`): with an index, the age every second
+and the counts every second or every few seconds; under ``INDEX=none`` at
+millions of rows every one is a sequential scan, so they are sampled less often
+(and a sample cut by ``statement_timeout`` is recorded as such). Seconds without
+a value have empty cells. The monitor's own query time is recorded every second
+as ``monitor_query_us``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-#: Largest share of wall time the exact counts may take (their query time / interval).
+#: Largest share of wall time each table query may take (its query time / interval).
+AGE_BUDGET = 0.05
 COUNT_BUDGET = 0.02
 
-_CHEAP = """\
-  (SELECT coalesce(extract(epoch FROM now() - min(h.run_at)), 0)::float8
-     FROM unnest(%(priorities)s::smallint[]) AS p(priority)
-     CROSS JOIN LATERAL (
-       SELECT run_at FROM {jobs}
-       WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
-       ORDER BY run_at LIMIT 1) AS h) AS oldest_eligible_age_s,
+_STATS = """\
+SELECT
   (SELECT count(*) FROM pg_stat_activity
      WHERE wait_event_type = 'Lock' AND datname = current_database()) AS lock_waiters,
   (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = {regclass}::regclass) AS dead_tuples"""
 
-_COUNTS = """,
+_AGE = """\
+SELECT coalesce(extract(epoch FROM now() - min(h.run_at)), 0)::float8
+FROM unnest(%(priorities)s::smallint[]) AS p(priority)
+CROSS JOIN LATERAL (
+  SELECT run_at FROM {jobs}
+  WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
+  ORDER BY run_at LIMIT 1) AS h"""
+
+_COUNTS = """\
+SELECT
   (SELECT count(*) FROM {jobs} WHERE status = 'pending' AND run_at <= now()) AS queue_depth,
   (SELECT count(*) FROM {jobs} WHERE status = 'running') AS running"""
 
 
-@dataclass
-class Sample:
-    """One database sample; ``queue_depth``/``running`` are None when not counted this second."""
-
-    oldest_eligible_age_s: float
-    lock_waiters: int
-    dead_tuples: int | None
-    queue_depth: int | None
-    running: int | None
-    monitor_query_us: int
-
-    def as_row(self) -> dict:
-        """The sample as a flat dict keyed by ``intervals.csv`` column name."""
-        return dict(self.__dict__)
-
-
 class Monitor:
-    """Samples the queue table over its own autocommit connection.
+    """Samples the database over two autocommit connections of its own.
 
-    ``priorities``: the priority values jobs can have (the oldest-age probe looks
-    at each). ``statement_timeout`` bounds one sample (default 5 s); a sample that
-    fails returns None and is counted in ``failures``.
+    ``stats_conn`` answers the statistics-view query every second and never
+    touches the queue table, so a slow table scan cannot cost a lock-waiter
+    sample; ``table_conn`` runs the table queries as often as their budget
+    allows. ``priorities``: the priority values jobs can have (the oldest-age
+    probe looks at each). Table statements are bounded by
+    ``table_timeout_ms`` (default 30 s), stats statements by 5 s. ``failures``
+    counts statements that failed or timed out.
     """
 
-    def __init__(self, conn: psycopg.Connection, schema: str, priorities: tuple[int, ...] = (0,),
-                 statement_timeout_ms: int = 5000):
-        self.conn = conn
+    def __init__(self, stats_conn: psycopg.Connection, table_conn: psycopg.Connection, schema: str,
+                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
+        self.stats_conn = stats_conn
+        self.table_conn = table_conn
         self.failures = 0
         self.priorities = list(priorities)
         names = {"jobs": sql.Identifier(schema, "jobs"),
                  "regclass": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.jobs")}
-        self.cheap_query = sql.SQL("SELECT" + _CHEAP).format(**names)
-        self.full_query = sql.SQL("SELECT" + _CHEAP + _COUNTS).format(**names)
-        self._next_count_s = 0.0
-        conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(statement_timeout_ms)))
+        self.stats_query = sql.SQL(_STATS).format(**names)
+        self.age_query = sql.SQL(_AGE).format(**names)
+        self.count_query = sql.SQL(_COUNTS).format(**names)
+        self._next = {"age": 0.0, "counts": 0.0}
+        self._table_timeout_ms = table_timeout_ms
+        self.table_started = self.table_returned = 0  # table queries sent / answered (or failed)
+        stats_conn.execute("SET statement_timeout = 5000")
+        table_conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(table_timeout_ms)))
 
-    def sample(self, *, force_counts: bool = False) -> Sample | None:
-        """Take one sample (one round trip). Returns None if the query failed."""
-        now = time.monotonic()
-        counting = force_counts or now >= self._next_count_s
+    def replace_table_conn(self, conn: psycopg.Connection) -> None:
+        """Close the table connection (it may be mid-query) and use ``conn`` instead."""
+        self.table_conn.close()
+        self.table_conn = conn
+        conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self._table_timeout_ms)))
+
+    def close(self) -> None:
+        """Close both connections."""
+        self.stats_conn.close()
+        self.table_conn.close()
+
+    def _timed(self, conn, query, params=None):
+        """(row or None, seconds spent). A failed statement counts its time, up to the timeout."""
         started = time.perf_counter()
+        if conn is self.table_conn:
+            self.table_started += 1
         try:
-            row = self.conn.execute(self.full_query if counting else self.cheap_query,
-                                    {"priorities": self.priorities}).fetchone()
+            row = conn.execute(query, params).fetchone()
         except psycopg.Error:
             self.failures += 1
-            return None
-        cost_s = time.perf_counter() - started
-        if counting:
-            # Next count after cost / budget seconds: counts take at most COUNT_BUDGET of the time.
-            self._next_count_s = now + cost_s / COUNT_BUDGET
-        return Sample(
-            oldest_eligible_age_s=float(row[0]), lock_waiters=int(row[1]),
-            dead_tuples=None if row[2] is None else int(row[2]),
-            queue_depth=int(row[3]) if counting else None, running=int(row[4]) if counting else None,
-            monitor_query_us=int(cost_s * 1e6))
+            row = None
+        if conn is self.table_conn:
+            self.table_returned += 1
+        return row, time.perf_counter() - started
+
+    def sample_stats(self) -> dict:
+        """``{lock_waiters, dead_tuples, cost_s}`` (values None when the query failed)."""
+        row, cost = self._timed(self.stats_conn, self.stats_query)
+        return {"lock_waiters": None if row is None else int(row[0]),
+                "dead_tuples": None if row is None or row[1] is None else int(row[1]), "cost_s": cost}
+
+    def seconds_until_due(self) -> float:
+        """Seconds until the next table query is due (0 when one is due now)."""
+        return max(0.0, min(self._next.values()) - time.monotonic())
+
+    def sample_table(self, *, force: bool = False) -> dict:
+        """The table queries that are due (all of them with ``force``).
+
+        Returns ``{oldest_eligible_age_s, queue_depth, running, cost_s}``; a
+        value is None when its query was not due or failed. After each query the
+        next one of its kind is scheduled ``cost / budget`` seconds later.
+        """
+        now = time.monotonic()
+        out = {"oldest_eligible_age_s": None, "queue_depth": None, "running": None, "cost_s": 0.0}
+        if force or now >= self._next["age"]:
+            row, cost = self._timed(self.table_conn, self.age_query, {"priorities": self.priorities})
+            out["cost_s"] += cost
+            self._next["age"] = now + cost / AGE_BUDGET
+            out["oldest_eligible_age_s"] = None if row is None else float(row[0])
+        if force or now >= self._next["counts"]:
+            row, cost = self._timed(self.table_conn, self.count_query)
+            out["cost_s"] += cost
+            self._next["counts"] = now + cost / COUNT_BUDGET
+            if row is not None:
+                out["queue_depth"], out["running"] = int(row[0]), int(row[1])
+        return out

@@ -96,6 +96,8 @@ def render_report(run_dir: Path) -> Path:
         "run_id": summary.get("run_id") or run.get("run_id") or run_dir.name,
         "headline": _headline(config),
         "banners": _banners(summary),
+        "monitor_notes": list(summary.get("monitor_notes") or []),
+        "claim_plan": _claim_plan(run_dir),
         "summary_rows": _summary_rows(summary, config),
         "latency_rows": _latency_rows(summary),
         "figures": figures,
@@ -202,6 +204,12 @@ def _banners(summary: dict) -> list[str]:
     if summary.get("backlog_exhausted"):
         banners.append(BACKLOG_DRY_TEXT)
     return banners
+
+
+def _claim_plan(run_dir: Path) -> str | None:
+    """The captured EXPLAIN text of one claim, if the run has one."""
+    path = run_dir / "claim_plan.txt"
+    return path.read_text(encoding="utf-8").rstrip() if path.is_file() else None
 
 
 def _row(label: str, value: str, bad: bool = False) -> dict:
@@ -345,6 +353,8 @@ def _draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     m = _marker(df)
     ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
     ax.plot(df["t_s"], df["claims"], marker=m, label="claims / s")
+    if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
+        ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
     mean = summary.get("throughput_jobs_per_s")
     if not _is_missing(mean):
         ax.axhline(float(mean), color="C0", linestyle="--", linewidth=1,
@@ -375,7 +385,16 @@ def _draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
+def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    """Say so on the axes when a monitor series has no sample at all."""
+    if not df.empty and all(df[c].isna().all() for c in columns):
+        ax.text(0.5, 0.5, f"no samples of {', '.join(columns)}: the monitor's table query did not "
+                "return within its time limit\n(see 'monitor' in the summary)", ha="center",
+                va="center", transform=ax.transAxes, fontsize="small", color="#c62828")
+
+
 def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"))
     m = _marker(df)
     (age_line,) = ax.plot(df["t_s"], df["oldest_eligible_age_s"], marker=m, color="C3",
                           label="oldest eligible age (s, left)")
@@ -391,6 +410,7 @@ def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def _draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    _no_samples(ax, df, ("running", "lock_waiters"))
     m = _marker(df)
     running = df[["t_s", "running"]].dropna()  # counted only as often as their cost allows
     ax.plot(running["t_s"], running["running"], marker=m, label="running jobs")
@@ -417,7 +437,7 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "means the queue is falling behind.",
      _draw_oldest_age),
     ("locks_running", "Lock waiters and running jobs",
-     "Sessions waiting on a lock (sampled each second) and jobs in the running state (counted "
+     "Sessions waiting on a heavyweight lock (row, transaction or relation extension; sampled each second) and jobs in the running state (counted "
      "as often as the count's cost allows; with TXN=hold the claim is not committed while the job "
      "runs, so other sessions, the monitor included, see no running rows). Lock "
      "waiters above zero for long stretches point to a convoy; gaps are missed samples.",

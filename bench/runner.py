@@ -13,6 +13,7 @@ import math
 import os
 import platform
 import secrets
+import signal
 import socket
 import subprocess
 import time
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Callable
 
 import gevent
+import gevent.event
 import psutil
+import psycopg
 
-from . import __version__, audit, db, metrics, results, swarm
+from . import __version__, audit, db, metrics, plans, results, swarm
 from .config import REPO_ROOT, RunConfig, mask_dsn
 from .monitor import Monitor
 
@@ -116,8 +119,8 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
                    claim_p99_us=claim.get_value_at_percentile(99), claim_max_us=claim.get_max_value())
     if complete.get_total_count():
         row["complete_p99_us"] = complete.get_value_at_percentile(99)
-    if sample is not None:
-        row.update(sample.as_row())
+    if sample:
+        row.update(sample)
     return row
 
 
@@ -144,7 +147,8 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     try:
         server = db.server_info(admin)
         db.check_schema_usable(admin, cfg.schema)
-        room = db.check_capacity(admin, cfg.workers + 1)  # workers + monitor (this one is counted)
+        db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
+        room = db.check_capacity(admin, cfg.workers + 2)  # workers + the monitor's two (this one is counted)
         return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded)
     finally:
         admin.close()
@@ -153,8 +157,6 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
 def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     backlog, backlog_how = (cfg.backlog, "given") if cfg.backlog else compute_backlog(cfg)
     run_id = new_run_id(cfg)
-    run_dir = Path(cfg.results) / run_id
-    run_dir.mkdir(parents=True)
     started_at = _now_iso()
     log(f"queue-bench {__version__}: run {run_id}")
     log(f"policy {cfg.policy}, workers {cfg.workers}, batch {cfg.batch}, txn {cfg.txn}, work {cfg.work_ms:g} ms, "
@@ -164,11 +166,20 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
 
     seed = db.prepare(admin, cfg, backlog, log=log)
     sizes_before = db.table_sizes(admin, cfg.schema)
+    try:
+        claim_plan = plans.capture_claim_plan(admin, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s)
+    except psycopg.Error as err:
+        claim_plan = f"plan capture failed: {str(err).strip()}"
+    # Created only now: bad input and an interrupted seeding leave no run directory behind.
+    run_dir = Path(cfg.results) / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
     recorder = metrics.Recorder(cfg.batch)
     claim_log = swarm.ClaimLog()
     ctx = swarm.SwarmContext(cfg=cfg, dsn=dsn, recorder=recorder, log=claim_log)
-    monitor = Monitor(db.connect(dsn, application_name="queue-bench monitor"), cfg.schema)
+    monitor = Monitor(db.connect(dsn, application_name="queue-bench monitor stats"),
+                      db.connect(dsn, application_name="queue-bench monitor table"), cfg.schema)
 
     from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
 
@@ -184,25 +195,45 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     n_meas = max(1, int(round(cfg.duration_s)))
     clock = _Clock()
     locust_runner.start(cfg.workers, spawn_rate=max(cfg.workers, 1) * 10)
-    samples: dict[int, object] = {}
+    samples: dict[int, dict] = {}  # second index -> monitor values taken in that second
 
-    def sample_loop() -> None:
+    def note(k: int, values: dict) -> None:
+        entry = samples.setdefault(k, {"monitor_query_us": 0})
+        entry["monitor_query_us"] += int(values["cost_s"] * 1e6)
+        entry.update({key: v for key, v in values.items() if key != "cost_s" and v is not None})
+
+    def stats_loop() -> None:
         k = 0
         while k < n_warm + n_meas:
             clock.sleep_until(k + 0.5)
-            samples[k] = monitor.sample()
+            note(k, monitor.sample_stats())
             k = max(k + 1, int(clock.now_s() + 0.5))
 
-    sampler = gevent.spawn(sample_loop)
+    def table_loop() -> None:
+        while True:
+            delay = monitor.seconds_until_due()
+            if delay > 0:
+                gevent.sleep(min(delay, 1.0))
+                continue
+            k = int(clock.now_s())
+            note(k, monitor.sample_table())
+
+    samplers = [gevent.spawn(stats_loop), gevent.spawn(table_loop)]
     measured: list[metrics.Interval] = []
-    rows: list[dict] = []
     max_rows_per_claim = 0
     totals = Counter()
+    cpus: list[float] = []
     complete = True
     prev_s = 0.0
+    interrupted = gevent.event.Event()
+    previous_handlers = {sig: signal.signal(sig, lambda *_: interrupted.set())
+                         for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for k in range(n_warm + n_meas):
-            clock.sleep_until(k + 1)
+            if interrupted.wait(timeout=max(0.0, k + 1 - clock.now_s())):
+                complete = False
+                log("interrupted: stopping the swarm and writing what was measured (complete: false)")
+                break
             now_s = clock.now_s()
             interval, max_rows = recorder.rotate(k, prev_s, now_s)
             prev_s = now_s
@@ -210,17 +241,19 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             max_rows_per_claim = max(max_rows_per_claim, max_rows)
             totals.update({"over_claims": interval.counters["over_claims"]})
             if k >= n_warm:
-                gevent.sleep(0)  # let the sampler store sample k if it is due
                 measured.append(interval)
-                rows.append(_interval_row(interval, k - n_warm, samples.get(k), cpu))
+                cpus.append(cpu)
             if (k + 1) % PROGRESS_EVERY_S == 0:
-                _progress(log, k + 1, n_warm, n_meas, rows if k >= n_warm else [], samples.get(k))
-    except KeyboardInterrupt:
-        complete = False
-        log("interrupted: stopping the swarm and writing what was measured (complete: false)")
+                recent = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c)
+                          for iv, c in zip(measured[-PROGRESS_EVERY_S:], cpus[-PROGRESS_EVERY_S:])]
+                _progress(log, k + 1, n_warm, n_meas, recent, samples.get(k))
+    finally:
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
     # Intervals after the last tick (stop phase) still count for the invariants.
     ctx.stopping = True
-    sampler.kill()
+    table_query_in_flight = monitor.table_started > monitor.table_returned
+    gevent.killall(samplers)
     locust_runner.stop()
     locust_runner.quit()
     tail, tail_max = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
@@ -228,10 +261,15 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     totals.update({"over_claims": tail.counters["over_claims"]})
     if not complete and tail.counters["claims"] and len(measured) < n_meas and clock.now_s() > n_warm:
         measured.append(tail)
+        cpus.append(proc.cpu_percent(None))
     ended_unix = time.time()
+    # Rows are built only now: a table sample taken in second k may have returned after tick k.
+    rows = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c) for iv, c in zip(measured, cpus)]
 
-    final_sample = monitor.sample(force_counts=True)
-    monitor.conn.close()
+    # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
+    monitor.replace_table_conn(db.connect(dsn, application_name="queue-bench monitor table"))
+    final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
+    monitor.close()
     audit_result = audit.run_audit(
         admin, cfg.schema, expected_rows=cfg.history + backlog, claims=claim_log.claims,
         applied=claim_log.applied, client_double_claims=claim_log.double_claims,
@@ -252,6 +290,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
                  "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),
                  "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)},
         "connections": room,
+        "claim_plan_nodes": plans.plan_nodes(claim_plan),
+        "monitor_table_query_in_flight": table_query_in_flight,
         "sizes_before": sizes_before, "sizes_after": sizes_after,
         "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
         "measured_start": _iso_at(measured_start_unix), "measured_end": _iso_at(measured_end_unix),
@@ -278,7 +318,8 @@ def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, rows: list[dict], s
     last = rows[-PROGRESS_EVERY_S:]
     jobs_s = sum(r["jobs_completed"] for r in last) / len(last)
     p99 = max((r["claim_p99_us"] for r in last if r.get("claim_p99_us") is not None), default=None)
-    age = "-" if sample is None else f"{sample.oldest_eligible_age_s:.1f} s"
+    age = (sample or {}).get("oldest_eligible_age_s")
+    age = "-" if age is None else f"{age:.1f} s"
     errors = sum(r["errors"] for r in last)
     log(f"progress: {elapsed_s:.1f}/{total} s, {jobs_s:,.1f} jobs/s, claim p99 {_fmt_ms(p99)}, "
         f"oldest age {age}, errors {errors}")
@@ -301,14 +342,16 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     cpu_max = max((r["harness_cpu_pct"] for r in rows), default=0.0)
     # No eligible row at some sample (a count of 0, or no oldest eligible row at all).
     depth_zero = any(r.get("queue_depth") == 0 or r.get("oldest_eligible_age_s") == 0 for r in rows) or (
-        final_sample is not None and final_sample.queue_depth == 0)
+        final_sample["queue_depth"] == 0)
     backlog_exhausted = depth_zero  # no producers yet: an empty queue means the seeded backlog ran out
     reasons = []
     if cpu_max > SUSPECT_CPU_PCT:
         reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
                        "the harness may be the bottleneck")
-    if len(costs) < len(rows):
-        reasons.append(f"the monitor missed {len(rows) - len(costs)} of {len(rows)} samples")
+    missed = sum(1 for r in rows if r.get("lock_waiters") is None)
+    if missed:
+        reasons.append(f"the monitor missed {missed} of {len(rows)} samples")
+    notes = _monitor_notes(rows, monitor_failures, run_info["monitor_table_query_in_flight"])
     if backlog_exhausted:
         reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
     summary = {
@@ -330,7 +373,7 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "oldest_eligible_age_s": {
             "max": max(ages) if ages else None,
             "p95": _percentile(ages, 95),
-            "final": final_sample.oldest_eligible_age_s if final_sample is not None else (ages[-1] if ages else None),
+            "final": ages[-1] if ages else None,  # the last sample inside the measured window
         },
         "errors": dict(errors),
         "invariants": audit_result["invariants"],
@@ -343,10 +386,30 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,
                              "max": max(costs) if costs else None},
         "monitor_failures": monitor_failures,
+        "monitor_notes": notes,
         "status_counts": audit_result["status_counts"],
         "audit": audit_result["details"],
     }
     return summary
+
+
+def _monitor_notes(rows: list[dict], failures: int, in_flight: bool) -> list[str]:
+    """Plain-language notes on how often the monitor's table queries could be afforded."""
+    notes = []
+    if in_flight:
+        notes.append("a monitor table query was still running when the load stopped: on this table and "
+                     "under this load one sample takes longer than the run's seconds")
+    n = len(rows)
+    for column, what in (("oldest_eligible_age_s", "oldest eligible age"), ("queue_depth", "queue depth and running")):
+        taken = sum(1 for r in rows if r.get(column) is not None)
+        if n and taken < n:
+            notes.append(f"{what} sampled in {taken} of {n} seconds: each sample's cost is kept within "
+                         f"{'5' if column == 'oldest_eligible_age_s' else '2'} % of the time, and on this "
+                         "table it is expensive (without an index on the eligible rows, a sequential scan)")
+    if failures:
+        notes.append(f"{failures} monitor statements failed or hit their statement_timeout "
+                     "(5 s for the statistics query, 30 s for a table query)")
+    return notes
 
 
 def _final_lines(log, s: dict) -> None:
@@ -354,7 +417,9 @@ def _final_lines(log, s: dict) -> None:
     log(f"throughput {s['throughput_jobs_per_s']} jobs/s over {s['measured_s']} s "
         f"({s['jobs_completed']:,} jobs completed, {s['claims_per_s']} claims/s, {s['empty_claims']:,} empty claims)")
     log(f"claim latency p50 {_fmt_ms(c['p50'])}, p95 {_fmt_ms(c['p95'])}, p99 {_fmt_ms(c['p99'])}, max {_fmt_ms(c['max'])}")
-    log(f"oldest eligible age max {s['oldest_eligible_age_s']['max']} s; errors {s['errors'] or 'none'}; "
+    age_max = s["oldest_eligible_age_s"]["max"]
+    log(f"oldest eligible age max {'not sampled' if age_max is None else f'{age_max:.3f} s'}; "
+        f"errors {s['errors'] or 'none'}; "
         f"invariants {s['invariants']}")
     if s["suspect"]:
         log("SUSPECT: " + "; ".join(s["suspect_reasons"]))

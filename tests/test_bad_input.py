@@ -43,6 +43,10 @@ BAD_RUN_INPUT = [
     ("work-ms-nan", ["--work-ms", "nan"], "WORK_MS", "a number >= 0"),
     ("history-negative", ["--history", "-1"], "HISTORY", "an integer from 0 to"),
     ("schema-public", ["--schema", "public"], "SCHEMA", "dedicated"),
+    # libpq connects to hostaddr, not host: the loopback check must look at it, without connecting.
+    ("dsn-hostaddr-remote", ["--dsn", "host=localhost hostaddr=10.1.2.3 dbname=x user=u"], "DSN",
+     "--allow-remote"),
+    ("results-not-a-directory", ["--results", "/etc/passwd/runs"], "RESULTS", "a writable directory"),
 ]
 
 
@@ -143,3 +147,16 @@ def test_foreign_schema_is_refused_and_left_intact(dsn, tmp_path):
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(foreign)))
+
+
+def test_second_run_on_a_schema_in_use_is_refused(dsn, tmp_path):
+    """While a run holds the schema (its advisory lock), another run on it exits 2 and drops nothing."""
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtext('queue-bench:qbench'))")
+        before = _relations(dsn)
+        proc = qbench("run", "--dsn", dsn, "--results", str(tmp_path / "results"))
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        line = _one_line(proc.stderr)
+        assert "SCHEMA" in line and "in use by another queue-bench run" in line
+        _no_results(tmp_path / "results")
+        assert _relations(dsn) == before

@@ -69,3 +69,31 @@ def test_refuses_blocking_wait_function():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode != 0
     assert "NotCooperativeError" in proc.stderr and "wait_c" in proc.stderr
+
+
+def test_interrupt_writes_an_incomplete_run(dsn, tmp_path):
+    """SIGINT during the load: exit 130, the files are written with complete=false, invariants hold."""
+    import json
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--dsn", dsn, "--results", str(tmp_path),
+                             "--duration", "60s", "--warmup", "1s", "--workers", "4"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    lines = []
+    for line in proc.stdout:  # wait for the first progress line: the load is running
+        lines.append(line)
+        if line.startswith("progress:") or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(lines) + out + err
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["complete"] is False
+    assert 0 < s["measured_s"] < 30
+    assert s["jobs_completed"] > 0
+    assert s["invariants"] == {"double_claims": 0, "lost_jobs": 0, "over_claims": 0, "stale_completions_applied": 0}
+    assert (run_dir / "report.html").exists() and "interrupted run" in (run_dir / "report.html").read_text()
+    assert out.strip().splitlines()[-1].startswith("report: ")
