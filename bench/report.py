@@ -385,16 +385,22 @@ def _draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
-def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...]) -> None:
-    """Say so on the axes when a monitor series has no sample at all."""
-    if not df.empty and all(df[c].isna().all() for c in columns):
-        ax.text(0.5, 0.5, f"no samples of {', '.join(columns)}: the monitor's table query did not "
-                "return within its time limit\n(see 'monitor' in the summary)", ha="center",
-                va="center", transform=ax.transAxes, fontsize="small", color="#c62828")
+def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...], ylabel: str) -> bool:
+    """When a monitor series has no sample at all, say so on the axes and return True."""
+    if df.empty or not all(df[c].isna().all() for c in columns):
+        return False
+    ax.text(0.5, 0.5, f"no samples of {', '.join(columns)} in the measured window:\nthe monitor's "
+            "table query is too expensive on this table (see 'Monitor' above the plots)",
+            ha="center", va="center", transform=ax.transAxes, fontsize="small", color="#c62828")
+    ax.set_xlim(df["t_s"].min() - 0.5, df["t_s"].max() + 0.5)
+    ax.set_yticks([])
+    ax.set_ylabel(ylabel)
+    return True
 
 
 def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
-    _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"))
+    if _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"), "oldest eligible age (s)"):
+        return
     m = _marker(df)
     (age_line,) = ax.plot(df["t_s"], df["oldest_eligible_age_s"], marker=m, color="C3",
                           label="oldest eligible age (s, left)")
@@ -410,7 +416,8 @@ def _draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def _draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
-    _no_samples(ax, df, ("running", "lock_waiters"))
+    if _no_samples(ax, df, ("running", "lock_waiters"), "count"):
+        return
     m = _marker(df)
     running = df[["t_s", "running"]].dropna()  # counted only as often as their cost allows
     ax.plot(running["t_s"], running["running"], marker=m, label="running jobs")
