@@ -18,6 +18,16 @@ BACKLOG  ?=
 DURATION ?=
 WARMUP   ?=
 LEASE_S  ?=
+WORK_DIST ?=
+WORK_SIGMA ?=
+WORK_SLOW_MS ?=
+SLOW_SHARE ?=
+MAX_ATTEMPTS ?=
+REAPER_INTERVAL_S ?=
+FAIL_PROB ?=
+POISON_SHARE ?=
+RETRY_BASE_S ?=
+RETRY_CAP_S ?=
 SCHEMA   ?=
 RESULTS  ?=
 DSN      ?=
@@ -30,6 +40,12 @@ RUN_ARGS = --workload '$(WORKLOAD)' \
 	$(if $(HISTORY),--history '$(HISTORY)') $(if $(BACKLOG),--backlog '$(BACKLOG)') \
 	$(if $(DURATION),--duration '$(DURATION)') $(if $(WARMUP),--warmup '$(WARMUP)') \
 	$(if $(LEASE_S),--lease-s '$(LEASE_S)') $(if $(SCHEMA),--schema '$(SCHEMA)') \
+	$(if $(WORK_DIST),--work-dist '$(WORK_DIST)') $(if $(WORK_SIGMA),--work-sigma '$(WORK_SIGMA)') \
+	$(if $(WORK_SLOW_MS),--work-slow-ms '$(WORK_SLOW_MS)') $(if $(SLOW_SHARE),--slow-share '$(SLOW_SHARE)') \
+	$(if $(MAX_ATTEMPTS),--max-attempts '$(MAX_ATTEMPTS)') \
+	$(if $(REAPER_INTERVAL_S),--reaper-interval-s '$(REAPER_INTERVAL_S)') \
+	$(if $(FAIL_PROB),--fail-prob '$(FAIL_PROB)') $(if $(POISON_SHARE),--poison-share '$(POISON_SHARE)') \
+	$(if $(RETRY_BASE_S),--retry-base-s '$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s '$(RETRY_CAP_S)') \
 	$(if $(RESULTS),--results '$(RESULTS)') $(if $(DSN),--dsn '$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 

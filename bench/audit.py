@@ -14,6 +14,11 @@ Invariants (all must be 0):
     claims that returned more rows than the batch size.
 ``stale_completions_applied``
     applied completions whose token is not the row's current attempt token.
+``double_completions``
+    jobs whose completion the database applied more than once.
+
+``redeliveries`` (not an invariant: at-least-once delivery made visible) counts
+claims of a job beyond its first.
 
 The audit runs after the swarm has stopped, on its own connection, and reads
 only the tool's schema.
@@ -24,6 +29,8 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from .jobs import POISON_SQL
+
 
 def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, int]:
     rows = conn.execute(sql.SQL("SELECT status, count(*) FROM {} GROUP BY status").format(jobs)).fetchall()
@@ -31,7 +38,8 @@ def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, 
 
 
 def run_audit(conn: psycopg.Connection, schema: str, *, expected_rows: int, claims: dict[int, int],
-              applied: dict[int, list[int]], client_double_claims: int, over_claims: int) -> dict:
+              applied: dict[int, list[int]], client_double_claims: int, over_claims: int,
+              poison_share: float = 0.0) -> dict:
     """Check the invariants; return ``{"invariants": {...}, "status_counts": {...}, "details": {...}}``.
 
     ``expected_rows`` is the number of rows created by prepare (history + backlog);
@@ -67,7 +75,16 @@ def run_audit(conn: psycopg.Connection, schema: str, *, expected_rows: int, clai
         "lost_jobs": missing_rows + not_durable,
         "over_claims": int(over_claims),
         "stale_completions_applied": stale_applied,
+        "double_completions": double_completions,
     }
+    poison = {}
+    if poison_share > 0:
+        row = conn.execute(sql.SQL(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead'), "
+            "min(attempts) FILTER (WHERE status = 'dead'), max(attempts) FILTER (WHERE status = 'dead') "
+            "FROM {jobs} WHERE " + POISON_SQL.format(share=float(poison_share))).format(jobs=jobs)).fetchone()
+        poison = {"poison_jobs": row[0], "poison_done": row[1], "poison_dead": row[2],
+                  "poison_dead_attempts_min": row[3], "poison_dead_attempts_max": row[4]}
     details = {
         "rows_expected": expected_rows,
         "rows_present": present,
@@ -76,5 +93,8 @@ def run_audit(conn: psycopg.Connection, schema: str, *, expected_rows: int, clai
         "completions_applied": len(applied_ids),
         "double_completions": double_completions,
         "completions_not_durable": not_durable,
+        **poison,
     }
-    return {"invariants": invariants, "status_counts": status_counts, "details": details}
+    redeliveries = sum(n - 1 for n in claim_counts if n > 1)
+    return {"invariants": invariants, "status_counts": status_counts, "details": details,
+            "redeliveries": redeliveries}

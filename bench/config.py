@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 POLICIES = ("wait", "nowait", "skip_locked")
+WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
 TXN_MODES = ("short", "hold")
 INDEX_VARIANTS = ("none", "status", "composite", "partial")
 
@@ -65,6 +66,16 @@ class RunConfig:
     duration_s: float = 30.0
     warmup_s: float = 5.0
     lease_s: float = 300.0
+    work_dist: str = "fixed"
+    work_sigma: float = 0.5
+    work_slow_ms: float = 0.0
+    slow_share: float = 0.0
+    max_attempts: int = 5
+    reaper_interval_s: float = 0.0
+    fail_prob: float = 0.0
+    poison_share: float = 0.0
+    retry_base_s: float = 0.1
+    retry_cap_s: float = 5.0
     schema: str = "qbench"
     results: str = "results"
     dsn: str | None = None
@@ -119,6 +130,13 @@ def _float(param: str, value: Any, *, minimum: float, strict: bool = False) -> f
     return number
 
 
+def _share(param: str, value: Any) -> float:
+    number = _float(param, value, minimum=0.0)
+    if number > 1:
+        raise ConfigError(param, f"{value} is out of range; allowed: a fraction from 0 to 1")
+    return number
+
+
 def _choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in allowed:
@@ -153,6 +171,8 @@ def load_workload(name: str) -> dict[str, Any]:
 _KEYS = {
     "policy", "workers", "batch", "txn", "work_ms", "index", "history", "backlog",
     "duration", "warmup", "lease_s", "schema", "results",
+    "work_dist", "work_sigma", "work_slow_ms", "slow_share", "max_attempts", "reaper_interval_s",
+    "fail_prob", "poison_share", "retry_base_s", "retry_cap_s",
 }
 
 
@@ -201,6 +221,16 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         duration_s=duration_s,
         warmup_s=warmup_s,
         lease_s=_float("LEASE_S", raw.get("lease_s", 300), minimum=0.0, strict=True),
+        work_dist=_choice("WORK_DIST", raw.get("work_dist", "fixed"), WORK_DISTS),
+        work_sigma=_float("WORK_SIGMA", raw.get("work_sigma", 0.5), minimum=0.0),
+        work_slow_ms=_float("WORK_SLOW_MS", raw.get("work_slow_ms", 0), minimum=0.0),
+        slow_share=_share("SLOW_SHARE", raw.get("slow_share", 0)),
+        max_attempts=_int("MAX_ATTEMPTS", raw.get("max_attempts", 5), minimum=1, maximum=1000),
+        reaper_interval_s=_float("REAPER_INTERVAL_S", raw.get("reaper_interval_s", 0), minimum=0.0),
+        fail_prob=_share("FAIL_PROB", raw.get("fail_prob", 0)),
+        poison_share=_share("POISON_SHARE", raw.get("poison_share", 0)),
+        retry_base_s=_float("RETRY_BASE_S", raw.get("retry_base_s", 0.1), minimum=0.0),
+        retry_cap_s=_float("RETRY_CAP_S", raw.get("retry_cap_s", 5.0), minimum=0.0),
         schema=schema,
         results=str(raw.get("results", "results")),
         dsn=dsn,

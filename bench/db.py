@@ -179,10 +179,10 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
         """).format(jobs=jobs), {"n": cfg.history})
     if backlog:
         conn.execute(sql.SQL("""
-            INSERT INTO {jobs} (priority, run_at, status)
-            SELECT 0, now() - interval '1 ms' + g * (interval '1 ms' / %(n)s), 'pending'
+            INSERT INTO {jobs} (priority, run_at, status, max_attempts)
+            SELECT 0, now() - interval '1 ms' + g * (interval '1 ms' / %(n)s), 'pending', %(max_attempts)s
             FROM generate_series(1, %(n)s) AS g
-        """).format(jobs=jobs), {"n": backlog})
+        """).format(jobs=jobs), {"n": backlog, "max_attempts": cfg.max_attempts})
     seed_s = time.perf_counter() - started
     rows = cfg.history + backlog
     log(f"seeded {rows:,} rows (history {cfg.history:,}, backlog {backlog:,}) in {seed_s:.1f} s "

@@ -42,7 +42,9 @@ SET status = 'running',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.attempt_token,
-          (extract(epoch FROM clock_timestamp() - j.run_at) * 1000000)::bigint AS pickup_us"""
+          (extract(epoch FROM clock_timestamp() - j.run_at) * 1000000)::bigint AS pickup_us,
+          j.attempts, extract(epoch FROM j.lease_expires_at)::float8 AS lease_until,
+          extract(epoch FROM now())::float8 AS claimed_at"""
 
 _COMPLETE_ONE = """\
 UPDATE {jobs}
@@ -55,6 +57,36 @@ SET status = 'done', finished_at = now(), lease_expires_at = NULL
 FROM unnest({ids}::bigint[], {tokens}::bigint[]) AS c(id, token)
 WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
 RETURNING j.id"""
+
+
+_FAIL = """\
+UPDATE {jobs}
+SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+    run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE now() + make_interval(secs => {delay_s}) END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
+    lease_expires_at = NULL, locked_by = NULL, last_error = {error}
+WHERE id = {id} AND attempt_token = {token} AND status = 'running'
+RETURNING status"""
+
+# The reaper: running rows whose lease expired go back to pending (or dead past
+# max_attempts), keeping their run_at: the job was due then, so it keeps its place
+# in claim order and its age keeps counting. SKIP LOCKED so it never waits on a worker; the outer UPDATE
+# re-checks status and lease, so a job finished meanwhile is never touched (FR-06).
+_REAP = """\
+WITH expired AS MATERIALIZED (
+    SELECT id FROM {jobs}
+    WHERE status = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {jobs} AS j
+SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    lease_expires_at = NULL, locked_by = NULL, last_error = 'lease expired'
+FROM expired
+WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
+RETURNING j.id, j.status"""
 
 
 def _names(schema: str) -> dict[str, sql.Composable]:
@@ -122,7 +154,12 @@ def prepared_statements(schema: str, policy: str) -> dict[str, str]:
     """The worker's statements with positional ``$n`` parameters, for ``PQprepare``.
 
     ``claim``: $1 batch (int), $2 worker (text), $3 lease_s (float8 seconds);
+    returns ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``, the
+    last two in database epoch seconds.
     ``complete_one``: $1 id, $2 token; ``complete_many``: $1 ids[], $2 tokens[].
+    ``fail``: $1 id, $2 token, $3 retry delay (s), $4 error text: back to
+    ``pending`` at ``now() + delay``, or ``dead`` once ``attempts >= max_attempts``;
+    returns the new status (no row when the token moved on).
     Same SQL as :func:`claim_sql`, :func:`complete_one_sql`, :func:`complete_many_sql`.
     """
     names = _names(schema)
@@ -130,5 +167,13 @@ def prepared_statements(schema: str, policy: str) -> dict[str, str]:
                                    worker=sql.SQL("$2::text"), lease_s=sql.SQL("$3::float8"), **names)
     one = sql.SQL(_COMPLETE_ONE).format(id=sql.SQL("$1::bigint"), token=sql.SQL("$2::bigint"), **names)
     many = sql.SQL(_COMPLETE_MANY).format(ids=sql.SQL("$1"), tokens=sql.SQL("$2"), **names)
+    fail = sql.SQL(_FAIL).format(id=sql.SQL("$1::bigint"), token=sql.SQL("$2::bigint"),
+                                 delay_s=sql.SQL("$3::float8"), error=sql.SQL("$4::text"), **names)
     return {"claim": claim.as_string(None), "complete_one": one.as_string(None),
-            "complete_many": many.as_string(None)}
+            "complete_many": many.as_string(None), "fail": fail.as_string(None)}
+
+
+def reap_sql(schema: str, limit: int = 1000) -> sql.Composed:
+    """The reaper's statement: re-queue (or dead-letter past ``max_attempts``) up to
+    ``limit`` running jobs whose lease expired. Returns rows ``(id, new status)``."""
+    return sql.SQL(_REAP).format(limit=sql.Literal(limit), **_names(schema))

@@ -238,6 +238,15 @@ def _summary_rows(summary: dict, config: dict) -> list[dict]:
              " / ".join(_fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
         _row("errors", _fmt_errors(summary.get("errors"))),
     ]
+    # Retry and lease figures (measured window), shown when the run has them.
+    for key, label in (("nowait_retries", "NOWAIT retries (after back-off)"),
+                       ("retries", "failed attempts re-queued with back-off"),
+                       ("dead_lettered", "jobs dead-lettered"),
+                       ("lease_expiries", "lease expiries (reaper)"),
+                       ("stale_completions", "stale completions rejected by the token"),
+                       ("redeliveries", "redeliveries (claims beyond a job's first)")):
+        if key in summary:
+            rows.append(_row(label, _fmt_num(summary.get(key))))
     invariants = summary.get("invariants") or {}
     keys = [k for k in INVARIANT_ORDER if k in invariants]
     keys += sorted(k for k in invariants if k not in INVARIANT_ORDER)

@@ -45,6 +45,11 @@ def write_json(path: Path, data: Mapping) -> None:
     path.write_text(json.dumps(_clean(dict(data)), indent=2, sort_keys=False, default=str) + "\n")
 
 
+def write_json_list(path: Path, items: list) -> None:
+    """Write a JSON array, one item per line."""
+    path.write_text("[\n" + ",\n".join(json.dumps(_clean(i)) for i in items) + "\n]\n")
+
+
 def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:
     """Write one CSV row per measured second with :data:`INTERVAL_COLUMNS` (missing → empty cell)."""
     with path.open("w", newline="") as fh:

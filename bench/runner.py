@@ -29,6 +29,7 @@ import psycopg
 from . import __version__, audit, db, metrics, plans, results, swarm
 from .config import REPO_ROOT, RunConfig, mask_dsn
 from .monitor import Monitor
+from .reaper import Reaper
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
 #: a little above the pgbench reference figures in DESIGN.md (about 4,100 jobs/s at
@@ -148,7 +149,8 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         server = db.server_info(admin)
         db.check_schema_usable(admin, cfg.schema)
         db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
-        room = db.check_capacity(admin, cfg.workers + 2)  # workers + the monitor's two (this one is counted)
+        # workers + the monitor's two + the reaper (this admin connection is already counted)
+        room = db.check_capacity(admin, cfg.workers + 2 + (1 if cfg.reaper_interval_s > 0 else 0))
         return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded)
     finally:
         admin.close()
@@ -219,6 +221,11 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             note(k, monitor.sample_table())
 
     samplers = [gevent.spawn(stats_loop), gevent.spawn(table_loop)]
+    reaper = None
+    if cfg.reaper_interval_s > 0:
+        reaper = Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
+                        cfg.reaper_interval_s, recorder)
+        reaper_greenlet = gevent.spawn(reaper.run)
     measured: list[metrics.Interval] = []
     max_rows_per_claim = 0
     totals = Counter()
@@ -256,6 +263,10 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     gevent.killall(samplers)
     locust_runner.stop()
     locust_runner.quit()
+    if reaper is not None:
+        reaper.stop()
+        reaper_greenlet.join(timeout=30)
+        reaper.conn.close()
     tail, tail_max = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
     max_rows_per_claim = max(max_rows_per_claim, tail_max)
     totals.update({"over_claims": tail.counters["over_claims"]})
@@ -273,7 +284,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     audit_result = audit.run_audit(
         admin, cfg.schema, expected_rows=cfg.history + backlog, claims=claim_log.claims,
         applied=claim_log.applied, client_double_claims=claim_log.double_claims,
-        over_claims=totals["over_claims"])
+        over_claims=totals["over_claims"], poison_share=cfg.poison_share)
     sizes_after = db.table_sizes(admin, cfg.schema)
 
     measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
@@ -305,6 +316,11 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     for name in metrics.HISTOGRAM_NAMES:
         results.write_histogram_log(run_dir / "histograms" / f"{name}.hlog", measured, name, clock.unix0)
     results.write_json(run_dir / "summary.json", summary)
+    if claim_log.retry_claims:
+        # Seconds between successive claims of each job that failed at least once (database time).
+        gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
+                for times in claim_log.retry_claims.values() if len(times) > 1]
+        results.write_json_list(run_dir / "retry_gaps.json", gaps)
     _final_lines(log, summary)
     return run_dir
 
@@ -382,6 +398,10 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "suspect_reasons": reasons,
         "backlog_exhausted": bool(backlog_exhausted),
         "stale_completions": counters["stale_completions"],
+        "retries": counters["retries"],
+        "dead_lettered": counters["dead_lettered"] + counters["reaper_dead_lettered"],
+        "lease_expiries": counters["lease_expiries"],
+        "redeliveries": audit_result["redeliveries"],
         "nowait_retries": counters["nowait_retries"],
         "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,
                              "max": max(costs) if costs else None},

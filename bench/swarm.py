@@ -21,7 +21,7 @@ import psycopg  # noqa: E402
 import psycopg.waiting  # noqa: E402
 from locust import User, constant, task  # noqa: E402
 
-from . import policies  # noqa: E402
+from . import jobs, policies  # noqa: E402
 from .config import RunConfig  # noqa: E402
 from .fastpath import PreparedSession, int_array  # noqa: E402
 from .fastpath import rows as rows_of  # noqa: E402
@@ -56,27 +56,34 @@ def check_cooperative() -> str:
 
 @dataclass
 class ClaimLog:
-    """Client-side record of every claim and completion, for the end-of-run audit.
+    """Client-side record of every claim, completion and failure, for the end-of-run audit.
 
-    ``claims[id]`` counts claims of a job, ``inflight[id] = (token, lease_deadline)``
-    holds claimed-but-unfinished jobs (monotonic seconds), ``applied[id]`` lists
-    the tokens whose completion the database applied, ``double_claims`` counts
-    claims of a job already in flight under a live lease.
+    Times are database epoch seconds returned by the claim itself, so they
+    compare with the leases the database wrote. ``claims[id]`` counts claims of a
+    job; ``inflight[id] = (token, lease_until, claimed_at)`` holds claimed jobs not
+    yet finished; ``applied[id]`` lists the tokens whose completion the database
+    applied; ``double_claims`` counts claims of a job whose previous claim was
+    still in flight under a lease that had not expired at the new claim;
+    ``retry_claims[id]`` lists the claim times of every job that has failed
+    once (to check the back-off between attempts).
     """
 
     claims: dict = field(default_factory=dict)
     inflight: dict = field(default_factory=dict)
     applied: dict = field(default_factory=dict)
+    retry_claims: dict = field(default_factory=dict)
     double_claims: int = 0
 
-    def claimed(self, job_id: int, token: int, lease_s: float) -> None:
-        """Note one claim of ``job_id`` with fencing ``token``."""
-        now = time.monotonic()
+    def claimed(self, job_id: int, token: int, lease_until: float, claimed_at: float) -> None:
+        """Note one claim of ``job_id`` with fencing ``token`` (database times, epoch s)."""
         held = self.inflight.get(job_id)
-        if held is not None and held[1] > now:
+        if held is not None and held[1] > claimed_at:
             self.double_claims += 1
         self.claims[job_id] = self.claims.get(job_id, 0) + 1
-        self.inflight[job_id] = (token, now + lease_s)
+        self.inflight[job_id] = (token, lease_until, claimed_at)
+        retries = self.retry_claims.get(job_id)
+        if retries is not None:
+            retries.append(claimed_at)
 
     def finished(self, job_id: int, token: int, applied: bool) -> None:
         """Note a completion attempt; ``applied`` when the database updated the row."""
@@ -85,6 +92,12 @@ class ClaimLog:
             del self.inflight[job_id]
         if applied:
             self.applied.setdefault(job_id, []).append(token)
+
+    def failed(self, job_id: int, token: int) -> None:
+        """Note a failure reported for the attempt ``token`` of ``job_id``."""
+        held = self.inflight.pop(job_id, None) if self.inflight.get(job_id, (None,))[0] == token else None
+        if job_id not in self.retry_claims:
+            self.retry_claims[job_id] = [held[2]] if held is not None else []
 
 
 @dataclass
@@ -124,7 +137,9 @@ class QueueWorker(User):
         self.statements = policies.prepared_statements(cfg.schema, cfg.policy)
         self.claim_params = [str(cfg.batch).encode(), self.name.encode(), repr(float(cfg.lease_s)).encode()]
         self.hold = cfg.txn == "hold"
-        self.work_s = cfg.work_ms / 1000.0
+        self.duration_s = jobs.duration_sampler(cfg)
+        self.poison_share = cfg.poison_share
+        self.fail_prob = cfg.fail_prob
         self.nowait_failures = 0
         self.session: PreparedSession | None = None
         self._connect()
@@ -181,10 +196,21 @@ class QueueWorker(User):
                 gevent.sleep(EMPTY_POLL_S)
                 return
             self.nowait_failures = 0
-            if self.work_s > 0:
-                for _ in rows:
-                    gevent.sleep(self.work_s)
-            self._complete(rows)
+            succeeded = []
+            for job in rows:
+                duration_s = self.duration_s()
+                if duration_s > 0:
+                    gevent.sleep(duration_s)
+                if jobs.is_poison(job[0], self.poison_share):
+                    self._fail(job, "poison job")
+                elif self.fail_prob and random.random() < self.fail_prob:
+                    self._fail(job, "injected failure")
+                else:
+                    succeeded.append(job)
+            if succeeded:
+                self._complete(succeeded)
+            elif self.hold:
+                self.session.command(b"COMMIT")
         except psycopg.errors.LockNotAvailable:
             self.ctx.recorder.error("55P03")
             self._rollback_if_open()
@@ -204,23 +230,41 @@ class QueueWorker(User):
             except psycopg.Error:
                 pass
 
-    def _claim(self) -> list[tuple[int, int]]:
+    def _claim(self) -> list[tuple[int, int, int, int]]:
+        """Claim; returns ``[(id, token, pickup_us, attempts)]``."""
         started = time.perf_counter()
         if self.hold:
             self.session.command(b"BEGIN")
         result = self.session.execute(b"claim", self.claim_params)
         latency_us = int((time.perf_counter() - started) * 1e6)
-        claimed = [(int(r[0]), int(r[1]), int(r[2])) for r in rows_of(result)]
-        self.ctx.recorder.claim(latency_us, len(claimed), (r[2] for r in claimed))
-        log, lease_s = self.ctx.log, self.ctx.cfg.lease_s
-        for job_id, token, _ in claimed:
-            log.claimed(job_id, token, lease_s)
+        raw = rows_of(result)
+        self.ctx.recorder.claim(latency_us, len(raw), [int(r[2]) for r in raw])
+        log = self.ctx.log
+        claimed = []
+        for r in raw:
+            job_id, token = int(r[0]), int(r[1])
+            log.claimed(job_id, token, float(r[4]), float(r[5]))
+            claimed.append((job_id, token, int(r[2]), int(r[3])))
         return claimed
 
-    def _complete(self, claimed: list[tuple[int, int, int]]) -> None:
+    def _fail(self, job: tuple[int, int, int, int], error: str) -> None:
+        """Report one failed attempt: retry after a back-off, or dead letter past max_attempts."""
+        job_id, token, _, attempts = job
+        cfg = self.ctx.cfg
+        delay_s = jobs.retry_delay_s(attempts, cfg.retry_base_s, cfg.retry_cap_s)
+        result = self.session.execute(b"fail", [str(job_id).encode(), str(token).encode(),
+                                                repr(delay_s).encode(), error.encode()])
+        status = rows_of(result)
+        if not status:  # fenced: the lease expired and the job moved on without this worker
+            self.ctx.recorder.count("stale_completions")
+        else:
+            self.ctx.recorder.count("dead_lettered" if status[0][0] == b"dead" else "retries")
+        self.ctx.log.failed(job_id, token)
+
+    def _complete(self, claimed: list[tuple[int, int, int, int]]) -> None:
         started = time.perf_counter()
         if len(claimed) == 1:
-            job_id, token, _ = claimed[0]
+            job_id, token = claimed[0][0], claimed[0][1]
             result = self.session.execute(b"complete_one", [str(job_id).encode(), str(token).encode()])
             applied_ids = {job_id} if result.command_tuples == 1 else set()
         else:
@@ -231,5 +275,5 @@ class QueueWorker(User):
             self.session.command(b"COMMIT")
         latency_us = int((time.perf_counter() - started) * 1e6)
         self.ctx.recorder.complete(latency_us, len(applied_ids), len(claimed) - len(applied_ids))
-        for job_id, token, _ in claimed:
+        for job_id, token, _, _ in claimed:
             self.ctx.log.finished(job_id, token, job_id in applied_ids)

@@ -56,3 +56,8 @@ def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300) -> t
     assert runs, "no run directory written"
     run_dir = runs[-1]
     return run_dir, json.loads((run_dir / "summary.json").read_text()), proc
+
+
+#: The end-of-run audit's invariants, all zero on a correct run.
+CLEAN_INVARIANTS = {"double_claims": 0, "lost_jobs": 0, "over_claims": 0, "stale_completions_applied": 0,
+                    "double_completions": 0}

@@ -179,7 +179,7 @@ def test_completion_is_fenced_by_the_attempt_token(dsn, observer):
     one = policies.complete_one_sql(SCHEMA)
     many = policies.complete_many_sql(SCHEMA)
     with _connect(dsn, autocommit=True) as w:
-        (j1, t1, _), = w.execute(claim, _params("w")).fetchall()
+        (j1, t1, *_), = w.execute(claim, _params("w")).fetchall()
 
         assert w.execute(one, {"id": j1, "token": t1 + 1000}).rowcount == 0
         assert _rows(observer)[j1][0::2] == ("running", t1)
@@ -191,10 +191,10 @@ def test_completion_is_fenced_by_the_attempt_token(dsn, observer):
         assert w.execute(one, {"id": j1, "token": t1}).rowcount == 0  # already done: not applied twice
 
         # A stale worker: its lease "expired", the job was re-queued and re-claimed.
-        (j2, t2, _), = w.execute(claim, _params("old")).fetchall()
+        (j2, t2, *_), = w.execute(claim, _params("old")).fetchall()
         w.execute(sql.SQL("UPDATE {} SET status = 'pending', run_at = now() - interval '1 hour' WHERE id = %s")
                   .format(JOBS), (j2,))
-        (j2b, t2b, _), = w.execute(claim, _params("new")).fetchall()
+        (j2b, t2b, *_), = w.execute(claim, _params("new")).fetchall()
         assert j2b == j2 and t2b != t2
         assert w.execute(one, {"id": j2, "token": t2}).rowcount == 0
         assert _rows(observer)[j2] == ("running", 2, t2b, "new")
