@@ -33,20 +33,20 @@ RESULTS  ?=
 DSN      ?=
 ALLOW_REMOTE ?=
 
-RUN_ARGS = --workload '$(WORKLOAD)' \
-	$(if $(POLICY),--policy '$(POLICY)') $(if $(WORKERS),--workers '$(WORKERS)') \
-	$(if $(BATCH),--batch '$(BATCH)') $(if $(TXN),--txn '$(TXN)') \
-	$(if $(WORK_MS),--work-ms '$(WORK_MS)') $(if $(INDEX),--index '$(INDEX)') \
-	$(if $(HISTORY),--history '$(HISTORY)') $(if $(BACKLOG),--backlog '$(BACKLOG)') \
-	$(if $(DURATION),--duration '$(DURATION)') $(if $(WARMUP),--warmup '$(WARMUP)') \
-	$(if $(LEASE_S),--lease-s '$(LEASE_S)') $(if $(SCHEMA),--schema '$(SCHEMA)') \
-	$(if $(WORK_DIST),--work-dist '$(WORK_DIST)') $(if $(WORK_SIGMA),--work-sigma '$(WORK_SIGMA)') \
-	$(if $(WORK_SLOW_MS),--work-slow-ms '$(WORK_SLOW_MS)') $(if $(SLOW_SHARE),--slow-share '$(SLOW_SHARE)') \
-	$(if $(MAX_ATTEMPTS),--max-attempts '$(MAX_ATTEMPTS)') \
-	$(if $(REAPER_INTERVAL_S),--reaper-interval-s '$(REAPER_INTERVAL_S)') \
-	$(if $(FAIL_PROB),--fail-prob '$(FAIL_PROB)') $(if $(POISON_SHARE),--poison-share '$(POISON_SHARE)') \
-	$(if $(RETRY_BASE_S),--retry-base-s '$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s '$(RETRY_CAP_S)') \
-	$(if $(RESULTS),--results '$(RESULTS)') $(if $(DSN),--dsn '$(DSN)') \
+RUN_ARGS = --workload='$(WORKLOAD)' \
+	$(if $(POLICY),--policy='$(POLICY)') $(if $(WORKERS),--workers='$(WORKERS)') \
+	$(if $(BATCH),--batch='$(BATCH)') $(if $(TXN),--txn='$(TXN)') \
+	$(if $(WORK_MS),--work-ms='$(WORK_MS)') $(if $(INDEX),--index='$(INDEX)') \
+	$(if $(HISTORY),--history='$(HISTORY)') $(if $(BACKLOG),--backlog='$(BACKLOG)') \
+	$(if $(DURATION),--duration='$(DURATION)') $(if $(WARMUP),--warmup='$(WARMUP)') \
+	$(if $(LEASE_S),--lease-s='$(LEASE_S)') $(if $(SCHEMA),--schema='$(SCHEMA)') \
+	$(if $(WORK_DIST),--work-dist='$(WORK_DIST)') $(if $(WORK_SIGMA),--work-sigma='$(WORK_SIGMA)') \
+	$(if $(WORK_SLOW_MS),--work-slow-ms='$(WORK_SLOW_MS)') $(if $(SLOW_SHARE),--slow-share='$(SLOW_SHARE)') \
+	$(if $(MAX_ATTEMPTS),--max-attempts='$(MAX_ATTEMPTS)') \
+	$(if $(REAPER_INTERVAL_S),--reaper-interval-s='$(REAPER_INTERVAL_S)') \
+	$(if $(FAIL_PROB),--fail-prob='$(FAIL_PROB)') $(if $(POISON_SHARE),--poison-share='$(POISON_SHARE)') \
+	$(if $(RETRY_BASE_S),--retry-base-s='$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s='$(RETRY_CAP_S)') \
+	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 
 .PHONY: bench test calibrate report install clean
@@ -69,7 +69,7 @@ test: $(STAMP)
 CAL_WORKERS ?= 50
 CAL_DURATION ?= 20s
 calibrate: $(STAMP)
-	$(BIN)/qbench calibrate --workers '$(CAL_WORKERS)' --duration '$(CAL_DURATION)' $(if $(DSN),--dsn '$(DSN)')
+	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' $(if $(DSN),--dsn='$(DSN)') $(if $(ALLOW_REMOTE),--allow-remote)
 
 # Re-render a report from result files alone: make report RUN=results/<run_id>
 report: $(STAMP)

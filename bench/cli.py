@@ -12,7 +12,9 @@ import argparse
 import ipaddress
 import json
 import os
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from .config import ConfigError, build_config
@@ -93,6 +95,9 @@ def non_loopback_host(dsn: str) -> str | None:
     except Exception as err:  # psycopg raises ProgrammingError with the parser's message
         raise ConfigError("DSN", f"not a valid connection string ({str(err).strip()}); "
                                  "e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
+    service = params.get("service") or os.environ.get("PGSERVICE")
+    if service:
+        return f"service {service} (its host is in a libpq service file this tool does not read)"
     targets = str(params.get("hostaddr") or os.environ.get("PGHOSTADDR") or "")
     if not targets.strip():
         targets = str(params.get("host") or os.environ.get("PGHOST") or "")
@@ -100,6 +105,14 @@ def non_loopback_host(dsn: str) -> str | None:
         if not _is_loopback_host(host):
             return host.strip()
     return None
+
+
+def check_loopback(dsn: str | None, allow_remote: bool) -> None:
+    """Raise ConfigError (``DSN``) for a non-loopback DSN unless ``allow_remote``; never connects."""
+    remote = non_loopback_host(dsn) if dsn else None
+    if remote is not None and not allow_remote:
+        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
+                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
 
 
 def check_results_dir(path: str) -> None:
@@ -111,9 +124,13 @@ def check_results_dir(path: str) -> None:
     probe = target
     while not probe.exists():
         probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({probe} is not a writable "
-                                     "directory); allowed: a writable directory path")
+    try:  # os.access says yes to root everywhere; a real mkdir tells (/proc, read-only mounts)
+        if not probe.is_dir():
+            raise OSError(f"{probe} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=".qbench-probe-", dir=probe))
+    except OSError as err:
+        raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({err}); "
+                                     "allowed: a writable directory path") from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -124,10 +141,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 
-    remote = non_loopback_host(cfg.dsn) if cfg.dsn else None
-    if remote is not None and not args.allow_remote:
-        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
-                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
+    check_loopback(cfg.dsn, args.allow_remote)
 
     from . import runner
     from .report import render_report
@@ -164,6 +178,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from .calibrate import calibrate
 
     dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    check_loopback(dsn or None, args.allow_remote)
     return calibrate(workers=args.workers, duration=args.duration, dsn=dsn or None, schema=args.schema)
 
 
@@ -188,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--duration", default="20s")
     cal.add_argument("--schema", default="qbench")
     cal.add_argument("--dsn")
+    cal.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
     cal.set_defaults(func=_calibrate)
     return parser
 
@@ -195,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``qbench`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    # SIGTERM before the load behaves like Ctrl-C (the run installs its own handlers for the load).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return args.func(args)
     except ConfigError as err:

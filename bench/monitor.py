@@ -15,7 +15,7 @@ Every second:
 
 The table queries are load on the server under test, so each is taken only as
 often as keeps its measured cost within a budget of the wall time
-(:data:`AGE_BUDGET`, :data:`COUNT_BUDGET`): with an index, the age every second
+(:data:`AGE_BUDGET`, :data:`COUNT_BUDGET`) and never more than once a second: with an index, the age every second
 and the counts every second or every few seconds; under ``INDEX=none`` at
 millions of rows every one is a sequential scan, so they are sampled less often
 (and a sample cut by ``statement_timeout`` is recorded as such). Seconds without
@@ -33,6 +33,8 @@ from psycopg import sql
 #: Largest share of wall time each table query may take (its query time / interval).
 AGE_BUDGET = 0.05
 COUNT_BUDGET = 0.02
+#: Never more often than once a second.
+MIN_INTERVAL_S = 1.0
 
 _STATS = """\
 SELECT
@@ -80,6 +82,8 @@ class Monitor:
         self._next = {"age": 0.0, "counts": 0.0}
         self._table_timeout_ms = table_timeout_ms
         self.table_started = self.table_returned = 0  # table queries sent / answered (or failed)
+        self.table_query_started_at = 0.0  # perf_counter time of the latest table query
+        self.table_cost_s = {"age": [], "counts": []}  # each table query's time, by kind
         stats_conn.execute("SET statement_timeout = 5000")
         table_conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(table_timeout_ms)))
 
@@ -99,6 +103,7 @@ class Monitor:
         started = time.perf_counter()
         if conn is self.table_conn:
             self.table_started += 1
+            self.table_query_started_at = started
         try:
             row = conn.execute(query, params).fetchone()
         except psycopg.Error:
@@ -123,19 +128,21 @@ class Monitor:
 
         Returns ``{oldest_eligible_age_s, queue_depth, running, cost_s}``; a
         value is None when its query was not due or failed. After each query the
-        next one of its kind is scheduled ``cost / budget`` seconds later.
+        next one of its kind is scheduled ``max(1 s, cost / budget)`` later.
         """
         now = time.monotonic()
         out = {"oldest_eligible_age_s": None, "queue_depth": None, "running": None, "cost_s": 0.0}
         if force or now >= self._next["age"]:
             row, cost = self._timed(self.table_conn, self.age_query, {"priorities": self.priorities})
             out["cost_s"] += cost
-            self._next["age"] = now + cost / AGE_BUDGET
+            self.table_cost_s["age"].append(cost)
+            self._next["age"] = now + max(MIN_INTERVAL_S, cost / AGE_BUDGET)
             out["oldest_eligible_age_s"] = None if row is None else float(row[0])
         if force or now >= self._next["counts"]:
             row, cost = self._timed(self.table_conn, self.count_query)
             out["cost_s"] += cost
-            self._next["counts"] = now + cost / COUNT_BUDGET
+            self.table_cost_s["counts"].append(cost)
+            self._next["counts"] = now + max(MIN_INTERVAL_S, cost / COUNT_BUDGET)
             if row is not None:
                 out["queue_depth"], out["running"] = int(row[0]), int(row[1])
         return out

@@ -69,7 +69,7 @@ def render_report(run_dir: Path) -> Path:
         Path of the written ``report.html`` (UTF-8, self-contained: inline CSS,
         figures as base64 PNG data URIs). As a side effect each figure is also
         written to ``run_dir/plots/<name>.png`` (throughput, claim_latency,
-        oldest_age, locks_running).
+        oldest_age, locks_running, dead_tuples).
 
     Raises:
         ReportError: a required file is absent (the message names it), a JSON
@@ -331,6 +331,8 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
                     transform=ax.transAxes)
         ax.margins(x=0.015)
         draw(ax, df, summary)
+        if not df.empty:  # the whole measured window, even when a series has few points
+            ax.set_xlim(df["t_s"].min() - 0.3, df["t_s"].max() + 0.3)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
         return buf.getvalue()
@@ -436,6 +438,17 @@ def _draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
+def _draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
+        return
+    series = df[["t_s", "dead_tuples"]].dropna()
+    ax.plot(series["t_s"], series["dead_tuples"], marker=_marker(df), color="C4",
+            label="dead tuples in the queue table (rows)")
+    ax.set_ylabel("dead tuples (rows)")
+    _count_axis(ax)
+    _legend(ax)
+
+
 # (file name, title, caption, drawing function); the report shows them in this order.
 _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
     ("throughput", "Throughput",
@@ -458,4 +471,10 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "runs, so other sessions, the monitor included, see no running rows). Lock "
      "waiters above zero for long stretches point to a convoy; gaps are missed samples.",
      _draw_locks_running),
+    ("dead_tuples", "Dead tuples",
+     "Dead row versions in the queue table (pg_stat_user_tables.n_dead_tup, sampled each second; "
+     "the statistics lag by up to a second). Every claim and completion leaves one behind until "
+     "vacuum removes it; a climbing line means vacuum is not keeping up, or something (a long "
+     "transaction) stops it, and claims have to step over them.",
+     _draw_dead_tuples),
 )

@@ -259,7 +259,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             signal.signal(sig, handler)
     # Intervals after the last tick (stop phase) still count for the invariants.
     ctx.stopping = True
-    table_query_in_flight = monitor.table_started > monitor.table_returned
+    table_query_in_flight_s = (time.perf_counter() - monitor.table_query_started_at
+                               if monitor.table_started > monitor.table_returned else 0.0)
     gevent.killall(samplers)
     locust_runner.stop()
     locust_runner.quit()
@@ -288,7 +289,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     sizes_after = db.table_sizes(admin, cfg.schema)
 
     measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
-    measured_end_unix = clock.unix0 + (measured[-1].end_s if measured else clock.now_s())
+    measured_end_unix = clock.unix0 + measured[-1].end_s if measured else measured_start_unix  # empty window
     run_info = {
         "run_id": run_id, "tool_version": __version__, "git_sha": _git_sha(),
         **server,
@@ -302,7 +303,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
                  "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)},
         "connections": room,
         "claim_plan_nodes": plans.plan_nodes(claim_plan),
-        "monitor_table_query_in_flight": table_query_in_flight,
+        "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
+        "monitor_table_cost_s": monitor.table_cost_s,
         "sizes_before": sizes_before, "sizes_after": sizes_after,
         "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
         "measured_start": _iso_at(measured_start_unix), "measured_end": _iso_at(measured_end_unix),
@@ -364,10 +366,25 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     if cpu_max > SUSPECT_CPU_PCT:
         reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
                        "the harness may be the bottleneck")
-    missed = sum(1 for r in rows if r.get("lock_waiters") is None)
+    # The last row of an interrupted run is a partial second the monitor never reached.
+    whole = rows if complete else rows[:-1]
+    missed = sum(1 for r in whole if r.get("lock_waiters") is None)
     if missed:
-        reasons.append(f"the monitor missed {missed} of {len(rows)} samples")
-    notes = _monitor_notes(rows, monitor_failures, run_info["monitor_table_query_in_flight"])
+        reasons.append(f"the monitor missed {missed} of {len(whole)} samples")
+    work_s = cfg.work_ms / 1000.0 * (1 if cfg.work_dist != "bimodal" else 1 - cfg.slow_share) + (
+        cfg.work_slow_ms / 1000.0 * cfg.slow_share if cfg.work_dist == "bimodal" else 0.0)
+    claim_mean_s = (claim.get_mean_value() / 1e6) if claim.get_total_count() else 0.0
+    cycle_s = claim_mean_s + work_s * cfg.batch + ((complete_h.get_mean_value() / 1e6) if complete_h.get_total_count() else 0.0)
+    if measured_s and cycle_s * 5 > measured_s:
+        reasons.append(f"one worker cycle (claim + work + completion) takes about {cycle_s:,.2f} s, so the "
+                       f"{measured_s:,.1f} s window holds fewer than 5 per worker: throughput is quantised; "
+                       "use a longer DURATION")
+    if work_s * cfg.batch > cfg.lease_s:
+        reasons.append(f"the work per claim (about {work_s * cfg.batch:,.2f} s) outlasts the lease "
+                       f"({cfg.lease_s:g} s): completions arrive after the lease expired"
+                       + ("" if cfg.reaper_interval_s > 0 else ", and with no reaper nothing takes the jobs back"))
+    notes = _monitor_notes(rows, monitor_failures, run_info["monitor_table_cost_s"],
+                           run_info["monitor_table_query_in_flight_s"])
     if backlog_exhausted:
         reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
     summary = {
@@ -413,19 +430,21 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     return summary
 
 
-def _monitor_notes(rows: list[dict], failures: int, in_flight: bool) -> list[str]:
-    """Plain-language notes on how often the monitor's table queries could be afforded."""
+def _monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:
+    """Plain-language notes on how often the monitor's table queries could be afforded, with their cost."""
     notes = []
-    if in_flight:
-        notes.append("a monitor table query was still running when the load stopped: on this table and "
-                     "under this load one sample takes longer than the run's seconds")
     n = len(rows)
-    for column, what in (("oldest_eligible_age_s", "oldest eligible age"), ("queue_depth", "queue depth and running")):
+    for column, kind, what, budget in (("oldest_eligible_age_s", "age", "oldest eligible age", 5),
+                                       ("queue_depth", "counts", "queue depth and running", 2)):
         taken = sum(1 for r in rows if r.get(column) is not None)
+        spent = costs_s.get(kind) or []
         if n and taken < n:
-            notes.append(f"{what} sampled in {taken} of {n} seconds: each sample's cost is kept within "
-                         f"{'5' if column == 'oldest_eligible_age_s' else '2'} % of the time, and on this "
-                         "table it is expensive (without an index on the eligible rows, a sequential scan)")
+            mean_ms = f"{1000 * sum(spent) / len(spent):,.1f} ms" if spent else "more than the run"
+            notes.append(f"{what} sampled in {taken} of {n} seconds: one sample took {mean_ms} on this "
+                         f"table under this load, and samples are spaced so they take at most {budget} % "
+                         "of the time")
+    if in_flight_s > 1.0:
+        notes.append(f"a monitor table query had been running for {in_flight_s:,.1f} s when the load stopped")
     if failures:
         notes.append(f"{failures} monitor statements failed or hit their statement_timeout "
                      "(5 s for the statistics query, 30 s for a table query)")
@@ -434,6 +453,9 @@ def _monitor_notes(rows: list[dict], failures: int, in_flight: bool) -> list[str
 
 def _final_lines(log, s: dict) -> None:
     c = s["claim_latency_us"]
+    if not s["measured_s"]:
+        log("nothing was measured: the run stopped during the warm-up")
+        return
     log(f"throughput {s['throughput_jobs_per_s']} jobs/s over {s['measured_s']} s "
         f"({s['jobs_completed']:,} jobs completed, {s['claims_per_s']} claims/s, {s['empty_claims']:,} empty claims)")
     log(f"claim latency p50 {_fmt_ms(c['p50'])}, p95 {_fmt_ms(c['p95'])}, p99 {_fmt_ms(c['p99'])}, max {_fmt_ms(c['max'])}")

@@ -47,6 +47,10 @@ BAD_RUN_INPUT = [
     ("dsn-hostaddr-remote", ["--dsn", "host=localhost hostaddr=10.1.2.3 dbname=x user=u"], "DSN",
      "--allow-remote"),
     ("results-not-a-directory", ["--results", "/etc/passwd/runs"], "RESULTS", "a writable directory"),
+    # root passes os.access everywhere: /proc must be caught by a real mkdir.
+    ("results-in-proc", ["--results", "/proc/qbench-results"], "RESULTS", "a writable directory"),
+    # a libpq service file names its host elsewhere: not checkable, so it needs the confirmation.
+    ("dsn-service", ["--dsn", "service=somewhere dbname=x"], "DSN", "--allow-remote"),
 ]
 
 
@@ -160,3 +164,11 @@ def test_second_run_on_a_schema_in_use_is_refused(dsn, tmp_path):
         assert "SCHEMA" in line and "in use by another queue-bench run" in line
         _no_results(tmp_path / "results")
         assert _relations(dsn) == before
+
+
+def test_calibrate_refuses_a_remote_dsn_without_connecting(tmp_path):
+    """qbench calibrate writes heavy load too: a non-loopback DSN is refused at once, exit 2, one line."""
+    proc = qbench("calibrate", "--dsn", "postgresql://u@10.1.2.3/x", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert "DSN" in line and "10.1.2.3" in line and "--allow-remote" in line

@@ -14,7 +14,7 @@ import pytest
 from bench.report import ReportError, render_report
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
-PLOT_NAMES = ("throughput", "claim_latency", "oldest_age", "locks_running")
+PLOT_NAMES = ("throughput", "claim_latency", "oldest_age", "locks_running", "dead_tuples")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -50,7 +50,7 @@ def test_render_writes_report_and_returns_its_path(run_dir):
 
 def test_report_embeds_four_png_figures(run_dir):
     page = render_report(run_dir).read_text(encoding="utf-8")
-    assert page.count('<img src="data:image/png;base64,') == 4
+    assert page.count('<img src="data:image/png;base64,') == len(PLOT_NAMES)
 
 
 def test_throughput_and_counts_formatted_from_summary(run_dir):
@@ -165,7 +165,7 @@ def test_header_only_intervals_still_render(run_dir):
     header = (run_dir / "intervals.csv").read_text().splitlines()[0]
     (run_dir / "intervals.csv").write_text(header + "\n")
     page = render_report(run_dir).read_text(encoding="utf-8")
-    assert page.count('<img src="data:image/png;base64,') == 4
+    assert page.count('<img src="data:image/png;base64,') == len(PLOT_NAMES)
 
 
 @pytest.mark.parametrize("name", ["summary.json", "run.json", "intervals.csv"])

@@ -97,3 +97,22 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
     assert (run_dir / "report.html").exists() and "interrupted run" in (run_dir / "report.html").read_text()
     assert out.strip().splitlines()[-1].startswith("report: ")
+
+
+def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):
+    """The monitor's table queries are load and run at most once a second: on this small table the
+    planner answers both counts (depth, running) with sequential scans, so seq_scan stays within
+    about two per second plus the audit's; the bug this guards against ran ~80 table queries a second."""
+    import time
+
+    import psycopg
+
+    run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "1", "--work-ms", "100", "--backlog", "1000",
+                                 "--duration", "5s", "--warmup", "1s")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        time.sleep(1.5)  # backends flush their table statistics at most once a second
+        seq_scans = conn.execute("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'qbench.jobs'::regclass"
+                                 ).fetchone()[0]
+    seconds = 6
+    assert 1 <= seq_scans <= 2 * seconds + 10, seq_scans  # + the final sample, the audit, a margin
+    assert s["claims_per_s"] < 15
