@@ -28,6 +28,12 @@ FAIL_PROB ?=
 POISON_SHARE ?=
 RETRY_BASE_S ?=
 RETRY_CAP_S ?=
+RATE ?=
+ARRIVAL ?=
+PRODUCERS ?=
+PRIORITY_MIX ?=
+FUTURE_SHARE ?=
+FUTURE_DELAY_MS ?=
 SCHEMA   ?=
 RESULTS  ?=
 DSN      ?=
@@ -46,6 +52,9 @@ RUN_ARGS = --workload='$(WORKLOAD)' \
 	$(if $(REAPER_INTERVAL_S),--reaper-interval-s='$(REAPER_INTERVAL_S)') \
 	$(if $(FAIL_PROB),--fail-prob='$(FAIL_PROB)') $(if $(POISON_SHARE),--poison-share='$(POISON_SHARE)') \
 	$(if $(RETRY_BASE_S),--retry-base-s='$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s='$(RETRY_CAP_S)') \
+	$(if $(RATE),--rate='$(RATE)') $(if $(ARRIVAL),--arrival='$(ARRIVAL)') $(if $(PRODUCERS),--producers='$(PRODUCERS)') \
+	$(if $(PRIORITY_MIX),--priority-mix='$(PRIORITY_MIX)') $(if $(FUTURE_SHARE),--future-share='$(FUTURE_SHARE)') \
+	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 

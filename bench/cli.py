@@ -47,6 +47,12 @@ RUN_OPTIONS = (
     ("--poison-share", "poison_share", "share of jobs that always fail, 0..1"),
     ("--retry-base-s", "retry_base_s", "first retry back-off in s (doubles per attempt)"),
     ("--retry-cap-s", "retry_cap_s", "largest retry back-off in s"),
+    ("--rate", "rate", "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)"),
+    ("--arrival", "arrival", "constant | poisson"),
+    ("--producers", "producers", "producer connections sharing RATE, default 1"),
+    ("--priority-mix", "priority_mix", "priority:weight list, e.g. 0:0.9,1:0.1"),
+    ("--future-share", "future_share", "share of produced jobs scheduled in the future, 0..1"),
+    ("--future-delay-ms", "future_delay_ms", "how far in the future, ms"),
     ("--schema", "schema", "the tool's own schema, default qbench"),
     ("--results", "results", "directory for run directories, default results/"),
 )

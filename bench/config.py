@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 POLICIES = ("wait", "nowait", "skip_locked")
 WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
+ARRIVALS = ("constant", "poisson")
 TXN_MODES = ("short", "hold")
 INDEX_VARIANTS = ("none", "status", "composite", "partial")
 
@@ -76,6 +77,12 @@ class RunConfig:
     poison_share: float = 0.0
     retry_base_s: float = 0.1
     retry_cap_s: float = 5.0
+    rate: float = 0.0
+    arrival: str = "constant"
+    producers: int = 1
+    priority_mix: tuple = ((0, 1.0),)
+    future_share: float = 0.0
+    future_delay_ms: float = 0.0
     schema: str = "qbench"
     results: str = "results"
     dsn: str | None = None
@@ -137,6 +144,20 @@ def _share(param: str, value: Any) -> float:
     return number
 
 
+def _priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
+    """``{"0" = 0.9, "1" = 0.1}`` (TOML table) or ``"0:0.9,1:0.1"`` → ((0, 0.9), (1, 0.1)), weights normalised."""
+    allowed = "a table of priority = weight, e.g. {\"0\" = 0.9, \"1\" = 0.1}, or 0:0.9,1:0.1"
+    try:
+        items = value.items() if isinstance(value, dict) else [p.split(":") for p in str(value).split(",")]
+        pairs = [(int(k), float(w)) for k, w in items]
+    except (ValueError, TypeError, AttributeError):
+        raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed}") from None
+    total = sum(w for _, w in pairs)
+    if not pairs or total <= 0 or any(w < 0 or w != w for _, w in pairs) or any(not -32768 <= p <= 32767 for p, _ in pairs):
+        raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed} (weights >= 0, some > 0)")
+    return tuple(sorted((p, w / total) for p, w in pairs))
+
+
 def _choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in allowed:
@@ -173,6 +194,7 @@ _KEYS = {
     "duration", "warmup", "lease_s", "schema", "results",
     "work_dist", "work_sigma", "work_slow_ms", "slow_share", "max_attempts", "reaper_interval_s",
     "fail_prob", "poison_share", "retry_base_s", "retry_cap_s",
+    "rate", "arrival", "producers", "priority_mix", "future_share", "future_delay_ms",
 }
 
 
@@ -231,6 +253,12 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         poison_share=_share("POISON_SHARE", raw.get("poison_share", 0)),
         retry_base_s=_float("RETRY_BASE_S", raw.get("retry_base_s", 0.1), minimum=0.0),
         retry_cap_s=_float("RETRY_CAP_S", raw.get("retry_cap_s", 5.0), minimum=0.0),
+        rate=_float("RATE", raw.get("rate", 0), minimum=0.0),
+        arrival=_choice("ARRIVAL", raw.get("arrival", "constant"), ARRIVALS),
+        producers=_int("PRODUCERS", raw.get("producers", 1), minimum=1, maximum=100),
+        priority_mix=_priority_mix(raw.get("priority_mix", {"0": 1.0})),
+        future_share=_share("FUTURE_SHARE", raw.get("future_share", 0)),
+        future_delay_ms=_float("FUTURE_DELAY_MS", raw.get("future_delay_ms", 0), minimum=0.0),
         schema=schema,
         results=str(raw.get("results", "results")),
         dsn=dsn,

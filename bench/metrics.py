@@ -23,7 +23,7 @@ LATENCY_MAX_US = 3_600_000_000
 PICKUP_MAX_US = 7 * 86_400_000_000
 SIGNIFICANT_DIGITS = 3
 
-HISTOGRAM_NAMES = ("claim_latency_us", "complete_latency_us", "pickup_latency_us")
+HISTOGRAM_NAMES = ("claim_latency_us", "complete_latency_us", "pickup_latency_us", "producer_lag_us")
 
 
 def new_histogram(name: str) -> HdrHistogram:
@@ -59,6 +59,7 @@ class Recorder:
     Counters: ``claims`` (claim statements that returned, rows or not),
     ``jobs_claimed``, ``empty_claims``, ``jobs_completed`` (completions applied),
     ``stale_completions`` (completion updates that matched no row: token moved on),
+    ``jobs_produced`` (inserted by open-loop producers),
     ``over_claims`` (claims returning more than ``batch`` rows), ``nowait_retries``.
     ``errors`` counts by SQLSTATE (or exception class name when there is none).
     ``max_rows_per_claim`` is kept for the whole run, per phase.
@@ -95,6 +96,13 @@ class Recorder:
         self.histograms["complete_latency_us"].record_value(max(1, latency_us))
         self.counters["jobs_completed"] += applied
         self.counters["stale_completions"] += stale
+
+    def produced(self, jobs: int, lags_us: Iterable[int]) -> None:
+        """Record ``jobs`` inserted by a producer, each ``lag_us`` after its intended time."""
+        self.counters["jobs_produced"] += jobs
+        lag = self.histograms["producer_lag_us"]
+        for value in lags_us:
+            lag.record_value(min(max(1, value), LATENCY_MAX_US))
 
     def error(self, kind: str) -> None:
         """Count one error of ``kind`` (a SQLSTATE such as ``55P03``, or a class name)."""

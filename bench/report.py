@@ -203,6 +203,8 @@ def _banners(summary: dict) -> list[str]:
         banners.extend(f"suspect run: {r}" for r in reasons)
     if summary.get("backlog_exhausted"):
         banners.append(BACKLOG_DRY_TEXT)
+    if summary.get("saturated"):
+        banners.append(f"the queue is {summary.get('saturation_verdict')}")
     return banners
 
 
@@ -238,6 +240,14 @@ def _summary_rows(summary: dict, config: dict) -> list[dict]:
              " / ".join(_fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
         _row("errors", _fmt_errors(summary.get("errors"))),
     ]
+    if summary.get("offered_rate_jobs_per_s"):
+        lag = summary.get("producer_lag_ms") or {}
+        rows.append(_row("offered load (open-loop producers)", _fmt_num(summary["offered_rate_jobs_per_s"], 1, "jobs/s")))
+        rows.append(_row("jobs produced", _fmt_num(summary.get("jobs_produced"))))
+        rows.append(_row("producer schedule lag p50 / p99 / max",
+                         " / ".join(_fmt_num(lag.get(k), 3) for k in ("p50", "p99", "max")) + " ms"))
+        rows.append(_row("does the queue keep up?", str(summary.get("saturation_verdict")),
+                         bad=bool(summary.get("saturated"))))
     # Retry and lease figures (measured window), shown when the run has them.
     for key, label in (("nowait_retries", "NOWAIT retries (after back-off)"),
                        ("retries", "failed attempts re-queued with back-off"),

@@ -26,9 +26,11 @@ import gevent.event
 import psutil
 import psycopg
 
-from . import __version__, audit, db, metrics, plans, results, swarm
+from . import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
+from . import __version__, audit, db, metrics, plans, results
 from .config import REPO_ROOT, RunConfig, mask_dsn
 from .monitor import Monitor
+from .producers import Producer
 from .reaper import Reaper
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
@@ -120,6 +122,10 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
                    claim_p99_us=claim.get_value_at_percentile(99), claim_max_us=claim.get_max_value())
     if complete.get_total_count():
         row["complete_p99_us"] = complete.get_value_at_percentile(99)
+    lag = interval.histograms["producer_lag_us"]
+    if interval.counters["jobs_produced"]:
+        row["jobs_produced"] = interval.counters["jobs_produced"]
+        row["producer_lag_p99_us"] = lag.get_value_at_percentile(99)
     if sample:
         row.update(sample)
     return row
@@ -150,14 +156,18 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         db.check_schema_usable(admin, cfg.schema)
         db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
         # workers + the monitor's two + the reaper (this admin connection is already counted)
-        room = db.check_capacity(admin, cfg.workers + 2 + (1 if cfg.reaper_interval_s > 0 else 0))
+        room = db.check_capacity(admin, cfg.workers + 2 + (1 if cfg.reaper_interval_s > 0 else 0)
+                                 + (cfg.producers if cfg.rate > 0 else 0))
         return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded)
     finally:
         admin.close()
 
 
 def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
-    backlog, backlog_how = (cfg.backlog, "given") if cfg.backlog else compute_backlog(cfg)
+    if cfg.backlog or cfg.rate > 0:
+        backlog, backlog_how = cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
+    else:
+        backlog, backlog_how = compute_backlog(cfg)
     run_id = new_run_id(cfg)
     started_at = _now_iso()
     log(f"queue-bench {__version__}: run {run_id}")
@@ -181,14 +191,20 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     claim_log = swarm.ClaimLog()
     ctx = swarm.SwarmContext(cfg=cfg, dsn=dsn, recorder=recorder, log=claim_log)
     monitor = Monitor(db.connect(dsn, application_name="queue-bench monitor stats"),
-                      db.connect(dsn, application_name="queue-bench monitor table"), cfg.schema)
+                      db.connect(dsn, application_name="queue-bench monitor table"), cfg.schema,
+                      priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
 
     from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
 
     swarm.QueueWorker.ctx = ctx
     swarm.QueueWorker._serial = 0
+    swarm.QueueWorker.fixed_count = cfg.workers
+    user_classes = [swarm.QueueWorker]
+    if cfg.rate > 0:
+        Producer.ctx, Producer._serial, Producer.fixed_count = ctx, 0, cfg.producers
+        user_classes.append(Producer)
     stop_timeout_s = max(10.0, 2 * cfg.work_ms * cfg.batch / 1000.0 * (cfg.workers if cfg.txn == "hold" else 1))
-    env = Environment(user_classes=[swarm.QueueWorker], stop_timeout=stop_timeout_s)
+    env = Environment(user_classes=user_classes, stop_timeout=stop_timeout_s)
     locust_runner = env.create_local_runner()
     proc = psutil.Process()
     proc.cpu_percent(None)
@@ -196,7 +212,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     n_warm = int(round(cfg.warmup_s))
     n_meas = max(1, int(round(cfg.duration_s)))
     clock = _Clock()
-    locust_runner.start(cfg.workers, spawn_rate=max(cfg.workers, 1) * 10)
+    n_users = cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
+    locust_runner.start(n_users, spawn_rate=n_users * 10)
     samples: dict[int, dict] = {}  # second index -> monitor values taken in that second
 
     def note(k: int, values: dict) -> None:
@@ -246,7 +263,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             prev_s = now_s
             cpu = proc.cpu_percent(None)
             max_rows_per_claim = max(max_rows_per_claim, max_rows)
-            totals.update({"over_claims": interval.counters["over_claims"]})
+            totals.update({"over_claims": interval.counters["over_claims"],
+                           "jobs_produced": interval.counters["jobs_produced"]})
             if k >= n_warm:
                 measured.append(interval)
                 cpus.append(cpu)
@@ -270,7 +288,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         reaper.conn.close()
     tail, tail_max = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
     max_rows_per_claim = max(max_rows_per_claim, tail_max)
-    totals.update({"over_claims": tail.counters["over_claims"]})
+    totals.update({"over_claims": tail.counters["over_claims"], "jobs_produced": tail.counters["jobs_produced"]})
     if not complete and tail.counters["claims"] and len(measured) < n_meas and clock.now_s() > n_warm:
         measured.append(tail)
         cpus.append(proc.cpu_percent(None))
@@ -283,7 +301,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
     monitor.close()
     audit_result = audit.run_audit(
-        admin, cfg.schema, expected_rows=cfg.history + backlog, claims=claim_log.claims,
+        admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
         applied=claim_log.applied, client_double_claims=claim_log.double_claims,
         over_claims=totals["over_claims"], poison_share=cfg.poison_share)
     sizes_after = db.table_sizes(admin, cfg.schema)
@@ -361,7 +379,9 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     # No eligible row at some sample (a count of 0, or no oldest eligible row at all).
     depth_zero = any(r.get("queue_depth") == 0 or r.get("oldest_eligible_age_s") == 0 for r in rows) or (
         final_sample["queue_depth"] == 0)
-    backlog_exhausted = depth_zero  # no producers yet: an empty queue means the seeded backlog ran out
+    # Without producers an empty queue means the seeded backlog ran out; with them it means keeping up.
+    backlog_exhausted = depth_zero and cfg.rate == 0
+    saturation = _saturation(cfg, rows, counters, measured_s)
     reasons = []
     if cpu_max > SUSPECT_CPU_PCT:
         reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
@@ -419,6 +439,10 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "dead_lettered": counters["dead_lettered"] + counters["reaper_dead_lettered"],
         "lease_expiries": counters["lease_expiries"],
         "redeliveries": audit_result["redeliveries"],
+        "offered_rate_jobs_per_s": cfg.rate or None,
+        "jobs_produced": counters["jobs_produced"],
+        "producer_lag_ms": metrics.latency_summary(metrics.merge(measured, "producer_lag_us"), scale=1000.0),
+        **saturation,
         "nowait_retries": counters["nowait_retries"],
         "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,
                              "max": max(costs) if costs else None},
@@ -428,6 +452,35 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "audit": audit_result["details"],
     }
     return summary
+
+
+def _saturation(cfg: RunConfig, rows: list[dict], counters: Counter, measured_s: float) -> dict:
+    """With open-loop producers: does the queue keep up?
+
+    Fits oldest eligible age against time (least squares over the measured
+    window's samples). ``saturated`` when the age grows by more than 0.25 s per
+    second and ends above 2 s: the workers take fewer jobs than arrive, and the
+    lag grows without bound. Without producers (a seeded backlog) it is not
+    assessed: that backlog cannot drain by construction.
+    """
+    if cfg.rate <= 0:
+        return {"saturated": None, "oldest_age_slope_s_per_s": None, "saturation_verdict": None}
+    points = [(r["t_s"], r["oldest_eligible_age_s"]) for r in rows if r.get("oldest_eligible_age_s") is not None]
+    if len(points) < 3:
+        return {"saturated": None, "oldest_age_slope_s_per_s": None,
+                "saturation_verdict": "not assessed: fewer than 3 oldest-age samples"}
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_a = sum(a for _, a in points) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in points)
+    slope = sum((t - mean_t) * (a - mean_a) for t, a in points) / var_t if var_t else 0.0
+    saturated = slope > 0.25 and points[-1][1] > 2.0
+    completed_s = counters["jobs_completed"] / measured_s if measured_s else 0.0
+    verdict = (f"saturated: {cfg.rate:g} jobs/s arrive, the workers completed {completed_s:,.1f} jobs/s, and the "
+               f"oldest eligible age grows {slope:.2f} s every second" if saturated else
+               f"keeping up: {cfg.rate:g} jobs/s arrive, {completed_s:,.1f} jobs/s completed, oldest eligible age "
+               f"trend {slope:+.3f} s per second")
+    return {"saturated": saturated, "oldest_age_slope_s_per_s": round(slope, 3), "saturation_verdict": verdict}
 
 
 def _monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:

@@ -1,0 +1,98 @@
+"""Open-loop producers: jobs arrive at ``RATE`` jobs/s whatever the queue does.
+
+Each producer is one Locust user with its own connection and ``RATE /
+PRODUCERS`` of the arrivals, on a schedule fixed in advance: evenly spaced
+(``constant``) or with exponential gaps (``poisson``). A job's ``run_at`` is
+its *intended* enqueue time (plus ``FUTURE_DELAY_MS`` for the ``FUTURE_SHARE``
+scheduled in the future), not the time the insert happened to be sent, so a
+stalled database or producer cannot hide the delay from the pickup latency
+(coordinated omission, as corrected by ``pgbench --rate``:
+https://www.postgresql.org/docs/current/pgbench.html). When a producer falls
+behind its schedule it inserts every job that is due in one statement, and the
+lag (actual send minus intended time) is recorded as ``producer_lag_us``.
+Intended times are client wall-clock seconds; the database compares them with
+its own ``now()``, so on another host clock skew enters pickup latency.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import gevent
+import psycopg
+from locust import User, constant, task
+
+from .fastpath import PreparedSession
+
+_INSERT = """\
+INSERT INTO {jobs} (priority, run_at, max_attempts)
+SELECT p, to_timestamp(t), {max_attempts}
+FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)"""
+
+#: Largest number of due jobs one insert carries when a producer catches up.
+MAX_INSERT_ROWS = 1000
+
+
+def insert_sql(schema: str, max_attempts: int) -> str:
+    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[])."""
+    from psycopg import sql
+
+    return sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"),
+                                   max_attempts=sql.Literal(max_attempts)).as_string(None)
+
+
+def arrival_gaps(rate: float, arrival: str, rng: random.Random):
+    """Endless gaps (s) between intended arrivals at ``rate`` per second."""
+    while True:
+        yield rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
+
+
+class Producer(User):
+    """One open-loop producer (a Locust user with ``fixed_count = PRODUCERS``)."""
+
+    wait_time = constant(0)
+    ctx = None  # the runner's SwarmContext
+    fixed_count = 1
+    _serial = 0
+
+    def on_start(self) -> None:
+        Producer._serial += 1
+        cfg = self.ctx.cfg
+        self.rng = random.Random()
+        self.priorities = [p for p, _ in cfg.priority_mix]
+        self.weights = [w for _, w in cfg.priority_mix]
+        self.session = PreparedSession(
+            psycopg.connect(self.ctx.dsn, autocommit=True, application_name=f"queue-bench producer-{Producer._serial}"),
+            {"insert": insert_sql(cfg.schema, cfg.max_attempts)})
+
+    def on_stop(self) -> None:
+        self.session.close()
+
+    @task
+    def produce_until_stopped(self) -> None:
+        """Insert jobs on the schedule until the run stops."""
+        cfg, recorder = self.ctx.cfg, self.ctx.recorder
+        gaps = arrival_gaps(cfg.rate / cfg.producers, cfg.arrival, self.rng)
+        intended = time.time() + next(gaps)
+        future_s = cfg.future_delay_ms / 1000.0
+        while not self.ctx.stopping:
+            delay = intended - time.time()
+            if delay > 0:
+                gevent.sleep(delay)
+                continue
+            now = time.time()
+            due = []
+            while intended <= now and len(due) < MAX_INSERT_ROWS:
+                due.append(intended)
+                intended += next(gaps)
+            priorities = self.rng.choices(self.priorities, self.weights, k=len(due))
+            run_at = [t + future_s if future_s and self.rng.random() < cfg.future_share else t for t in due]
+            try:
+                self.session.execute(b"insert", [("{" + ",".join(map(str, priorities)) + "}").encode(),
+                                                 ("{" + ",".join(repr(t) for t in run_at) + "}").encode()])
+            except psycopg.Error as err:
+                recorder.error(getattr(err, "sqlstate", None) or type(err).__name__)
+                gevent.sleep(0.1)
+                continue
+            recorder.produced(len(due), [int((now - t) * 1e6) for t in due])
