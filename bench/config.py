@@ -138,9 +138,12 @@ def _float(param: str, value: Any, *, minimum: float, strict: bool = False) -> f
 
 
 def _share(param: str, value: Any) -> float:
-    number = _float(param, value, minimum=0.0)
-    if number > 1:
-        raise ConfigError(param, f"{value} is out of range; allowed: a fraction from 0 to 1")
+    try:
+        number = _float(param, value, minimum=0.0)
+    except ConfigError:
+        number = float("nan")
+    if not 0 <= number <= 1:
+        raise ConfigError(param, f"{value!r} is out of range; allowed: a fraction from 0 to 1")
     return number
 
 
@@ -152,6 +155,8 @@ def _priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
         pairs = [(int(k), float(w)) for k, w in items]
     except (ValueError, TypeError, AttributeError):
         raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed}") from None
+    if len({p for p, _ in pairs}) != len(pairs):
+        raise ConfigError("PRIORITY_MIX", f"{value!r} names a priority twice; allowed: {allowed}")
     total = sum(w for _, w in pairs)
     if not pairs or total <= 0 or any(w < 0 or w != w for _, w in pairs) or any(not -32768 <= p <= 32767 for p, _ in pairs):
         raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed} (weights >= 0, some > 0)")

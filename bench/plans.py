@@ -46,6 +46,8 @@ def plan_nodes(plan_text: str) -> list[str]:
     nodes = []
     for line in plan_text.splitlines():
         text = line.strip()
+        if text.startswith("--"):  # a heading comment, not EXPLAIN output
+            continue
         if text.startswith("->"):
             text = text[2:].strip()
         elif nodes:

@@ -374,6 +374,8 @@ def _draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     m = _marker(df)
     ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
     ax.plot(df["t_s"], df["claims"], marker=m, label="claims / s")
+    if "jobs_produced" in df and df["jobs_produced"].fillna(0).sum() > 0:  # open-loop arrivals
+        ax.plot(df["t_s"], df["jobs_produced"].fillna(0), marker=m, color="C2", label="jobs produced / s")
     if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
         ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
     mean = summary.get("throughput_jobs_per_s")

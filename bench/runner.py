@@ -178,14 +178,12 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
 
     seed = db.prepare(admin, cfg, backlog, log=log)
     sizes_before = db.table_sizes(admin, cfg.schema)
-    try:
-        claim_plan = plans.capture_claim_plan(admin, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s)
-    except psycopg.Error as err:
-        claim_plan = f"plan capture failed: {str(err).strip()}"
+    claim_plan = None
+    if backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
+        claim_plan = _capture_plan(admin, cfg, "on the seeded table, before the load")
     # Created only now: bad input and an interrupted seeding leave no run directory behind.
     run_dir = Path(cfg.results) / run_id
     run_dir.mkdir(parents=True)
-    (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
     recorder = metrics.Recorder(cfg.batch)
     claim_log = swarm.ClaimLog()
@@ -299,6 +297,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
     monitor.replace_table_conn(db.connect(dsn, application_name="queue-bench monitor table"))
     final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
+    if claim_plan is None:
+        claim_plan = _capture_plan(admin, cfg, "on the table as the load left it")
+    (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
     monitor.close()
     audit_result = audit.run_audit(
         admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
@@ -454,6 +455,15 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     return summary
 
 
+def _capture_plan(conn, cfg: RunConfig, when: str) -> str:
+    """The claim's EXPLAIN (ANALYZE, BUFFERS) text, headed by when it was taken (see bench.plans)."""
+    try:
+        text = plans.capture_claim_plan(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s)
+    except psycopg.Error as err:
+        text = f"plan capture failed: {str(err).strip()}"
+    return f"-- claim plan {when}\n{text}"
+
+
 def _saturation(cfg: RunConfig, rows: list[dict], counters: Counter, measured_s: float) -> dict:
     """With open-loop producers: does the queue keep up?
 
@@ -476,10 +486,12 @@ def _saturation(cfg: RunConfig, rows: list[dict], counters: Counter, measured_s:
     slope = sum((t - mean_t) * (a - mean_a) for t, a in points) / var_t if var_t else 0.0
     saturated = slope > 0.25 and points[-1][1] > 2.0
     completed_s = counters["jobs_completed"] / measured_s if measured_s else 0.0
-    verdict = (f"saturated: {cfg.rate:g} jobs/s arrive, the workers completed {completed_s:,.1f} jobs/s, and the "
-               f"oldest eligible age grows {slope:.2f} s every second" if saturated else
-               f"keeping up: {cfg.rate:g} jobs/s arrive, {completed_s:,.1f} jobs/s completed, oldest eligible age "
-               f"trend {slope:+.3f} s per second")
+    arrived_s = counters["jobs_produced"] / measured_s if measured_s else 0.0
+    verdict = (f"saturated: {arrived_s:,.1f} jobs/s arrived (RATE {cfg.rate:g}), the workers completed "
+               f"{completed_s:,.1f} jobs/s, and the oldest eligible age grows {slope:.2f} s every second"
+               if saturated else
+               f"keeping up: {arrived_s:,.1f} jobs/s arrived (RATE {cfg.rate:g}), {completed_s:,.1f} jobs/s "
+               f"completed, oldest eligible age trend {slope:+.3f} s per second")
     return {"saturated": saturated, "oldest_age_slope_s_per_s": round(slope, 3), "saturation_verdict": verdict}
 
 
@@ -516,5 +528,7 @@ def _final_lines(log, s: dict) -> None:
     log(f"oldest eligible age max {'not sampled' if age_max is None else f'{age_max:.3f} s'}; "
         f"errors {s['errors'] or 'none'}; "
         f"invariants {s['invariants']}")
+    if s.get("saturation_verdict"):
+        log(f"queue: {s['saturation_verdict']}")
     if s["suspect"]:
         log("SUSPECT: " + "; ".join(s["suspect_reasons"]))
