@@ -34,6 +34,7 @@ PRODUCERS ?=
 PRIORITY_MIX ?=
 FUTURE_SHARE ?=
 FUTURE_DELAY_MS ?=
+FAULTS ?=
 SCHEMA   ?=
 RESULTS  ?=
 DSN      ?=
@@ -54,7 +55,7 @@ RUN_ARGS = --workload='$(WORKLOAD)' \
 	$(if $(RETRY_BASE_S),--retry-base-s='$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s='$(RETRY_CAP_S)') \
 	$(if $(RATE),--rate='$(RATE)') $(if $(ARRIVAL),--arrival='$(ARRIVAL)') $(if $(PRODUCERS),--producers='$(PRODUCERS)') \
 	$(if $(PRIORITY_MIX),--priority-mix='$(PRIORITY_MIX)') $(if $(FUTURE_SHARE),--future-share='$(FUTURE_SHARE)') \
-	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') \
+	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') $(if $(FAULTS),--faults='$(FAULTS)') \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 

@@ -83,6 +83,7 @@ class RunConfig:
     priority_mix: tuple = ((0, 1.0),)
     future_share: float = 0.0
     future_delay_ms: float = 0.0
+    faults: tuple = ()
     schema: str = "qbench"
     results: str = "results"
     dsn: str | None = None
@@ -163,6 +164,12 @@ def _priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
     return tuple(sorted((p, w / total) for p, w in pairs))
 
 
+def _faults(value: Any) -> tuple:
+    from .faults import parse_faults  # faults.py needs ConfigError from here
+
+    return parse_faults(value)
+
+
 def _choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in allowed:
@@ -199,7 +206,7 @@ _KEYS = {
     "duration", "warmup", "lease_s", "schema", "results",
     "work_dist", "work_sigma", "work_slow_ms", "slow_share", "max_attempts", "reaper_interval_s",
     "fail_prob", "poison_share", "retry_base_s", "retry_cap_s",
-    "rate", "arrival", "producers", "priority_mix", "future_share", "future_delay_ms",
+    "rate", "arrival", "producers", "priority_mix", "future_share", "future_delay_ms", "faults",
 }
 
 
@@ -264,6 +271,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         priority_mix=_priority_mix(raw.get("priority_mix", {"0": 1.0})),
         future_share=_share("FUTURE_SHARE", raw.get("future_share", 0)),
         future_delay_ms=_float("FUTURE_DELAY_MS", raw.get("future_delay_ms", 0), minimum=0.0),
+        faults=_faults(raw.get("faults")),
         schema=schema,
         results=str(raw.get("results", "results")),
         dsn=dsn,

@@ -40,15 +40,16 @@ _STATS = """\
 SELECT
   (SELECT count(*) FROM pg_stat_activity
      WHERE wait_event_type = 'Lock' AND datname = current_database()) AS lock_waiters,
-  (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = {regclass}::regclass) AS dead_tuples"""
+  (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = {regclass}::regclass) AS dead_tuples,
+  (SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE datname = current_database()) AS xmin_age"""
 
 _AGE = """\
-SELECT coalesce(extract(epoch FROM now() - min(h.run_at)), 0)::float8
+SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8
 FROM unnest(%(priorities)s::smallint[]) AS p(priority)
-CROSS JOIN LATERAL (
+LEFT JOIN LATERAL (
   SELECT run_at FROM {jobs}
   WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
-  ORDER BY run_at LIMIT 1) AS h"""
+  ORDER BY run_at LIMIT 1) AS h ON true"""
 
 _COUNTS = """\
 SELECT
@@ -98,14 +99,15 @@ class Monitor:
         self.stats_conn.close()
         self.table_conn.close()
 
-    def _timed(self, conn, query, params=None):
-        """(row or None, seconds spent). A failed statement counts its time, up to the timeout."""
+    def _timed(self, conn, query, params=None, *, all_rows: bool = False):
+        """(row — or all rows — or None, seconds spent). A failed statement counts its time, up to the timeout."""
         started = time.perf_counter()
         if conn is self.table_conn:
             self.table_started += 1
             self.table_query_started_at = started
         try:
-            row = conn.execute(query, params).fetchone()
+            cur = conn.execute(query, params)
+            row = cur.fetchall() if all_rows else cur.fetchone()
         except psycopg.Error:
             self.failures += 1
             row = None
@@ -114,10 +116,14 @@ class Monitor:
         return row, time.perf_counter() - started
 
     def sample_stats(self) -> dict:
-        """``{lock_waiters, dead_tuples, cost_s}`` (values None when the query failed)."""
+        """``{lock_waiters, dead_tuples, xmin_age, cost_s}`` (values None when the query failed).
+
+        ``xmin_age``: the age in transactions of the oldest snapshot (``backend_xmin``)
+        held by a session of this database: what stops vacuum removing dead rows."""
         row, cost = self._timed(self.stats_conn, self.stats_query)
         return {"lock_waiters": None if row is None else int(row[0]),
-                "dead_tuples": None if row is None or row[1] is None else int(row[1]), "cost_s": cost}
+                "dead_tuples": None if row is None or row[1] is None else int(row[1]),
+                "xmin_age": None if row is None or row[2] is None else int(row[2]), "cost_s": cost}
 
     def seconds_until_due(self) -> float:
         """Seconds until the next table query is due (0 when one is due now)."""
@@ -126,18 +132,22 @@ class Monitor:
     def sample_table(self, *, force: bool = False) -> dict:
         """The table queries that are due (all of them with ``force``).
 
-        Returns ``{oldest_eligible_age_s, queue_depth, running, cost_s}``; a
+        Returns ``{oldest_eligible_age_s, age_by_priority, queue_depth, running, cost_s}``
+        (``age_by_priority`` maps each priority to its oldest eligible age, 0 when none); a
         value is None when its query was not due or failed. After each query the
         next one of its kind is scheduled ``max(1 s, cost / budget)`` later.
         """
         now = time.monotonic()
-        out = {"oldest_eligible_age_s": None, "queue_depth": None, "running": None, "cost_s": 0.0}
+        out = {"oldest_eligible_age_s": None, "age_by_priority": None, "queue_depth": None, "running": None,
+               "cost_s": 0.0}
         if force or now >= self._next["age"]:
-            row, cost = self._timed(self.table_conn, self.age_query, {"priorities": self.priorities})
+            rows, cost = self._timed(self.table_conn, self.age_query, {"priorities": self.priorities}, all_rows=True)
             out["cost_s"] += cost
             self.table_cost_s["age"].append(cost)
             self._next["age"] = now + max(MIN_INTERVAL_S, cost / AGE_BUDGET)
-            out["oldest_eligible_age_s"] = None if row is None else float(row[0])
+            if rows is not None:
+                out["age_by_priority"] = {int(p): float(a) for p, a in rows}
+                out["oldest_eligible_age_s"] = max(out["age_by_priority"].values(), default=0.0)
         if force or now >= self._next["counts"]:
             row, cost = self._timed(self.table_conn, self.count_query)
             out["cost_s"] += cost

@@ -82,7 +82,17 @@ def render_report(run_dir: Path) -> Path:
     plots_dir = run_dir / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
     figures = []
-    for name, title, caption, draw in _FIGURES:
+    figure_specs = list(_FIGURES)
+    priority_ages = run_dir / "priority_ages.csv"
+    if priority_ages.is_file():
+        by_priority = pd.read_csv(priority_ages)
+        figure_specs.append((
+            "oldest_age_by_priority", "Oldest eligible age per priority",
+            "Age of the oldest eligible job of each priority, sampled with the oldest-age query. A "
+            "priority whose line climbs while another stays flat is being starved by the higher one "
+            "(lower number = claimed first).",
+            lambda ax, df, summ: _draw_priority_ages(ax, by_priority)))
+    for name, title, caption, draw in figure_specs:
         png = _draw_png(draw, intervals, summary)
         (plots_dir / f"{name}.png").write_bytes(png)
         figures.append({
@@ -254,7 +264,10 @@ def _summary_rows(summary: dict, config: dict) -> list[dict]:
                        ("dead_lettered", "jobs dead-lettered"),
                        ("lease_expiries", "lease expiries (reaper)"),
                        ("stale_completions", "stale completions rejected by the token"),
-                       ("redeliveries", "redeliveries (claims beyond a job's first)")):
+                       ("redeliveries", "redeliveries (claims beyond a job's first)"),
+                       ("crashed_claims", "claims abandoned by crashed workers (fault)"),
+                       ("late_completions", "late completions (fault)"),
+                       ("backend_kills", "backends killed (fault)")):
         if key in summary:
             rows.append(_row(label, _fmt_num(summary.get(key))))
     invariants = summary.get("invariants") or {}
@@ -343,6 +356,10 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
         draw(ax, df, summary)
         if not df.empty:  # the whole measured window, even when a series has few points
             ax.set_xlim(df["t_s"].min() - 0.3, df["t_s"].max() + 0.3)
+        for i, fault in enumerate(summary.get("faults") or []):  # shade each fault window
+            ax.axvspan(fault["start_s"], fault["end_s"], color=f"C{(i % 4) + 6}", alpha=0.12, zorder=0)
+            ax.text(fault["start_s"], 1.0, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
+                    fontsize="x-small", va="top", color="#555")
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
         return buf.getvalue()
@@ -450,15 +467,33 @@ def _draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
+def _draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame) -> None:
+    for priority, group in by_priority.groupby("priority"):
+        ax.plot(group["t_s"], group["oldest_eligible_age_s"], marker=_marker(group),
+                label=f"priority {priority}")
+    ax.set_ylabel("oldest eligible age (s)")
+    _count_axis(ax, integer=False)
+    _legend(ax)
+
+
 def _draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
         return
     series = df[["t_s", "dead_tuples"]].dropna()
-    ax.plot(series["t_s"], series["dead_tuples"], marker=_marker(df), color="C4",
-            label="dead tuples in the queue table (rows)")
+    (dead_line,) = ax.plot(series["t_s"], series["dead_tuples"], marker=_marker(df), color="C4",
+                           label="dead tuples in the queue table (rows, left)")
     ax.set_ylabel("dead tuples (rows)")
     _count_axis(ax)
-    _legend(ax)
+    handles = [dead_line]
+    if "xmin_age" in df and df["xmin_age"].notna().any():
+        xmin_ax = ax.twinx()
+        xmin = df[["t_s", "xmin_age"]].dropna()
+        (xmin_line,) = xmin_ax.plot(xmin["t_s"], xmin["xmin_age"], color="C5", linestyle="--",
+                                    label="oldest snapshot's xmin age (transactions, right)")
+        xmin_ax.set_ylabel("xmin age (transactions)")
+        _count_axis(xmin_ax)
+        handles.append(xmin_line)
+    _legend(ax, handles)
 
 
 # (file name, title, caption, drawing function); the report shows them in this order.
@@ -487,6 +522,8 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "Dead row versions in the queue table (pg_stat_user_tables.n_dead_tup, sampled each second; "
      "the statistics lag by up to a second). Every claim and completion leaves one behind until "
      "vacuum removes it; a climbing line means vacuum is not keeping up, or something (a long "
-     "transaction) stops it, and claims have to step over them.",
+     "transaction) stops it, and claims have to step over them. The dashed line is the age of the "
+     "oldest snapshot held in this database (backend_xmin), in transactions: while it grows, vacuum "
+     "can remove nothing newer. Shaded bands on every plot are fault-injection windows.",
      _draw_dead_tuples),
 )

@@ -1,6 +1,7 @@
 """The result files of one run (DESIGN.md "Result files"): names and writers.
 
-``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``histograms/*.hlog``
+``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``priority_ages.csv`` (when
+jobs have more than one priority), ``histograms/*.hlog``
 (HdrHistogram interval logs, readable by any HdrHistogram log reader; each line is
 one measured second, values in µs) and ``summary.json``. The report reads only these.
 """
@@ -19,7 +20,7 @@ INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
     "errors", "queue_depth", "oldest_eligible_age_s", "running", "lock_waiters", "dead_tuples",
-    "harness_cpu_pct", "monitor_query_us", "jobs_produced", "producer_lag_p99_us",
+    "harness_cpu_pct", "monitor_query_us", "jobs_produced", "producer_lag_p99_us", "xmin_age",
 )
 
 SUMMARY_KEYS = (
@@ -48,6 +49,16 @@ def write_json(path: Path, data: Mapping) -> None:
 def write_json_list(path: Path, items: list) -> None:
     """Write a JSON array, one item per line."""
     path.write_text("[\n" + ",\n".join(json.dumps(_clean(i)) for i in items) + "\n]\n")
+
+
+def write_priority_ages(path: Path, samples: list) -> None:
+    """``t_s, priority, oldest_eligible_age_s`` rows from ``[(t_s, {priority: age_s} or None)]``."""
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(("t_s", "priority", "oldest_eligible_age_s"))
+        for t_s, ages in samples:
+            for priority, age in sorted((ages or {}).items()):
+                writer.writerow((t_s, priority, round(age, 6)))
 
 
 def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:

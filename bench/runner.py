@@ -25,12 +25,14 @@ import gevent
 import gevent.event
 import psutil
 import psycopg
+import psycopg.sql
 
 from . import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
 from . import __version__, audit, db, metrics, plans, results
 from .config import REPO_ROOT, RunConfig, mask_dsn
 from .monitor import Monitor
 from .producers import Producer
+from .faults import choose_workers
 from .reaper import Reaper
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
@@ -127,7 +129,7 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
         row["jobs_produced"] = interval.counters["jobs_produced"]
         row["producer_lag_p99_us"] = lag.get_value_at_percentile(99)
     if sample:
-        row.update(sample)
+        row.update({k: v for k, v in sample.items() if k != "age_by_priority"})
     return row
 
 
@@ -157,7 +159,8 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
         # workers + the monitor's two + the reaper (this admin connection is already counted)
         room = db.check_capacity(admin, cfg.workers + 2 + (1 if cfg.reaper_interval_s > 0 else 0)
-                                 + (cfg.producers if cfg.rate > 0 else 0))
+                                 + (cfg.producers if cfg.rate > 0 else 0)
+                                 + sum(1 for f in cfg.faults if f.kind in ("long_transaction", "backend_kill")))
         return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded)
     finally:
         admin.close()
@@ -236,6 +239,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             note(k, monitor.sample_table())
 
     samplers = [gevent.spawn(stats_loop), gevent.spawn(table_loop)]
+    fault_greenlets = [gevent.spawn(_fault_window, f, ctx, dsn, clock, n_warm, recorder, log) for f in cfg.faults]
     reaper = None
     if cfg.reaper_interval_s > 0:
         reaper = Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
@@ -278,6 +282,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     table_query_in_flight_s = (time.perf_counter() - monitor.table_query_started_at
                                if monitor.table_started > monitor.table_returned else 0.0)
     gevent.killall(samplers)
+    gevent.killall(fault_greenlets)  # each closes what it opened (finally)
+    ctx.active_faults.clear()
     locust_runner.stop()
     locust_runner.quit()
     if reaper is not None:
@@ -337,6 +343,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     for name in metrics.HISTOGRAM_NAMES:
         results.write_histogram_log(run_dir / "histograms" / f"{name}.hlog", measured, name, clock.unix0)
     results.write_json(run_dir / "summary.json", summary)
+    if len({0} | {p for p, _ in cfg.priority_mix}) > 1:
+        results.write_priority_ages(run_dir / "priority_ages.csv", [
+            (iv.index - n_warm, samples.get(iv.index, {}).get("age_by_priority")) for iv in measured])
     if claim_log.retry_claims:
         # Seconds between successive claims of each job that failed at least once (database time).
         gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
@@ -449,10 +458,49 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
                              "max": max(costs) if costs else None},
         "monitor_failures": monitor_failures,
         "monitor_notes": notes,
+        "faults": [dict(f.__dict__) for f in cfg.faults],
+        "crashed_claims": counters["crashed_claims"],
+        "crashed_jobs": counters["crashed_jobs"],
+        "late_completions": counters["late_completions"],
+        "backend_kills": counters["backend_kills"],
         "status_counts": audit_result["status_counts"],
         "audit": audit_result["details"],
     }
     return summary
+
+
+def _fault_window(fault, ctx, dsn: str, clock: "_Clock", n_warm: int, recorder: metrics.Recorder, log) -> None:
+    """Open ``fault``'s window at its start (seconds since measured start), close it at its end."""
+    clock.sleep_until(n_warm + fault.start_s)
+    log(f"fault: {fault.kind} from {fault.start_s:g} s to {fault.end_s:g} s of the measured window")
+    conn = None
+    try:
+        if fault.kind in ("crash_after_claim", "late_worker"):
+            ctx.late_extra_s = fault.extra_s
+            ctx.crashed.clear()
+            ctx.active_faults[fault.kind] = choose_workers(list(ctx.worker_names), fault.share)
+            clock.sleep_until(n_warm + fault.end_s)
+        elif fault.kind == "long_transaction":
+            conn = db.connect(dsn, autocommit=False, application_name="queue-bench long transaction")
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            conn.execute(psycopg.sql.SQL("SELECT count(*) FROM {}").format(
+                psycopg.sql.Identifier(ctx.cfg.schema, "jobs")))  # takes the snapshot: holds xmin from here
+            clock.sleep_until(n_warm + fault.end_s)
+            conn.rollback()
+        elif fault.kind == "backend_kill":
+            conn = db.connect(dsn, application_name="queue-bench backend killer")
+            while clock.now_s() < n_warm + fault.end_s:
+                row = conn.execute("""
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE datname = current_database() AND application_name LIKE 'queue-bench worker-%'
+                    ORDER BY random() LIMIT 1""").fetchone()
+                if row and row[0]:
+                    recorder.count("backend_kills")
+                clock.sleep_until(min(n_warm + fault.end_s, clock.now_s() + fault.every_s))
+    finally:
+        ctx.active_faults.pop(fault.kind, None)
+        if conn is not None:
+            conn.close()
 
 
 def _capture_plan(conn, cfg: RunConfig, when: str) -> str:

@@ -93,6 +93,9 @@ class ClaimLog:
         if applied:
             self.applied.setdefault(job_id, []).append(token)
 
+    def abandoned(self, job_id: int, token: int) -> None:
+        """Note that the worker holding ``job_id`` crashed: the claim stays until its lease expires."""
+
     def failed(self, job_id: int, token: int) -> None:
         """Note a failure reported for the attempt ``token`` of ``job_id``."""
         held = self.inflight.pop(job_id, None) if self.inflight.get(job_id, (None,))[0] == token else None
@@ -110,6 +113,12 @@ class SwarmContext:
     log: ClaimLog
     stopping: bool = False
     connected: int = 0
+    worker_names: list = field(default_factory=list)
+    #: kind -> set of worker names it applies to, while a fault window is open (see bench.faults)
+    active_faults: dict = field(default_factory=dict)
+    #: worker names that already crashed in the current crash_after_claim window
+    crashed: set = field(default_factory=set)
+    late_extra_s: float = 1.0
 
 
 def _sqlstate(err: BaseException) -> str:
@@ -142,6 +151,7 @@ class QueueWorker(User):
         self.fail_prob = cfg.fail_prob
         self.nowait_failures = 0
         self.session: PreparedSession | None = None
+        self.ctx.worker_names.append(self.name)
         self._connect()
 
     def _connect(self) -> None:
@@ -196,6 +206,9 @@ class QueueWorker(User):
                 gevent.sleep(EMPTY_POLL_S)
                 return
             self.nowait_failures = 0
+            if self._crash_after_claim(rows):
+                return
+            late_s = self._late_by_s()
             succeeded = []
             for job in rows:
                 duration_s = self.duration_s()
@@ -207,6 +220,8 @@ class QueueWorker(User):
                     self._fail(job, "injected failure")
                 else:
                     succeeded.append(job)
+            if late_s:
+                gevent.sleep(late_s)
             if succeeded:
                 self._complete(succeeded)
             elif self.hold:
@@ -222,6 +237,28 @@ class QueueWorker(User):
             else:
                 self._rollback_if_open()
                 gevent.sleep(EMPTY_POLL_S)
+
+    def _crash_after_claim(self, rows: list) -> bool:
+        """Fault ``crash_after_claim``: drop the connection with the claimed rows unfinished (once per window)."""
+        chosen = self.ctx.active_faults.get("crash_after_claim")
+        if not chosen or self.name not in chosen or self.name in self.ctx.crashed:
+            return False
+        self.ctx.crashed.add(self.name)
+        self.ctx.recorder.count("crashed_claims")
+        self.ctx.recorder.count("crashed_jobs", len(rows))
+        for job_id, token, _, _ in rows:  # the worker is gone: its claims are no longer in flight with it
+            self.ctx.log.abandoned(job_id, token)
+        self.session.close()
+        self.session = None
+        return True
+
+    def _late_by_s(self) -> float:
+        """Fault ``late_worker``: how long past the lease to wait before completing (0 when not chosen)."""
+        chosen = self.ctx.active_faults.get("late_worker")
+        if not chosen or self.name not in chosen:
+            return 0.0
+        self.ctx.recorder.count("late_completions")
+        return self.ctx.cfg.lease_s + self.ctx.late_extra_s
 
     def _rollback_if_open(self) -> None:
         if self.session is not None and not self.session.broken and self.session.in_transaction:

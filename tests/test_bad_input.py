@@ -35,7 +35,7 @@ BAD_RUN_INPUT = [
     ("dsn-unreachable", ["--dsn", UNREACHABLE_DSN], "DSN", "a reachable PostgreSQL DSN"),
     ("dsn-malformed", ["--dsn", MALFORMED_DSN], "DSN", "postgresql://"),
     ("schema", ["--schema", "Bad-Name"], "SCHEMA", "[a-z_][a-z0-9_]*"),
-    ("workload", ["--workload", "no_such_workload"], "WORKLOAD", "allowed: default"),
+    ("workload", ["--workload", "no_such_workload"], "WORKLOAD", "default, "),
     # 1,000 workers exceed the test server's max_connections (100 here): refused with the numbers.
     ("too-many-connections", ["--workers", "1000"], "WORKERS", "free (max_connections"),
     ("lease-0", ["--lease-s", "0"], "LEASE_S", "a number > 0"),
@@ -51,6 +51,10 @@ BAD_RUN_INPUT = [
     ("results-in-proc", ["--results", "/proc/qbench-results"], "RESULTS", "a writable directory"),
     # a libpq service file names its host elsewhere: not checkable, so it needs the confirmation.
     ("dsn-service", ["--dsn", "service=somewhere dbname=x"], "DSN", "--allow-remote"),
+    ("faults-kind", ["--faults", "meltdown@1-2"], "FAULTS", "crash_after_claim, late_worker"),
+    ("faults-window", ["--faults", "long_transaction@5-2"], "FAULTS", "0 <= start < end"),
+    ("rate-negative", ["--rate", "-1"], "RATE", "a number >= 0"),
+    ("priority-mix-duplicate", ["--priority-mix", "0:1,0:1"], "PRIORITY_MIX", "0:0.9,1:0.1"),
 ]
 
 
