@@ -35,6 +35,7 @@ PRIORITY_MIX ?=
 FUTURE_SHARE ?=
 FUTURE_DELAY_MS ?=
 FAULTS ?=
+BURSTS ?=
 SCHEMA   ?=
 RESULTS  ?=
 DSN      ?=
@@ -55,7 +56,7 @@ RUN_ARGS = --workload='$(WORKLOAD)' \
 	$(if $(RETRY_BASE_S),--retry-base-s='$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s='$(RETRY_CAP_S)') \
 	$(if $(RATE),--rate='$(RATE)') $(if $(ARRIVAL),--arrival='$(ARRIVAL)') $(if $(PRODUCERS),--producers='$(PRODUCERS)') \
 	$(if $(PRIORITY_MIX),--priority-mix='$(PRIORITY_MIX)') $(if $(FUTURE_SHARE),--future-share='$(FUTURE_SHARE)') \
-	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') $(if $(FAULTS),--faults='$(FAULTS)') \
+	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') $(if $(FAULTS),--faults='$(FAULTS)') $(if $(BURSTS),--bursts='$(BURSTS)') \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 

@@ -53,6 +53,7 @@ RUN_OPTIONS = (
     ("--priority-mix", "priority_mix", "priority:weight list, e.g. 0:0.9,1:0.1"),
     ("--future-share", "future_share", "share of produced jobs scheduled in the future, 0..1"),
     ("--future-delay-ms", "future_delay_ms", "how far in the future, ms"),
+    ("--bursts", "bursts", "producer bursts: start-end@rate;... (s since measured start, jobs/s)"),
     ("--faults", "faults", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
                            "(crash_after_claim, late_worker, long_transaction, backend_kill)"),
     ("--schema", "schema", "the tool's own schema, default qbench"),

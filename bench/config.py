@@ -84,6 +84,7 @@ class RunConfig:
     future_share: float = 0.0
     future_delay_ms: float = 0.0
     faults: tuple = ()
+    bursts: tuple = ()
     schema: str = "qbench"
     results: str = "results"
     dsn: str | None = None
@@ -164,6 +165,28 @@ def _priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
     return tuple(sorted((p, w / total) for p, w in pairs))
 
 
+def _bursts(value: Any) -> tuple[tuple[float, float, float], ...]:
+    """Producer bursts: ``[{start_s, end_s, rate}]`` (TOML) or ``"start-end@rate;..."`` →
+    ((start_s, end_s, rate_jobs_per_s), ...), seconds since the measured start."""
+    allowed = "start-end@rate items separated by ';' (seconds since measured start, jobs/s), e.g. 10-15@2000"
+    if value in (None, "", []):
+        return ()
+    try:
+        if isinstance(value, (list, tuple)):
+            items = [(float(b["start_s"]), float(b["end_s"]), float(b["rate"])) for b in value]
+        else:
+            items = []
+            for part in filter(None, (p.strip() for p in str(value).split(";"))):
+                window, _, rate = part.partition("@")
+                start, _, end = window.partition("-")
+                items.append((float(start), float(end), float(rate)))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ConfigError("BURSTS", f"{value!r} is not allowed; allowed: {allowed}") from None
+    if any(not (0 <= a < b) or r < 0 or r != r for a, b, r in items):
+        raise ConfigError("BURSTS", f"{value!r} is not allowed; allowed: {allowed} with 0 <= start < end, rate >= 0")
+    return tuple(items)
+
+
 def _faults(value: Any) -> tuple:
     from .faults import parse_faults  # faults.py needs ConfigError from here
 
@@ -206,7 +229,7 @@ _KEYS = {
     "duration", "warmup", "lease_s", "schema", "results",
     "work_dist", "work_sigma", "work_slow_ms", "slow_share", "max_attempts", "reaper_interval_s",
     "fail_prob", "poison_share", "retry_base_s", "retry_cap_s",
-    "rate", "arrival", "producers", "priority_mix", "future_share", "future_delay_ms", "faults",
+    "rate", "arrival", "producers", "priority_mix", "future_share", "future_delay_ms", "faults", "bursts",
 }
 
 
@@ -272,6 +295,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         future_share=_share("FUTURE_SHARE", raw.get("future_share", 0)),
         future_delay_ms=_float("FUTURE_DELAY_MS", raw.get("future_delay_ms", 0), minimum=0.0),
         faults=_faults(raw.get("faults")),
+        bursts=_bursts(raw.get("bursts")),
         schema=schema,
         results=str(raw.get("results", "results")),
         dsn=dsn,

@@ -2,7 +2,8 @@
 
 Each producer is one Locust user with its own connection and ``RATE /
 PRODUCERS`` of the arrivals, on a schedule fixed in advance: evenly spaced
-(``constant``) or with exponential gaps (``poisson``). A job's ``run_at`` is
+(``constant``) or with exponential gaps (``poisson``), at the burst's rate inside
+a ``BURSTS`` window. A job's ``run_at`` is
 its *intended* enqueue time (plus ``FUTURE_DELAY_MS`` for the ``FUTURE_SHARE``
 scheduled in the future), not the time the insert happened to be sent, so a
 stalled database or producer cannot hide the delay from the pickup latency
@@ -42,10 +43,19 @@ def insert_sql(schema: str, max_attempts: int) -> str:
                                    max_attempts=sql.Literal(max_attempts)).as_string(None)
 
 
-def arrival_gaps(rate: float, arrival: str, rng: random.Random):
-    """Endless gaps (s) between intended arrivals at ``rate`` per second."""
-    while True:
-        yield rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
+def rate_at(t_s: float, base_rate: float, bursts: tuple) -> float:
+    """Offered rate (jobs/s) at ``t_s`` seconds since the measured start: a burst's rate inside its window."""
+    for start_s, end_s, rate in bursts:
+        if start_s <= t_s < end_s:
+            return rate
+    return base_rate
+
+
+def next_gap_s(rate: float, arrival: str, rng: random.Random) -> float:
+    """Gap (s) to the next intended arrival at ``rate`` per second (exponential for Poisson arrivals)."""
+    if rate <= 0:
+        return 0.1  # no arrivals now: look again shortly (a burst may start)
+    return rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
 
 
 class Producer(User):
@@ -73,8 +83,14 @@ class Producer(User):
     def produce_until_stopped(self) -> None:
         """Insert jobs on the schedule until the run stops."""
         cfg, recorder = self.ctx.cfg, self.ctx.recorder
-        gaps = arrival_gaps(cfg.rate / cfg.producers, cfg.arrival, self.rng)
-        intended = time.time() + next(gaps)
+        share = 1.0 / cfg.producers
+
+        def gap(at: float) -> float:
+            rate = rate_at(at - self.ctx.measured_start_unix, cfg.rate, cfg.bursts) * share
+            return next_gap_s(rate, cfg.arrival, self.rng)
+
+        intended = time.time()
+        intended += gap(intended)
         future_s = cfg.future_delay_ms / 1000.0
         while not self.ctx.stopping:
             delay = intended - time.time()
@@ -84,8 +100,11 @@ class Producer(User):
             now = time.time()
             due = []
             while intended <= now and len(due) < MAX_INSERT_ROWS:
-                due.append(intended)
-                intended += next(gaps)
+                if rate_at(intended - self.ctx.measured_start_unix, cfg.rate, cfg.bursts) > 0:
+                    due.append(intended)
+                intended += gap(intended)
+            if not due:
+                continue
             priorities = self.rng.choices(self.priorities, self.weights, k=len(due))
             run_at = [t + future_s if future_s and self.rng.random() < cfg.future_share else t for t in due]
             try:

@@ -213,6 +213,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     n_warm = int(round(cfg.warmup_s))
     n_meas = max(1, int(round(cfg.duration_s)))
     clock = _Clock()
+    ctx.measured_start_unix = clock.unix0 + n_warm
     n_users = cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
     locust_runner.start(n_users, spawn_rate=n_users * 10)
     samples: dict[int, dict] = {}  # second index -> monitor values taken in that second

@@ -119,6 +119,8 @@ class SwarmContext:
     #: worker names that already crashed in the current crash_after_claim window
     crashed: set = field(default_factory=set)
     late_extra_s: float = 1.0
+    #: Unix time at which the measured window starts (producers' bursts are relative to it)
+    measured_start_unix: float = 0.0
 
 
 def _sqlstate(err: BaseException) -> str:
