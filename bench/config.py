@@ -182,7 +182,7 @@ def _bursts(value: Any) -> tuple[tuple[float, float, float], ...]:
                 items.append((float(start), float(end), float(rate)))
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ConfigError("BURSTS", f"{value!r} is not allowed; allowed: {allowed}") from None
-    if any(not (0 <= a < b) or r < 0 or r != r for a, b, r in items):
+    if any(not (0 <= a < b < float("inf")) or not 0 <= r < float("inf") for a, b, r in items):
         raise ConfigError("BURSTS", f"{value!r} is not allowed; allowed: {allowed} with 0 <= start < end, rate >= 0")
     return tuple(items)
 

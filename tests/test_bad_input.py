@@ -55,6 +55,7 @@ BAD_RUN_INPUT = [
     ("faults-window", ["--faults", "long_transaction@5-2"], "FAULTS", "0 <= start < end"),
     ("rate-negative", ["--rate", "-1"], "RATE", "a number >= 0"),
     ("bursts", ["--bursts", "5-2@100"], "BURSTS", "start-end@rate"),
+    ("bursts-infinite", ["--bursts", "1-2@inf"], "BURSTS", "rate >= 0"),
     ("priority-mix-duplicate", ["--priority-mix", "0:1,0:1"], "PRIORITY_MIX", "0:0.9,1:0.1"),
 ]
 

@@ -45,7 +45,14 @@ def test_concurrency_is_real(dsn, tmp_path):
 
 
 def test_littles_law_short_transactions(dsn, tmp_path):
-    """skip_locked, 20 workers, 50 ms jobs: completions/s match 20 / (work + mean claim + mean completion)."""
+    """skip_locked, 20 workers, 50 ms jobs: completions/s match 20 / (work + mean claim + mean completion)
+    within 5 %, and the ideal 20 / 0.050 s within 8 %.
+
+    The sessions run with synchronous_commit off: the ideal assumes claims and completions cost
+    next to nothing, and on this machine's disk each commit's WAL flush alone takes about 1.3 ms
+    (two per job: 5 % of the 50 ms cycle), which would leave the harness's own overhead no room
+    in the 8 % bound. The first assertion, on the run's own measured means, holds either way."""
+    dsn = f"{dsn} options='-c synchronous_commit=off'"
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "20", "--work-ms", "50",
                                  "--duration", "8s", "--warmup", "2s")
     cycle_s = 0.050 + (s["claim_latency_us"]["mean"] + s["complete_latency_us"]["mean"]) / 1e6
