@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import psycopg
@@ -205,8 +204,3 @@ def table_sizes(conn: psycopg.Connection, schema: str) -> dict[str, int]:
     row = conn.execute("SELECT pg_table_size(%s::regclass), pg_indexes_size(%s::regclass)",
                        (f"{schema}.jobs",) * 2).fetchone()
     return {"table_bytes": row[0], "indexes_bytes": row[1]}
-
-
-def schema_sql_files() -> list[Path]:
-    """The DDL files this engine uses (for docs and tests)."""
-    return sorted(SCHEMA_DIR.glob("*.sql"))

@@ -46,6 +46,7 @@ class Interval:
     histograms: dict[str, HdrHistogram]
     counters: Counter
     errors: Counter
+    max_rows_per_claim: int = 0
 
     @property
     def seconds(self) -> float:
@@ -62,7 +63,7 @@ class Recorder:
     ``jobs_produced`` (inserted by open-loop producers),
     ``over_claims`` (claims returning more than ``batch`` rows), ``nowait_retries``.
     ``errors`` counts by SQLSTATE (or exception class name when there is none).
-    ``max_rows_per_claim`` is kept for the whole run, per phase.
+    ``max_rows_per_claim`` is the largest claim of the interval.
     """
 
     def __init__(self, batch: int):
@@ -112,15 +113,12 @@ class Recorder:
         """Add ``n`` to counter ``name``."""
         self.counters[name] += n
 
-    def rotate(self, index: int, start_s: float, end_s: float) -> tuple[Interval, int]:
-        """Close the current interval and start a new one.
-
-        Returns the closed :class:`Interval` and the largest claim size seen in it.
-        """
-        closed = Interval(index, start_s, end_s, self.histograms, self.counters, self.errors)
-        max_rows = self.max_rows_per_claim
+    def rotate(self, index: int, start_s: float, end_s: float) -> Interval:
+        """Close the current interval, return it, and start a new one."""
+        closed = Interval(index, start_s, end_s, self.histograms, self.counters, self.errors,
+                          self.max_rows_per_claim)
         self._reset()
-        return closed, max_rows
+        return closed
 
 
 def merge(intervals: list[Interval], name: str) -> HdrHistogram:

@@ -35,6 +35,7 @@ AGE_BUDGET = 0.05
 COUNT_BUDGET = 0.02
 #: Never more often than once a second.
 MIN_INTERVAL_S = 1.0
+_BUDGET = {"age": AGE_BUDGET, "counts": COUNT_BUDGET}
 
 _STATS = """\
 SELECT
@@ -82,8 +83,7 @@ class Monitor:
         self.count_query = sql.SQL(_COUNTS).format(**names)
         self._next = {"age": 0.0, "counts": 0.0}
         self._table_timeout_ms = table_timeout_ms
-        self.table_started = self.table_returned = 0  # table queries sent / answered (or failed)
-        self.table_query_started_at = 0.0  # perf_counter time of the latest table query
+        self._table_query_since: float | None = None  # perf_counter start of the table query in progress
         self.table_cost_s = {"age": [], "counts": []}  # each table query's time, by kind
         stats_conn.execute("SET statement_timeout = 5000")
         table_conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(table_timeout_ms)))
@@ -102,18 +102,29 @@ class Monitor:
     def _timed(self, conn, query, params=None, *, all_rows: bool = False):
         """(row — or all rows — or None, seconds spent). A failed statement counts its time, up to the timeout."""
         started = time.perf_counter()
-        if conn is self.table_conn:
-            self.table_started += 1
-            self.table_query_started_at = started
         try:
             cur = conn.execute(query, params)
             row = cur.fetchall() if all_rows else cur.fetchone()
         except psycopg.Error:
             self.failures += 1
             row = None
-        if conn is self.table_conn:
-            self.table_returned += 1
         return row, time.perf_counter() - started
+
+    def _table_query(self, kind: str, now: float, query, params=None, *, all_rows: bool = False):
+        """Run table query ``kind`` (``age`` or ``counts``), record its cost and schedule the next one."""
+        self._table_query_since = time.perf_counter()
+        try:
+            result, cost = self._timed(self.table_conn, query, params, all_rows=all_rows)
+        finally:
+            self._table_query_since = None
+        self.table_cost_s[kind].append(cost)
+        self._next[kind] = now + max(MIN_INTERVAL_S, cost / _BUDGET[kind])
+        return result, cost
+
+    def table_query_running_s(self) -> float:
+        """How long the table query in progress has been running (0 when none is)."""
+        since = self._table_query_since
+        return 0.0 if since is None else time.perf_counter() - since
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, dead_tuples, xmin_age, cost_s}`` (values None when the query failed).
@@ -141,18 +152,14 @@ class Monitor:
         out = {"oldest_eligible_age_s": None, "age_by_priority": None, "queue_depth": None, "running": None,
                "cost_s": 0.0}
         if force or now >= self._next["age"]:
-            rows, cost = self._timed(self.table_conn, self.age_query, {"priorities": self.priorities}, all_rows=True)
+            rows, cost = self._table_query("age", now, self.age_query, {"priorities": self.priorities}, all_rows=True)
             out["cost_s"] += cost
-            self.table_cost_s["age"].append(cost)
-            self._next["age"] = now + max(MIN_INTERVAL_S, cost / AGE_BUDGET)
             if rows is not None:
                 out["age_by_priority"] = {int(p): float(a) for p, a in rows}
                 out["oldest_eligible_age_s"] = max(out["age_by_priority"].values(), default=0.0)
         if force or now >= self._next["counts"]:
-            row, cost = self._timed(self.table_conn, self.count_query)
+            row, cost = self._table_query("counts", now, self.count_query)
             out["cost_s"] += cost
-            self.table_cost_s["counts"].append(cost)
-            self._next["counts"] = now + max(MIN_INTERVAL_S, cost / COUNT_BUDGET)
             if row is not None:
                 out["queue_depth"], out["running"] = int(row[0]), int(row[1])
         return out

@@ -29,7 +29,7 @@ WITH picked AS MATERIALIZED (
     FROM {jobs}
     WHERE status = 'pending' AND run_at <= now()
     ORDER BY priority, run_at, id
-    LIMIT {limit}
+    LIMIT {batch}
     {locking}
 )
 UPDATE {jobs} AS j
@@ -54,7 +54,7 @@ WHERE id = {id} AND attempt_token = {token} AND status = 'running'"""
 _COMPLETE_MANY = """\
 UPDATE {jobs} AS j
 SET status = 'done', finished_at = now(), lease_expires_at = NULL
-FROM unnest({ids}::bigint[], {tokens}::bigint[]) AS c(id, token)
+FROM unnest({ids}, {tokens}) AS c(id, token)
 WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
 RETURNING j.id"""
 
@@ -96,22 +96,38 @@ def _names(schema: str) -> dict[str, sql.Composable]:
     }
 
 
-def claim_sql(schema: str, policy: str) -> sql.Composed:
-    """The claim statement for ``policy``, with named placeholders.
+#: Each statement's template and its parameters, in ``$n`` order, with their types.
+_STATEMENTS = {
+    "claim": (_CLAIM, (("batch", "int"), ("worker", "text"), ("lease_s", "float8"))),
+    "complete_one": (_COMPLETE_ONE, (("id", "bigint"), ("token", "bigint"))),
+    "complete_many": (_COMPLETE_MANY, (("ids", "bigint[]"), ("tokens", "bigint[]"))),
+    "fail": (_FAIL, (("id", "bigint"), ("token", "bigint"), ("delay_s", "float8"), ("error", "text"))),
+}
 
-    Parameters at execute time: ``batch`` (int, the LIMIT), ``worker`` (str,
-    ``locked_by``), ``lease_s`` (float seconds). Returns rows
-    ``(id bigint, attempt_token bigint, pickup_us bigint)`` where ``pickup_us``
-    is database time from ``run_at`` to the claim. Raises KeyError for an
-    unknown policy.
+#: pgbench variable for each parameter of the calibration script (``client_id`` is pgbench's own).
+_PGBENCH_VARIABLES = {"batch": "batch", "worker": "client_id", "lease_s": "lease_s", "id": "id",
+                      "token": "attempt_token"}
+
+
+def _render(name: str, schema: str, policy: str, placeholder) -> sql.Composed:
+    """Statement ``name`` with each parameter rendered by ``placeholder(position, param)`` and cast."""
+    template, params = _STATEMENTS[name]
+    slots = {param: placeholder(i, param) + sql.SQL(f"::{cast}") for i, (param, cast) in enumerate(params, 1)}
+    return sql.SQL(template).format(locking=sql.SQL(LOCKING_CLAUSE[policy]), **slots, **_names(schema))
+
+
+def _named(name: str, schema: str, policy: str = "skip_locked") -> sql.Composed:
+    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param))
+
+
+def claim_sql(schema: str, policy: str) -> sql.Composed:
+    """The claim statement for ``policy``, with named placeholders (for psycopg's ``execute``).
+
+    Parameters: ``batch`` (int, the LIMIT), ``worker`` (str, ``locked_by``),
+    ``lease_s`` (float seconds). Returns the rows described in
+    :func:`prepared_statements`. Raises KeyError for an unknown policy.
     """
-    return sql.SQL(_CLAIM).format(
-        limit=sql.Placeholder("batch"),
-        locking=sql.SQL(LOCKING_CLAUSE[policy]),
-        worker=sql.Placeholder("worker"),
-        lease_s=sql.Placeholder("lease_s"),
-        **_names(schema),
-    )
+    return _named("claim", schema, policy)
 
 
 def complete_one_sql(schema: str) -> sql.Composed:
@@ -119,7 +135,7 @@ def complete_one_sql(schema: str) -> sql.Composed:
 
     Parameters: ``id``, ``token``. Updates 0 rows when the token moved on (stale).
     """
-    return sql.SQL(_COMPLETE_ONE).format(id=sql.Placeholder("id"), token=sql.Placeholder("token"), **_names(schema))
+    return _named("complete_one", schema)
 
 
 def complete_many_sql(schema: str) -> sql.Composed:
@@ -128,23 +144,24 @@ def complete_many_sql(schema: str) -> sql.Composed:
     Parameters: ``ids`` (list[int]), ``tokens`` (list[int], same length).
     Returns the ids applied; the rest were stale.
     """
-    return sql.SQL(_COMPLETE_MANY).format(ids=sql.Placeholder("ids"), tokens=sql.Placeholder("tokens"), **_names(schema))
+    return _named("complete_many", schema)
 
 
 def pgbench_script(schema: str, policy: str, lease_s: float) -> str:
     """The claim + completion of one job (batch 1) as a pgbench custom script.
 
-    The same prepared statements the swarm runs (:func:`prepared_statements`),
-    with pgbench variables where the swarm binds parameters: under
+    The same statements the swarm prepares (:func:`prepared_statements`), with
+    pgbench variables where the swarm binds parameters: under
     ``pgbench -M prepared`` each ``:variable`` is sent as a bound parameter
     (``$n``), so the server plans and executes exactly what it does for the
     swarm, custom-versus-generic plan choice included. ``\\gset`` stores the
     claimed id and token for the completion. Used by ``make calibrate``.
     """
-    statements = prepared_statements(schema, policy)
-    claim = (statements["claim"].replace("$1::int", ":batch::int").replace("$2::text", ":client_id::text")
-             .replace("$3::float8", ":lease_s::float8"))
-    complete = statements["complete_one"].replace("$1::bigint", ":id::bigint").replace("$2::bigint", ":attempt_token::bigint")
+    def variable(_i: int, param: str) -> sql.SQL:
+        return sql.SQL(f":{_PGBENCH_VARIABLES[param]}")
+
+    claim = _render("claim", schema, policy, variable).as_string(None)
+    complete = _render("complete_one", schema, policy, variable).as_string(None)
     one_line = lambda text: " ".join(text.split())  # noqa: E731 - pgbench wants one statement per line
     return (f"\\set batch 1\n\\set lease_s {float(lease_s)!r}\n"
             f"{one_line(claim)} \\gset\n{one_line(complete)};\n")
@@ -154,23 +171,16 @@ def prepared_statements(schema: str, policy: str) -> dict[str, str]:
     """The worker's statements with positional ``$n`` parameters, for ``PQprepare``.
 
     ``claim``: $1 batch (int), $2 worker (text), $3 lease_s (float8 seconds);
-    returns ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``, the
-    last two in database epoch seconds.
+    returns ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``,
+    ``pickup_us`` being database time from ``run_at`` to the claim and the last
+    two database epoch seconds.
     ``complete_one``: $1 id, $2 token; ``complete_many``: $1 ids[], $2 tokens[].
     ``fail``: $1 id, $2 token, $3 retry delay (s), $4 error text: back to
     ``pending`` at ``now() + delay``, or ``dead`` once ``attempts >= max_attempts``;
     returns the new status (no row when the token moved on).
-    Same SQL as :func:`claim_sql`, :func:`complete_one_sql`, :func:`complete_many_sql`.
     """
-    names = _names(schema)
-    claim = sql.SQL(_CLAIM).format(limit=sql.SQL("$1::int"), locking=sql.SQL(LOCKING_CLAUSE[policy]),
-                                   worker=sql.SQL("$2::text"), lease_s=sql.SQL("$3::float8"), **names)
-    one = sql.SQL(_COMPLETE_ONE).format(id=sql.SQL("$1::bigint"), token=sql.SQL("$2::bigint"), **names)
-    many = sql.SQL(_COMPLETE_MANY).format(ids=sql.SQL("$1"), tokens=sql.SQL("$2"), **names)
-    fail = sql.SQL(_FAIL).format(id=sql.SQL("$1::bigint"), token=sql.SQL("$2::bigint"),
-                                 delay_s=sql.SQL("$3::float8"), error=sql.SQL("$4::text"), **names)
-    return {"claim": claim.as_string(None), "complete_one": one.as_string(None),
-            "complete_many": many.as_string(None), "fail": fail.as_string(None)}
+    return {name: _render(name, schema, policy, lambda i, _param: sql.SQL(f"${i}")).as_string(None)
+            for name in _STATEMENTS}
 
 
 def reap_sql(schema: str, limit: int = 1000) -> sql.Composed:

@@ -247,8 +247,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
                         cfg.reaper_interval_s, recorder)
         reaper_greenlet = gevent.spawn(reaper.run)
     measured: list[metrics.Interval] = []
-    max_rows_per_claim = 0
-    totals = Counter()
+    every: list[metrics.Interval] = []  # warm-up, measured and stop phase: the invariants cover them all
     cpus: list[float] = []
     complete = True
     prev_s = 0.0
@@ -262,12 +261,10 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
                 log("interrupted: stopping the swarm and writing what was measured (complete: false)")
                 break
             now_s = clock.now_s()
-            interval, max_rows = recorder.rotate(k, prev_s, now_s)
+            interval = recorder.rotate(k, prev_s, now_s)
+            every.append(interval)
             prev_s = now_s
             cpu = proc.cpu_percent(None)
-            max_rows_per_claim = max(max_rows_per_claim, max_rows)
-            totals.update({"over_claims": interval.counters["over_claims"],
-                           "jobs_produced": interval.counters["jobs_produced"]})
             if k >= n_warm:
                 measured.append(interval)
                 cpus.append(cpu)
@@ -280,8 +277,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             signal.signal(sig, handler)
     # Intervals after the last tick (stop phase) still count for the invariants.
     ctx.stopping = True
-    table_query_in_flight_s = (time.perf_counter() - monitor.table_query_started_at
-                               if monitor.table_started > monitor.table_returned else 0.0)
+    table_query_in_flight_s = monitor.table_query_running_s()
     gevent.killall(samplers)
     gevent.killall(fault_greenlets)  # each closes what it opened (finally)
     ctx.active_faults.clear()
@@ -291,9 +287,10 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         reaper.stop()
         reaper_greenlet.join(timeout=30)
         reaper.conn.close()
-    tail, tail_max = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
-    max_rows_per_claim = max(max_rows_per_claim, tail_max)
-    totals.update({"over_claims": tail.counters["over_claims"], "jobs_produced": tail.counters["jobs_produced"]})
+    tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
+    every.append(tail)
+    totals = sum((iv.counters for iv in every), Counter())
+    max_rows_per_claim = max(iv.max_rows_per_claim for iv in every)
     if not complete and tail.counters["claims"] and len(measured) < n_meas and clock.now_s() > n_warm:
         measured.append(tail)
         cpus.append(proc.cpu_percent(None))

@@ -93,9 +93,6 @@ class ClaimLog:
         if applied:
             self.applied.setdefault(job_id, []).append(token)
 
-    def abandoned(self, job_id: int, token: int) -> None:
-        """Note that the worker holding ``job_id`` crashed: the claim stays until its lease expires."""
-
     def failed(self, job_id: int, token: int) -> None:
         """Note a failure reported for the attempt ``token`` of ``job_id``."""
         held = self.inflight.pop(job_id, None) if self.inflight.get(job_id, (None,))[0] == token else None
@@ -112,7 +109,6 @@ class SwarmContext:
     recorder: Recorder
     log: ClaimLog
     stopping: bool = False
-    connected: int = 0
     worker_names: list = field(default_factory=list)
     #: kind -> set of worker names it applies to, while a fault window is open (see bench.faults)
     active_faults: dict = field(default_factory=dict)
@@ -162,7 +158,6 @@ class QueueWorker(User):
             try:
                 conn = psycopg.connect(self.ctx.dsn, autocommit=True, application_name=f"queue-bench {self.name}")
                 self.session = PreparedSession(conn, self.statements)
-                self.ctx.connected += 1
                 return
             except psycopg.OperationalError as err:
                 self.ctx.recorder.error(_sqlstate(err))
@@ -248,8 +243,7 @@ class QueueWorker(User):
         self.ctx.crashed.add(self.name)
         self.ctx.recorder.count("crashed_claims")
         self.ctx.recorder.count("crashed_jobs", len(rows))
-        for job_id, token, _, _ in rows:  # the worker is gone: its claims are no longer in flight with it
-            self.ctx.log.abandoned(job_id, token)
+        # The claims stay in the log as in flight: a re-claim before their lease expires is a double claim.
         self.session.close()
         self.session = None
         return True
@@ -276,14 +270,13 @@ class QueueWorker(User):
             self.session.command(b"BEGIN")
         result = self.session.execute(b"claim", self.claim_params)
         latency_us = int((time.perf_counter() - started) * 1e6)
-        raw = rows_of(result)
-        self.ctx.recorder.claim(latency_us, len(raw), [int(r[2]) for r in raw])
         log = self.ctx.log
         claimed = []
-        for r in raw:
-            job_id, token = int(r[0]), int(r[1])
-            log.claimed(job_id, token, float(r[4]), float(r[5]))
-            claimed.append((job_id, token, int(r[2]), int(r[3])))
+        for r in rows_of(result):
+            job = (int(r[0]), int(r[1]), int(r[2]), int(r[3]))
+            log.claimed(job[0], job[1], float(r[4]), float(r[5]))
+            claimed.append(job)
+        self.ctx.recorder.claim(latency_us, len(claimed), [job[2] for job in claimed])
         return claimed
 
     def _fail(self, job: tuple[int, int, int, int], error: str) -> None:

@@ -17,15 +17,9 @@ import psutil
 import psycopg
 import pytest
 
-from bench.embedded import EmbeddedError, embedded_postgres, find_server_binaries
+from bench.embedded import EmbeddedError, embedded_postgres
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-try:
-    find_server_binaries()
-except EmbeddedError as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"no PostgreSQL binaries: {exc}", allow_module_level=True)
-
 
 def _processes_using(data_dir: str) -> list[psutil.Process]:
     found = []
