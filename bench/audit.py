@@ -31,6 +31,9 @@ from psycopg import sql
 
 from .jobs import POISON_SQL
 
+#: The invariant keys of ``summary.json``, all 0 on a correct run.
+INVARIANTS = ("double_claims", "lost_jobs", "over_claims", "stale_completions_applied", "double_completions")
+
 
 def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, int]:
     rows = conn.execute(sql.SQL("SELECT status, count(*) FROM {} GROUP BY status").format(jobs)).fetchall()

@@ -163,9 +163,13 @@ def _run(args: argparse.Namespace) -> int:
         with embedded_postgres(max_connections=cfg.workers + 20) as dsn:
             run_dir = runner.run(cfg, dsn, embedded=True)
     report = render_report(run_dir)
-    complete = json.loads((run_dir / "summary.json").read_text()).get("complete", False)
+    summary = json.loads((run_dir / "summary.json").read_text())
     print(f"report: {report.resolve()}")
-    return 0 if complete else EXIT_INTERRUPTED
+    if summary.get("database_lost"):
+        sys.stderr.write(f"qbench: the database went away during the run ({summary['database_lost']}); "
+                         "the results above are incomplete and unaudited\n")
+        return 1
+    return 0 if summary.get("complete") else EXIT_INTERRUPTED
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -95,9 +95,12 @@ class Monitor:
         conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self._table_timeout_ms)))
 
     def close(self) -> None:
-        """Close both connections."""
-        self.stats_conn.close()
-        self.table_conn.close()
+        """Close both connections (either may already be broken)."""
+        for conn in (self.stats_conn, self.table_conn):
+            try:
+                conn.close()
+            except psycopg.Error:
+                pass
 
     def _timed(self, conn, query, params=None, *, all_rows: bool = False):
         """(row — or all rows — or None, seconds spent). A failed statement counts its time, up to the timeout."""

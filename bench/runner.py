@@ -29,7 +29,7 @@ import psycopg.sql
 
 from . import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
 from . import __version__, audit, db, metrics, plans, results
-from .config import REPO_ROOT, RunConfig, mask_dsn
+from .config import REPO_ROOT, ConfigError, RunConfig, mask_dsn
 from .monitor import Monitor
 from .producers import Producer
 from .faults import choose_workers
@@ -298,18 +298,33 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     # Rows are built only now: a table sample taken in second k may have returned after tick k.
     rows = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c) for iv, c in zip(measured, cpus)]
 
-    # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
-    monitor.replace_table_conn(db.connect(dsn, application_name="queue-bench monitor table"))
-    final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
-    if claim_plan is None:
-        claim_plan = _capture_plan(admin, cfg, "on the table as the load left it")
-    (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
+    database_lost = None
+    try:
+        # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
+        monitor.replace_table_conn(db.connect(dsn, application_name="queue-bench monitor table"))
+        final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
+        if admin.broken or admin.closed:  # e.g. its backend was terminated: audit on a new connection
+            admin = db.connect(dsn, application_name="queue-bench audit")
+        if claim_plan is None:
+            claim_plan = _capture_plan(admin, cfg, "on the table as the load left it")
+        audit_result = audit.run_audit(
+            admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
+            applied=claim_log.applied, client_double_claims=claim_log.double_claims,
+            over_claims=totals["over_claims"], poison_share=cfg.poison_share)
+        sizes_after = db.table_sizes(admin, cfg.schema)
+    except (ConfigError, psycopg.Error) as err:
+        # The database went away during the run: write what was measured, with nothing audited.
+        database_lost = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        database_lost = database_lost.removeprefix("DSN: ").split("; allowed:")[0]
+        log(f"the database went away during the run ({database_lost}): writing what was measured, unaudited")
+        complete = False
+        final_sample = {"queue_depth": None}
+        claim_plan = claim_plan or "no plan: the database went away"
+        audit_result = {"invariants": dict.fromkeys(audit.INVARIANTS), "status_counts": {}, "details": {},
+                        "redeliveries": None}
+        sizes_after = None
     monitor.close()
-    audit_result = audit.run_audit(
-        admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
-        applied=claim_log.applied, client_double_claims=claim_log.double_claims,
-        over_claims=totals["over_claims"], poison_share=cfg.poison_share)
-    sizes_after = db.table_sizes(admin, cfg.schema)
+    (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
     measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
     measured_end_unix = clock.unix0 + measured[-1].end_s if measured else measured_start_unix  # empty window
@@ -327,6 +342,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         "connections": room,
         "claim_plan_nodes": plans.plan_nodes(claim_plan),
         "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
+        "database_lost": database_lost,
         "monitor_table_cost_s": monitor.table_cost_s,
         "sizes_before": sizes_before, "sizes_after": sizes_after,
         "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
@@ -411,6 +427,9 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         reasons.append(f"the work per claim (about {work_s * cfg.batch:,.2f} s) outlasts the lease "
                        f"({cfg.lease_s:g} s): completions arrive after the lease expired"
                        + ("" if cfg.reaper_interval_s > 0 else ", and with no reaper nothing takes the jobs back"))
+    if run_info.get("database_lost"):
+        reasons.append(f"the database went away during the run ({run_info['database_lost']}); "
+                       "the end-of-run audit could not run, so the invariants are unknown")
     notes = _monitor_notes(rows, monitor_failures, run_info["monitor_table_cost_s"],
                            run_info["monitor_table_query_in_flight_s"])
     if backlog_exhausted:
@@ -456,6 +475,7 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
                              "max": max(costs) if costs else None},
         "monitor_failures": monitor_failures,
         "monitor_notes": notes,
+        "database_lost": run_info.get("database_lost"),
         "faults": [dict(f.__dict__) for f in cfg.faults],
         "crashed_claims": counters["crashed_claims"],
         "crashed_jobs": counters["crashed_jobs"],

@@ -123,3 +123,43 @@ def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):
     seconds = 6
     assert 1 <= seq_scans <= 2 * seconds + 10, seq_scans  # + the final sample, the audit, a margin
     assert s["claims_per_s"] < 15
+
+
+def test_database_going_away_is_reported_not_hidden(dsn, tmp_path):
+    """Mid-run, the database stops accepting connections and every backend is terminated: the run
+    does not hang, exits 1 with one line saying so, and writes what it measured with complete=false,
+    the invariants unknown (null, not 0) and the reason in the summary."""
+    import json
+    import time
+
+    import psycopg
+    from psycopg import sql
+
+    from conftest import ADMIN_DSN
+
+    dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--dsn", dsn, "--results", str(tmp_path),
+                             "--duration", "8s", "--warmup", "1s", "--workers", "4"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:  # the load is running once the first progress line appears
+            if line.startswith("progress:"):
+                break
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(dbname)))
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(sql.Identifier(dbname)))
+    assert proc.returncode == 1, out + err
+    assert time.monotonic() - started < 60
+    assert err.strip().splitlines()[-1].startswith("qbench: the database went away during the run")
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["complete"] is False and s["database_lost"]
+    assert set(s["invariants"].values()) == {None}
+    assert any("database went away" in r for r in s["suspect_reasons"])
+    assert sum(s["errors"].values()) > 0
+    assert (run_dir / "report.html").exists()
