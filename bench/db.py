@@ -45,6 +45,17 @@ def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue
         raise ConfigError("DSN", f"not a valid connection string ({err}); e.g. postgresql://user@127.0.0.1:5432/db") from None
 
 
+def is_alive(conn: psycopg.Connection) -> bool:
+    """True when ``conn`` still answers (a terminated backend is only noticed on use)."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
 def server_info(conn: psycopg.Connection) -> dict:
     """Engine, version string and :data:`KEY_SETTINGS` of the server behind ``conn``."""
     version = conn.execute("SELECT version()").fetchone()[0]

@@ -26,9 +26,12 @@ as ``monitor_query_us``.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import psycopg
 from psycopg import sql
+
+from .config import ConfigError
 
 #: Largest share of wall time each table query may take (its query time / interval).
 AGE_BUDGET = 0.05
@@ -61,19 +64,19 @@ SELECT
 class Monitor:
     """Samples the database over two autocommit connections of its own.
 
-    ``stats_conn`` answers the statistics-view query every second and never
-    touches the queue table, so a slow table scan cannot cost a lock-waiter
-    sample; ``table_conn`` runs the table queries as often as their budget
+    ``connect(application_name)`` opens its connections (and reopens one whose
+    backend went away). The stats connection answers the statistics-view query
+    every second and never touches the queue table, so a slow table scan cannot cost a lock-waiter
+    sample; the table connection runs the table queries as often as their budget
     allows. ``priorities``: the priority values jobs can have (the oldest-age
     probe looks at each). Table statements are bounded by
     ``table_timeout_ms`` (default 30 s), stats statements by 5 s. ``failures``
     counts statements that failed or timed out.
     """
 
-    def __init__(self, stats_conn: psycopg.Connection, table_conn: psycopg.Connection, schema: str,
+    def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
                  priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
-        self.stats_conn = stats_conn
-        self.table_conn = table_conn
+        self._connect = connect
         self.failures = 0
         self.priorities = list(priorities)
         names = {"jobs": sql.Identifier(schema, "jobs"),
@@ -85,26 +88,57 @@ class Monitor:
         self._table_timeout_ms = table_timeout_ms
         self._table_query_since: float | None = None  # perf_counter start of the table query in progress
         self.table_cost_s = {"age": [], "counts": []}  # each table query's time, by kind
-        stats_conn.execute("SET statement_timeout = 5000")
-        table_conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(table_timeout_ms)))
+        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
+        self._conns: dict[str, psycopg.Connection | None] = {"stats": None, "table": None}
+        for role in self._conns:
+            self._conns[role] = self._open(role)
+            if self._conns[role] is None:
+                raise psycopg.OperationalError(f"the monitor cannot open its {role} connection")
 
-    def replace_table_conn(self, conn: psycopg.Connection) -> None:
-        """Close the table connection (it may be mid-query) and use ``conn`` instead."""
-        self.table_conn.close()
-        self.table_conn = conn
-        conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self._table_timeout_ms)))
+    def _open(self, role: str) -> psycopg.Connection | None:
+        """A new connection for ``role`` (``stats``/``table``) with its statement timeout, or None."""
+        try:
+            conn = self._connect(f"queue-bench monitor {role}")
+            conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self._timeouts_ms[role])))
+            return conn
+        except (ConfigError, psycopg.Error):  # the database is unreachable now
+            return None
 
-    def close(self) -> None:
-        """Close both connections (either may already be broken)."""
-        for conn in (self.stats_conn, self.table_conn):
+    def _live(self, role: str) -> psycopg.Connection | None:
+        """The ``role`` connection, reopened if its backend went away (None while it cannot be)."""
+        conn = self._conns[role]
+        if conn is None or conn.broken or conn.closed:
+            self._conns[role] = conn = self._open(role)
+        return conn
+
+    def reset_table_conn(self) -> None:
+        """Close the table connection (it may be mid-query, its greenlet killed) and open a new one."""
+        self._close(self._conns["table"])
+        self._conns["table"] = self._open("table")
+
+    @staticmethod
+    def _close(conn: psycopg.Connection | None) -> None:
+        if conn is not None:
             try:
                 conn.close()
             except psycopg.Error:
                 pass
 
-    def _timed(self, conn, query, params=None, *, all_rows: bool = False):
-        """(row — or all rows — or None, seconds spent). A failed statement counts its time, up to the timeout."""
+    def close(self) -> None:
+        """Close both connections (either may already be broken)."""
+        for conn in self._conns.values():
+            self._close(conn)
+
+    def _timed(self, role: str, query, params=None, *, all_rows: bool = False):
+        """(row — or all rows — or None, seconds spent) on the ``role`` connection.
+
+        A failed statement counts its time, up to the timeout, and a connection
+        whose backend went away is reopened for the next sample."""
         started = time.perf_counter()
+        conn = self._live(role)
+        if conn is None:
+            self.failures += 1
+            return None, time.perf_counter() - started
         try:
             cur = conn.execute(query, params)
             row = cur.fetchall() if all_rows else cur.fetchone()
@@ -117,7 +151,7 @@ class Monitor:
         """Run table query ``kind`` (``age`` or ``counts``), record its cost and schedule the next one."""
         self._table_query_since = time.perf_counter()
         try:
-            result, cost = self._timed(self.table_conn, query, params, all_rows=all_rows)
+            result, cost = self._timed("table", query, params, all_rows=all_rows)
         finally:
             self._table_query_since = None
         self.table_cost_s[kind].append(cost)
@@ -134,7 +168,7 @@ class Monitor:
 
         ``xmin_age``: the age in transactions of the oldest snapshot (``backend_xmin``)
         held by a session of this database: what stops vacuum removing dead rows."""
-        row, cost = self._timed(self.stats_conn, self.stats_query)
+        row, cost = self._timed("stats", self.stats_query)
         return {"lock_waiters": None if row is None else int(row[0]),
                 "dead_tuples": None if row is None or row[1] is None else int(row[1]),
                 "xmin_age": None if row is None or row[2] is None else int(row[2]), "cost_s": cost}

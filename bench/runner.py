@@ -191,8 +191,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     recorder = metrics.Recorder(cfg.batch)
     claim_log = swarm.ClaimLog()
     ctx = swarm.SwarmContext(cfg=cfg, dsn=dsn, recorder=recorder, log=claim_log)
-    monitor = Monitor(db.connect(dsn, application_name="queue-bench monitor stats"),
-                      db.connect(dsn, application_name="queue-bench monitor table"), cfg.schema,
+    monitor = Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
                       priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
 
     from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
@@ -301,9 +300,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     database_lost = None
     try:
         # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
-        monitor.replace_table_conn(db.connect(dsn, application_name="queue-bench monitor table"))
+        monitor.reset_table_conn()
         final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
-        if admin.broken or admin.closed:  # e.g. its backend was terminated: audit on a new connection
+        if not db.is_alive(admin):  # e.g. its backend was terminated: audit on a new connection
             admin = db.connect(dsn, application_name="queue-bench audit")
         if claim_plan is None:
             claim_plan = _capture_plan(admin, cfg, "on the table as the load left it")
