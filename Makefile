@@ -13,6 +13,7 @@ BATCH    ?=
 TXN      ?=
 WORK_MS  ?=
 INDEX    ?=
+LAYOUT   ?=
 HISTORY  ?=
 BACKLOG  ?=
 DURATION ?=
@@ -41,10 +42,11 @@ RESULTS  ?=
 DSN      ?=
 ALLOW_REMOTE ?=
 
-RUN_ARGS = --workload='$(WORKLOAD)' \
+RUN_ARGS = --workload='$(WORKLOAD)' $(RUN_PARAMS)
+RUN_PARAMS = \
 	$(if $(POLICY),--policy='$(POLICY)') $(if $(WORKERS),--workers='$(WORKERS)') \
 	$(if $(BATCH),--batch='$(BATCH)') $(if $(TXN),--txn='$(TXN)') \
-	$(if $(WORK_MS),--work-ms='$(WORK_MS)') $(if $(INDEX),--index='$(INDEX)') \
+	$(if $(WORK_MS),--work-ms='$(WORK_MS)') $(if $(INDEX),--index='$(INDEX)') $(if $(LAYOUT),--layout='$(LAYOUT)') \
 	$(if $(HISTORY),--history='$(HISTORY)') $(if $(BACKLOG),--backlog='$(BACKLOG)') \
 	$(if $(DURATION),--duration='$(DURATION)') $(if $(WARMUP),--warmup='$(WARMUP)') \
 	$(if $(LEASE_S),--lease-s='$(LEASE_S)') $(if $(SCHEMA),--schema='$(SCHEMA)') \
@@ -60,7 +62,7 @@ RUN_ARGS = --workload='$(WORKLOAD)' \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 
-.PHONY: bench test calibrate report install clean
+.PHONY: bench test calibrate report install clean sweep compare-indexes capacity compare sweep-report
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +83,35 @@ CAL_WORKERS ?= 50
 CAL_DURATION ?= 20s
 calibrate: $(STAMP)
 	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' $(if $(DSN),--dsn='$(DSN)') $(if $(ALLOW_REMOTE),--allow-remote)
+
+# A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
+# Run parameters given here apply to every cell (DURATION=10s ...). Running the same
+# sweep again resumes the newest unfinished one; FRESH=1 starts over.
+SWEEP ?=
+REPETITIONS ?=
+FRESH ?=
+SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(FRESH),--fresh)
+sweep: $(STAMP)
+	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
+	$(BIN)/qbench sweep '$(SWEEP)' $(SWEEP_ARGS)
+
+# Every index variant against history 0 / 100k / 1M; prints the comparison report's path.
+compare-indexes: $(STAMP)
+	$(BIN)/qbench sweep index_designs $(SWEEP_ARGS)
+
+# The highest arrival rate the chosen design sustains (oldest eligible age flat):
+# make capacity INDEX=partial WORKERS=20 WORK_MS=5 RATE_START=200
+RATE_START ?= 100
+capacity: $(STAMP)
+	$(BIN)/qbench capacity --rate-start='$(RATE_START)' $(RUN_ARGS)
+
+# Relative differences with a significance test: make compare A=results/<run> B=results/<run>
+compare: $(STAMP)
+	$(BIN)/qbench compare '$(A)' '$(B)'
+
+# Re-render a sweep's comparison report from its files: make sweep-report SWEEP_DIR=results/sweeps/<id>
+sweep-report: $(STAMP)
+	$(BIN)/qbench sweep-report '$(SWEEP_DIR)'
 
 # Re-render a report from result files alone: make report RUN=results/<run_id>
 report: $(STAMP)

@@ -42,14 +42,16 @@ def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, 
 
 def run_audit(conn: psycopg.Connection, schema: str, *, expected_rows: int, claims: dict[int, int],
               applied: dict[int, list[int]], client_double_claims: int, over_claims: int,
-              poison_share: float = 0.0) -> dict:
+              poison_share: float = 0.0, relation: str = "jobs") -> dict:
     """Check the invariants; return ``{"invariants": {...}, "status_counts": {...}, "details": {...}}``.
 
     ``expected_rows`` is the number of rows created by prepare (history + backlog);
     ``claims`` maps job id → claims the clients saw; ``applied`` maps job id → the
     attempt tokens of completions the database applied. Counts are ints.
+    ``relation`` is where every job can be found: ``jobs``, or the ``jobs_all``
+    view over the queue and archive tables of the ``archive`` layout.
     """
-    jobs = sql.Identifier(schema, "jobs")
+    jobs = sql.Identifier(schema, relation)
     status_counts = _status_counts(conn, jobs)
     present = sum(status_counts.values())
     missing_rows = max(0, expected_rows - present)

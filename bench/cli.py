@@ -31,7 +31,8 @@ RUN_OPTIONS = (
     ("--batch", "batch", "rows per claim (LIMIT), default 1"),
     ("--txn", "txn", "short | hold (hold keeps the claim transaction open while the job runs)"),
     ("--work-ms", "work_ms", "simulated job duration in ms, default 0"),
-    ("--index", "index", "none | status | composite | partial"),
+    ("--index", "index", "none | status | composite | partial | covering"),
+    ("--layout", "layout", "where history lives: same | archive | partitioned"),
     ("--history", "history", "finished rows seeded before the run, default 0"),
     ("--backlog", "backlog", "pending rows seeded; default 0 = computed so the run cannot drain it"),
     ("--duration", "duration", "measured window, e.g. 30s, 2m"),
@@ -172,18 +173,24 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if summary.get("complete") else EXIT_INTERRUPTED
 
 
+def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
+    """Re-render a report from result files: ``report: <path>``, or one line and exit 2."""
+    directory = Path(path)
+    if not directory.is_dir():
+        return _bad(f"{param}: {directory} is not a directory; allowed: {allowed}")
+    try:
+        report = render(directory)
+    except error as err:
+        message = str(err)
+        return _bad(message if message.startswith(f"{param}:") else f"{param}: {message}")
+    print(f"report: {report.resolve()}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import ReportError, render_report
 
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir():
-        return _bad(f"RUN_DIR: {run_dir} is not a directory; allowed: a results/<run_id> directory")
-    try:
-        report = render_report(run_dir)
-    except ReportError as err:
-        return _bad(f"RUN_DIR: {err}")
-    print(f"report: {report.resolve()}")
-    return 0
+    return _rerender(args.run_dir, "RUN_DIR", "a results/<run_id> directory", render_report, ReportError)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -193,6 +200,120 @@ def _calibrate(args: argparse.Namespace) -> int:
     dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
     check_loopback(dsn or None, args.allow_remote)
     return calibrate(workers=args.workers, duration=args.duration, dsn=dsn or None, schema=args.schema)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``qbench compare A B [--out PATH]``: the table, then ``report: <path>`` as the last line."""
+    from .compare import CompareError, compare
+
+    try:
+        text, page = compare(args.a, args.b, args.out)
+    except CompareError as err:
+        return _bad(str(err))
+    print(text)
+    print(f"report: {page.resolve()}")
+    return 0
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    """``qbench sweep-report SWEEP_DIR``: re-render compare.html from the sweep's files."""
+    from .compare import CompareError, render_sweep_report
+
+    return _rerender(args.sweep_dir, "SWEEP_DIR", "a results/sweeps/<sweep_id> directory",
+                     render_sweep_report, CompareError)
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    return {key: getattr(args, key, None) for _, key, _ in RUN_OPTIONS}
+
+
+def _database(args: argparse.Namespace, max_workers: int):
+    """A context manager yielding the DSN to use: ``--dsn``/``$DATABASE_URL``, else an embedded server."""
+    import contextlib
+
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    check_loopback(dsn or None, args.allow_remote)
+    if dsn:
+        return contextlib.nullcontext(dsn), False
+    from .embedded import embedded_postgres
+
+    return embedded_postgres(max_connections=max_workers + 20), True
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import Sweep, SweepInterrupted, run_sweep
+
+    reps = None
+    if args.repetitions not in (None, ""):
+        try:
+            reps = int(args.repetitions)
+        except ValueError:
+            return _bad(f"REPETITIONS: {args.repetitions!r} is not an integer; allowed: an integer from 1 to 100")
+    sweep = Sweep.load(args.sweep, _overrides(args), repetitions=reps)  # validates every cell first
+    results = Path(sweep.base.results)
+    check_results_dir(str(results))
+
+    from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
+
+    database, _ = _database(args, sweep.max_workers())
+    try:
+        with database as dsn:
+            sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh)
+    except SweepInterrupted as err:
+        sys.stderr.write(f"qbench: {err}\n")
+        return EXIT_INTERRUPTED
+    from .compare import render_sweep_report
+
+    print(f"report: {render_sweep_report(sweep_dir).resolve()}")
+    return 0
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from . import saturation
+
+    cfg = build_config(args.workload or "default", _overrides(args))
+    try:
+        start_rate = float(args.rate_start)
+    except ValueError:
+        start_rate = float("nan")
+    if not 0 < start_rate < float("inf"):
+        return _bad(f"RATE_START: {args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
+    if cfg.rate > 0:
+        return _bad("RATE: the capacity search sets the arrival rate itself; allowed: leave RATE unset (use RATE_START)")
+    check_results_dir(cfg.results)
+
+    from . import swarm  # noqa: F401
+    from . import db, runner
+    from .report import render_report
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(cfg.results) / "capacity" / f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"
+    database, _ = _database(args, cfg.workers + cfg.producers)
+    with database as dsn:
+        def run_step(step_cfg):
+            import dataclasses
+
+            run_dir = runner.run(dataclasses.replace(step_cfg, results=str(out_dir / "runs")), dsn,
+                                 log=lambda line: None, state_schema=db.state_schema_for(cfg.schema))
+            render_report(run_dir)
+            return run_dir
+
+        print(f"capacity search for {saturation.describe_design(cfg)} with {cfg.workers} workers, "
+              f"from {start_rate:g} jobs/s -> {out_dir}")
+        try:
+            result = saturation.search(cfg, run_step, start_rate, out_dir)
+        except saturation.SearchStopped as err:
+            sys.stderr.write(f"qbench: {err}\n")
+            return EXIT_INTERRUPTED
+        finally:
+            conn = db.connect(dsn)
+            db.drop_schema(conn, db.state_schema_for(cfg.schema))
+            conn.close()
+    print(result["sentence"])
+    print(f"capacity: {(out_dir / 'capacity.json').resolve()}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -210,6 +331,31 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-render report.html from a run directory's files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.set_defaults(func=_report)
+
+    cmp_ = sub.add_parser("compare", help="compare two runs or two sweeps (relative differences, Welch's t-test)")
+    cmp_.add_argument("a", metavar="RUN_OR_SWEEP_A")
+    cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
+    cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
+    cmp_.set_defaults(func=_compare)
+
+    swr = sub.add_parser("sweep-report", help="re-render compare.html from a sweep directory's files")
+    swr.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    swr.set_defaults(func=_sweep_report)
+
+    swp = sub.add_parser("sweep", help="run (or resume) a sweep: a matrix of runs with repetitions")
+    swp.add_argument("sweep", metavar="SWEEP", help="a name in workloads/sweeps/ or a path to a .toml file")
+    swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
+    swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming")
+    cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
+    cap.add_argument("--workload", help="workload file name in workloads/ (default: default)")
+    cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
+    for parser_, func in ((swp, _sweep), (cap, _capacity)):
+        for option, key, text in RUN_OPTIONS:
+            if parser_ is swp or key != "rate":
+                parser_.add_argument(option, dest=key, help=text)
+        parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
+        parser_.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+        parser_.set_defaults(func=func)
 
     cal = sub.add_parser("calibrate", help="pgbench vs queue-bench on the same claim SQL")
     cal.add_argument("--workers", default="50")

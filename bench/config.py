@@ -19,7 +19,9 @@ POLICIES = ("wait", "nowait", "skip_locked")
 WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
 ARRIVALS = ("constant", "poisson")
 TXN_MODES = ("short", "hold")
-INDEX_VARIANTS = ("none", "status", "composite", "partial")
+INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering")
+#: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
+LAYOUTS = ("same", "archive", "partitioned")
 
 #: Upper bound on workers from one load-generator process; more needs Locust's
 #: distributed mode (DESIGN.md "Scale-out").
@@ -62,6 +64,7 @@ class RunConfig:
     txn: str = "short"
     work_ms: float = 0.0
     index: str = "partial"
+    layout: str = "same"
     history: int = 0
     backlog: int = 0
     duration_s: float = 30.0
@@ -225,7 +228,7 @@ def load_workload(name: str) -> dict[str, Any]:
 
 
 _KEYS = {
-    "policy", "workers", "batch", "txn", "work_ms", "index", "history", "backlog",
+    "policy", "workers", "batch", "txn", "work_ms", "index", "layout", "history", "backlog",
     "duration", "warmup", "lease_s", "schema", "results",
     "work_dist", "work_sigma", "work_slow_ms", "slow_share", "max_attempts", "reaper_interval_s",
     "fail_prob", "poison_share", "retry_base_s", "retry_cap_s",
@@ -273,6 +276,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         txn=_choice("TXN", raw.get("txn", "short"), TXN_MODES),
         work_ms=_float("WORK_MS", raw.get("work_ms", 0), minimum=0.0),
         index=_choice("INDEX", raw.get("index", "partial"), INDEX_VARIANTS),
+        layout=_choice("LAYOUT", raw.get("layout", "same"), LAYOUTS),
         history=_int("HISTORY", raw.get("history", 0), minimum=0, maximum=100_000_000),
         backlog=_int("BACKLOG", raw.get("backlog", 0), minimum=0, maximum=100_000_000),
         duration_s=duration_s,

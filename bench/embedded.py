@@ -437,8 +437,16 @@ class _Server:
             "max_connections": str(self.max_connections),
             "shared_buffers": SHARED_BUFFERS,
         }
+        if self._pg_stat_statements_library():
+            # The tool owns this whole server: per-statement statistics for the claim.
+            settings["shared_preload_libraries"] = "pg_stat_statements"
         # pg_ctl hands -o to /bin/sh, hence shlex.quote
         return " ".join(f"-c {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
+
+    def _pg_stat_statements_library(self) -> bool:
+        """True when the server's library directory holds pg_stat_statements (a contrib module)."""
+        assert self.bins is not None
+        return any(self.bins.bindir.parent.glob("lib/**/pg_stat_statements.so"))
 
     def _pg_ctl_start(self) -> tuple[bool, str]:
         assert self.bins is not None
@@ -470,8 +478,14 @@ class _Server:
                     f"({last}); last {_LOG_TAIL_LINES} lines of the server log:\n{_tail(self.logfile)}"
                 )
             try:
-                with psycopg.connect(self.dsn, connect_timeout=max(1, min(5, int(remaining)))) as conn:
+                with psycopg.connect(self.dsn, connect_timeout=max(1, min(5, int(remaining))),
+                                     autocommit=True) as conn:
                     conn.execute("SELECT 1")
+                    if self._pg_stat_statements_library():
+                        try:
+                            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                        except psycopg.Error as exc:  # e.g. the extension's SQL files are not installed
+                            self.log(f"pg_stat_statements not available on the embedded server: {exc}")
                 return
             except psycopg.Error as exc:
                 last = exc

@@ -23,7 +23,10 @@ LATENCY_MAX_US = 3_600_000_000
 PICKUP_MAX_US = 7 * 86_400_000_000
 SIGNIFICANT_DIGITS = 3
 
-HISTOGRAM_NAMES = ("claim_latency_us", "complete_latency_us", "pickup_latency_us", "producer_lag_us")
+#: ``batch_wait_us``: per job, from the claim returning to the job starting (its wait
+#: inside a batch behind the jobs claimed with it; about 0 at batch 1).
+HISTOGRAM_NAMES = ("claim_latency_us", "complete_latency_us", "pickup_latency_us", "producer_lag_us",
+                   "batch_wait_us")
 
 
 def new_histogram(name: str) -> HdrHistogram:
@@ -97,6 +100,10 @@ class Recorder:
         self.histograms["complete_latency_us"].record_value(max(1, latency_us))
         self.counters["jobs_completed"] += applied
         self.counters["stale_completions"] += stale
+
+    def batch_wait(self, wait_us: int) -> None:
+        """Record one job's wait inside its batch: claimed, not yet started (µs)."""
+        self.histograms["batch_wait_us"].record_value(min(max(1, wait_us), LATENCY_MAX_US))
 
     def produced(self, jobs: int, lags_us: Iterable[int]) -> None:
         """Record ``jobs`` inserted by a producer, each ``lag_us`` after its intended time."""

@@ -28,12 +28,13 @@ import psycopg
 import psycopg.sql
 
 from . import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
-from . import __version__, audit, db, metrics, plans, results
+from . import __version__, audit, db, metrics, plans, results, statements
 from .config import REPO_ROOT, ConfigError, RunConfig, mask_dsn
 from .monitor import Monitor
 from .producers import Producer
 from .faults import choose_workers
 from .reaper import Reaper
+from .mover import Mover
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
 #: a little above the pgbench reference figures in DESIGN.md (about 4,100 jobs/s at
@@ -141,14 +142,16 @@ def _percentile(values: list[float], pct: float) -> float | None:
     return ordered[rank]
 
 
-def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False) -> Path:
+def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
+        state_schema: str | None = None) -> Path:
     """Run one benchmark against ``dsn`` and return the run directory.
 
     Raises :class:`bench.config.ConfigError` before creating anything when the
     database is unreachable, the schema is not the tool's, or the server lacks
     connections; :class:`bench.swarm.NotCooperativeError` if psycopg would block.
     A Ctrl-C during the load stops it, and the files are still written with
-    ``complete: false``.
+    ``complete: false``. With ``state_schema`` the seeded history is restored from
+    a saved state there (see :func:`bench.db.ensure_history_state`).
     """
     wait_fn = swarm.check_cooperative()
     logging.getLogger("locust").setLevel(logging.ERROR)  # e.g. its "spawn rate is very high" warning: all users start at once by design
@@ -159,14 +162,15 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
         # workers + the monitor's two + the reaper (this admin connection is already counted)
         room = db.check_capacity(admin, cfg.workers + 2 + (1 if cfg.reaper_interval_s > 0 else 0)
+                                 + (1 if cfg.layout == "archive" else 0)
                                  + (cfg.producers if cfg.rate > 0 else 0)
                                  + sum(1 for f in cfg.faults if f.kind in ("long_transaction", "backend_kill")))
-        return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded)
+        return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema)
     finally:
         admin.close()
 
 
-def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
+def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) -> Path:
     if cfg.backlog or cfg.rate > 0:
         backlog, backlog_how = cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
     else:
@@ -179,11 +183,12 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     log(f"server: {server['server_version'].split(',')[0]}; connections free {room['available']} of "
         f"{room['max_connections']}; psycopg wait function {wait_fn}")
 
-    seed = db.prepare(admin, cfg, backlog, log=log)
+    seed = db.prepare(admin, cfg, backlog, log=log, state_schema=state_schema)
     sizes_before = db.table_sizes(admin, cfg.schema)
-    claim_plan = None
+    claim_plans, claim_plan = None, None
     if backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
-        claim_plan = _capture_plan(admin, cfg, "on the seeded table, before the load")
+        claim_plans, claim_plan = _capture_plans(admin, cfg, "on the seeded table, before the load")
+    pgss_missing = statements.unavailable_reason(admin)
     # Created only now: bad input and an interrupted seeding leave no run directory behind.
     run_dir = Path(cfg.results) / run_id
     run_dir.mkdir(parents=True)
@@ -245,6 +250,10 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         reaper = Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
                         cfg.reaper_interval_s, recorder)
         reaper_greenlet = gevent.spawn(reaper.run)
+    mover = None
+    if cfg.layout == "archive":
+        mover = Mover(db.connect(dsn, application_name="queue-bench mover"), cfg.schema, recorder)
+        mover_greenlet = gevent.spawn(mover.run)
     measured: list[metrics.Interval] = []
     every: list[metrics.Interval] = []  # warm-up, measured and stop phase: the invariants cover them all
     cpus: list[float] = []
@@ -253,6 +262,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
     interrupted = gevent.event.Event()
     previous_handlers = {sig: signal.signal(sig, lambda *_: interrupted.set())
                          for sig in (signal.SIGINT, signal.SIGTERM)}
+    pgss_reset = _pgss_reset(admin, cfg, pgss_missing) if n_warm == 0 else None
     try:
         for k in range(n_warm + n_meas):
             if interrupted.wait(timeout=max(0.0, k + 1 - clock.now_s())):
@@ -267,6 +277,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
             if k >= n_warm:
                 measured.append(interval)
                 cpus.append(cpu)
+            if k + 1 == n_warm:  # the measured window starts now
+                pgss_reset = _pgss_reset(admin, cfg, pgss_missing)
             if (k + 1) % PROGRESS_EVERY_S == 0:
                 recent = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c)
                           for iv, c in zip(measured[-PROGRESS_EVERY_S:], cpus[-PROGRESS_EVERY_S:])]
@@ -286,6 +298,10 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         reaper.stop()
         reaper_greenlet.join(timeout=30)
         reaper.conn.close()
+    if mover is not None:
+        mover.stop()
+        mover_greenlet.join(timeout=30)
+        mover.conn.close()
     tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
     every.append(tail)
     totals = sum((iv.counters for iv in every), Counter())
@@ -305,12 +321,15 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         if not db.is_alive(admin):  # e.g. its backend was terminated: audit on a new connection
             admin = db.connect(dsn, application_name="queue-bench audit")
         if claim_plan is None:
-            claim_plan = _capture_plan(admin, cfg, "on the table as the load left it")
+            claim_plans, claim_plan = _capture_plans(admin, cfg, "on the table as the load left it")
         audit_result = audit.run_audit(
             admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
             applied=claim_log.applied, client_double_claims=claim_log.double_claims,
-            over_claims=totals["over_claims"], poison_share=cfg.poison_share)
+            over_claims=totals["over_claims"], poison_share=cfg.poison_share,
+            relation="jobs_all" if cfg.layout == "archive" else "jobs")
         sizes_after = db.table_sizes(admin, cfg.schema)
+        pgss = ({"unavailable": pgss_missing} if pgss_missing else
+                {"unavailable": pgss_reset} if isinstance(pgss_reset, str) else statements.read_claim(admin, cfg.schema))
     except (ConfigError, psycopg.Error) as err:
         # The database went away during the run: write what was measured, with nothing audited.
         database_lost = (str(err).strip().splitlines() or [type(err).__name__])[0]
@@ -322,6 +341,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
         audit_result = {"invariants": dict.fromkeys(audit.INVARIANTS), "status_counts": {}, "details": {},
                         "redeliveries": None}
         sizes_after = None
+        pgss = {"unavailable": "the database went away"}
     monitor.close()
     (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
@@ -339,7 +359,11 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded) -> Path:
                  "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),
                  "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)},
         "connections": room,
-        "claim_plan_nodes": plans.plan_nodes(claim_plan),
+        # the nodes of the plan the workers use (custom when unknown)
+        "claim_plan_nodes": (claim_plans or {}).get((claim_plans or {}).get("auto") or "custom", {}).get("nodes")
+        or plans.plan_nodes(claim_plan),
+        "claim_plans": _plans_summary(claim_plans),
+        "pg_stat_statements": pgss,
         "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
         "database_lost": database_lost,
         "monitor_table_cost_s": monitor.table_cost_s,
@@ -481,6 +505,11 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "late_completions": counters["late_completions"],
         "backend_kills": counters["backend_kills"],
         "status_counts": audit_result["status_counts"],
+        "batch_wait_us": metrics.latency_summary(metrics.merge(measured, "batch_wait_us")),
+        "archived_jobs": counters["archived_jobs"],
+        "plans": run_info["claim_plans"],
+        "pg_stat_statements": run_info["pg_stat_statements"],
+        "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
         "audit": audit_result["details"],
     }
     return summary
@@ -520,13 +549,33 @@ def _fault_window(fault, ctx, dsn: str, clock: "_Clock", n_warm: int, recorder: 
             conn.close()
 
 
-def _capture_plan(conn, cfg: RunConfig, when: str) -> str:
-    """The claim's EXPLAIN (ANALYZE, BUFFERS) text, headed by when it was taken (see bench.plans)."""
+def _capture_plans(conn, cfg: RunConfig, when: str) -> tuple[dict | None, str]:
+    """The claim's custom and generic plans and the one the workers use (see bench.plans),
+    and the ``claim_plan.txt`` text headed by when they were taken."""
     try:
-        text = plans.capture_claim_plan(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s)
+        captured = plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s)
     except psycopg.Error as err:
-        text = f"plan capture failed: {str(err).strip()}"
-    return f"-- claim plan {when}\n{text}"
+        return None, f"-- claim plan {when}\nplan capture failed: {str(err).strip()}"
+    return captured, plans.plans_text(captured, when)
+
+
+def _plans_summary(captured: dict | None) -> dict | None:
+    """The plans without their text, for summary.json."""
+    if captured is None:
+        return None
+    return {"auto": captured["auto"],
+            **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
+
+
+def _pgss_reset(conn, cfg: RunConfig, missing: str | None) -> str | None:
+    """Reset the claim's pg_stat_statements entries at the measured start; a reason string if not possible."""
+    if missing:
+        return missing
+    try:
+        statements.reset_claim(conn, cfg.schema)
+    except psycopg.Error as err:
+        return f"reset failed: {str(err).strip().splitlines()[0]}"
+    return None
 
 
 def _saturation(cfg: RunConfig, rows: list[dict], counters: Counter, measured_s: float) -> dict:

@@ -207,7 +207,9 @@ class QueueWorker(User):
                 return
             late_s = self._late_by_s()
             succeeded = []
+            claimed_at = time.perf_counter()
             for job in rows:
+                self.ctx.recorder.batch_wait(int((time.perf_counter() - claimed_at) * 1e6))
                 duration_s = self.duration_s()
                 if duration_s > 0:
                     gevent.sleep(duration_s)

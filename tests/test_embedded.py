@@ -156,3 +156,22 @@ def test_child_process_never_leaves_server(mode):
         assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     else:
         assert proc.returncode == 0, proc.stderr
+
+
+def test_embedded_run_records_pg_stat_statements_for_the_measured_window(tmp_path):
+    """The embedded server loads pg_stat_statements; the claim's calls, counted by the server
+    from the measured start (its entry is reset then), match the claims the clients counted."""
+    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", "--workers", "3", "--duration", "3s",
+                           "--warmup", "1s", "--results", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import json
+
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    pgss = s["pg_stat_statements"]
+    assert "unavailable" not in pgss, pgss
+    claims = round(s["claims_per_s"] * s["measured_s"])
+    # A claim in flight at either edge of the window may land on the other side of the reset.
+    assert abs(pgss["calls"] - claims) <= 3 * 2, (pgss, claims)
+    assert pgss["mean_ms"] > 0 and pgss["shared_blks_per_call"] > 0

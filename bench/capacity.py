@@ -1,0 +1,243 @@
+"""Capacity-planning math: pure functions, no database and no I/O.
+
+* The Universal Scalability Law (USL) fitted to measured throughput at several worker
+  counts: Gunther, "Guerrilla Capacity Planning" (Springer, 2007), ch. 4.
+* Workers needed for an arrival rate, by Little's law L = λW: Little, "A Proof for the
+  Queuing Formula L = λW", Operations Research 9(3):383-387, 1961.
+* Confidence intervals from Student's t, and Welch's unequal-variance t-test for
+  comparing repeated runs: Welch, "The generalization of 'Student's' problem when
+  several different population variances are involved", Biometrika 34, 1947.
+
+The numerics are scipy's (``optimize.least_squares``, ``stats.t``, ``stats.ttest_ind``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import optimize, stats
+
+__all__ = ["UslFit", "usl_throughput", "fit_usl", "workers_needed", "mean_ci", "compare_samples"]
+
+
+def usl_throughput(workers, lambda_jobs_per_s, sigma, kappa):
+    """Throughput X(N) = λN / (1 + σ(N−1) + κN(N−1)) in jobs/s (Gunther 2007, ch. 4).
+
+    ``workers`` (N) is a number or an array of numbers; the result is a float for a
+    number and a numpy array of the same shape for an array. ``lambda_jobs_per_s`` is
+    X(1), the throughput of one worker; ``sigma`` the contention (serialised share of
+    the work) and ``kappa`` the coherency (crosstalk) coefficient.
+    """
+    n = np.asarray(workers, dtype=float)
+    x = lambda_jobs_per_s * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
+    return float(x) if x.ndim == 0 else x
+
+
+@dataclass(frozen=True)
+class UslFit:
+    """A USL fit of measured throughput against worker count (Gunther 2007, ch. 4).
+
+    ``peak_workers`` is N* = sqrt((1 − σ) / κ), the worker count of maximum throughput,
+    and ``peak_jobs_per_s`` is X(N*); N* < 1 means a second worker already lowers
+    throughput (the formula's value is kept, not clamped to 1). When κ == 0 there is no
+    peak: ``peak_workers`` is ``math.inf`` and ``peak_jobs_per_s`` is the asymptote λ/σ
+    that throughput approaches (``math.inf`` too when σ == 0 as well: linear scaling).
+
+    ``rmse_jobs_per_s`` is the root mean square residual; ``mape_pct`` the mean absolute
+    percentage error (the "fit error", over points with throughput > 0; nan if none);
+    ``r2`` the coefficient of determination (nan when all throughputs are equal);
+    ``n_points`` the number of measurements fitted (repetitions included).
+    ``sigma_stderr`` / ``kappa_stderr`` are standard errors from the fit's covariance
+    matrix, nan when it cannot be estimated (e.g. only 3 points for 3 parameters).
+    """
+
+    lambda_jobs_per_s: float
+    sigma: float
+    kappa: float
+    peak_workers: float
+    peak_jobs_per_s: float
+    rmse_jobs_per_s: float
+    mape_pct: float
+    r2: float
+    n_points: int
+    sigma_stderr: float
+    kappa_stderr: float
+
+    def predict(self, workers):
+        """Fitted throughput in jobs/s at ``workers``: a float for a number, a numpy array for an array."""
+        return usl_throughput(workers, self.lambda_jobs_per_s, self.sigma, self.kappa)
+
+
+def _initial_guess(n: np.ndarray, x: np.ndarray) -> tuple[float, float, float]:
+    """Starting (λ, σ, κ) from the USL linearised.
+
+    N / X(N) = (1 + (σ + κ)(N − 1) + κ(N − 1)²) / λ is a quadratic c0 + c1·m + c2·m² in
+    m = N − 1 (Gunther's quadratic, with λ left free), fitted by weighted linear least
+    squares so that the residuals are relative. Then λ = 1/c0, κ = c2/c0,
+    σ = c1/c0 − κ, clipped into the bounds. If the intercept is not positive, λ falls
+    back to the best X(N)/N at the smallest N.
+    """
+    keep = x > 0
+    m, inv = n[keep] - 1.0, n[keep] / x[keep]
+    c2, c1, c0 = np.polyfit(m, inv, 2, w=1.0 / inv) if np.unique(m).size >= 3 else (0.0, 0.0, 0.0)
+    if c0 > 0:
+        lam = 1.0 / c0
+        kappa = max(c2 / c0, 0.0)
+        sigma = min(max(c1 / c0 - kappa, 0.0), 1.0)
+    else:
+        lam = float(np.max(x[n == n.min()] / n.min()))
+        sigma, kappa = 0.0, 0.0
+    return lam, sigma, kappa
+
+
+def fit_usl(workers: Sequence[float], throughput_jobs_per_s: Sequence[float]) -> UslFit:
+    """Fit the USL X(N) = λN / (1 + σ(N−1) + κN(N−1)) to measurements (Gunther 2007, ch. 4).
+
+    ``workers`` and ``throughput_jobs_per_s`` are equal-length sequences, one measured
+    point per index; several points at the same N (repetitions) are allowed and all
+    count. Bounds: λ > 0, 0 ≤ σ ≤ 1, κ ≥ 0. Nonlinear least squares on relative
+    throughput residuals (``scipy.optimize.least_squares``, trust-region reflective; each
+    residual divided by the starting model's X(N)), started from a linearised fit (see
+    ``_initial_guess``). A parameter the solver reports at its bound is set exactly to it.
+
+    Raises ValueError when the lengths differ, an input is non-finite or negative, a
+    worker count is 0, no throughput is positive, or there are fewer than 3 distinct
+    worker counts.
+    """
+    n = np.asarray(workers, dtype=float).ravel()
+    x = np.asarray(throughput_jobs_per_s, dtype=float).ravel()
+    if n.size != x.size:
+        raise ValueError(f"fit_usl: workers ({n.size}) and throughput ({x.size}) differ in length")
+    if not (np.all(np.isfinite(n)) and np.all(np.isfinite(x))):
+        raise ValueError("fit_usl: workers and throughput must be finite numbers")
+    if np.any(n <= 0) or np.any(x < 0):
+        raise ValueError("fit_usl: worker counts must be > 0 and throughput >= 0")
+    if np.unique(n).size < 3:
+        raise ValueError(f"fit_usl needs throughput at 3 or more distinct worker counts, got {np.unique(n).size}")
+    if not np.any(x > 0):
+        raise ValueError("fit_usl: every throughput is 0; nothing to fit")
+
+    p0 = _initial_guess(n, x)
+    # Relative residuals: run-to-run spread grows with the throughput level. Scaled by the
+    # starting model rather than by X itself, so a point with X = 0 cannot divide by zero.
+    scale = usl_throughput(n, *p0)
+    lower, upper = np.array([np.finfo(float).tiny, 0.0, 0.0]), np.array([np.inf, 1.0, np.inf])
+    res = optimize.least_squares(lambda p: (usl_throughput(n, *p) - x) / scale, p0,
+                                 bounds=(lower, upper), x_scale="jac", max_nfev=10_000)
+    # The trust-region iterates stay strictly inside the bounds: put a parameter the solver
+    # reports as held by its bound (e.g. κ = 0, Amdahl's law) exactly on it.
+    popt = np.where(res.active_mask < 0, lower, np.where(res.active_mask > 0, upper, res.x))
+    lam, sigma, kappa = (float(v) for v in popt)
+    # Covariance as scipy.optimize.curve_fit computes it: (JᵀJ)⁺ · residual variance.
+    dof = n.size - 3
+    if dof > 0:
+        j_pinv = np.linalg.pinv(res.jac)
+        stderr = np.sqrt(np.diag(j_pinv @ j_pinv.T) * (2.0 * res.cost / dof))
+    else:
+        stderr = np.full(3, np.nan)
+
+    if kappa > 0:
+        peak_n = math.sqrt((1.0 - sigma) / kappa)
+        peak_x = usl_throughput(peak_n, lam, sigma, kappa)
+    else:
+        peak_n = math.inf
+        peak_x = lam / sigma if sigma > 0 else math.inf
+
+    resid = x - usl_throughput(n, lam, sigma, kappa)
+    ss_tot = float(np.sum((x - x.mean()) ** 2))
+    pos = x > 0
+    return UslFit(
+        lambda_jobs_per_s=lam,
+        sigma=sigma,
+        kappa=kappa,
+        peak_workers=peak_n,
+        peak_jobs_per_s=float(peak_x),
+        rmse_jobs_per_s=float(np.sqrt(np.mean(resid**2))),
+        mape_pct=float(np.mean(np.abs(resid[pos]) / x[pos]) * 100.0),
+        r2=1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else math.nan,
+        n_points=int(n.size),
+        sigma_stderr=float(stderr[1]),
+        kappa_stderr=float(stderr[2]),
+    )
+
+
+def workers_needed(arrival_jobs_per_s: float, job_s: float, utilisation: float = 0.7) -> int:
+    """Workers to serve ``arrival_jobs_per_s`` at a target ``utilisation``, by Little's law.
+
+    L = λW (Little 1961): the mean number of busy workers is the arrival rate times the
+    time one worker spends per job, ``job_s`` in seconds (claim + work + completion).
+    Divided by the utilisation target (0 < u ≤ 1) and rounded up; returns an int ≥ 1.
+    The quotient is rounded to 9 decimals first so that float noise (10.000000000000002)
+    does not add a worker.
+
+    Raises ValueError for a non-positive or non-finite rate or time, or a utilisation
+    outside (0, 1].
+    """
+    if not (math.isfinite(arrival_jobs_per_s) and arrival_jobs_per_s > 0):
+        raise ValueError(f"workers_needed: arrival_jobs_per_s must be > 0, got {arrival_jobs_per_s}")
+    if not (math.isfinite(job_s) and job_s > 0):
+        raise ValueError(f"workers_needed: job_s must be > 0, got {job_s}")
+    if not (0 < utilisation <= 1):
+        raise ValueError(f"workers_needed: utilisation must be in (0, 1], got {utilisation}")
+    return max(1, math.ceil(round(arrival_jobs_per_s * job_s / utilisation, 9)))
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of ``values`` and its two-sided Student's t interval.
+
+    The interval is mean ± t(confidence, n − 1) · s/√n (``scipy.stats.t``). With one
+    value: (value, nan, nan); with all values equal: (mean, mean, mean).
+    Raises ValueError for no values, a non-finite value, or confidence outside (0, 1).
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    if v.size == 0:
+        raise ValueError("mean_ci: no values")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("mean_ci: values must be finite numbers")
+    if not (0 < confidence < 1):
+        raise ValueError(f"mean_ci: confidence must be in (0, 1), got {confidence}")
+    mean = float(v.mean())
+    if v.size == 1:
+        return mean, math.nan, math.nan
+    se = float(stats.sem(v))
+    if se == 0:
+        return mean, mean, mean
+    low, high = stats.t.interval(confidence, v.size - 1, loc=mean, scale=se)
+    return mean, float(low), float(high)
+
+
+def compare_samples(a: Sequence[float], b: Sequence[float]) -> dict:
+    """Compare two samples (e.g. throughput of repeated runs under two settings).
+
+    Returns ``{"mean_a", "mean_b", "rel_diff", "p_value", "significant", "n_a", "n_b",
+    "test"}``: ``rel_diff`` = (mean_b − mean_a) / mean_a (nan when mean_a is 0);
+    ``p_value`` the two-sided p of Welch's unequal-variance t-test (Welch 1947,
+    ``scipy.stats.ttest_ind(equal_var=False)``), None when either side has fewer than
+    2 values or both have zero variance; ``significant`` is p < 0.05, or None with it;
+    ``test`` is "Welch t-test".
+    Raises ValueError when a side is empty or has a non-finite value.
+    """
+    xa = np.asarray(a, dtype=float).ravel()
+    xb = np.asarray(b, dtype=float).ravel()
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError("compare_samples: each sample needs at least one value")
+    if not (np.all(np.isfinite(xa)) and np.all(np.isfinite(xb))):
+        raise ValueError("compare_samples: values must be finite numbers")
+    mean_a, mean_b = float(xa.mean()), float(xb.mean())
+    p_value = None
+    if xa.size >= 2 and xb.size >= 2 and (np.ptp(xa) > 0 or np.ptp(xb) > 0):
+        p = float(stats.ttest_ind(xa, xb, equal_var=False).pvalue)
+        p_value = p if math.isfinite(p) else None
+    return {
+        "mean_a": mean_a,
+        "mean_b": mean_b,
+        "rel_diff": (mean_b - mean_a) / mean_a if mean_a != 0 else math.nan,
+        "p_value": p_value,
+        "significant": None if p_value is None else p_value < 0.05,
+        "n_a": int(xa.size),
+        "n_b": int(xb.size),
+        "test": "Welch t-test",
+    }

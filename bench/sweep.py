@@ -1,0 +1,337 @@
+"""Sweeps: a matrix of runs, each cell repeated, from one sweep file.
+
+A sweep file ``workloads/sweeps/<name>.toml`` (read with :mod:`tomllib`)::
+
+    description = "index variants against finished-row history"
+    workload = "default"          # the base workload (workloads/<workload>.toml)
+    repetitions = 2               # runs per cell, for confidence intervals
+    [fixed]                       # parameters every cell shares (run parameter names)
+    duration = "15s"
+    workers = 20
+    [matrix]                      # the axes; cells are their cartesian product, in file order
+    index = ["none", "partial"]
+    history = [0, 100000, 1000000]
+    [target]                      # optional: Little's law in the comparison report
+    rate_jobs_per_s = 1000
+    utilisation = 0.7
+
+Every cell is validated before anything touches a database. Runs go to
+``results/sweeps/<name>-<stamp>/runs/<run_id>/`` (the files ``qbench run``
+writes) and one row per run is appended to ``cells.csv`` as it finishes
+(columns: ``CELL_COLUMNS``); ``sweep.json`` describes the matrix. Each distinct
+history size is seeded once into a saved state (:func:`bench.db.ensure_history_state`)
+and restored into each cell that needs it, so every cell starts from the same
+rows. An interrupted sweep resumes: running the same sweep file again (same
+matrix, same base parameters) continues the newest unfinished sweep directory
+of that name, skipping runs already measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import hashlib
+import itertools
+import json
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import REPO_ROOT, WORKLOADS_DIR, ConfigError, RunConfig, build_config
+
+SWEEPS_DIR = WORKLOADS_DIR / "sweeps"
+#: Axes a sweep may vary, with the RunConfig field each sets (the keys of a workload file).
+SWEEP_KEYS = ("policy", "workers", "batch", "txn", "work_ms", "index", "layout", "history", "backlog",
+              "duration", "warmup", "lease_s", "rate", "arrival", "producers", "work_dist", "fail_prob")
+_FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "target"}
+#: Columns of cells.csv, in order (the contract the comparison report reads).
+CELL_COLUMNS = (
+    "cell_id", "rep", "run_id", "run_dir", "status",
+    "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
+    "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
+    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
+    "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
+    "plan_auto", "plan_custom_scan", "plan_custom_buffers", "plan_custom_ms",
+    "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
+    "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
+    "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
+    "harness_cpu_max_pct", "suspect", "invariants_ok",
+)
+
+
+class SweepInterrupted(Exception):
+    """The sweep was interrupted (Ctrl-C / SIGTERM); ``sweep_dir`` can be resumed."""
+
+    def __init__(self, sweep_dir: Path):
+        self.sweep_dir = sweep_dir
+        super().__init__(f"sweep interrupted; run it again to resume: {sweep_dir}")
+
+
+def sweep_path(name: str) -> Path:
+    """``workloads/sweeps/<name>.toml``, or ``name`` itself when it is a path to a .toml file.
+
+    Raises ConfigError (``SWEEP``) naming the sweeps that exist.
+    """
+    if name.endswith(".toml"):
+        path = Path(name)
+    else:
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError("SWEEP", f"{name!r} is not a sweep name; allowed: letters, digits, - and _, or a path to a .toml file")
+        path = SWEEPS_DIR / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SWEEPS_DIR.glob("*.toml")))
+        raise ConfigError("SWEEP", f"no sweep file {str(path)!r}; allowed: {known}, or a path to a .toml file")
+    return path
+
+
+class Sweep:
+    """A validated sweep: its cells (``[(cell_id, params, RunConfig)]``) and metadata.
+
+    Build with :meth:`load`. ``overrides`` (run parameter → value, e.g. from the
+    command line) apply to every cell after the file's ``fixed`` table.
+    """
+
+    def __init__(self, name: str, path: Path, data: dict, cells: list, base: RunConfig, repetitions: int):
+        self.name, self.path, self.data, self.cells, self.base, self.repetitions = (
+            name, path, data, cells, base, repetitions)
+
+    @classmethod
+    def load(cls, name: str, overrides: dict[str, Any] | None = None, repetitions: int | None = None,
+             dsn: str | None = None) -> "Sweep":
+        """Read and validate a sweep file; raises ConfigError (one line, naming the parameter)."""
+        path = sweep_path(name)
+        try:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError("SWEEP", f"{path.name} is not valid TOML: {err}") from None
+        unknown = sorted(set(data) - _FILE_KEYS)
+        if unknown:
+            raise ConfigError("SWEEP", f"unknown key {unknown[0]!r} in {path.name}; allowed: {', '.join(sorted(_FILE_KEYS))}")
+        matrix = data.get("matrix") or {}
+        if not isinstance(matrix, dict) or not matrix:
+            raise ConfigError("SWEEP", f"{path.name} has no [matrix] table; allowed: axes such as index = [\"none\", \"partial\"]")
+        for axis, values in matrix.items():
+            if axis not in SWEEP_KEYS:
+                raise ConfigError("SWEEP", f"axis {axis!r} in {path.name} cannot be swept; allowed: {', '.join(SWEEP_KEYS)}")
+            if not isinstance(values, list) or not values or len(set(map(str, values))) != len(values):
+                raise ConfigError(axis.upper(), f"the sweep axis in {path.name} must be a non-empty list of distinct values")
+        reps = repetitions if repetitions is not None else data.get("repetitions", 1)
+        if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= 100:
+            raise ConfigError("REPETITIONS", f"{reps!r} is not allowed; allowed: an integer from 1 to 100")
+        given = {k: v for k, v in (overrides or {}).items() if v not in (None, "")}
+        for key in given:
+            if key in matrix:
+                raise ConfigError(key.upper(), f"is an axis of sweep {path.stem!r} (values {matrix[key]}); "
+                                               "allowed: parameters the sweep does not vary")
+        fixed = {**(data.get("fixed") or {}), **given}
+        workload = str(data.get("workload", "default"))
+        base = build_config(workload, fixed, dsn=dsn)
+        cells = []
+        for i, combo in enumerate(itertools.product(*matrix.values()), start=1):
+            params = dict(zip(matrix, combo))
+            cells.append((f"c{i:03d}", params, build_config(workload, {**fixed, **params}, dsn=dsn)))
+        return cls(path.stem, path, data, cells, base, reps)
+
+    @property
+    def matrix_hash(self) -> str:
+        """Identifies what the sweep measures: the cells' effective parameters and repetitions
+        (not the DSN or results directory), so a resumed sweep measures the same thing."""
+        def key(cfg: RunConfig) -> dict:
+            return {k: v for k, v in cfg.public().items() if k not in ("dsn", "results")}
+        blob = json.dumps({"cells": [(cid, key(cfg)) for cid, _, cfg in self.cells], "reps": self.repetitions},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def description(self) -> dict:
+        """The ``sweep.json`` fields that describe the matrix."""
+        target = self.data.get("target") or {}
+        return {
+            "name": self.name, "description": self.data.get("description", ""),
+            "file": str(self.path.resolve().relative_to(REPO_ROOT)) if self.path.resolve().is_relative_to(REPO_ROOT)
+            else str(self.path),
+            "matrix_hash": self.matrix_hash, "axes": dict(self.data["matrix"]),
+            "base": self.base.public(), "repetitions": self.repetitions,
+            "cells": [{"cell_id": cid, "params": params} for cid, params, _ in self.cells],
+            "target": {"rate_jobs_per_s": target.get("rate_jobs_per_s"), "utilisation": target.get("utilisation", 0.7)},
+        }
+
+    def max_workers(self) -> int:
+        """The most connections one cell needs from the server (workers, producers, helpers)."""
+        return max(cfg.workers + (cfg.producers if cfg.rate > 0 else 0) for _, _, cfg in self.cells)
+
+
+def find_resumable(results_dir: Path, sweep: Sweep) -> Path | None:
+    """The newest unfinished sweep directory under ``results_dir/sweeps`` for the same matrix, or None."""
+    candidates = []
+    for path in (results_dir / "sweeps").glob(f"{sweep.name}-*/sweep.json"):
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("matrix_hash") == sweep.matrix_hash and not meta.get("complete"):
+            candidates.append(path.parent)
+    return max(candidates, key=lambda p: p.name) if candidates else None
+
+
+def measured_runs(sweep_dir: Path) -> dict[tuple[str, int], dict]:
+    """Rows of ``cells.csv`` already measured (status ``done``), keyed by (cell_id, rep)."""
+    path = sweep_dir / "cells.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="") as fh:
+        return {(r["cell_id"], int(r["rep"])): r for r in csv.DictReader(fh) if r["status"] == "done"}
+
+
+def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep_dir: Path,
+             summary: dict | None, status: str) -> dict:
+    """One ``cells.csv`` row from a run's ``summary.json`` (``summary`` None for a failed run)."""
+    row = {"cell_id": cell_id, "rep": rep, "status": status,
+           "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
+           "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
+           "layout": cfg.layout, "history": cfg.history, "backlog": cfg.backlog, "rate": cfg.rate,
+           "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s}
+    if summary is None:
+        return row
+    claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}
+    plans = summary.get("plans") or {}
+    pgss = summary.get("pg_stat_statements") or {}
+    sizes = summary.get("table_sizes") or {}
+    row.update({
+        "throughput_jobs_per_s": summary["throughput_jobs_per_s"], "claims_per_s": summary["claims_per_s"],
+        "jobs_completed": summary["jobs_completed"], "empty_claims": summary["empty_claims"],
+        "errors_total": sum(summary["errors"].values()),
+        "claim_p50_us": claim["p50"], "claim_p95_us": claim["p95"], "claim_p99_us": claim["p99"],
+        "claim_mean_us": claim["mean"], "complete_p99_us": summary["complete_latency_us"]["p99"],
+        "batch_wait_p50_us": wait.get("p50"), "batch_wait_p99_us": wait.get("p99"),
+        "oldest_age_max_s": summary["oldest_eligible_age_s"]["max"],
+        "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
+        "plan_auto": plans.get("auto"),
+        "pgss_calls": pgss.get("calls"), "pgss_mean_ms": pgss.get("mean_ms"),
+        "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
+        "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
+        "invariants_ok": all(v == 0 for v in summary["invariants"].values()),
+    })
+    for mode in ("custom", "generic"):
+        plan = plans.get(mode) or {}
+        row.update({f"plan_{mode}_scan": plan.get("scan"), f"plan_{mode}_buffers": plan.get("shared_buffers"),
+                    f"plan_{mode}_ms": plan.get("execution_ms")})
+    for when in ("before", "after"):
+        measured = sizes.get(when) or {}
+        row.update({f"table_bytes_{when}": measured.get("table_bytes"),
+                    f"indexes_bytes_{when}": measured.get("indexes_bytes")})
+    return row
+
+
+def _append_row(sweep_dir: Path, row: dict) -> None:
+    path = sweep_dir / "cells.csv"
+    new = not path.is_file()
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CELL_COLUMNS})
+
+
+def _write_meta(sweep_dir: Path, meta: dict) -> None:
+    tmp = sweep_dir / "sweep.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.replace(sweep_dir / "sweep.json")
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
+              log: Callable[[str], None] = print) -> Path:
+    """Run (or resume) ``sweep`` against ``dsn``; returns the sweep directory.
+
+    Runs every (cell, repetition) not yet measured, in file order, one at a time,
+    each through :func:`bench.runner.run` with the history restored from a saved
+    state. A run that fails (its database error, in one line) is recorded as
+    ``failed: …`` and the sweep goes on; a run that is interrupted stops the sweep
+    (raises :class:`SweepInterrupted`) without recording it. The saved states are
+    dropped when the sweep completes.
+    """
+    from tqdm import tqdm  # the progress bar: a well-kept library, not our own
+
+    from . import db, runner
+    from .report import render_report
+
+    sweep_dir = None if fresh else find_resumable(results_dir, sweep)
+    if sweep_dir is None:
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        sweep_dir = results_dir / "sweeps" / f"{sweep.name}-{stamp}"
+        sweep_dir.mkdir(parents=True)
+        meta = {"sweep_id": sweep_dir.name, **sweep.description(), "started_at": _now_iso(),
+                "ended_at": None, "complete": False}
+        _write_meta(sweep_dir, meta)
+        log(f"sweep {sweep.name}: {len(sweep.cells)} cells x {sweep.repetitions} repetitions -> {sweep_dir}")
+    else:
+        meta = json.loads((sweep_dir / "sweep.json").read_text())
+        log(f"sweep {sweep.name}: resuming {sweep_dir}")
+    done = measured_runs(sweep_dir)
+    todo = [(cid, params, cfg, rep) for cid, params, cfg in sweep.cells for rep in range(1, sweep.repetitions + 1)
+            if (cid, rep) not in done]
+    total = len(sweep.cells) * sweep.repetitions
+    if done:
+        log(f"{len(done)} of {total} runs already measured; {len(todo)} to go")
+    state_schema = db.state_schema_for(sweep.base.schema)
+    bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True,
+               bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
+    run_log = (sweep_dir / "sweep.log").open("a")
+    try:
+        for cid, params, cfg, rep in todo:
+            what = ", ".join(f"{k}={v}" for k, v in params.items())
+            bar.set_postfix_str(f"{cid} rep {rep}: {what}")
+            cfg = _with_results(cfg, sweep_dir / "runs")
+            run_log.write(f"== {cid} rep {rep}: {what}\n")
+            started = time.monotonic()
+            try:
+                run_dir = runner.run(cfg, dsn, log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
+                                     state_schema=state_schema)
+            except ConfigError as err:  # e.g. the server lacks connections for this cell
+                _append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {err}"))
+                bar.write(f"  {cid} rep {rep} ({what}): failed: {err}")
+                bar.update(1)
+                continue
+            summary = json.loads((run_dir / "summary.json").read_text())
+            if not summary["complete"] and not summary.get("database_lost"):
+                raise SweepInterrupted(sweep_dir)
+            status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
+            render_report(run_dir)
+            _append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status))
+            claim = summary["claim_latency_us"]
+            bar.write(f"  {cid} rep {rep} ({what}): {summary['throughput_jobs_per_s']:,} jobs/s, claim p50 "
+                      f"{_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
+                      + (" SUSPECT" if summary["suspect"] else "")
+                      + f" [{time.monotonic() - started:.0f} s]")
+            bar.update(1)
+    finally:
+        bar.close()
+        run_log.close()
+    meta.update(complete=True, ended_at=_now_iso())
+    _write_meta(sweep_dir, meta)
+    _drop_states(dsn, state_schema)
+    return sweep_dir
+
+
+def _with_results(cfg: RunConfig, results: Path) -> RunConfig:
+    return dataclasses.replace(cfg, results=str(results))
+
+
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1000:.2f} ms"
+
+
+def _drop_states(dsn: str, state_schema: str) -> None:
+    from . import db
+
+    conn = db.connect(dsn, application_name="queue-bench sweep")
+    try:
+        db.drop_schema(conn, state_schema)
+    finally:
+        conn.close()

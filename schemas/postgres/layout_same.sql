@@ -1,0 +1,1 @@
+-- layout 'same': finished rows (history) stay in the queue table; nothing to add.
