@@ -217,7 +217,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _sweep_report(args: argparse.Namespace) -> int:
     """``qbench sweep-report SWEEP_DIR``: re-render compare.html from the sweep's files."""
-    from .compare import CompareError, render_sweep_report
+    from .sweep_report import render_sweep_report
+    from .sweep_results import CompareError
 
     return _rerender(args.sweep_dir, "SWEEP_DIR", "a results/sweeps/<sweep_id> directory",
                      render_sweep_report, CompareError)
@@ -262,7 +263,7 @@ def _sweep(args: argparse.Namespace) -> int:
     except SweepInterrupted as err:
         sys.stderr.write(f"qbench: {err}\n")
         return EXIT_INTERRUPTED
-    from .compare import render_sweep_report
+    from .sweep_report import render_sweep_report
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
     return 0

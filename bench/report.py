@@ -108,6 +108,7 @@ def render_report(run_dir: Path) -> Path:
         "banners": _banners(summary),
         "monitor_notes": list(summary.get("monitor_notes") or []),
         "claim_plan": _claim_plan(run_dir),
+        "plan_rows": _plan_rows(summary),
         "summary_rows": _summary_rows(summary, config),
         "latency_rows": _latency_rows(summary),
         "figures": figures,
@@ -222,6 +223,29 @@ def _claim_plan(run_dir: Path) -> str | None:
     """The captured EXPLAIN text of one claim, if the run has one."""
     path = run_dir / "claim_plan.txt"
     return path.read_text(encoding="utf-8").rstrip() if path.is_file() else None
+
+
+def _plan_rows(summary: dict) -> list[dict]:
+    """One row per captured plan (custom, generic) and one for pg_stat_statements, for the plan table."""
+    plans = summary.get("plans") or {}
+    rows = []
+    for mode in ("custom", "generic"):
+        plan = plans.get(mode)
+        if not plan:
+            continue
+        used = plans.get("auto") == mode
+        rows.append({"what": f"{mode} plan" + (" (used by the workers)" if used else ""),
+                     "scan": plan.get("scan") or plan.get("error") or NA,
+                     "buffers": _fmt_value(plan.get("shared_buffers")),
+                     "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"})
+    pgss = summary.get("pg_stat_statements") or {}
+    if pgss:
+        unavailable = pgss.get("unavailable")
+        rows.append({"what": "pg_stat_statements, measured window",
+                     "scan": f"not recorded: {unavailable}" if unavailable else f"{_fmt_value(pgss.get('calls'))} calls",
+                     "buffers": NA if unavailable else _fmt_value(pgss.get("shared_blks_per_call")),
+                     "ms": NA if unavailable or pgss.get("mean_ms") is None else f"{pgss['mean_ms']:,.3f}"})
+    return rows
 
 
 def _row(label: str, value: str, bad: bool = False) -> dict:

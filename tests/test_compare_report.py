@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main as qbench_main
-from bench.compare import CompareError, compare, render_sweep_report
+from bench.compare import CompareError, compare
+from bench.sweep_report import render_sweep_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
@@ -88,7 +89,7 @@ def _render(sweep_dir: Path) -> str:
 
 def test_sweep_report_renders_from_files_alone_without_a_database(small):
     """In a fresh interpreter: rendering imports no database module (data flows one way)."""
-    code = ("import sys; from bench.compare import render_sweep_report; "
+    code = ("import sys; from bench.sweep_report import render_sweep_report; "
             f"p = render_sweep_report({str(small)!r}); "
             "print(p); print(sorted(m for m in ('psycopg', 'bench.db', 'bench.runner', 'bench.swarm') "
             "if m in sys.modules))")
