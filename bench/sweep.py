@@ -235,6 +235,23 @@ def _append_row(sweep_dir: Path, row: dict) -> None:
         writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CELL_COLUMNS})
 
 
+def _keep_only(sweep_dir: Path, rows: dict[tuple[str, int], dict]) -> None:
+    """Rewrite ``cells.csv`` with just ``rows`` (in their order) if it holds any others."""
+    path = sweep_dir / "cells.csv"
+    if not path.is_file():
+        return
+    with path.open(newline="") as fh:
+        total = sum(1 for _ in csv.DictReader(fh))
+    if total == len(rows):
+        return
+    tmp = sweep_dir / "cells.csv.tmp"
+    with tmp.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows.values())
+    tmp.replace(path)
+
+
 def _write_meta(sweep_dir: Path, meta: dict) -> None:
     tmp = sweep_dir / "sweep.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
@@ -252,10 +269,12 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     Runs every (cell, repetition) not yet measured, in file order, one at a time,
     each through :func:`bench.runner.run` with the history restored from a saved
     state. A run that fails (its database error, in one line) is recorded as
-    ``failed: …`` and the sweep goes on; a run that is interrupted stops the sweep
+    ``failed: …`` and the sweep goes on, and the sweep stays unfinished so running
+    it again retries those runs; a run that is interrupted stops the sweep
     (raises :class:`SweepInterrupted`) without recording it. The saved states are
-    dropped when the sweep completes.
+    dropped when every run has been measured.
     """
+    import psycopg
     from tqdm import tqdm  # the progress bar: a well-kept library, not our own
 
     from . import db, runner
@@ -274,6 +293,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
         meta = json.loads((sweep_dir / "sweep.json").read_text())
         log(f"sweep {sweep.name}: resuming {sweep_dir}")
     done = measured_runs(sweep_dir)
+    _keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
     todo = [(cid, params, cfg, rep) for cid, params, cfg in sweep.cells for rep in range(1, sweep.repetitions + 1)
             if (cid, rep) not in done]
     total = len(sweep.cells) * sweep.repetitions
@@ -293,9 +313,12 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
             try:
                 run_dir = runner.run(cfg, dsn, log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
                                      state_schema=state_schema)
-            except ConfigError as err:  # e.g. the server lacks connections for this cell
-                _append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {err}"))
-                bar.write(f"  {cid} rep {rep} ({what}): failed: {err}")
+            except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
+                raise SweepInterrupted(sweep_dir) from None
+            except (ConfigError, psycopg.Error) as err:  # e.g. no free connections for this cell
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                _append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {reason}"))
+                bar.write(f"  {cid} rep {rep} ({what}): failed: {reason}")
                 bar.update(1)
                 continue
             summary = json.loads((run_dir / "summary.json").read_text())
@@ -313,9 +336,13 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     finally:
         bar.close()
         run_log.close()
-    meta.update(complete=True, ended_at=_now_iso())
+    failed = len(sweep.cells) * sweep.repetitions - len(measured_runs(sweep_dir))
+    meta.update(complete=failed == 0, ended_at=_now_iso())
     _write_meta(sweep_dir, meta)
-    _drop_states(dsn, state_schema)
+    if failed:
+        log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
+    else:
+        _drop_states(dsn, state_schema)
     return sweep_dir
 
 

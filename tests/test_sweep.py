@@ -144,3 +144,23 @@ def test_bad_axis_value_in_a_sweep_file_names_it(tmp_path):
     proc = qbench("sweep", str(spec), "--results", str(tmp_path / "r"))
     assert proc.returncode == 2 and proc.stderr.startswith("qbench: INDEX: unknown value 'btree'"), proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_run_that_cannot_start_is_recorded_failed_and_retried_on_resume(dsn, tmp_path):
+    """A cell needing more connections than the server has is recorded ``failed: WORKERS: …``;
+    the other cells are measured; the sweep stays unfinished, and running it again retries
+    only the failed run (replacing its row, not adding a second one)."""
+    with psycopg.connect(dsn) as conn:
+        too_many = int(conn.execute("SHOW max_connections").fetchone()[0]) + 10
+    spec = _sweep_file(tmp_path / "f.toml", f"workers = [2, {too_many}]", 'duration = "2s"\nwarmup = "1s"')
+    results = tmp_path / "results"
+    for attempt in (1, 2):
+        proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(results), timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "1 runs failed" in proc.stdout
+        sweep_dir = _sweep_dir(results)
+        rows = _cells(sweep_dir)
+        assert [(r["cell_id"], r["status"][:15]) for r in rows] == [("c001", "done"), ("c002", "failed: WORKERS")], rows
+        assert json.loads((sweep_dir / "sweep.json").read_text())["complete"] is False
+        assert (sweep_dir / "compare.html").is_file()
+    assert "1 of 2 runs already measured" in proc.stdout
