@@ -9,6 +9,7 @@ Bad input prints one line naming the parameter and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import json
 import os
@@ -65,7 +66,12 @@ LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit status 2."""
+    """argparse with a one-line error and exit status 2, and no abbreviated options
+    (``--rate`` must never be taken for ``--rate-start``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # noqa: D102
         if "expected one argument" in message:
@@ -206,6 +212,10 @@ def _compare(args: argparse.Namespace) -> int:
     """``qbench compare A B [--out PATH]``: the table, then ``report: <path>`` as the last line."""
     from .compare import CompareError, compare
 
+    for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
+        if not value.strip():
+            return _bad(f"{name}: empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
+                        "(Make: A=... B=...)")
     try:
         text, page = compare(args.a, args.b, args.out)
     except CompareError as err:
@@ -228,7 +238,7 @@ def _overrides(args: argparse.Namespace) -> dict:
     return {key: getattr(args, key, None) for _, key, _ in RUN_OPTIONS}
 
 
-def _database(args: argparse.Namespace, max_workers: int):
+def _database(args: argparse.Namespace, connections: int):
     """A context manager yielding the DSN to use: ``--dsn``/``$DATABASE_URL``, else an embedded server."""
     import contextlib
 
@@ -238,7 +248,7 @@ def _database(args: argparse.Namespace, max_workers: int):
         return contextlib.nullcontext(dsn), False
     from .embedded import embedded_postgres
 
-    return embedded_postgres(max_connections=max_workers + 20), True
+    return embedded_postgres(max_connections=connections + 20), True
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -256,9 +266,17 @@ def _sweep(args: argparse.Namespace) -> int:
 
     from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 
-    database, _ = _database(args, sweep.max_workers())
+    database, _ = _database(args, sweep.max_connections())
     try:
         with database as dsn:
+            from . import db
+
+            conn = db.connect(dsn, application_name="queue-bench sweep")
+            try:  # every cell must be able to run: refuse before anything is created
+                db.check_schema_usable(conn, sweep.base.schema)
+                db.check_capacity(conn, sweep.max_connections())
+            finally:
+                conn.close()
             sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh)
     except SweepInterrupted as err:
         sys.stderr.write(f"qbench: {err}\n")
@@ -266,6 +284,9 @@ def _sweep(args: argparse.Namespace) -> int:
     from .sweep_report import render_sweep_report
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
+    if not json.loads((sweep_dir / "sweep.json").read_text())["complete"]:
+        sys.stderr.write("qbench: some runs of the sweep failed (status in cells.csv); run it again to retry them\n")
+        return 1
     return 0
 
 
@@ -291,11 +312,9 @@ def _capacity(args: argparse.Namespace) -> int:
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(cfg.results) / "capacity" / f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"
-    database, _ = _database(args, cfg.workers + cfg.producers)
+    database, _ = _database(args, dataclasses.replace(cfg, rate=1.0).connections_needed())
     with database as dsn:
         def run_step(step_cfg):
-            import dataclasses
-
             run_dir = runner.run(dataclasses.replace(step_cfg, results=str(out_dir / "runs")), dsn,
                                  log=lambda line: None, state_schema=db.state_schema_for(cfg.schema))
             render_report(run_dir)
@@ -305,8 +324,9 @@ def _capacity(args: argparse.Namespace) -> int:
               f"from {start_rate:g} jobs/s -> {out_dir}")
         try:
             result = saturation.search(cfg, run_step, start_rate, out_dir)
-        except saturation.SearchStopped as err:
-            sys.stderr.write(f"qbench: {err}\n")
+        except (saturation.SearchStopped, KeyboardInterrupt) as err:
+            sys.stderr.write(f"qbench: {err or 'capacity search interrupted'}; the steps measured so far are in "
+                             f"{out_dir / 'capacity.json'}\n")
             return EXIT_INTERRUPTED
         finally:
             conn = db.connect(dsn)
@@ -352,8 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
     for parser_, func in ((swp, _sweep), (cap, _capacity)):
         for option, key, text in RUN_OPTIONS:
-            if parser_ is swp or key != "rate":
-                parser_.add_argument(option, dest=key, help=text)
+            parser_.add_argument(option, dest=key, help=text)
         parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
         parser_.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
         parser_.set_defaults(func=func)
@@ -378,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         return _bad(str(err))
     except KeyboardInterrupt:
-        sys.stderr.write("qbench: interrupted before the load started; no run directory was written\n")
+        sys.stderr.write("qbench: interrupted outside a run's load (preparing the database, or between runs); "
+                         "the run in preparation wrote no directory\n")
         return EXIT_INTERRUPTED
     except RuntimeError as err:  # NotCooperativeError, EmbeddedError: the message is for the user
         if type(err).__name__ not in ("NotCooperativeError", "EmbeddedError"):

@@ -33,7 +33,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from .capacity import compare_samples  # noqa: E402
 from .report_format import NA, as_float, fmt_label, fmt_sig, is_missing  # noqa: E402
 from .report_render import environment, legend_above, png_uri, save_png  # noqa: E402
-from .sweep_results import Cell, CompareError, load_sweep, norm_param, read_json, run_complete  # noqa: E402
+from .sweep_results import Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
 
 __all__ = ["CompareError", "compare"]
 
@@ -187,6 +187,10 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
                 p, sig, samples = None, None, "1 rep: no test"
             rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale))
     unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(c) not in matched_b]
+    if not matched_b:
+        raise CompareError(f"RUN_OR_SWEEP_B: no cell of {b} has the parameters of a cell of {a} (A varies "
+                           f"{', '.join(sa.meta.get('axes') or {}) or 'nothing'}, B varies "
+                           f"{', '.join(sb.meta.get('axes') or {}) or 'nothing'}); allowed: two sweeps with cells in common")
     notes.append("Cells are matched by their parameters. A and B are means over each cell's finished "
                  "repetitions (cells.csv); relative difference = (B − A) / A; p-value: Welch's t-test "
                  "(capacity.compare_samples) on the repetitions, significant = p < 0.05.")
@@ -197,8 +201,10 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
     if unmatched:
         notes.append("Cells without a match in the other sweep (not compared): " + "; ".join(unmatched) + ".")
     base_a, base_b = sa.meta.get("base") or {}, sb.meta.get("base") or {}
+    varied = axis_fields(sa.meta) | axis_fields(sb.meta)  # an axis is not a base parameter
     differ = [k for k in sorted(set(base_a) | set(base_b))
-              if k not in ("results", "dsn", "schema") and norm_param(base_a.get(k)) != norm_param(base_b.get(k))]
+              if k not in ("results", "dsn", "schema") and k not in varied
+              and norm_param(base_a.get(k)) != norm_param(base_b.get(k))]
     if differ:
         notes.append("The sweeps' base parameters differ in: " + ", ".join(
             f"{k} ({fmt_label(base_a.get(k))} vs {fmt_label(base_b.get(k))})" for k in differ) + ".")

@@ -92,6 +92,13 @@ class RunConfig:
     results: str = "results"
     dsn: str | None = None
 
+    def connections_needed(self) -> int:
+        """Connections a run opens besides its admin connection: the workers, the monitor's
+        two, the reaper, the producers, the archive mover and the fault windows' own."""
+        return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0)
+                + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
+                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill")))
+
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""
         out = dataclasses.asdict(self)

@@ -150,7 +150,7 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     database is unreachable, the schema is not the tool's, or the server lacks
     connections; :class:`bench.swarm.NotCooperativeError` if psycopg would block.
     A Ctrl-C during the load stops it, and the files are still written with
-    ``complete: false``. With ``state_schema`` the seeded history is restored from
+    ``complete: false``; one after the load waits until they are written. With ``state_schema`` the seeded history is restored from
     a saved state there (see :func:`bench.db.ensure_history_state`).
     """
     wait_fn = swarm.check_cooperative()
@@ -160,12 +160,13 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         server = db.server_info(admin)
         db.check_schema_usable(admin, cfg.schema)
         db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
-        # workers + the monitor's two + the reaper (this admin connection is already counted)
-        room = db.check_capacity(admin, cfg.workers + 2 + (1 if cfg.reaper_interval_s > 0 else 0)
-                                 + (1 if cfg.layout == "archive" else 0)
-                                 + (cfg.producers if cfg.rate > 0 else 0)
-                                 + sum(1 for f in cfg.faults if f.kind in ("long_transaction", "backend_kill")))
-        return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema)
+        room = db.check_capacity(admin, cfg.connections_needed())  # this admin connection is already counted
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema)
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
     finally:
         admin.close()
 
@@ -284,8 +285,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
                           for iv, c in zip(measured[-PROGRESS_EVERY_S:], cpus[-PROGRESS_EVERY_S:])]
                 _progress(log, k + 1, n_warm, n_meas, recent, samples.get(k))
     finally:
-        for sig, handler in previous_handlers.items():
-            signal.signal(sig, handler)
+        # From here on the results are being written: a Ctrl-C waits for them (run() restores the handlers).
+        for sig in previous_handlers:
+            signal.signal(sig, lambda *_: log("the load has stopped: writing the results first"))
     # Intervals after the last tick (stop phase) still count for the invariants.
     ctx.stopping = True
     table_query_in_flight_s = monitor.table_query_running_s()
@@ -457,6 +459,9 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
                            run_info["monitor_table_query_in_flight_s"])
     if backlog_exhausted:
         reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
+    if measured_s and counters["jobs_completed"] == 0:
+        reasons.append("no job was completed in the measured window: there is no throughput or latency "
+                       "to report (a claim may take longer than the window: use a longer DURATION)")
     summary = {
         "run_id": run_id,
         "complete": complete,
@@ -583,8 +588,9 @@ def _saturation(cfg: RunConfig, rows: list[dict], counters: Counter, measured_s:
 
     Fits oldest eligible age against time (least squares over the measured
     window's samples). ``saturated`` when the age grows by more than 0.25 s per
-    second and ends above 2 s: the workers take fewer jobs than arrive, and the
-    lag grows without bound. Without producers (a seeded backlog) it is not
+    second and ends above 2 s, or grows by more than 0.05 s per second while the
+    workers complete less than 95 % of the jobs that arrived: they take fewer
+    jobs than arrive, and the lag grows without bound. Without producers (a seeded backlog) it is not
     assessed: that backlog cannot drain by construction.
     """
     if cfg.rate <= 0:
@@ -598,9 +604,11 @@ def _saturation(cfg: RunConfig, rows: list[dict], counters: Counter, measured_s:
     mean_a = sum(a for _, a in points) / n
     var_t = sum((t - mean_t) ** 2 for t, _ in points)
     slope = sum((t - mean_t) * (a - mean_a) for t, a in points) / var_t if var_t else 0.0
-    saturated = slope > 0.25 and points[-1][1] > 2.0
     completed_s = counters["jobs_completed"] / measured_s if measured_s else 0.0
     arrived_s = counters["jobs_produced"] / measured_s if measured_s else 0.0
+    # Growing lag; or, in a window too short for the lag to pass 2 s, a lag that grows while
+    # the workers complete clearly fewer jobs than arrive.
+    saturated = (slope > 0.25 and points[-1][1] > 2.0) or (slope > 0.05 and completed_s < 0.95 * arrived_s)
     verdict = (f"saturated: {arrived_s:,.1f} jobs/s arrived (RATE {cfg.rate:g}), the workers completed "
                f"{completed_s:,.1f} jobs/s, and the oldest eligible age grows {slope:.2f} s every second"
                if saturated else

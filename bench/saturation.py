@@ -52,6 +52,8 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
                        "the load generator, not the queue, is the limit here")
     if summary["suspect"]:
         return False, "suspect run: " + "; ".join(summary["suspect_reasons"])
+    if summary.get("saturated"):
+        return False, summary["saturation_verdict"]
     if slope is None or final_age is None:
         return False, "oldest eligible age was not sampled"
     if slope > FLAT_SLOPE_S_PER_S or final_age > FLAT_AGE_S:
@@ -75,7 +77,9 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
     ``base`` with ``rate`` set and no seeded backlog. Returns the capacity dict:
     ``{"design", "steps": [...], "sustainable_rate_jobs_per_s", "claim_p99_us_at_rate",
     "workers", "sentence"}`` (rate None when even ``start_rate`` falls behind).
-    Raises :class:`SearchStopped` when a step is interrupted.
+    Raises :class:`SearchStopped` when a step is interrupted (KeyboardInterrupt when
+    interrupted outside a step's load); ``capacity.json`` then holds the steps
+    measured so far with ``"complete": false``.
     """
     steps: list[dict] = []
 
@@ -97,21 +101,33 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
 
     good, bad = None, None
     rate = start_rate
-    while len(steps) < MAX_STEPS:  # the step ramp
-        if measure(rate):
-            good = rate
-            rate *= 2
-        else:
-            bad = rate
-            break
-    while good is not None and bad is not None and bad / good > 1 + RESOLUTION and len(steps) < MAX_STEPS:
-        middle = (good + bad) / 2  # bisection
-        if measure(middle):
-            good = middle
-        else:
-            bad = middle
+    try:
+        while len(steps) < MAX_STEPS:  # the step ramp
+            if measure(rate):
+                good = rate
+                rate *= 2
+            else:
+                bad = rate
+                break
+        while good is not None and bad is not None and bad / good > 1 + RESOLUTION and len(steps) < MAX_STEPS:
+            middle = (good + bad) / 2  # bisection
+            if measure(middle):
+                good = middle
+            else:
+                bad = middle
+    except (SearchStopped, KeyboardInterrupt):
+        _write(base, steps, bad, start_rate, out_dir, complete=False)  # keep the steps measured so far
+        raise
+    return _write(base, steps, bad, start_rate, out_dir, complete=True)
+
+
+def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: float, out_dir: Path,
+           complete: bool) -> dict:
+    """Build the capacity dict from the steps, write ``capacity.json``, return it."""
     best = max((s for s in steps if s["kept_up"]), key=lambda s: s["rate_jobs_per_s"], default=None)
-    if best is None:
+    if not steps:
+        sentence = f"With design {describe_design(base)}, no step was measured."
+    elif best is None:
         sentence = (f"With design {describe_design(base)}, this database did not keep up even at "
                     f"{start_rate:,.0f} jobs/s using {base.workers} workers; lower RATE_START.")
     else:
@@ -129,7 +145,8 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
         "claim_p99_us_at_rate": best["claim_p99_us"] if best else None,
         "first_rate_behind_jobs_per_s": bad,
         "workers": base.workers,
-        "sentence": sentence,
+        "sentence": sentence if complete else "search interrupted: " + sentence,
+        "complete": complete,
         "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -57,7 +57,7 @@ CELL_COLUMNS = (
     "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
-    "harness_cpu_max_pct", "suspect", "invariants_ok",
+    "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated",
 )
 
 
@@ -84,6 +84,25 @@ def sweep_path(name: str) -> Path:
         known = ", ".join(sorted(p.stem for p in SWEEPS_DIR.glob("*.toml")))
         raise ConfigError("SWEEP", f"no sweep file {str(path)!r}; allowed: {known}, or a path to a .toml file")
     return path
+
+
+def _check_target(target: Any, file_name: str) -> None:
+    """Validate the optional ``[target]`` table (Little's law in the report); raises ConfigError (``TARGET``)."""
+    if target is None:
+        return
+    allowed = "a table with rate_jobs_per_s (> 0, jobs/s) and utilisation (> 0 and <= 1)"
+    if not isinstance(target, dict):
+        raise ConfigError("TARGET", f"[target] in {file_name} is not a table; allowed: {allowed}")
+    unknown = sorted(set(target) - {"rate_jobs_per_s", "utilisation"})
+    if unknown:
+        raise ConfigError("TARGET", f"unknown key {unknown[0]!r} in [target] of {file_name}; allowed: {allowed}")
+    rate, util = target.get("rate_jobs_per_s"), target.get("utilisation", 0.7)
+    for name, value, ok in (("rate_jobs_per_s", rate, lambda v: 0 < v < float("inf")),
+                            ("utilisation", util, lambda v: 0 < v <= 1)):
+        if value is None and name == "rate_jobs_per_s":
+            raise ConfigError("TARGET", f"[target] in {file_name} has no rate_jobs_per_s; allowed: {allowed}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+            raise ConfigError("TARGET", f"{name} = {value!r} in [target] of {file_name} is not allowed; allowed: {allowed}")
 
 
 class Sweep:
@@ -126,7 +145,15 @@ class Sweep:
             if key in matrix:
                 raise ConfigError(key.upper(), f"is an axis of sweep {path.stem!r} (values {matrix[key]}); "
                                                "allowed: parameters the sweep does not vary")
-        fixed = {**(data.get("fixed") or {}), **given}
+        file_fixed = data.get("fixed") or {}
+        if not isinstance(file_fixed, dict):
+            raise ConfigError("SWEEP", f"[fixed] in {path.name} must be a table of run parameters")
+        for key in file_fixed:
+            if key in matrix:
+                raise ConfigError(key.upper(), f"is both in [fixed] and in [matrix] of {path.name}; "
+                                               "allowed: each parameter in one of them")
+        _check_target(data.get("target"), path.name)
+        fixed = {**file_fixed, **given}
         workload = str(data.get("workload", "default"))
         base = build_config(workload, fixed, dsn=dsn)
         cells = []
@@ -158,9 +185,9 @@ class Sweep:
             "target": {"rate_jobs_per_s": target.get("rate_jobs_per_s"), "utilisation": target.get("utilisation", 0.7)},
         }
 
-    def max_workers(self) -> int:
-        """The most connections one cell needs from the server (workers, producers, helpers)."""
-        return max(cfg.workers + (cfg.producers if cfg.rate > 0 else 0) for _, _, cfg in self.cells)
+    def max_connections(self) -> int:
+        """The most connections one cell needs from the server (see RunConfig.connections_needed)."""
+        return max(cfg.connections_needed() for _, _, cfg in self.cells)
 
 
 def find_resumable(results_dir: Path, sweep: Sweep) -> Path | None:
@@ -186,12 +213,14 @@ def measured_runs(sweep_dir: Path) -> dict[tuple[str, int], dict]:
 
 
 def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep_dir: Path,
-             summary: dict | None, status: str) -> dict:
-    """One ``cells.csv`` row from a run's ``summary.json`` (``summary`` None for a failed run)."""
+             summary: dict | None, status: str, seeded_backlog: int | None = None) -> dict:
+    """One ``cells.csv`` row from a run's ``summary.json`` (``summary`` None for a failed run);
+    ``backlog`` is the backlog really seeded (``run.json``), else the configured one."""
     row = {"cell_id": cell_id, "rep": rep, "status": status,
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
            "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
-           "layout": cfg.layout, "history": cfg.history, "backlog": cfg.backlog, "rate": cfg.rate,
+           "layout": cfg.layout, "history": cfg.history,
+           "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
            "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s}
     if summary is None:
         return row
@@ -213,6 +242,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
         "invariants_ok": all(v == 0 for v in summary["invariants"].values()),
+        "saturated": summary.get("saturated"),
     })
     for mode in ("custom", "generic"):
         plan = plans.get(mode) or {}
@@ -326,7 +356,8 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
                 raise SweepInterrupted(sweep_dir)
             status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
             render_report(run_dir)
-            _append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status))
+            seeded = json.loads((run_dir / "run.json").read_text()).get("backlog")
+            _append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status, seeded))
             claim = summary["claim_latency_us"]
             bar.write(f"  {cid} rep {rep} ({what}): {summary['throughput_jobs_per_s']:,} jobs/s, claim p50 "
                       f"{_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"

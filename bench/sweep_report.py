@@ -32,7 +32,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 from .capacity import fit_usl, workers_needed  # noqa: E402
 from .report_format import NA, as_float, fmt_label, fmt_num, fmt_sig, is_missing  # noqa: E402
 from .report_render import environment, legend_above, png_uri, save_png  # noqa: E402
-from .sweep_results import Cell, Stat, SweepResults, load_sweep, norm_param, read_json  # noqa: E402
+from .sweep_results import Cell, Stat, SweepResults, axis_fields, load_sweep, norm_param, read_json  # noqa: E402
 
 __all__ = ["render_sweep_report"]
 
@@ -690,7 +690,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         "size_rows": _size_rows(sweep),
         "run_rows": _run_rows(sweep),
         "base_rows": [(k, fmt_label(v) if not isinstance(v, (dict, list)) else json.dumps(v))
-                      for k, v in (meta.get("base") or {}).items()],
+                      for k, v in (meta.get("base") or {}).items() if k not in axis_fields(meta)],
     }
     html = environment().get_template(SWEEP_TEMPLATE).render(**context)
     out = sweep.path / "compare.html"

@@ -41,7 +41,7 @@ NUMERIC_COLUMNS = (
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
     "harness_cpu_max_pct",
 )
-BOOL_COLUMNS = ("suspect", "invariants_ok")
+BOOL_COLUMNS = ("suspect", "invariants_ok", "saturated")
 _EMPTY_COLUMNS = ["cell_id", "rep", "run_id", "run_dir", "status"]
 
 
@@ -102,7 +102,7 @@ class Cell:
 
     @property
     def qualifies(self) -> bool:
-        """Every run finished, is complete, not suspect, and its invariants are ok."""
+        """Every run finished, is complete, not suspect, not saturated, and its invariants are ok."""
         return len(self.runs) > 0 and bool(self.runs["trusted"].all())
 
     @property
@@ -175,6 +175,12 @@ def run_complete(run_dir: Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def axis_fields(meta: dict) -> set[str]:
+    """The run-config field names a sweep varies (its axes; ``duration`` is ``duration_s`` there)."""
+    renamed = {"duration": "duration_s", "warmup": "warmup_s"}
+    return {renamed.get(a, a) for a in (meta.get("axes") or {})}
+
+
 def _to_bool(v: Any) -> bool | None:
     text = str(v).strip().lower()
     if text in ("true", "1", "yes", "t"):
@@ -218,8 +224,11 @@ def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
     runs["run_dir"] = [d if d else (f"runs/{r}" if r else "") for d, r in zip(runs["run_dir"], runs["run_id"])]
     runs["done"] = runs["status"].str.strip().str.lower().eq("done")
     runs["complete"] = [(run_complete(sweep_dir / d) if d else None) for d in runs["run_dir"]]
-    runs["trusted"] = [bool(done and c is True and s is False and i is True) for done, c, s, i in
-                       zip(runs["done"], runs["complete"], runs["suspect"], runs["invariants_ok"])]
+    # A saturated run (open-loop arrivals outpacing the workers) measured a queue falling behind:
+    # its throughput is what the workers managed, not a rate the design sustains.
+    runs["trusted"] = [bool(done and c is True and s is False and i is True and sat is not True)
+                       for done, c, s, i, sat in zip(runs["done"], runs["complete"], runs["suspect"],
+                                                     runs["invariants_ok"], runs["saturated"])]
     runs["report_href"] = [f"{d}/report.html" if d and (sweep_dir / d / "report.html").is_file() else None
                            for d in runs["run_dir"]]
 
@@ -245,7 +254,7 @@ def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
 
 
 def _cell_flags(cell: Cell) -> list[str]:
-    """Why a cell is not trustworthy (red in every table): failed, incomplete, suspect, invariants."""
+    """Why a cell is not trustworthy (red in every table): failed, incomplete, suspect, invariants, saturated."""
     runs = cell.runs
     flags = []
     n_failed = int((~runs["done"]).sum())
@@ -261,4 +270,7 @@ def _cell_flags(cell: Cell) -> list[str]:
         sum(1 for d, i in zip(runs["done"], runs["invariants_ok"]) if d and i is None))
     if n_inv:
         flags.append(f"invariants not ok in {n_inv} run{'s' if n_inv > 1 else ''}")
+    n_saturated = int(sum(1 for s in runs["saturated"] if s is True))
+    if n_saturated:
+        flags.append(f"{n_saturated} saturated run{'s' if n_saturated > 1 else ''} (arrivals outpaced the workers)")
     return flags

@@ -325,3 +325,35 @@ def test_qbench_sweep_report_on_a_run_directory_exits_2(small, capsys):
     assert qbench_main(["sweep-report", str(run)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("qbench: SWEEP_DIR: ") and len(err.strip().splitlines()) == 1
+
+
+def test_compare_two_sweeps_without_a_common_cell_is_refused(small, scaling, capsys):
+    """Nothing to compare is an error naming B, not an empty table."""
+    assert qbench_main(["compare", str(small), str(scaling)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qbench: RUN_OR_SWEEP_B: no cell of") and len(err.strip().splitlines()) == 1
+
+
+def test_saturated_cell_is_never_the_capacity_answer(small):
+    """A run whose open-loop arrivals outpaced the workers measured a queue falling behind:
+    its cell is flagged and the capacity answer moves to another cell."""
+    import csv as _csv
+    import re as _re
+
+    def chosen() -> str:
+        page = render_sweep_report(small).read_text()
+        return _re.search(r"Cell (c\d+) \(", page).group(1), page
+
+    before, _ = chosen()
+    path = small / "cells.csv"
+    rows = list(_csv.DictReader(path.open(newline="")))
+    fields = list(rows[0]) + (["saturated"] if "saturated" not in rows[0] else [])
+    for r in rows:
+        r["saturated"] = "True" if r["cell_id"] == before else "False"
+    with path.open("w", newline="") as fh:
+        writer = _csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    after, page = chosen()
+    assert after != before
+    assert "saturated run" in page

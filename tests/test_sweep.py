@@ -146,21 +146,58 @@ def test_bad_axis_value_in_a_sweep_file_names_it(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_a_run_that_cannot_start_is_recorded_failed_and_retried_on_resume(dsn, tmp_path):
-    """A cell needing more connections than the server has is recorded ``failed: WORKERS: …``;
-    the other cells are measured; the sweep stays unfinished, and running it again retries
-    only the failed run (replacing its row, not adding a second one)."""
+def test_a_sweep_some_cell_of_which_cannot_run_is_refused_before_anything(dsn, tmp_path):
+    """A cell needing more connections than the server has: one line naming WORKERS, exit 2,
+    no sweep directory, no schema."""
     with psycopg.connect(dsn) as conn:
         too_many = int(conn.execute("SHOW max_connections").fetchone()[0]) + 10
     spec = _sweep_file(tmp_path / "f.toml", f"workers = [2, {too_many}]", 'duration = "2s"\nwarmup = "1s"')
+    proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: WORKERS: the run needs"), proc.stderr
+    assert not (tmp_path / "results").exists()
+    with psycopg.connect(dsn) as conn:
+        assert db.schema_state(conn, "qbench") == "absent" and db.schema_state(conn, "qbench_state") == "absent"
+
+
+def test_failed_runs_keep_the_sweep_unfinished_and_are_retried_on_resume(dsn, tmp_path):
+    """While another session holds the schema's lock every run fails (``failed: SCHEMA: …``),
+    the sweep exits 1 and stays unfinished; once it is free, running the sweep again retries
+    the failed runs, replacing their rows."""
+    spec = _sweep_file(tmp_path / "f.toml", "batch = [1, 2]", 'workers = 2\nduration = "2s"\nwarmup = "1s"')
     results = tmp_path / "results"
-    for attempt in (1, 2):
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        db.lock_schema(holder, "qbench")  # as a running qbench would
         proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(results), timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "1 runs failed" in proc.stdout
-        sweep_dir = _sweep_dir(results)
-        rows = _cells(sweep_dir)
-        assert [(r["cell_id"], r["status"][:15]) for r in rows] == [("c001", "done"), ("c002", "failed: WORKERS")], rows
-        assert json.loads((sweep_dir / "sweep.json").read_text())["complete"] is False
-        assert (sweep_dir / "compare.html").is_file()
-    assert "1 of 2 runs already measured" in proc.stdout
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "2 runs failed" in proc.stdout and "run it again" in proc.stderr
+    sweep_dir = _sweep_dir(results)
+    assert [(r["cell_id"], r["status"][:14]) for r in _cells(sweep_dir)] == [("c001", "failed: SCHEMA"),
+                                                                            ("c002", "failed: SCHEMA")]
+    assert json.loads((sweep_dir / "sweep.json").read_text())["complete"] is False
+
+    proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(results), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 of 2 runs" not in proc.stdout and "resuming" in proc.stdout
+    rows = _cells(sweep_dir)
+    assert [(r["cell_id"], r["status"]) for r in rows] == [("c001", "done"), ("c002", "done")]
+    assert all(int(r["backlog"]) > 0 for r in rows)  # the backlog really seeded, not the configured 0
+    assert json.loads((sweep_dir / "sweep.json").read_text())["complete"] is True
+
+
+@pytest.mark.parametrize("extra, param", [
+    ('[target]\nrate_jobs_per_s = "lots"\n', "TARGET"),
+    ("[target]\nrate_jobs_per_s = 100\nutilisation = 0\n", "TARGET"),
+    ("[target]\nrate_jobs_per_s = 100\ncolour = 1\n", "TARGET"),
+])
+def test_bad_target_table_is_refused_before_anything(tmp_path, extra, param):
+    spec = _sweep_file(tmp_path / "t.toml", "batch = [1, 2]", "workers = 2")
+    spec.write_text(spec.read_text() + extra)
+    proc = qbench("sweep", str(spec), "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and proc.stderr.startswith(f"qbench: {param}:"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_parameter_both_fixed_and_swept_is_refused(tmp_path):
+    spec = _sweep_file(tmp_path / "d.toml", 'index = ["partial"]', 'index = "none"')
+    proc = qbench("sweep", str(spec), "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: INDEX: is both in [fixed] and in [matrix]")
