@@ -151,12 +151,14 @@ def test_a_sweep_some_cell_of_which_cannot_run_is_refused_before_anything(dsn, t
     no sweep directory, no schema."""
     with psycopg.connect(dsn) as conn:
         too_many = int(conn.execute("SHOW max_connections").fetchone()[0]) + 10
-    spec = _sweep_file(tmp_path / "f.toml", f"workers = [2, {too_many}]", 'duration = "2s"\nwarmup = "1s"')
+    spec = _sweep_file(tmp_path / "f.toml", f"workers = [2, {too_many}]",
+                       'duration = "2s"\nwarmup = "1s"\nschema = "qbench_refused"')
     proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "results"))
     assert proc.returncode == 2 and proc.stderr.startswith("qbench: WORKERS: the run needs"), proc.stderr
     assert not (tmp_path / "results").exists()
     with psycopg.connect(dsn) as conn:
-        assert db.schema_state(conn, "qbench") == "absent" and db.schema_state(conn, "qbench_state") == "absent"
+        assert db.schema_state(conn, "qbench_refused") == "absent"
+        assert db.schema_state(conn, "qbench_refused_state") == "absent"
 
 
 def test_failed_runs_keep_the_sweep_unfinished_and_are_retried_on_resume(dsn, tmp_path):
