@@ -301,6 +301,18 @@ def _summary_rows(summary: dict, config: dict) -> list[dict]:
         v = invariants[key]
         rows.append(_row(f"invariant: {key}", _fmt_num(v),
                          bad=_is_missing(v) or v != 0))
+    batch_wait = summary.get("batch_wait_us") or {}
+    if (batch or 1) > 1 and batch_wait.get("p50") is not None:
+        rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",
+                         " / ".join(_fmt_num(batch_wait.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
+    if config.get("layout") == "archive":
+        rows.append(_row("jobs moved to the archive (mover)", _fmt_num(summary.get("archived_jobs"))))
+    sizes = summary.get("table_sizes") or {}
+    if sizes.get("before") and sizes.get("after"):
+        def mb(part: dict) -> str:
+            text = f"table {part['table_bytes'] / 1e6:,.1f} MB, indexes {part['indexes_bytes'] / 1e6:,.1f} MB"
+            return text + (f", archive {part['archive_bytes'] / 1e6:,.1f} MB" if part.get("archive_bytes") else "")
+        rows.append(_row("sizes before / after the run", f"{mb(sizes['before'])} / {mb(sizes['after'])}"))
     rows.append(_row("harness CPU max", _fmt_num(cpu, 1, "%"),
                      bad=not _is_missing(cpu) and float(cpu) > HARNESS_CPU_LIMIT_PCT))
     rows.append(_row("monitor query cost mean / max",
