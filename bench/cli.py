@@ -304,6 +304,8 @@ def _capacity(args: argparse.Namespace) -> int:
         return _bad(f"RATE_START: {args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
     if cfg.rate > 0:
         return _bad("RATE: the capacity search sets the arrival rate itself; allowed: leave RATE unset (use RATE_START)")
+    if cfg.bursts:
+        return _bad("BURSTS: the capacity search offers one constant rate per step; allowed: leave BURSTS unset")
     check_results_dir(cfg.results)
 
     from . import swarm  # noqa: F401

@@ -148,18 +148,27 @@ _SWEEP_METRICS = (
 )
 
 
-def _cell_key(cell: Cell) -> tuple:
-    """What matches a cell of one sweep with a cell of the other: its parameters."""
-    return tuple(sorted((k, norm_param(v)) for k, v in cell.params.items()))
+#: Run parameters that say where results went or which database was used, not what was measured.
+_NOT_MEASURED = ("results", "dsn", "schema", "workload")
+_AXIS_FIELD = {"duration": "duration_s", "warmup": "warmup_s"}
+
+
+def _cell_key(sweep, cell: Cell) -> tuple:
+    """What matches a cell of one sweep with a cell of the other: its effective parameters
+    (the sweep's base with the cell's axis values), so sweeps with different axes match
+    on the cells they share."""
+    params = {k: v for k, v in (sweep.meta.get("base") or {}).items() if k not in _NOT_MEASURED}
+    params.update({_AXIS_FIELD.get(k, k): v for k, v in cell.params.items()})
+    return tuple(sorted((k, json.dumps(norm_param(v), sort_keys=True, default=str)) for k, v in params.items()))
 
 
 def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
     sa, sb = load_sweep(a, "RUN_OR_SWEEP_A"), load_sweep(b, "RUN_OR_SWEEP_B")
-    b_cells = {_cell_key(c): c for c in sb.cells}
+    b_cells = {_cell_key(sb, c): c for c in sb.cells}
     rows, notes, fallback, unmatched = [], [], [], []
     matched_b = set()
     for ca in sa.cells:
-        key = _cell_key(ca)
+        key = _cell_key(sa, ca)
         cb = b_cells.get(key)
         if cb is None:
             unmatched.append(f"A {ca.cell_id} ({ca.label})")
@@ -186,7 +195,7 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
             else:
                 p, sig, samples = None, None, "1 rep: no test"
             rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale))
-    unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(c) not in matched_b]
+    unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(sb, c) not in matched_b]
     if not matched_b:
         raise CompareError(f"RUN_OR_SWEEP_B: no cell of {b} has the parameters of a cell of {a} (A varies "
                            f"{', '.join(sa.meta.get('axes') or {}) or 'nothing'}, B varies "

@@ -128,8 +128,8 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
     if not steps:
         sentence = f"With design {describe_design(base)}, no step was measured."
     elif best is None:
-        sentence = (f"With design {describe_design(base)}, this database did not keep up even at "
-                    f"{start_rate:,.0f} jobs/s using {base.workers} workers; lower RATE_START.")
+        sentence = (f"With design {describe_design(base)}, the first step ({start_rate:,.0f} jobs/s, "
+                    f"{base.workers} workers) did not keep up ({steps[0]['why']}); lower RATE_START.")
     else:
         sentence = (f"With design {describe_design(base)}, this database sustains about "
                     f"{best['rate_jobs_per_s']:,.0f} jobs/s at p99 claim "
@@ -145,7 +145,7 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
         "claim_p99_us_at_rate": best["claim_p99_us"] if best else None,
         "first_rate_behind_jobs_per_s": bad,
         "workers": base.workers,
-        "sentence": sentence if complete else "search interrupted: " + sentence,
+        "sentence": sentence if complete else "Search interrupted. " + sentence,
         "complete": complete,
         "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

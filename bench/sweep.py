@@ -361,7 +361,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
             claim = summary["claim_latency_us"]
             bar.write(f"  {cid} rep {rep} ({what}): {summary['throughput_jobs_per_s']:,} jobs/s, claim p50 "
                       f"{_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
-                      + (" SUSPECT" if summary["suspect"] else "")
+                      + (" SUSPECT" if summary["suspect"] else "") + (" SATURATED" if summary.get("saturated") else "")
                       + f" [{time.monotonic() - started:.0f} s]")
             bar.update(1)
     finally:

@@ -152,7 +152,7 @@ def _capacity_answer(sweep: SweepResults) -> dict:
     details.append(f"Cell {best.cell_id} ({best.label}): mean throughput over {tput.n} repetition"
                    f"{'s' if tput.n != 1 else ''}, 95 % CI {_ci(tput)} jobs/s; claim p99 {_ci(p99, 1000.0)} ms. "
                    "Chosen as the highest mean throughput among cells whose runs all finished, are complete, "
-                   "not suspect and have their invariants ok.")
+                   "not suspect, not saturated and have their invariants ok.")
     if is_missing(design.get("rate")) or as_float(design.get("rate")) == 0:
         details.append("These runs drained a seeded backlog (closed loop): the figure is the most this design "
                        "completed per second, an upper bound. The rate it sustains with a stable queue lag "
@@ -160,7 +160,14 @@ def _capacity_answer(sweep: SweepResults) -> dict:
     target = sweep.meta.get("target") or {}
     rate = target.get("rate_jobs_per_s")
     workers = as_float(design.get("workers"))
-    if not is_missing(rate) and float(rate) > 0 and workers > 0 and tput.mean > 0:
+    open_loop = not is_missing(design.get("rate")) and as_float(design.get("rate")) > 0
+    if not is_missing(rate) and float(rate) > 0 and open_loop:
+        # With open-loop arrivals the workers idle between jobs: workers / throughput is not the
+        # time a worker spends on a job, and Little's law would overstate the workers needed.
+        details.append(f"Target {fmt_num(rate)} jobs/s: no Little's-law estimate from this cell, whose workers "
+                       "were fed by open-loop arrivals and partly idle; it needs a closed-loop cell (a seeded "
+                       "backlog, RATE 0), where workers / throughput is the time per job per worker.")
+    elif not is_missing(rate) and float(rate) > 0 and workers > 0 and tput.mean > 0:
         util = float(target.get("utilisation") or 0.7)
         job_s = workers / tput.mean  # Little's law: each worker holds one job (or batch) per cycle
         need = workers_needed(float(rate), job_s, util)
@@ -303,6 +310,8 @@ def _run_rows(sweep: SweepResults) -> list[dict]:
             problems.append("not complete" if r["complete"] is False else "summary.json missing")
         if r["suspect"] is True:
             problems.append("suspect")
+        if r["saturated"] is True:
+            problems.append("saturated (arrivals outpaced the workers)")
         if r["done"] and r["invariants_ok"] is not True:
             problems.append("invariants not ok" if r["invariants_ok"] is False else "invariants unknown")
         rows.append({
