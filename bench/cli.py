@@ -157,18 +157,12 @@ def _run(args: argparse.Namespace) -> int:
 
     from . import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 
-    check_loopback(cfg.dsn, args.allow_remote)
-
     from . import runner
     from .report import render_report
 
-    if cfg.dsn:
-        run_dir = runner.run(cfg, cfg.dsn, embedded=False)
-    else:
-        from .embedded import embedded_postgres
-
-        with embedded_postgres(max_connections=cfg.workers + 20) as dsn:
-            run_dir = runner.run(cfg, dsn, embedded=True)
+    database, embedded = _database(args, cfg.connections_needed())
+    with database as dsn:
+        run_dir = runner.run(cfg, dsn, embedded=embedded)
     report = render_report(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     print(f"report: {report.resolve()}")
@@ -239,7 +233,8 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def _database(args: argparse.Namespace, connections: int):
-    """A context manager yielding the DSN to use: ``--dsn``/``$DATABASE_URL``, else an embedded server."""
+    """(context manager yielding the DSN, embedded?): ``--dsn``/``$DATABASE_URL`` after the loopback
+    check, else an embedded server with ``connections`` + 20 ``max_connections``."""
     import contextlib
 
     dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
@@ -331,9 +326,7 @@ def _capacity(args: argparse.Namespace) -> int:
                              f"{out_dir / 'capacity.json'}\n")
             return EXIT_INTERRUPTED
         finally:
-            conn = db.connect(dsn)
-            db.drop_schema(conn, db.state_schema_for(cfg.schema))
-            conn.close()
+            db.drop_schema_at(dsn, db.state_schema_for(cfg.schema))
     print(result["sentence"])
     print(f"capacity: {(out_dir / 'capacity.json').resolve()}")
     return 0

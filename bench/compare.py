@@ -33,7 +33,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from .capacity import compare_samples  # noqa: E402
 from .report_format import NA, as_float, fmt_label, fmt_sig, is_missing  # noqa: E402
 from .report_render import environment, legend_above, png_uri, save_png  # noqa: E402
-from .sweep_results import Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
+from .sweep_results import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
 
 __all__ = ["CompareError", "compare"]
 
@@ -150,7 +150,6 @@ _SWEEP_METRICS = (
 
 #: Run parameters that say where results went or which database was used, not what was measured.
 _NOT_MEASURED = ("results", "dsn", "schema", "workload")
-_AXIS_FIELD = {"duration": "duration_s", "warmup": "warmup_s"}
 
 
 def _cell_key(sweep, cell: Cell) -> tuple:
@@ -158,7 +157,7 @@ def _cell_key(sweep, cell: Cell) -> tuple:
     (the sweep's base with the cell's axis values), so sweeps with different axes match
     on the cells they share."""
     params = {k: v for k, v in (sweep.meta.get("base") or {}).items() if k not in _NOT_MEASURED}
-    params.update({_AXIS_FIELD.get(k, k): v for k, v in cell.params.items()})
+    params.update({AXIS_FIELD.get(k, k): v for k, v in cell.params.items()})
     return tuple(sorted((k, json.dumps(norm_param(v), sort_keys=True, default=str)) for k, v in params.items()))
 
 

@@ -154,6 +154,15 @@ _HISTORY_ROWS = """
           FROM generate_series(1, %(n)s) AS g) AS s"""
 
 
+def drop_schema_at(dsn: str, schema: str) -> None:
+    """:func:`drop_schema` on a connection of its own (opened and closed here)."""
+    conn = connect(dsn, application_name="queue-bench cleanup")
+    try:
+        drop_schema(conn, schema)
+    finally:
+        conn.close()
+
+
 @dataclass
 class SeedResult:
     """What :func:`prepare` seeded: row counts and how long each step took (s).

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 
-import gevent
 import psycopg
 from psycopg import sql
 
 from .metrics import Recorder
+from .periodic import Periodic
 
 MOVE_EVERY_S = 1.0
 MOVE_BATCH = 10_000
@@ -37,7 +37,7 @@ def move_sql(schema: str, limit: int = MOVE_BATCH) -> sql.Composed:
                                  archive=sql.Identifier(schema, "jobs_archive"), limit=sql.Literal(limit))
 
 
-class Mover:
+class Mover(Periodic):
     """Moves finished rows to the archive until :meth:`stop` (run :meth:`run` in a greenlet).
 
     Counts go to ``recorder``: ``archived_jobs`` (rows moved), ``mover_runs``;
@@ -46,15 +46,11 @@ class Mover:
 
     def __init__(self, conn: psycopg.Connection, schema: str, recorder: Recorder,
                  interval_s: float = MOVE_EVERY_S, batch: int = MOVE_BATCH):
-        self.conn = conn
+        super().__init__(conn, interval_s, recorder)
         self.query = move_sql(schema, batch)
         self.batch = batch
-        self.interval_s = interval_s
-        self.recorder = recorder
-        self.stopping = False
-        self.query_us_total = 0
 
-    def move_once(self) -> int:
+    def once(self) -> int:
         """One pass: move finished rows until a statement moves fewer than a batch; returns rows moved."""
         total = 0
         while not self.stopping:
@@ -67,16 +63,3 @@ class Mover:
         self.recorder.count("mover_runs")
         self.recorder.count("archived_jobs", total)
         return total
-
-    def run(self) -> None:
-        """Loop until :meth:`stop`."""
-        while not self.stopping:
-            try:
-                self.move_once()
-            except psycopg.Error as err:
-                self.recorder.error(getattr(err, "sqlstate", None) or type(err).__name__)
-            gevent.sleep(self.interval_s)
-
-    def stop(self) -> None:
-        """Ask the loop to end after its current statement."""
-        self.stopping = True

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import time
 
-import gevent
 import psycopg
 
 from . import policies
 from .metrics import Recorder
+from .periodic import Periodic
 
 
-class Reaper:
+class Reaper(Periodic):
     """Re-queues expired leases every ``interval_s`` seconds until :meth:`stop`.
 
     Counts go to ``recorder``: ``lease_expiries`` (jobs taken back),
@@ -29,14 +29,10 @@ class Reaper:
     """
 
     def __init__(self, conn: psycopg.Connection, schema: str, interval_s: float, recorder: Recorder):
-        self.conn = conn
+        super().__init__(conn, interval_s, recorder)
         self.query = policies.reap_sql(schema)
-        self.interval_s = interval_s
-        self.recorder = recorder
-        self.stopping = False
-        self.query_us_total = 0
 
-    def reap_once(self) -> tuple[int, int]:
+    def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
         started = time.perf_counter()
         rows = self.conn.execute(self.query).fetchall()
@@ -46,16 +42,3 @@ class Reaper:
         self.recorder.count("lease_expiries", len(rows))
         self.recorder.count("reaper_dead_lettered", dead)
         return len(rows) - dead, dead
-
-    def run(self) -> None:
-        """Loop until :meth:`stop` (run it in a greenlet)."""
-        while not self.stopping:
-            try:
-                self.reap_once()
-            except psycopg.Error as err:
-                self.recorder.error(getattr(err, "sqlstate", None) or type(err).__name__)
-            gevent.sleep(self.interval_s)
-
-    def stop(self) -> None:
-        """Ask the loop to end after its current pass."""
-        self.stopping = True

@@ -362,7 +362,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
                  "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)},
         "connections": room,
         # the nodes of the plan the workers use (custom when unknown)
-        "claim_plan_nodes": (claim_plans or {}).get((claim_plans or {}).get("auto") or "custom", {}).get("nodes")
+        "claim_plan_nodes": (claim_plans[claim_plans["auto"] or "custom"].get("nodes") if claim_plans else None)
         or plans.plan_nodes(claim_plan),
         "claim_plans": _plans_summary(claim_plans),
         "pg_stat_statements": pgss,

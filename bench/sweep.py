@@ -373,7 +373,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     if failed:
         log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
     else:
-        _drop_states(dsn, state_schema)
+        db.drop_schema_at(dsn, state_schema)
     return sweep_dir
 
 
@@ -383,13 +383,3 @@ def _with_results(cfg: RunConfig, results: Path) -> RunConfig:
 
 def _ms(us: float | None) -> str:
     return "-" if us is None else f"{us / 1000:.2f} ms"
-
-
-def _drop_states(dsn: str, state_schema: str) -> None:
-    from . import db
-
-    conn = db.connect(dsn, application_name="queue-bench sweep")
-    try:
-        db.drop_schema(conn, state_schema)
-    finally:
-        conn.close()

@@ -175,10 +175,13 @@ def run_complete(run_dir: Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+#: Sweep axes named differently in the run config (``[matrix] duration`` is ``duration_s``).
+AXIS_FIELD = {"duration": "duration_s", "warmup": "warmup_s"}
+
+
 def axis_fields(meta: dict) -> set[str]:
     """The run-config field names a sweep varies (its axes; ``duration`` is ``duration_s`` there)."""
-    renamed = {"duration": "duration_s", "warmup": "warmup_s"}
-    return {renamed.get(a, a) for a in (meta.get("axes") or {})}
+    return {AXIS_FIELD.get(a, a) for a in (meta.get("axes") or {})}
 
 
 def _to_bool(v: Any) -> bool | None:
