@@ -37,6 +37,9 @@ FUTURE_SHARE ?=
 FUTURE_DELAY_MS ?=
 FAULTS ?=
 BURSTS ?=
+PLAN_CACHE ?=
+PREPARED ?=
+AUTOVACUUM ?=
 SCHEMA   ?=
 RESULTS  ?=
 DSN      ?=
@@ -59,6 +62,8 @@ RUN_PARAMS = \
 	$(if $(RATE),--rate='$(RATE)') $(if $(ARRIVAL),--arrival='$(ARRIVAL)') $(if $(PRODUCERS),--producers='$(PRODUCERS)') \
 	$(if $(PRIORITY_MIX),--priority-mix='$(PRIORITY_MIX)') $(if $(FUTURE_SHARE),--future-share='$(FUTURE_SHARE)') \
 	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') $(if $(FAULTS),--faults='$(FAULTS)') $(if $(BURSTS),--bursts='$(BURSTS)') \
+	$(if $(PLAN_CACHE),--plan-cache='$(PLAN_CACHE)') $(if $(PREPARED),--prepared='$(PREPARED)') \
+	$(if $(AUTOVACUUM),--autovacuum='$(AUTOVACUUM)') \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 

@@ -58,6 +58,11 @@ RUN_OPTIONS = (
     ("--bursts", "bursts", "producer bursts: start-end@rate;... (s since measured start, jobs/s)"),
     ("--faults", "faults", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
                            "(crash_after_claim, late_worker, long_transaction, backend_kill)"),
+    ("--plan-cache", "plan_cache", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
+                                   "force_generic_plan, default auto"),
+    ("--prepared", "prepared", "1 = the claim is a server-side prepared statement (default); 0 = sent "
+                               "unprepared with its values inlined, planned on every execution"),
+    ("--autovacuum", "autovacuum", "on | off: autovacuum on the tool's queue table, default on"),
     ("--schema", "schema", "the tool's own schema, default qbench"),
     ("--results", "results", "directory for run directories, default results/"),
 )

@@ -22,6 +22,11 @@ TXN_MODES = ("short", "hold")
 INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering")
 #: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
 LAYOUTS = ("same", "archive", "partitioned")
+#: How a prepared claim is planned: PostgreSQL's ``plan_cache_mode`` values, set on the workers'
+#: sessions (https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-PLAN-CACHE-MODE).
+PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
+#: Autovacuum on the tool's queue table (a storage parameter of that table only).
+AUTOVACUUM_MODES = ("on", "off")
 
 #: Upper bound on workers from one load-generator process; more needs Locust's
 #: distributed mode (DESIGN.md "Scale-out").
@@ -88,6 +93,9 @@ class RunConfig:
     future_delay_ms: float = 0.0
     faults: tuple = ()
     bursts: tuple = ()
+    plan_cache: str = "auto"
+    prepared: bool = True
+    autovacuum: str = "on"
     schema: str = "qbench"
     results: str = "results"
     dsn: str | None = None
@@ -203,6 +211,18 @@ def _faults(value: Any) -> tuple:
     return parse_faults(value)
 
 
+def _flag(param: str, value: Any) -> bool:
+    """``1``/``0`` (also ``true``/``false``, ``yes``/``no``, ``on``/``off``) → bool; raises ConfigError."""
+    text = str(value).strip().lower()
+    if isinstance(value, bool):
+        return value
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(param, f"{value!r} is not allowed; allowed: 1 or 0")
+
+
 def _choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
     text = str(value).strip().lower()
     if text not in allowed:
@@ -240,6 +260,7 @@ _KEYS = {
     "work_dist", "work_sigma", "work_slow_ms", "slow_share", "max_attempts", "reaper_interval_s",
     "fail_prob", "poison_share", "retry_base_s", "retry_cap_s",
     "rate", "arrival", "producers", "priority_mix", "future_share", "future_delay_ms", "faults", "bursts",
+    "plan_cache", "prepared", "autovacuum",
 }
 
 
@@ -275,6 +296,12 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
     if dsn is not None and not dsn.strip():
         dsn = None
 
+    prepared = _flag("PREPARED", raw.get("prepared", 1))
+    plan_cache = _choice("PLAN_CACHE", raw.get("plan_cache", "auto"), PLAN_CACHE_MODES)
+    if not prepared and plan_cache != "auto":
+        raise ConfigError("PLAN_CACHE", f"{plan_cache} has no effect with PREPARED=0: an unprepared claim is "
+                                        "planned with its values on every execution; allowed: auto with PREPARED=0")
+
     return RunConfig(
         workload=workload,
         policy=_choice("POLICY", raw.get("policy", "skip_locked"), POLICIES),
@@ -307,6 +334,9 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         future_delay_ms=_float("FUTURE_DELAY_MS", raw.get("future_delay_ms", 0), minimum=0.0),
         faults=_faults(raw.get("faults")),
         bursts=_bursts(raw.get("bursts")),
+        plan_cache=plan_cache,
+        prepared=prepared,
+        autovacuum=_choice("AUTOVACUUM", raw.get("autovacuum", "on"), AUTOVACUUM_MODES),
         schema=schema,
         results=str(raw.get("results", "results")),
         dsn=dsn,

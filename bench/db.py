@@ -295,8 +295,34 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
     if cfg.layout == "archive":
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(history_table))
     vacuum_s = time.perf_counter() - started
+    if cfg.autovacuum == "off":
+        for table in queue_tables(conn, schema):
+            conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(table))
     log(f"primary key and index variant {cfg.index!r} built in {index_s:.1f} s, VACUUM ANALYZE in {vacuum_s:.1f} s")
     return SeedResult(cfg.history, backlog, seed_s, index_s, vacuum_s, source)
+
+
+def queue_tables(conn: psycopg.Connection, schema: str) -> list[sql.Identifier]:
+    """The tool's leaf tables that hold jobs: ``jobs`` or its partitions, and ``jobs_archive`` when present."""
+    rows = conn.execute("""
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')
+        ORDER BY c.relname""", (schema,)).fetchall()
+    return [sql.Identifier(schema, name) for (name,) in rows]
+
+
+def vacuum_counts(conn: psycopg.Connection, schema: str) -> dict:
+    """Autovacuum and autoanalyze runs so far on the tool's job tables (``pg_stat_user_tables``,
+    https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW):
+    ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None)."""
+    row = conn.execute("""
+        SELECT coalesce(sum(autovacuum_count), 0)::bigint, coalesce(sum(autoanalyze_count), 0)::bigint,
+               max(last_autovacuum)::text, max(last_autoanalyze)::text
+        FROM pg_stat_user_tables
+        WHERE schemaname = %s AND relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')""",
+        (schema,)).fetchone()
+    return {"autovacuum_count": int(row[0]), "autoanalyze_count": int(row[1]),
+            "last_autovacuum": row[2], "last_autoanalyze": row[3]}
 
 
 def table_sizes(conn: psycopg.Connection, schema: str) -> dict[str, int]:

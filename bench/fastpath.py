@@ -74,6 +74,17 @@ class PreparedSession:
         except OSError as err:  # the socket went away under gevent's wait
             raise psycopg.OperationalError(str(err)) from err
 
+    def query(self, sql: bytes) -> pq.abc.PGresult:
+        """Send ``sql`` unprepared (simple query protocol, planned on every call); return its last result.
+
+        ``sql`` may hold several statements separated by ``;``. Errors raise as in :meth:`execute`.
+        """
+        try:
+            self.pgconn.send_query(sql)
+            return self._wait_results()
+        except OSError as err:
+            raise psycopg.OperationalError(str(err)) from err
+
     def command(self, sql: bytes) -> None:
         """Run a parameterless command such as ``BEGIN``, ``COMMIT``, ``ROLLBACK``."""
         try:

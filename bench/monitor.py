@@ -6,7 +6,7 @@ Every second:
   lock waiters, sessions of this database waiting on a heavyweight lock
   (``pg_stat_activity.wait_event_type = 'Lock'``: row and transaction locks, but
   also relation extension; https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE),
-  and dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which
+  dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which
   lags by up to a second: backends flush their counters at most once a second);
 - from the queue table: oldest eligible age, ``now() - min(run_at)`` over eligible
   rows (0 when none), computed as the minimum of each priority's oldest eligible
@@ -45,7 +45,10 @@ SELECT
   (SELECT count(*) FROM pg_stat_activity
      WHERE wait_event_type = 'Lock' AND datname = current_database()) AS lock_waiters,
   (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = {regclass}::regclass) AS dead_tuples,
-  (SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE datname = current_database()) AS xmin_age"""
+  (SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE datname = current_database()) AS xmin_age,
+  (SELECT sum(n_live_tup + n_dead_tup) FROM pg_stat_user_tables
+     WHERE relid = {regclass}::regclass
+        OR relid IN (SELECT relid FROM pg_partition_tree({regclass}::regclass))) AS table_tuples"""
 
 _AGE = """\
 SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8
@@ -164,14 +167,17 @@ class Monitor:
         return 0.0 if since is None else time.perf_counter() - since
 
     def sample_stats(self) -> dict:
-        """``{lock_waiters, dead_tuples, xmin_age, cost_s}`` (values None when the query failed).
+        """``{lock_waiters, dead_tuples, xmin_age, table_tuples, cost_s}`` (values None when the query failed).
 
         ``xmin_age``: the age in transactions of the oldest snapshot (``backend_xmin``)
-        held by a session of this database: what stops vacuum removing dead rows."""
+        held by a session of this database: what stops vacuum removing dead rows.
+        ``table_tuples``: live + dead heap tuples of the queue table (all its partitions),
+        from the same statistics view: what a sequential scan of the table reads."""
         row, cost = self._timed("stats", self.stats_query)
         return {"lock_waiters": None if row is None else int(row[0]),
                 "dead_tuples": None if row is None or row[1] is None else int(row[1]),
-                "xmin_age": None if row is None or row[2] is None else int(row[2]), "cost_s": cost}
+                "xmin_age": None if row is None or row[2] is None else int(row[2]),
+                "table_tuples": None if row is None or row[3] is None else int(row[3]), "cost_s": cost}
 
     def seconds_until_due(self) -> float:
         """Seconds until the next table query is due (0 when one is due now)."""

@@ -121,16 +121,27 @@ def summarize_plan(text: str) -> dict:
             "execution_ms": float(ms.group(1)) if ms else None}
 
 
-def plans_text(plans: dict, when: str) -> str:
-    """The ``claim_plan.txt`` text: the plan the workers use first, then the other, each headed."""
+def plans_text(plans: dict | None, when: str, workers: dict | None = None) -> str:
+    """The ``claim_plan.txt`` text: first the claim as the workers' own sessions ran it
+    (:func:`workers_plan`), then what each plan would do on a freshly prepared statement."""
+    parts = []
+    if workers is not None:
+        counts = ("" if workers.get("generic_executions") is None else
+                  f", {workers['generic_executions']:,} generic and {workers['custom_executions']:,} custom "
+                  f"executions over {workers['sessions_read']} sessions")
+        parts.append(f"-- the workers' claim as their own sessions ran it: {workers.get('plan') or 'unknown'}"
+                     f"{counts} (PLAN_CACHE={workers.get('plan_cache') or 'n/a, unprepared'}); "
+                     f"EXPLAIN (ANALYZE, BUFFERS) on {workers.get('explained_on') or 'no worker'}'s session as the load stopped")
+        parts.append(workers.get("text") or f"capture failed: {workers.get('error', 'not captured')}")
+    if plans is None:
+        return "\n".join(parts + [f"-- what each plan would do ({when}): not captured"])
     auto = plans.get("auto")
-    order = [auto] + [m for m in PLAN_MODES if m != auto] if auto else list(PLAN_MODES)
-    parts = [f"-- claim plans {when}; the workers' prepared claim uses the "
-             f"{auto + ' plan' if auto else 'plan that plan_cache_mode = auto picks (unknown here)'}"]
-    for mode in order:
+    parts.append(f"-- what each plan would do: a fresh statement prepared on the tool's own session {when}; "
+                 f"for it plan_cache_mode = auto picks the {auto + ' plan' if auto else 'plan (unknown here)'} "
+                 "from the sixth execution on")
+    for mode in PLAN_MODES:
         plan = plans.get(mode) or {}
-        parts.append(f"-- {mode} plan (plan_cache_mode = force_{mode}_plan)"
-                     + (" <- used by the workers" if mode == auto else ""))
+        parts.append(f"-- {mode} plan (plan_cache_mode = force_{mode}_plan)")
         parts.append(plan.get("text") or f"capture failed: {plan.get('error', 'not captured')}")
     return "\n".join(parts)
 
@@ -148,3 +159,132 @@ def plan_nodes(plan_text: str) -> list[str]:
             continue
         nodes.append(text.split("  (")[0])
     return nodes
+
+
+#: ``plans.workers.plan`` is ``generic`` (``custom``) when generic (custom) executions are at
+#: least this share of all the workers' executions of the prepared claim, else ``mixed``.
+PLAN_SHARE = 0.95
+
+
+def workers_plan(sessions: list[dict], explain: dict | None, *, prepared: bool, plan_cache: str) -> dict:
+    """The plan the workers really ran, from their own sessions (``summary.json`` ``plans.workers``).
+
+    ``sessions``: one ``{"worker", "generic_plans", "custom_plans"}`` (or ``{"worker", "error"}``)
+    per worker session read as the load stopped, before the EXPLAIN below was run;
+    ``explain``: ``{"worker", "text"}`` (EXPLAIN (ANALYZE, BUFFERS) of the claim on that
+    worker's own connection, rolled back) or ``{"worker", "error"}``. Returns
+    ``{"plan", "plan_cache", "generic_executions", "custom_executions", "sessions_read",
+    "scan", "nodes", "shared_buffers", "execution_ms", "explained_on", "text"}`` where ``plan`` is
+    ``generic``/``custom`` when that kind is at least :data:`PLAN_SHARE` of the executions,
+    ``mixed`` otherwise, ``unprepared`` with ``PREPARED=0`` and None when nothing was read.
+    The counts are PostgreSQL's ``pg_prepared_statements.generic_plans``/``custom_plans``
+    summed over the sessions; a session that reconnected (e.g. after a backend kill) counts
+    only its last connection's executions.
+    """
+    read = [s for s in sessions if "error" not in s]
+    generic = sum(s["generic_plans"] for s in read) if prepared and read else None
+    custom = sum(s["custom_plans"] for s in read) if prepared and read else None
+    if not prepared:
+        plan = "unprepared"
+    elif not generic and not custom:
+        plan = None
+    elif generic >= PLAN_SHARE * (generic + custom):
+        plan = "generic"
+    elif custom >= PLAN_SHARE * (generic + custom):
+        plan = "custom"
+    else:
+        plan = "mixed"
+    out = {"plan": plan, "plan_cache": plan_cache if prepared else None, "generic_executions": generic,
+           "custom_executions": custom, "sessions_read": len(read),
+           "session_errors": sorted({s["error"] for s in sessions if "error" in s}),
+           "explained_on": (explain or {}).get("worker")}
+    if explain and explain.get("text"):
+        out.update(summarize_plan(explain["text"]))
+    else:
+        out.update({"text": None, "scan": None, "nodes": [], "shared_buffers": None, "execution_ms": None,
+                    "error": (explain or {}).get("error", "not captured")})
+    return out
+
+
+def scans_table(scan: str | None) -> bool:
+    """True when a plan's scans (:func:`summarize_plan` ``scan``) include a sequential scan of the queue table."""
+    return bool(scan) and any(part.startswith("Seq Scan on jobs") for part in scan.split(" + "))
+
+
+#: Claim latency "grows with the table" when, over the measured window, the table's tuples grew by
+#: at least GROWTH_TABLE_RATIO, per-second claim p50 correlates with them at least GROWTH_MIN_R
+#: (Pearson), and the last quarter's median p50 is at least GROWTH_LATENCY_RATIO x the first
+#: quarter's; at least GROWTH_MIN_POINTS seconds with both values are needed.
+GROWTH_TABLE_RATIO = 1.5
+GROWTH_MIN_R = 0.8
+GROWTH_LATENCY_RATIO = 1.5
+GROWTH_MIN_POINTS = 8
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+
+
+def claim_growth(rows: list[dict]) -> dict:
+    """Does claim latency grow with the table during the run?
+
+    ``rows``: the measured seconds of ``intervals.csv`` (``claim_p50_us`` and the monitor's
+    ``table_tuples``, live + dead tuples of the queue table). Returns ``{"grows", "points",
+    "table_tuples_first", "table_tuples_last", "claim_p50_first_us", "claim_p50_last_us",
+    "r", "slope_us_per_1k_tuples"}`` (first/last = medians of the first and last quarter;
+    ``grows`` None when fewer than :data:`GROWTH_MIN_POINTS` seconds have both values). The
+    rule is the ``GROWTH_*`` constants of this module.
+    """
+    points = [(float(r["table_tuples"]), float(r["claim_p50_us"])) for r in rows
+              if r.get("table_tuples") is not None and r.get("claim_p50_us") is not None]
+    out = {"grows": None, "points": len(points), "table_tuples_first": None, "table_tuples_last": None,
+           "claim_p50_first_us": None, "claim_p50_last_us": None, "r": None, "slope_us_per_1k_tuples": None}
+    if len(points) < GROWTH_MIN_POINTS:
+        return out
+    quarter = max(2, len(points) // 4)
+    first, last = points[:quarter], points[-quarter:]
+    out.update(table_tuples_first=_median([t for t, _ in first]), table_tuples_last=_median([t for t, _ in last]),
+               claim_p50_first_us=_median([c for _, c in first]), claim_p50_last_us=_median([c for _, c in last]))
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_c = sum(c for _, c in points) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in points)
+    var_c = sum((c - mean_c) ** 2 for _, c in points)
+    cov = sum((t - mean_t) * (c - mean_c) for t, c in points)
+    r = cov / (var_t * var_c) ** 0.5 if var_t and var_c else 0.0
+    out["r"] = round(r, 3)
+    out["slope_us_per_1k_tuples"] = round(1000 * cov / var_t, 3) if var_t else None
+    out["grows"] = bool(out["table_tuples_first"] > 0
+                        and out["table_tuples_last"] >= GROWTH_TABLE_RATIO * out["table_tuples_first"]
+                        and r >= GROWTH_MIN_R
+                        and out["claim_p50_last_us"] >= GROWTH_LATENCY_RATIO * out["claim_p50_first_us"])
+    return out
+
+
+def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
+    """The red lines at the top of the report: the workers' plan scans the whole queue table, or
+    claim latency grew with the table (:func:`claim_growth`); each with the measured cost per claim."""
+    warnings = []
+    if workers and scans_table(workers.get("scan")):
+        cost = []
+        if workers.get("shared_buffers") is not None:
+            cost.append(f"{workers['shared_buffers']:,} shared buffers")
+        if workers.get("execution_ms") is not None:
+            cost.append(f"{workers['execution_ms']:,.3f} ms")
+        how = {"generic": "the generic plan of their prepared claim",
+               "custom": "the custom plans of their prepared claim",
+               "mixed": "their prepared claim (generic and custom plans)",
+               "unprepared": "their unprepared claim"}.get(workers.get("plan"), "their claim")
+        warnings.append(f"The workers' claim scans the whole queue table: {how} runs {workers['scan']}"
+                        + (f", {' and '.join(cost)} per claim (EXPLAIN ANALYZE on {workers['explained_on']}'s "
+                           "own session as the load stopped)" if cost else "")
+                        + ". Claim cost grows with the table, history included.")
+    if growth.get("grows"):
+        warnings.append(
+            f"Claim latency grew with the table during the run: claim p50 {growth['claim_p50_first_us'] / 1000:,.3f} ms "
+            f"at {growth['table_tuples_first']:,.0f} tuples to {growth['claim_p50_last_us'] / 1000:,.3f} ms at "
+            f"{growth['table_tuples_last']:,.0f} tuples (+{growth['slope_us_per_1k_tuples']:,.1f} µs per 1,000 "
+            f"tuples, r = {growth['r']:.2f}): the figures of this run depend on how long it ran.")
+    return warnings

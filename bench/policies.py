@@ -183,6 +183,14 @@ def prepared_statements(schema: str, policy: str) -> dict[str, str]:
             for name in _STATEMENTS}
 
 
+def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float) -> str:
+    """The claim with its values inlined as SQL literals, as psycopg 2 sends every statement
+    (client-side interpolation): sent unprepared, it is planned with these values on every
+    execution. Used with ``PREPARED=0``; same columns as the prepared ``claim``."""
+    values = {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s)}
+    return _render("claim", schema, policy, lambda _i, param: sql.Literal(values[param])).as_string(None)
+
+
 def reap_sql(schema: str, limit: int = 1000) -> sql.Composed:
     """The reaper's statement: re-queue (or dead-letter past ``max_attempts``) up to
     ``limit`` running jobs whose lease expired. Returns rows ``(id, new status)``."""

@@ -104,9 +104,10 @@ def render_report(run_dir: Path) -> Path:
 
     context = {
         "run_id": summary.get("run_id") or run.get("run_id") or run_dir.name,
-        "headline": _headline(config),
+        "headline": _headline(config, summary),
         "banners": _banners(summary),
         "monitor_notes": list(summary.get("monitor_notes") or []),
+        "vacuum_note": _vacuum_note(summary),
         "claim_plan": _claim_plan(run_dir),
         "plan_rows": _plan_rows(summary),
         "summary_rows": _summary_rows(summary, config),
@@ -201,12 +202,26 @@ def _as_int(v: Any) -> int | None:
 # --------------------------------------------------------------------------- context
 
 
-def _headline(config: dict) -> list[tuple[str, str]]:
-    return [(k, _fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
+def _headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]:
+    items = [(k, _fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
+    workers = ((summary or {}).get("plans") or {}).get("workers")
+    if workers is not None:
+        items.append(("workers' claim plan", workers_plan_label(workers, config)))
+    return items
+
+
+def workers_plan_label(workers: dict, config: dict) -> str:
+    """e.g. ``generic (prepared, PLAN_CACHE=auto; 1,234 generic / 40 custom executions)``."""
+    plan = workers.get("plan") or "unknown"
+    if plan == "unprepared":
+        return "unprepared (PREPARED=0: planned with its values on every claim)"
+    counts = ("" if workers.get("generic_executions") is None else
+              f"; {workers['generic_executions']:,} generic / {workers['custom_executions']:,} custom executions")
+    return f"{plan} (prepared, PLAN_CACHE={workers.get('plan_cache') or config.get('plan_cache') or 'auto'}{counts})"
 
 
 def _banners(summary: dict) -> list[str]:
-    banners = []
+    banners = list(summary.get("plan_warnings") or [])
     if summary.get("complete") is False:
         banners.append("interrupted run: the measured window did not finish")
     if summary.get("suspect"):
@@ -219,6 +234,22 @@ def _banners(summary: dict) -> list[str]:
     return banners
 
 
+def _vacuum_note(summary: dict) -> str | None:
+    """One sentence on autovacuum/autoanalyze runs on the queue table during the run."""
+    av = summary.get("autovacuum")
+    if not av:
+        return None
+    if not av.get("enabled"):
+        return "Autovacuum was off on the queue table for this run (AUTOVACUUM=off)."
+    if av.get("autovacuum_runs") is None:
+        return "Whether autovacuum ran during the run is unknown (the database went away)."
+    if not av.get("autovacuum_runs") and not av.get("autoanalyze_runs"):
+        return "Autovacuum and autoanalyze did not run on the queue table during the run."
+    return (f"During the run autovacuum ran {av['autovacuum_runs']} and autoanalyze {av['autoanalyze_runs']} "
+            "times on the queue table; each analyze invalidates the workers' cached claim plans, which "
+            "PostgreSQL then plans again on the table as it is.")
+
+
 def _claim_plan(run_dir: Path) -> str | None:
     """The captured EXPLAIN text of one claim, if the run has one."""
     path = run_dir / "claim_plan.txt"
@@ -229,12 +260,18 @@ def _plan_rows(summary: dict) -> list[dict]:
     """One row per captured plan (custom, generic) and one for pg_stat_statements, for the plan table."""
     plans = summary.get("plans") or {}
     rows = []
+    workers = plans.get("workers")
+    if workers is not None:
+        rows.append({"what": "the workers' claim, read on their own sessions: "
+                             + workers_plan_label(workers, summary.get("config") or {}),
+                     "scan": workers.get("scan") or workers.get("error") or NA,
+                     "buffers": _fmt_value(workers.get("shared_buffers")),
+                     "ms": NA if workers.get("execution_ms") is None else f"{workers['execution_ms']:,.3f}"})
     for mode in ("custom", "generic"):
         plan = plans.get(mode)
         if not plan:
             continue
-        used = plans.get("auto") == mode
-        rows.append({"what": f"{mode} plan" + (" (used by the workers)" if used else ""),
+        rows.append({"what": f"what the {mode} plan would do (a fresh statement)",
                      "scan": plan.get("scan") or plan.get("error") or NA,
                      "buffers": _fmt_value(plan.get("shared_buffers")),
                      "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"})

@@ -186,9 +186,10 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
 
     seed = db.prepare(admin, cfg, backlog, log=log, state_schema=state_schema)
     sizes_before = db.table_sizes(admin, cfg.schema)
-    claim_plans, claim_plan = None, None
+    claim_plans, plans_when = None, None
     if backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
-        claim_plans, claim_plan = _capture_plans(admin, cfg, "on the seeded table, before the load")
+        claim_plans, plans_when = _capture_plans(admin, cfg, "on the seeded table, before the load")
+    vacuum_before = db.vacuum_counts(admin, cfg.schema)
     pgss_missing = statements.unavailable_reason(admin)
     # Created only now: bad input and an interrupted seeding leave no run directory behind.
     run_dir = Path(cfg.results) / run_id
@@ -210,6 +211,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         Producer.ctx, Producer._serial, Producer.fixed_count = ctx, 0, cfg.producers
         user_classes.append(Producer)
     stop_timeout_s = max(10.0, 2 * cfg.work_ms * cfg.batch / 1000.0 * (cfg.workers if cfg.txn == "hold" else 1))
+    stop_timeout_s += swarm.EXPLAIN_TIMEOUT_MS / 1000.0 + 5  # one worker explains its claim as it stops
     env = Environment(user_classes=user_classes, stop_timeout=stop_timeout_s)
     locust_runner = env.create_local_runner()
     proc = psutil.Process()
@@ -288,6 +290,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         # From here on the results are being written: a Ctrl-C waits for them (run() restores the handlers).
         for sig in previous_handlers:
             signal.signal(sig, lambda *_: log("the load has stopped: writing the results first"))
+    # The claim's pg_stat_statements entry covers the measured window only: read it now, before
+    # the stop phase and before any plan capture executes the claim again.
+    pgss = _pgss_read(admin, cfg, pgss_missing, pgss_reset)
     # Intervals after the last tick (stop phase) still count for the invariants.
     ctx.stopping = True
     table_query_in_flight_s = monitor.table_query_running_s()
@@ -304,6 +309,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         mover.stop()
         mover_greenlet.join(timeout=30)
         mover.conn.close()
+    workers_plan = plans.workers_plan(ctx.plan_sessions, ctx.worker_explain, prepared=cfg.prepared,
+                                      plan_cache=cfg.plan_cache)
     tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
     every.append(tail)
     totals = sum((iv.counters for iv in every), Counter())
@@ -322,16 +329,15 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
         if not db.is_alive(admin):  # e.g. its backend was terminated: audit on a new connection
             admin = db.connect(dsn, application_name="queue-bench audit")
-        if claim_plan is None:
-            claim_plans, claim_plan = _capture_plans(admin, cfg, "on the table as the load left it")
+        vacuum_after = db.vacuum_counts(admin, cfg.schema)
+        if plans_when is None:
+            claim_plans, plans_when = _capture_plans(admin, cfg, "on the table as the load left it")
         audit_result = audit.run_audit(
             admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
             applied=claim_log.applied, client_double_claims=claim_log.double_claims,
             over_claims=totals["over_claims"], poison_share=cfg.poison_share,
             relation="jobs_all" if cfg.layout == "archive" else "jobs")
         sizes_after = db.table_sizes(admin, cfg.schema)
-        pgss = ({"unavailable": pgss_missing} if pgss_missing else
-                {"unavailable": pgss_reset} if isinstance(pgss_reset, str) else statements.read_claim(admin, cfg.schema))
     except (ConfigError, psycopg.Error) as err:
         # The database went away during the run: write what was measured, with nothing audited.
         database_lost = (str(err).strip().splitlines() or [type(err).__name__])[0]
@@ -339,12 +345,14 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         log(f"the database went away during the run ({database_lost}): writing what was measured, unaudited")
         complete = False
         final_sample = {"queue_depth": None}
-        claim_plan = claim_plan or "no plan: the database went away"
+        plans_when = plans_when or "not captured: the database went away"
+        vacuum_after = None
         audit_result = {"invariants": dict.fromkeys(audit.INVARIANTS), "status_counts": {}, "details": {},
                         "redeliveries": None}
         sizes_after = None
-        pgss = {"unavailable": "the database went away"}
+        pgss = pgss if "unavailable" not in pgss else {"unavailable": "the database went away"}
     monitor.close()
+    claim_plan = plans.plans_text(claim_plans, plans_when, workers_plan)
     (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
     measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
@@ -361,10 +369,11 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
                  "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),
                  "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)},
         "connections": room,
-        # the nodes of the plan the workers use (custom when unknown)
-        "claim_plan_nodes": (claim_plans[claim_plans["auto"] or "custom"].get("nodes") if claim_plans else None)
-        or plans.plan_nodes(claim_plan),
-        "claim_plans": _plans_summary(claim_plans),
+        # the nodes of the plan the workers ran (read on a worker's own session)
+        "claim_plan_nodes": workers_plan.get("nodes") or None,
+        "claim_plans": {**(_plans_summary(claim_plans) or {"auto": None}),
+                        "workers": {k: v for k, v in workers_plan.items() if k not in ("text", "nodes")}},
+        "autovacuum": _vacuum_during(vacuum_before, vacuum_after, cfg),
         "pg_stat_statements": pgss,
         "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
         "database_lost": database_lost,
@@ -431,6 +440,7 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     # Without producers an empty queue means the seeded backlog ran out; with them it means keeping up.
     backlog_exhausted = depth_zero and cfg.rate == 0
     saturation = _saturation(cfg, rows, counters, measured_s)
+    growth = plans.claim_growth(rows)
     reasons = []
     if cpu_max > SUSPECT_CPU_PCT:
         reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
@@ -513,6 +523,9 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "batch_wait_us": metrics.latency_summary(metrics.merge(measured, "batch_wait_us")),
         "archived_jobs": counters["archived_jobs"],
         "plans": run_info["claim_plans"],
+        "claim_growth": growth,
+        "plan_warnings": plans.plan_warnings(run_info["claim_plans"]["workers"], growth),
+        "autovacuum": run_info["autovacuum"],
         "pg_stat_statements": run_info["pg_stat_statements"],
         "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
         "audit": audit_result["details"],
@@ -555,13 +568,33 @@ def _fault_window(fault, ctx, dsn: str, clock: "_Clock", n_warm: int, recorder: 
 
 
 def _capture_plans(conn, cfg: RunConfig, when: str) -> tuple[dict | None, str]:
-    """The claim's custom and generic plans and the one the workers use (see bench.plans),
-    and the ``claim_plan.txt`` text headed by when they were taken."""
+    """What the claim's custom and generic plans would do on a fresh statement (see
+    bench.plans), and when they were taken (or why the capture failed)."""
     try:
-        captured = plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s)
+        return plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s), when
     except psycopg.Error as err:
-        return None, f"-- claim plan {when}\nplan capture failed: {str(err).strip()}"
-    return captured, plans.plans_text(captured, when)
+        return None, f"{when}: capture failed: {str(err).strip().splitlines()[0]}"
+
+
+def _vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
+    """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
+    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt."""
+    if after is None:
+        return {"enabled": cfg.autovacuum == "on", "autovacuum_runs": None, "autoanalyze_runs": None}
+    return {"enabled": cfg.autovacuum == "on",
+            "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
+            "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
+            "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
+
+
+def _pgss_read(conn, cfg: RunConfig, missing: str | None, reset: str | None) -> dict:
+    """The claim's pg_stat_statements figures since the measured start, or ``{"unavailable": why}``."""
+    if missing or isinstance(reset, str):
+        return {"unavailable": missing or reset}
+    try:
+        return statements.read_claim(conn, cfg.schema)
+    except psycopg.Error as err:
+        return {"unavailable": f"read failed: {str(err).strip().splitlines()[0]}"}
 
 
 def _plans_summary(captured: dict | None) -> dict | None:

@@ -64,9 +64,11 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
 
 
 def describe_design(cfg: RunConfig) -> str:
-    """A short name of the design: e.g. ``skip_locked, batch 1, index partial, layout same, 1,000,000 history``."""
+    """A short name of the design: e.g. ``skip_locked, batch 1, index partial, layout same,
+    1,000,000 history rows, 5 ms jobs, prepared claim with PLAN_CACHE=auto``."""
+    sent = "unprepared claim (PREPARED=0)" if not cfg.prepared else f"prepared claim with PLAN_CACHE={cfg.plan_cache}"
     return (f"{cfg.policy}, batch {cfg.batch}, index {cfg.index}, layout {cfg.layout}, "
-            f"{cfg.history:,} history rows, {cfg.work_ms:g} ms jobs")
+            f"{cfg.history:,} history rows, {cfg.work_ms:g} ms jobs, {sent}")
 
 
 def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: float,
@@ -95,7 +97,9 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
                       "saturated": summary.get("saturated"),
                       "throughput_jobs_per_s": summary["throughput_jobs_per_s"],
                       "claim_p99_us": summary["claim_latency_us"]["p99"],
-                      "pickup_p99_ms": summary["pickup_latency_ms"]["p99"]})
+                      "pickup_p99_ms": summary["pickup_latency_ms"]["p99"],
+                      "workers_plan": ((summary.get("plans") or {}).get("workers") or {}).get("plan"),
+                      "workers_plan_scan": ((summary.get("plans") or {}).get("workers") or {}).get("scan")})
         log(f"step {len(steps)}: {cfg.rate:,.1f} jobs/s offered -> {'KEEPS UP' if ok else 'FALLS BEHIND'} ({why})")
         return ok
 
@@ -131,13 +135,17 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
         sentence = (f"With design {describe_design(base)}, the first step ({start_rate:,.0f} jobs/s, "
                     f"{base.workers} workers) did not keep up ({steps[0]['why']}); lower RATE_START.")
     else:
+        plan = best.get("workers_plan")
+        ran = ("their claim unprepared" if plan == "unprepared" else
+               f"the {plan} plan of their prepared claim" if plan else "a claim plan that was not read")
         sentence = (f"With design {describe_design(base)}, this database sustains about "
                     f"{best['rate_jobs_per_s']:,.0f} jobs/s at p99 claim "
-                    f"{(best['claim_p99_us'] or 0) / 1000:,.2f} ms using {base.workers} workers"
-                    + (f" (the next step, {bad:,.0f} jobs/s, fell behind)." if bad else
-                       " (the search stopped before any step fell behind)."))
+                    f"{(best['claim_p99_us'] or 0) / 1000:,.2f} ms using {base.workers} workers, which ran {ran}"
+                    + (f"; the next step, {bad:,.0f} jobs/s, fell behind." if bad else
+                       "; the search stopped before any step fell behind."))
     result = {
-        "design": {k: getattr(base, k) for k in ("policy", "workers", "batch", "index", "layout", "history", "work_ms")},
+        "design": {k: getattr(base, k) for k in ("policy", "workers", "batch", "index", "layout", "history", "work_ms",
+                                                 "plan_cache", "prepared")},
         "criteria": {"flat_slope_s_per_s": FLAT_SLOPE_S_PER_S, "flat_age_s": FLAT_AGE_S,
                      "completed_share": COMPLETED_SHARE, "offered_share": OFFERED_SHARE, "resolution": RESOLUTION},
         "steps": steps,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import gevent  # noqa: E402
 import psycopg  # noqa: E402
+import psycopg.sql  # noqa: E402
 import psycopg.waiting  # noqa: E402
 from locust import User, constant, task  # noqa: E402
 
@@ -34,6 +35,8 @@ NOWAIT_BACKOFF_BASE_S = 0.002
 NOWAIT_BACKOFF_CAP_S = 0.200
 #: Pause after a claim that found no eligible row, so an empty queue is polled, not spun.
 EMPTY_POLL_S = 0.010
+#: Statement timeout of the EXPLAIN ANALYZE of the claim on a worker's own session as the load stops.
+EXPLAIN_TIMEOUT_MS = 30_000
 #: Reconnect back-off after a lost connection.
 RECONNECT_BASE_S = 0.1
 RECONNECT_CAP_S = 2.0
@@ -117,6 +120,20 @@ class SwarmContext:
     late_extra_s: float = 1.0
     #: Unix time at which the measured window starts (producers' bursts are relative to it)
     measured_start_unix: float = 0.0
+    #: Read from the workers' own sessions as the load stops (see :meth:`QueueWorker.read_plan_state`):
+    #: one ``{"worker", "generic_plans", "custom_plans"}`` per session read, and the EXPLAIN of the
+    #: claim as one worker's session runs it (``{"worker", "text"}`` or ``{"worker", "error"}``).
+    plan_sessions: list = field(default_factory=list)
+    worker_explain: dict | None = None
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def _quote(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _sqlstate(err: BaseException) -> str:
@@ -143,6 +160,11 @@ class QueueWorker(User):
         cfg = self.ctx.cfg
         self.statements = policies.prepared_statements(cfg.schema, cfg.policy)
         self.claim_params = [str(cfg.batch).encode(), self.name.encode(), repr(float(cfg.lease_s)).encode()]
+        self.claim_text = None
+        if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
+            del self.statements["claim"]
+            self.claim_text = policies.literal_claim(cfg.schema, cfg.policy, cfg.batch, self.name,
+                                                     cfg.lease_s).encode()
         self.hold = cfg.txn == "hold"
         self.duration_s = jobs.duration_sampler(cfg)
         self.poison_share = cfg.poison_share
@@ -157,6 +179,9 @@ class QueueWorker(User):
         while not self.ctx.stopping:
             try:
                 conn = psycopg.connect(self.ctx.dsn, autocommit=True, application_name=f"queue-bench {self.name}")
+                if self.ctx.cfg.plan_cache != "auto":  # before anything is prepared or planned
+                    conn.execute(psycopg.sql.SQL("SET plan_cache_mode = {}").format(
+                        psycopg.sql.Literal(self.ctx.cfg.plan_cache)))
                 self.session = PreparedSession(conn, self.statements)
                 return
             except psycopg.OperationalError as err:
@@ -184,6 +209,50 @@ class QueueWorker(User):
         """
         while not self.ctx.stopping:
             self.claim_work_complete()
+        self.read_plan_state()
+
+    def read_plan_state(self) -> None:
+        """As the load stops, read how this session planned its claim, into the shared context.
+
+        ``pg_prepared_statements`` is visible only to the session that prepared the
+        statement, so each worker reads its own ``generic_plans``/``custom_plans``
+        (PostgreSQL 14+; https://www.postgresql.org/docs/current/view-pg-prepared-statements.html).
+        Then the first worker to get here runs ``EXPLAIN (ANALYZE, BUFFERS)`` of the
+        claim on its own connection, inside a transaction that is rolled back:
+        ``EXECUTE`` of its cached statement when prepared (so the plan shown is the one
+        the plan cache gives it, and the counts were read first because this adds an
+        execution), else the literal claim it sends. Errors are recorded, never raised.
+        """
+        session = self.session
+        if session is None or session.broken:
+            return
+        self._rollback_if_open()
+        if self.claim_text is None:
+            try:
+                result = session.query(b"SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                                       b"WHERE name = 'claim'")
+                counts = rows_of(result)
+                if counts:
+                    self.ctx.plan_sessions.append({"worker": self.name, "generic_plans": int(counts[0][0]),
+                                                   "custom_plans": int(counts[0][1])})
+            except psycopg.Error as err:
+                self.ctx.plan_sessions.append({"worker": self.name, "error": _first_line(err)})
+        if self.ctx.worker_explain is not None:
+            return
+        self.ctx.worker_explain = {"worker": self.name}  # claimed by this worker before any wait
+        if self.claim_text is None:
+            batch, worker, lease_s = (p.decode() for p in self.claim_params)
+            target = f"EXECUTE claim({int(batch)}, {_quote(worker)}, {float(lease_s)!r})".encode()
+        else:
+            target = self.claim_text
+        try:
+            result = session.query(b"BEGIN; SET LOCAL statement_timeout = '%d'; EXPLAIN (ANALYZE, BUFFERS) "
+                                   % EXPLAIN_TIMEOUT_MS + target)
+            self.ctx.worker_explain["text"] = "\n".join(r[0].decode() for r in rows_of(result))
+        except psycopg.Error as err:
+            self.ctx.worker_explain["error"] = _first_line(err)
+        finally:
+            self._rollback_if_open()
 
     def claim_work_complete(self) -> None:
         """One cycle: claim up to ``batch`` jobs, run them, complete them.
@@ -270,7 +339,10 @@ class QueueWorker(User):
         started = time.perf_counter()
         if self.hold:
             self.session.command(b"BEGIN")
-        result = self.session.execute(b"claim", self.claim_params)
+        if self.claim_text is None:
+            result = self.session.execute(b"claim", self.claim_params)
+        else:
+            result = self.session.query(self.claim_text)
         latency_us = int((time.perf_counter() - started) * 1e6)
         log = self.ctx.log
         claimed = []

@@ -44,15 +44,19 @@ from .config import REPO_ROOT, WORKLOADS_DIR, ConfigError, RunConfig, build_conf
 SWEEPS_DIR = WORKLOADS_DIR / "sweeps"
 #: Axes a sweep may vary, with the RunConfig field each sets (the keys of a workload file).
 SWEEP_KEYS = ("policy", "workers", "batch", "txn", "work_ms", "index", "layout", "history", "backlog",
-              "duration", "warmup", "lease_s", "rate", "arrival", "producers", "work_dist", "fail_prob")
+              "duration", "warmup", "lease_s", "rate", "arrival", "producers", "work_dist", "fail_prob",
+              "plan_cache", "prepared", "autovacuum")
 _FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "target"}
 #: Columns of cells.csv, in order (the contract the comparison report reads).
 CELL_COLUMNS = (
     "cell_id", "rep", "run_id", "run_dir", "status",
     "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
+    "plan_cache", "prepared", "autovacuum",
     "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
     "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
+    "plan_workers", "plan_workers_scan", "plan_workers_generic", "plan_workers_custom",
+    "plan_workers_buffers", "plan_workers_ms",
     "plan_auto", "plan_custom_scan", "plan_custom_buffers", "plan_custom_ms",
     "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
@@ -221,7 +225,8 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
            "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
            "layout": cfg.layout, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
-           "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s}
+           "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s,
+           "plan_cache": cfg.plan_cache, "prepared": int(cfg.prepared), "autovacuum": cfg.autovacuum}
     if summary is None:
         return row
     claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}
@@ -238,6 +243,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         "oldest_age_max_s": summary["oldest_eligible_age_s"]["max"],
         "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
         "plan_auto": plans.get("auto"),
+        **_workers_plan_columns(plans.get("workers") or {}),
         "pgss_calls": pgss.get("calls"), "pgss_mean_ms": pgss.get("mean_ms"),
         "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
@@ -253,6 +259,14 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         row.update({f"table_bytes_{when}": measured.get("table_bytes"),
                     f"indexes_bytes_{when}": measured.get("indexes_bytes")})
     return row
+
+
+def _workers_plan_columns(workers: dict) -> dict:
+    """The ``plan_workers*`` columns: the plan the workers' own sessions ran (``plans.workers``)."""
+    return {"plan_workers": workers.get("plan"), "plan_workers_scan": workers.get("scan"),
+            "plan_workers_generic": workers.get("generic_executions"),
+            "plan_workers_custom": workers.get("custom_executions"),
+            "plan_workers_buffers": workers.get("shared_buffers"), "plan_workers_ms": workers.get("execution_ms")}
 
 
 def _append_row(sweep_dir: Path, row: dict) -> None:

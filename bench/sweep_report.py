@@ -260,21 +260,23 @@ def _plan_rows(sweep: SweepResults) -> list[dict]:
             continue
         custom = _mode_text(done.get("plan_custom_scan", []))
         generic = _mode_text(done.get("plan_generic_scan", []))
-        auto = _mode_text(done.get("plan_auto", []))
+        workers = _mode_text(done.get("plan_workers", []))
+        workers_scan = _mode_text(done.get("plan_workers_scan", []))
         dropped = _dropped_indexes(custom, generic)
         warning = None
         if dropped:
             warning = (f"the generic plan stops using {' and '.join(dropped)} ({generic}) while the custom "
                        f"plan uses {'it' if len(dropped) == 1 else 'them'}")
-            warning += (": PostgreSQL chose the generic plan for the prepared claim, so every claim runs it"
-                        if auto == "generic" else
-                        "; PostgreSQL kept custom plans (re-planned every execution) — a prepared claim "
-                        "that switches to the generic plan, or plan_cache_mode = force_generic_plan, loses the index")
+            warning += (": the workers' sessions ran the generic plan, so every claim after their fifth ran it"
+                        if workers == "generic" else
+                        f"; the workers ran {workers} plans — a prepared claim that switches to the generic "
+                        "plan, or plan_cache_mode = force_generic_plan, loses the index")
         pgss = (_ci(cell.stat("pgss_calls")), _ci(cell.stat("pgss_mean_ms")),
                 _ci(cell.stat("pgss_shared_blks_per_call")))
         rows.append({
             "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
-            "params": _param_cells(sweep, cell), "auto": auto,
+            "params": _param_cells(sweep, cell), "workers": workers, "workers_scan": workers_scan,
+            "workers_scan_warning": "Seq Scan on jobs" in workers_scan,
             "custom": {"scan": custom, "buffers": _ci(cell.stat("plan_custom_buffers")),
                        "ms": _ci(cell.stat("plan_custom_ms"))},
             "generic": {"scan": generic, "buffers": _ci(cell.stat("plan_generic_buffers")),

@@ -31,11 +31,12 @@ __all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_j
 
 #: Run parameters carried as columns of cells.csv.
 PARAM_COLUMNS = ("policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
-                 "work_ms", "txn", "duration_s")
+                 "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
 NUMERIC_COLUMNS = (
     "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
     "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
+    "plan_workers_generic", "plan_workers_custom", "plan_workers_buffers", "plan_workers_ms",
     "plan_custom_buffers", "plan_custom_ms", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
