@@ -68,7 +68,7 @@ def render_report(run_dir: Path) -> Path:
     Returns:
         Path of the written ``report.html`` (UTF-8, self-contained: inline CSS,
         figures as base64 PNG data URIs). As a side effect each figure is also
-        written to ``run_dir/plots/<name>.png`` (throughput, claim_latency,
+        written to ``run_dir/plots/<name>.png`` (throughput, claim_latency, claim_vs_table,
         oldest_age, locks_running, dead_tuples).
 
     Raises:
@@ -427,9 +427,10 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
                     transform=ax.transAxes)
         ax.margins(x=0.015)
         draw(ax, df, summary)
-        if not df.empty:  # the whole measured window, even when a series has few points
+        time_axis = getattr(draw, "time_axis", True)  # False: x is not the measured window's time
+        if not df.empty and time_axis:  # the whole measured window, even when a series has few points
             ax.set_xlim(df["t_s"].min() - 0.3, df["t_s"].max() + 0.3)
-        for i, fault in enumerate(summary.get("faults") or []):  # shade each fault window
+        for i, fault in enumerate((summary.get("faults") or []) if time_axis else []):  # shade each fault window
             ax.axvspan(fault["start_s"], fault["end_s"], color=f"C{(i % 4) + 6}", alpha=0.12, zorder=0)
             ax.text(fault["start_s"], 1.0, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
                     fontsize="x-small", va="top", color="#555")
@@ -569,6 +570,33 @@ def _draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax, handles)
 
 
+def _draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Per-second claim p50/p99 against the queue table's tuples (live + dead) in that second."""
+    if "table_tuples" not in df or df["table_tuples"].isna().all():
+        ax.text(0.5, 0.5, "no table_tuples samples in this run's intervals.csv", ha="center", va="center",
+                transform=ax.transAxes, fontsize="small", color="#c62828")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    for col, label in (("claim_p50_us", "p50"), ("claim_p99_us", "p99")):
+        points = df[["table_tuples", col]].dropna()
+        ax.plot(points["table_tuples"], points[col] / 1000.0, linestyle="none", marker="o", markersize=3,
+                label=f"claim latency {label}")
+    ax.set_xlabel("queue table tuples, live + dead (pg_stat_user_tables)")
+    ax.set_ylabel("claim latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    growth = summary.get("claim_growth") or {}
+    if growth.get("grows"):
+        ax.text(0.01, 0.97, f"claim latency grows with the table: +{growth['slope_us_per_1k_tuples']:,.1f} µs "
+                f"per 1,000 tuples (r = {growth['r']:.2f})", transform=ax.transAxes, va="top",
+                fontsize="small", color="#c62828")
+    _legend(ax)
+
+
+_draw_claim_vs_table.time_axis = False
+
+
 # (file name, title, caption, drawing function); the report shows them in this order.
 _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
     ("throughput", "Throughput",
@@ -579,6 +607,12 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "Per-second p50/p95/p99 of claim latency in ms (lock waits included); gaps are seconds "
      "with no claims. A widening p99 over p50 means some claims queue behind locks.",
      _draw_claim_latency),
+    ("claim_vs_table", "Claim latency against table size",
+     "Each second's claim p50 and p99 against the queue table's live + dead tuples in that second. "
+     "A flat cloud means the claim's cost does not depend on the table; a rising one means every "
+     "claim reads more as the table grows (a plan that scans the table, or dead index entries it "
+     "steps over) and the run's figures depend on how long it ran.",
+     _draw_claim_vs_table),
     ("oldest_age", "Oldest eligible age and queue depth",
      "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
      "(right axis, an exact count taken as often as its cost stays within 2 % of the time); "

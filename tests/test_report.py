@@ -14,7 +14,7 @@ import pytest
 from bench.report import ReportError, render_report
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
-PLOT_NAMES = ("throughput", "claim_latency", "oldest_age", "locks_running", "dead_tuples")
+PLOT_NAMES = ("throughput", "claim_latency", "claim_vs_table", "oldest_age", "locks_running", "dead_tuples")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
