@@ -62,7 +62,7 @@ RUN_PARAMS = \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 
-.PHONY: bench test calibrate report install clean sweep compare-indexes capacity compare sweep-report
+.PHONY: bench test calibrate report install clean sweep compare-indexes capacity compare sweep-report soak
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,14 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
+# DURATION is given; other run parameters pass through. It logs the harness RSS every minute
+# and prints it at 1, 5 and 10 minutes, at the end, its peak and its growth per minute
+# (summary.json harness_rss_mb).
+SOAK_DURATION = 10m
+soak: $(STAMP)
+	$(BIN)/qbench run $(RUN_ARGS) $(if $(DURATION),,--duration='$(SOAK_DURATION)')
 
 # pgbench and queue-bench on the same claim SQL, same clients, same database.
 CAL_WORKERS ?= 50
