@@ -46,19 +46,25 @@ def _tiled(df: pd.DataFrame, n_source: int, seconds: int) -> pd.DataFrame:
     return out[out["t_s"] < seconds]
 
 
-def stretch_run(source: Path, out: Path, seconds: int) -> int:
-    """Write ``out``: ``source``'s result files with its measured seconds repeated to ``seconds``.
-
-    Returns how many measured seconds ``source`` had. Raises ValueError when ``source`` is not a
-    run directory with at least one measured second.
-    """
+def check_run_dir(source: Path) -> int:
+    """How many measured seconds the run directory ``source`` holds; ValueError (one line naming
+    RUN_DIR) when it lacks a file the report reads or has no measured second."""
     for name in (*COPIED_FILES, "intervals.csv"):
         if not (source / name).is_file():
             raise ValueError(f"RUN_DIR: {source} has no {name}; allowed: a results/<run_id> directory")
-    intervals = pd.read_csv(source / "intervals.csv")
-    n_source = len(intervals)
+    n_source = len(pd.read_csv(source / "intervals.csv"))
     if n_source == 0:
         raise ValueError(f"RUN_DIR: {source} has no measured second; allowed: a run with a measured window")
+    return n_source
+
+
+def stretch_run(source: Path, out: Path, seconds: int) -> int:
+    """Write ``out``: ``source``'s result files with its measured seconds repeated to ``seconds``.
+
+    Returns how many measured seconds ``source`` had. Raises ValueError as :func:`check_run_dir`.
+    """
+    n_source = check_run_dir(source)
+    intervals = pd.read_csv(source / "intervals.csv")
     out.mkdir(parents=True, exist_ok=True)
     for name in COPIED_FILES:
         shutil.copy(source / name, out / name)
@@ -136,15 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--seconds: {args.seconds!r} is not allowed; allowed: a whole number of seconds >= 1", file=sys.stderr)
         return 2
     source, seconds = Path(args.run_dir), int(args.seconds)
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="qbench-render-bench-"))
-    if out.exists() and any(out.iterdir()):
-        print(f"--out: {out} is not empty; allowed: a new or empty directory", file=sys.stderr)
+    if args.out and Path(args.out).exists() and any(Path(args.out).iterdir()):
+        print(f"--out: {args.out} is not empty; allowed: a new or empty directory", file=sys.stderr)
         return 2
     try:
-        n_source = stretch_run(source, out, seconds)
+        check_run_dir(source)
     except ValueError as err:
         print(str(err), file=sys.stderr)
         return 2
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="qbench-render-bench-"))
+    n_source = stretch_run(source, out, seconds)
     size_mb = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 2**20
     print(f"{out}: {source.name}'s {n_source} measured seconds repeated to {seconds} s "
           f"(intervals.csv {seconds} rows, one interval per second in each .hlog; {size_mb:,.1f} MB)")
