@@ -67,7 +67,7 @@ RUN_PARAMS = \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 
-.PHONY: bench test calibrate report install clean sweep compare-indexes capacity compare sweep-report
+.PHONY: bench test calibrate report install clean sweep compare-indexes capacity compare sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,22 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
+# DURATION is given; other run parameters pass through. It logs the harness RSS every minute
+# and prints it at 1, 5 and 10 minutes, at the end, its peak and its growth per minute
+# (summary.json harness_rss_mb).
+SOAK_DURATION = 10m
+soak: $(STAMP)
+	$(BIN)/qbench run $(RUN_ARGS) $(if $(DURATION),,--duration='$(SOAK_DURATION)')
+
+# What a long run's report costs (a benchmark of the report, not of the database): a temporary
+# copy of RUN with its measured seconds repeated to RENDER_SECONDS (default one hour), then
+# `qbench report` on it and a full read of its claim .hlog, each timed with its peak RSS.
+RENDER_SECONDS ?= 3600
+report-bench: $(STAMP)
+	@test -n '$(RUN)' || { echo "make report-bench: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
+	$(BIN)/python -m bench.render_bench '$(RUN)' --seconds='$(RENDER_SECONDS)'
 
 # pgbench and queue-bench on the same claim SQL, same clients, same database.
 CAL_WORKERS ?= 50

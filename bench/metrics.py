@@ -3,7 +3,8 @@
 Latencies are recorded as integer microseconds in HdrHistograms (the ``hdrh``
 package, a port of Gil Tene's HdrHistogram), one set per one-second interval;
 whole-window histograms are the exact sum of the measured intervals, so every
-figure can be recomputed from the interval log. Locust's own statistics are not
+figure can be recomputed from the interval log. A :class:`Window` keeps those sums
+as running totals, so a run holds one second's histograms at a time however long it is. Locust's own statistics are not
 used: they round sub-100 ms response times to whole milliseconds.
 
 Everything here runs in one OS thread (gevent greenlets), so no locking is needed.
@@ -128,8 +129,44 @@ class Recorder:
         return closed
 
 
-def merge(intervals: list[Interval], name: str) -> HdrHistogram:
-    """Exact sum of histogram ``name`` over ``intervals``."""
+class Window:
+    """Running totals of the measured window: the intervals added so far, without keeping them.
+
+    ``histograms`` holds one histogram per :data:`HISTOGRAM_NAMES` name, the exact
+    sum (``HdrHistogram.add``) of the added intervals'; ``counters`` and ``errors``
+    their sums; ``start_s`` the first interval's start and ``end_s`` the last one's
+    end (monotonic seconds since the load started, None while empty); ``seconds``
+    the sum of their lengths and ``intervals`` how many were added. Memory is a
+    fixed set of histograms (about 1 MB at :data:`SIGNIFICANT_DIGITS`), whatever
+    the length of the run.
+    """
+
+    def __init__(self) -> None:
+        self.histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}
+        self.counters: Counter = Counter()
+        self.errors: Counter = Counter()
+        self.start_s: float | None = None
+        self.end_s: float | None = None
+        self.seconds = 0.0
+        self.intervals = 0
+
+    def add(self, interval: Interval) -> None:
+        """Add ``interval``'s histograms and counters to the totals."""
+        for name, total in self.histograms.items():
+            total.add(interval.histograms[name])
+        self.counters.update(interval.counters)
+        self.errors.update(interval.errors)
+        if self.start_s is None:
+            self.start_s = interval.start_s
+        self.end_s = interval.end_s
+        self.seconds += interval.seconds
+        self.intervals += 1
+
+
+def merge(intervals: "list[Interval] | Window", name: str) -> HdrHistogram:
+    """Exact sum of histogram ``name`` over ``intervals``; of a :class:`Window`, its running total."""
+    if isinstance(intervals, Window):
+        return intervals.histograms[name]
     total = new_histogram(name)
     for interval in intervals:
         total.add(interval.histograms[name])

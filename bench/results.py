@@ -70,25 +70,54 @@ def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in INTERVAL_COLUMNS})
 
 
-def write_histogram_log(path: Path, intervals: list, name: str, base_time_s: float) -> None:
-    """Write the interval histograms ``name`` of ``intervals`` as an HdrHistogram log.
+class HistogramLogs:
+    """One HdrHistogram interval log per histogram name, ``<directory>/<name>.hlog``, written
+    one interval at a time: each measured second's histograms go to disk as that second ends.
 
-    ``base_time_s`` is the Unix time of the load start (``Interval.start_s`` is
-    relative to it). As the HdrHistogram log format specifies, the log carries a
-    ``BaseTime`` line and each interval is stamped in seconds relative to it; the
-    ``Interval_Max`` column is in milliseconds (values are µs).
+    ``names``: the histogram names (:data:`bench.metrics.HISTOGRAM_NAMES`); ``base_time_s``:
+    the Unix time of the load start (``Interval.start_s`` is relative to it). As the
+    HdrHistogram log format specifies, each log carries a ``BaseTime`` line and each
+    interval is stamped in seconds relative to it; the ``Interval_Max`` column is in
+    milliseconds (values are µs). The directory is created; files are flushed after
+    every interval, so a running log can be read (``hdrh.log.HistogramLogReader``).
+    Use as a context manager or call :meth:`close`. Raises OSError when a file cannot
+    be written.
     """
-    base_ms = base_time_s * 1000.0
-    with path.open("w") as fh:
-        writer = HistogramLogWriter(fh)
-        writer.base_time = base_ms  # the writer subtracts it from the histograms' own stamps
-        writer.output_log_format_version()
-        writer.output_comment(f"queue-bench {name}: one interval per measured second, values in microseconds")
-        writer.output_base_time(base_ms)
-        writer.output_legend()
-        for interval in intervals:
+
+    def __init__(self, directory: Path, names: Iterable[str], base_time_s: float):
+        directory.mkdir(parents=True, exist_ok=True)
+        self._base_ms = base_time_s * 1000.0
+        self._files = {}
+        self._writers = {}
+        for name in names:
+            fh = (directory / f"{name}.hlog").open("w")
+            self._files[name] = fh
+            writer = HistogramLogWriter(fh)
+            writer.base_time = self._base_ms  # the writer subtracts it from the histograms' own stamps
+            writer.output_log_format_version()
+            writer.output_comment(f"queue-bench {name}: one interval per measured second, values in microseconds")
+            writer.output_base_time(self._base_ms)
+            writer.output_legend()
+            fh.flush()
+            self._writers[name] = writer
+
+    def write(self, interval) -> None:
+        """Append ``interval``'s histogram of every name (a :class:`bench.metrics.Interval`)."""
+        for name, writer in self._writers.items():
             hist = interval.histograms[name]
             # Stamps go through the histogram: the writer treats an explicit 0.0 start as "not given".
-            hist.set_start_time_stamp(base_ms + interval.start_s * 1000.0)
-            hist.set_end_time_stamp(base_ms + interval.end_s * 1000.0)
+            hist.set_start_time_stamp(self._base_ms + interval.start_s * 1000.0)
+            hist.set_end_time_stamp(self._base_ms + interval.end_s * 1000.0)
             writer.output_interval_histogram(hist, max_value_unit_ratio=1000.0)
+            self._files[name].flush()
+
+    def close(self) -> None:
+        """Close every log (idempotent)."""
+        for fh in self._files.values():
+            fh.close()
+
+    def __enter__(self) -> "HistogramLogs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

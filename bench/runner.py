@@ -35,6 +35,7 @@ from .producers import Producer
 from .faults import choose_workers
 from .reaper import Reaper
 from .mover import Mover
+from .rss import RSS_REPORTED_MIN, RssLog
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
 #: a little above the pgbench reference figures in DESIGN.md (about 4,100 jobs/s at
@@ -129,9 +130,13 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
     if interval.counters["jobs_produced"]:
         row["jobs_produced"] = interval.counters["jobs_produced"]
         row["producer_lag_p99_us"] = lag.get_value_at_percentile(99)
-    if sample:
-        row.update({k: v for k, v in sample.items() if k != "age_by_priority"})
+    row.update(_sample_columns(sample))
     return row
+
+
+def _sample_columns(sample: dict | None) -> dict:
+    """The intervals.csv columns of one second's monitor sample (none when it was not sampled)."""
+    return {k: v for k, v in (sample or {}).items() if k != "age_by_priority"}
 
 
 def _percentile(values: list[float], pct: float) -> float | None:
@@ -257,9 +262,24 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     if cfg.layout == "archive":
         mover = Mover(db.connect(dsn, application_name="queue-bench mover"), cfg.schema, recorder)
         mover_greenlet = gevent.spawn(mover.run)
-    measured: list[metrics.Interval] = []
-    every: list[metrics.Interval] = []  # warm-up, measured and stop phase: the invariants cover them all
-    cpus: list[float] = []
+    # Running totals, not the intervals: one second's histograms are held at a time (see metrics.Window).
+    measured = metrics.Window()
+    totals: Counter = Counter()  # warm-up, measured and stop phase: the invariants cover them all
+    max_rows_per_claim = 0
+    rows: list[dict] = []  # one small dict per measured second; monitor samples are added at the end
+    hlogs = results.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, clock.unix0)
+    rss = RssLog(proc, log)
+
+    def account(interval: metrics.Interval, cpu: float | None) -> None:
+        """Count ``interval`` in the totals; with ``cpu``, it is measured: to the logs, the window and a row."""
+        nonlocal max_rows_per_claim
+        totals.update(interval.counters)
+        max_rows_per_claim = max(max_rows_per_claim, interval.max_rows_per_claim)
+        if cpu is not None:
+            hlogs.write(interval)
+            measured.add(interval)
+            rows.append(_interval_row(interval, interval.index - n_warm, None, cpu))
+
     complete = True
     prev_s = 0.0
     interrupted = gevent.event.Event()
@@ -274,18 +294,14 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
                 break
             now_s = clock.now_s()
             interval = recorder.rotate(k, prev_s, now_s)
-            every.append(interval)
             prev_s = now_s
             cpu = proc.cpu_percent(None)
-            if k >= n_warm:
-                measured.append(interval)
-                cpus.append(cpu)
+            account(interval, cpu if k >= n_warm else None)
+            rss.tick(k + 1)
             if k + 1 == n_warm:  # the measured window starts now
                 pgss_reset = _pgss_reset(admin, cfg, pgss_missing)
             if (k + 1) % PROGRESS_EVERY_S == 0:
-                recent = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c)
-                          for iv, c in zip(measured[-PROGRESS_EVERY_S:], cpus[-PROGRESS_EVERY_S:])]
-                _progress(log, k + 1, n_warm, n_meas, recent, samples.get(k))
+                _progress(log, k + 1, n_warm, n_meas, rows[-PROGRESS_EVERY_S:], samples.get(k))
     finally:
         # From here on the results are being written: a Ctrl-C waits for them (run() restores the handlers).
         for sig in previous_handlers:
@@ -312,15 +328,14 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     workers_plan = plans.workers_plan(ctx.plan_sessions, ctx.worker_explain, prepared=cfg.prepared,
                                       plan_cache=cfg.plan_cache)
     tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
-    every.append(tail)
-    totals = sum((iv.counters for iv in every), Counter())
-    max_rows_per_claim = max(iv.max_rows_per_claim for iv in every)
-    if not complete and tail.counters["claims"] and len(measured) < n_meas and clock.now_s() > n_warm:
-        measured.append(tail)
-        cpus.append(proc.cpu_percent(None))
+    tail_measured = (not complete and tail.counters["claims"] and measured.intervals < n_meas
+                     and clock.now_s() > n_warm)
+    account(tail, proc.cpu_percent(None) if tail_measured else None)
+    hlogs.close()
     ended_unix = time.time()
-    # Rows are built only now: a table sample taken in second k may have returned after tick k.
-    rows = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c) for iv, c in zip(measured, cpus)]
+    # Samples join the rows only now: a table sample taken in second k may have returned after tick k.
+    for row in rows:
+        row.update(_sample_columns(samples.get(row["t_s"] + n_warm)))
 
     database_lost = None
     try:
@@ -355,8 +370,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     claim_plan = plans.plans_text(claim_plans, plans_when, workers_plan)
     (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
-    measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
-    measured_end_unix = clock.unix0 + measured[-1].end_s if measured else measured_start_unix  # empty window
+    measured_start_unix = clock.unix0 + (measured.start_s if measured.intervals else n_warm)
+    measured_end_unix = clock.unix0 + measured.end_s if measured.intervals else measured_start_unix  # empty window
     run_info = {
         "run_id": run_id, "tool_version": __version__, "git_sha": _git_sha(),
         **server,
@@ -382,18 +397,16 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
         "measured_start": _iso_at(measured_start_unix), "measured_end": _iso_at(measured_end_unix),
         "ended_at": _iso_at(ended_unix),
+        "harness_rss_mb": rss.summary(),
     }
     summary = summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,
                         final_sample, monitor.failures, run_info)
     results.write_json(run_dir / "run.json", run_info)
     results.write_intervals(run_dir / "intervals.csv", rows)
-    (run_dir / "histograms").mkdir()
-    for name in metrics.HISTOGRAM_NAMES:
-        results.write_histogram_log(run_dir / "histograms" / f"{name}.hlog", measured, name, clock.unix0)
     results.write_json(run_dir / "summary.json", summary)
     if len({0} | {p for p, _ in cfg.priority_mix}) > 1:
         results.write_priority_ages(run_dir / "priority_ages.csv", [
-            (iv.index - n_warm, samples.get(iv.index, {}).get("age_by_priority")) for iv in measured])
+            (r["t_s"], samples.get(r["t_s"] + n_warm, {}).get("age_by_priority")) for r in rows])
     if claim_log.retry_claims:
         # Seconds between successive claims of each job that failed at least once (database time).
         gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
@@ -419,15 +432,12 @@ def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, rows: list[dict], s
         f"oldest age {age}, errors {errors}")
 
 
-def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result, final_sample,
+def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_per_claim, audit_result, final_sample,
               monitor_failures, run_info) -> dict:
     """Build ``summary.json`` (DESIGN.md keys plus ``suspect``, ``backlog_exhausted`` and details)."""
-    measured_s = sum(i.seconds for i in measured)
-    counters = Counter()
-    errors = Counter()
-    for interval in measured:
-        counters.update(interval.counters)
-        errors.update(interval.errors)
+    measured_s = measured.seconds
+    counters = Counter(measured.counters)
+    errors = Counter(measured.errors)
     claim = metrics.merge(measured, "claim_latency_us")
     complete_h = metrics.merge(measured, "complete_latency_us")
     pickup = metrics.merge(measured, "pickup_latency_us")
@@ -529,6 +539,7 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "pg_stat_statements": run_info["pg_stat_statements"],
         "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
         "audit": audit_result["details"],
+        "harness_rss_mb": run_info["harness_rss_mb"],
     }
     return summary
 
@@ -685,5 +696,9 @@ def _final_lines(log, s: dict) -> None:
         f"invariants {s['invariants']}")
     if s.get("saturation_verdict"):
         log(f"queue: {s['saturation_verdict']}")
+    rss = s["harness_rss_mb"]
+    at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
+    growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"
+    log(f"harness RSS {(at + ', ') if at else ''}{rss['end']:,.1f} MB at the end, peak {rss['max']:,.1f} MB{growth}")
     if s["suspect"]:
         log("SUSPECT: " + "; ".join(s["suspect_reasons"]))
