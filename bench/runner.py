@@ -30,7 +30,7 @@ import psycopg.sql
 from . import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
 from . import __version__, audit, db, metrics, plans, results, statements
 from .config import REPO_ROOT, ConfigError, RunConfig, mask_dsn
-from .monitor import Monitor
+from .monitor import Monitor, spawn_samplers
 from .producers import Producer
 from .faults import choose_workers
 from .reaper import Reaper
@@ -228,23 +228,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         entry["monitor_query_us"] += int(values["cost_s"] * 1e6)
         entry.update({key: v for key, v in values.items() if key != "cost_s" and v is not None})
 
-    def stats_loop() -> None:
-        k = 0
-        while k < n_warm + n_meas:
-            clock.sleep_until(k + 0.5)
-            note(k, monitor.sample_stats())
-            k = max(k + 1, int(clock.now_s() + 0.5))
-
-    def table_loop() -> None:
-        while True:
-            delay = monitor.seconds_until_due()
-            if delay > 0:
-                gevent.sleep(min(delay, 1.0))
-                continue
-            k = int(clock.now_s())
-            note(k, monitor.sample_table())
-
-    samplers = [gevent.spawn(stats_loop), gevent.spawn(table_loop)]
+    samplers = spawn_samplers(monitor, clock.now_s, n_warm + n_meas, note)
     fault_greenlets = [gevent.spawn(_fault_window, f, ctx, dsn, clock, n_warm, recorder, log) for f in cfg.faults]
     reaper = None
     if cfg.reaper_interval_s > 0:

@@ -1,0 +1,98 @@
+"""``qbench calibrate`` against the real server with a real pgbench: the summary line,
+calibration.json, and every figure recomputed from the files it rests on.
+
+A small calibration (4 clients, 1 s warm-up, 3 s measured, 2 pairs) so that the median
+is of more than one pair; the speed goal itself is a benchmark (``make calibrate``).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import re
+import statistics
+from pathlib import Path
+
+from conftest import qbench
+
+LINE_RE = re.compile(r"^median ratio: (\d+\.\d\d) \(min (\d+\.\d\d), max (\d+\.\d\d), (\d+) pairs, (\d+) left out\)$")
+PAIR_RE = re.compile(r"^pair (\d+)( \(try \d\))?: pgbench ([\d,.]+) tps, queue-bench ([\d,.]+) jobs/s, ratio (\d+\.\d\d)")
+
+
+def _epoch(iso: str) -> int:
+    return int(dt.datetime.fromisoformat(iso).timestamp())
+
+
+def _aggregate(pgbench_dir: Path) -> dict[int, int]:
+    """Transactions per interval start, summed over pgbench's per-thread aggregate logs."""
+    per_s: dict[int, int] = {}
+    for path in pgbench_dir.glob("aggregate.*"):
+        for line in path.read_text().splitlines():
+            start, transactions = line.split()[:2]
+            per_s[int(start)] = per_s.get(int(start), 0) + int(transactions)
+    return per_s
+
+
+def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_path):
+    proc = qbench("calibrate", "--dsn", dsn, "--workers", "4", "--warmup", "1s", "--duration", "3s",
+                  "--pairs", "2", "--results", str(tmp_path), timeout=600)
+    lines = proc.stdout.strip().splitlines()
+    match = LINE_RE.match(lines[-1])
+    assert match, proc.stdout + proc.stderr
+    (cal_dir,) = tmp_path.glob("calibration-*")
+    data = json.loads((cal_dir / "calibration.json").read_text())
+    assert proc.returncode == (0 if data["pairs_kept"] else 1), proc.stdout + proc.stderr
+    assert data["summary_line"] == lines[-1]
+
+    kept = [p for p in data["pairs"] if p["kept"]]
+    ratios = [p["ratio"] for p in kept]
+    median, low, high, n_kept, n_left = match.groups()
+    assert (int(n_kept), int(n_left)) == (len(kept), len(data["pairs"]) - len(kept))
+    assert len(data["pairs"]) == 2
+    if ratios:
+        assert median == f"{statistics.median(ratios):.2f}"
+        assert (low, high) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
+    printed = [PAIR_RE.match(line) for line in lines if PAIR_RE.match(line)]
+    assert len(printed) == sum(len(p["attempts"]) for p in data["pairs"])
+
+    pg_cpu_s = pg_jobs = qb_cpu_s = qb_jobs = 0.0
+    for pair, attempt in ((p, a) for p in data["pairs"] for a in p["attempts"]):
+        pg, qb = attempt["pgbench"], attempt["queue_bench"]
+        # pgbench's tps: transactions of the measured whole seconds of its aggregate log / those seconds
+        per_s = _aggregate(cal_dir / "pgbench" / attempt["label"])
+        start, end = _epoch(pg["measured_start"]), _epoch(pg["measured_end"])
+        assert end - start == pg["measured_s"] == 3
+        assert start - min(per_s) >= 1, "pgbench's warm-up (1 s after its first logged second) was not dropped"
+        measured = sum(per_s.get(t, 0) for t in range(start, end))
+        assert measured == pg["transactions"] and measured > 0
+        assert pg["tps"] == measured / 3
+        # queue-bench's side: its own summary and intervals
+        run_dir = Path(qb["run_dir"])
+        assert run_dir.parent == cal_dir / "runs"
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert qb["jobs_per_s"] == summary["throughput_jobs_per_s"]
+        assert round(summary["measured_s"]) == pg["measured_s"]  # the same window length on both sides
+        assert attempt["ratio"] == summary["throughput_jobs_per_s"] / pg["tps"]
+        with open(run_dir / "intervals.csv", newline="") as fh:
+            cpus = [float(r["harness_cpu_pct"]) for r in csv.DictReader(fh)]
+        cpu_s = statistics.mean(cpus) / 100 * summary["measured_s"]
+        assert abs(qb["cpu_us_per_job"] - 1e6 * cpu_s / summary["jobs_completed"]) < 1e-6
+        assert abs(pg["cpu_us_per_job"] - 1e6 * pg["cpu_s"] / measured) < 1e-6
+        if not attempt["problems"]:  # a clean pgbench run, with the monitor sampling every measured second
+            assert pg["failed"] == 0 and pg["exit_code"] == 0 and pg["monitor_samples"] == 3
+        if pair["kept"] and attempt is pair["attempts"][-1]:
+            assert pair["ratio"] == attempt["ratio"]
+            pg_cpu_s, pg_jobs = pg_cpu_s + pg["cpu_s"], pg_jobs + measured
+            qb_cpu_s, qb_jobs = qb_cpu_s + cpu_s, qb_jobs + summary["jobs_completed"]
+    if kept:
+        assert abs(data["cpu_us_per_job"]["pgbench"] - 1e6 * pg_cpu_s / pg_jobs) < 1e-6
+        assert abs(data["cpu_us_per_job"]["harness"] - 1e6 * qb_cpu_s / qb_jobs) < 1e-6
+
+
+def test_calibrate_refuses_zero_pairs_and_creates_nothing(tmp_path):
+    proc = qbench("calibrate", "--pairs", "0", "--results", str(tmp_path / "results"), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qbench: PAIRS:") and "from 1 to 100" in lines[0]
+    assert not (tmp_path / "results").exists()
