@@ -127,6 +127,7 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
     "cpu_s", "cpu_us_per_job", "calibrate_cpu_s", "problems" (strings; empty when
     the run is clean)}``.
     """
+    out_dir = out_dir.resolve()  # pgbench runs in it: its paths must not be relative to the caller's
     out_dir.mkdir(parents=True)
     script_path = out_dir / "claim_complete.sql"
     script_path.write_text(script)
@@ -194,7 +195,7 @@ def harness_figures(run_dir: Path) -> dict:
     Returns ``{"jobs_per_s", "jobs_completed", "measured_s", "cpu_us_per_job"
     (mean harness CPU of the measured seconds × measured_s / jobs completed),
     "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
-    "cpu_s", "complete", "run_dir"}``.
+    "cpu_s", "complete"}``.
     """
     summary = json.loads((run_dir / "summary.json").read_text())
     with open(run_dir / "intervals.csv", newline="") as fh:
@@ -209,7 +210,7 @@ def harness_figures(run_dir: Path) -> dict:
             "harness_cpu_mean_pct": round(mean_pct, 2) if mean_pct is not None else None,
             "harness_cpu_max_pct": summary["harness_cpu_max_pct"],
             "suspect": summary["suspect"], "suspect_reasons": summary["suspect_reasons"],
-            "complete": summary["complete"], "run_dir": str(run_dir)}
+            "complete": summary["complete"]}
 
 
 def summary_line(ratios: list[float], left_out: int) -> str:
@@ -266,13 +267,14 @@ def _pair(pgbench: str, dsn: str, cfg, backlog: int, cal_dir: Path, label: str, 
     pg = _pgbench_side(pgbench, dsn, cfg, backlog, cal_dir / "pgbench" / label)
     run_dir = runner.run(cfg, dsn, log=lambda m: log("    " + m) if m.startswith("SUSPECT") else None)
     qb = harness_figures(run_dir)
+    qb["run_dir"] = str(run_dir.resolve().relative_to(cal_dir.resolve()))  # calibration.json's paths: relative to it
     problems = [f"pgbench: {p}" for p in pg["problems"]] + [f"queue-bench: {r}" for r in qb["suspect_reasons"]]
     if not qb["complete"]:
         problems.append("queue-bench: the run was interrupted")
     ratio = qb["jobs_per_s"] / pg["tps"] if pg["tps"] and qb["jobs_per_s"] is not None else None
     if ratio is None:
         problems.append("no ratio: one side completed no job")
-    return {"label": label, "pgbench": pg, "queue_bench": qb, "ratio": ratio, "problems": problems}
+    return {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg, "queue_bench": qb, "ratio": ratio, "problems": problems}
 
 
 def _fmt(value: float | None, spec: str) -> str:

@@ -35,12 +35,13 @@ def _aggregate(pgbench_dir: Path) -> dict[int, int]:
 
 
 def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_path):
+    # --results relative to the working directory, as ``make calibrate`` gives it
     proc = qbench("calibrate", "--dsn", dsn, "--workers", "4", "--warmup", "1s", "--duration", "3s",
-                  "--pairs", "2", "--results", str(tmp_path), timeout=600)
+                  "--pairs", "2", "--results", "results", timeout=600, cwd=tmp_path)
     lines = proc.stdout.strip().splitlines()
     match = LINE_RE.match(lines[-1])
     assert match, proc.stdout + proc.stderr
-    (cal_dir,) = tmp_path.glob("calibration-*")
+    (cal_dir,) = (tmp_path / "results").glob("calibration-*")
     data = json.loads((cal_dir / "calibration.json").read_text())
     assert proc.returncode == (0 if data["pairs_kept"] else 1), proc.stdout + proc.stderr
     assert data["summary_line"] == lines[-1]
@@ -60,7 +61,7 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
     for pair, attempt in ((p, a) for p in data["pairs"] for a in p["attempts"]):
         pg, qb = attempt["pgbench"], attempt["queue_bench"]
         # pgbench's tps: transactions of the measured whole seconds of its aggregate log / those seconds
-        per_s = _aggregate(cal_dir / "pgbench" / attempt["label"])
+        per_s = _aggregate(cal_dir / attempt["pgbench_dir"])
         start, end = _epoch(pg["measured_start"]), _epoch(pg["measured_end"])
         assert end - start == pg["measured_s"] == 3
         assert start - min(per_s) >= 1, "pgbench's warm-up (1 s after its first logged second) was not dropped"
@@ -68,7 +69,7 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
         assert measured == pg["transactions"] and measured > 0
         assert pg["tps"] == measured / 3
         # queue-bench's side: its own summary and intervals
-        run_dir = Path(qb["run_dir"])
+        run_dir = cal_dir / qb["run_dir"]  # paths in calibration.json are relative to its directory
         assert run_dir.parent == cal_dir / "runs"
         summary = json.loads((run_dir / "summary.json").read_text())
         assert qb["jobs_per_s"] == summary["throughput_jobs_per_s"]
