@@ -11,10 +11,9 @@ waited for on the connection socket through gevent's event loop, so a worker
 blocked on a row lock yields to the others. The read wait uses one libev io
 watcher per connection, left started between statements: gevent's
 ``wait_read`` makes a new watcher for every wait (an ``fcntl`` check of the fd
-and an ``epoll_ctl`` each time), about 1.3 µs of client CPU per statement at
-50 workers (10.9 against 9.6 µs per statement, measured with 50 greenlets
-running ``SELECT $1`` on this machine; ``make calibrate`` shows the per-job
-figures).
+and an ``epoll_ctl`` each time): about 1 µs of client CPU per statement at
+50 workers (10.5–11.3 against 9.6–9.8 µs per statement, 50 greenlets running
+``SELECT $1`` on a 2-core machine; ``make calibrate`` shows the per-job figures).
 
 libpq asynchronous command processing:
 https://www.postgresql.org/docs/current/libpq-async.html
