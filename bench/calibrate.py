@@ -290,6 +290,12 @@ def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
                "warmup_s": int(round(cfg.warmup_s)), "pairs_requested": pairs, "retries_per_pair": RETRIES_PER_PAIR,
                "goal": {"median_ratio_min": GOAL_MEDIAN_RATIO, "harness_cpu_per_job_max_x_pgbench": GOAL_CPU_FACTOR},
                "pairs": []}
+    # Refuse before anything is created or dropped: a schema not the tool's, one in use by
+    # another run, or too few connections for either side (pgbench's clients + the monitor's two).
+    with db.connect(dsn, application_name="queue-bench calibrate") as conn:
+        db.check_schema_usable(conn, cfg.schema)
+        db.lock_schema(conn, cfg.schema)
+        db.check_capacity(conn, max(cfg.workers + 2, cfg.connections_needed()))
     log(f"calibration: {pairs} pairs of pgbench (A) then queue-bench (B), {cfg.workers} clients, "
         f"{cfg.duration_s:g} s measured after {cfg.warmup_s:g} s warm-up, same monitor on both sides -> {cal_dir}")
     try:

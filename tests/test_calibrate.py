@@ -97,3 +97,24 @@ def test_calibrate_refuses_zero_pairs_and_creates_nothing(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qbench: PAIRS:") and "from 1 to 100" in lines[0]
     assert not (tmp_path / "results").exists()
+
+
+def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
+    """Another run holds the schema: exit 2 with one line, no calibration directory, and the
+    other run's schema is still there (the calibration's clean-up must not drop it)."""
+    import psycopg
+    from psycopg import sql
+
+    from bench.db import SCHEMA_MARK
+
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("CREATE SCHEMA qbench_busy")
+        holder.execute(sql.SQL("COMMENT ON SCHEMA qbench_busy IS {}").format(sql.Literal(SCHEMA_MARK)))
+        holder.execute("SELECT pg_advisory_lock(hashtext('queue-bench:qbench_busy'))")
+        proc = qbench("calibrate", "--dsn", dsn, "--schema", "qbench_busy", "--workers", "2",
+                      "--results", str(tmp_path / "results"), timeout=120)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "SCHEMA" in lines[0] and "in use by another queue-bench run" in lines[0]
+        assert not (tmp_path / "results").exists()
+        assert holder.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_busy'").fetchone()[0] == 1
