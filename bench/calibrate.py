@@ -263,18 +263,25 @@ def _pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path) -> d
 
 
 def _pair(pgbench: str, dsn: str, cfg, backlog: int, cal_dir: Path, label: str, log) -> dict:
-    """One A B pair: pgbench, then queue-bench, each on a freshly prepared table."""
+    """One A B pair: pgbench, then queue-bench, each on a freshly prepared table.
+
+    When pgbench's side already failed, queue-bench is not run (``queue_bench`` None):
+    the pair is run again either way."""
     pg = _pgbench_side(pgbench, dsn, cfg, backlog, cal_dir / "pgbench" / label)
+    entry = {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg, "queue_bench": None,
+             "ratio": None, "problems": [f"pgbench: {p}" for p in pg["problems"]]}
+    if pg["problems"]:
+        return entry
     run_dir = runner.run(cfg, dsn, log=lambda m: log("    " + m) if m.startswith("SUSPECT") else None)
     qb = harness_figures(run_dir)
     qb["run_dir"] = str(run_dir.resolve().relative_to(cal_dir.resolve()))  # calibration.json's paths: relative to it
-    problems = [f"pgbench: {p}" for p in pg["problems"]] + [f"queue-bench: {r}" for r in qb["suspect_reasons"]]
+    problems = entry["problems"] + [f"queue-bench: {r}" for r in qb["suspect_reasons"]]
     if not qb["complete"]:
         problems.append("queue-bench: the run was interrupted")
     ratio = qb["jobs_per_s"] / pg["tps"] if pg["tps"] and qb["jobs_per_s"] is not None else None
     if ratio is None:
         problems.append("no ratio: one side completed no job")
-    return {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg, "queue_bench": qb, "ratio": ratio, "problems": problems}
+    return {**entry, "queue_bench": qb, "ratio": ratio, "problems": problems}
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -304,13 +311,13 @@ def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
             for attempt in range(1 + RETRIES_PER_PAIR):
                 result = _pair(pgbench, dsn, cfg, backlog, cal_dir, f"pair{i}-try{attempt + 1}", log)
                 attempts.append(result)
-                pg, qb = result["pgbench"], result["queue_bench"]
+                pg, qb = result["pgbench"], result["queue_bench"] or {}
                 log(f"pair {i}{f' (try {attempt + 1})' if attempt else ''}: pgbench {pg['tps']:,.1f} tps, "
-                    f"queue-bench {_fmt(qb['jobs_per_s'], ',.1f')} jobs/s, ratio {_fmt(result['ratio'], '.2f')}; "
+                    f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(result['ratio'], '.2f')}; "
                     f"CPU per job pgbench {_fmt(pg['cpu_us_per_job'], '.1f')} µs, "
-                    f"harness {_fmt(qb['cpu_us_per_job'], '.1f')} µs"
+                    f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs"
                     + (f"; not kept: {'; '.join(result['problems'])}" if result["problems"] else ""))
-                if not qb["complete"]:
+                if qb.get("complete") is False:
                     raise KeyboardInterrupt
                 if not result["problems"]:
                     break

@@ -17,7 +17,7 @@ from pathlib import Path
 from conftest import qbench
 
 LINE_RE = re.compile(r"^median ratio: (\d+\.\d\d) \(min (\d+\.\d\d), max (\d+\.\d\d), (\d+) pairs, (\d+) left out\)$")
-PAIR_RE = re.compile(r"^pair (\d+)( \(try \d\))?: pgbench ([\d,.]+) tps, queue-bench ([\d,.]+) jobs/s, ratio (\d+\.\d\d)")
+PAIR_RE = re.compile(r"^pair (\d+)( \(try \d\))?: pgbench ([\d,.]+) tps, queue-bench ([\d,.]+|-) jobs/s, ratio (\d+\.\d\d|-)")
 
 
 def _epoch(iso: str) -> int:
@@ -60,6 +60,10 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
     pg_cpu_s = pg_jobs = qb_cpu_s = qb_jobs = 0.0
     for pair, attempt in ((p, a) for p in data["pairs"] for a in p["attempts"]):
         pg, qb = attempt["pgbench"], attempt["queue_bench"]
+        if qb is None:  # pgbench's side failed: the pair was run again without its queue-bench side
+            assert attempt["problems"] and all(p.startswith("pgbench: ") for p in attempt["problems"])
+            assert attempt is not pair["attempts"][-1] or not pair["kept"]
+            continue
         # pgbench's tps: transactions of the measured whole seconds of its aggregate log / those seconds
         per_s = _aggregate(cal_dir / attempt["pgbench_dir"])
         start, end = _epoch(pg["measured_start"]), _epoch(pg["measured_end"])
@@ -118,3 +122,51 @@ def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
         assert len(lines) == 1 and "SCHEMA" in lines[0] and "in use by another queue-bench run" in lines[0]
         assert not (tmp_path / "results").exists()
         assert holder.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_busy'").fetchone()[0] == 1
+
+
+def test_a_pair_whose_pgbench_failed_is_run_again(dsn, tmp_path):
+    """pgbench's sessions are terminated once, during the first pair's pgbench run: that try is
+    reported with pgbench's failure and the pair is run again; the pair's ratio is its last try's."""
+    import threading
+    import time
+
+    import psycopg
+
+    killed = []
+
+    def kill_pgbench_once() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                    "AND application_name = 'pgbench'").fetchall()
+                if rows:
+                    time.sleep(0.5)
+                    killed.extend(conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                                               "datname = current_database() AND application_name = 'pgbench'"
+                                               ).fetchall())
+                    return
+                time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_pgbench_once)
+    killer.start()
+    proc = qbench("calibrate", "--dsn", dsn, "--workers", "4", "--warmup", "1s", "--duration", "3s",
+                  "--pairs", "1", "--results", str(tmp_path), timeout=600)
+    killer.join()
+    assert killed, "pgbench's sessions were never seen"
+    (cal_dir,) = tmp_path.glob("calibration-*")
+    data = json.loads((cal_dir / "calibration.json").read_text())
+    (pair,) = data["pairs"]
+    first = pair["attempts"][0]
+    assert first["pgbench"]["exit_code"] != 0
+    assert first["queue_bench"] is None and first["ratio"] is None  # queue-bench is not run after pgbench failed
+    assert any(p.startswith("pgbench: pgbench exited with status") for p in first["problems"]), first["problems"]
+    assert 2 <= len(pair["attempts"]) <= 3
+    assert pair["kept"] == (not pair["attempts"][-1]["problems"])
+    assert all(a["problems"] for a in pair["attempts"][:-1])  # tries stop at the first clean one
+    if pair["kept"]:
+        assert pair["ratio"] == pair["attempts"][-1]["ratio"]
+    assert "pair 1 (try 2): pgbench" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == data["summary_line"] == (
+        f"median ratio: {pair['ratio']:.2f} (min {pair['ratio']:.2f}, max {pair['ratio']:.2f}, 1 pairs, 0 left out)"
+        if pair["kept"] else "median ratio: n/a (min n/a, max n/a, 0 pairs, 1 left out)")
