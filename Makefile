@@ -99,11 +99,15 @@ report-bench: $(STAMP)
 	@test -n '$(RUN)' || { echo "make report-bench: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
 	$(BIN)/python -m bench.render_bench '$(RUN)' --seconds='$(RENDER_SECONDS)'
 
-# pgbench and queue-bench on the same claim SQL, same clients, same database.
+# pgbench and queue-bench on the same claim SQL, same clients, same database, same
+# measured window and monitor; CAL_PAIRS pairs A B A B ...; last line: the median ratio.
 CAL_WORKERS ?= 50
 CAL_DURATION ?= 20s
+CAL_WARMUP ?= 5s
+CAL_PAIRS ?= 3
 calibrate: $(STAMP)
-	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' $(if $(DSN),--dsn='$(DSN)') $(if $(ALLOW_REMOTE),--allow-remote)
+	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
+		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') $(if $(ALLOW_REMOTE),--allow-remote)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
 # Run parameters given here apply to every cell (DURATION=10s ...). Running the same

@@ -204,7 +204,9 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
     check_loopback(dsn or None, args.allow_remote)
-    return calibrate(workers=args.workers, duration=args.duration, dsn=dsn or None, schema=args.schema)
+    check_results_dir(args.results)
+    return calibrate(workers=args.workers, duration=args.duration, warmup=args.warmup, pairs=args.pairs,
+                     dsn=dsn or None, schema=args.schema, results=args.results)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -378,8 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
         parser_.set_defaults(func=func)
 
     cal = sub.add_parser("calibrate", help="pgbench vs queue-bench on the same claim SQL")
-    cal.add_argument("--workers", default="50")
-    cal.add_argument("--duration", default="20s")
+    cal.add_argument("--workers", default="50", help="pgbench clients = queue-bench workers, default 50")
+    cal.add_argument("--duration", default="20s", help="measured window of each side, default 20s")
+    cal.add_argument("--warmup", default="5s", help="warm-up dropped from each side, default 5s")
+    cal.add_argument("--pairs", default="3", help="pgbench / queue-bench pairs (A B A B ...), default 3")
+    cal.add_argument("--results", default="results", help="calibration-<stamp>/ is written here, default results")
     cal.add_argument("--schema", default="qbench")
     cal.add_argument("--dsn")
     cal.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")

@@ -7,8 +7,13 @@ the libpq call itself, and on a 2-core machine every µs the load generator
 spends is taken from the database server it measures (``make calibrate`` shows
 the figures). The statements are prepared once per connection
 (``PQprepare``), executed with ``PQsendQueryPrepared`` and text parameters, and
-waited for with gevent's ``wait_read``/``wait_write`` on the connection socket,
-so a worker blocked on a row lock yields to the others.
+waited for on the connection socket through gevent's event loop, so a worker
+blocked on a row lock yields to the others. The read wait uses one libev io
+watcher per connection, left started between statements: gevent's
+``wait_read`` makes a new watcher for every wait (an ``fcntl`` check of the fd
+and an ``epoll_ctl`` each time): about 1 µs of client CPU per statement at
+50 workers (10.5–11.3 against 9.6–9.8 µs per statement, 50 greenlets running
+``SELECT $1`` on a 2-core machine; ``make calibrate`` shows the per-job figures).
 
 libpq asynchronous command processing:
 https://www.postgresql.org/docs/current/libpq-async.html
@@ -17,7 +22,9 @@ https://www.postgresql.org/docs/current/libpq-async.html
 from __future__ import annotations
 
 import psycopg
-from gevent.socket import wait_read, wait_write
+from gevent import getcurrent
+from gevent.hub import get_hub
+from gevent.socket import wait_write
 from psycopg import errors, pq
 
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
@@ -39,11 +46,35 @@ class PreparedSession:
         self.pgconn = conn.pgconn
         self.encoding = conn.info.encoding
         self.pgconn.nonblocking = 1
+        self._hub = get_hub()
+        self._readable = self._hub.loop.io(self.pgconn.socket, 1)  # 1 = EV_READ
+        self._waiter = None  # the greenlet waiting for the socket to become readable
         for name, query in statements.items():
             # send_prepare + a cooperative wait: a blocking PQprepare would freeze every
             # greenlet of the process while a saturated server answers.
             self.pgconn.send_prepare(name.encode(), query.encode())
             self._wait_results()
+
+    def _on_readable(self) -> None:
+        """The read watcher's callback (in the hub): wake the waiting greenlet.
+
+        With nobody waiting (a closed or killed connection's socket stays readable)
+        the watcher is stopped, so an idle readable socket cannot spin the loop."""
+        waiter = self._waiter
+        if waiter is None:
+            self._readable.stop()
+        else:
+            waiter.switch()
+
+    def _wait_read(self) -> None:
+        """Yield to the other greenlets until the socket is readable."""
+        self._waiter = getcurrent()
+        if not self._readable.active:
+            self._readable.start(self._on_readable)
+        try:
+            self._hub.switch()
+        finally:
+            self._waiter = None
 
     def _wait_results(self) -> pq.abc.PGresult | None:
         pgconn = self.pgconn
@@ -52,7 +83,7 @@ class PreparedSession:
         last = error = None
         while True:
             while pgconn.is_busy():
-                wait_read(pgconn.socket)
+                self._wait_read()
                 pgconn.consume_input()
             result = pgconn.get_result()
             if result is None:
@@ -104,7 +135,9 @@ class PreparedSession:
         return self.pgconn.status == pq.ConnStatus.BAD or self.conn.closed
 
     def close(self) -> None:
-        """Close the connection."""
+        """Stop the read watcher and close the connection."""
+        self._readable.stop()
+        self._readable.close()
         self.conn.close()
 
 

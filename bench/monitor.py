@@ -206,3 +206,35 @@ class Monitor:
             if row is not None:
                 out["queue_depth"], out["running"] = int(row[0]), int(row[1])
         return out
+
+
+def spawn_samplers(monitor: Monitor, now_s: Callable[[], float], n_seconds: int,
+                   note: Callable[[int, dict], None]) -> list:
+    """Start the monitor's two sampling greenlets; returns them (kill them to stop).
+
+    ``now_s()``: seconds since the load started. The stats query runs at the middle
+    of each second ``k`` (0 <= k < ``n_seconds``), the table queries whenever their
+    budget lets them (until killed); each sample is handed to ``note(k, values)``
+    with ``k`` the second it was taken in and ``values`` as returned by
+    :meth:`Monitor.sample_stats` / :meth:`Monitor.sample_table` (``cost_s`` included).
+    Needs gevent (the process that runs the swarm); used by the runner and, during
+    pgbench, by ``make calibrate``, so that both carry the same monitor load.
+    """
+    import gevent
+
+    def stats_loop() -> None:
+        k = 0
+        while k < n_seconds:
+            gevent.sleep(max(0.0, k + 0.5 - now_s()))
+            note(k, monitor.sample_stats())
+            k = max(k + 1, int(now_s() + 0.5))
+
+    def table_loop() -> None:
+        while True:
+            delay = monitor.seconds_until_due()
+            if delay > 0:
+                gevent.sleep(min(delay, 1.0))
+                continue
+            note(int(now_s()), monitor.sample_table())
+
+    return [gevent.spawn(stats_loop), gevent.spawn(table_loop)]

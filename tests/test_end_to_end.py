@@ -139,12 +139,12 @@ def test_histogram_log_timestamps_fall_in_the_measured_window(run):
 
 
 def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
-    """report.html holds 4 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
-    exits 0, prints the path, writes it back with 4 PNGs and leaves summary.json
+    """report.html holds its 6 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
+    exits 0, prints the path, writes it back with the same PNGs and leaves summary.json
     byte for byte unchanged."""
     src = run[0]
     images = PNG_URI.findall((src / "report.html").read_text(encoding="utf-8"))
-    assert len(images) == 5  # throughput, claim latency, oldest age, locks/running, dead tuples
+    assert len(images) == 6  # throughput, claim latency, claim vs table size, oldest age, locks/running, dead tuples
     assert all(base64.b64decode(img).startswith(PNG_SIGNATURE) for img in images)
 
     run_dir = tmp_path / src.name
@@ -155,7 +155,7 @@ def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
     proc = qbench("report", str(run_dir), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.rstrip("\n").splitlines()[-1] == f"report: {(run_dir / 'report.html').resolve()}"
-    assert len(PNG_URI.findall((run_dir / "report.html").read_text(encoding="utf-8"))) == 5
+    assert len(PNG_URI.findall((run_dir / "report.html").read_text(encoding="utf-8"))) == len(images)
     assert (run_dir / "summary.json").read_bytes() == summary_bytes
 
 
