@@ -325,10 +325,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         if claim_plan is None:
             claim_plans, claim_plan = _capture_plans(admin, cfg, "on the table as the load left it")
         audit_result = audit.run_audit(
-            admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
-            applied=claim_log.applied, client_double_claims=claim_log.double_claims,
-            over_claims=totals["over_claims"], poison_share=cfg.poison_share,
-            relation="jobs_all" if cfg.layout == "archive" else "jobs")
+            admin, cfg.schema, claim_log, seeded_rows=cfg.history + backlog, over_claims=totals["over_claims"],
+            poison_share=cfg.poison_share, relation="jobs_all" if cfg.layout == "archive" else "jobs")
         sizes_after = db.table_sizes(admin, cfg.schema)
         pgss = ({"unavailable": pgss_missing} if pgss_missing else
                 {"unavailable": pgss_reset} if isinstance(pgss_reset, str) else statements.read_claim(admin, cfg.schema))
@@ -341,10 +339,11 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         final_sample = {"queue_depth": None}
         claim_plan = claim_plan or "no plan: the database went away"
         audit_result = {"invariants": dict.fromkeys(audit.INVARIANTS), "status_counts": {}, "details": {},
-                        "redeliveries": None}
+                        "redeliveries": None, "retry_gaps": None}
         sizes_after = None
         pgss = {"unavailable": "the database went away"}
     monitor.close()
+    claim_log.close()
     (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
     measured_start_unix = clock.unix0 + (measured[0].start_s if measured else n_warm)
@@ -385,11 +384,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     if len({0} | {p for p, _ in cfg.priority_mix}) > 1:
         results.write_priority_ages(run_dir / "priority_ages.csv", [
             (iv.index - n_warm, samples.get(iv.index, {}).get("age_by_priority")) for iv in measured])
-    if claim_log.retry_claims:
+    if audit_result["retry_gaps"] is not None:
         # Seconds between successive claims of each job that failed at least once (database time).
-        gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
-                for times in claim_log.retry_claims.values() if len(times) > 1]
-        results.write_json_list(run_dir / "retry_gaps.json", gaps)
+        results.write_json_list(run_dir / "retry_gaps.json", audit_result["retry_gaps"])
     _final_lines(log, summary)
     return run_dir
 
