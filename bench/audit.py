@@ -55,6 +55,7 @@ INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "s
 #: The audit's temporary tables (session-private, dropped at the end of the audit's transaction).
 _EVENTS = sql.Identifier("qbench_audit_events")
 _CLAIMS = sql.Identifier("qbench_audit_claims")
+_APPLIED = sql.Identifier("qbench_audit_applied")
 
 _CREATE_EVENTS = """\
 CREATE TEMP TABLE {events} (
@@ -86,6 +87,21 @@ FROM (SELECT c.id, c.claims, c.overlapping, coalesce(max(j.attempts), c.claims) 
       FROM {claims} c LEFT JOIN {jobs} j ON j.id = c.id
       GROUP BY c.id, c.claims, c.overlapping) AS per_job"""
 
+# One row per applied completion: how many rows of its job the relation holds, whether one of
+# them carries the completion's token as its current attempt, and whether one is done.
+_CREATE_APPLIED = """\
+CREATE TEMP TABLE {applied} ON COMMIT DROP AS
+SELECT a.seq, a.id, count(j.id) AS rows, coalesce(bool_or(j.attempt_token = a.token), false) AS current,
+       coalesce(bool_or(j.status = 'done'), false) AS done
+FROM {events} a LEFT JOIN {jobs} j ON j.id = a.id
+WHERE a.kind = 'a'
+GROUP BY a.seq, a.id"""
+
+_COMPLETION_CHECKS = """\
+SELECT count(*), count(*) FILTER (WHERE rows > 0 AND NOT current),
+       (SELECT count(*) FROM (SELECT id FROM {applied} GROUP BY id HAVING count(*) > 1) AS twice)
+FROM {applied}"""
+
 _ROW_CHECKS = """\
 WITH expected AS (
     SELECT g AS id FROM generate_series(1, %(seeded)s::bigint) AS g
@@ -93,19 +109,11 @@ WITH expected AS (
 ), missing AS (
     SELECT id FROM expected e WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = e.id)
 ), not_durable AS (
-    SELECT DISTINCT a.id FROM {events} a
-    WHERE a.kind = 'a' AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = a.id AND j.status = 'done')
+    SELECT DISTINCT id FROM {applied} WHERE NOT done
 )
 SELECT (SELECT count(*) FROM expected), (SELECT count(*) FROM missing), (SELECT count(*) FROM not_durable),
        (SELECT count(*) FROM (SELECT id FROM missing UNION SELECT id FROM not_durable) AS lost),
        (SELECT count(*) FROM (SELECT id FROM {jobs} GROUP BY id HAVING count(*) > 1) AS dup)"""
-
-_COMPLETION_CHECKS = """\
-SELECT count(*),
-       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = a.id)
-                          AND NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = a.id AND j.attempt_token = a.token)),
-       (SELECT count(*) FROM (SELECT id FROM {events} WHERE kind = 'a' GROUP BY id HAVING count(*) > 1) AS twice)
-FROM {events} a WHERE a.kind = 'a'"""
 
 # Claim times (database epoch s) of each job that failed at least once, from the failed
 # attempt's claim (when it was the job's latest claim at the failure) onwards, in log order;
@@ -160,17 +168,18 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
     database cannot be read.
     """
     jobs = sql.Identifier(schema, relation)
-    names = {"events": _EVENTS, "claims": _CLAIMS, "jobs": jobs}
+    names = {"events": _EVENTS, "claims": _CLAIMS, "applied": _APPLIED, "jobs": jobs}
     with conn.transaction():
         events = _load_events(conn, log)
         status_counts = _status_counts(conn, jobs)
         conn.execute(sql.SQL(_CREATE_CLAIMS).format(**names))
         (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
          double_claims) = map(int, conn.execute(sql.SQL(_CLAIM_CHECKS).format(**names)).fetchone())
-        expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
-            sql.SQL(_ROW_CHECKS).format(**names), {"seeded": seeded_rows}).fetchone())
+        conn.execute(sql.SQL(_CREATE_APPLIED).format(**names))
         applied, stale_applied, double_completions = map(int, conn.execute(
             sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
+        expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
+            sql.SQL(_ROW_CHECKS).format(**names), {"seeded": seeded_rows}).fetchone())
         failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
             **names)).fetchone()[0]
         retry_gaps = None
