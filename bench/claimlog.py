@@ -6,8 +6,8 @@ anonymous temporary file that disappears when the log is closed. The end-of-run
 audit (:func:`bench.audit.run_audit`) loads the file into a ``TEMP`` table with
 ``COPY`` and checks it against the tool's table in SQL
 (https://www.postgresql.org/docs/current/sql-copy.html). Line order is event
-order, and the audit relies on it: a claim seen before another job's completion
-came first in this process.
+order, and the audit relies on it: it tells whether a job's previous claim had
+finished (completed or failed) when the job's next claim came back.
 
 Event kinds (:data:`EVENT_KINDS`): ``c`` a claim the database committed, with its
 database times (epoch seconds) ``claimed_at`` and ``lease_until``; ``a`` a
