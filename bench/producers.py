@@ -25,18 +25,21 @@ import psycopg
 from locust import User, constant, task
 
 from .fastpath import PreparedSession
+from .fastpath import rows as rows_of
 
 _INSERT = """\
 INSERT INTO {jobs} (priority, run_at, max_attempts)
 SELECT p, to_timestamp(t), {max_attempts}
-FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)"""
+FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)
+RETURNING id"""
 
 #: Largest number of due jobs one insert carries when a producer catches up.
 MAX_INSERT_ROWS = 1000
 
 
 def insert_sql(schema: str, max_attempts: int) -> str:
-    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[])."""
+    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[]);
+    returns the new rows' ids (the claim log keeps them: the audit's expected ids)."""
     from psycopg import sql
 
     return sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"),
@@ -108,10 +111,11 @@ class Producer(User):
             priorities = self.rng.choices(self.priorities, self.weights, k=len(due))
             run_at = [t + future_s if future_s and self.rng.random() < cfg.future_share else t for t in due]
             try:
-                self.session.execute(b"insert", [("{" + ",".join(map(str, priorities)) + "}").encode(),
-                                                 ("{" + ",".join(repr(t) for t in run_at) + "}").encode()])
+                result = self.session.execute(b"insert", [("{" + ",".join(map(str, priorities)) + "}").encode(),
+                                                          ("{" + ",".join(repr(t) for t in run_at) + "}").encode()])
             except psycopg.Error as err:
                 recorder.error(getattr(err, "sqlstate", None) or type(err).__name__)
                 gevent.sleep(0.1)
                 continue
             recorder.produced(len(due), [int((now - t) * 1e6) for t in due])
+            self.ctx.log.produced(int(r[0]) for r in rows_of(result))

@@ -41,7 +41,7 @@ PLOTTED_COLUMNS = (
     "t_s", "claims", "jobs_completed", "claim_p50_us", "claim_p95_us",
     "claim_p99_us", "queue_depth", "oldest_eligible_age_s", "running", "lock_waiters",
 )
-INVARIANT_ORDER = ("double_claims", "lost_jobs", "over_claims", "stale_completions_applied")
+INVARIANT_ORDER = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied")
 HARNESS_CPU_LIMIT_PCT = 90.0
 LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
 X_LABEL = "time since measured start (s)"

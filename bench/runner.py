@@ -335,10 +335,8 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         if plans_when is None:
             claim_plans, plans_when = _capture_plans(admin, cfg, "on the table as the load left it")
         audit_result = audit.run_audit(
-            admin, cfg.schema, expected_rows=cfg.history + backlog + totals["jobs_produced"], claims=claim_log.claims,
-            applied=claim_log.applied, client_double_claims=claim_log.double_claims,
-            over_claims=totals["over_claims"], poison_share=cfg.poison_share,
-            relation="jobs_all" if cfg.layout == "archive" else "jobs")
+            admin, cfg.schema, claim_log, seeded_rows=cfg.history + backlog, over_claims=totals["over_claims"],
+            poison_share=cfg.poison_share, relation="jobs_all" if cfg.layout == "archive" else "jobs")
         sizes_after = db.table_sizes(admin, cfg.schema)
     except (ConfigError, psycopg.Error) as err:
         # The database went away during the run: write what was measured, with nothing audited.
@@ -350,10 +348,11 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         plans_when = plans_when or "not captured: the database went away"
         vacuum_after = None
         audit_result = {"invariants": dict.fromkeys(audit.INVARIANTS), "status_counts": {}, "details": {},
-                        "redeliveries": None}
+                        "redeliveries": None, "retry_gaps": None}
         sizes_after = None
         pgss = pgss if "unavailable" not in pgss else {"unavailable": "the database went away"}
     monitor.close()
+    claim_log.close()
     claim_plan = plans.plans_text(claim_plans, plans_when, workers_plan)
     (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
@@ -394,11 +393,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     if len({0} | {p for p, _ in cfg.priority_mix}) > 1:
         results.write_priority_ages(run_dir / "priority_ages.csv", [
             (r["t_s"], samples.get(r["t_s"] + n_warm, {}).get("age_by_priority")) for r in rows])
-    if claim_log.retry_claims:
+    if audit_result["retry_gaps"] is not None:
         # Seconds between successive claims of each job that failed at least once (database time).
-        gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
-                for times in claim_log.retry_claims.values() if len(times) > 1]
-        results.write_json_list(run_dir / "retry_gaps.json", gaps)
+        results.write_json_list(run_dir / "retry_gaps.json", audit_result["retry_gaps"])
     _final_lines(log, summary)
     return run_dir
 

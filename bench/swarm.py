@@ -23,6 +23,7 @@ import psycopg.waiting  # noqa: E402
 from locust import User, constant, task  # noqa: E402
 
 from . import jobs, policies  # noqa: E402
+from .claimlog import ClaimLog  # noqa: E402
 from .config import RunConfig  # noqa: E402
 from .fastpath import PreparedSession, int_array  # noqa: E402
 from .fastpath import rows as rows_of  # noqa: E402
@@ -55,52 +56,6 @@ def check_cooperative() -> str:
             f"psycopg uses {name} with select {'patched' if monkey.is_module_patched('select') else 'not patched'}: "
             "a greenlet waiting on a row lock would block every worker; import bench.swarm before psycopg")
     return name
-
-
-@dataclass
-class ClaimLog:
-    """Client-side record of every claim, completion and failure, for the end-of-run audit.
-
-    Times are database epoch seconds returned by the claim itself, so they
-    compare with the leases the database wrote. ``claims[id]`` counts claims of a
-    job; ``inflight[id] = (token, lease_until, claimed_at)`` holds claimed jobs not
-    yet finished; ``applied[id]`` lists the tokens whose completion the database
-    applied; ``double_claims`` counts claims of a job whose previous claim was
-    still in flight under a lease that had not expired at the new claim;
-    ``retry_claims[id]`` lists the claim times of every job that has failed
-    once (to check the back-off between attempts).
-    """
-
-    claims: dict = field(default_factory=dict)
-    inflight: dict = field(default_factory=dict)
-    applied: dict = field(default_factory=dict)
-    retry_claims: dict = field(default_factory=dict)
-    double_claims: int = 0
-
-    def claimed(self, job_id: int, token: int, lease_until: float, claimed_at: float) -> None:
-        """Note one claim of ``job_id`` with fencing ``token`` (database times, epoch s)."""
-        held = self.inflight.get(job_id)
-        if held is not None and held[1] > claimed_at:
-            self.double_claims += 1
-        self.claims[job_id] = self.claims.get(job_id, 0) + 1
-        self.inflight[job_id] = (token, lease_until, claimed_at)
-        retries = self.retry_claims.get(job_id)
-        if retries is not None:
-            retries.append(claimed_at)
-
-    def finished(self, job_id: int, token: int, applied: bool) -> None:
-        """Note a completion attempt; ``applied`` when the database updated the row."""
-        held = self.inflight.get(job_id)
-        if held is not None and held[0] == token:
-            del self.inflight[job_id]
-        if applied:
-            self.applied.setdefault(job_id, []).append(token)
-
-    def failed(self, job_id: int, token: int) -> None:
-        """Note a failure reported for the attempt ``token`` of ``job_id``."""
-        held = self.inflight.pop(job_id, None) if self.inflight.get(job_id, (None,))[0] == token else None
-        if job_id not in self.retry_claims:
-            self.retry_claims[job_id] = [held[2]] if held is not None else []
 
 
 @dataclass
@@ -171,6 +126,7 @@ class QueueWorker(User):
         self.fail_prob = cfg.fail_prob
         self.nowait_failures = 0
         self.session: PreparedSession | None = None
+        self.events = self.ctx.log  # in hold mode, each transaction's Tentative buffer (see _claim)
         self.ctx.worker_names.append(self.name)
         self._connect()
 
@@ -294,6 +250,7 @@ class QueueWorker(User):
                 self._complete(succeeded)
             elif self.hold:
                 self.session.command(b"COMMIT")
+                self.events.commit()
         except psycopg.errors.LockNotAvailable:
             self.ctx.recorder.error("55P03")
             self._rollback_if_open()
@@ -314,7 +271,8 @@ class QueueWorker(User):
         self.ctx.crashed.add(self.name)
         self.ctx.recorder.count("crashed_claims")
         self.ctx.recorder.count("crashed_jobs", len(rows))
-        # The claims stay in the log as in flight: a re-claim before their lease expires is a double claim.
+        # Short mode: the claims stay in the log as in flight, so a re-claim before their lease expires
+        # is a double claim. Hold mode: the close rolls them back; their Tentative buffer is dropped.
         self.session.close()
         self.session = None
         return True
@@ -339,12 +297,13 @@ class QueueWorker(User):
         started = time.perf_counter()
         if self.hold:
             self.session.command(b"BEGIN")
+            self.events = self.ctx.log.tentative()  # logged only once the COMMIT returns
         if self.claim_text is None:
             result = self.session.execute(b"claim", self.claim_params)
         else:
             result = self.session.query(self.claim_text)
         latency_us = int((time.perf_counter() - started) * 1e6)
-        log = self.ctx.log
+        log = self.events
         claimed = []
         for r in rows_of(result):
             job = (int(r[0]), int(r[1]), int(r[2]), int(r[3]))
@@ -365,7 +324,7 @@ class QueueWorker(User):
             self.ctx.recorder.count("stale_completions")
         else:
             self.ctx.recorder.count("dead_lettered" if status[0][0] == b"dead" else "retries")
-        self.ctx.log.failed(job_id, token)
+        self.events.failed(job_id, token)
 
     def _complete(self, claimed: list[tuple[int, int, int, int]]) -> None:
         started = time.perf_counter()
@@ -379,6 +338,7 @@ class QueueWorker(User):
             applied_ids = {int(r[0]) for r in rows_of(result)}
         if self.hold:
             self.session.command(b"COMMIT")
+            self.events.commit()
         latency_us = int((time.perf_counter() - started) * 1e6)
         self.ctx.recorder.complete(latency_us, len(applied_ids), len(claimed) - len(applied_ids))
         for job_id, token, _, _ in claimed:

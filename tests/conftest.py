@@ -59,5 +59,5 @@ def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300) -> t
 
 
 #: The end-of-run audit's invariants, all zero on a correct run.
-CLEAN_INVARIANTS = {"double_claims": 0, "lost_jobs": 0, "over_claims": 0, "stale_completions_applied": 0,
-                    "double_completions": 0}
+CLEAN_INVARIANTS = {"double_claims": 0, "lost_jobs": 0, "duplicated_jobs": 0, "over_claims": 0,
+                    "stale_completions_applied": 0, "double_completions": 0}

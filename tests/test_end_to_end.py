@@ -27,7 +27,8 @@ from bench.db import SCHEMA_MARK
 from bench.results import INTERVAL_COLUMNS, SUMMARY_KEYS
 from conftest import qbench, run_and_load
 
-INVARIANT_KEYS = {"double_claims", "lost_jobs", "over_claims", "stale_completions_applied", "double_completions"}
+INVARIANT_KEYS = {"double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
+                  "double_completions"}
 PNG_URI = re.compile(r'data:image/png;base64,([A-Za-z0-9+/=]+)')
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MEASURED_S = 5
