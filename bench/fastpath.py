@@ -53,7 +53,14 @@ class PreparedSession:
         while True:
             while pgconn.is_busy():
                 wait_read(pgconn.socket)
-                pgconn.consume_input()
+                try:
+                    pgconn.consume_input()
+                except psycopg.OperationalError:
+                    # The server closed the socket after an error it had sent (57P01 when the backend
+                    # was terminated): that error, with its SQLSTATE, is the cause, not the closed socket.
+                    if error is not None:
+                        raise errors.error_from_result(error, encoding=self.encoding) from None
+                    raise
             result = pgconn.get_result()
             if result is None:
                 break

@@ -28,7 +28,7 @@ import psycopg
 import psycopg.sql
 
 from . import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
-from . import __version__, audit, db, metrics, plans, results, statements
+from . import __version__, audit, db, jobs, metrics, plans, results, statements
 from .config import REPO_ROOT, ConfigError, RunConfig, mask_dsn
 from .monitor import Monitor
 from .producers import Producer
@@ -45,6 +45,12 @@ BACKLOG_MIN, BACKLOG_MAX = 1_000, 5_000_000
 #: Above this harness CPU (% of one core) the load generator may be the bottleneck.
 SUSPECT_CPU_PCT = 90.0
 PROGRESS_EVERY_S = 5
+#: Period of the event-loop lag probe: a greenlet sleeps this long, over and over, and
+#: records how much later than asked it woke (``loop_lag_us``).
+LOOP_LAG_PERIOD_S = 0.010
+#: Event-loop lag rule (see :func:`loop_lag_limit_us`): the share of the claim p99 and the floor.
+SUSPECT_LOOP_LAG_SHARE = 0.5
+SUSPECT_LOOP_LAG_FLOOR_US = 1_000
 
 
 def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
@@ -125,6 +131,9 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
                    claim_p99_us=claim.get_value_at_percentile(99), claim_max_us=claim.get_max_value())
     if complete.get_total_count():
         row["complete_p99_us"] = complete.get_value_at_percentile(99)
+    loop_lag = interval.histograms["loop_lag_us"]
+    if loop_lag.get_total_count():
+        row["loop_lag_p99_us"] = loop_lag.get_value_at_percentile(99)
     lag = interval.histograms["producer_lag_us"]
     if interval.counters["jobs_produced"]:
         row["jobs_produced"] = interval.counters["jobs_produced"]
@@ -132,6 +141,35 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
     if sample:
         row.update({k: v for k, v in sample.items() if k != "age_by_priority"})
     return row
+
+
+def loop_lag_limit_us(claim_p99_us: float | None) -> float:
+    """The event-loop lag p99 (µs) above which a run is suspect, for a run whose claim p99 is
+    ``claim_p99_us`` (None: no claim measured): ``max(FLOOR, SHARE × claim p99)``.
+
+    Why: every latency this process measures ends when its greenlet runs again, so a measured
+    claim latency is the database's part plus a wake-up delay that the loop lag bounds; and a
+    generator that waits for a core reads low on CPU, so the CPU rule misses it. Lag p99 above
+    half (:data:`SUSPECT_LOOP_LAG_SHARE`) the measured claim p99 means the generator's delay can
+    be as large as the database's own part of it: the headline figure is then as much about the
+    generator as about the database. The floor (:data:`SUSPECT_LOOP_LAG_FLOOR_US`, 1 ms) keeps
+    the rule from flagging fast runs on the probe's own overshoot (about 0.1 ms in a process
+    doing nothing else) or on less than one scheduler time slice of a shared host (Linux CFS's
+    minimum preemption granularity is 0.75 ms × (1 + ilog2 cores), 1.5 ms on 2 cores:
+    ``sysctl_sched_min_granularity`` in kernel/sched/fair.c,
+    https://github.com/torvalds/linux/blob/v6.1/kernel/sched/fair.c).
+    """
+    return max(SUSPECT_LOOP_LAG_FLOOR_US, SUSPECT_LOOP_LAG_SHARE * (claim_p99_us or 0.0))
+
+
+def _loop_lag_probe(recorder: metrics.Recorder, period_s: float = LOOP_LAG_PERIOD_S) -> None:
+    """Sleep ``period_s`` over and over (run it in a greenlet until killed), recording in
+    ``loop_lag_us`` how late each wake-up came beyond ``period_s`` (µs, at least 1): the time a
+    ready greenlet waited for the event loop, i.e. for the process to get a core."""
+    while True:
+        started = time.perf_counter()
+        gevent.sleep(period_s)
+        recorder.loop_lag(int((time.perf_counter() - started - period_s) * 1e6))
 
 
 def _percentile(values: list[float], pct: float) -> float | None:
@@ -244,7 +282,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
             k = int(clock.now_s())
             note(k, monitor.sample_table())
 
-    samplers = [gevent.spawn(stats_loop), gevent.spawn(table_loop)]
+    samplers = [gevent.spawn(stats_loop), gevent.spawn(table_loop), gevent.spawn(_loop_lag_probe, recorder)]
     fault_greenlets = [gevent.spawn(_fault_window, f, ctx, dsn, clock, n_warm, recorder, log) for f in cfg.faults]
     reaper = None
     if cfg.reaper_interval_s > 0:
@@ -283,7 +321,9 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
             if (k + 1) % PROGRESS_EVERY_S == 0:
                 recent = [_interval_row(iv, iv.index - n_warm, samples.get(iv.index), c)
                           for iv, c in zip(measured[-PROGRESS_EVERY_S:], cpus[-PROGRESS_EVERY_S:])]
-                _progress(log, k + 1, n_warm, n_meas, recent, samples.get(k))
+                recent_claims = metrics.merge(measured[-PROGRESS_EVERY_S:], "claim_latency_us")
+                _progress(log, k + 1, n_warm, n_meas, recent, samples.get(k),
+                          recent_claims.get_value_at_percentile(99) if recent_claims.get_total_count() else None)
     finally:
         # From here on the results are being written: a Ctrl-C waits for them (run() restores the handlers).
         for sig in previous_handlers:
@@ -369,6 +409,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
         "database_lost": database_lost,
         "monitor_table_cost_s": monitor.table_cost_s,
+        "monitor_errors": dict(monitor.errors),
         "sizes_before": sizes_before, "sizes_after": sizes_after,
         "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
         "measured_start": _iso_at(measured_start_unix), "measured_end": _iso_at(measured_end_unix),
@@ -394,15 +435,17 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     return run_dir
 
 
-def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, rows: list[dict], sample) -> None:
-    """A ``pgbench -P`` style line over the last :data:`PROGRESS_EVERY_S` seconds."""
+def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, rows: list[dict], sample,
+              claim_p99_us: float | None = None) -> None:
+    """A ``pgbench -P`` style line over the last :data:`PROGRESS_EVERY_S` seconds; ``claim_p99_us``
+    is the p99 of those seconds' claim latencies merged into one histogram."""
     total = n_warm + n_meas
     if elapsed_s <= n_warm or not rows:
         log(f"progress: {elapsed_s:.1f}/{total} s (warm-up)")
         return
     last = rows[-PROGRESS_EVERY_S:]
     jobs_s = sum(r["jobs_completed"] for r in last) / len(last)
-    p99 = max((r["claim_p99_us"] for r in last if r.get("claim_p99_us") is not None), default=None)
+    p99 = claim_p99_us
     age = (sample or {}).get("oldest_eligible_age_s")
     age = "-" if age is None else f"{age:.1f} s"
     errors = sum(r["errors"] for r in last)
@@ -440,8 +483,18 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
     missed = sum(1 for r in whole if r.get("lock_waiters") is None)
     if missed:
         reasons.append(f"the monitor missed {missed} of {len(whole)} samples")
-    work_s = cfg.work_ms / 1000.0 * (1 if cfg.work_dist != "bimodal" else 1 - cfg.slow_share) + (
-        cfg.work_slow_ms / 1000.0 * cfg.slow_share if cfg.work_dist == "bimodal" else 0.0)
+    # The work per job as measured around each job's sleep (a 1 ms sleep can take several ms on a
+    # busy event loop); what the configuration asked for only when no job ran in the window.
+    work_h = metrics.merge(measured, "work_duration_us")
+    work_s = work_h.get_mean_value() / 1e6 if work_h.get_total_count() else jobs.expected_work_s(cfg)
+    loop_lag = metrics.merge(measured, "loop_lag_us")
+    claim_p99_us = claim.get_value_at_percentile(99) if claim.get_total_count() else None
+    lag_limit_us = loop_lag_limit_us(claim_p99_us)
+    if loop_lag.get_total_count() and loop_lag.get_value_at_percentile(99) > lag_limit_us:
+        reasons.append(f"event-loop lag p99 {loop_lag.get_value_at_percentile(99) / 1000:,.2f} ms exceeds "
+                       f"{lag_limit_us / 1000:,.2f} ms (the larger of {SUSPECT_LOOP_LAG_FLOOR_US / 1000:g} ms and "
+                       f"{SUSPECT_LOOP_LAG_SHARE:g} × claim p99 {_fmt_ms(claim_p99_us)}): the load generator "
+                       "waited for a core, so its claim latencies may be as much its own delay as the database's")
     claim_mean_s = (claim.get_mean_value() / 1e6) if claim.get_total_count() else 0.0
     cycle_s = claim_mean_s + work_s * cfg.batch + ((complete_h.get_mean_value() / 1e6) if complete_h.get_total_count() else 0.0)
     if measured_s and cycle_s * 5 > measured_s:
@@ -511,6 +564,12 @@ def summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_r
         "backend_kills": counters["backend_kills"],
         "status_counts": audit_result["status_counts"],
         "batch_wait_us": metrics.latency_summary(metrics.merge(measured, "batch_wait_us")),
+        "work_duration_us": metrics.latency_summary(work_h),
+        "work_expected_ms": round(jobs.expected_work_s(cfg) * 1000.0, 3),
+        "loop_lag_us": metrics.latency_summary(loop_lag),
+        "loop_lag_limit_us": lag_limit_us,
+        "nowait_backoff_us": metrics.latency_summary(metrics.merge(measured, "nowait_backoff_us")),
+        "monitor_errors": run_info.get("monitor_errors", {}),
         "archived_jobs": counters["archived_jobs"],
         "plans": run_info["claim_plans"],
         "pg_stat_statements": run_info["pg_stat_statements"],
