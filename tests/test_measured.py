@@ -142,3 +142,17 @@ def test_starved_generator_is_flagged_by_its_loop_lag(dsn, tmp_path):
     assert lease, s["suspect_reasons"]
     stated = float(re.search(r"about ([0-9.,]+) s", lease[0]).group(1).replace(",", ""))
     assert abs(stated - work_per_claim_s) <= 0.005, (stated, work_per_claim_s)
+
+
+def test_progress_p99_is_the_merged_p99_of_its_five_seconds(dsn, tmp_path):
+    """WARMUP 0, DURATION 5 s: the one progress line covers the whole measured window, so its claim
+    p99 is the window's p99 from the merged histograms (summary.json), not the largest of the
+    per-second p99s in intervals.csv (which is at least as large)."""
+    run_dir, s, proc = run_and_load(dsn, tmp_path, "--workers", "4", "--work-ms", "2", "--duration", "5s",
+                                    "--warmup", "0s", timeout=120)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("progress: 5.0/5 s")]
+    assert len(lines) == 1, proc.stdout
+    shown_ms = float(re.search(r"claim p99 ([0-9.,]+) ms", lines[0]).group(1).replace(",", ""))
+    assert shown_ms == round(s["claim_latency_us"]["p99"] / 1000, 3), (lines[0], s["claim_latency_us"])
+    per_second_max = max(int(r["claim_p99_us"]) for r in _rows(run_dir) if r["claim_p99_us"])
+    assert per_second_max >= s["claim_latency_us"]["p99"]
