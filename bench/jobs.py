@@ -85,7 +85,7 @@ def nowait_backoff_s(level: int, rng: random.Random | None = None) -> float:
     100–200 ms; so every sleep lies in [:data:`NOWAIT_BACKOFF_BASE_S`,
     :data:`NOWAIT_BACKOFF_CAP_S`] = [2 ms, 200 ms]. The worker raises its level by one per
     55P03, up to :data:`NOWAIT_BACKOFF_MAX_LEVEL` (the first whose ceiling is the cap), and
-    lowers it by one per successful claim (it does not reset to 1: under sustained contention
+    lowers it by one per claim that returns rows (it does not reset to 1: under sustained contention
     the level settles where claims and conflicts balance instead of restarting at 2 ms after
     every claim). Source of the jitter rule: Marc Brooker, "Exponential Backoff
     And Jitter", AWS Architecture Blog, 2015,

@@ -144,7 +144,7 @@ def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
     byte for byte unchanged."""
     src = run[0]
     images = PNG_URI.findall((src / "report.html").read_text(encoding="utf-8"))
-    assert len(images) == 5  # throughput, claim latency, oldest age, locks/running, dead tuples
+    assert len(images) == 6  # throughput, claim latency, loop lag, oldest age, locks/running, dead tuples
     assert all(base64.b64decode(img).startswith(PNG_SIGNATURE) for img in images)
 
     run_dir = tmp_path / src.name
@@ -155,7 +155,7 @@ def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
     proc = qbench("report", str(run_dir), timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.rstrip("\n").splitlines()[-1] == f"report: {(run_dir / 'report.html').resolve()}"
-    assert len(PNG_URI.findall((run_dir / "report.html").read_text(encoding="utf-8"))) == 5
+    assert len(PNG_URI.findall((run_dir / "report.html").read_text(encoding="utf-8"))) == 6
     assert (run_dir / "summary.json").read_bytes() == summary_bytes
 
 

@@ -71,7 +71,7 @@ def test_nowait_sleeps_and_work_are_measured(dsn, tmp_path):
     assert s["work_duration_us"]["max"] == work.get_max_value()
     rows = _rows(run_dir)
     assert rows and all(r["loop_lag_p99_us"] != "" for r in rows)
-    assert s["loop_lag_us"]["p99"] is not None and s["loop_lag_limit_us"] >= 1000
+    assert s["loop_lag_us"]["p99"] is not None and s["loop_lag_limit_us"] > 0
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
@@ -134,7 +134,7 @@ def test_starved_generator_is_flagged_by_its_loop_lag(dsn, tmp_path):
     assert s["suspect"]
     lag_reasons = [r for r in s["suspect_reasons"] if r.startswith("event-loop lag p99")]
     assert lag_reasons, s["suspect_reasons"]
-    assert f"{lag_p99 / 1000:,.2f} ms" in lag_reasons[0] and f"{s['loop_lag_limit_us'] / 1000:,.2f} ms" in lag_reasons[0]
+    assert f"{lag_p99 / 1000:,.2f} ms" in lag_reasons[0] and f"(> {s['loop_lag_limit_us'] / 1000:g} ms)" in lag_reasons[0]
     # The work per claim (batch 1) in the lease check is the measured mean, not the 1 ms asked for.
     work_per_claim_s = s["work_duration_us"]["mean"] / 1e6
     assert s["work_expected_ms"] / 1000 < 0.003 < work_per_claim_s, work_per_claim_s
