@@ -131,6 +131,16 @@ def parse_duration_s(param: str, value: Any) -> float:
     return seconds
 
 
+def _whole_seconds(param: str, raw: Any, seconds: float) -> None:
+    """Refuse a duration that is not a whole number of seconds (raises :class:`ConfigError`).
+
+    The run measures in one-second intervals from the load start, so the warm-up and the
+    measured window are whole numbers of them; 500ms would otherwise be rounded silently."""
+    if abs(seconds - round(seconds)) > 1e-9:
+        raise ConfigError(param, f"{raw!r} is not a whole number of seconds; allowed: whole seconds, e.g. "
+                                 "0s, 5s, 2m (the run measures in one-second intervals)")
+
+
 def _int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
     allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
     if isinstance(value, bool):
@@ -289,9 +299,11 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
     duration_s = parse_duration_s("DURATION", raw.get("duration", "30s"))
     if duration_s < 1:
         raise ConfigError("DURATION", f"{raw.get('duration')!r} is too short; allowed: a duration of at least 1s, e.g. 30s, 2m")
+    _whole_seconds("DURATION", raw.get("duration", "30s"), duration_s)
     warmup_s = parse_duration_s("WARMUP", raw.get("warmup", "5s"))
     if warmup_s < 0:
         raise ConfigError("WARMUP", "must not be negative")
+    _whole_seconds("WARMUP", raw.get("warmup", "5s"), warmup_s)
 
     if dsn is not None and not dsn.strip():
         dsn = None

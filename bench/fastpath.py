@@ -36,7 +36,9 @@ class PreparedSession:
     ``statements`` maps a name to SQL with ``$1..$n`` placeholders. Every call
     returns the last ``PGresult`` of the command; errors raise the psycopg
     exception class for the SQLSTATE (``psycopg.errors.LockNotAvailable`` for
-    55P03, …) and a lost connection raises ``psycopg.OperationalError``.
+    55P03, …). A lost connection raises the error the server sent before closing
+    it when one came (``psycopg.errors.AdminShutdown``, 57P01, for a terminated
+    backend), else ``psycopg.OperationalError`` without a SQLSTATE.
     """
 
     def __init__(self, conn: psycopg.Connection, statements: dict[str, str]):
@@ -49,6 +51,9 @@ class PreparedSession:
         self._hub = get_hub()
         self._readable = self._hub.loop.io(self.pgconn.socket, 1)  # 1 = EV_READ
         self._waiter = None  # the greenlet waiting for the socket to become readable
+        #: (SQLSTATE, message) of a FATAL the server sent while no statement ran
+        self._fatal: tuple[str, str] | None = None
+        conn.add_notice_handler(self._on_notice)
         for name, query in statements.items():
             # send_prepare + a cooperative wait: a blocking PQprepare would freeze every
             # greenlet of the process while a saturated server answers.
@@ -84,7 +89,14 @@ class PreparedSession:
         while True:
             while pgconn.is_busy():
                 self._wait_read()
-                pgconn.consume_input()
+                try:
+                    pgconn.consume_input()
+                except psycopg.OperationalError:
+                    # The server closed the socket after an error it had sent (57P01 when the backend
+                    # was terminated): that error, with its SQLSTATE, is the cause, not the closed socket.
+                    if error is not None:
+                        raise errors.error_from_result(error, encoding=self.encoding) from None
+                    raise
             result = pgconn.get_result()
             if result is None:
                 break
@@ -95,34 +107,64 @@ class PreparedSession:
             raise errors.error_from_result(error, encoding=self.encoding)
         return last
 
+    def _on_notice(self, diag: errors.Diagnostic) -> None:
+        # An error that arrives while no statement runs goes to libpq's notice processor: a FATAL
+        # one says why the server is closing the connection (57P01 when the backend was terminated).
+        if diag.severity_nonlocalized in ("FATAL", "PANIC") and diag.sqlstate:
+            self._fatal = (diag.sqlstate, diag.message_primary or "")
+
+    def _read_idle_input(self) -> None:
+        """Read and parse what the server sent since the last statement (one non-blocking recv,
+        about 0.4 µs): a FATAL sent before it closed the socket must be read before this session
+        writes again, or the reset that the write provokes discards it."""
+        try:
+            self.pgconn.consume_input()
+        except psycopg.OperationalError:
+            pass  # the connection is gone; the statement below reports it
+        finally:
+            self.pgconn.is_busy()  # parses the input: an idle-state error reaches _on_notice
+
+    def _lost(self, err: BaseException) -> psycopg.Error:
+        """The exception for a broken connection: the FATAL the server sent first, with its
+        SQLSTATE, when one came; else ``err`` (as an ``OperationalError`` if it was an OSError)."""
+        if self._fatal is not None and getattr(err, "sqlstate", None) is None:
+            sqlstate, message = self._fatal
+            try:
+                return errors.lookup(sqlstate)(message)
+            except KeyError:
+                pass
+        return err if isinstance(err, psycopg.Error) else psycopg.OperationalError(str(err))
+
     def execute(self, name: bytes, params: list[bytes | None]) -> pq.abc.PGresult:
         """Run prepared statement ``name`` with text ``params``; return its result."""
+        self._read_idle_input()
         try:
             self.pgconn.send_query_prepared(name, params)
             return self._wait_results()
-        except psycopg.Error:
-            raise
-        except OSError as err:  # the socket went away under gevent's wait
-            raise psycopg.OperationalError(str(err)) from err
+        except (psycopg.Error, OSError) as err:  # OSError: the socket went away under gevent's wait
+            lost = self._lost(err)
+            if lost is err:
+                raise
+            raise lost from err
 
     def query(self, sql: bytes) -> pq.abc.PGresult:
         """Send ``sql`` unprepared (simple query protocol, planned on every call); return its last result.
 
         ``sql`` may hold several statements separated by ``;``. Errors raise as in :meth:`execute`.
         """
+        self._read_idle_input()
         try:
             self.pgconn.send_query(sql)
             return self._wait_results()
-        except OSError as err:
-            raise psycopg.OperationalError(str(err)) from err
+        except (psycopg.Error, OSError) as err:
+            lost = self._lost(err)
+            if lost is err:
+                raise
+            raise lost from err
 
     def command(self, sql: bytes) -> None:
         """Run a parameterless command such as ``BEGIN``, ``COMMIT``, ``ROLLBACK``."""
-        try:
-            self.pgconn.send_query(sql)
-            self._wait_results()
-        except OSError as err:
-            raise psycopg.OperationalError(str(err)) from err
+        self.query(sql)
 
     @property
     def in_transaction(self) -> bool:

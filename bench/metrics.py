@@ -26,8 +26,12 @@ SIGNIFICANT_DIGITS = 3
 
 #: ``batch_wait_us``: per job, from the claim returning to the job starting (its wait
 #: inside a batch behind the jobs claimed with it; about 0 at batch 1).
+#: ``work_duration_us``: per job, the real elapsed time of its simulated work (a 1 ms
+#: ``gevent.sleep`` can take several ms when the event loop is busy).
+#: ``loop_lag_us``: how late the event loop's periodic timer woke (beyond its period).
+#: ``nowait_backoff_us``: each back-off sleep actually taken after a 55P03 (NOWAIT).
 HISTOGRAM_NAMES = ("claim_latency_us", "complete_latency_us", "pickup_latency_us", "producer_lag_us",
-                   "batch_wait_us")
+                   "batch_wait_us", "work_duration_us", "loop_lag_us", "nowait_backoff_us")
 
 
 def new_histogram(name: str) -> HdrHistogram:
@@ -66,7 +70,7 @@ class Recorder:
     ``stale_completions`` (completion updates that matched no row: token moved on),
     ``jobs_produced`` (inserted by open-loop producers),
     ``over_claims`` (claims returning more than ``batch`` rows), ``nowait_retries``.
-    ``errors`` counts by SQLSTATE (or exception class name when there is none).
+    ``errors`` counts by SQLSTATE, or a named kind when there is none (:mod:`bench.error_kinds`).
     ``max_rows_per_claim`` is the largest claim of the interval.
     """
 
@@ -106,6 +110,18 @@ class Recorder:
         """Record one job's wait inside its batch: claimed, not yet started (µs)."""
         self.histograms["batch_wait_us"].record_value(min(max(1, wait_us), LATENCY_MAX_US))
 
+    def work_duration(self, elapsed_us: int) -> None:
+        """Record one job's simulated work as it really took (µs, measured around the sleep)."""
+        self.histograms["work_duration_us"].record_value(min(max(1, elapsed_us), LATENCY_MAX_US))
+
+    def loop_lag(self, lag_us: int) -> None:
+        """Record how late (µs beyond its period) one wake-up of the loop-lag timer came."""
+        self.histograms["loop_lag_us"].record_value(min(max(1, lag_us), LATENCY_MAX_US))
+
+    def nowait_backoff(self, slept_us: int) -> None:
+        """Record one back-off sleep after a 55P03, as really slept (µs)."""
+        self.histograms["nowait_backoff_us"].record_value(min(max(1, slept_us), LATENCY_MAX_US))
+
     def produced(self, jobs: int, lags_us: Iterable[int]) -> None:
         """Record ``jobs`` inserted by a producer, each ``lag_us`` after its intended time."""
         self.counters["jobs_produced"] += jobs
@@ -114,7 +130,7 @@ class Recorder:
             lag.record_value(min(max(1, value), LATENCY_MAX_US))
 
     def error(self, kind: str) -> None:
-        """Count one error of ``kind`` (a SQLSTATE such as ``55P03``, or a class name)."""
+        """Count one error of ``kind`` (a SQLSTATE such as ``55P03``, or a :data:`bench.error_kinds.NAMED_KINDS` key)."""
         self.errors[kind] += 1
 
     def count(self, name: str, n: int = 1) -> None:

@@ -26,12 +26,14 @@ as ``monitor_query_us``.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Callable
 
 import psycopg
 from psycopg import sql
 
 from .config import ConfigError
+from .error_kinds import CONNECT_FAILED, error_kind
 
 #: Largest share of wall time each table query may take (its query time / interval).
 AGE_BUDGET = 0.05
@@ -74,13 +76,16 @@ class Monitor:
     allows. ``priorities``: the priority values jobs can have (the oldest-age
     probe looks at each). Table statements are bounded by
     ``table_timeout_ms`` (default 30 s), stats statements by 5 s. ``failures``
-    counts statements that failed or timed out.
+    counts statements that failed or timed out, ``errors`` the same by
+    :func:`bench.error_kinds.error_kind` (SQLSTATE, e.g. ``57014`` for a statement
+    timeout, or ``connect_failed`` when the connection could not be reopened).
     """
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
                  priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
         self._connect = connect
         self.failures = 0
+        self.errors: Counter = Counter()
         self.priorities = list(priorities)
         names = {"jobs": sql.Identifier(schema, "jobs"),
                  "regclass": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.jobs")}
@@ -141,12 +146,14 @@ class Monitor:
         conn = self._live(role)
         if conn is None:
             self.failures += 1
+            self.errors[CONNECT_FAILED] += 1
             return None, time.perf_counter() - started
         try:
             cur = conn.execute(query, params)
             row = cur.fetchall() if all_rows else cur.fetchone()
-        except psycopg.Error:
+        except psycopg.Error as err:
             self.failures += 1
+            self.errors[error_kind(err, lost=conn.broken)] += 1
             row = None
         return row, time.perf_counter() - started
 

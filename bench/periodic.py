@@ -6,12 +6,13 @@ from __future__ import annotations
 import gevent
 import psycopg
 
+from .error_kinds import error_kind
 from .metrics import Recorder
 
 
 class Periodic:
     """Calls :meth:`once` every ``interval_s`` seconds until :meth:`stop`; a statement
-    error is counted in ``recorder`` by SQLSTATE (or class name) and the loop goes on.
+    error is counted in ``recorder`` by :func:`bench.error_kinds.error_kind` and the loop goes on.
     Subclasses implement :meth:`once`; ``query_us_total`` sums their statement time (µs)."""
 
     def __init__(self, conn: psycopg.Connection, interval_s: float, recorder: Recorder):
@@ -31,7 +32,7 @@ class Periodic:
             try:
                 self.once()
             except psycopg.Error as err:
-                self.recorder.error(getattr(err, "sqlstate", None) or type(err).__name__)
+                self.recorder.error(error_kind(err, lost=self.conn.broken))
             gevent.sleep(self.interval_s)
 
     def stop(self) -> None:

@@ -11,6 +11,15 @@ be re-run by a nested loop and over-claim (DESIGN.md, field case FR-03).
 Locking clauses: https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE
 (``NOWAIT`` raises SQLSTATE 55P03 ``lock_not_available``; ``SKIP LOCKED`` skips
 rows that cannot be locked immediately).
+
+Row times that record a moment (``started_at``, ``lease_expires_at`` at the claim;
+``finished_at`` at completion, failure and reaping; a retry's ``run_at``) use
+``clock_timestamp()``, the time the statement reaches that row, not ``now()``, the
+start of the transaction: under ``TXN=hold`` that is the ``BEGIN`` before the lock
+wait and the job's work, and ``now()`` would make ``finished_at − started_at`` 0
+and start the lease before the claim. Eligibility (``run_at <= now()``) keeps
+``now()``: stable within the statement, so the index condition can use it.
+https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT
 """
 
 from __future__ import annotations
@@ -37,23 +46,23 @@ SET status = 'running',
     attempts = j.attempts + 1,
     attempt_token = nextval({token_seq}),
     locked_by = {worker},
-    lease_expires_at = now() + make_interval(secs => {lease_s}),
-    started_at = now()
+    lease_expires_at = clock_timestamp() + make_interval(secs => {lease_s}),
+    started_at = clock_timestamp()
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.attempt_token,
           (extract(epoch FROM clock_timestamp() - j.run_at) * 1000000)::bigint AS pickup_us,
           j.attempts, extract(epoch FROM j.lease_expires_at)::float8 AS lease_until,
-          extract(epoch FROM now())::float8 AS claimed_at"""
+          extract(epoch FROM j.started_at)::float8 AS claimed_at"""
 
 _COMPLETE_ONE = """\
 UPDATE {jobs}
-SET status = 'done', finished_at = now(), lease_expires_at = NULL
+SET status = 'done', finished_at = clock_timestamp(), lease_expires_at = NULL
 WHERE id = {id} AND attempt_token = {token} AND status = 'running'"""
 
 _COMPLETE_MANY = """\
 UPDATE {jobs} AS j
-SET status = 'done', finished_at = now(), lease_expires_at = NULL
+SET status = 'done', finished_at = clock_timestamp(), lease_expires_at = NULL
 FROM unnest({ids}, {tokens}) AS c(id, token)
 WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
 RETURNING j.id"""
@@ -62,8 +71,8 @@ RETURNING j.id"""
 _FAIL = """\
 UPDATE {jobs}
 SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
-    run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE now() + make_interval(secs => {delay_s}) END,
-    finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
+    run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE clock_timestamp() + make_interval(secs => {delay_s}) END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN clock_timestamp() END,
     lease_expires_at = NULL, locked_by = NULL, last_error = {error}
 WHERE id = {id} AND attempt_token = {token} AND status = 'running'
 RETURNING status"""
@@ -82,7 +91,7 @@ WITH expired AS MATERIALIZED (
 )
 UPDATE {jobs} AS j
 SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
-    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN clock_timestamp() END,
     lease_expires_at = NULL, locked_by = NULL, last_error = 'lease expired'
 FROM expired
 WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()

@@ -24,6 +24,7 @@ import gevent
 import psycopg
 from locust import User, constant, task
 
+from .error_kinds import error_kind
 from .fastpath import PreparedSession
 from .fastpath import rows as rows_of
 
@@ -114,7 +115,7 @@ class Producer(User):
                 result = self.session.execute(b"insert", [("{" + ",".join(map(str, priorities)) + "}").encode(),
                                                           ("{" + ",".join(repr(t) for t in run_at) + "}").encode()])
             except psycopg.Error as err:
-                recorder.error(getattr(err, "sqlstate", None) or type(err).__name__)
+                recorder.error(error_kind(err, lost=self.session.broken))
                 gevent.sleep(0.1)
                 continue
             recorder.produced(len(due), [int((now - t) * 1e6) for t in due])

@@ -43,6 +43,8 @@ PLOTTED_COLUMNS = (
 )
 INVARIANT_ORDER = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied")
 HARNESS_CPU_LIMIT_PCT = 90.0
+#: Latency-table keys that older result files lack (the row is left out then).
+OPTIONAL_LATENCY_KEYS = ("work_duration_us", "loop_lag_us", "nowait_backoff_us")
 LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
 X_LABEL = "time since measured start (s)"
 NA = "n/a"
@@ -69,7 +71,7 @@ def render_report(run_dir: Path) -> Path:
         Path of the written ``report.html`` (UTF-8, self-contained: inline CSS,
         figures as base64 PNG data URIs). As a side effect each figure is also
         written to ``run_dir/plots/<name>.png`` (throughput, claim_latency, claim_vs_table,
-        oldest_age, locks_running, dead_tuples).
+        loop_lag, oldest_age, locks_running, dead_tuples).
 
     Raises:
         ReportError: a required file is absent (the message names it), a JSON
@@ -377,8 +379,17 @@ def _latency_rows(summary: dict) -> list[dict]:
         ("claim latency", "claim_latency_us", _fmt_us_as_ms),
         ("completion latency", "complete_latency_us", _fmt_us_as_ms),
         ("pickup latency", "pickup_latency_ms", lambda v: _fmt_num(v, 3, "ms")),
+        ("job work, measured (configured mean "
+         f"{_fmt_num(summary.get('work_expected_ms'), 3, 'ms')})", "work_duration_us", _fmt_us_as_ms),
+        ("event-loop lag (10 ms timer, how late)", "loop_lag_us", _fmt_us_as_ms),
+        ("NOWAIT back-off sleeps", "nowait_backoff_us", _fmt_us_as_ms),
     ):
-        d = summary.get(key) or {}
+        d = summary.get(key)
+        if d is None and key in OPTIONAL_LATENCY_KEYS:  # runs recorded before the key existed
+            continue
+        if key == "nowait_backoff_us" and (d or {}).get("p50") is None:
+            continue  # no 55P03, no back-off
+        d = d or {}
         rows.append({"label": label, "cells": [fmt(d.get(s)) for s in stats]})
     return rows
 
@@ -550,6 +561,22 @@ def _draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame) -> None:
     _legend(ax)
 
 
+def _draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    if "loop_lag_p99_us" not in df or df["loop_lag_p99_us"].isna().all():
+        ax.text(0.5, 0.5, "no event-loop lag recorded (a run from before loop_lag_p99_us existed)",
+                ha="center", va="center", transform=ax.transAxes, fontsize="small")
+        return
+    ax.plot(df["t_s"], df["loop_lag_p99_us"] / 1000.0, marker=_marker(df), color="C1",
+            label="event-loop lag p99 in the second (ms)")
+    limit = summary.get("loop_lag_limit_us")
+    if not _is_missing(limit):
+        ax.axhline(float(limit) / 1000.0, color="C3", linestyle="--", linewidth=1,
+                   label=f"suspect above this for the whole window ({float(limit) / 1000:,.2f} ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("event-loop lag (ms)")
+    _legend(ax)
+
+
 def _draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
         return
@@ -613,6 +640,12 @@ _FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "claim reads more as the table grows (a plan that scans the table, or dead index entries it "
      "steps over) and the run's figures depend on how long it ran.",
      _draw_claim_vs_table),
+    ("loop_lag", "Load generator event-loop lag",
+     "How late a 10 ms timer in the load generator fired, p99 of each second. Every latency the "
+     "generator measures ends when its greenlet runs again, so it can be inflated by this much; a "
+     "generator waiting for a core shows it here even while its CPU reads low. The dashed line is "
+     "the run's suspect limit for the window's p99 (loop_lag_limit_us; the rule is in the README).",
+     _draw_loop_lag),
     ("oldest_age", "Oldest eligible age and queue depth",
      "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
      "(right axis, an exact count taken as often as its cost stays within 2 % of the time); "

@@ -25,15 +25,11 @@ from locust import User, constant, task  # noqa: E402
 from . import jobs, policies  # noqa: E402
 from .claimlog import ClaimLog  # noqa: E402
 from .config import RunConfig  # noqa: E402
+from .error_kinds import error_kind  # noqa: E402
 from .fastpath import PreparedSession, int_array  # noqa: E402
 from .fastpath import rows as rows_of  # noqa: E402
 from .metrics import Recorder  # noqa: E402
 
-#: NOWAIT retry back-off: exponential with "equal jitter" (half fixed, half
-#: random), from 2 ms up to 200 ms, reset after a successful claim. Source:
-#: Marc Brooker, "Exponential Backoff And Jitter", AWS Architecture Blog, 2015.
-NOWAIT_BACKOFF_BASE_S = 0.002
-NOWAIT_BACKOFF_CAP_S = 0.200
 #: Pause after a claim that found no eligible row, so an empty queue is polled, not spun.
 EMPTY_POLL_S = 0.010
 #: Statement timeout of the EXPLAIN ANALYZE of the claim on a worker's own session as the load stops.
@@ -91,10 +87,6 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _sqlstate(err: BaseException) -> str:
-    return getattr(err, "sqlstate", None) or type(err).__name__
-
-
 class QueueWorker(User):
     """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete.
 
@@ -122,6 +114,7 @@ class QueueWorker(User):
                                                      cfg.lease_s).encode()
         self.hold = cfg.txn == "hold"
         self.duration_s = jobs.duration_sampler(cfg)
+        self.records_work = jobs.expected_work_s(cfg) > 0
         self.poison_share = cfg.poison_share
         self.fail_prob = cfg.fail_prob
         self.nowait_failures = 0
@@ -141,7 +134,7 @@ class QueueWorker(User):
                 self.session = PreparedSession(conn, self.statements)
                 return
             except psycopg.OperationalError as err:
-                self.ctx.recorder.error(_sqlstate(err))
+                self.ctx.recorder.error(error_kind(err, connecting=True))
                 gevent.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(RECONNECT_CAP_S, delay * 2)
 
@@ -150,10 +143,14 @@ class QueueWorker(User):
             self.session.close()
 
     def _backoff_nowait(self) -> None:
-        self.nowait_failures += 1
+        self.nowait_failures = min(self.nowait_failures + 1, jobs.NOWAIT_BACKOFF_MAX_LEVEL)
+        started = time.perf_counter()
+        gevent.sleep(jobs.nowait_backoff_s(self.nowait_failures))
+        # The 55P03, its retry and its sleep are counted together when the sleep ends, so they
+        # fall in the same second: errors["55P03"] = nowait_retries = nowait_backoff_us count.
+        self.ctx.recorder.error("55P03")
         self.ctx.recorder.count("nowait_retries")
-        ceiling = min(NOWAIT_BACKOFF_CAP_S, NOWAIT_BACKOFF_BASE_S * 2 ** (self.nowait_failures - 1))
-        gevent.sleep(ceiling / 2 + random.uniform(0, ceiling / 2))
+        self.ctx.recorder.nowait_backoff(int((time.perf_counter() - started) * 1e6))
 
     @task
     def work_until_stopped(self) -> None:
@@ -227,7 +224,7 @@ class QueueWorker(User):
                     self.session.command(b"ROLLBACK")
                 gevent.sleep(EMPTY_POLL_S)
                 return
-            self.nowait_failures = 0
+            self.nowait_failures = max(0, self.nowait_failures - 1)
             if self._crash_after_claim(rows):
                 return
             late_s = self._late_by_s()
@@ -236,8 +233,11 @@ class QueueWorker(User):
             for job in rows:
                 self.ctx.recorder.batch_wait(int((time.perf_counter() - claimed_at) * 1e6))
                 duration_s = self.duration_s()
+                work_started = time.perf_counter()
                 if duration_s > 0:
                     gevent.sleep(duration_s)
+                if self.records_work:  # every job, a 0 s draw too, so the mean is per job
+                    self.ctx.recorder.work_duration(int((time.perf_counter() - work_started) * 1e6))
                 if jobs.is_poison(job[0], self.poison_share):
                     self._fail(job, "poison job")
                 elif self.fail_prob and random.random() < self.fail_prob:
@@ -252,11 +252,10 @@ class QueueWorker(User):
                 self.session.command(b"COMMIT")
                 self.events.commit()
         except psycopg.errors.LockNotAvailable:
-            self.ctx.recorder.error("55P03")
             self._rollback_if_open()
             self._backoff_nowait()
         except psycopg.Error as err:
-            self.ctx.recorder.error(_sqlstate(err))
+            self.ctx.recorder.error(error_kind(err, lost=self.session.broken))
             if self.session.broken:
                 self.session = None
             else:

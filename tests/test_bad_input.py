@@ -32,6 +32,9 @@ BAD_RUN_INPUT = [
     ("batch-0", ["--batch", "0"], "BATCH", "from 1 to 10000"),
     ("duration-soon", ["--duration", "soon"], "DURATION", "30s"),
     ("duration-0s", ["--duration", "0s"], "DURATION", "at least 1s"),
+    # the run measures in whole seconds: a fraction is refused, not rounded away
+    ("duration-fraction", ["--duration", "2500ms"], "DURATION", "whole seconds"),
+    ("warmup-fraction", ["--warmup", "500ms"], "WARMUP", "whole seconds"),
     ("dsn-unreachable", ["--dsn", UNREACHABLE_DSN], "DSN", "a reachable PostgreSQL DSN"),
     ("dsn-malformed", ["--dsn", MALFORMED_DSN], "DSN", "postgresql://"),
     ("schema", ["--schema", "Bad-Name"], "SCHEMA", "[a-z_][a-z0-9_]*"),

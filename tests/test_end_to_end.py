@@ -145,7 +145,7 @@ def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
     byte for byte unchanged."""
     src = run[0]
     images = PNG_URI.findall((src / "report.html").read_text(encoding="utf-8"))
-    assert len(images) == 6  # throughput, claim latency, claim vs table size, oldest age, locks/running, dead tuples
+    assert len(images) == 7  # throughput, claim latency, claim vs table size, loop lag, oldest age, locks/running, dead tuples
     assert all(base64.b64decode(img).startswith(PNG_SIGNATURE) for img in images)
 
     run_dir = tmp_path / src.name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 
+from bench.error_kinds import is_counted_kind
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 
@@ -50,11 +51,15 @@ def test_long_transaction_holds_xmin_and_the_queue_recovers(dsn, tmp_path):
 
 def test_killed_backends_are_counted_and_workers_reconnect(dsn, tmp_path):
     """pg_terminate_backend on a worker every second from 1 s to 3 s: the kills are counted, the
-    workers' errors are counted by kind, and the workers reconnect and go on completing jobs."""
+    workers' errors are counted by kind — the SQLSTATE the server sent (57P01 admin_shutdown) or a
+    named kind, never a Python class name — and the workers reconnect and go on completing jobs."""
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "4", "--work-ms", "5",
                                  "--faults", "backend_kill@1-3:every_s=1", "--duration", "6s", "--warmup", "1s")
     assert s["backend_kills"] >= 2
     assert sum(s["errors"].values()) >= 1
+    assert all(is_counted_kind(kind) for kind in s["errors"]), s["errors"]
+    assert s["errors"].get("57P01", 0) >= 1, s["errors"]
+    assert all(is_counted_kind(kind) for kind in s["monitor_errors"]), s["monitor_errors"]
     late = [int(r["jobs_completed"]) for r in _rows(run_dir) if int(r["t_s"]) >= 4]
     assert late and min(late) > 0, late
     assert s["invariants"] == CLEAN_INVARIANTS

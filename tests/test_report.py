@@ -14,7 +14,8 @@ import pytest
 from bench.report import ReportError, render_report
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
-PLOT_NAMES = ("throughput", "claim_latency", "claim_vs_table", "oldest_age", "locks_running", "dead_tuples")
+PLOT_NAMES = ("throughput", "claim_latency", "claim_vs_table", "loop_lag", "oldest_age", "locks_running",
+              "dead_tuples")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -69,6 +70,22 @@ def test_claim_latency_shown_in_ms_with_microsecond_precision(run_dir):
         assert expected in page, expected
     # the raw microsecond figure must not be presented as milliseconds
     assert f"{s['claim_latency_us']['p99']:,.3f} ms" not in page
+
+
+def test_measured_work_is_shown_beside_the_configured_mean(run_dir):
+    """The latency table has a row for the work as measured, headed by the configured mean, and the
+    event-loop lag; both from summary.json. A fixture from before these keys shows neither row."""
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    assert "job work, measured" not in page and "event-loop lag (10 ms timer" not in page
+    work = {"p50": 1777.0, "p95": 3935.0, "p99": 5899.0, "max": 154239.0, "mean": 2082.539}
+    lag = {"p50": 727.0, "p95": 3021.0, "p99": 5371.0, "max": 147967.0, "mean": 1204.179}
+    _edit_summary(run_dir, work_duration_us=work, work_expected_ms=1.0, loop_lag_us=lag, loop_lag_limit_us=10000)
+    page = render_report(run_dir).read_text(encoding="utf-8")
+    row = re.search(r"<th>job work, measured \(configured mean 1\.000 ms\)</th>(.*?)</tr>", page)
+    assert row, "measured work row missing"
+    assert [c for c in re.findall(r'<td class="num">([^<]*)</td>', row.group(1))] == [
+        f"{work[k] / 1000:,.3f} ms" for k in ("p50", "p95", "p99", "max", "mean")]
+    assert f"{lag['p99'] / 1000:,.3f} ms" in page
 
 
 def test_suspect_banner_lists_reasons(run_dir):

@@ -1,0 +1,54 @@
+"""What an error counter is keyed by: the SQLSTATE when the server sent one, else a named kind.
+
+Every error the run counts (workers, producers, reaper, mover, monitor) goes
+through :func:`error_kind`, so ``summary.json`` ``errors`` holds five-character
+SQLSTATE codes (``57P01`` admin_shutdown for a terminated backend, ``55P03``
+lock_not_available, ``40P01`` deadlock_detected, …; the table is at
+https://www.postgresql.org/docs/current/errcodes-appendix.html) or one of
+:data:`NAMED_KINDS`, never a Python class name such as ``OperationalError``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+
+#: A SQLSTATE: five characters, digits and upper-case letters (PostgreSQL Appendix A).
+SQLSTATE_RE = re.compile(r"^[0-9A-Z]{5}$")
+
+CONNECTION_LOST = "connection_lost"
+CONNECT_FAILED = "connect_failed"
+CLIENT_ERROR = "client_error"
+
+#: The kinds counted when there is no SQLSTATE, with what each means.
+NAMED_KINDS = {
+    CONNECTION_LOST: "the connection broke without an error message from the server "
+                     "(socket closed, server crashed, network gone)",
+    CONNECT_FAILED: "a new connection could not be opened and the server sent no SQLSTATE "
+                    "(refused, unknown database, authentication; libpq reports these as text)",
+    CLIENT_ERROR: "a client-side error with no SQLSTATE on a connection that is still up",
+}
+
+
+def error_kind(err: BaseException, *, lost: bool = False, connecting: bool = False) -> str:
+    """The counter key of ``err``: its SQLSTATE when it has one, else a :data:`NAMED_KINDS` key.
+
+    ``lost``: the connection the statement ran on is broken now (``PreparedSession.broken``
+    or psycopg's ``Connection.broken``); ``connecting``: ``err`` came from opening a
+    connection. A psycopg ``OperationalError`` without a SQLSTATE is a lost connection
+    (psycopg raises it for a failed send or receive). Never raises.
+    """
+    sqlstate = getattr(err, "sqlstate", None)
+    if sqlstate:
+        return sqlstate
+    if connecting:
+        return CONNECT_FAILED
+    if lost or isinstance(err, psycopg.OperationalError):
+        return CONNECTION_LOST
+    return CLIENT_ERROR
+
+
+def is_counted_kind(kind: str) -> bool:
+    """True when ``kind`` is a SQLSTATE or one of :data:`NAMED_KINDS` (what error counters may hold)."""
+    return bool(SQLSTATE_RE.match(kind)) or kind in NAMED_KINDS
