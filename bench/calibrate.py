@@ -26,7 +26,7 @@ index); the pairs alternate A B A B ... (:data:`PAIRS_DEFAULT` pairs unless told
 
 Output: each pair's ratio, then :data:`SUMMARY_FORMAT`; the same figures in
 ``<results>/calibration-<stamp>/calibration.json`` (with pgbench's logs and the
-queue-bench run directories under it). Goal (DESIGN.md, issue 8): median ratio
+queue-bench run directories under it). Goal (docs/design.md): median ratio
 ≥ :data:`GOAL_MEDIAN_RATIO` and harness CPU per job ≤ :data:`GOAL_CPU_FACTOR` ×
 pgbench's.
 

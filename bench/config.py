@@ -29,7 +29,7 @@ PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 AUTOVACUUM_MODES = ("on", "off")
 
 #: Upper bound on workers from one load-generator process; more needs Locust's
-#: distributed mode (DESIGN.md "Scale-out").
+#: distributed mode (docs/design.md "Scale-out").
 MAX_WORKERS = 1000
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

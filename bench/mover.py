@@ -5,7 +5,7 @@ Every :data:`MOVE_EVERY_S` seconds, on its own connection, it deletes up to
 ``jobs`` and inserts them into ``jobs_archive`` in the same statement (one
 short autocommit transaction), repeating while a pass fills its batch. It locks
 with ``SKIP LOCKED`` in a ``MATERIALIZED`` CTE, so it never waits on a worker
-and never takes more rows than its LIMIT (DESIGN.md, claim protocol traps).
+and never takes more rows than its LIMIT (docs/design.md, claim protocol traps).
 Its statement time is load on the server too, kept as ``query_us_total``.
 """
 

@@ -6,7 +6,7 @@ policy's locking clause, and the outer ``UPDATE`` marks exactly those rows
 ``running`` with a lease, a fresh attempt (fencing) token and ``locked_by``.
 The CTE is evaluated once, so the claim cannot take more rows than its LIMIT;
 the ``UPDATE … WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`` form can
-be re-run by a nested loop and over-claim (DESIGN.md, field case FR-03).
+be re-run by a nested loop and over-claim (docs/design.md, field case FR-03).
 
 Locking clauses: https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE
 (``NOWAIT`` raises SQLSTATE 55P03 ``lock_not_available``; ``SKIP LOCKED`` skips
@@ -18,7 +18,9 @@ Row times that record a moment (``started_at``, ``lease_expires_at`` at the clai
 start of the transaction: under ``TXN=hold`` that is the ``BEGIN`` before the lock
 wait and the job's work, and ``now()`` would make ``finished_at − started_at`` 0
 and start the lease before the claim. Eligibility (``run_at <= now()``) keeps
-``now()``: stable within the statement, so the index condition can use it.
+``now()``: stable within the statement, so the index condition can use it. The
+claim takes its moment once, in the ``moment`` CTE that reads ``picked`` (so after
+the rows are locked): ``started_at`` and the lease's start are the same instant.
 https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT
 """
 
@@ -40,15 +42,17 @@ WITH picked AS MATERIALIZED (
     ORDER BY priority, run_at, id
     LIMIT {batch}
     {locking}
+), moment AS MATERIALIZED (
+    SELECT clock_timestamp() AS at FROM picked LIMIT 1
 )
 UPDATE {jobs} AS j
 SET status = 'running',
     attempts = j.attempts + 1,
     attempt_token = nextval({token_seq}),
     locked_by = {worker},
-    lease_expires_at = clock_timestamp() + make_interval(secs => {lease_s}),
-    started_at = clock_timestamp()
-FROM picked
+    lease_expires_at = moment.at + make_interval(secs => {lease_s}),
+    started_at = moment.at
+FROM picked, moment
 WHERE j.id = picked.id
 RETURNING j.id, j.attempt_token,
           (extract(epoch FROM clock_timestamp() - j.run_at) * 1000000)::bigint AS pickup_us,

@@ -65,7 +65,7 @@ def render_report(run_dir: Path) -> Path:
 
     Args:
         run_dir: a run directory holding ``run.json``, ``intervals.csv`` and
-            ``summary.json`` (the result-file contract; see DESIGN.md).
+            ``summary.json`` (the result-file contract; see docs/design.md).
 
     Returns:
         Path of the written ``report.html`` (UTF-8, self-contained: inline CSS,

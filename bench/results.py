@@ -1,4 +1,4 @@
-"""The result files of one run (DESIGN.md "Result files"): names and writers.
+"""The result files of one run (docs/design.md "Result files"): names and writers.
 
 ``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``priority_ages.csv`` (when
 jobs have more than one priority), ``histograms/*.hlog``

@@ -39,7 +39,7 @@ from .mover import Mover
 from .rss import RSS_REPORTED_MIN, RssLog
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
-#: a little above the pgbench reference figures in DESIGN.md (about 4,100 jobs/s at
+#: a little above the pgbench reference figures in docs/design.md (about 4,100 jobs/s at
 #: batch 1 on 2 cores); used only to size the default backlog.
 BACKLOG_CEILING_JOBS_PER_S = 6000
 BACKLOG_SAFETY = 1.25
@@ -450,7 +450,7 @@ def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, intervals: list, sa
 
 def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_per_claim, audit_result, final_sample,
               monitor_failures, run_info) -> dict:
-    """Build ``summary.json`` (DESIGN.md keys plus ``suspect``, ``backlog_exhausted`` and details)."""
+    """Build ``summary.json`` (docs/design.md keys plus ``suspect``, ``backlog_exhausted`` and details)."""
     measured_s = measured.seconds
     counters = Counter(measured.counters)
     errors = Counter(measured.errors)

@@ -1,7 +1,7 @@
 """A sweep directory's result files read into objects: cells, their runs, and mean/CI statistics.
 
 Reads only result files: ``sweep.json``, ``cells.csv`` (one row per run) and each run's
-``runs/<run_id>/summary.json``; formats in DESIGN.md and the sweep file contract. It never
+``runs/<run_id>/summary.json``; formats in docs/design.md and the sweep file contract. It never
 touches a database and imports nothing that does: data flows one way (result files →
 report). :mod:`bench.sweep_report` and :mod:`bench.compare` build on it.
 

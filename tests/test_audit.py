@@ -51,8 +51,10 @@ def _naive_claim(claim: str) -> str:
     """FR-03's naive form of the tool's own claim: the locking LIMIT as an ``IN`` sub-select of the
     ``UPDATE`` instead of a materialized CTE; same SET, same RETURNING."""
     _, rest = claim.split("AS MATERIALIZED (\n", 1)
-    picked, update = rest.split("\n)\n", 1)
-    return _without(update, "FROM picked\nWHERE j.id = picked.id", f"WHERE j.id IN ({picked.strip()})")
+    picked, rest = rest.split("\n), moment AS MATERIALIZED (\n", 1)
+    _, update = rest.split("\n)\n", 1)
+    update = _without(update, "moment.at", "clock_timestamp()")
+    return _without(update, "FROM picked, moment\nWHERE j.id = picked.id", f"WHERE j.id IN ({picked.strip()})")
 
 
 def _statements(schema: str, policy: str) -> dict[str, str]:

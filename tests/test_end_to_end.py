@@ -1,7 +1,7 @@
 """End to end: one short ``qbench run`` against the test database, then its result files.
 
 One run per module (``--duration 5s --warmup 1s --workers 4``); each test checks one
-part of the result-file contract (DESIGN.md "Result files"): the files exist, the
+part of the result-file contract (docs/design.md "Result files"): the files exist, the
 summary's keys and invariants, that per-second figures add up to the summary, that
 the claim p99 can be recomputed from the HdrHistogram log, that the report embeds
 its four figures and re-renders from the files alone, and that the database holds
