@@ -61,6 +61,20 @@ class Interval:
         """Length of the interval in seconds."""
         return self.end_s - self.start_s
 
+    def release(self) -> None:
+        """Free this interval's histograms now, once nothing will read them again.
+
+        An ``hdrh`` histogram and its encoder refer to each other (``histogram.encoder``,
+        ``encoder.histogram``), so a dropped histogram is a reference cycle that only
+        Python's cyclic collector frees, and its full collections are rare: in a long run
+        the per-second histograms (about 100 KB of counts each) pile up until one comes
+        (measured: about 10 MB a minute of RSS growth at 10 workers). Cutting the
+        encoder's back-reference lets reference counting free them at once. The
+        histograms must not be encoded afterwards.
+        """
+        for hist in self.histograms.values():
+            hist.encoder.histogram = None
+
 
 class Recorder:
     """Accumulates the current interval's histograms and counters.

@@ -289,11 +289,15 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         nonlocal max_rows_per_claim
         totals.update(interval.counters)
         max_rows_per_claim = max(max_rows_per_claim, interval.max_rows_per_claim)
-        if cpu is not None:
-            hlogs.write(interval)
-            measured.add(interval)
-            recent.append(interval)
-            rows.append(_interval_row(interval, interval.index - n_warm, None, cpu))
+        if cpu is None:  # warm-up or stop phase: counted, never read again
+            interval.release()
+            return
+        hlogs.write(interval)
+        measured.add(interval)
+        if len(recent) == recent.maxlen:
+            recent[0].release()  # leaves the progress line's window now
+        recent.append(interval)
+        rows.append(_interval_row(interval, interval.index - n_warm, None, cpu))
 
     complete = True
     prev_s = 0.0
