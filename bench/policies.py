@@ -196,6 +196,20 @@ def prepared_statements(schema: str, policy: str) -> dict[str, str]:
             for name in _STATEMENTS}
 
 
+_INSERT = """\
+INSERT INTO {jobs} (priority, run_at, max_attempts)
+SELECT p, to_timestamp(t), {max_attempts}
+FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)
+RETURNING id"""
+
+
+def insert_sql(schema: str, max_attempts: int) -> str:
+    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[]);
+    returns the new rows' ids (the claim log keeps them: the audit's expected ids)."""
+    return sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"),
+                                   max_attempts=sql.Literal(max_attempts)).as_string(None)
+
+
 def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float) -> str:
     """The claim with its values inlined as SQL literals, as psycopg 2 sends every statement
     (client-side interpolation): sent unprepared, it is planned with these values on every

@@ -27,24 +27,10 @@ from locust import User, constant, task
 from .error_kinds import error_kind
 from .fastpath import PreparedSession
 from .fastpath import rows as rows_of
-
-_INSERT = """\
-INSERT INTO {jobs} (priority, run_at, max_attempts)
-SELECT p, to_timestamp(t), {max_attempts}
-FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)
-RETURNING id"""
+from .policies import insert_sql
 
 #: Largest number of due jobs one insert carries when a producer catches up.
 MAX_INSERT_ROWS = 1000
-
-
-def insert_sql(schema: str, max_attempts: int) -> str:
-    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[]);
-    returns the new rows' ids (the claim log keeps them: the audit's expected ids)."""
-    from psycopg import sql
-
-    return sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"),
-                                   max_attempts=sql.Literal(max_attempts)).as_string(None)
 
 
 def rate_at(t_s: float, base_rate: float, bursts: tuple) -> float:

@@ -24,12 +24,12 @@ import pytest
 from psycopg import sql
 
 from bench import audit, db, policies
+from bench.policies import insert_sql
 from bench.claimlog import ClaimLog
 from bench.config import RunConfig, build_config
 from bench.fastpath import PreparedSession, int_array
 from bench.fastpath import rows as rows_of
 from bench.metrics import Recorder
-from bench.producers import insert_sql
 from conftest import CLEAN_INVARIANTS, run_and_load
 from test_policies import FR03_SETTINGS
 

@@ -67,6 +67,11 @@ def observer(dsn):
 def test_wait_blocks_then_takes_the_next_row(dsn, observer):
     """wait: B blocks on A's row lock (seen as a Lock wait blocked by A); after A commits,
     B re-checks A's row (no longer pending), skips it and claims the next row in claim order."""
+    from gevent import monkey
+
+    # Real threads: a test module that imports locust or bench.swarm patches this pytest process,
+    # and a "thread" blocked on a row lock would then freeze the observer too.
+    assert not monkey.is_module_patched("threading"), "gevent patched the pytest process"
     _prepare(dsn, backlog=10)
     claim = policies.claim_sql(SCHEMA, "wait")
     with _connect(dsn, autocommit=False) as a, _connect(dsn, autocommit=True, lock_timeout=f"{BOUND_S}s") as b:
