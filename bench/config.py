@@ -222,13 +222,13 @@ def _faults(value: Any) -> tuple:
 
 
 def _flag(param: str, value: Any) -> bool:
-    """``1``/``0`` (also ``true``/``false``, ``yes``/``no``, ``on``/``off``) → bool; raises ConfigError."""
-    text = str(value).strip().lower()
+    """``1``/``0`` (a TOML ``true``/``false`` in a workload file too) → bool; raises ConfigError."""
     if isinstance(value, bool):
         return value
-    if text in ("1", "true", "yes", "on"):
+    text = str(value).strip()
+    if text == "1":
         return True
-    if text in ("0", "false", "no", "off"):
+    if text == "0":
         return False
     raise ConfigError(param, f"{value!r} is not allowed; allowed: 1 or 0")
 

@@ -314,15 +314,16 @@ def queue_tables(conn: psycopg.Connection, schema: str) -> list[sql.Identifier]:
 def vacuum_counts(conn: psycopg.Connection, schema: str) -> dict:
     """Autovacuum and autoanalyze runs so far on the tool's job tables (``pg_stat_user_tables``,
     https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW):
-    ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None)."""
+    ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None),
+    and ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it)."""
     row = conn.execute("""
         SELECT coalesce(sum(autovacuum_count), 0)::bigint, coalesce(sum(autoanalyze_count), 0)::bigint,
-               max(last_autovacuum)::text, max(last_autoanalyze)::text
+               max(last_autovacuum)::text, max(last_autoanalyze)::text, current_setting('autovacuum')
         FROM pg_stat_user_tables
         WHERE schemaname = %s AND relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')""",
         (schema,)).fetchone()
     return {"autovacuum_count": int(row[0]), "autoanalyze_count": int(row[1]),
-            "last_autovacuum": row[2], "last_autoanalyze": row[3]}
+            "last_autovacuum": row[2], "last_autoanalyze": row[3], "server_autovacuum": row[4] == "on"}
 
 
 def table_sizes(conn: psycopg.Connection, schema: str) -> dict[str, int]:

@@ -273,11 +273,11 @@ def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
             cost.append(f"{workers['shared_buffers']:,} shared buffers")
         if workers.get("execution_ms") is not None:
             cost.append(f"{workers['execution_ms']:,.3f} ms")
-        how = {"generic": "the generic plan of their prepared claim",
-               "custom": "the custom plans of their prepared claim",
-               "mixed": "their prepared claim (generic and custom plans)",
-               "unprepared": "their unprepared claim"}.get(workers.get("plan"), "their claim")
-        warnings.append(f"The workers' claim scans the whole queue table: {how} runs {workers['scan']}"
+        how = {"generic": "the generic plan of their prepared claim runs",
+               "custom": "the custom plans of their prepared claim run",
+               "mixed": "their prepared claim (generic and custom plans) runs",
+               "unprepared": "their unprepared claim runs"}.get(workers.get("plan"), "their claim runs")
+        warnings.append(f"The workers' claim scans the whole queue table: {how} {workers['scan']}"
                         + (f", {' and '.join(cost)} per claim (EXPLAIN ANALYZE on {workers['explained_on']}'s "
                            "own session as the load stopped)" if cost else "")
                         + ". Claim cost grows with the table, history included.")

@@ -224,6 +224,8 @@ def workers_plan_label(workers: dict, config: dict) -> str:
 
 def _banners(summary: dict) -> list[str]:
     banners = list(summary.get("plan_warnings") or [])
+    banners.extend(f"fault window {f} never opened: it starts after the measured window ended"
+                   for f in summary.get("faults_not_opened") or [])
     if summary.get("complete") is False:
         banners.append("interrupted run: the measured window did not finish")
     if summary.get("suspect"):
@@ -241,6 +243,9 @@ def _vacuum_note(summary: dict) -> str | None:
     av = summary.get("autovacuum")
     if not av:
         return None
+    if av.get("server_autovacuum") is False:
+        return ("Autovacuum is off on this server (autovacuum = off): nothing vacuumed or analyzed the queue "
+                "table during the run, so cached claim plans were never rebuilt and dead tuples stayed.")
     if not av.get("enabled"):
         return "Autovacuum was off on the queue table for this run (AUTOVACUUM=off)."
     if av.get("autovacuum_runs") is None:

@@ -266,7 +266,12 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
 
     samplers = spawn_samplers(monitor, clock.now_s, n_warm + n_meas, note)
     samplers.append(gevent.spawn(_loop_lag_probe, recorder))
-    fault_greenlets = [gevent.spawn(_fault_window, f, ctx, dsn, clock, n_warm, recorder, log) for f in cfg.faults]
+    faults_not_opened = [f"{f.kind}@{f.start_s:g}-{f.end_s:g}" for f in cfg.faults if f.start_s >= n_meas]
+    for fault in faults_not_opened:
+        log(f"warning: fault window {fault} starts after the measured window ends (DURATION {n_meas} s): "
+            "it will not open")
+    fault_greenlets = [gevent.spawn(_fault_window, f, ctx, dsn, clock, n_warm, recorder, log) for f in cfg.faults
+                       if f.start_s < n_meas]
     reaper = None
     if cfg.reaper_interval_s > 0:
         reaper = Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
@@ -408,6 +413,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
         "claim_plans": {**(_plans_summary(claim_plans) or {"auto": None}),
                         "workers": {k: v for k, v in workers_plan.items() if k not in ("text", "nodes")}},
         "autovacuum": _vacuum_during(vacuum_before, vacuum_after, cfg),
+        "faults_not_opened": faults_not_opened,
         "pg_stat_statements": pgss,
         "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
         "database_lost": database_lost,
@@ -555,6 +561,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "monitor_notes": notes,
         "database_lost": run_info.get("database_lost"),
         "faults": [dict(f.__dict__) for f in cfg.faults],
+        "faults_not_opened": run_info["faults_not_opened"],
         "crashed_claims": counters["crashed_claims"],
         "crashed_jobs": counters["crashed_jobs"],
         "late_completions": counters["late_completions"],
@@ -626,9 +633,11 @@ def _capture_plans(conn, cfg: RunConfig, when: str) -> tuple[dict | None, str]:
 def _vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
     """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
     the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt."""
+    enabled = cfg.autovacuum == "on" and before["server_autovacuum"]
     if after is None:
-        return {"enabled": cfg.autovacuum == "on", "autovacuum_runs": None, "autoanalyze_runs": None}
-    return {"enabled": cfg.autovacuum == "on",
+        return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
+                "autovacuum_runs": None, "autoanalyze_runs": None}
+    return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
             "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
             "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
             "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
