@@ -137,9 +137,14 @@ class PreparedSession:
 
     def execute(self, name: bytes, params: list[bytes | None]) -> pq.abc.PGresult:
         """Run prepared statement ``name`` with text ``params``; return its result."""
+        return self._round_trip(self.pgconn.send_query_prepared, name, params)
+
+    def _round_trip(self, send, *args) -> pq.abc.PGresult:
+        """Read what came while idle, ``send(*args)``, wait for the results; a lost connection
+        raises the error the server sent first (see :meth:`_lost`)."""
         self._read_idle_input()
         try:
-            self.pgconn.send_query_prepared(name, params)
+            send(*args)
             return self._wait_results()
         except (psycopg.Error, OSError) as err:  # OSError: the socket went away under gevent's wait
             lost = self._lost(err)
@@ -152,15 +157,7 @@ class PreparedSession:
 
         ``sql`` may hold several statements separated by ``;``. Errors raise as in :meth:`execute`.
         """
-        self._read_idle_input()
-        try:
-            self.pgconn.send_query(sql)
-            return self._wait_results()
-        except (psycopg.Error, OSError) as err:
-            lost = self._lost(err)
-            if lost is err:
-                raise
-            raise lost from err
+        return self._round_trip(self.pgconn.send_query, sql)
 
     def command(self, sql: bytes) -> None:
         """Run a parameterless command such as ``BEGIN``, ``COMMIT``, ``ROLLBACK``."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import RunConfig
+from .queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
 
 class SearchStopped(Exception):
     """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
@@ -31,9 +32,10 @@ class SearchStopped(Exception):
         super().__init__(f"capacity search stopped: step {run_dir} did not complete")
 
 
-FLAT_SLOPE_S_PER_S = 0.05
-FLAT_AGE_S = 2.0
-COMPLETED_SHARE = 0.95
+#: A step keeps up by the same thresholds as a run's "does the queue keep up?" verdict.
+FLAT_SLOPE_S_PER_S = SATURATION_SLOW_SLOPE
+FLAT_AGE_S = SATURATION_AGE_S
+COMPLETED_SHARE = SATURATION_COMPLETED_SHARE
 OFFERED_SHARE = 0.95
 RESOLUTION = 0.10
 MAX_STEPS = 14

@@ -194,8 +194,8 @@ class QueueWorker(User):
             return
         self.ctx.worker_explain = {"worker": self.name}  # claimed by this worker before any wait
         if self.claim_text is None:
-            batch, worker, lease_s = (p.decode() for p in self.claim_params)
-            target = f"EXECUTE claim({int(batch)}, {_quote(worker)}, {float(lease_s)!r})".encode()
+            cfg = self.ctx.cfg
+            target = f"EXECUTE claim({cfg.batch}, {_quote(self.name)}, {float(cfg.lease_s)!r})".encode()
         else:
             target = self.claim_text
         try:

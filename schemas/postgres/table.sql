@@ -1,4 +1,4 @@
--- queue-bench: the queue table (DESIGN.md "The queue table").
+-- queue-bench: the queue table (docs/design.md, "The queue table").
 -- {schema} is replaced by the quoted schema identifier; nothing outside it is touched.
 -- The partitioning placeholder after the column list is empty, or
 -- PARTITION BY LIST (status) for the 'partitioned' layout.
