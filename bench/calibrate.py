@@ -148,7 +148,7 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
         for name, at in (("start", window_start), ("end", window_end)):
             gevent.sleep(max(0.0, at - time.time()))
             times, mine = ps.cpu_times(), own.cpu_times()
-            cpu[name] = (times.user + times.system, mine.user + mine.system)
+            cpu[name] = (times.user + times.system, mine.user + mine.system, times.user, times.system)
     except psutil.NoSuchProcess:  # pgbench ended early: reported below
         pass
     finally:
@@ -171,6 +171,8 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
     if missing:
         problems.append(f"pgbench's aggregate log lacks {missing} of the {duration_s} measured seconds")
     cpu_s = cpu["end"][0] - cpu["start"][0] if len(cpu) == 2 else None
+    user_s = cpu["end"][2] - cpu["start"][2] if len(cpu) == 2 else None
+    system_s = cpu["end"][3] - cpu["start"][3] if len(cpu) == 2 else None
     return {
         "tps": transactions / duration_s,
         "transactions": transactions,
@@ -181,12 +183,19 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
         "failed": failed,
         "exit_code": exit_code,
         "cpu_s": cpu_s,
-        "cpu_us_per_job": (1e6 * cpu_s / transactions) if cpu_s is not None and transactions else None,
+        "cpu_us_per_job": _per_job_us(cpu_s, transactions),
+        "user_s": user_s, "system_s": system_s,
+        "user_us_per_job": _per_job_us(user_s, transactions),
+        "system_us_per_job": _per_job_us(system_s, transactions),
         # the calibrating process's own CPU over the window: the monitor's client side
         "calibrate_cpu_s": cpu["end"][1] - cpu["start"][1] if len(cpu) == 2 else None,
         "argv": argv[:-1] + ["<dsn>"],
         "problems": problems,
     }
+
+
+def _per_job_us(cpu_s: float | None, jobs: int) -> float | None:
+    return 1e6 * cpu_s / jobs if cpu_s is not None and jobs else None
 
 
 def harness_figures(run_dir: Path) -> dict:
@@ -199,14 +208,21 @@ def harness_figures(run_dir: Path) -> dict:
     """
     summary = json.loads((run_dir / "summary.json").read_text())
     with open(run_dir / "intervals.csv", newline="") as fh:
-        cpus = [float(r["harness_cpu_pct"]) for r in csv.DictReader(fh)]
-    mean_pct = sum(cpus) / len(cpus) if cpus else None
+        rows = list(csv.DictReader(fh))
     jobs = summary["jobs_completed"]
-    cpu_s = mean_pct / 100 * summary["measured_s"] if mean_pct is not None else None
+
+    def seconds(column: str) -> float | None:  # CPU seconds: the column's mean % × the measured seconds
+        values = [float(r[column]) for r in rows if r.get(column) not in (None, "")]
+        return sum(values) / len(values) / 100 * summary["measured_s"] if values else None
+
+    cpu_s, user_s, system_s = seconds("harness_cpu_pct"), seconds("harness_user_pct"), seconds("harness_system_pct")
+    mean_pct = 100 * cpu_s / summary["measured_s"] if cpu_s is not None and summary["measured_s"] else None
     return {"jobs_per_s": summary["throughput_jobs_per_s"], "jobs_completed": jobs,
             "measured_s": summary["measured_s"], "measured_start": summary["measured_start"],
             "measured_end": summary["measured_end"],
-            "cpu_s": cpu_s, "cpu_us_per_job": 1e6 * cpu_s / jobs if cpu_s is not None and jobs else None,
+            "cpu_s": cpu_s, "cpu_us_per_job": _per_job_us(cpu_s, jobs),
+            "user_s": user_s, "system_s": system_s,
+            "user_us_per_job": _per_job_us(user_s, jobs), "system_us_per_job": _per_job_us(system_s, jobs),
             "harness_cpu_mean_pct": round(mean_pct, 2) if mean_pct is not None else None,
             "harness_cpu_max_pct": summary["harness_cpu_max_pct"],
             "suspect": summary["suspect"], "suspect_reasons": summary["suspect_reasons"],
@@ -341,17 +357,21 @@ def _finish(figures: dict, cal_dir: Path, log) -> None:
     cpu = {}  # µs per job: CPU seconds of the kept pairs' measured windows over their jobs
     for side, jobs_key in (("pgbench", "transactions"), ("queue_bench", "jobs_completed")):
         jobs = sum(r[side][jobs_key] for r in kept)
-        seconds = [r[side]["cpu_s"] for r in kept]
-        cpu[side] = 1e6 * sum(seconds) / jobs if kept and jobs and None not in seconds else None
+        for part in ("cpu", "user", "system"):
+            seconds = [r[side].get(f"{part}_s") for r in kept]
+            cpu[side, part] = 1e6 * sum(seconds) / jobs if kept and jobs and None not in seconds else None
     line = summary_line(ratios, left_out)
     figures.update({
         "median_ratio": statistics.median(ratios) if ratios else None,
         "min_ratio": min(ratios) if ratios else None,
         "max_ratio": max(ratios) if ratios else None,
         "pairs_kept": len(ratios), "pairs_left_out": left_out,
-        "cpu_us_per_job": {"pgbench": cpu["pgbench"], "harness": cpu["queue_bench"],
-                           "harness_over_pgbench": (cpu["queue_bench"] / cpu["pgbench"])
-                           if cpu["pgbench"] and cpu["queue_bench"] is not None else None},
+        "cpu_us_per_job": {"pgbench": cpu["pgbench", "cpu"], "harness": cpu["queue_bench", "cpu"],
+                           "harness_over_pgbench": (cpu["queue_bench", "cpu"] / cpu["pgbench", "cpu"])
+                           if cpu["pgbench", "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
+                           "pgbench_user": cpu["pgbench", "user"], "pgbench_system": cpu["pgbench", "system"],
+                           "harness_user": cpu["queue_bench", "user"],
+                           "harness_system": cpu["queue_bench", "system"]},
         "cores": psutil.cpu_count(),
         "summary_line": line,
     })
@@ -361,6 +381,8 @@ def _finish(figures: dict, cal_dir: Path, log) -> None:
     log(f"CPU per job over the same {figures['measured_s']} s measured windows (kept pairs): pgbench {_fmt(c['pgbench'], '.1f')} µs, "
         f"harness {_fmt(c['harness'], '.1f')} µs ({_fmt(c['harness_over_pgbench'], '.2f')} × pgbench; "
         f"goal <= {GOAL_CPU_FACTOR:g} ×); {figures['cores']} cores shared with the server")
+    log(f"of which user / system time: pgbench {_fmt(c['pgbench_user'], '.1f')} / {_fmt(c['pgbench_system'], '.1f')} µs, "
+        f"harness {_fmt(c['harness_user'], '.1f')} / {_fmt(c['harness_system'], '.1f')} µs")
     log(f"calibration: {(cal_dir / 'calibration.json').resolve()}")
     log(line)
 

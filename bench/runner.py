@@ -36,6 +36,7 @@ from .producers import Producer
 from .faults import choose_workers
 from .reaper import Reaper
 from .mover import Mover
+from .cpu_meter import CpuMeter
 from .rss import RSS_REPORTED_MIN, RssLog
 from .queue_verdict import saturation as _saturation
 
@@ -125,7 +126,12 @@ class _Clock:
             gevent.sleep(delay)
 
 
-def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) -> dict:
+def _p99(hist) -> int:
+    return metrics.values_at_percentiles(hist, (99,))[0]
+
+
+def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: tuple[float, float, float]) -> dict:
+    """One intervals.csv row; ``cpu_pct`` is the harness's (total, user, system) % of a core (:class:`CpuMeter`)."""
     claim = interval.histograms["claim_latency_us"]
     complete = interval.histograms["complete_latency_us"]
     row = {
@@ -135,20 +141,22 @@ def _interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: float) 
         "jobs_completed": interval.counters["jobs_completed"],
         "empty_claims": interval.counters["empty_claims"],
         "errors": sum(interval.errors.values()),
-        "harness_cpu_pct": round(cpu_pct, 1),
+        "harness_cpu_pct": round(cpu_pct[0], 1),
+        "harness_user_pct": round(cpu_pct[1], 1),
+        "harness_system_pct": round(cpu_pct[2], 1),
     }
     if claim.get_total_count():
-        row.update(claim_p50_us=claim.get_value_at_percentile(50), claim_p95_us=claim.get_value_at_percentile(95),
-                   claim_p99_us=claim.get_value_at_percentile(99), claim_max_us=claim.get_max_value())
+        p50, p95, p99 = metrics.values_at_percentiles(claim, (50, 95, 99))
+        row.update(claim_p50_us=p50, claim_p95_us=p95, claim_p99_us=p99, claim_max_us=claim.get_max_value())
     if complete.get_total_count():
-        row["complete_p99_us"] = complete.get_value_at_percentile(99)
+        row["complete_p99_us"] = _p99(complete)
     loop_lag = interval.histograms["loop_lag_us"]
     if loop_lag.get_total_count():
-        row["loop_lag_p99_us"] = loop_lag.get_value_at_percentile(99)
+        row["loop_lag_p99_us"] = _p99(loop_lag)
     lag = interval.histograms["producer_lag_us"]
     if interval.counters["jobs_produced"]:
         row["jobs_produced"] = interval.counters["jobs_produced"]
-        row["producer_lag_p99_us"] = lag.get_value_at_percentile(99)
+        row["producer_lag_p99_us"] = _p99(lag)
     row.update(_sample_columns(sample))
     return row
 
@@ -249,7 +257,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     env = Environment(user_classes=user_classes, stop_timeout=stop_timeout_s)
     locust_runner = env.create_local_runner()
     proc = psutil.Process()
-    proc.cpu_percent(None)
+    cpu_meter = CpuMeter(proc)
 
     n_warm = int(round(cfg.warmup_s))
     n_meas = max(1, int(round(cfg.duration_s)))
@@ -290,7 +298,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     hlogs = results.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, clock.unix0)
     rss = RssLog(proc, log)
 
-    def account(interval: metrics.Interval, cpu: float | None) -> None:
+    def account(interval: metrics.Interval, cpu: tuple[float, float, float] | None) -> None:
         """Count ``interval`` in the totals; with ``cpu``, it is measured: to the logs, the window and a row."""
         nonlocal max_rows_per_claim
         totals.update(interval.counters)
@@ -320,7 +328,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
             now_s = clock.now_s()
             interval = recorder.rotate(k, prev_s, now_s)
             prev_s = now_s
-            cpu = proc.cpu_percent(None)
+            cpu = cpu_meter.read()
             account(interval, cpu if k >= n_warm else None)
             rss.tick(k + 1)
             if k + 1 == n_warm:  # the measured window starts now
@@ -355,7 +363,7 @@ def _run(cfg, dsn, admin, server, room, wait_fn, log, embedded, state_schema) ->
     tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
     tail_measured = (not complete and tail.counters["claims"] and measured.intervals < n_meas
                      and clock.now_s() > n_warm)
-    account(tail, proc.cpu_percent(None) if tail_measured else None)
+    account(tail, cpu_meter.read() if tail_measured else None)
     hlogs.close()
     ended_unix = time.time()
     # Samples join the rows only now: a table sample taken in second k may have returned after tick k.
@@ -451,7 +459,7 @@ def _progress(log, elapsed_s: int, n_warm: int, n_meas: int, intervals: list, sa
     last = intervals[-PROGRESS_EVERY_S:]
     jobs_s = sum(iv.counters["jobs_completed"] for iv in last) / len(last)
     claims = metrics.merge(last, "claim_latency_us")
-    p99 = claims.get_value_at_percentile(99) if claims.get_total_count() else None
+    p99 = _p99(claims) if claims.get_total_count() else None
     age = (sample or {}).get("oldest_eligible_age_s")
     age = "-" if age is None else f"{age:.1f} s"
     errors = sum(sum(iv.errors.values()) for iv in last)
@@ -490,16 +498,16 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
     # The work per job as measured around each job's sleep (a 1 ms sleep can take several ms on a
     # busy event loop); what the configuration asked for only when no job ran in the window.
     work_h = metrics.merge(measured, "work_duration_us")
-    work_s = work_h.get_mean_value() / 1e6 if work_h.get_total_count() else jobs.expected_work_s(cfg)
+    work_s = metrics.mean_value(work_h) / 1e6 if work_h.get_total_count() else jobs.expected_work_s(cfg)
     loop_lag = metrics.merge(measured, "loop_lag_us")
-    if loop_lag.get_total_count() and loop_lag.get_value_at_percentile(99) > SUSPECT_LOOP_LAG_P99_US:
-        claim_p99_us = claim.get_value_at_percentile(99) if claim.get_total_count() else None
-        reasons.append(f"event-loop lag p99 {loop_lag.get_value_at_percentile(99) / 1000:,.2f} ms "
+    if loop_lag.get_total_count() and _p99(loop_lag) > SUSPECT_LOOP_LAG_P99_US:
+        claim_p99_us = _p99(claim) if claim.get_total_count() else None
+        reasons.append(f"event-loop lag p99 {_p99(loop_lag) / 1000:,.2f} ms "
                        f"(> {SUSPECT_LOOP_LAG_P99_US / 1000:g} ms): the load generator waited for a core, so it "
                        "may set the pace instead of the database, and each latency it measured (claim p99 "
                        f"{_fmt_ms(claim_p99_us)}) may include that much of its own delay")
-    claim_mean_s = (claim.get_mean_value() / 1e6) if claim.get_total_count() else 0.0
-    cycle_s = claim_mean_s + work_s * cfg.batch + ((complete_h.get_mean_value() / 1e6) if complete_h.get_total_count() else 0.0)
+    claim_mean_s = (metrics.mean_value(claim) / 1e6) if claim.get_total_count() else 0.0
+    cycle_s = claim_mean_s + work_s * cfg.batch + ((metrics.mean_value(complete_h) / 1e6) if complete_h.get_total_count() else 0.0)
     if measured_s and cycle_s * 5 > measured_s:
         reasons.append(f"one worker cycle (claim + work + completion) takes about {cycle_s:,.2f} s, so the "
                        f"{measured_s:,.1f} s window holds fewer than 5 per worker: throughput is quantised; "

@@ -84,6 +84,10 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
         cpu_s = statistics.mean(cpus) / 100 * summary["measured_s"]
         assert abs(qb["cpu_us_per_job"] - 1e6 * cpu_s / summary["jobs_completed"]) < 1e-6
         assert abs(pg["cpu_us_per_job"] - 1e6 * pg["cpu_s"] / measured) < 1e-6
+        # user + system is the total on both sides (each intervals.csv value is rounded to 0.1 %)
+        assert abs(pg["user_s"] + pg["system_s"] - pg["cpu_s"]) < 1e-6
+        assert abs(qb["user_s"] + qb["system_s"] - qb["cpu_s"]) <= 0.001 * summary["measured_s"]
+        assert qb["user_s"] > 0 and pg["system_s"] > 0
         if not attempt["problems"]:  # a clean pgbench run, with the monitor sampling every measured second
             assert pg["failed"] == 0 and pg["exit_code"] == 0 and pg["monitor_samples"] == 3
         if pair["kept"] and attempt is pair["attempts"][-1]:
