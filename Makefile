@@ -67,7 +67,7 @@ RUN_PARAMS = \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
 	$(if $(ALLOW_REMOTE),--allow-remote)
 
-.PHONY: bench test calibrate report install clean sweep compare-indexes capacity compare sweep-report soak report-bench
+.PHONY: bench test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,7 +97,7 @@ soak: $(STAMP)
 RENDER_SECONDS ?= 3600
 report-bench: $(STAMP)
 	@test -n '$(RUN)' || { echo "make report-bench: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
-	$(BIN)/python -m bench.render_bench '$(RUN)' --seconds='$(RENDER_SECONDS)'
+	$(BIN)/python -m bench.cli.render_bench '$(RUN)' --seconds='$(RENDER_SECONDS)'
 
 # pgbench and queue-bench on the same claim SQL, same clients, same database, same
 # measured window and monitor; CAL_PAIRS pairs A B A B ...; last line: the median ratio.
@@ -144,3 +144,7 @@ report: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Drop every schema queue-bench created in DSN's database (run schemas, sweeps' saved states), and only those.
+clean-db: $(STAMP)
+	$(BIN)/qbench clean $(if $(DSN),--dsn='$(DSN)') $(if $(DRY_RUN),--dry-run)

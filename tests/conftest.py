@@ -40,8 +40,8 @@ def dsn():
 
 
 def qbench(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m bench.cli ARGS`` and return the completed process (text output)."""
-    return subprocess.run([sys.executable, "-m", "bench.cli", *args], capture_output=True, text=True,
+    """Run ``python -m bench.cli.main ARGS`` and return the completed process (text output)."""
+    return subprocess.run([sys.executable, "-m", "bench.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or REPO)
 
 

@@ -1,11 +1,11 @@
-"""Mutation tests of the end-of-run audit (:mod:`bench.audit`) against the real PostgreSQL.
+"""Mutation tests of the end-of-run audit (:mod:`bench.engines.postgres.audit`) against the real PostgreSQL.
 
-Each test prepares the tool's table with :func:`bench.db.prepare`, drives claims,
+Each test prepares the tool's table with :func:`bench.engines.postgres.db.prepare`, drives claims,
 completions and failures the way the workers do (the workers' prepared
-statements from :mod:`bench.policies` through :class:`bench.fastpath.PreparedSession`,
-every event into a :class:`bench.claimlog.ClaimLog`, every claim into a
-:class:`bench.metrics.Recorder`), injects exactly ``K`` violations of one kind,
-and checks that :func:`bench.audit.run_audit` counts exactly ``K`` for that
+statements from :mod:`bench.engines.postgres.policies` through :class:`bench.engines.postgres.session.PreparedSession`,
+every event into a :class:`bench.measure.claimlog.ClaimLog`, every claim into a
+:class:`bench.measure.metrics.Recorder`), injects exactly ``K`` violations of one kind,
+and checks that :func:`bench.engines.postgres.audit.run_audit` counts exactly ``K`` for that
 invariant and 0 for every other. A clean control run returns all zeros, so an
 audit that always answered 0 (or always the same number) fails here.
 
@@ -23,13 +23,15 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from bench import audit, db, policies
-from bench.policies import insert_sql
-from bench.claimlog import ClaimLog
-from bench.config import RunConfig, build_config
-from bench.fastpath import PreparedSession, int_array
-from bench.fastpath import rows as rows_of
-from bench.metrics import Recorder
+from bench.engines.postgres import audit
+from bench.engines.postgres import db
+from bench.engines.postgres import policies
+from bench.engines.postgres.policies import insert_sql
+from bench.measure.claimlog import ClaimLog
+from bench.config.run_config import RunConfig, build_config
+from bench.engines.postgres.session import PreparedSession, int_array
+from bench.engines.postgres.session import rows as rows_of
+from bench.measure.metrics import Recorder
 from conftest import CLEAN_INVARIANTS, run_and_load
 from test_policies import FR03_SETTINGS
 
@@ -73,7 +75,7 @@ def _statements(schema: str, policy: str) -> dict[str, str]:
 
 
 class Worker:
-    """One worker's statements on its own connection, logged as :class:`bench.swarm.QueueWorker` logs them:
+    """One worker's statements on its own connection, logged as :class:`bench.load.swarm.QueueWorker` logs them:
     claims into the log (in ``hold`` mode into a tentative buffer committed with the transaction),
     each claim into the recorder, every completion attempt and failure into the log."""
 

@@ -113,7 +113,7 @@ def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
     import psycopg
     from psycopg import sql
 
-    from bench.db import SCHEMA_MARK
+    from bench.engines.postgres.db import SCHEMA_MARK
 
     with psycopg.connect(dsn, autocommit=True) as holder:
         holder.execute("CREATE SCHEMA qbench_busy")

@@ -1,4 +1,4 @@
-"""bench.capacity: USL fit, Little's-law sizing, confidence intervals, Welch's test.
+"""bench.analysis.statistics: USL fit, Little's-law sizing, confidence intervals, Welch's test.
 
 Pure math: no database. Synthetic data come from seeded RNGs. The USL recovery tests
 use 12 worker counts × 5 repetitions with 2 % multiplicative noise: with that design the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bench.capacity import UslFit, compare_samples, fit_usl, mean_ci, usl_throughput, workers_needed
+from bench.analysis.statistics import UslFit, compare_samples, fit_usl, mean_ci, usl_throughput, workers_needed
 
 WORKERS = np.array([1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 200], dtype=float)
 

@@ -1,4 +1,4 @@
-"""Tests for bench.compare: the sweep comparison report and ``qbench compare``, from fixture
+"""Tests for bench.report.compare_page: the sweep comparison report and ``qbench compare``, from fixture
 result files only (no database). Fixtures: tests/fixtures/sweep_small, sweep_scaling (made by
 tests/fixtures/make_sweep_fixtures.py) and run directories inside them."""
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import main as qbench_main
-from bench.compare import CompareError, compare
-from bench.sweep_report import render_sweep_report
+from bench.cli.main import main as qbench_main
+from bench.report.compare_page import CompareError, compare
+from bench.report.sweep_page import render_sweep_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
@@ -89,9 +89,9 @@ def _render(sweep_dir: Path) -> str:
 
 def test_sweep_report_renders_from_files_alone_without_a_database(small):
     """In a fresh interpreter: rendering imports no database module (data flows one way)."""
-    code = ("import sys; from bench.sweep_report import render_sweep_report; "
+    code = ("import sys; from bench.report.sweep_page import render_sweep_report; "
             f"p = render_sweep_report({str(small)!r}); "
-            "print(p); print(sorted(m for m in ('psycopg', 'bench.db', 'bench.runner', 'bench.swarm') "
+            "print(p); print(sorted(m for m in ('psycopg', 'bench.engines.postgres.db', 'bench.runner', 'bench.load.swarm') "
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -234,7 +234,7 @@ def test_plan_summary_highlights_generic_plan_losing_the_index(small):
 
 
 def test_run_table_links_each_run_report_relatively(small):
-    from bench.report import render_report
+    from bench.report.run_page import render_report
 
     row = _rows(small)[0]
     render_report(small / row["run_dir"])
@@ -260,7 +260,7 @@ def _two_runs(sweep_dir: Path) -> tuple[Path, Path]:
 
 def test_qbench_compare_two_runs_prints_table_and_report_path(small):
     a, b = _two_runs(small)
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "compare", str(a), str(b)],
+    proc = subprocess.run([sys.executable, "-m", "bench.cli.main", "compare", str(a), str(b)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()

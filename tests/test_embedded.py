@@ -1,4 +1,4 @@
-"""Tests for bench.embedded against a real throwaway PostgreSQL (no mocks)."""
+"""Tests for bench.engines.postgres.embedded against a real throwaway PostgreSQL (no mocks)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import psutil
 import psycopg
 import pytest
 
-from bench.embedded import EmbeddedError, embedded_postgres
+from bench.engines.postgres.embedded import EmbeddedError, embedded_postgres
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def test_untraversable_base_dir_is_refused(tmp_path):
 _CHILD = textwrap.dedent(
     """
     import os, signal, sys, time, psycopg
-    from bench.embedded import embedded_postgres
+    from bench.engines.postgres.embedded import embedded_postgres
 
     def announce(dsn):
         with psycopg.connect(dsn) as conn:
@@ -161,7 +161,7 @@ def test_child_process_never_leaves_server(mode):
 def test_embedded_run_records_pg_stat_statements_for_the_measured_window(tmp_path):
     """The embedded server loads pg_stat_statements; the claim's calls, counted by the server
     from the measured start (its entry is reset then), match the claims the clients counted."""
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "run", "--workers", "3", "--duration", "3s",
+    proc = subprocess.run([sys.executable, "-m", "bench.cli.main", "run", "--workers", "3", "--duration", "3s",
                            "--warmup", "1s", "--results", str(tmp_path)], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr

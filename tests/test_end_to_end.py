@@ -22,9 +22,9 @@ import psycopg
 import pytest
 from hdrh.log import HistogramLogReader
 
-from bench import metrics
-from bench.db import SCHEMA_MARK
-from bench.results import INTERVAL_COLUMNS, SUMMARY_KEYS
+from bench.measure import metrics
+from bench.engines.postgres.db import SCHEMA_MARK
+from bench.results.run_files import INTERVAL_COLUMNS, SUMMARY_KEYS
 from conftest import qbench, run_and_load
 
 INVARIANT_KEYS = {"double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",

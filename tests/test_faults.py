@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 
-from bench.error_kinds import is_counted_kind
+from bench.engines.postgres.error_kinds import is_counted_kind
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 

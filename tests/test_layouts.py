@@ -6,8 +6,9 @@ from __future__ import annotations
 import psycopg
 from conftest import CLEAN_INVARIANTS, run_and_load
 
-from bench import db, plans
-from bench.config import build_config
+from bench.engines.postgres import db
+from bench.engines.postgres import plans
+from bench.config.run_config import build_config
 
 
 def test_archive_layout_moves_finished_rows_and_loses_none(dsn, tmp_path):

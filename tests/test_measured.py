@@ -17,7 +17,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from bench import jobs
+from bench.workload import jobs
 from conftest import CLEAN_INVARIANTS, REPO, run_and_load
 
 
@@ -102,7 +102,7 @@ def test_starved_generator_is_flagged_by_its_loop_lag(dsn, tmp_path):
     its CPU reads low while its event-loop lag is large. The run is suspect for that lag, the reason
     naming the measured p99 and the limit; and the lease check uses the measured work (1 ms asked,
     many ms taken), which outlasts a 3 ms lease."""
-    proc = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-m", "bench.cli", "run", "--dsn", dsn,
+    proc = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn,
                              "--results", str(tmp_path), "--workers", "4", "--work-ms", "1",
                              "--backlog", "20000", "--lease-s", "0.003", "--duration", "4s", "--warmup", "1s"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from bench import metrics
+from bench.measure import metrics
 
 
 def _one_by_one(name: str, values: list[int], highest: int):

@@ -11,8 +11,9 @@ the full table.
 
 from __future__ import annotations
 
-from bench import plans, queue_verdict
-from bench.config import build_config
+from bench.engines.postgres import plans
+from bench.analysis import queue_verdict
+from bench.config.run_config import build_config
 from conftest import qbench, run_and_load
 
 #: A load whose cost per job custom plans keep flat (4 workers, jobs without work: the
@@ -128,12 +129,12 @@ def test_a_queue_that_falls_behind_late_in_the_window_is_saturated():
     ages = [0.05] * 23 + [0.07 * i for i in range(1, 38)]
     rows = [{"t_s": t, "oldest_eligible_age_s": a} for t, a in enumerate(ages)]
     arrived = Counter(jobs_produced=300 * 60, jobs_completed=int(0.951 * 300 * 60))
-    late = queue_verdict.saturation(cfg, rows, arrived, 60.0)
+    late = queue_verdict.saturation(cfg.rate, rows, arrived, 60.0)
     assert late["oldest_age_slope_s_per_s"] < queue_verdict.SATURATION_SLOW_SLOPE
     assert late["oldest_age_late_slope_s_per_s"] > queue_verdict.SATURATION_SLOW_SLOPE
     assert late["saturated"] is True and "second half" in late["saturation_verdict"]
     # The same climb, then a recovery to 0 (a fault window that closed): keeping up at the end.
     recovered = ages[:40] + [max(0.0, ages[39] - 0.2 * i) for i in range(1, 21)]
     rows = [{"t_s": t, "oldest_eligible_age_s": a} for t, a in enumerate(recovered)]
-    ok = queue_verdict.saturation(cfg, rows, Counter(jobs_produced=18000, jobs_completed=18000), 60.0)
+    ok = queue_verdict.saturation(cfg.rate, rows, Counter(jobs_produced=18000, jobs_completed=18000), 60.0)
     assert ok["saturated"] is False

@@ -1,4 +1,4 @@
-"""Claim-policy semantics of :mod:`bench.policies` on the real PostgreSQL server.
+"""Claim-policy semantics of :mod:`bench.engines.postgres.policies` on the real PostgreSQL server.
 
 Two (or three) plain psycopg connections play the workers: connection A claims a
 job and keeps its transaction open; connection B claims under each policy and we
@@ -21,8 +21,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from bench import db, policies
-from bench.config import build_config
+from bench.engines.postgres import db
+from bench.engines.postgres import policies
+from bench.config.run_config import build_config
 
 SCHEMA = "qbench"
 LEASE_S = 60.0
@@ -69,7 +70,7 @@ def test_wait_blocks_then_takes_the_next_row(dsn, observer):
     B re-checks A's row (no longer pending), skips it and claims the next row in claim order."""
     from gevent import monkey
 
-    # Real threads: a test module that imports locust or bench.swarm patches this pytest process,
+    # Real threads: a test module that imports locust or bench.load.swarm patches this pytest process,
     # and a "thread" blocked on a row lock would then freeze the observer too.
     assert not monkey.is_module_patched("threading"), "gevent patched the pytest process"
     _prepare(dsn, backlog=10)

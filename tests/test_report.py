@@ -1,4 +1,4 @@
-"""Tests for bench.report: render the small fixture run and check what could be wrong."""
+"""Tests for bench.report.run_page: render the small fixture run and check what could be wrong."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import ReportError, render_report
+from bench.report.run_page import ReportError, render_report
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
 PLOT_NAMES = ("throughput", "claim_latency", "claim_vs_table", "loop_lag", "oldest_age", "locks_running",

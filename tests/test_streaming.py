@@ -21,8 +21,8 @@ import psutil
 import pytest
 from hdrh.log import HistogramLogReader
 
-from bench import metrics
-from bench.rss import RssLog
+from bench.measure import metrics
+from bench.measure.rss import RssLog
 from conftest import CLEAN_INVARIANTS, REPO
 
 MEASURED_S = 8
@@ -47,7 +47,7 @@ def streamed(dsn, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stream")
     results = tmp / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.cli", "run", "--dsn", dsn, "--results", str(results),
+        [sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(results),
          "--duration", f"{MEASURED_S}s", "--warmup", "1s", "--workers", "4"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen_running: list[int] = []

@@ -73,7 +73,8 @@ def test_convoy_hold_transaction(dsn, tmp_path):
 
 def test_refuses_blocking_wait_function():
     """If psycopg was imported before gevent patched select, psycopg uses wait_c and the run is refused."""
-    code = "import psycopg\nfrom bench import swarm\nswarm.check_cooperative()\n"
+    code = ("import psycopg\nfrom bench.load import swarm\nfrom bench.engines.postgres.sessions import PostgresSessions\n"
+            "PostgresSessions('', None).check_cooperative()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode != 0
     assert "NotCooperativeError" in proc.stderr and "wait_c" in proc.stderr
@@ -85,7 +86,7 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path):
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--dsn", dsn, "--results", str(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(tmp_path),
                              "--duration", "60s", "--warmup", "1s", "--workers", "4"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -139,7 +140,7 @@ def test_database_going_away_is_reported_not_hidden(dsn, tmp_path):
     from conftest import ADMIN_DSN
 
     dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-    proc = subprocess.Popen([sys.executable, "-m", "bench.cli", "run", "--dsn", dsn, "--results", str(tmp_path),
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(tmp_path),
                              "--duration", "8s", "--warmup", "1s", "--workers", "4"],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from conftest import REPO, qbench
 
-from bench import db
-from bench.config import build_config
+from bench.engines.postgres import db
+from bench.config.run_config import build_config
 
 
 def _sweep_file(path: Path, matrix: str, fixed: str, repetitions: int = 1) -> Path:
@@ -71,7 +71,7 @@ def test_interrupted_sweep_resumes_with_the_same_cell_results(dsn, tmp_path):
     again measures only what is missing and leaves the first cell's results as they were."""
     spec = _sweep_file(tmp_path / "r.toml", 'batch = [1, 5, 10]', 'workers = 4\nduration = "3s"\nwarmup = "1s"')
     results = tmp_path / "results"
-    argv = [sys.executable, "-m", "bench.cli", "sweep", str(spec), "--dsn", dsn, "--results", str(results)]
+    argv = [sys.executable, "-m", "bench.cli.main", "sweep", str(spec), "--dsn", dsn, "--results", str(results)]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     cells_csv = None

@@ -1,0 +1,1 @@
+"""``bench.analysis``: one layer of queue-bench (see docs/architecture.md)."""

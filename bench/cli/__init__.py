@@ -1,0 +1,1 @@
+"""``bench.cli``: one layer of queue-bench (see docs/architecture.md)."""

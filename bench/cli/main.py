@@ -1,0 +1,414 @@
+"""``qbench``: the command line.
+
+``qbench run [options]`` runs one benchmark and prints the report path as its
+last line; ``qbench report RUN_DIR`` re-renders a report from result files
+alone; ``qbench calibrate`` compares the swarm with pgbench on the same SQL.
+Bad input prints one line naming the parameter and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import __version__
+from bench.config.run_config import ConfigError, build_config
+from bench.engines.postgres.dsn import non_loopback_host
+
+EXIT_BAD_INPUT = 2
+#: Interrupted (SIGINT/SIGTERM): the shell convention 128 + SIGINT.
+EXIT_INTERRUPTED = 130
+
+#: ``qbench run`` options: (option, config key, help). Each is also a Make variable
+#: (upper case of the key).
+RUN_OPTIONS = (
+    ("--policy", "policy", "wait | nowait | skip_locked"),
+    ("--workers", "workers", "worker connections (Locust users), default 10"),
+    ("--batch", "batch", "rows per claim (LIMIT), default 1"),
+    ("--txn", "txn", "short | hold (hold keeps the claim transaction open while the job runs)"),
+    ("--work-ms", "work_ms", "simulated job duration in ms, default 0"),
+    ("--index", "index", "none | status | composite | partial | covering"),
+    ("--layout", "layout", "where history lives: same | archive | partitioned"),
+    ("--history", "history", "finished rows seeded before the run, default 0"),
+    ("--backlog", "backlog", "pending rows seeded; default 0 = computed so the run cannot drain it"),
+    ("--duration", "duration", "measured window, e.g. 30s, 2m"),
+    ("--warmup", "warmup", "warm-up excluded from figures, e.g. 5s"),
+    ("--lease-s", "lease_s", "lease written at claim, seconds"),
+    ("--work-dist", "work_dist", "job durations: fixed | exponential | lognormal | bimodal"),
+    ("--work-sigma", "work_sigma", "lognormal shape (sd of the log), default 0.5"),
+    ("--work-slow-ms", "work_slow_ms", "bimodal: the slow jobs' duration in ms"),
+    ("--slow-share", "slow_share", "bimodal: the share of slow jobs, 0..1"),
+    ("--max-attempts", "max_attempts", "attempts before a job is dead-lettered, default 5"),
+    ("--reaper-interval-s", "reaper_interval_s", "seconds between reaper passes; 0 = no reaper"),
+    ("--fail-prob", "fail_prob", "probability that an attempt fails, 0..1"),
+    ("--poison-share", "poison_share", "share of jobs that always fail, 0..1"),
+    ("--retry-base-s", "retry_base_s", "first retry back-off in s (doubles per attempt)"),
+    ("--retry-cap-s", "retry_cap_s", "largest retry back-off in s"),
+    ("--rate", "rate", "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)"),
+    ("--arrival", "arrival", "constant | poisson"),
+    ("--producers", "producers", "producer connections sharing RATE, default 1"),
+    ("--priority-mix", "priority_mix", "priority:weight list, e.g. 0:0.9,1:0.1"),
+    ("--future-share", "future_share", "share of produced jobs scheduled in the future, 0..1"),
+    ("--future-delay-ms", "future_delay_ms", "how far in the future, ms"),
+    ("--bursts", "bursts", "producer bursts: start-end@rate;... (s since measured start, jobs/s)"),
+    ("--faults", "faults", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
+                           "(crash_after_claim, late_worker, long_transaction, backend_kill)"),
+    ("--plan-cache", "plan_cache", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
+                                   "force_generic_plan, default auto"),
+    ("--prepared", "prepared", "1 = the claim is a server-side prepared statement (default); 0 = sent "
+                               "unprepared with its values inlined, planned on every execution"),
+    ("--autovacuum", "autovacuum", "on | off: autovacuum on the tool's queue table, default on"),
+    ("--schema", "schema", "the tool's own schema, default qbench"),
+    ("--results", "results", "directory for run directories, default results/"),
+)
+
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error and exit status 2, and no abbreviated options
+    (``--rate`` must never be taken for ``--rate-start``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # noqa: D102
+        if "expected one argument" in message:
+            message += " (a value starting with '-' must be written as --option=VALUE)"
+        sys.stderr.write(f"{self.prog}: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _bad(message: str) -> int:
+    sys.stderr.write(f"qbench: {message}\n")
+    return EXIT_BAD_INPUT
+
+
+def check_loopback(dsn: str | None, allow_remote: bool) -> None:
+    """Raise ConfigError (``DSN``) for a non-loopback DSN unless ``allow_remote``; never connects."""
+    remote = non_loopback_host(dsn) if dsn else None
+    if remote is not None and not allow_remote:
+        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
+                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
+
+
+def check_results_dir(path: str) -> None:
+    """Raise ConfigError (``RESULTS``) unless run directories can be created under ``path``.
+
+    Nothing is created: the nearest existing ancestor must be a writable directory.
+    """
+    target = Path(path).expanduser().absolute()
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    try:  # os.access says yes to root everywhere; a real mkdir tells (/proc, read-only mounts)
+        if not probe.is_dir():
+            raise OSError(f"{probe} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=".qbench-probe-", dir=probe))
+    except OSError as err:
+        raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({err}); "
+                                     "allowed: a writable directory path") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    overrides = {key: getattr(args, key) for _, key, _ in RUN_OPTIONS}
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    cfg = build_config(args.workload or "default", overrides, dsn=dsn)  # validates before any heavy import
+    check_results_dir(cfg.results)
+
+    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
+
+    from bench import runner
+    from bench.report.run_page import render_report
+
+    database, embedded = _database(args, cfg.connections_needed())
+    with database as dsn:
+        run_dir = runner.run(cfg, dsn, embedded=embedded)
+    report = render_report(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    print(f"report: {report.resolve()}")
+    if summary.get("database_lost"):
+        sys.stderr.write(f"qbench: the database went away during the run ({summary['database_lost']}); "
+                         "the results above are incomplete and unaudited\n")
+        return 1
+    return 0 if summary.get("complete") else EXIT_INTERRUPTED
+
+
+def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
+    """Re-render a report from result files: ``report: <path>``, or one line and exit 2."""
+    directory = Path(path)
+    if not directory.is_dir():
+        return _bad(f"{param}: {directory} is not a directory; allowed: {allowed}")
+    try:
+        report = render(directory)
+    except error as err:
+        message = str(err)
+        return _bad(message if message.startswith(f"{param}:") else f"{param}: {message}")
+    print(f"report: {report.resolve()}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from bench.report.run_page import ReportError, render_report
+
+    return _rerender(args.run_dir, "RUN_DIR", "a results/<run_id> directory", render_report, ReportError)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from bench.load import swarm  # noqa: F401
+    from bench.cli.calibrate import calibrate
+
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    check_loopback(dsn or None, args.allow_remote)
+    check_results_dir(args.results)
+    return calibrate(workers=args.workers, duration=args.duration, warmup=args.warmup, pairs=args.pairs,
+                     dsn=dsn or None, schema=args.schema, results=args.results)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``qbench compare A B [--out PATH]``: the table, then ``report: <path>`` as the last line."""
+    from bench.report.compare_page import CompareError, compare
+
+    for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
+        if not value.strip():
+            return _bad(f"{name}: empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
+                        "(Make: A=... B=...)")
+    try:
+        text, page = compare(args.a, args.b, args.out)
+    except CompareError as err:
+        return _bad(str(err))
+    print(text)
+    print(f"report: {page.resolve()}")
+    return 0
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    """``qbench sweep-report SWEEP_DIR``: re-render compare.html from the sweep's files."""
+    from bench.report.sweep_page import render_sweep_report
+    from bench.results.sweep import CompareError
+
+    return _rerender(args.sweep_dir, "SWEEP_DIR", "a results/sweeps/<sweep_id> directory",
+                     render_sweep_report, CompareError)
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    return {key: getattr(args, key, None) for _, key, _ in RUN_OPTIONS}
+
+
+def _database(args: argparse.Namespace, connections: int):
+    """(context manager yielding the DSN, embedded?): ``--dsn``/``$DATABASE_URL`` after the loopback
+    check, else an embedded server with ``connections`` + 20 ``max_connections``."""
+    import contextlib
+
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    check_loopback(dsn or None, args.allow_remote)
+    if dsn:
+        return contextlib.nullcontext(dsn), False
+    from bench.engines.postgres.embedded import embedded_postgres
+
+    return embedded_postgres(max_connections=connections + 20), True
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from bench.sweep.driver import Sweep, SweepInterrupted, run_sweep
+
+    reps = None
+    if args.repetitions not in (None, ""):
+        try:
+            reps = int(args.repetitions)
+        except ValueError:
+            return _bad(f"REPETITIONS: {args.repetitions!r} is not an integer; allowed: an integer from 1 to 100")
+    sweep = Sweep.load(args.sweep, _overrides(args), repetitions=reps)  # validates every cell first
+    results = Path(sweep.base.results)
+    check_results_dir(str(results))
+
+    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
+
+    database, _ = _database(args, sweep.max_connections())
+    try:
+        with database as dsn:
+            from bench.engines.postgres import db
+
+            conn = db.connect(dsn, application_name="queue-bench sweep")
+            try:  # every cell must be able to run: refuse before anything is created
+                db.check_schema_usable(conn, sweep.base.schema)
+                db.check_capacity(conn, sweep.max_connections())
+            finally:
+                conn.close()
+            from bench.report.run_page import render_report
+
+            sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh, on_run=render_report)
+    except SweepInterrupted as err:
+        sys.stderr.write(f"qbench: {err}\n")
+        return EXIT_INTERRUPTED
+    from bench.report.sweep_page import render_sweep_report
+
+    print(f"report: {render_sweep_report(sweep_dir).resolve()}")
+    if not json.loads((sweep_dir / "sweep.json").read_text())["complete"]:
+        sys.stderr.write("qbench: some runs of the sweep failed (status in cells.csv); run it again to retry them\n")
+        return 1
+    return 0
+
+
+def _clean(args: argparse.Namespace) -> int:
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    if not dsn:
+        raise ConfigError("DSN", "required for clean (the embedded server is thrown away after each run); "
+                                 "allowed: a PostgreSQL DSN, or DATABASE_URL")
+    check_loopback(dsn, args.allow_remote)
+    from bench.engines.postgres import cleanup, db
+
+    conn = db.connect(dsn, application_name="queue-bench clean")
+    try:
+        found = cleanup.clean(conn, dry_run=args.dry_run)
+    finally:
+        conn.close()
+    verb = "would drop" if args.dry_run else "dropped"
+    for schema in found:
+        what = (f"{schema.tables} tables, about {schema.rows_estimate:,} rows, "
+                f"{schema.size_bytes / 2**20:,.1f} MB")
+        print(f"{'left (a run is using it)' if schema.in_use else verb} schema {schema.name}: {what}")
+    dropped = [s for s in found if not s.in_use]
+    print(f"{verb} {len(dropped)} schema{'' if len(dropped) == 1 else 's'}, "
+          f"{sum(s.size_bytes for s in dropped) / 2**20:,.1f} MB"
+          + (f"; {len(found) - len(dropped)} in use left alone" if len(dropped) < len(found) else "")
+          if found else "no queue-bench schema in this database")
+    return 0
+
+
+def _capacity(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from bench.sweep import capacity_search
+
+    cfg = build_config(args.workload or "default", _overrides(args))
+    try:
+        start_rate = float(args.rate_start)
+    except ValueError:
+        start_rate = float("nan")
+    if not 0 < start_rate < float("inf"):
+        return _bad(f"RATE_START: {args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
+    if cfg.rate > 0:
+        return _bad("RATE: the capacity search sets the arrival rate itself; allowed: leave RATE unset (use RATE_START)")
+    if cfg.bursts:
+        return _bad("BURSTS: the capacity search offers one constant rate per step; allowed: leave BURSTS unset")
+    check_results_dir(cfg.results)
+
+    from bench.load import swarm  # noqa: F401
+    from bench.engines.postgres import db
+    from bench import runner
+    from bench.report.run_page import render_report
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(cfg.results) / "capacity" / f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"
+    database, _ = _database(args, dataclasses.replace(cfg, rate=1.0).connections_needed())
+    with database as dsn:
+        def run_step(step_cfg):
+            run_dir = runner.run(dataclasses.replace(step_cfg, results=str(out_dir / "runs")), dsn,
+                                 log=lambda line: None, state_schema=db.state_schema_for(cfg.schema))
+            render_report(run_dir)
+            return run_dir
+
+        print(f"capacity search for {capacity_search.describe_design(cfg)} with {cfg.workers} workers, "
+              f"from {start_rate:g} jobs/s -> {out_dir}")
+        try:
+            result = capacity_search.search(cfg, run_step, start_rate, out_dir)
+        except (capacity_search.SearchStopped, KeyboardInterrupt) as err:
+            sys.stderr.write(f"qbench: {err or 'capacity search interrupted'}; the steps measured so far are in "
+                             f"{out_dir / 'capacity.json'}\n")
+            return EXIT_INTERRUPTED
+        finally:
+            db.drop_schema_at(dsn, db.state_schema_for(cfg.schema))
+    print(result["sentence"])
+    print(f"capacity: {(out_dir / 'capacity.json').resolve()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``qbench`` argument parser (``--version`` and the subcommands)."""
+    parser = _Parser(prog="qbench", description="Benchmark a database-table job queue.")
+    parser.add_argument("--version", action="version", version=f"qbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run one benchmark and render its report")
+    run.add_argument("--workload", help="workload file name in workloads/ (default: default)")
+    for option, key, text in RUN_OPTIONS:
+        run.add_argument(option, dest=key, help=text)
+    run.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
+    run.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+    run.set_defaults(func=_run)
+
+    rep = sub.add_parser("report", help="re-render report.html from a run directory's files")
+    rep.add_argument("run_dir", metavar="RUN_DIR")
+    rep.set_defaults(func=_report)
+
+    cmp_ = sub.add_parser("compare", help="compare two runs or two sweeps (relative differences, Welch's t-test)")
+    cmp_.add_argument("a", metavar="RUN_OR_SWEEP_A")
+    cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
+    cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
+    cmp_.set_defaults(func=_compare)
+
+    swr = sub.add_parser("sweep-report", help="re-render compare.html from a sweep directory's files")
+    swr.add_argument("sweep_dir", metavar="SWEEP_DIR")
+    swr.set_defaults(func=_sweep_report)
+
+    swp = sub.add_parser("sweep", help="run (or resume) a sweep: a matrix of runs with repetitions")
+    swp.add_argument("sweep", metavar="SWEEP", help="a name in workloads/sweeps/ or a path to a .toml file")
+    swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
+    swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming")
+    cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
+    cap.add_argument("--workload", help="workload file name in workloads/ (default: default)")
+    cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
+    for parser_, func in ((swp, _sweep), (cap, _capacity)):
+        for option, key, text in RUN_OPTIONS:
+            parser_.add_argument(option, dest=key, help=text)
+        parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
+        parser_.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+        parser_.set_defaults(func=func)
+
+    cln = sub.add_parser("clean", help="drop the schemas queue-bench created in a database (and only those)")
+    cln.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL (required: the embedded server keeps nothing)")
+    cln.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+    cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing")
+    cln.set_defaults(func=_clean)
+
+    cal = sub.add_parser("calibrate", help="pgbench vs queue-bench on the same claim SQL")
+    cal.add_argument("--workers", default="50", help="pgbench clients = queue-bench workers, default 50")
+    cal.add_argument("--duration", default="20s", help="measured window of each side, default 20s")
+    cal.add_argument("--warmup", default="5s", help="warm-up dropped from each side, default 5s")
+    cal.add_argument("--pairs", default="3", help="pgbench / queue-bench pairs (A B A B ...), default 3")
+    cal.add_argument("--results", default="results", help="calibration-<stamp>/ is written here, default results")
+    cal.add_argument("--schema", default="qbench")
+    cal.add_argument("--dsn")
+    cal.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+    cal.set_defaults(func=_calibrate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``qbench`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    # SIGTERM before the load behaves like Ctrl-C (the run installs its own handlers for the load).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        return args.func(args)
+    except ConfigError as err:
+        return _bad(str(err))
+    except KeyboardInterrupt:
+        sys.stderr.write("qbench: interrupted outside a run's load (preparing the database, or between runs); "
+                         "the run in preparation wrote no directory\n")
+        return EXIT_INTERRUPTED
+    except RuntimeError as err:  # NotCooperativeError, EmbeddedError: the message is for the user
+        if type(err).__name__ not in ("NotCooperativeError", "EmbeddedError"):
+            raise
+        sys.stderr.write(f"qbench: {err}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

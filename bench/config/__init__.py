@@ -1,0 +1,1 @@
+"""``bench.config``: one layer of queue-bench (see docs/architecture.md)."""

@@ -1,0 +1,103 @@
+"""Fault injection on a schedule inside the run.
+
+Windows are in seconds since the start of the measured window (the x axis of
+every time-series plot, where they are shaded). Kinds:
+
+``crash_after_claim``
+    a ``share`` of the workers each crash once in the window: right after a
+    claim they drop their connection without completing; the rows stay
+    ``running`` until their lease expires and a reaper takes them back.
+``late_worker``
+    a ``share`` of the workers, in the window, finish ``extra_s`` after their
+    lease expired; the completion is stale and the fencing token rejects it.
+``long_transaction``
+    one extra connection holds a ``REPEATABLE READ`` snapshot (an xmin) for the
+    whole window, so vacuum cannot remove the dead rows the queue leaves behind
+    (field case FR-02).
+``backend_kill``
+    every ``every_s`` in the window, ``pg_terminate_backend`` on a random worker
+    connection; the worker reconnects with back-off and the error is counted.
+
+Workload files give them as ``[[faults]]`` tables (``kind``, ``start_s``,
+``end_s`` and the kind's options); the command line as
+``kind@start-end[:key=value,...]`` items separated by ``;``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from bench.config.run_config import ConfigError
+
+KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One fault window: ``kind`` from :data:`KINDS`, ``start_s``/``end_s`` since measured start."""
+
+    kind: str
+    start_s: float
+    end_s: float
+    share: float = 0.1
+    every_s: float = 1.0
+    extra_s: float = 1.0
+
+
+_ALLOWED = ("a list of kind@start-end[:share=0.1,every_s=1,extra_s=1] separated by ';', kind one of "
+            + ", ".join(KINDS))
+
+
+def _fault(item: dict) -> Fault:
+    try:
+        kind = str(item["kind"])
+        fault = Fault(kind=kind, start_s=float(item["start_s"]), end_s=float(item["end_s"]),
+                      share=float(item.get("share", 0.1)), every_s=float(item.get("every_s", 1.0)),
+                      extra_s=float(item.get("extra_s", 1.0)))
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError("FAULTS", f"{item!r} is not a fault; allowed: {_ALLOWED}") from None
+    unknown = set(item) - {f.name for f in dataclasses.fields(Fault)}
+    if (kind not in KINDS or unknown or not 0 <= fault.start_s < fault.end_s or not 0 < fault.share <= 1
+            or fault.every_s <= 0 or fault.extra_s < 0):
+        raise ConfigError("FAULTS", f"{item!r} is not allowed; allowed: {_ALLOWED} (0 <= start < end, "
+                                    "0 < share <= 1, every_s > 0, extra_s >= 0)")
+    return fault
+
+
+def parse_faults(value: Any) -> tuple[Fault, ...]:
+    """Faults from a TOML list of tables or the ``kind@start-end[:k=v,...];...`` string.
+
+    Raises ConfigError (``FAULTS``) naming what is allowed.
+    """
+    if value in (None, "", []):
+        return ()
+    if isinstance(value, (list, tuple)):
+        return tuple(_fault(dict(item)) if isinstance(item, dict) else _bad(item) for item in value)
+    faults = []
+    for part in str(value).split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        head, _, opts = part.partition(":")
+        kind, _, window = head.partition("@")
+        start, _, end = window.partition("-")
+        item: dict[str, Any] = {"kind": kind.strip(), "start_s": start, "end_s": end}
+        for opt in filter(None, (o.strip() for o in opts.split(","))):
+            key, _, val = opt.partition("=")
+            item[key.strip()] = val
+        faults.append(_fault(item))
+    return tuple(faults)
+
+
+def _bad(item: Any):
+    raise ConfigError("FAULTS", f"{item!r} is not a fault; allowed: {_ALLOWED}")
+
+
+def choose_workers(names: list[str], share: float, rng: random.Random | None = None) -> set[str]:
+    """At least one, about ``share`` of the worker ``names``, chosen at random."""
+    if not names:
+        return set()
+    count = max(1, round(share * len(names)))
+    return set((rng or random).sample(names, min(count, len(names))))

@@ -1,0 +1,1 @@
+"""``bench.engines``: one layer of queue-bench (see docs/architecture.md)."""

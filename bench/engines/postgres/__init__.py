@@ -1,0 +1,1 @@
+"""``bench.engines.postgres``: one layer of queue-bench (see docs/architecture.md)."""

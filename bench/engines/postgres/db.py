@@ -1,0 +1,349 @@
+"""Database side of a run: connect, check the server, create the tool's schema,
+the queue table and its index variant, seed history and backlog, VACUUM ANALYZE.
+
+Only the tool's own schema is ever created, changed or dropped. A schema is
+recognised as the tool's by its comment (:data:`SCHEMA_MARK`); an existing
+schema without it is refused, never dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import psycopg
+from psycopg import sql
+
+from bench.config.run_config import REPO_ROOT, ConfigError, RunConfig
+
+SCHEMA_DIR = REPO_ROOT / "schemas" / "postgres"
+SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
+#: The exceptions a database error raises through this engine (a caller outside the engine catches these).
+DATABASE_ERRORS = (psycopg.Error,)
+
+#: Server settings recorded with every run (SHOW name).
+KEY_SETTINGS = (
+    "max_connections", "superuser_reserved_connections", "shared_buffers", "work_mem",
+    "effective_cache_size", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
+    "checkpoint_timeout", "autovacuum", "random_page_cost", "jit", "server_encoding",
+)
+
+
+class DatabaseError(RuntimeError):
+    """The database cannot be used for this run; the message says why, in one line."""
+
+
+def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench",
+            connect_timeout_s: int = 10) -> psycopg.Connection:
+    """Open one connection. Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
+    try:
+        return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name,
+                               connect_timeout=connect_timeout_s)
+    except psycopg.OperationalError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError("DSN", f"cannot connect ({first}); allowed: a reachable PostgreSQL DSN, or none for the embedded database") from None
+    except psycopg.ProgrammingError as err:
+        raise ConfigError("DSN", f"not a valid connection string ({err}); e.g. postgresql://user@127.0.0.1:5432/db") from None
+
+
+def is_alive(conn: psycopg.Connection) -> bool:
+    """True when ``conn`` still answers (a terminated backend is only noticed on use)."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+def server_info(conn: psycopg.Connection) -> dict:
+    """Engine, version string and :data:`KEY_SETTINGS` of the server behind ``conn``."""
+    version = conn.execute("SELECT version()").fetchone()[0]
+    settings = {}
+    for name in KEY_SETTINGS:
+        try:
+            settings[name] = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
+        except psycopg.Error:
+            settings[name] = None
+    return {"engine": "postgresql", "server_version": version,
+            "server_version_num": conn.info.server_version, "server_settings": settings}
+
+
+def connection_headroom(conn: psycopg.Connection) -> dict[str, int]:
+    """Connections this run may still open: ``max_connections`` less reserved slots
+    (``superuser_reserved_connections``, and ``reserved_connections`` on 16+) less
+    the client backends already connected (this one included).
+
+    Source: https://www.postgresql.org/docs/current/runtime-config-connection.html
+    """
+    row = conn.execute("""
+        SELECT current_setting('max_connections')::int,
+               current_setting('superuser_reserved_connections')::int,
+               coalesce(current_setting('reserved_connections', true), '0')::int,
+               (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int
+    """).fetchone()
+    max_conn, su_reserved, reserved, in_use = row
+    return {"max_connections": max_conn, "reserved": su_reserved + reserved, "in_use": in_use,
+            "available": max_conn - su_reserved - reserved - in_use}
+
+
+def check_capacity(conn: psycopg.Connection, needed: int) -> dict[str, int]:
+    """Refuse (ConfigError ``WORKERS``) when fewer than ``needed`` connections are free."""
+    room = connection_headroom(conn)
+    if room["available"] < needed:
+        raise ConfigError("WORKERS", (
+            f"the run needs {needed} more connections but the server has {room['available']} free "
+            f"(max_connections {room['max_connections']} - reserved {room['reserved']} - in use {room['in_use']}); "
+            "lower WORKERS or raise max_connections"))
+    return room
+
+
+def schema_state(conn: psycopg.Connection, schema: str) -> str:
+    """``"absent"``, ``"ours"`` (carries :data:`SCHEMA_MARK`) or ``"foreign"``."""
+    row = conn.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s", (schema,)
+    ).fetchone()
+    if row is None:
+        return "absent"
+    return "ours" if row[0] == SCHEMA_MARK else "foreign"
+
+
+def check_schema_usable(conn: psycopg.Connection, schema: str) -> None:
+    """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's."""
+    if schema_state(conn, schema) == "foreign":
+        raise ConfigError("SCHEMA", f"schema {schema!r} exists and was not created by queue-bench; "
+                                    "choose another SCHEMA (the tool never touches a schema it did not create)")
+
+
+def try_lock_schema(conn: psycopg.Connection, schema: str) -> bool:
+    """Try to take ``schema``'s session-level advisory lock on ``conn``; True when taken."""
+    return conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (f"queue-bench:{schema}",)).fetchone()[0]
+
+
+def unlock_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Release the lock :func:`try_lock_schema` took."""
+    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"queue-bench:{schema}",))
+
+
+def lock_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Take a session-level advisory lock for ``schema`` on ``conn`` (held until it closes).
+
+    A second queue-bench run on the same database and schema would drop the
+    table under the first; it is refused instead (ConfigError ``SCHEMA``).
+    Advisory locks create no object: https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS
+    """
+    if not try_lock_schema(conn, schema):
+        raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this database; "
+                                    "wait for it or choose another SCHEMA")
+
+
+def _ddl(name: str, schema: str, **extra: sql.Composable) -> sql.Composed:
+    """DDL file ``name`` with ``{schema}`` bound to the quoted schema (``{{``/``}}`` escape braces)."""
+    text = (SCHEMA_DIR / name).read_text()
+    return sql.SQL(text).format(schema=sql.Identifier(schema), **extra)
+
+
+def _has_statements(ddl: sql.Composable, conn: psycopg.Connection) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in ddl.as_string(conn).splitlines())
+
+
+def drop_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Drop ``schema`` if, and only if, it is the tool's own."""
+    if schema_state(conn, schema) == "ours":
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+#: Columns of a seeded history row, in the order both seeding paths write them.
+_HISTORY_COLUMNS = ("id", "priority", "run_at", "status", "attempts", "attempt_token", "locked_by",
+                    "created_at", "started_at", "finished_at")
+#: Finished rows: done, one attempt, ids 1..n, spread over the day before seeding.
+_HISTORY_ROWS = """
+    SELECT g, 0::smallint, t, 'done', 1, 0::bigint, 'history', t, t, t + interval '10 ms'
+    FROM (SELECT g, now() - interval '1 day' + g * (interval '1 day' / %(n)s) AS t
+          FROM generate_series(1, %(n)s) AS g) AS s"""
+
+
+def drop_schema_at(dsn: str, schema: str) -> None:
+    """:func:`drop_schema` on a connection of its own (opened and closed here)."""
+    conn = connect(dsn, application_name="queue-bench cleanup")
+    try:
+        drop_schema(conn, schema)
+    finally:
+        conn.close()
+
+
+@dataclass
+class SeedResult:
+    """What :func:`prepare` seeded: row counts and how long each step took (s).
+
+    ``history_source`` is ``"generated"`` or ``"restored from <schema>.<table>"``.
+    """
+
+    history: int
+    backlog: int
+    seconds: float
+    index_seconds: float
+    vacuum_seconds: float
+    history_source: str = "generated"
+
+    @property
+    def rows_per_s(self) -> float:
+        """Seeded rows per second of seeding (INSERT only)."""
+        rows = self.history + self.backlog
+        return rows / self.seconds if self.seconds > 0 else float("nan")
+
+
+def state_schema_for(schema: str) -> str:
+    """The tool's schema holding saved seeded states for runs in ``schema`` (``<schema>_state``)."""
+    return f"{schema}_state"[:63]
+
+
+def ensure_history_state(conn: psycopg.Connection, state_schema: str, history: int,
+                         log: Callable[[str], None] = print) -> sql.Composed:
+    """Return the saved history table for ``history`` rows in ``state_schema``, creating it
+    (and the schema, marked as the tool's) on first use.
+
+    A sweep seeds each distinct history size once and restores it into every
+    cell that needs it (an ``INSERT … SELECT`` from this table: 4.0–4.8 s for
+    2M rows against 6.3–6.7 s to generate them again, on the 2-core machine of
+    the README), and every cell gets the same rows. Only the tool's own schemas
+    are used: a template database would copy faster still but means creating
+    databases outside the tool's schema. Raises ConfigError (``SCHEMA``) if ``state_schema`` belongs to someone else.
+    """
+    check_schema_usable(conn, state_schema)
+    ident = sql.Identifier(state_schema)
+    if schema_state(conn, state_schema) == "absent":
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
+            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(SCHEMA_MARK)))
+    name = f"history_{history}"
+    table = sql.Identifier(state_schema, name)
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                          (f'"{state_schema}"."{name}"',)).fetchone()[0]
+    if not exists:
+        started = time.perf_counter()
+        cols = sql.SQL(", ").join(map(sql.Identifier, _HISTORY_COLUMNS))
+        conn.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({}) AS " + _HISTORY_ROWS).format(table, cols),
+                     {"n": history})
+        seconds = time.perf_counter() - started
+        log(f"saved history state {state_schema}.{name}: {history:,} rows in {seconds:.1f} s "
+            f"({history / seconds if seconds > 0 else 0:,.0f} rows/s)")
+    return table
+
+
+def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
+            log: Callable[[str], None] = print, *, state_schema: str | None = None) -> SeedResult:
+    """(Re)create the tool's schema with the table in ``cfg.layout``, seed ``cfg.history``
+    done rows and ``backlog`` pending rows with set-based server-side
+    INSERT … SELECT, add the primary key and the index variant after seeding,
+    then VACUUM ANALYZE.
+
+    History goes to the queue table (layouts ``same`` and ``partitioned``, where
+    it lands in ``jobs_history``) or to ``jobs_archive`` (layout ``archive``).
+    With ``state_schema`` the history is copied from a saved state
+    (:func:`ensure_history_state`) instead of being generated again; the rows
+    are the same either way (ids 1..history). Seeded backlog ``run_at`` values
+    are spread over the millisecond before seeding, in id order, so every
+    pending row is eligible and ordered. Raises ConfigError if a schema belongs
+    to someone else.
+    """
+    schema = cfg.schema
+    check_schema_usable(conn, schema)
+    ident = sql.Identifier(schema)
+    drop_schema(conn, schema)
+    partitioning = sql.SQL("PARTITION BY LIST (status)" if cfg.layout == "partitioned" else "")
+    with conn.transaction():
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
+        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(SCHEMA_MARK)))
+        conn.execute(_ddl("table.sql", schema, partitioning=partitioning))
+        layout_ddl = _ddl(f"layout_{cfg.layout}.sql", schema)
+        if _has_statements(layout_ddl, conn):
+            conn.execute(layout_ddl)
+    jobs = sql.Identifier(schema, "jobs")
+    history_table = sql.Identifier(schema, "jobs_archive" if cfg.layout == "archive" else "jobs")
+    cols = sql.SQL(", ").join(map(sql.Identifier, _HISTORY_COLUMNS))
+
+    source = "generated"
+    if cfg.history and state_schema:
+        saved = ensure_history_state(conn, state_schema, cfg.history, log)
+        source = f"restored from {state_schema}.history_{cfg.history}"
+    started = time.perf_counter()
+    if cfg.history:
+        if state_schema:
+            conn.execute(sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}").format(
+                history_table, cols, cols, saved))
+        else:
+            conn.execute(sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE " + _HISTORY_ROWS).format(
+                history_table, cols), {"n": cfg.history})
+        # The identity continues after the seeded ids.
+        conn.execute(sql.SQL("SELECT setval(pg_get_serial_sequence({}, 'id'), %s)").format(
+            sql.Literal(f'"{schema}"."jobs"')), (cfg.history,))
+    if backlog:
+        conn.execute(sql.SQL("""
+            INSERT INTO {jobs} (priority, run_at, status, max_attempts)
+            SELECT 0, now() - interval '1 ms' + g * (interval '1 ms' / %(n)s), 'pending', %(max_attempts)s
+            FROM generate_series(1, %(n)s) AS g
+        """).format(jobs=jobs), {"n": backlog, "max_attempts": cfg.max_attempts})
+    seed_s = time.perf_counter() - started
+    rows = cfg.history + backlog
+    log(f"seeded {rows:,} rows (history {cfg.history:,} {source}, backlog {backlog:,}) in {seed_s:.1f} s "
+        f"({rows / seed_s if seed_s > 0 else 0:,.0f} rows/s)")
+
+    started = time.perf_counter()
+    # The partitioning column must be part of a partitioned table's primary key.
+    key = sql.SQL("id, status" if cfg.layout == "partitioned" else "id")
+    conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(jobs, key))
+    if cfg.layout == "archive":
+        conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (id)").format(history_table))
+    index_ddl = _ddl(f"index_{cfg.index}.sql", schema)
+    if _has_statements(index_ddl, conn):
+        conn.execute(index_ddl)
+    index_s = time.perf_counter() - started
+    started = time.perf_counter()
+    conn.execute(sql.SQL("VACUUM ANALYZE {}").format(jobs))
+    if cfg.layout == "archive":
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(history_table))
+    vacuum_s = time.perf_counter() - started
+    if cfg.autovacuum == "off":
+        for table in queue_tables(conn, schema):
+            conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(table))
+    log(f"primary key and index variant {cfg.index!r} built in {index_s:.1f} s, VACUUM ANALYZE in {vacuum_s:.1f} s")
+    return SeedResult(cfg.history, backlog, seed_s, index_s, vacuum_s, source)
+
+
+def queue_tables(conn: psycopg.Connection, schema: str) -> list[sql.Identifier]:
+    """The tool's leaf tables that hold jobs: ``jobs`` or its partitions, and ``jobs_archive`` when present."""
+    rows = conn.execute("""
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')
+        ORDER BY c.relname""", (schema,)).fetchall()
+    return [sql.Identifier(schema, name) for (name,) in rows]
+
+
+def vacuum_counts(conn: psycopg.Connection, schema: str) -> dict:
+    """Autovacuum and autoanalyze runs so far on the tool's job tables (``pg_stat_user_tables``,
+    https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW):
+    ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None),
+    and ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it)."""
+    row = conn.execute("""
+        SELECT coalesce(sum(autovacuum_count), 0)::bigint, coalesce(sum(autoanalyze_count), 0)::bigint,
+               max(last_autovacuum)::text, max(last_autoanalyze)::text, current_setting('autovacuum')
+        FROM pg_stat_user_tables
+        WHERE schemaname = %s AND relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')""",
+        (schema,)).fetchone()
+    return {"autovacuum_count": int(row[0]), "autoanalyze_count": int(row[1]),
+            "last_autovacuum": row[2], "last_autoanalyze": row[3], "server_autovacuum": row[4] == "on"}
+
+
+def table_sizes(conn: psycopg.Connection, schema: str) -> dict[str, int]:
+    """Bytes of the queue table's heap (all partitions) and of all its indexes, and of
+    the archive table (heap + indexes, 0 when the layout has none)."""
+    row = conn.execute("""
+        WITH parts AS (SELECT relid FROM pg_partition_tree(%(t)s::regclass) UNION SELECT %(t)s::regclass)
+        SELECT coalesce(sum(pg_table_size(relid)), 0)::bigint, coalesce(sum(pg_indexes_size(relid)), 0)::bigint
+        FROM parts""", {"t": f'"{schema}"."jobs"'}).fetchone()
+    archive = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass(%s)), 0)::bigint",
+                           (f'"{schema}"."jobs_archive"',)).fetchone()[0]
+    return {"table_bytes": int(row[0]), "indexes_bytes": int(row[1]), "archive_bytes": int(archive)}

@@ -1,0 +1,49 @@
+"""Where a PostgreSQL connection string points: is it this machine? Parses, never connects."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+from bench.config.run_config import ConfigError
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def _is_loopback_host(host: str) -> bool:
+    host = host.strip()
+    if not host or host.startswith("/") or host.startswith("@") or host.lower() in LOOPBACK_NAMES:
+        return True  # empty = libpq's default Unix socket; "/dir" and "@abstract" are sockets
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def non_loopback_host(dsn: str) -> str | None:
+    """The first host ``dsn`` would connect to that is not loopback, or None.
+
+    libpq connects to ``hostaddr`` when given (``host`` is then only a name for
+    TLS and passwords), else to ``host``; either falls back to the ``PGHOSTADDR``
+    / ``PGHOST`` environment variables
+    (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS).
+    Raises ConfigError (``DSN``) when the DSN cannot be parsed.
+    """
+    # imported here: psycopg must not be imported before bench.load.swarm has patched gevent
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(dsn)
+    except Exception as err:  # psycopg raises ProgrammingError with the parser's message
+        raise ConfigError("DSN", f"not a valid connection string ({str(err).strip()}); "
+                                 "e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
+    service = params.get("service") or os.environ.get("PGSERVICE")
+    if service:
+        return f"service {service} (its host is in a libpq service file this tool does not read)"
+    targets = str(params.get("hostaddr") or os.environ.get("PGHOSTADDR") or "")
+    if not targets.strip():
+        targets = str(params.get("host") or os.environ.get("PGHOST") or "")
+    for host in targets.split(","):
+        if not _is_loopback_host(host):
+            return host.strip()
+    return None

@@ -1,0 +1,43 @@
+"""The database side of the fault windows (``FAULTS``): a long transaction that holds a snapshot,
+and killing worker backends. The windows themselves are opened and closed by the run."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from bench.engines.postgres import db
+
+
+def hold_snapshot(dsn: str, schema: str) -> psycopg.Connection:
+    """Open a ``REPEATABLE READ`` transaction that has read the queue table: from here on its
+    snapshot holds back the xmin horizon (vacuum cannot remove rows that died after it). Close
+    the returned connection (:func:`release`) to end it."""
+    conn = db.connect(dsn, autocommit=False, application_name="queue-bench long transaction")
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "jobs")))
+    return conn
+
+
+def release(conn: psycopg.Connection) -> None:
+    """Roll back and close what :func:`hold_snapshot` or :func:`killer` opened."""
+    try:
+        if not conn.closed and not conn.autocommit:
+            conn.rollback()
+    finally:
+        conn.close()
+
+
+def killer(dsn: str) -> psycopg.Connection:
+    """A connection for :func:`kill_one_worker`."""
+    return db.connect(dsn, application_name="queue-bench backend killer")
+
+
+def kill_one_worker(conn: psycopg.Connection) -> bool:
+    """Terminate one worker backend of this database, chosen at random (``pg_terminate_backend``,
+    https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-SIGNAL); True if one was."""
+    row = conn.execute("""
+        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND application_name LIKE 'queue-bench worker-%'
+        ORDER BY random() LIMIT 1""").fetchone()
+    return bool(row and row[0])

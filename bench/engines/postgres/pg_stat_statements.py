@@ -1,0 +1,64 @@
+"""Per-statement server statistics of the claim from ``pg_stat_statements``.
+
+Where the extension is loaded (``shared_preload_libraries``) and created in the
+database under test, the claim's entry is reset at the start of the measured
+window and read at its end: calls, mean execution time and shared buffers
+(hit + read) per call, as the server counted them
+(https://www.postgresql.org/docs/current/pgstatstatements.html). Only the
+claim's own entries are reset (``pg_stat_statements_reset(userid, dbid,
+queryid)``), never the user's other statistics. queue-bench does not create
+the extension on a user's database (it touches only its own schema); the
+embedded server creates it.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+#: Matches the claim's normalised text (bench.engines.postgres.policies: the MATERIALIZED CTE named picked).
+_CLAIM_MATCH = "%WITH picked AS MATERIALIZED%"  # also the plan capture's PREPARE text
+
+
+def unavailable_reason(conn: psycopg.Connection) -> str | None:
+    """None when pg_stat_statements can be read here, else why not (one line)."""
+    row = conn.execute("""
+        SELECT (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements'),
+               current_setting('shared_preload_libraries'), current_setting('server_version_num')::int""").fetchone()
+    installed, preload, version = row
+    if version < 130000:
+        return "needs PostgreSQL 13 or later (mean_exec_time)"
+    if "pg_stat_statements" not in preload:
+        return "pg_stat_statements is not in shared_preload_libraries"
+    if installed is None:
+        return ("the extension is loaded but not created in this database "
+                "(CREATE EXTENSION pg_stat_statements; queue-bench creates nothing outside its schema)")
+    return None
+
+
+_CLAIM_ENTRIES = """
+    FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+    WHERE d.datname = current_database() AND s.query LIKE %(claim)s AND s.query LIKE %(table)s"""
+
+
+def _match(schema: str) -> dict[str, str]:
+    # The claim names its table as a quoted identifier: "schema"."jobs".
+    return {"claim": _CLAIM_MATCH, "table": f'%"{schema}"."jobs"%'}
+
+
+def reset_claim(conn: psycopg.Connection, schema: str) -> int:
+    """Reset the claim's entries for ``schema`` in this database; returns how many were reset."""
+    rows = conn.execute("SELECT pg_stat_statements_reset(s.userid, s.dbid, s.queryid)" + _CLAIM_ENTRIES,
+                        _match(schema)).fetchall()
+    return len(rows)
+
+
+def read_claim(conn: psycopg.Connection, schema: str) -> dict:
+    """``{"calls", "mean_ms", "shared_blks_per_call"}`` summed over the claim's entries
+    (calls-weighted mean); values None when the claim has no entry."""
+    calls, mean_ms, blks = conn.execute(
+        "SELECT sum(calls)::bigint, sum(total_exec_time) / nullif(sum(calls), 0), "
+        "sum(shared_blks_hit + shared_blks_read)::float8 / nullif(sum(calls), 0)" + _CLAIM_ENTRIES,
+        _match(schema)).fetchone()
+    return {"calls": int(calls) if calls is not None else None,
+            "mean_ms": round(mean_ms, 4) if mean_ms is not None else None,
+            "shared_blks_per_call": round(blks, 2) if blks is not None else None}

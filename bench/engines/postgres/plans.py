@@ -1,0 +1,290 @@
+"""Capture the claim statement's plans as the workers run them.
+
+The workers prepare the claim once per connection (``$1`` batch, ``$2``
+worker, ``$3`` lease_s) and execute it many times. PostgreSQL then plans each
+execution either with the bound values (a *custom* plan) or once for any value
+(a *generic* plan): under the default ``plan_cache_mode = auto`` the first five
+executions get custom plans, and from the sixth a generic plan is used when its
+estimated cost is not much above the custom plans' average
+(https://www.postgresql.org/docs/current/sql-prepare.html, "Notes"). A generic
+plan cannot know ``$1`` (the LIMIT), which can make a partial index that the
+custom plan uses look worse than a sequential scan.
+
+:func:`capture_claim_plans` prepares the claim exactly as the workers do and
+runs one claim under ``EXPLAIN (ANALYZE, BUFFERS)`` with each of
+``force_custom_plan`` and ``force_generic_plan``, then finds which one ``auto``
+picks at the sixth execution (from ``pg_prepared_statements.generic_plans``,
+PostgreSQL 14+). Every claim runs in a transaction that is rolled back, so the
+queue is left as it was but for dead tuples. ``EXPLAIN ANALYZE`` executes the
+statement: https://www.postgresql.org/docs/current/sql-explain.html
+"""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+from psycopg import sql
+
+from bench.engines.postgres import policies
+
+_STATEMENT = "qbench_claim_plan"
+#: Executions with custom plans before ``auto`` considers the generic plan (plancache.c).
+CUSTOM_PLANS_BEFORE_GENERIC = 5
+PLAN_MODES = ("custom", "generic")
+
+_BUFFERS_RE = re.compile(r"Buffers: shared((?: \w+=\d+)+)")
+_EXECUTION_RE = re.compile(r"Execution Time: ([\d.]+) ms")
+
+
+def _execute(conn: psycopg.Connection, batch: int, lease_s: float, explain: bool) -> list[str]:
+    """Execute the prepared claim once; with ``explain`` return the EXPLAIN (ANALYZE, BUFFERS) lines."""
+    stmt = sql.SQL("EXECUTE {}({}, {}, {})").format(sql.Identifier(_STATEMENT), sql.Literal(batch),
+                                                    sql.Literal("plan-capture"), sql.Literal(float(lease_s)))
+    if explain:
+        return [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + stmt, prepare=False).fetchall()]
+    # prepare=False: psycopg would otherwise prepare a repeated statement itself, and its
+    # cache housekeeping (DEALLOCATE ALL) would drop ours.
+    conn.execute(stmt, prepare=False)
+    return []
+
+
+def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batch: int, lease_s: float,
+                        statement_timeout_ms: int = 60_000) -> dict:
+    """Plans of one claim as a prepared statement; returns
+    ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` where
+    PLAN is ``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` (see
+    :func:`summarize_plan`) or ``{"error": "<one line>"}`` when that capture failed
+    (e.g. on ``statement_timeout``). ``auto`` is None when it could not be found.
+
+    ``conn`` must be in autocommit mode. Raises psycopg.OperationalError only when
+    the connection itself fails.
+    """
+    claim = policies.prepared_statements(schema, policy)["claim"]
+    timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
+    out: dict = {"auto": None}
+    # PREPARE is not transactional: deallocate whatever happens to the transactions.
+    conn.execute(sql.SQL("PREPARE {} AS ").format(sql.Identifier(_STATEMENT)) + sql.SQL(claim))
+    try:
+        for mode in PLAN_MODES:
+            try:
+                with conn.transaction(force_rollback=True):
+                    conn.execute(timeout)
+                    conn.execute(sql.SQL("SET LOCAL plan_cache_mode = {}").format(sql.Literal(f"force_{mode}_plan")))
+                    text = "\n".join(_execute(conn, batch, lease_s, explain=True))
+                out[mode] = summarize_plan(text)
+            except psycopg.errors.QueryCanceled as err:
+                out[mode] = {"error": str(err).strip().splitlines()[0]}
+        out["auto"] = _auto_choice(conn, batch, lease_s, timeout)
+    finally:
+        conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(_STATEMENT)))
+    return out
+
+
+def _auto_choice(conn: psycopg.Connection, batch: int, lease_s: float, timeout: sql.Composed) -> str | None:
+    """Which plan ``plan_cache_mode = auto`` uses from the sixth execution on (None if unknown)."""
+    counts = sql.SQL("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = {}").format(
+        sql.Literal(_STATEMENT))
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(timeout)
+            conn.execute("SET LOCAL plan_cache_mode = auto")
+            for _ in range(CUSTOM_PLANS_BEFORE_GENERIC):
+                _execute(conn, batch, lease_s, explain=False)
+            before = conn.execute(counts).fetchone()
+            _execute(conn, batch, lease_s, explain=False)
+            after = conn.execute(counts).fetchone()
+    except (psycopg.errors.QueryCanceled, psycopg.errors.UndefinedColumn):
+        return None  # too slow to run six times, or a server before 14 (no plan counters)
+    return "generic" if after[0] > before[0] else "custom"
+
+
+def summarize_plan(text: str) -> dict:
+    """``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` of an EXPLAIN
+    (ANALYZE, BUFFERS) text: ``scan`` names the plan's table scans in order,
+    joined by `` + `` (the one that finds candidate rows, then the one the
+    UPDATE joins them with: e.g. ``Index Scan using jobs_pending_claim_order_idx
+    on jobs + Index Scan using jobs_pkey on jobs j``; the CTE scan is left out),
+    ``shared_buffers`` the top node's shared hit + read for the whole claim,
+    ``execution_ms`` the reported execution time. Missing values are None.
+    """
+    nodes = plan_nodes(text)
+    scans = [n for n in nodes if " Scan" in n and not n.startswith("CTE Scan")]
+    scan = " + ".join(scans) if scans else None
+    shared = None
+    match = _BUFFERS_RE.search(text)
+    if match:
+        parts = dict(p.split("=") for p in match.group(1).split())
+        shared = int(parts.get("hit", 0)) + int(parts.get("read", 0))
+    ms = _EXECUTION_RE.search(text)
+    return {"text": text, "scan": scan, "nodes": nodes, "shared_buffers": shared,
+            "execution_ms": float(ms.group(1)) if ms else None}
+
+
+def plans_text(plans: dict | None, when: str, workers: dict | None = None) -> str:
+    """The ``claim_plan.txt`` text: first the claim as the workers' own sessions ran it
+    (:func:`workers_plan`), then what each plan would do on a freshly prepared statement."""
+    parts = []
+    if workers is not None:
+        counts = ("" if workers.get("generic_executions") is None else
+                  f", {workers['generic_executions']:,} generic and {workers['custom_executions']:,} custom "
+                  f"executions over {workers['sessions_read']} sessions")
+        parts.append(f"-- the workers' claim as their own sessions ran it: {workers.get('plan') or 'unknown'}"
+                     f"{counts} (PLAN_CACHE={workers.get('plan_cache') or 'n/a, unprepared'}); "
+                     f"EXPLAIN (ANALYZE, BUFFERS) on {workers.get('explained_on') or 'no worker'}'s session as the load stopped")
+        parts.append(workers.get("text") or f"capture failed: {workers.get('error', 'not captured')}")
+    if plans is None:
+        return "\n".join(parts + [f"-- what each plan would do ({when}): not captured"])
+    auto = plans.get("auto")
+    parts.append(f"-- what each plan would do: a fresh statement prepared on the tool's own session {when}; "
+                 f"for it plan_cache_mode = auto picks the {auto + ' plan' if auto else 'plan (unknown here)'} "
+                 "from the sixth execution on")
+    for mode in PLAN_MODES:
+        plan = plans.get(mode) or {}
+        parts.append(f"-- {mode} plan (plan_cache_mode = force_{mode}_plan)")
+        parts.append(plan.get("text") or f"capture failed: {plan.get('error', 'not captured')}")
+    return "\n".join(parts)
+
+
+def plan_nodes(plan_text: str) -> list[str]:
+    """Node names of an EXPLAIN text, in order (e.g. ``["Update on jobs", "Seq Scan on jobs", …]``)."""
+    nodes = []
+    for line in plan_text.splitlines():
+        text = line.strip()
+        if text.startswith("--"):  # a heading comment, not EXPLAIN output
+            continue
+        if text.startswith("->"):
+            text = text[2:].strip()
+        elif nodes:
+            continue
+        nodes.append(text.split("  (")[0])
+    return nodes
+
+
+#: ``plans.workers.plan`` is ``generic`` (``custom``) when generic (custom) executions are at
+#: least this share of all the workers' executions of the prepared claim, else ``mixed``.
+PLAN_SHARE = 0.95
+
+
+def workers_plan(sessions: list[dict], explain: dict | None, *, prepared: bool, plan_cache: str) -> dict:
+    """The plan the workers really ran, from their own sessions (``summary.json`` ``plans.workers``).
+
+    ``sessions``: one ``{"worker", "generic_plans", "custom_plans"}`` (or ``{"worker", "error"}``)
+    per worker session read as the load stopped, before the EXPLAIN below was run;
+    ``explain``: ``{"worker", "text"}`` (EXPLAIN (ANALYZE, BUFFERS) of the claim on that
+    worker's own connection, rolled back) or ``{"worker", "error"}``. Returns
+    ``{"plan", "plan_cache", "generic_executions", "custom_executions", "sessions_read",
+    "scan", "nodes", "shared_buffers", "execution_ms", "explained_on", "text"}`` where ``plan`` is
+    ``generic``/``custom`` when that kind is at least :data:`PLAN_SHARE` of the executions,
+    ``mixed`` otherwise, ``unprepared`` with ``PREPARED=0`` and None when nothing was read.
+    The counts are PostgreSQL's ``pg_prepared_statements.generic_plans``/``custom_plans``
+    summed over the sessions; a session that reconnected (e.g. after a backend kill) counts
+    only its last connection's executions.
+    """
+    read = [s for s in sessions if "error" not in s]
+    generic = sum(s["generic_plans"] for s in read) if prepared and read else None
+    custom = sum(s["custom_plans"] for s in read) if prepared and read else None
+    if not prepared:
+        plan = "unprepared"
+    elif not generic and not custom:
+        plan = None
+    elif generic >= PLAN_SHARE * (generic + custom):
+        plan = "generic"
+    elif custom >= PLAN_SHARE * (generic + custom):
+        plan = "custom"
+    else:
+        plan = "mixed"
+    out = {"plan": plan, "plan_cache": plan_cache if prepared else None, "generic_executions": generic,
+           "custom_executions": custom, "sessions_read": len(read),
+           "session_errors": sorted({s["error"] for s in sessions if "error" in s}),
+           "explained_on": (explain or {}).get("worker")}
+    if explain and explain.get("text"):
+        out.update(summarize_plan(explain["text"]))
+    else:
+        out.update({"text": None, "scan": None, "nodes": [], "shared_buffers": None, "execution_ms": None,
+                    "error": (explain or {}).get("error", "not captured")})
+    return out
+
+
+def scans_table(scan: str | None) -> bool:
+    """True when a plan's scans (:func:`summarize_plan` ``scan``) include a sequential scan of the queue table."""
+    return bool(scan) and any(part.startswith("Seq Scan on jobs") for part in scan.split(" + "))
+
+
+#: Claim latency "grows with the table" when, over the measured window, the table's tuples grew by
+#: at least GROWTH_TABLE_RATIO, per-second claim p50 correlates with them at least GROWTH_MIN_R
+#: (Pearson), and the last quarter's median p50 is at least GROWTH_LATENCY_RATIO x the first
+#: quarter's; at least GROWTH_MIN_POINTS seconds with both values are needed.
+GROWTH_TABLE_RATIO = 1.5
+GROWTH_MIN_R = 0.8
+GROWTH_LATENCY_RATIO = 1.5
+GROWTH_MIN_POINTS = 8
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+
+
+def claim_growth(rows: list[dict]) -> dict:
+    """Does claim latency grow with the table during the run?
+
+    ``rows``: the measured seconds of ``intervals.csv`` (``claim_p50_us`` and the monitor's
+    ``table_tuples``, live + dead tuples of the queue table). Returns ``{"grows", "points",
+    "table_tuples_first", "table_tuples_last", "claim_p50_first_us", "claim_p50_last_us",
+    "r", "slope_us_per_1k_tuples"}`` (first/last = medians of the first and last quarter;
+    ``grows`` None when fewer than :data:`GROWTH_MIN_POINTS` seconds have both values). The
+    rule is the ``GROWTH_*`` constants of this module.
+    """
+    points = [(float(r["table_tuples"]), float(r["claim_p50_us"])) for r in rows
+              if r.get("table_tuples") is not None and r.get("claim_p50_us") is not None]
+    out = {"grows": None, "points": len(points), "table_tuples_first": None, "table_tuples_last": None,
+           "claim_p50_first_us": None, "claim_p50_last_us": None, "r": None, "slope_us_per_1k_tuples": None}
+    if len(points) < GROWTH_MIN_POINTS:
+        return out
+    quarter = max(2, len(points) // 4)
+    first, last = points[:quarter], points[-quarter:]
+    out.update(table_tuples_first=_median([t for t, _ in first]), table_tuples_last=_median([t for t, _ in last]),
+               claim_p50_first_us=_median([c for _, c in first]), claim_p50_last_us=_median([c for _, c in last]))
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_c = sum(c for _, c in points) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in points)
+    var_c = sum((c - mean_c) ** 2 for _, c in points)
+    cov = sum((t - mean_t) * (c - mean_c) for t, c in points)
+    r = cov / (var_t * var_c) ** 0.5 if var_t and var_c else 0.0
+    out["r"] = round(r, 3)
+    out["slope_us_per_1k_tuples"] = round(1000 * cov / var_t, 3) if var_t else None
+    out["grows"] = bool(out["table_tuples_first"] > 0
+                        and out["table_tuples_last"] >= GROWTH_TABLE_RATIO * out["table_tuples_first"]
+                        and r >= GROWTH_MIN_R
+                        and out["claim_p50_last_us"] >= GROWTH_LATENCY_RATIO * out["claim_p50_first_us"])
+    return out
+
+
+def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
+    """The red lines at the top of the report: the workers' plan scans the whole queue table, or
+    claim latency grew with the table (:func:`claim_growth`); each with the measured cost per claim."""
+    warnings = []
+    if workers and scans_table(workers.get("scan")):
+        cost = []
+        if workers.get("shared_buffers") is not None:
+            cost.append(f"{workers['shared_buffers']:,} shared buffers")
+        if workers.get("execution_ms") is not None:
+            cost.append(f"{workers['execution_ms']:,.3f} ms")
+        how = {"generic": "the generic plan of their prepared claim runs",
+               "custom": "the custom plans of their prepared claim run",
+               "mixed": "their prepared claim (generic and custom plans) runs",
+               "unprepared": "their unprepared claim runs"}.get(workers.get("plan"), "their claim runs")
+        warnings.append(f"The workers' claim scans the whole queue table: {how} {workers['scan']}"
+                        + (f", {' and '.join(cost)} per claim (EXPLAIN ANALYZE on {workers['explained_on']}'s "
+                           "own session as the load stopped)" if cost else "")
+                        + ". Claim cost grows with the table, history included.")
+    if growth.get("grows"):
+        warnings.append(
+            f"Claim latency grew with the table during the run: claim p50 {growth['claim_p50_first_us'] / 1000:,.3f} ms "
+            f"at {growth['table_tuples_first']:,.0f} tuples to {growth['claim_p50_last_us'] / 1000:,.3f} ms at "
+            f"{growth['table_tuples_last']:,.0f} tuples (+{growth['slope_us_per_1k_tuples']:,.1f} µs per 1,000 "
+            f"tuples, r = {growth['r']:.2f}): the figures of this run depend on how long it ran.")
+    return warnings

@@ -1,0 +1,1 @@
+"""``bench.load``: one layer of queue-bench (see docs/architecture.md)."""

@@ -1,0 +1,119 @@
+"""Open-loop producers: jobs arrive at ``RATE`` jobs/s whatever the queue does.
+
+Each producer is one Locust user with its own connection and ``RATE /
+PRODUCERS`` of the arrivals, on a schedule fixed in advance: evenly spaced
+(``constant``) or with exponential gaps (``poisson``), at the burst's rate inside
+a ``BURSTS`` window. A job's ``run_at`` is
+its *intended* enqueue time (plus ``FUTURE_DELAY_MS`` for the ``FUTURE_SHARE``
+scheduled in the future), not the time the insert happened to be sent, so a
+stalled database or producer cannot hide the delay from the pickup latency
+(coordinated omission, as corrected by ``pgbench --rate``:
+https://www.postgresql.org/docs/current/pgbench.html). When a producer falls
+behind its schedule it inserts every job that is due in one statement, and the
+lag (actual send minus intended time) is recorded as ``producer_lag_us``.
+Intended times are client wall-clock seconds; the database compares them with
+its own ``now()``, so on another host clock skew enters pickup latency.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import gevent
+from locust import User, constant, task
+
+from bench.engines.base import EngineError
+
+#: Largest number of due jobs one insert carries when a producer catches up.
+MAX_INSERT_ROWS = 1000
+
+
+def rate_at(t_s: float, base_rate: float, bursts: tuple) -> float:
+    """Offered rate (jobs/s) at ``t_s`` seconds since the measured start: a burst's rate inside its window."""
+    for start_s, end_s, rate in bursts:
+        if start_s <= t_s < end_s:
+            return rate
+    return base_rate
+
+
+def next_gap_s(rate: float, arrival: str, rng: random.Random) -> float:
+    """Gap (s) to the next intended arrival at ``rate`` per second (exponential for Poisson arrivals)."""
+    if rate <= 0:
+        return 0.1  # no arrivals now: look again shortly (a burst may start)
+    return rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
+
+
+class Producer(User):
+    """One open-loop producer (a Locust user with ``fixed_count = PRODUCERS``), inserting through
+    the engine's :class:`bench.engines.base.ProducerSession`; its run context comes from the
+    Locust environment (``environment.run_context``, a :class:`bench.load.swarm.SwarmContext`)."""
+
+    wait_time = constant(0)
+    fixed_count = 1
+
+    def __init__(self, environment):
+        super().__init__(environment)
+        self.ctx = environment.run_context
+
+    def on_start(self) -> None:
+        cfg = self.ctx.cfg
+        self.rng = random.Random()
+        self.priorities = [p for p, _ in cfg.priority_mix]
+        self.weights = [w for _, w in cfg.priority_mix]
+        self.session = None
+        self.name = self.ctx.next_name("producer")
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            self.session = self.ctx.sessions.producer_session(self.name)
+        except EngineError as err:
+            self.ctx.recorder.error(err.kind)
+            self.session = None
+
+    def on_stop(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+    @task
+    def produce_until_stopped(self) -> None:
+        """Insert jobs on the schedule until the run stops."""
+        cfg, recorder = self.ctx.cfg, self.ctx.recorder
+        share = 1.0 / cfg.producers
+
+        def gap(at: float) -> float:
+            rate = rate_at(at - self.ctx.measured_start_unix, cfg.rate, cfg.bursts) * share
+            return next_gap_s(rate, cfg.arrival, self.rng)
+
+        intended = time.time()
+        intended += gap(intended)
+        future_s = cfg.future_delay_ms / 1000.0
+        while not self.ctx.stopping:
+            delay = intended - time.time()
+            if delay > 0:
+                gevent.sleep(delay)
+                continue
+            now = time.time()
+            due = []
+            while intended <= now and len(due) < MAX_INSERT_ROWS:
+                if rate_at(intended - self.ctx.measured_start_unix, cfg.rate, cfg.bursts) > 0:
+                    due.append(intended)
+                intended += gap(intended)
+            if not due:
+                continue
+            priorities = self.rng.choices(self.priorities, self.weights, k=len(due))
+            run_at = [t + future_s if future_s and self.rng.random() < cfg.future_share else t for t in due]
+            if self.session is None or self.session.broken:
+                self._connect()
+                if self.session is None:
+                    gevent.sleep(0.1)
+                    continue
+            try:
+                ids = self.session.insert(priorities, run_at)
+            except EngineError as err:
+                recorder.error(err.kind)
+                gevent.sleep(0.1)
+                continue
+            recorder.produced(len(due), [int((now - t) * 1e6) for t in due])
+            self.ctx.log.produced(ids)

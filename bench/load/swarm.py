@@ -1,0 +1,278 @@
+"""The worker swarm: each worker is one Locust user with its own database session.
+
+Import this module before anything imports a database driver: it applies gevent's
+monkey-patching first, so psycopg 3 picks a cooperative wait function
+(``wait_poll``/``wait_select`` on the patched ``select``) instead of the C
+``wait_c``, which would freeze every greenlet of the process while one waits
+on a row lock (see psycopg ``psycopg/waiting.py``, ``_is_select_patched``).
+The engine's ``check_cooperative`` verifies that and the runner refuses to start otherwise.
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import random  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import gevent  # noqa: E402
+from locust import User, constant, task  # noqa: E402
+
+from bench.config.run_config import RunConfig  # noqa: E402
+from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession  # noqa: E402
+from bench.measure.claimlog import ClaimLog  # noqa: E402
+from bench.measure.metrics import Recorder  # noqa: E402
+from bench.workload import jobs  # noqa: E402
+
+#: Pause after a claim that found no eligible row, so an empty queue is polled, not spun.
+EMPTY_POLL_S = 0.010
+#: Statement timeout of the EXPLAIN ANALYZE of the claim on a worker's own session as the load stops.
+EXPLAIN_TIMEOUT_MS = 30_000
+#: Reconnect back-off after a lost connection.
+RECONNECT_BASE_S = 0.1
+RECONNECT_CAP_S = 2.0
+
+
+@dataclass
+class SwarmContext:
+    """What every worker and producer of one run shares, handed to them through their Locust
+    ``Environment`` (``environment.run_context``, set by the run driver): config, the engine's
+    session factory, the recorder and the claim log."""
+
+    cfg: RunConfig
+    sessions: SessionFactory
+    recorder: Recorder
+    log: ClaimLog
+    stopping: bool = False
+    worker_names: list = field(default_factory=list)
+    #: kind -> set of worker names it applies to, while a fault window is open (see bench.config.faults)
+    active_faults: dict = field(default_factory=dict)
+    #: worker names that already crashed in the current crash_after_claim window
+    crashed: set = field(default_factory=set)
+    late_extra_s: float = 1.0
+    #: Unix time at which the measured window starts (producers' bursts are relative to it)
+    measured_start_unix: float = 0.0
+    #: Read from the workers' own sessions as the load stops (see :meth:`QueueWorker.read_plan_state`):
+    #: one ``{"worker", "generic_plans", "custom_plans"}`` per session read, and the EXPLAIN of the
+    #: claim as one worker's session runs it (``{"worker", "text"}`` or ``{"worker", "error"}``).
+    plan_sessions: list = field(default_factory=list)
+    worker_explain: dict | None = None
+    #: how many users of each kind have started (their names are numbered from 1)
+    started: dict = field(default_factory=dict)
+
+    def next_name(self, kind: str) -> str:
+        """``<kind>-<n>``: the next user of ``kind`` to start (worker-1, worker-2, ...)."""
+        self.started[kind] = self.started.get(kind, 0) + 1
+        return f"{kind}-{self.started[kind]}"
+
+
+class QueueWorker(User):
+    """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete.
+
+    Latencies: ``claim_latency_us`` from the start of the claim until its rows
+    are in hand (in ``short`` mode the claim runs in autocommit, so its commit
+    is inside; in ``hold`` mode it includes the ``BEGIN``); ``complete_latency_us``
+    for the completion statement (in ``hold`` mode with the ``COMMIT`` that ends
+    the long transaction). The database is reached only through the engine's
+    :class:`bench.engines.base.WorkerSession`; the run context comes from the
+    Locust environment (``environment.run_context``, a :class:`SwarmContext`).
+    """
+
+    wait_time = constant(0)
+
+    def __init__(self, environment):
+        super().__init__(environment)
+        self.ctx: SwarmContext = environment.run_context
+
+    def on_start(self) -> None:
+        self.name = self.ctx.next_name("worker")
+        cfg = self.ctx.cfg
+        self.hold = cfg.txn == "hold"
+        self.duration_s = jobs.duration_sampler(cfg)
+        self.records_work = jobs.expected_work_s(cfg) > 0
+        self.poison_share = cfg.poison_share
+        self.fail_prob = cfg.fail_prob
+        self.nowait_failures = 0
+        self.session: WorkerSession | None = None
+        self.events = self.ctx.log  # in hold mode, each transaction's Tentative buffer (see _claim)
+        self.ctx.worker_names.append(self.name)
+        self._connect()
+
+    def _connect(self) -> None:
+        delay = RECONNECT_BASE_S
+        while not self.ctx.stopping:
+            try:
+                self.session = self.ctx.sessions.worker_session(self.name)
+                return
+            except EngineError as err:
+                self.ctx.recorder.error(err.kind)
+                gevent.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(RECONNECT_CAP_S, delay * 2)
+
+    def on_stop(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+    def _backoff_nowait(self) -> None:
+        self.nowait_failures = min(self.nowait_failures + 1, jobs.NOWAIT_BACKOFF_MAX_LEVEL)
+        started = time.perf_counter()
+        gevent.sleep(jobs.nowait_backoff_s(self.nowait_failures))
+        # The 55P03, its retry and its sleep are counted together when the sleep ends, so they
+        # fall in the same second: errors["55P03"] = nowait_retries = nowait_backoff_us count.
+        self.ctx.recorder.error("55P03")
+        self.ctx.recorder.count("nowait_retries")
+        self.ctx.recorder.nowait_backoff(int((time.perf_counter() - started) * 1e6))
+
+    @task
+    def work_until_stopped(self) -> None:
+        """Run claim/work/complete cycles until the run stops.
+
+        One Locust task invocation runs many cycles: Locust's per-task bookkeeping
+        (scheduling, wait_time, stop checks) would otherwise cost harness CPU on
+        every job, CPU that the database server on the same machine needs.
+        """
+        while not self.ctx.stopping:
+            self.claim_work_complete()
+        self.read_plan_state()
+
+    def read_plan_state(self) -> None:
+        """As the load stops, read how this session planned its claim, into the shared context.
+
+        The plan cache's counts are visible only to the session that prepared the statement,
+        so each worker reads its own (:meth:`WorkerSession.plan_counts`). Then the first worker
+        to get here explains the claim on its own connection (:meth:`WorkerSession.explain_claim`,
+        after the counts, since it adds an execution). Errors are recorded, never raised.
+        """
+        session = self.session
+        if session is None or session.broken:
+            return
+        session.rollback()
+        try:
+            counts = session.plan_counts()
+            if counts is not None:
+                self.ctx.plan_sessions.append({"worker": self.name, **counts})
+        except EngineError as err:
+            self.ctx.plan_sessions.append({"worker": self.name, "error": str(err)})
+        if self.ctx.worker_explain is not None:
+            return
+        self.ctx.worker_explain = {"worker": self.name}  # claimed by this worker before any wait
+        try:
+            self.ctx.worker_explain["text"] = session.explain_claim(EXPLAIN_TIMEOUT_MS)
+        except EngineError as err:
+            self.ctx.worker_explain["error"] = str(err)
+
+    def claim_work_complete(self) -> None:
+        """One cycle: claim up to ``batch`` jobs, run them, complete them.
+
+        Errors are counted by kind (SQLSTATE or named); ``55P03`` (NOWAIT) backs off with
+        jitter; a lost connection is re-opened with back-off.
+        """
+        if self.session is None or self.session.broken:
+            self.session = None
+            self._connect()
+            return
+        try:
+            rows = self._claim()
+            if not rows:
+                if self.hold:
+                    self.session.rollback()
+                gevent.sleep(EMPTY_POLL_S)
+                return
+            self.nowait_failures = max(0, self.nowait_failures - 1)
+            if self._crash_after_claim(rows):
+                return
+            late_s = self._late_by_s()
+            succeeded = []
+            claimed_at = time.perf_counter()
+            for job in rows:
+                self.ctx.recorder.batch_wait(int((time.perf_counter() - claimed_at) * 1e6))
+                duration_s = self.duration_s()
+                work_started = time.perf_counter()
+                if duration_s > 0:
+                    gevent.sleep(duration_s)
+                if self.records_work:  # every job, a 0 s draw too, so the mean is per job
+                    self.ctx.recorder.work_duration(int((time.perf_counter() - work_started) * 1e6))
+                if jobs.is_poison(job[0], self.poison_share):
+                    self._fail(job, "poison job")
+                elif self.fail_prob and random.random() < self.fail_prob:
+                    self._fail(job, "injected failure")
+                else:
+                    succeeded.append(job)
+            if late_s:
+                gevent.sleep(late_s)
+            if succeeded:
+                self._complete(succeeded)
+            elif self.hold:
+                self.session.commit()
+                self.events.commit()
+        except LockNotAvailable:
+            self.session.rollback()
+            self._backoff_nowait()
+        except EngineError as err:
+            self.ctx.recorder.error(err.kind)
+            if err.lost or self.session.broken:
+                self.session = None
+            else:
+                self.session.rollback()
+                gevent.sleep(EMPTY_POLL_S)
+
+    def _crash_after_claim(self, rows: list) -> bool:
+        """Fault ``crash_after_claim``: drop the connection with the claimed rows unfinished (once per window)."""
+        chosen = self.ctx.active_faults.get("crash_after_claim")
+        if not chosen or self.name not in chosen or self.name in self.ctx.crashed:
+            return False
+        self.ctx.crashed.add(self.name)
+        self.ctx.recorder.count("crashed_claims")
+        self.ctx.recorder.count("crashed_jobs", len(rows))
+        # Short mode: the claims stay in the log as in flight, so a re-claim before their lease expires
+        # is a double claim. Hold mode: the close rolls them back; their Tentative buffer is dropped.
+        self.session.close()
+        self.session = None
+        return True
+
+    def _late_by_s(self) -> float:
+        """Fault ``late_worker``: how long past the lease to wait before completing (0 when not chosen)."""
+        chosen = self.ctx.active_faults.get("late_worker")
+        if not chosen or self.name not in chosen:
+            return 0.0
+        self.ctx.recorder.count("late_completions")
+        return self.ctx.cfg.lease_s + self.ctx.late_extra_s
+
+    def _claim(self) -> list:
+        """Claim; returns ``[(id, token, pickup_us, attempts, lease_until, claimed_at)]``."""
+        started = time.perf_counter()
+        if self.hold:
+            self.session.begin()
+            self.events = self.ctx.log.tentative()  # logged only once the COMMIT returns
+        claimed = self.session.claim()
+        latency_us = int((time.perf_counter() - started) * 1e6)
+        log = self.events
+        for job in claimed:
+            log.claimed(job[0], job[1], job[4], job[5])
+        self.ctx.recorder.claim(latency_us, len(claimed), [job[2] for job in claimed])
+        return claimed
+
+    def _fail(self, job: tuple, error: str) -> None:
+        """Report one failed attempt: retry after a back-off, or dead letter past max_attempts."""
+        job_id, token, _, attempts = job[:4]
+        cfg = self.ctx.cfg
+        status = self.session.fail(job_id, token, jobs.retry_delay_s(attempts, cfg.retry_base_s, cfg.retry_cap_s),
+                                   error)
+        if status is None:  # fenced: the lease expired and the job moved on without this worker
+            self.ctx.recorder.count("stale_completions")
+        else:
+            self.ctx.recorder.count("dead_lettered" if status == "dead" else "retries")
+        self.events.failed(job_id, token)
+
+    def _complete(self, claimed: list) -> None:
+        started = time.perf_counter()
+        applied_ids = self.session.complete([(job[0], job[1]) for job in claimed])
+        if self.hold:
+            self.session.commit()
+            self.events.commit()
+        latency_us = int((time.perf_counter() - started) * 1e6)
+        self.ctx.recorder.complete(latency_us, len(applied_ids), len(claimed) - len(applied_ids))
+        log = self.ctx.log
+        for job in claimed:
+            log.finished(job[0], job[1], job[0] in applied_ids)

@@ -1,0 +1,1 @@
+"""``bench.measure``: one layer of queue-bench (see docs/architecture.md)."""

@@ -1,0 +1,122 @@
+"""The client's claim log: every committed claim, completion, failure and produced job, as it happens.
+
+Memory does not grow with the number of jobs: each event is one short CSV line
+(:data:`EVENT_COLUMNS`) appended, through a buffer of :data:`BUFFER_BYTES`, to an
+anonymous temporary file that disappears when the log is closed. The end-of-run
+audit (:func:`bench.engines.postgres.audit.run_audit`) loads the file into a ``TEMP`` table with
+``COPY`` and checks it against the tool's table in SQL
+(https://www.postgresql.org/docs/current/sql-copy.html). Line order is event
+order, and the audit relies on it: it tells whether a job's previous claim had
+finished (completed or failed) when the job's next claim came back.
+
+Event kinds (:data:`EVENT_KINDS`): ``c`` a claim the database committed, with its
+database times (epoch seconds) ``claimed_at`` and ``lease_until``; ``a`` a
+completion the database applied; ``s`` a completion it rejected (stale token);
+``f`` a failure reported for an attempt; ``p`` a job a producer inserted.
+
+In ``TXN=hold`` a claim commits only with the ``COMMIT`` that ends the
+worker's transaction: until then its events go to a :class:`Tentative` buffer
+(bounded by the batch), written to the log by :meth:`Tentative.commit` once the
+``COMMIT`` returned, and dropped otherwise (crash, rollback, killed backend):
+a rolled-back claim is not a claim, and the row's next claim is legitimate.
+
+Everything runs in one OS thread (gevent greenlets): no locking.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from typing import Iterable
+
+#: Columns of one event line, in order (CSV; an empty field is NULL).
+EVENT_COLUMNS = ("kind", "id", "token", "claimed_at", "lease_until")
+#: Event kind -> meaning.
+EVENT_KINDS = {
+    "c": "claim committed",
+    "a": "completion applied",
+    "s": "completion rejected by the token (stale)",
+    "f": "failure reported",
+    "p": "job produced",
+}
+#: Write buffer of the event file (bytes); the only memory the log keeps.
+BUFFER_BYTES = 1 << 20
+#: Bytes per ``write`` when the file is streamed to COPY.
+COPY_CHUNK_BYTES = 1 << 20
+
+
+class _EventSink:
+    """Formats the events; subclasses decide where the lines go (:meth:`_write`)."""
+
+    def _write(self, line: str) -> None:
+        raise NotImplementedError
+
+    def claimed(self, job_id: int, token: int, lease_until: float, claimed_at: float) -> None:
+        """Note one claim of ``job_id`` with fencing ``token``; times are database epoch seconds."""
+        self._write(f"c,{job_id},{token},{claimed_at!r},{lease_until!r}\n")
+
+    def finished(self, job_id: int, token: int, applied: bool) -> None:
+        """Note a completion attempt of ``(job_id, token)``; ``applied`` when the database updated the row."""
+        self._write(f"{'a' if applied else 's'},{job_id},{token},,\n")
+
+    def failed(self, job_id: int, token: int) -> None:
+        """Note a failure reported for the attempt ``token`` of ``job_id``."""
+        self._write(f"f,{job_id},{token},,\n")
+
+
+class ClaimLog(_EventSink):
+    """The run's event log, streamed to a temporary file (see the module docstring).
+
+    ``events`` counts the lines written. Call :meth:`close` when the audit is done.
+    """
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile("w+b", buffering=BUFFER_BYTES, prefix="queue-bench-claims-")
+        self.events = 0
+
+    def _write(self, line: str) -> None:
+        self._file.write(line.encode())
+        self.events += 1
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Append already formatted event lines (a committed :class:`Tentative`)."""
+        self._file.write("".join(lines).encode())
+        self.events += len(lines)
+
+    def produced(self, job_ids: Iterable[int]) -> None:
+        """Note jobs a producer inserted (their ids, as the insert returned them)."""
+        for job_id in job_ids:
+            self._write(f"p,{job_id},,,\n")
+
+    def tentative(self) -> Tentative:
+        """A buffer for the events of one ``TXN=hold`` transaction, written here by its :meth:`Tentative.commit`."""
+        return Tentative(self)
+
+    def copy_to(self, copy) -> int:
+        """Stream every event written so far to psycopg ``copy`` (a ``COPY … FROM STDIN (FORMAT csv)``
+        with :data:`EVENT_COLUMNS`); return the number of events."""
+        self._file.seek(0)
+        while chunk := self._file.read(COPY_CHUNK_BYTES):
+            copy.write(chunk)
+        self._file.seek(0, io.SEEK_END)
+        return self.events
+
+    def close(self) -> None:
+        """Close and delete the event file."""
+        self._file.close()
+
+
+class Tentative(_EventSink):
+    """Events of one uncommitted ``TXN=hold`` transaction (at most a batch of claims and failures)."""
+
+    def __init__(self, log: ClaimLog):
+        self.log = log
+        self.lines: list[str] = []
+
+    def _write(self, line: str) -> None:
+        self.lines.append(line)
+
+    def commit(self) -> None:
+        """The transaction committed: its events become the log's (once)."""
+        self.log.write_lines(self.lines)
+        self.lines = []

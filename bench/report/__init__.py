@@ -1,0 +1,1 @@
+"""``bench.report``: one layer of queue-bench (see docs/architecture.md)."""

@@ -1,0 +1,353 @@
+"""Compare two runs or two sweeps from their result files (``qbench compare``).
+
+Run vs run: each run directory's ``summary.json`` (whole-window figures) and
+``intervals.csv`` (per-second samples for Welch's t-test). Sweep vs sweep: cells matched
+by their parameters, repetition means compared (sweep directories read through
+:mod:`bench.results.sweep`). The result is a fixed-width text table and an HTML page
+with a relative-difference plot. It never touches a database and imports nothing that
+does: data flows one way (result files → report). A sweep's own report is
+:mod:`bench.report.sweep_page`.
+
+Public API:
+    compare(a_path, b_path, out_path=None) -> (text table, Path of the HTML page)
+    CompareError -> a bad argument, one line naming it
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from bench.analysis.statistics import compare_samples  # noqa: E402
+from bench.report.format import NA, fmt_sig  # noqa: E402
+from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
+from bench.report.render import environment, legend_above, png_uri, save_png  # noqa: E402
+from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
+
+__all__ = ["CompareError", "compare"]
+
+PAIR_TEMPLATE = "compare_pair.html.j2"
+PER_SECOND_NOTE = ("Per-second samples are autocorrelated (consecutive seconds share the queue's "
+                   "state, caches and vacuum debt), so p-values from them are optimistic: read "
+                   "'yes' as 'worth repeating the runs', not as proof.")
+
+
+@dataclass
+class _Row:
+    """One compared metric: A, B (in the unit before ``scale``), (B − A) / A and Welch's test."""
+
+    metric: str
+    unit: str
+    a: float
+    b: float
+    rel_diff: float
+    p_value: float | None
+    significant: bool | None
+    samples: str
+    higher_is_better: bool
+    scale: float = 1.0  # divide a/b by this for display (µs -> ms)
+
+
+def _kind(path: Path, arg: str) -> str:
+    """'run' or 'sweep'; CompareError naming ``arg`` otherwise."""
+    if not path.exists():
+        raise CompareError(f"{arg}: {path} does not exist; allowed: a run directory (summary.json) "
+                           "or a sweep directory (sweep.json)")
+    if path.is_dir() and (path / "sweep.json").is_file():
+        return "sweep"
+    if path.is_dir() and (path / "summary.json").is_file():
+        return "run"
+    raise CompareError(f"{arg}: {path} is neither a run directory (summary.json) nor a sweep directory "
+                       "(sweep.json)")
+
+
+def _per_second(run_dir: Path, column: str) -> list[float]:
+    """Per-second values of ``column`` from a run's intervals.csv (the final partial second of an
+    interrupted run dropped); [] when the file or column is missing."""
+    path = run_dir / "intervals.csv"
+    try:
+        df = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        return []
+    if column not in df:
+        return []
+    if run_complete(run_dir) is False and len(df) > 1:
+        df = df.iloc[:-1]
+    return [float(v) for v in pd.to_numeric(df[column], errors="coerce").dropna()]
+
+
+def _test(samples_a: list[float], samples_b: list[float]) -> tuple[float | None, bool | None]:
+    if not samples_a or not samples_b:
+        return None, None
+    res = compare_samples(samples_a, samples_b)
+    return res["p_value"], res["significant"]
+
+
+def _rel(a: float, b: float) -> float:
+    return (b - a) / a if not is_missing(a) and not is_missing(b) and a != 0 else math.nan
+
+
+# (label, unit, summary getter, per-second column, higher is better, display scale)
+_RUN_METRICS: tuple[tuple[str, str, Callable[[dict], Any], str | None, bool, float], ...] = (
+    ("throughput", "jobs/s", lambda s: s.get("throughput_jobs_per_s"), "jobs_completed", True, 1.0),
+    ("claims per second", "claims/s", lambda s: s.get("claims_per_s"), "claims", True, 1.0),
+    ("claim latency p50", "ms", lambda s: (s.get("claim_latency_us") or {}).get("p50"), "claim_p50_us", False, 1000.0),
+    ("claim latency p95", "ms", lambda s: (s.get("claim_latency_us") or {}).get("p95"), "claim_p95_us", False, 1000.0),
+    ("claim latency p99", "ms", lambda s: (s.get("claim_latency_us") or {}).get("p99"), "claim_p99_us", False, 1000.0),
+    ("oldest eligible age max", "s", lambda s: (s.get("oldest_eligible_age_s") or {}).get("max"), None, False, 1.0),
+)
+
+
+def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
+    sa = read_json(a / "summary.json", "RUN_OR_SWEEP_A")
+    sb = read_json(b / "summary.json", "RUN_OR_SWEEP_B")
+    rows = []
+    for label, unit, get, column, higher, scale in _RUN_METRICS:
+        va, vb = as_float(get(sa)), as_float(get(sb))
+        if column:
+            xa, xb = _per_second(a, column), _per_second(b, column)
+            p, sig = _test(xa, xb)
+            samples = f"{len(xa)}/{len(xb)} s"
+        else:
+            p, sig, samples = None, None, "max: no test"
+        rows.append(_Row(label, unit, va, vb, _rel(va, vb), p, sig, samples, higher, scale))
+    notes = [
+        "A and B are the run's whole-window figures (summary.json); relative difference = (B − A) / A.",
+        "p-value: Welch's unequal-variance t-test on the per-second samples of intervals.csv (jobs_completed "
+        "for throughput, claims for claims/s, claim_p50_us / claim_p95_us / claim_p99_us for latencies); "
+        "significant = p < 0.05. The oldest age max is one number per run: no test.",
+        PER_SECOND_NOTE,
+    ]
+    for label, s in (("A", sa), ("B", sb)):
+        if s.get("complete") is False:
+            notes.append(f"run {label} is incomplete (complete = false): its figures cover part of the window.")
+        if s.get("suspect"):
+            notes.append(f"run {label} is suspect: " + "; ".join(s.get("suspect_reasons") or ["no reason recorded"]))
+        inv = s.get("invariants") or {}
+        if any(v != 0 for v in inv.values()):
+            notes.append(f"run {label}'s invariants are not all 0: {json.dumps(inv)}")
+    return rows, notes
+
+
+_SWEEP_METRICS = (
+    ("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0),
+    ("claim p50", "ms", "claim_p50_us", "claim_p50_us", False, 1000.0),
+    ("claim p99", "ms", "claim_p99_us", "claim_p99_us", False, 1000.0),
+    ("oldest age max", "s", "oldest_age_max_s", None, False, 1.0),
+)
+
+
+#: Run parameters that say where results went or which database was used, not what was measured.
+_NOT_MEASURED = ("results", "dsn", "schema", "workload")
+
+
+def _cell_key(sweep, cell: Cell) -> tuple:
+    """What matches a cell of one sweep with a cell of the other: its effective parameters
+    (the sweep's base with the cell's axis values), so sweeps with different axes match
+    on the cells they share."""
+    params = {k: v for k, v in (sweep.meta.get("base") or {}).items() if k not in _NOT_MEASURED}
+    params.update({AXIS_FIELD.get(k, k): v for k, v in cell.params.items()})
+    return tuple(sorted((k, json.dumps(norm_param(v), sort_keys=True, default=str)) for k, v in params.items()))
+
+
+def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
+    sa, sb = load_sweep(a, "RUN_OR_SWEEP_A"), load_sweep(b, "RUN_OR_SWEEP_B")
+    b_cells = {_cell_key(sb, c): c for c in sb.cells}
+    rows, notes, fallback, unmatched = [], [], [], []
+    matched_b = set()
+    for ca in sa.cells:
+        key = _cell_key(sa, ca)
+        cb = b_cells.get(key)
+        if cb is None:
+            unmatched.append(f"A {ca.cell_id} ({ca.label})")
+            continue
+        matched_b.add(key)
+        name = ", ".join(f"{k} {fmt_label(v)}" for k, v in ca.params.items()) or ca.cell_id
+        da, db = ca.done, cb.done
+        for label, unit, column, per_s, higher, scale in _SWEEP_METRICS:
+            xa = [float(v) for v in da[column] if not is_missing(v)] if column in da else []
+            xb = [float(v) for v in db[column] if not is_missing(v)] if column in db else []
+            ma = float(np.mean(xa)) if xa else math.nan
+            mb = float(np.mean(xb)) if xb else math.nan
+            if not xa or not xb:
+                p, sig, samples = None, None, "no finished run"
+            elif len(xa) >= 2 and len(xb) >= 2:
+                p, sig = _test(xa, xb)
+                samples = f"{len(xa)}/{len(xb)} reps"
+            elif per_s:
+                sec_a = [v for d in da["run_dir"] for v in _per_second(a / d, per_s)]
+                sec_b = [v for d in db["run_dir"] for v in _per_second(b / d, per_s)]
+                p, sig = _test(sec_a, sec_b)
+                samples = f"{len(sec_a)}/{len(sec_b)} s*"
+                fallback.append(name)
+            else:
+                p, sig, samples = None, None, "1 rep: no test"
+            rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale))
+    unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(sb, c) not in matched_b]
+    if not matched_b:
+        raise CompareError(f"RUN_OR_SWEEP_B: no cell of {b} has the parameters of a cell of {a} (A varies "
+                           f"{', '.join(sa.meta.get('axes') or {}) or 'nothing'}, B varies "
+                           f"{', '.join(sb.meta.get('axes') or {}) or 'nothing'}); allowed: two sweeps with cells in common")
+    notes.append("Cells are matched by their parameters. A and B are means over each cell's finished "
+                 "repetitions (cells.csv); relative difference = (B − A) / A; p-value: Welch's t-test "
+                 "(capacity.compare_samples) on the repetitions, significant = p < 0.05.")
+    if fallback:
+        notes.append("* A cell with a single repetition has no spread to test: its p-value uses the per-second "
+                     "samples of its runs (intervals.csv) instead — " + "; ".join(dict.fromkeys(fallback)) + ". "
+                     + PER_SECOND_NOTE)
+    if unmatched:
+        notes.append("Cells without a match in the other sweep (not compared): " + "; ".join(unmatched) + ".")
+    base_a, base_b = sa.meta.get("base") or {}, sb.meta.get("base") or {}
+    varied = axis_fields(sa.meta) | axis_fields(sb.meta)  # an axis is not a base parameter
+    differ = [k for k in sorted(set(base_a) | set(base_b))
+              if k not in ("results", "dsn", "schema") and k not in varied
+              and norm_param(base_a.get(k)) != norm_param(base_b.get(k))]
+    if differ:
+        notes.append("The sweeps' base parameters differ in: " + ", ".join(
+            f"{k} ({fmt_label(base_a.get(k))} vs {fmt_label(base_b.get(k))})" for k in differ) + ".")
+    for label, s in (("A", sa), ("B", sb)):
+        bad = [c.cell_id for c in s.cells if c.bad]
+        if bad:
+            notes.append(f"sweep {label} has cells with failed, suspect or invariant-breaking runs: {', '.join(bad)}.")
+        if s.meta.get("complete") is False:
+            notes.append(f"sweep {label} is incomplete (complete = false).")
+    return rows, notes
+
+
+def _fmt_value(row: _Row, v: float) -> str:
+    return NA if is_missing(v) else f"{fmt_sig(v / row.scale)} {row.unit}"
+
+
+def _fmt_rel(v: float) -> str:
+    return NA if is_missing(v) else f"{v * 100:+.1f} %"
+
+
+def _fmt_p(p: float | None) -> str:
+    if p is None:
+        return NA
+    return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def _fmt_sig(s: bool | None) -> str:
+    return NA if s is None else ("yes" if s else "no")
+
+
+def _display(r: _Row) -> dict[str, str]:
+    """A row's cells as text, in table order, keyed as compare_pair.html.j2 reads them."""
+    return {"metric": r.metric, "a": _fmt_value(r, r.a), "b": _fmt_value(r, r.b), "rel": _fmt_rel(r.rel_diff),
+            "p": _fmt_p(r.p_value), "sig": _fmt_sig(r.significant), "samples": r.samples}
+
+
+def _text_table(rows: list[_Row]) -> str:
+    header = ("metric", "A", "B", "rel. diff (B-A)/A", "p-value", "significant", "samples A/B")
+    body = [tuple(_display(r).values()) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    right = (False, True, True, True, True, False, False)
+
+    def line(cells):
+        return "  ".join((str(c).rjust(w) if r else str(c).ljust(w)) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
+
+
+def _draw_rel_diff(rows: list[_Row]) -> bytes:
+    """Horizontal bars of (B − A) / A in %: green when B is better, red when worse, pale when not significant."""
+    shown = [r for r in rows if not is_missing(r.rel_diff)]
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * max(len(shown), 1)), dpi=100, layout="constrained")
+    if not shown:
+        ax.text(0.5, 0.5, "no relative difference could be computed", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return save_png(fig)
+    ys = np.arange(len(shown))[::-1]
+    colors, alphas = [], []
+    for r in shown:
+        better = (r.rel_diff > 0) == r.higher_is_better
+        colors.append("#2e7d32" if better else "#c62828")
+        alphas.append(1.0 if r.significant else 0.35)
+    for y, r, c, a in zip(ys, shown, colors, alphas):
+        ax.barh(y, r.rel_diff * 100, color=c, alpha=a, height=0.7)
+        ax.text(r.rel_diff * 100, y, f" {r.rel_diff * 100:+.1f} %", va="center",
+                ha="left" if r.rel_diff >= 0 else "right", fontsize="x-small")
+    ax.set_yticks(ys, [f"{r.metric} ({r.unit})" for r in shown], fontsize="small")
+    ax.axvline(0, color="#333", linewidth=0.8)
+    lo = min(0.0, min(r.rel_diff for r in shown) * 100)
+    hi = max(0.0, max(r.rel_diff for r in shown) * 100)
+    pad = 0.2 * (hi - lo) or 1.0
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_xlabel("relative difference (B − A) / A (%)")
+    ax.grid(True, axis="x", alpha=0.3)
+    legend_above(ax, [Patch(color="#2e7d32", label="B better"), Patch(color="#c62828", label="B worse"),
+                      Patch(color="#999", alpha=0.35, label="pale: not significant or untested")], ncol=3)
+    return save_png(fig)
+
+
+def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None = None) -> tuple[str, Path]:
+    """Compare two runs or two sweeps from their result files.
+
+    Args:
+        a_path, b_path: each a run directory (``summary.json``, ``intervals.csv``) or a
+            sweep directory (``sweep.json``, ``cells.csv``, ``runs/``); both of the same kind.
+        out_path: where to write the HTML page; a directory (existing, or ending in "/")
+            means ``<dir>/compare.html``.
+            Default: ``<b_path>/compare_vs_<name of a_path>.html``.
+
+    Returns:
+        (text, html_path): ``text`` is a fixed-width table (metric, A, B, relative
+        difference (B − A)/A, p-value, significant, samples) followed by notes;
+        ``html_path`` the page rendered from ``report_templates/compare_pair.html.j2``
+        with the same table and a bar plot of the relative differences (also written
+        as ``plots/<page stem>_relative_difference.png`` beside it).
+        Run vs run: throughput, claims/s, claim p50/p95/p99 (ms) and oldest eligible
+        age max (s) from summary.json, Welch's t-test on intervals.csv per-second
+        samples (autocorrelated, so p-values are optimistic; the text says so).
+        Sweep vs sweep: cells matched by params; repetition means compared with
+        ``capacity.compare_samples``, or per-second samples where a cell has one repetition.
+
+    Raises:
+        CompareError: one line naming RUN_OR_SWEEP_A / RUN_OR_SWEEP_B (a missing path,
+            neither kind, a run against a sweep) or ``--out`` (cannot be written).
+    """
+    a, b = Path(a_path), Path(b_path)
+    kind_a, kind_b = _kind(a, "RUN_OR_SWEEP_A"), _kind(b, "RUN_OR_SWEEP_B")
+    if kind_a != kind_b:
+        raise CompareError(f"RUN_OR_SWEEP_B: {b} is a {kind_b} directory but RUN_OR_SWEEP_A ({a}) is a {kind_a} "
+                           "directory; compare a run with a run, or a sweep with a sweep")
+    rows, notes = (_compare_runs if kind_a == "run" else _compare_sweeps)(a, b)
+    table = _text_table(rows)
+    text = "\n".join([f"A: {a} ({kind_a})", f"B: {b} ({kind_b})", "", table, ""] + [f"- {n}" for n in notes])
+
+    if out_path is None:
+        out = b / f"compare_vs_{a.resolve().name}.html"
+    else:
+        out = Path(out_path)
+        if out.is_dir() or str(out_path).endswith(("/", "\\")):
+            out = out / "compare.html"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        png = _draw_rel_diff(rows)
+        plots = out.parent / "plots"
+        plots.mkdir(exist_ok=True)
+        (plots / f"{out.stem}_relative_difference.png").write_bytes(png)
+        html = environment().get_template(PAIR_TEMPLATE).render(
+            kind=kind_a, a=str(a), b=str(b),
+            a_name=a.resolve().name, b_name=b.resolve().name,
+            rows=[_display(r) | {"worse": bool(r.significant) and not is_missing(r.rel_diff)
+                                 and ((r.rel_diff > 0) != r.higher_is_better)} for r in rows],
+            notes=notes, plot_uri=png_uri(png))
+        out.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise CompareError(f"--out: cannot write {out} ({exc.strerror or exc})") from None
+    return text, out

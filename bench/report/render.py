@@ -1,0 +1,61 @@
+"""Figure and page plumbing the comparison reports share: matplotlib figures to PNG, legends, templates.
+
+Used by :mod:`bench.report.sweep_page` and :mod:`bench.report.compare_page`. Figures are drawn with
+matplotlib's Agg backend (no display needed) and embedded in the HTML as base64 PNG
+data URIs; pages are rendered from the Jinja templates in ``report_templates/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from jinja2 import Environment, FileSystemLoader  # noqa: E402
+from matplotlib.legend_handler import HandlerTuple  # noqa: E402
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "report_templates"
+
+
+def png_uri(png: bytes) -> str:
+    """A ``data:image/png;base64,…`` URI embedding ``png`` in a page."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def save_png(fig: plt.Figure) -> bytes:
+    """The figure as PNG bytes; the figure is closed even when saving fails."""
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png")
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def legend_above(ax: plt.Axes, handles: list | None = None, ncol: int | None = None,
+                 labels: list[str] | None = None) -> None:
+    """Legend above the axes so it never covers data (bench.report.run_page's style), in as many columns as
+    the axes' width holds for its longest label. A handle may be a tuple (drawn as one entry).
+    Without ``handles``, the axes' labelled artists; nothing is drawn when there are none."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    if labels is None:
+        labels = [h.get_label() for h in handles]
+    if not handles:
+        return
+    width_in = ax.get_position().width * ax.figure.get_figwidth()
+    per_row = max(1, int(width_in * 15 // (max(len(text) for text in labels) + 6)))  # ~15 chars per inch
+    ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None)}, loc="lower left",
+              bbox_to_anchor=(0, 1.01), ncol=ncol or min(len(handles), per_row), frameon=False,
+              fontsize="small", borderaxespad=0)
+
+
+def environment() -> Environment:
+    """The Jinja environment over ``report_templates/`` (autoescaped, blocks trimmed)."""
+    return Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=True,
+                       trim_blocks=True, lstrip_blocks=True)

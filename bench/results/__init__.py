@@ -1,0 +1,1 @@
+"""``bench.results``: one layer of queue-bench (see docs/architecture.md)."""

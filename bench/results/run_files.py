@@ -1,0 +1,124 @@
+"""The result files of one run (docs/design.md "Result files"): names and writers.
+
+``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``priority_ages.csv`` (when
+jobs have more than one priority), ``histograms/*.hlog``
+(HdrHistogram interval logs, readable by any HdrHistogram log reader; each line is
+one measured second, values in µs) and ``summary.json``. The report reads only these.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from hdrh.log import HistogramLogWriter
+
+INTERVAL_COLUMNS = (
+    "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
+    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
+    "errors", "queue_depth", "oldest_eligible_age_s", "running", "lock_waiters", "dead_tuples",
+    "harness_cpu_pct", "monitor_query_us", "jobs_produced", "producer_lag_p99_us", "xmin_age", "table_tuples",
+    "loop_lag_p99_us", "harness_user_pct", "harness_system_pct",
+)
+
+SUMMARY_KEYS = (
+    "run_id", "complete", "config", "measured_s", "throughput_jobs_per_s", "claims_per_s",
+    "jobs_claimed", "jobs_completed", "empty_claims", "max_rows_per_claim", "claim_latency_us",
+    "complete_latency_us", "pickup_latency_ms", "oldest_eligible_age_s", "errors", "invariants",
+    "harness_cpu_max_pct",
+)
+
+
+def _clean(value):
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: Mapping) -> None:
+    """Write ``data`` as indented JSON (NaN/inf become null)."""
+    path.write_text(json.dumps(_clean(dict(data)), indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_json_list(path: Path, items: list) -> None:
+    """Write a JSON array, one item per line."""
+    path.write_text("[\n" + ",\n".join(json.dumps(_clean(i)) for i in items) + "\n]\n")
+
+
+def write_priority_ages(path: Path, samples: list) -> None:
+    """``t_s, priority, oldest_eligible_age_s`` rows from ``[(t_s, {priority: age_s} or None)]``."""
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(("t_s", "priority", "oldest_eligible_age_s"))
+        for t_s, ages in samples:
+            for priority, age in sorted((ages or {}).items()):
+                writer.writerow((t_s, priority, round(age, 6)))
+
+
+def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:
+    """Write one CSV row per measured second with :data:`INTERVAL_COLUMNS` (missing → empty cell)."""
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=INTERVAL_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in INTERVAL_COLUMNS})
+
+
+class HistogramLogs:
+    """One HdrHistogram interval log per histogram name, ``<directory>/<name>.hlog``, written
+    one interval at a time: each measured second's histograms go to disk as that second ends.
+
+    ``names``: the histogram names (:data:`bench.measure.metrics.HISTOGRAM_NAMES`); ``base_time_s``:
+    the Unix time of the load start (``Interval.start_s`` is relative to it). As the
+    HdrHistogram log format specifies, each log carries a ``BaseTime`` line and each
+    interval is stamped in seconds relative to it; the ``Interval_Max`` column is in
+    milliseconds (values are µs). The directory is created; files are flushed after
+    every interval, so a running log can be read (``hdrh.log.HistogramLogReader``).
+    Use as a context manager or call :meth:`close`. Raises OSError when a file cannot
+    be written.
+    """
+
+    def __init__(self, directory: Path, names: Iterable[str], base_time_s: float):
+        directory.mkdir(parents=True, exist_ok=True)
+        self._base_ms = base_time_s * 1000.0
+        self._files = {}
+        self._writers = {}
+        for name in names:
+            fh = (directory / f"{name}.hlog").open("w")
+            self._files[name] = fh
+            writer = HistogramLogWriter(fh)
+            writer.base_time = self._base_ms  # the writer subtracts it from the histograms' own stamps
+            writer.output_log_format_version()
+            writer.output_comment(f"queue-bench {name}: one interval per measured second, values in microseconds")
+            writer.output_base_time(self._base_ms)
+            writer.output_legend()
+            fh.flush()
+            self._writers[name] = writer
+
+    def write(self, interval) -> None:
+        """Append ``interval``'s histogram of every name (a :class:`bench.measure.metrics.Interval`)."""
+        for name, writer in self._writers.items():
+            hist = interval.histograms[name]
+            # Stamps go through the histogram: the writer treats an explicit 0.0 start as "not given".
+            hist.set_start_time_stamp(self._base_ms + interval.start_s * 1000.0)
+            hist.set_end_time_stamp(self._base_ms + interval.end_s * 1000.0)
+            writer.output_interval_histogram(hist, max_value_unit_ratio=1000.0)
+            self._files[name].flush()
+
+    def close(self) -> None:
+        """Close every log (idempotent)."""
+        for fh in self._files.values():
+            fh.close()
+
+    def __enter__(self) -> "HistogramLogs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,280 @@
+"""A sweep directory's result files read into objects: cells, their runs, and mean/CI statistics.
+
+Reads only result files: ``sweep.json``, ``cells.csv`` (one row per run) and each run's
+``runs/<run_id>/summary.json``; formats in docs/design.md and the sweep file contract. It never
+touches a database and imports nothing that does: data flows one way (result files →
+report). :mod:`bench.report.sweep_page` and :mod:`bench.report.compare_page` build on it.
+
+Public API:
+    load_sweep(sweep_dir, arg) -> SweepResults (its Cells, each with Stat per column)
+    read_json(path, arg) -> dict; run_complete(run_dir) -> bool | None
+    norm_param(value) -> a parameter value normalised for matching
+    CompareError -> a bad argument or unreadable result file, one line naming the argument
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.statistics import mean_ci
+from bench.results.values import fmt_label, is_missing
+
+__all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_json", "run_complete",
+           "norm_param"]
+
+#: Run parameters carried as columns of cells.csv.
+PARAM_COLUMNS = ("policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
+                 "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
+NUMERIC_COLUMNS = (
+    "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
+    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
+    "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
+    "plan_workers_generic", "plan_workers_custom", "plan_workers_buffers", "plan_workers_ms",
+    "plan_custom_buffers", "plan_custom_ms", "plan_generic_buffers", "plan_generic_ms",
+    "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
+    "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
+    "harness_cpu_max_pct",
+)
+BOOL_COLUMNS = ("suspect", "invariants_ok", "saturated")
+_EMPTY_COLUMNS = ["cell_id", "rep", "run_id", "run_dir", "status"]
+
+
+class CompareError(ValueError):
+    """A comparison argument is not usable; the one-line message names the argument."""
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean and 95 % confidence interval (Student's t, ``capacity.mean_ci``) of ``n`` values.
+
+    All NaN with ``n = 0`` when there are no values; ``low``/``high`` are NaN when ``n = 1``.
+    """
+
+    mean: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    n: int = 0
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Stat":
+        """From raw values (missing ones dropped). Every quantity here is a count, rate, time or
+        size, never negative: when all values are >= 0 the interval's lower bound is clipped at 0."""
+        v = np.asarray([x for x in values if not is_missing(x)], dtype=float)
+        if v.size == 0:
+            return cls()
+        mean, low, high = mean_ci(v)
+        if not is_missing(low) and low < 0 <= v.min():
+            low = 0.0
+        return cls(mean, low, high, int(v.size))
+
+
+@dataclass
+class Cell:
+    """One sweep cell: its parameters and its runs (rows of cells.csv, sorted by ``rep``).
+
+    ``label`` names the cell by the sweep's varying axes ("index partial, history 1,000,000");
+    ``flags`` says why it is not trustworthy (empty when it is).
+    """
+
+    cell_id: str
+    params: dict
+    runs: pd.DataFrame
+    expected_reps: int
+    label: str = ""
+    flags: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> pd.DataFrame:
+        """Runs that finished (status "done"): the ones every mean is taken over."""
+        return self.runs[self.runs["done"]]
+
+    def stat(self, column: str) -> Stat:
+        """Mean and 95 % CI of ``column`` over the cell's finished runs."""
+        if column not in self.runs:
+            return Stat()
+        return Stat.of(self.done[column].tolist())
+
+    @property
+    def qualifies(self) -> bool:
+        """Every run finished, is complete, not suspect, not saturated, and its invariants are ok."""
+        return len(self.runs) > 0 and bool(self.runs["trusted"].all())
+
+    @property
+    def bad(self) -> bool:
+        """Some run failed, is incomplete or suspect, or broke (or did not check) its invariants."""
+        return bool(self.flags)
+
+
+@dataclass
+class SweepResults:
+    """A sweep directory read from its files (see the sweep file contract).
+
+    ``meta`` is sweep.json; ``runs`` every row of cells.csv (with the columns
+    :func:`load_sweep` adds); ``cells`` in sweep.json's order, then cells found only in
+    cells.csv; ``varying`` the axes whose value differs between cells.
+    Not :class:`bench.sweep.driver.Sweep`, which plans and runs a sweep.
+    """
+
+    path: Path
+    meta: dict
+    runs: pd.DataFrame
+    cells: list[Cell]
+    varying: list[str]
+
+    def value(self, cell: Cell, key: str) -> Any:
+        """A run parameter of ``cell``: its params, else the cells.csv column, else the sweep's base."""
+        if key in cell.params:
+            return cell.params[key]
+        if key in cell.runs and len(cell.runs):
+            present = [v for v in cell.runs[key].tolist() if not is_missing(v) and v != ""]
+            if present:
+                return norm_param(present[0])
+        return (self.meta.get("base") or {}).get(key)
+
+
+def norm_param(v: Any) -> Any:
+    """A parameter value normalised for matching: numbers as int/float, text stripped."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        return int(v) if float(v).is_integer() else float(v)
+    if isinstance(v, str):
+        text = v.strip()
+        try:
+            f = float(text)
+        except ValueError:
+            return text
+        return int(f) if f.is_integer() else f
+    return v
+
+
+def read_json(path: Path, arg: str) -> dict:
+    """The JSON object in ``path``; CompareError naming ``arg`` when it is unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CompareError(f"{arg}: {path} is not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CompareError(f"{arg}: {path} does not hold a JSON object")
+    return data
+
+
+def run_complete(run_dir: Path) -> bool | None:
+    """``complete`` from the run's summary.json; None when the file is absent, unreadable or says neither."""
+    path = run_dir / "summary.json"
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("complete")
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
+
+
+#: Sweep axes named differently in the run config (``[matrix] duration`` is ``duration_s``).
+AXIS_FIELD = {"duration": "duration_s", "warmup": "warmup_s"}
+
+
+def axis_fields(meta: dict) -> set[str]:
+    """The run-config field names a sweep varies (its axes; ``duration`` is ``duration_s`` there)."""
+    return {AXIS_FIELD.get(a, a) for a in (meta.get("axes") or {})}
+
+
+def _to_bool(v: Any) -> bool | None:
+    text = str(v).strip().lower()
+    if text in ("true", "1", "yes", "t"):
+        return True
+    if text in ("false", "0", "no", "f"):
+        return False
+    return None
+
+
+def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
+    """Read a sweep directory: ``sweep.json``, ``cells.csv`` (may be absent while the sweep
+    starts) and each run's ``summary.json`` (for ``complete``).
+
+    Each run row gains ``done`` (status "done"), ``complete`` (bool or None), ``suspect``
+    and ``invariants_ok`` (bool or None), ``trusted`` (all four good) and ``report_href``
+    (the run's report.html relative to the sweep directory, or None when absent); the
+    numeric columns are floats (NaN where empty).
+    Raises CompareError (naming ``arg``) when sweep.json is missing or unreadable or
+    cells.csv does not parse.
+    """
+    sweep_dir = Path(sweep_dir)
+    if not (sweep_dir / "sweep.json").is_file():
+        raise CompareError(f"{arg}: {sweep_dir} is not a sweep directory (no sweep.json)")
+    meta = read_json(sweep_dir / "sweep.json", arg)
+    csv_path = sweep_dir / "cells.csv"
+    runs = pd.DataFrame(columns=_EMPTY_COLUMNS)
+    if csv_path.is_file():
+        try:
+            runs = pd.read_csv(csv_path, dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+            raise CompareError(f"{arg}: cells.csv in {sweep_dir} is unreadable ({exc})") from None
+        except pd.errors.EmptyDataError:
+            pass
+    for col in ("cell_id", "run_id", "run_dir", "status"):
+        if col not in runs:
+            runs[col] = ""
+    for col in NUMERIC_COLUMNS:
+        runs[col] = pd.to_numeric(runs[col], errors="coerce") if col in runs else math.nan
+    for col in BOOL_COLUMNS:
+        runs[col] = runs[col].map(_to_bool) if col in runs else None
+    runs["run_dir"] = [d if d else (f"runs/{r}" if r else "") for d, r in zip(runs["run_dir"], runs["run_id"])]
+    runs["done"] = runs["status"].str.strip().str.lower().eq("done")
+    runs["complete"] = [(run_complete(sweep_dir / d) if d else None) for d in runs["run_dir"]]
+    # A saturated run (open-loop arrivals outpacing the workers) measured a queue falling behind:
+    # its throughput is what the workers managed, not a rate the design sustains.
+    runs["trusted"] = [bool(done and c is True and s is False and i is True and sat is not True)
+                       for done, c, s, i, sat in zip(runs["done"], runs["complete"], runs["suspect"],
+                                                     runs["invariants_ok"], runs["saturated"])]
+    runs["report_href"] = [f"{d}/report.html" if d and (sweep_dir / d / "report.html").is_file() else None
+                           for d in runs["run_dir"]]
+
+    reps = int(meta.get("repetitions") or 1)
+    declared = [(str(c.get("cell_id")), dict(c.get("params") or {})) for c in meta.get("cells") or []]
+    known = {cid for cid, _ in declared}
+    for cid in dict.fromkeys(runs["cell_id"]):  # rows of cells the sweep.json does not list
+        if cid not in known:
+            first = runs[runs["cell_id"] == cid].iloc[0]
+            axes = list((meta.get("axes") or {}).keys()) or [c for c in PARAM_COLUMNS if c in runs]
+            declared.append((cid, {a: norm_param(first[a]) for a in axes if a in first and first[a] != ""}))
+    cells = [Cell(cid, {k: norm_param(v) for k, v in params.items()},
+                  runs[runs["cell_id"] == cid].sort_values("rep").reset_index(drop=True), reps)
+             for cid, params in declared]
+
+    axes = meta.get("axes") or {}
+    names = list(axes) or sorted({k for c in cells for k in c.params})
+    varying = [a for a in names if len({norm_param(c.params.get(a)) for c in cells if a in c.params}) > 1]
+    for cell in cells:
+        cell.label = ", ".join(f"{a} {fmt_label(cell.params[a])}" for a in varying if a in cell.params) or cell.cell_id
+        cell.flags = _cell_flags(cell)
+    return SweepResults(sweep_dir, meta, runs, cells, varying)
+
+
+def _cell_flags(cell: Cell) -> list[str]:
+    """Why a cell is not trustworthy (red in every table): failed, incomplete, suspect, invariants, saturated."""
+    runs = cell.runs
+    flags = []
+    n_failed = int((~runs["done"]).sum())
+    if n_failed:
+        flags.append(f"{n_failed} failed run{'s' if n_failed > 1 else ''}")
+    n_incomplete = int(sum(1 for d, c in zip(runs["done"], runs["complete"]) if d and c is not True))
+    if n_incomplete:
+        flags.append(f"{n_incomplete} run{'s' if n_incomplete > 1 else ''} not complete")
+    n_suspect = int(sum(1 for s in runs["suspect"] if s is True))
+    if n_suspect:
+        flags.append(f"{n_suspect} suspect run{'s' if n_suspect > 1 else ''}")
+    n_inv = int(sum(1 for i in runs["invariants_ok"] if i is not True and i is not None)) + int(
+        sum(1 for d, i in zip(runs["done"], runs["invariants_ok"]) if d and i is None))
+    if n_inv:
+        flags.append(f"invariants not ok in {n_inv} run{'s' if n_inv > 1 else ''}")
+    n_saturated = int(sum(1 for s in runs["saturated"] if s is True))
+    if n_saturated:
+        flags.append(f"{n_saturated} saturated run{'s' if n_saturated > 1 else ''} (arrivals outpaced the workers)")
+    return flags

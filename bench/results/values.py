@@ -1,0 +1,37 @@
+"""Cell values as the results model holds them: what counts as missing, numbers, and parameter labels.
+
+Used by :mod:`bench.results.sweep` (cell labels) and by the report pages. Pure functions of
+their arguments; no third-party imports.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def is_missing(v: Any) -> bool:
+    """True for None and for anything that converts to float NaN; False for any other value (text too)."""
+    if v is None:
+        return True
+    try:
+        return math.isnan(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def as_float(v: Any) -> float:
+    """``float(v)``, or NaN when ``v`` does not convert."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def fmt_label(v: Any) -> str:
+    """A parameter value for labels: 1000000 -> '1,000,000', 2.5 -> '2.5', 'skip_locked' as is."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, (int, float)):
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:,g}"
+    return str(v)

@@ -1,0 +1,233 @@
+"""``summary.json`` of one run: the figures over the measured window, the invariants, and whether
+the run is trustworthy (``suspect`` and its reasons), from what the run measured and audited."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from bench.analysis.queue_verdict import saturation as _saturation
+from bench.config.run_config import RunConfig
+from bench.engines.postgres import plans
+from bench.measure import metrics, seconds
+from bench.measure.rss import RSS_REPORTED_MIN
+from bench.workload import jobs
+
+
+#: Above this harness CPU (% of one core) the load generator may be the bottleneck.
+SUSPECT_CPU_PCT = 90.0
+
+
+#: Above this event-loop lag p99 (µs) over the measured window the load generator is saturated
+#: and the run suspect. It is the probe's own period: a p99 above it means that in 1 % of ticks
+#: the loop woke more than a whole period late (a 10 ms timer firing after 20 ms), so the process
+#: is not keeping its own schedule. Every latency it measures ends when its greenlet runs again,
+#: and each worker cycle waits for at least three wake-ups (claim reply, the work's timer,
+#: completion reply): a lag of this size adds tens of ms to cycles that at the calibration
+#: load (README "Calibration": pgbench 3,305 claim+complete transactions/s at 50 clients)
+#: last 50 / 3,305 s = 15 ms, so the generator, not the database, sets the pace. A starved generator
+#: reads low on CPU (it waits for a core), so the CPU rule alone misses it. Measured figures
+#: behind the choice are in the README ("Event-loop lag").
+SUSPECT_LOOP_LAG_P99_US = 10_000
+
+
+def percentile(values: list[float], pct: float) -> float | None:
+    """The ``pct`` percentile of ``values`` (nearest rank), None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, math.ceil(pct / 100 * len(ordered)) - 1)  # nearest-rank
+    return ordered[rank]
+
+
+def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_per_claim, audit_result, final_sample,
+              monitor_failures, run_info) -> dict:
+    """Build ``summary.json`` (docs/design.md keys plus ``suspect``, ``backlog_exhausted`` and details)."""
+    measured_s = measured.seconds
+    counters = Counter(measured.counters)
+    errors = Counter(measured.errors)
+    claim = metrics.merge(measured, "claim_latency_us")
+    complete_h = metrics.merge(measured, "complete_latency_us")
+    pickup = metrics.merge(measured, "pickup_latency_us")
+    ages = [r["oldest_eligible_age_s"] for r in rows if r.get("oldest_eligible_age_s") is not None]
+    costs = [r["monitor_query_us"] for r in rows if r.get("monitor_query_us") is not None]
+    cpu_max = max((r["harness_cpu_pct"] for r in rows), default=0.0)
+    # No eligible row at some sample (a count of 0, or no oldest eligible row at all).
+    depth_zero = any(r.get("queue_depth") == 0 or r.get("oldest_eligible_age_s") == 0 for r in rows) or (
+        final_sample["queue_depth"] == 0)
+    # Without producers an empty queue means the seeded backlog ran out; with them it means keeping up.
+    backlog_exhausted = depth_zero and cfg.rate == 0
+    saturation = _saturation(cfg.rate, rows, counters, measured_s)
+    growth = plans.claim_growth(rows)
+    reasons = []
+    if cpu_max > SUSPECT_CPU_PCT:
+        reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
+                       "the harness may be the bottleneck")
+    # The last row of an interrupted run is a partial second the monitor never reached.
+    whole = rows if complete else rows[:-1]
+    missed = sum(1 for r in whole if r.get("lock_waiters") is None)
+    if missed:
+        reasons.append(f"the monitor missed {missed} of {len(whole)} samples")
+    # The work per job as measured around each job's sleep (a 1 ms sleep can take several ms on a
+    # busy event loop); what the configuration asked for only when no job ran in the window.
+    work_h = metrics.merge(measured, "work_duration_us")
+    work_s = metrics.mean_value(work_h) / 1e6 if work_h.get_total_count() else jobs.expected_work_s(cfg)
+    loop_lag = metrics.merge(measured, "loop_lag_us")
+    if loop_lag.get_total_count() and seconds.p99_of(loop_lag) > SUSPECT_LOOP_LAG_P99_US:
+        claim_p99_us = seconds.p99_of(claim) if claim.get_total_count() else None
+        reasons.append(f"event-loop lag p99 {seconds.p99_of(loop_lag) / 1000:,.2f} ms "
+                       f"(> {SUSPECT_LOOP_LAG_P99_US / 1000:g} ms): the load generator waited for a core, so it "
+                       "may set the pace instead of the database, and each latency it measured (claim p99 "
+                       f"{seconds.fmt_ms(claim_p99_us)}) may include that much of its own delay")
+    claim_mean_s = (metrics.mean_value(claim) / 1e6) if claim.get_total_count() else 0.0
+    cycle_s = claim_mean_s + work_s * cfg.batch + ((metrics.mean_value(complete_h) / 1e6) if complete_h.get_total_count() else 0.0)
+    if measured_s and cycle_s * 5 > measured_s:
+        reasons.append(f"one worker cycle (claim + work + completion) takes about {cycle_s:,.2f} s, so the "
+                       f"{measured_s:,.1f} s window holds fewer than 5 per worker: throughput is quantised; "
+                       "use a longer DURATION")
+    if work_s * cfg.batch > cfg.lease_s:
+        reasons.append(f"the work per claim (about {work_s * cfg.batch:,.2f} s) outlasts the lease "
+                       f"({cfg.lease_s:g} s): completions arrive after the lease expired"
+                       + ("" if cfg.reaper_interval_s > 0 else ", and with no reaper nothing takes the jobs back"))
+    if run_info.get("database_lost"):
+        reasons.append(f"the database went away during the run ({run_info['database_lost']}); "
+                       "the end-of-run audit could not run, so the invariants are unknown")
+    notes = monitor_notes(rows, monitor_failures, run_info["monitor_table_cost_s"],
+                           run_info["monitor_table_query_in_flight_s"])
+    if backlog_exhausted:
+        reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
+    if measured_s and counters["jobs_completed"] == 0:
+        reasons.append("no job was completed in the measured window: there is no throughput or latency "
+                       "to report (a claim may take longer than the window: use a longer DURATION)")
+    summary = {
+        "run_id": run_id,
+        "complete": complete,
+        "config": cfg.public(),
+        "measured_s": round(measured_s, 3),
+        "measured_start": run_info["measured_start"],
+        "measured_end": run_info["measured_end"],
+        "throughput_jobs_per_s": round(counters["jobs_completed"] / measured_s, 2) if measured_s else None,
+        "claims_per_s": round(counters["claims"] / measured_s, 2) if measured_s else None,
+        "jobs_claimed": counters["jobs_claimed"],
+        "jobs_completed": counters["jobs_completed"],
+        "empty_claims": counters["empty_claims"],
+        "max_rows_per_claim": max_rows_per_claim,
+        "claim_latency_us": metrics.latency_summary(claim),
+        "complete_latency_us": metrics.latency_summary(complete_h),
+        "pickup_latency_ms": metrics.latency_summary(pickup, scale=1000.0),
+        "oldest_eligible_age_s": {
+            "max": max(ages) if ages else None,
+            "p95": percentile(ages, 95),
+            "final": ages[-1] if ages else None,  # the last sample inside the measured window
+        },
+        "errors": dict(errors),
+        "invariants": audit_result["invariants"],
+        "harness_cpu_max_pct": cpu_max,
+        "suspect": bool(reasons),
+        "suspect_reasons": reasons,
+        "backlog_exhausted": bool(backlog_exhausted),
+        "stale_completions": counters["stale_completions"],
+        "retries": counters["retries"],
+        "dead_lettered": counters["dead_lettered"] + counters["reaper_dead_lettered"],
+        "lease_expiries": counters["lease_expiries"],
+        "redeliveries": audit_result["redeliveries"],
+        "offered_rate_jobs_per_s": cfg.rate or None,
+        "jobs_produced": counters["jobs_produced"],
+        "producer_lag_ms": metrics.latency_summary(metrics.merge(measured, "producer_lag_us"), scale=1000.0),
+        **saturation,
+        "nowait_retries": counters["nowait_retries"],
+        "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,
+                             "max": max(costs) if costs else None},
+        "monitor_failures": monitor_failures,
+        "monitor_notes": notes,
+        "database_lost": run_info.get("database_lost"),
+        "faults": [dict(f.__dict__) for f in cfg.faults],
+        "faults_not_opened": run_info["faults_not_opened"],
+        "crashed_claims": counters["crashed_claims"],
+        "crashed_jobs": counters["crashed_jobs"],
+        "late_completions": counters["late_completions"],
+        "backend_kills": counters["backend_kills"],
+        "status_counts": audit_result["status_counts"],
+        "batch_wait_us": metrics.latency_summary(metrics.merge(measured, "batch_wait_us")),
+        "work_duration_us": metrics.latency_summary(work_h),
+        "work_expected_ms": round(jobs.expected_work_s(cfg) * 1000.0, 3),
+        "loop_lag_us": metrics.latency_summary(loop_lag),
+        "loop_lag_limit_us": SUSPECT_LOOP_LAG_P99_US,
+        "nowait_backoff_us": metrics.latency_summary(metrics.merge(measured, "nowait_backoff_us")),
+        "monitor_errors": run_info.get("monitor_errors", {}),
+        "archived_jobs": counters["archived_jobs"],
+        "plans": run_info["claim_plans"],
+        "claim_growth": growth,
+        "plan_warnings": plans.plan_warnings(run_info["claim_plans"]["workers"], growth),
+        "autovacuum": run_info["autovacuum"],
+        "pg_stat_statements": run_info["pg_stat_statements"],
+        "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
+        "audit": audit_result["details"],
+        "harness_rss_mb": run_info["harness_rss_mb"],
+    }
+    return summary
+
+
+def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
+    """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
+    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt."""
+    enabled = cfg.autovacuum == "on" and before["server_autovacuum"]
+    if after is None:
+        return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
+                "autovacuum_runs": None, "autoanalyze_runs": None}
+    return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
+            "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
+            "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
+            "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
+
+
+def plans_summary(captured: dict | None) -> dict | None:
+    """The plans without their text, for summary.json."""
+    if captured is None:
+        return None
+    return {"auto": captured["auto"],
+            **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
+
+
+def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:
+    """Plain-language notes on how often the monitor's table queries could be afforded, with their cost."""
+    notes = []
+    n = len(rows)
+    for column, kind, what, budget in (("oldest_eligible_age_s", "age", "oldest eligible age", 5),
+                                       ("queue_depth", "counts", "queue depth and running", 2)):
+        taken = sum(1 for r in rows if r.get(column) is not None)
+        spent = costs_s.get(kind) or []
+        if n and taken < n:
+            mean_ms = f"{1000 * sum(spent) / len(spent):,.1f} ms" if spent else "more than the run"
+            notes.append(f"{what} sampled in {taken} of {n} seconds: one sample took {mean_ms} on this "
+                         f"table under this load, and samples are spaced so they take at most {budget} % "
+                         "of the time")
+    if in_flight_s > 1.0:
+        notes.append(f"a monitor table query had been running for {in_flight_s:,.1f} s when the load stopped")
+    if failures:
+        notes.append(f"{failures} monitor statements failed or hit their statement_timeout "
+                     "(5 s for the statistics query, 30 s for a table query)")
+    return notes
+
+
+def final_lines(log, s: dict) -> None:
+    """Log the summary lines a run ends with (throughput, latency, age, errors, RSS, SUSPECT)."""
+    c = s["claim_latency_us"]
+    if not s["measured_s"]:
+        log("nothing was measured: the run stopped during the warm-up")
+        return
+    log(f"throughput {s['throughput_jobs_per_s']} jobs/s over {s['measured_s']} s "
+        f"({s['jobs_completed']:,} jobs completed, {s['claims_per_s']} claims/s, {s['empty_claims']:,} empty claims)")
+    log(f"claim latency p50 {seconds.fmt_ms(c['p50'])}, p95 {seconds.fmt_ms(c['p95'])}, p99 {seconds.fmt_ms(c['p99'])}, max {seconds.fmt_ms(c['max'])}")
+    age_max = s["oldest_eligible_age_s"]["max"]
+    log(f"oldest eligible age max {'not sampled' if age_max is None else f'{age_max:.3f} s'}; "
+        f"errors {s['errors'] or 'none'}; "
+        f"invariants {s['invariants']}")
+    if s.get("saturation_verdict"):
+        log(f"queue: {s['saturation_verdict']}")
+    rss = s["harness_rss_mb"]
+    at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
+    growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"
+    log(f"harness RSS {(at + ', ') if at else ''}{rss['end']:,.1f} MB at the end, peak {rss['max']:,.1f} MB{growth}")
+    if s["suspect"]:
+        log("SUSPECT: " + "; ".join(s["suspect_reasons"]))

@@ -1,0 +1,1 @@
+"""``bench.sweep``: one layer of queue-bench (see docs/architecture.md)."""

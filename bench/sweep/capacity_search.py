@@ -1,0 +1,164 @@
+"""The capacity search: the highest arrival rate one design sustains.
+
+For a fixed design (policy, workers, batch, index, layout, history, job
+duration), open-loop producers offer a constant arrival rate for one run per
+step. A step *keeps up* when the oldest eligible age stays flat over the
+measured window (its least-squares slope is at most :data:`FLAT_SLOPE_S_PER_S`
+seconds per second and its last sample at most :data:`FLAT_AGE_S`), the workers
+complete at least :data:`COMPLETED_SHARE` of what arrived, the producers really
+offered the rate (at least :data:`OFFERED_SHARE` of it), and the run is not
+suspect. The search doubles the rate from ``start_rate`` until a step falls
+behind (the step ramp), then bisects between the last rate that kept up and the
+first that did not until they are within :data:`RESOLUTION` of each other.
+The answer is the highest rate that kept up, with the claim p99 measured at it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Callable
+
+from bench.config.run_config import RunConfig
+from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
+
+class SearchStopped(Exception):
+    """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        super().__init__(f"capacity search stopped: step {run_dir} did not complete")
+
+
+#: A step keeps up by the same thresholds as a run's "does the queue keep up?" verdict.
+FLAT_SLOPE_S_PER_S = SATURATION_SLOW_SLOPE
+FLAT_AGE_S = SATURATION_AGE_S
+COMPLETED_SHARE = SATURATION_COMPLETED_SHARE
+OFFERED_SHARE = 0.95
+RESOLUTION = 0.10
+MAX_STEPS = 14
+
+
+def step_verdict(summary: dict) -> tuple[bool, str]:
+    """(kept up?, why) for one step's ``summary.json``."""
+    rate = summary["offered_rate_jobs_per_s"] or 0.0
+    measured_s = summary["measured_s"] or 0.0
+    produced_s = summary["jobs_produced"] / measured_s if measured_s else 0.0
+    completed_s = summary["throughput_jobs_per_s"] or 0.0
+    slope = summary.get("oldest_age_slope_s_per_s")
+    final_age = summary["oldest_eligible_age_s"]["final"]
+    if produced_s < OFFERED_SHARE * rate:
+        return False, (f"the producers offered only {produced_s:,.1f} of {rate:,.1f} jobs/s: "
+                       "the load generator, not the queue, is the limit here")
+    if summary["suspect"]:
+        return False, "suspect run: " + "; ".join(summary["suspect_reasons"])
+    if summary.get("saturated"):
+        return False, summary["saturation_verdict"]
+    if slope is None or final_age is None:
+        return False, "oldest eligible age was not sampled"
+    if slope > FLAT_SLOPE_S_PER_S or final_age > FLAT_AGE_S:
+        return False, f"oldest eligible age grows {slope:+.3f} s per s, {final_age:.2f} s at the end"
+    if completed_s < COMPLETED_SHARE * produced_s:
+        return False, f"completed {completed_s:,.1f} of {produced_s:,.1f} jobs/s arrived"
+    return True, f"keeps up: age slope {slope:+.3f} s per s, {completed_s:,.1f} jobs/s completed"
+
+
+def describe_design(cfg: RunConfig) -> str:
+    """A short name of the design: e.g. ``skip_locked, batch 1, index partial, layout same,
+    1,000,000 history rows, 5 ms jobs, prepared claim with PLAN_CACHE=auto``."""
+    sent = "unprepared claim (PREPARED=0)" if not cfg.prepared else f"prepared claim with PLAN_CACHE={cfg.plan_cache}"
+    return (f"{cfg.policy}, batch {cfg.batch}, index {cfg.index}, layout {cfg.layout}, "
+            f"{cfg.history:,} history rows, {cfg.work_ms:g} ms jobs, {sent}")
+
+
+def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: float,
+           out_dir: Path, log: Callable[[str], None] = print) -> dict:
+    """Search the sustainable arrival rate for ``base``; writes and returns ``capacity.json``.
+
+    ``run_step(cfg)`` runs one step and returns its run directory. Each step uses
+    ``base`` with ``rate`` set and no seeded backlog. Returns the capacity dict:
+    ``{"design", "steps": [...], "sustainable_rate_jobs_per_s", "claim_p99_us_at_rate",
+    "workers", "sentence"}`` (rate None when even ``start_rate`` falls behind).
+    Raises :class:`SearchStopped` when a step is interrupted (KeyboardInterrupt when
+    interrupted outside a step's load); ``capacity.json`` then holds the steps
+    measured so far with ``"complete": false``.
+    """
+    steps: list[dict] = []
+
+    def measure(rate: float) -> bool:
+        cfg = dataclasses.replace(base, rate=round(rate, 1), backlog=0)
+        run_dir = run_step(cfg)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if not summary["complete"]:
+            raise SearchStopped(run_dir)
+        ok, why = step_verdict(summary)
+        steps.append({"rate_jobs_per_s": cfg.rate, "run_dir": str(run_dir), "kept_up": ok, "why": why,
+                      "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
+                      "saturated": summary.get("saturated"),
+                      "throughput_jobs_per_s": summary["throughput_jobs_per_s"],
+                      "claim_p99_us": summary["claim_latency_us"]["p99"],
+                      "pickup_p99_ms": summary["pickup_latency_ms"]["p99"],
+                      "workers_plan": ((summary.get("plans") or {}).get("workers") or {}).get("plan"),
+                      "workers_plan_scan": ((summary.get("plans") or {}).get("workers") or {}).get("scan")})
+        log(f"step {len(steps)}: {cfg.rate:,.1f} jobs/s offered -> {'KEEPS UP' if ok else 'FALLS BEHIND'} ({why})")
+        return ok
+
+    good, bad = None, None
+    rate = start_rate
+    try:
+        while len(steps) < MAX_STEPS:  # the step ramp
+            if measure(rate):
+                good = rate
+                rate *= 2
+            else:
+                bad = rate
+                break
+        while good is not None and bad is not None and bad / good > 1 + RESOLUTION and len(steps) < MAX_STEPS:
+            middle = (good + bad) / 2  # bisection
+            if measure(middle):
+                good = middle
+            else:
+                bad = middle
+    except (SearchStopped, KeyboardInterrupt):
+        _write(base, steps, bad, start_rate, out_dir, complete=False)  # keep the steps measured so far
+        raise
+    return _write(base, steps, bad, start_rate, out_dir, complete=True)
+
+
+def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: float, out_dir: Path,
+           complete: bool) -> dict:
+    """Build the capacity dict from the steps, write ``capacity.json``, return it."""
+    best = max((s for s in steps if s["kept_up"]), key=lambda s: s["rate_jobs_per_s"], default=None)
+    if not steps:
+        sentence = f"With design {describe_design(base)}, no step was measured."
+    elif best is None:
+        sentence = (f"With design {describe_design(base)}, the first step ({start_rate:,.0f} jobs/s, "
+                    f"{base.workers} workers) did not keep up ({steps[0]['why']}); lower RATE_START.")
+    else:
+        plan = best.get("workers_plan")
+        ran = ("their claim unprepared" if plan == "unprepared" else
+               f"the {plan} plan of their prepared claim" if plan else "a claim plan that was not read")
+        sentence = (f"With design {describe_design(base)}, this database sustains about "
+                    f"{best['rate_jobs_per_s']:,.0f} jobs/s at p99 claim "
+                    f"{(best['claim_p99_us'] or 0) / 1000:,.2f} ms using {base.workers} workers, which ran {ran}"
+                    + (f"; the next step, {bad:,.0f} jobs/s, fell behind." if bad else
+                       "; the search stopped before any step fell behind."))
+    result = {
+        "design": {k: getattr(base, k) for k in ("policy", "workers", "batch", "index", "layout", "history", "work_ms",
+                                                 "plan_cache", "prepared")},
+        "criteria": {"flat_slope_s_per_s": FLAT_SLOPE_S_PER_S, "flat_age_s": FLAT_AGE_S,
+                     "completed_share": COMPLETED_SHARE, "offered_share": OFFERED_SHARE, "resolution": RESOLUTION},
+        "steps": steps,
+        "sustainable_rate_jobs_per_s": best["rate_jobs_per_s"] if best else None,
+        "claim_p99_us_at_rate": best["claim_p99_us"] if best else None,
+        "first_rate_behind_jobs_per_s": bad,
+        "workers": base.workers,
+        "sentence": sentence if complete else "Search interrupted. " + sentence,
+        "complete": complete,
+        "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "capacity.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result

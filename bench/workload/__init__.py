@@ -1,0 +1,1 @@
+"""``bench.workload``: one layer of queue-bench (see docs/architecture.md)."""
