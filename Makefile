@@ -5,6 +5,9 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
+# A yes/no variable (ALLOW_REMOTE, FRESH, DRY_RUN): 1 = yes; 0 or unset = no; anything else stops make.
+flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; allowed: 1 or 0),$(filter 1,$($(1))))
+
 # Run parameters (same names as `qbench run` options). Empty = workload file value.
 WORKLOAD ?= default
 POLICY   ?=
@@ -65,7 +68,7 @@ RUN_PARAMS = \
 	$(if $(PLAN_CACHE),--plan-cache='$(PLAN_CACHE)') $(if $(PREPARED),--prepared='$(PREPARED)') \
 	$(if $(AUTOVACUUM),--autovacuum='$(AUTOVACUUM)') \
 	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
-	$(if $(ALLOW_REMOTE),--allow-remote)
+	$(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 .PHONY: bench test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
 
@@ -107,7 +110,7 @@ CAL_WARMUP ?= 5s
 CAL_PAIRS ?= 3
 calibrate: $(STAMP)
 	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
-		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') $(if $(ALLOW_REMOTE),--allow-remote)
+		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
 # Run parameters given here apply to every cell (DURATION=10s ...). Running the same
@@ -115,7 +118,7 @@ calibrate: $(STAMP)
 SWEEP ?=
 REPETITIONS ?=
 FRESH ?=
-SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(FRESH),--fresh)
+SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(call flag,FRESH),--fresh)
 sweep: $(STAMP)
 	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
 	$(BIN)/qbench sweep '$(SWEEP)' $(SWEEP_ARGS)
@@ -147,4 +150,4 @@ clean:
 
 # Drop every schema queue-bench created in DSN's database (run schemas, sweeps' saved states), and only those.
 clean-db: $(STAMP)
-	$(BIN)/qbench clean $(if $(DSN),--dsn='$(DSN)') $(if $(DRY_RUN),--dry-run)
+	$(BIN)/qbench clean $(if $(DSN),--dsn='$(DSN)') $(if $(call flag,DRY_RUN),--dry-run)

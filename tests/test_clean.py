@@ -68,3 +68,44 @@ def test_clean_without_a_dsn_is_refused_in_one_line(monkeypatch):
 def test_version():
     result = qbench("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"qbench {__version__}"
+
+
+def test_objects_outside_the_schema_that_depend_on_it_are_never_dropped(dsn, tmp_path):
+    """DROP SCHEMA … CASCADE would drop a user's view, function and foreign key that point into the
+    tool's schema: clean leaves such a schema alone, and a run refuses to re-create it (exit 2)."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    try:
+        for name in ("cl_user", "cl_dep"):
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        conn.execute("CREATE SCHEMA cl_dep")
+        conn.execute(f"COMMENT ON SCHEMA cl_dep IS '{SCHEMA_MARK}'")
+        conn.execute("CREATE TABLE cl_dep.jobs (id bigint PRIMARY KEY)")
+        conn.execute("CREATE VIEW cl_dep.mine_inside AS SELECT * FROM cl_dep.jobs")  # inside: not a dependent
+        conn.execute("CREATE SCHEMA cl_user")
+        conn.execute("CREATE VIEW cl_user.jobs_view AS SELECT * FROM cl_dep.jobs")
+        conn.execute("CREATE FUNCTION cl_user.f(cl_dep.jobs) RETURNS int LANGUAGE sql AS 'SELECT 1'")
+        conn.execute("CREATE TABLE cl_user.refs (job_id bigint REFERENCES cl_dep.jobs (id))")
+
+        done = qbench("clean", "--dsn", dsn)
+        assert done.returncode == 0, done.stderr
+        line = next(l for l in done.stdout.splitlines() if "schema cl_dep" in l)
+        assert line.startswith("left (objects outside it depend on it: ")
+        for what in ("view cl_user.jobs_view", "function cl_user.f(cl_dep.jobs)", "refs_job_id_fkey on cl_user.refs"):
+            assert what in line, line
+        assert "mine_inside" not in line
+
+        results = tmp_path / "results"
+        run = qbench("run", "--dsn", dsn, "--schema", "cl_dep", "--workers", "1", "--duration", "1s",
+                     "--warmup", "0s", "--results", str(results))
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert run.stderr.startswith("qbench: SCHEMA: objects outside schema 'cl_dep' depend on it")
+        assert not results.exists() or not any(results.iterdir())
+        kept = conn.execute("""SELECT (SELECT count(*) FROM pg_views WHERE schemaname = 'cl_user'),
+                                      (SELECT count(*) FROM pg_proc WHERE proname = 'f'
+                                         AND pronamespace = 'cl_user'::regnamespace),
+                                      (SELECT count(*) FROM pg_constraint WHERE conname = 'refs_job_id_fkey')""").fetchone()
+        assert kept == (1, 1, 1)
+    finally:
+        for name in ("cl_user", "cl_dep"):
+            conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        conn.close()

@@ -272,12 +272,18 @@ def _clean(args: argparse.Namespace) -> int:
     verb = "would drop" if args.dry_run else "dropped"
     for schema in found:
         what = (f"{schema.tables} tables, about {schema.rows_estimate:,} rows, "
-                f"{schema.size_bytes / 2**20:,.1f} MB")
-        print(f"{'left (a run is using it)' if schema.in_use else verb} schema {schema.name}: {what}")
-    dropped = [s for s in found if not s.in_use]
+                f"{schema.size_bytes / 2**20:,.1f} MiB")
+        if schema.in_use:
+            print(f"left (a run is using it) schema {schema.name}: {what}")
+        elif schema.dependents:
+            print(f"left (objects outside it depend on it: {'; '.join(schema.dependents)}) "
+                  f"schema {schema.name}: {what}")
+        else:
+            print(f"{verb} schema {schema.name}: {what}")
+    dropped = [s for s in found if not s.in_use and not s.dependents]
     print(f"{verb} {len(dropped)} schema{'' if len(dropped) == 1 else 's'}, "
-          f"{sum(s.size_bytes for s in dropped) / 2**20:,.1f} MB"
-          + (f"; {len(found) - len(dropped)} in use left alone" if len(dropped) < len(found) else "")
+          f"{sum(s.size_bytes for s in dropped) / 2**20:,.1f} MiB"
+          + (f"; {len(found) - len(dropped)} left alone" if len(dropped) < len(found) else "")
           if found else "no queue-bench schema in this database")
     return 0
 

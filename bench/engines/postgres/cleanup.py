@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import psycopg
-from psycopg import sql
 
 from bench.engines.postgres import db
 
@@ -26,6 +25,8 @@ class ToolSchema:
     rows_estimate: int
     size_bytes: int
     in_use: bool = False
+    #: objects outside the schema that depend on it (a schema with any is left alone)
+    dependents: tuple = ()
 
 
 _LIST = """
@@ -47,7 +48,8 @@ def tool_schemas(conn: psycopg.Connection) -> list[ToolSchema]:
 def clean(conn: psycopg.Connection, *, dry_run: bool = False) -> list[ToolSchema]:
     """Drop every schema :func:`tool_schemas` finds, except those a running queue-bench holds.
 
-    Returns them all, ``in_use`` set on those left alone. With ``dry_run`` nothing is dropped.
+    Returns them all, ``in_use`` set on those a run holds and ``dependents`` on those that objects
+    outside them depend on (both left alone: ``DROP SCHEMA … CASCADE`` would drop those objects). With ``dry_run`` nothing is dropped.
     Each drop runs under the schema's advisory lock, so a run cannot start on it meanwhile.
     A saved-state schema (``<schema>_state``) is in use while ``<schema>``'s lock is held.
     """
@@ -64,8 +66,10 @@ def clean(conn: psycopg.Connection, *, dry_run: bool = False) -> list[ToolSchema
                     schema.in_use = True
                     break
                 taken.append(owner)
-            if not schema.in_use and not dry_run and db.schema_state(conn, schema.name) == "ours":
-                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema.name)))
+            if not schema.in_use:
+                schema.dependents = tuple(db.outside_dependents(conn, schema.name))
+            if not schema.in_use and not schema.dependents and not dry_run:
+                db.drop_schema(conn, schema.name)
         finally:
             for owner in taken:
                 db.unlock_schema(conn, owner)

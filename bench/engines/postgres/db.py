@@ -149,10 +149,48 @@ def _has_statements(ddl: sql.Composable, conn: psycopg.Connection) -> bool:
     return any(line.strip() and not line.strip().startswith("--") for line in ddl.as_string(conn).splitlines())
 
 
+#: Objects outside a schema that depend on something inside it (``pg_depend``, normal and auto
+#: dependencies): a ``DROP SCHEMA … CASCADE`` would drop them too. Rules are views' (``_RETURN``).
+_OUTSIDE_DEPENDENTS = """
+SELECT DISTINCT CASE WHEN o.type = 'rule' THEN 'view ' || regexp_replace(o.identity, '^.* on ', '')
+                     ELSE o.type || ' ' || o.identity END
+FROM pg_depend d, LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) o
+WHERE d.deptype IN ('n', 'a')
+  AND ((d.refclassid = 'pg_class'::regclass
+        AND d.refobjid IN (SELECT oid FROM pg_class WHERE relnamespace = %(ns)s::regnamespace))
+    OR (d.refclassid = 'pg_type'::regclass
+        AND d.refobjid IN (SELECT oid FROM pg_type WHERE typnamespace = %(ns)s::regnamespace))
+    OR (d.refclassid = 'pg_proc'::regclass
+        AND d.refobjid IN (SELECT oid FROM pg_proc WHERE pronamespace = %(ns)s::regnamespace))
+    OR (d.refclassid = 'pg_namespace'::regclass AND d.refobjid = %(ns)s::regnamespace))
+  AND coalesce(o.schema, '') <> %(name)s
+  -- an object of the schema itself: "<schema>.x", "rule on <schema>.v", "for <schema>.t.col", ...
+  AND o.identity !~ ('(^|\s)' || quote_ident(%(name)s) || '\.')
+ORDER BY 1"""
+
+
+def outside_dependents(conn: psycopg.Connection, schema: str) -> list[str]:
+    """What outside ``schema`` depends on objects inside it (e.g. ``view mine.jobs_view``,
+    ``table constraint refs_fkey on mine.refs``, ``function mine.f(qbench.jobs)``); [] if nothing.
+
+    https://www.postgresql.org/docs/current/catalog-pg-depend.html"""
+    rows = conn.execute(_OUTSIDE_DEPENDENTS, {"ns": sql.Identifier(schema).as_string(conn),
+                                              "name": schema}).fetchall()
+    return [r[0] for r in rows]
+
+
 def drop_schema(conn: psycopg.Connection, schema: str) -> None:
-    """Drop ``schema`` if, and only if, it is the tool's own."""
-    if schema_state(conn, schema) == "ours":
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+    """Drop ``schema`` if, and only if, it is the tool's own.
+
+    Raises ConfigError (``SCHEMA``), dropping nothing, when objects outside it depend on it
+    (:func:`outside_dependents`): ``CASCADE`` would drop a user's view, function or foreign key."""
+    if schema_state(conn, schema) != "ours":
+        return
+    dependents = outside_dependents(conn, schema)
+    if dependents:
+        raise ConfigError("SCHEMA", f"objects outside schema {schema!r} depend on it ({'; '.join(dependents)}); "
+                                    "queue-bench drops only its own schema: remove them, or choose another SCHEMA")
+    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
 
 
 #: Columns of a seeded history row, in the order both seeding paths write them.
