@@ -30,6 +30,7 @@ from bench.load import swarm  # noqa: I001 - first: gevent's monkey-patching mus
 from bench import __version__
 from bench.engines.postgres import audit
 from bench.engines.postgres import captures, db, fault_actions
+from bench.engines.postgres.error_kinds import first_line
 from bench.measure import metrics, seconds
 from bench import run_summary
 from bench.engines.postgres import plans
@@ -295,7 +296,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
         sizes_after = db.table_sizes(admin, cfg.schema)
     except (ConfigError, *db.DATABASE_ERRORS) as err:
         # The database went away during the run: write what was measured, with nothing audited.
-        database_lost = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        database_lost = first_line(err)
         database_lost = database_lost.removeprefix("DSN: ").split("; allowed:")[0]
         log(f"the database went away during the run ({database_lost}): writing what was measured, unaudited")
         complete = False

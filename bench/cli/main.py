@@ -256,36 +256,10 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clean(args: argparse.Namespace) -> int:
-    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
-    if not dsn:
-        raise ConfigError("DSN", "required for clean (the embedded server is thrown away after each run); "
-                                 "allowed: a PostgreSQL DSN, or DATABASE_URL")
-    check_loopback(dsn, args.allow_remote)
-    from bench.engines.postgres import cleanup, db
+def _clean_command(args: argparse.Namespace) -> int:
+    from bench.cli.clean import clean_command
 
-    conn = db.connect(dsn, application_name="queue-bench clean")
-    try:
-        found = cleanup.clean(conn, dry_run=args.dry_run)
-    finally:
-        conn.close()
-    verb = "would drop" if args.dry_run else "dropped"
-    for schema in found:
-        what = (f"{schema.tables} tables, about {schema.rows_estimate:,} rows, "
-                f"{schema.size_bytes / 2**20:,.1f} MiB")
-        if schema.in_use:
-            print(f"left (a run is using it) schema {schema.name}: {what}")
-        elif schema.dependents:
-            print(f"left (objects outside it depend on it: {'; '.join(schema.dependents)}) "
-                  f"schema {schema.name}: {what}")
-        else:
-            print(f"{verb} schema {schema.name}: {what}")
-    dropped = [s for s in found if not s.in_use and not s.dependents]
-    print(f"{verb} {len(dropped)} schema{'' if len(dropped) == 1 else 's'}, "
-          f"{sum(s.size_bytes for s in dropped) / 2**20:,.1f} MiB"
-          + (f"; {len(found) - len(dropped)} left alone" if len(dropped) < len(found) else "")
-          if found else "no queue-bench schema in this database")
-    return 0
+    return clean_command(args)
 
 
 def _capacity(args: argparse.Namespace) -> int:
@@ -381,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     cln.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL (required: the embedded server keeps nothing)")
     cln.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
     cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing")
-    cln.set_defaults(func=_clean)
+    cln.set_defaults(func=_clean_command)
 
     cal = sub.add_parser("calibrate", help="pgbench vs queue-bench on the same claim SQL")
     cal.add_argument("--workers", default="50", help="pgbench clients = queue-bench workers, default 50")

@@ -21,9 +21,8 @@ writes) and one row per run is appended to ``cells.csv`` as it finishes
 (columns: ``CELL_COLUMNS``); ``sweep.json`` describes the matrix. Each distinct
 history size is seeded once into a saved state (:func:`bench.engines.postgres.db.ensure_history_state`)
 and restored into each cell that needs it, so every cell starts from the same
-rows. An interrupted sweep resumes: running the same sweep file again (same
-matrix, same base parameters) continues the newest unfinished sweep directory
-of that name, skipping runs already measured.
+rows. An interrupted sweep resumes: the same sweep file run again (same matrix and
+base parameters) continues the newest unfinished sweep of that name.
 """
 
 from __future__ import annotations
@@ -310,8 +309,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None) -> Path:
     """Run (or resume) ``sweep`` against ``dsn``; returns the sweep directory.
 
-    ``on_run(run_dir)`` is called after each measured run, before its row is written
-    (the command renders the run's report there: nothing below the CLI renders).
+    ``on_run(run_dir)`` runs after each measured run (the command renders its report there).
 
     Runs every (cell, repetition) not yet measured, in file order, one at a time,
     each through :func:`bench.runner.run` with the history restored from a saved
@@ -324,6 +322,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     from tqdm import tqdm  # the progress bar: a well-kept library, not our own
 
     from bench.engines.postgres import db
+    from bench.engines.postgres.error_kinds import first_line
     from bench import runner
 
     sweep_dir = None if fresh else find_resumable(results_dir, sweep)
@@ -362,7 +361,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
             except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
                 raise SweepInterrupted(sweep_dir) from None
             except (ConfigError, *db.DATABASE_ERRORS) as err:  # e.g. no free connections for this cell
-                reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                reason = first_line(err)
                 _append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {reason}"))
                 bar.write(f"  {cid} rep {rep} ({what}): failed: {reason}")
                 bar.update(1)

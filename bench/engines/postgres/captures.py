@@ -7,10 +7,7 @@ import psycopg
 
 from bench.config.run_config import RunConfig
 from bench.engines.postgres import pg_stat_statements, plans
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+from bench.engines.postgres.error_kinds import first_line
 
 
 def capture_plans(conn: psycopg.Connection, cfg: RunConfig, when: str) -> tuple[dict | None, str]:
@@ -20,7 +17,7 @@ def capture_plans(conn: psycopg.Connection, cfg: RunConfig, when: str) -> tuple[
     try:
         return plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s), when
     except psycopg.Error as err:
-        return None, f"{when}: capture failed: {_first_line(err)}"
+        return None, f"{when}: capture failed: {first_line(err)}"
 
 
 def pgss_read(conn: psycopg.Connection, cfg: RunConfig, missing: str | None, reset: str | None) -> dict:
@@ -30,7 +27,7 @@ def pgss_read(conn: psycopg.Connection, cfg: RunConfig, missing: str | None, res
     try:
         return pg_stat_statements.read_claim(conn, cfg.schema)
     except psycopg.Error as err:
-        return {"unavailable": f"read failed: {_first_line(err)}"}
+        return {"unavailable": f"read failed: {first_line(err)}"}
 
 
 def pgss_reset(conn: psycopg.Connection, cfg: RunConfig, missing: str | None) -> str | None:
@@ -40,5 +37,5 @@ def pgss_reset(conn: psycopg.Connection, cfg: RunConfig, missing: str | None) ->
     try:
         pg_stat_statements.reset_claim(conn, cfg.schema)
     except psycopg.Error as err:
-        return f"reset failed: {_first_line(err)}"
+        return f"reset failed: {first_line(err)}"
     return None

@@ -52,3 +52,8 @@ def error_kind(err: BaseException, *, lost: bool = False, connecting: bool = Fal
 def is_counted_kind(kind: str) -> bool:
     """True when ``kind`` is a SQLSTATE or one of :data:`NAMED_KINDS` (what error counters may hold)."""
     return bool(SQLSTATE_RE.match(kind)) or kind in NAMED_KINDS
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message (the server's primary message), or its class name when empty."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]

@@ -19,12 +19,8 @@ from psycopg import sql
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.postgres import policies
-from bench.engines.postgres.error_kinds import error_kind
+from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import PreparedSession, int_array, rows
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def _quote(text: str) -> str:
@@ -34,8 +30,8 @@ def _quote(text: str) -> str:
 
 def _translate(err: psycopg.Error, session: PreparedSession) -> EngineError:
     if isinstance(err, psycopg.errors.LockNotAvailable):
-        return LockNotAvailable("55P03", _first_line(err))
-    return EngineError(error_kind(err, lost=session.broken), _first_line(err), lost=session.broken)
+        return LockNotAvailable("55P03", first_line(err))
+    return EngineError(error_kind(err, lost=session.broken), first_line(err), lost=session.broken)
 
 
 def _open(dsn: str, application_name: str, settings: dict[str, str], statements: dict[str, str]) -> PreparedSession:
@@ -50,7 +46,7 @@ def _open(dsn: str, application_name: str, settings: dict[str, str], statements:
     except psycopg.Error as err:
         if conn is not None:
             conn.close()
-        raise ConnectFailed(error_kind(err, connecting=True), _first_line(err), lost=True) from None
+        raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
 
 
 class PgWorkerSession:

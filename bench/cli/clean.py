@@ -1,0 +1,43 @@
+"""``qbench clean``: the command around :mod:`bench.engines.postgres.cleanup`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from bench.cli.main import check_loopback
+from bench.config.run_config import ConfigError
+
+
+def clean_command(args: argparse.Namespace) -> int:
+    """``qbench clean``: drop the tool's schemas in ``--dsn``/``$DATABASE_URL`` and print each one
+    (tables, estimated rows, MiB). Raises ConfigError (``DSN``) without a DSN; returns 0."""
+    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    if not dsn:
+        raise ConfigError("DSN", "required for clean (the embedded server is thrown away after each run); "
+                                 "allowed: a PostgreSQL DSN, or DATABASE_URL")
+    check_loopback(dsn, args.allow_remote)
+    from bench.engines.postgres import cleanup, db
+
+    conn = db.connect(dsn, application_name="queue-bench clean")
+    try:
+        found = cleanup.clean(conn, dry_run=args.dry_run)
+    finally:
+        conn.close()
+    verb = "would drop" if args.dry_run else "dropped"
+    for schema in found:
+        what = (f"{schema.tables} tables, about {schema.rows_estimate:,} rows, "
+                f"{schema.size_bytes / 2**20:,.1f} MiB")
+        if schema.in_use:
+            print(f"left (a run is using it) schema {schema.name}: {what}")
+        elif schema.dependents:
+            print(f"left (objects outside it depend on it: {'; '.join(schema.dependents)}) "
+                  f"schema {schema.name}: {what}")
+        else:
+            print(f"{verb} schema {schema.name}: {what}")
+    dropped = [s for s in found if not s.in_use and not s.dependents]
+    print(f"{verb} {len(dropped)} schema{'' if len(dropped) == 1 else 's'}, "
+          f"{sum(s.size_bytes for s in dropped) / 2**20:,.1f} MiB"
+          + (f"; {len(found) - len(dropped)} left alone" if len(dropped) < len(found) else "")
+          if found else "no queue-bench schema in this database")
+    return 0
