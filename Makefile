@@ -8,67 +8,18 @@ STAMP   = $(VENV)/.installed
 # A yes/no variable (ALLOW_REMOTE, FRESH, DRY_RUN): 1 = yes; 0 or unset = no; anything else stops make.
 flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; allowed: 1 or 0),$(filter 1,$($(1))))
 
-# Run parameters (same names as `qbench run` options). Empty = workload file value.
+# Run parameters: every row of the parameter table (bench/config/parameters.py) is a Make variable
+# of the same name as its `qbench run` option (WORK_MS for --work-ms); unset or empty = the workload
+# file's value, else the table's default. The table gives the list as NAME:--option pairs.
 WORKLOAD ?= default
-POLICY   ?=
-WORKERS  ?=
-BATCH    ?=
-TXN      ?=
-WORK_MS  ?=
-INDEX    ?=
-LAYOUT   ?=
-HISTORY  ?=
-BACKLOG  ?=
-DURATION ?=
-WARMUP   ?=
-LEASE_S  ?=
-WORK_DIST ?=
-WORK_SIGMA ?=
-WORK_SLOW_MS ?=
-SLOW_SHARE ?=
-MAX_ATTEMPTS ?=
-REAPER_INTERVAL_S ?=
-FAIL_PROB ?=
-POISON_SHARE ?=
-RETRY_BASE_S ?=
-RETRY_CAP_S ?=
-RATE ?=
-ARRIVAL ?=
-PRODUCERS ?=
-PRIORITY_MIX ?=
-FUTURE_SHARE ?=
-FUTURE_DELAY_MS ?=
-FAULTS ?=
-BURSTS ?=
-PLAN_CACHE ?=
-PREPARED ?=
-AUTOVACUUM ?=
-SCHEMA   ?=
-RESULTS  ?=
 DSN      ?=
 ALLOW_REMOTE ?=
+PARAM_PAIRS = $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed))
+param_arg = $(if $($(word 1,$(subst :, ,$(1)))),$(word 2,$(subst :, ,$(1)))='$($(word 1,$(subst :, ,$(1))))')
 
 RUN_ARGS = --workload='$(WORKLOAD)' $(RUN_PARAMS)
-RUN_PARAMS = \
-	$(if $(POLICY),--policy='$(POLICY)') $(if $(WORKERS),--workers='$(WORKERS)') \
-	$(if $(BATCH),--batch='$(BATCH)') $(if $(TXN),--txn='$(TXN)') \
-	$(if $(WORK_MS),--work-ms='$(WORK_MS)') $(if $(INDEX),--index='$(INDEX)') $(if $(LAYOUT),--layout='$(LAYOUT)') \
-	$(if $(HISTORY),--history='$(HISTORY)') $(if $(BACKLOG),--backlog='$(BACKLOG)') \
-	$(if $(DURATION),--duration='$(DURATION)') $(if $(WARMUP),--warmup='$(WARMUP)') \
-	$(if $(LEASE_S),--lease-s='$(LEASE_S)') $(if $(SCHEMA),--schema='$(SCHEMA)') \
-	$(if $(WORK_DIST),--work-dist='$(WORK_DIST)') $(if $(WORK_SIGMA),--work-sigma='$(WORK_SIGMA)') \
-	$(if $(WORK_SLOW_MS),--work-slow-ms='$(WORK_SLOW_MS)') $(if $(SLOW_SHARE),--slow-share='$(SLOW_SHARE)') \
-	$(if $(MAX_ATTEMPTS),--max-attempts='$(MAX_ATTEMPTS)') \
-	$(if $(REAPER_INTERVAL_S),--reaper-interval-s='$(REAPER_INTERVAL_S)') \
-	$(if $(FAIL_PROB),--fail-prob='$(FAIL_PROB)') $(if $(POISON_SHARE),--poison-share='$(POISON_SHARE)') \
-	$(if $(RETRY_BASE_S),--retry-base-s='$(RETRY_BASE_S)') $(if $(RETRY_CAP_S),--retry-cap-s='$(RETRY_CAP_S)') \
-	$(if $(RATE),--rate='$(RATE)') $(if $(ARRIVAL),--arrival='$(ARRIVAL)') $(if $(PRODUCERS),--producers='$(PRODUCERS)') \
-	$(if $(PRIORITY_MIX),--priority-mix='$(PRIORITY_MIX)') $(if $(FUTURE_SHARE),--future-share='$(FUTURE_SHARE)') \
-	$(if $(FUTURE_DELAY_MS),--future-delay-ms='$(FUTURE_DELAY_MS)') $(if $(FAULTS),--faults='$(FAULTS)') $(if $(BURSTS),--bursts='$(BURSTS)') \
-	$(if $(PLAN_CACHE),--plan-cache='$(PLAN_CACHE)') $(if $(PREPARED),--prepared='$(PREPARED)') \
-	$(if $(AUTOVACUUM),--autovacuum='$(AUTOVACUUM)') \
-	$(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') \
-	$(if $(call flag,ALLOW_REMOTE),--allow-remote)
+RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
+	$(if $(DSN),--dsn='$(DSN)') $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
 .PHONY: bench test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
 

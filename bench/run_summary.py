@@ -142,7 +142,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "monitor_notes": notes,
         "database_lost": run_info.get("database_lost"),
         "faults": [dict(f.__dict__) for f in cfg.faults],
-        "faults_not_opened": run_info["faults_not_opened"],
+        "config_notes": list(cfg.notes),
         "crashed_claims": counters["crashed_claims"],
         "crashed_jobs": counters["crashed_jobs"],
         "late_completions": counters["late_completions"],

@@ -9,12 +9,14 @@ created by queue-bench is refused and left intact.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from bench.config.parameters import PARAMETERS
 from conftest import qbench
 
 UNREACHABLE_DSN = "postgresql://postgres@127.0.0.1:1/x"
@@ -181,3 +183,110 @@ def test_calibrate_refuses_a_remote_dsn_without_connecting(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert "DSN" in line and "10.1.2.3" in line and "--allow-remote" in line
+
+
+# ---- Every parameter's bad values, from the parameter table, through the three ways in ----------
+
+
+def _toml_literal(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))
+
+
+def _other_axis(key: str) -> str:
+    return "txn = [\"short\"]" if key != "txn" else "policy = [\"skip_locked\"]"
+
+
+TABLE_CASES = [(source, p, value) for p in PARAMETERS for value in p.bad for source in ("cli", "workload", "sweep")]
+
+
+@pytest.mark.parametrize("source, param, value", TABLE_CASES,
+                         ids=[f"{s}-{p.key}-{v!r}" for s, p, v in TABLE_CASES])
+def test_every_parameters_bad_values_are_refused_from_cli_workload_and_sweep_files(dsn, tmp_path, source, param, value):
+    """Each of the table's bad values, given on the command line, in a workload file or in a sweep
+    file's [fixed] table: exit 2, one stderr line naming the parameter and what is allowed,
+    nothing written, nothing created in the database."""
+    schemas_before, relations_before = _schemas(dsn), _relations(dsn)
+    results = tmp_path / "results"
+    common = ["--dsn", dsn] + ([] if param.key == "results" else ["--results", str(results)])
+    if source == "cli":
+        proc = qbench("run", *common, f"{param.option}={value}", timeout=60)
+    elif source == "workload":
+        path = tmp_path / "bad_workload.toml"
+        path.write_text(f"{param.key} = {_toml_literal(value)}\n")
+        proc = qbench("run", *common, "--workload", str(path), timeout=60)
+    else:
+        path = tmp_path / "bad_sweep.toml"
+        path.write_text(f"[fixed]\n{param.key} = {_toml_literal(value)}\n\n[matrix]\n{_other_axis(param.key)}\n")
+        proc = qbench("sweep", str(path), *common, timeout=60)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert param.name in line and "allowed" in line, line
+    _no_results(results)
+    assert _schemas(dsn) == schemas_before
+    assert _relations(dsn) == relations_before
+
+
+def test_the_table_gives_at_least_40_bad_input_cases():
+    assert len(TABLE_CASES) >= 40 and all(p.bad for p in PARAMETERS)
+
+
+# ---- Contradictory combinations and loose file types ---------------------------------------------
+
+CONTRADICTIONS = [
+    ("lease-shorter-than-reaper", ["--lease-s", "2", "--reaper-interval-s", "5"], "LEASE_S", "REAPER_INTERVAL_S"),
+    ("retry-cap-below-base", ["--retry-base-s", "2", "--retry-cap-s", "1"], "RETRY_CAP_S", "RETRY_BASE_S"),
+    ("bursts-without-rate", ["--bursts", "1-2@100"], "BURSTS", "RATE > 0"),
+    ("fault-starts-at-end", ["--duration", "10s", "--faults", "backend_kill@10-12"], "FAULTS", "start < 10"),
+    ("fault-starts-after-end", ["--duration", "5s", "--faults", "late_worker@7-9"], "FAULTS", "start < 5"),
+    ("burst-starts-after-end", ["--duration", "5s", "--rate", "100", "--bursts", "6-8@200"], "BURSTS", "start < 5"),
+    ("plan-cache-unprepared", ["--prepared", "0", "--plan-cache", "force_generic_plan"], "PLAN_CACHE", "PREPARED=0"),
+    ("dsn-empty", ["--dsn="], "DSN", "embedded"),
+    ("schema-state-suffix", ["--schema", "qbench_state"], "SCHEMA", "_state"),
+    ("schema-too-long-for-its-state", ["--schema", "s" * 58], "SCHEMA", "at most 57"),
+    ("policy-spelled-with-a-dash", ["--workers=1", "--policy=SKIP-LOCKED"], "POLICY", "skip_locked"),
+]
+
+
+@pytest.mark.parametrize("args, param, allowed", [c[1:] for c in CONTRADICTIONS], ids=[c[0] for c in CONTRADICTIONS])
+def test_contradictory_combinations_are_refused_up_front(dsn, tmp_path, args, param, allowed):
+    schemas_before = _schemas(dsn)
+    results = tmp_path / "results"
+    dsn_args = [] if any(a.startswith("--dsn") for a in args) else ["--dsn", dsn]
+    proc = qbench("run", *dsn_args, "--results", str(results), *args, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert param in line and allowed in line, line
+    _no_results(results)
+    assert _schemas(dsn) == schemas_before
+
+
+LOOSE_FILE_VALUES = [("workers", '"10"'), ("work_ms", "true"), ("policy", "1"), ("prepared", "2"),
+                     ("priority_mix", "[1, 2]"), ("faults", "7"), ("duration", "false")]
+
+
+@pytest.mark.parametrize("key, literal", LOOSE_FILE_VALUES, ids=[k for k, _ in LOOSE_FILE_VALUES])
+def test_a_file_value_of_the_wrong_toml_type_is_refused(tmp_path, key, literal):
+    """workers = "10" in a workload file is a typo TOML can see: refused, naming the key and the type."""
+    path = tmp_path / "loose.toml"
+    path.write_text(f"{key} = {literal}\n")
+    proc = qbench("run", "--workload", str(path), "--results", str(tmp_path / "results"), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert key.upper() in line and "TOML" in line and "allowed" in line, line
+
+
+def test_a_window_past_the_end_is_clipped_with_a_note():
+    from bench.config.run_config import build_config
+
+    cfg = build_config("default", {"duration": "10s", "rate": "50", "faults": "backend_kill@8-15",
+                                   "bursts": "9-20@100"})
+    assert [(f.start_s, f.end_s) for f in cfg.faults] == [(8.0, 10.0)]
+    assert cfg.bursts == ((9.0, 10.0, 100.0),)
+    assert len(cfg.notes) == 2 and all("clipped to end at 10 s" in n for n in cfg.notes), cfg.notes
+    inside = build_config("default", {"duration": "10s", "faults": "backend_kill@2-10"})
+    assert inside.notes == () and inside.faults[0].end_s == 10.0

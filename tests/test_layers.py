@@ -4,7 +4,8 @@ Rules:
 1. A database driver (psycopg, PyMySQL, mariadb) is imported only under ``bench/engines/<name>/``.
 2. ``bench.load`` and ``bench.measure`` see the engines only through ``bench.engines.base``.
 3. ``bench.analysis`` and ``bench.report`` import only ``bench.results``, ``bench.analysis`` and
-   ``bench.report`` (and nothing that runs load or talks to a database).
+   ``bench.report`` (and nothing that runs load or talks to a database), and ``bench.errors``.
+6. ``bench.errors`` imports nothing from queue-bench (every layer may import it).
 4. Nothing outside ``bench.cli`` imports ``bench.report`` (only a command renders a report).
 5. No layer imports ``bench.cli`` (the commands sit on top).
 
@@ -61,12 +62,14 @@ def broken_rules(importer: str, imported: str) -> list[str]:
         broken.append("2: load/measure past bench.engines.base")
     if (any(_within(importer, p) for p in ("bench.analysis", "bench.report"))
             and not any(_within(imported, p) for p in ("bench.results", "bench.analysis", "bench.report"))
-            and imported != "bench"):
+            and imported not in ("bench", "bench.errors")):
         broken.append("3: analysis/report beyond results")
     if _within(imported, "bench.report") and not any(_within(importer, p) for p in ("bench.report", "bench.cli")):
         broken.append("4: a report rendered below cli")
     if _within(imported, "bench.cli") and not _within(importer, "bench.cli"):
         broken.append("5: a layer importing cli")
+    if importer == "bench.errors" and imported != "bench.errors":
+        broken.append("6: bench.errors importing queue-bench")
     return broken
 
 
@@ -97,3 +100,5 @@ def test_the_rules_catch_what_they_forbid():
     assert broken_rules("bench.sweep.driver", "bench.report.run_page")[0].startswith("4")
     assert broken_rules("bench.cli.main", "bench.report.run_page") == []
     assert broken_rules("bench.runner", "bench.cli.calibrate")[0].startswith("5")
+    assert broken_rules("bench.report.run_page", "bench.errors") == []
+    assert broken_rules("bench.errors", "bench.config.parameters")[0].startswith("6")

@@ -54,7 +54,9 @@ import psutil
 from bench.engines.postgres import db
 from bench.engines.postgres import policies
 from bench import runner
-from bench.config.run_config import ConfigError, _int, build_config
+from bench.config.parsers import parse_int as _int
+from bench.config.run_config import build_config
+from bench.errors import ConfigError
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 
 PAIRS_DEFAULT = 3

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 
-from bench.cli.main import check_loopback
-from bench.config.run_config import ConfigError
+from bench.cli.checks import check_loopback, chosen_dsn
+from bench.errors import ConfigError
 
 
 def clean_command(args: argparse.Namespace) -> int:
     """``qbench clean``: drop the tool's schemas in ``--dsn``/``$DATABASE_URL`` and print each one
     (tables, estimated rows, MiB). Raises ConfigError (``DSN``) without a DSN; returns 0."""
-    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    dsn = chosen_dsn(args.dsn)
     if not dsn:
         raise ConfigError("DSN", "required for clean (the embedded server is thrown away after each run); "
                                  "allowed: a PostgreSQL DSN, or DATABASE_URL")

@@ -11,63 +11,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 from bench import __version__
-from bench.config.run_config import ConfigError, build_config
-from bench.engines.postgres.dsn import non_loopback_host
+from bench.config.run_config import build_config
+from bench.config.parameters import PARAMETERS
+from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, QBenchError, exit_status
+from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 
-EXIT_BAD_INPUT = 2
-#: Interrupted (SIGINT/SIGTERM): the shell convention 128 + SIGINT.
-EXIT_INTERRUPTED = 130
-
-#: ``qbench run`` options: (option, config key, help). Each is also a Make variable
-#: (upper case of the key).
-RUN_OPTIONS = (
-    ("--policy", "policy", "wait | nowait | skip_locked"),
-    ("--workers", "workers", "worker connections (Locust users), default 10"),
-    ("--batch", "batch", "rows per claim (LIMIT), default 1"),
-    ("--txn", "txn", "short | hold (hold keeps the claim transaction open while the job runs)"),
-    ("--work-ms", "work_ms", "simulated job duration in ms, default 0"),
-    ("--index", "index", "none | status | composite | partial | covering"),
-    ("--layout", "layout", "where history lives: same | archive | partitioned"),
-    ("--history", "history", "finished rows seeded before the run, default 0"),
-    ("--backlog", "backlog", "pending rows seeded; default 0 = computed so the run cannot drain it"),
-    ("--duration", "duration", "measured window, e.g. 30s, 2m"),
-    ("--warmup", "warmup", "warm-up excluded from figures, e.g. 5s"),
-    ("--lease-s", "lease_s", "lease written at claim, seconds"),
-    ("--work-dist", "work_dist", "job durations: fixed | exponential | lognormal | bimodal"),
-    ("--work-sigma", "work_sigma", "lognormal shape (sd of the log), default 0.5"),
-    ("--work-slow-ms", "work_slow_ms", "bimodal: the slow jobs' duration in ms"),
-    ("--slow-share", "slow_share", "bimodal: the share of slow jobs, 0..1"),
-    ("--max-attempts", "max_attempts", "attempts before a job is dead-lettered, default 5"),
-    ("--reaper-interval-s", "reaper_interval_s", "seconds between reaper passes; 0 = no reaper"),
-    ("--fail-prob", "fail_prob", "probability that an attempt fails, 0..1"),
-    ("--poison-share", "poison_share", "share of jobs that always fail, 0..1"),
-    ("--retry-base-s", "retry_base_s", "first retry back-off in s (doubles per attempt)"),
-    ("--retry-cap-s", "retry_cap_s", "largest retry back-off in s"),
-    ("--rate", "rate", "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)"),
-    ("--arrival", "arrival", "constant | poisson"),
-    ("--producers", "producers", "producer connections sharing RATE, default 1"),
-    ("--priority-mix", "priority_mix", "priority:weight list, e.g. 0:0.9,1:0.1"),
-    ("--future-share", "future_share", "share of produced jobs scheduled in the future, 0..1"),
-    ("--future-delay-ms", "future_delay_ms", "how far in the future, ms"),
-    ("--bursts", "bursts", "producer bursts: start-end@rate;... (s since measured start, jobs/s)"),
-    ("--faults", "faults", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
-                           "(crash_after_claim, late_worker, long_transaction, backend_kill)"),
-    ("--plan-cache", "plan_cache", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
-                                   "force_generic_plan, default auto"),
-    ("--prepared", "prepared", "1 = the claim is a server-side prepared statement (default); 0 = sent "
-                               "unprepared with its values inlined, planned on every execution"),
-    ("--autovacuum", "autovacuum", "on | off: autovacuum on the tool's queue table, default on"),
-    ("--schema", "schema", "the tool's own schema, default qbench"),
-    ("--results", "results", "directory for run directories, default results/"),
-)
-
+#: ``qbench run`` options: (option, config key, help), one per row of the parameter table
+#: (:data:`bench.config.parameters.PARAMETERS`). Each is also a Make variable (the key in upper case).
+RUN_OPTIONS = tuple((p.option, p.key, p.help) for p in PARAMETERS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,35 +46,9 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def check_loopback(dsn: str | None, allow_remote: bool) -> None:
-    """Raise ConfigError (``DSN``) for a non-loopback DSN unless ``allow_remote``; never connects."""
-    remote = non_loopback_host(dsn) if dsn else None
-    if remote is not None and not allow_remote:
-        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
-                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
-
-
-def check_results_dir(path: str) -> None:
-    """Raise ConfigError (``RESULTS``) unless run directories can be created under ``path``.
-
-    Nothing is created: the nearest existing ancestor must be a writable directory.
-    """
-    target = Path(path).expanduser().absolute()
-    probe = target
-    while not probe.exists():
-        probe = probe.parent
-    try:  # os.access says yes to root everywhere; a real mkdir tells (/proc, read-only mounts)
-        if not probe.is_dir():
-            raise OSError(f"{probe} is not a directory")
-        os.rmdir(tempfile.mkdtemp(prefix=".qbench-probe-", dir=probe))
-    except OSError as err:
-        raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({err}); "
-                                     "allowed: a writable directory path") from None
-
-
 def _run(args: argparse.Namespace) -> int:
     overrides = {key: getattr(args, key) for _, key, _ in RUN_OPTIONS}
-    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
+    dsn = chosen_dsn(args.dsn)
     cfg = build_config(args.workload or "default", overrides, dsn=dsn)  # validates before any heavy import
     check_results_dir(cfg.results)
 
@@ -136,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     if summary.get("database_lost"):
         sys.stderr.write(f"qbench: the database went away during the run ({summary['database_lost']}); "
                          "the results above are incomplete and unaudited\n")
-        return 1
+        return EXIT_FAILED
     return 0 if summary.get("complete") else EXIT_INTERRUPTED
 
 
@@ -164,11 +94,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     from bench.load import swarm  # noqa: F401
     from bench.cli.calibrate import calibrate
 
-    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
-    check_loopback(dsn or None, args.allow_remote)
+    dsn = chosen_dsn(args.dsn)
+    check_loopback(dsn, args.allow_remote)
     check_results_dir(args.results)
     return calibrate(workers=args.workers, duration=args.duration, warmup=args.warmup, pairs=args.pairs,
-                     dsn=dsn or None, schema=args.schema, results=args.results)
+                     dsn=dsn, schema=args.schema, results=args.results)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -206,8 +136,8 @@ def _database(args: argparse.Namespace, connections: int):
     check, else an embedded server with ``connections`` + 20 ``max_connections``."""
     import contextlib
 
-    dsn = args.dsn if args.dsn is not None else os.environ.get("DATABASE_URL")
-    check_loopback(dsn or None, args.allow_remote)
+    dsn = chosen_dsn(args.dsn)
+    check_loopback(dsn, args.allow_remote)
     if dsn:
         return contextlib.nullcontext(dsn), False
     from bench.engines.postgres.embedded import embedded_postgres
@@ -216,7 +146,7 @@ def _database(args: argparse.Namespace, connections: int):
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from bench.sweep.driver import Sweep, SweepInterrupted, run_sweep
+    from bench.sweep.driver import Sweep, run_sweep
 
     reps = None
     if args.repetitions not in (None, ""):
@@ -231,28 +161,24 @@ def _sweep(args: argparse.Namespace) -> int:
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 
     database, _ = _database(args, sweep.max_connections())
-    try:
-        with database as dsn:
-            from bench.engines.postgres import db
+    with database as dsn:  # SweepInterrupted reaches main(): its line says how to resume
+        from bench.engines.postgres import db
 
-            conn = db.connect(dsn, application_name="queue-bench sweep")
-            try:  # every cell must be able to run: refuse before anything is created
-                db.check_schema_usable(conn, sweep.base.schema)
-                db.check_capacity(conn, sweep.max_connections())
-            finally:
-                conn.close()
-            from bench.report.run_page import render_report
+        conn = db.connect(dsn, application_name="queue-bench sweep")
+        try:  # every cell must be able to run: refuse before anything is created
+            db.check_schema_usable(conn, sweep.base.schema)
+            db.check_capacity(conn, sweep.max_connections())
+        finally:
+            conn.close()
+        from bench.report.run_page import render_report
 
-            sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh, on_run=render_report)
-    except SweepInterrupted as err:
-        sys.stderr.write(f"qbench: {err}\n")
-        return EXIT_INTERRUPTED
+        sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh, on_run=render_report)
     from bench.report.sweep_page import render_sweep_report
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
     if not json.loads((sweep_dir / "sweep.json").read_text())["complete"]:
         sys.stderr.write("qbench: some runs of the sweep failed (status in cells.csv); run it again to retry them\n")
-        return 1
+        return EXIT_FAILED
     return 0
 
 
@@ -302,7 +228,7 @@ def _capacity(args: argparse.Namespace) -> int:
         except (capacity_search.SearchStopped, KeyboardInterrupt) as err:
             sys.stderr.write(f"qbench: {err or 'capacity search interrupted'}; the steps measured so far are in "
                              f"{out_dir / 'capacity.json'}\n")
-            return EXIT_INTERRUPTED
+            return exit_status(err)
         finally:
             db.drop_schema_at(dsn, db.state_schema_for(cfg.schema))
     print(result["sentence"])
@@ -377,17 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         return args.func(args)
-    except ConfigError as err:
-        return _bad(str(err))
-    except KeyboardInterrupt:
+    except QBenchError as err:  # bad input, an interruption, a run that could not be measured
+        sys.stderr.write(f"qbench: {err}\n")
+        return exit_status(err)
+    except KeyboardInterrupt as err:
         sys.stderr.write("qbench: interrupted outside a run's load (preparing the database, or between runs); "
                          "the run in preparation wrote no directory\n")
-        return EXIT_INTERRUPTED
-    except RuntimeError as err:  # NotCooperativeError, EmbeddedError: the message is for the user
-        if type(err).__name__ not in ("NotCooperativeError", "EmbeddedError"):
-            raise
-        sys.stderr.write(f"qbench: {err}\n")
-        return 1
+        return exit_status(err)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import dataclasses
 import random
 from typing import Any
 
-from bench.config.run_config import ConfigError
+from bench.errors import ConfigError
 
 KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill")
 

@@ -17,13 +17,14 @@ gone (the user opens a new one).
 from __future__ import annotations
 
 from typing import Protocol
+from bench.errors import RunFailed
 
 #: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
 #: lease_until, claimed_at); the last two are database epoch seconds (for the claim log).
 ClaimedRow = tuple[int, int, int, int, float, float]
 
 
-class EngineError(Exception):
+class EngineError(RunFailed):
     """A database error seen by a session.
 
     ``kind``: the error counter key (SQLSTATE or a named kind); ``lost``: the

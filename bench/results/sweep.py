@@ -25,6 +25,7 @@ import pandas as pd
 
 from bench.analysis.statistics import mean_ci
 from bench.results.values import fmt_label, is_missing
+from bench.errors import BadInput
 
 __all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_json", "run_complete",
            "norm_param"]
@@ -46,7 +47,7 @@ BOOL_COLUMNS = ("suspect", "invariants_ok", "saturated")
 _EMPTY_COLUMNS = ["cell_id", "rep", "run_id", "run_dir", "status"]
 
 
-class CompareError(ValueError):
+class CompareError(BadInput):
     """A comparison argument is not usable; the one-line message names the argument."""
 
 

@@ -23,8 +23,9 @@ from typing import Callable
 
 from bench.config.run_config import RunConfig
 from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
+from bench.errors import Interrupted
 
-class SearchStopped(Exception):
+class SearchStopped(Interrupted):
     """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
 
     def __init__(self, run_dir: Path):

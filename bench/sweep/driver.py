@@ -38,13 +38,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.config.run_config import REPO_ROOT, WORKLOADS_DIR, ConfigError, RunConfig, build_config
+from bench.config.parameters import SWEEP_AXES, check_file_value
+from bench.config.run_config import REPO_ROOT, WORKLOADS_DIR, RunConfig, build_config
+from bench.errors import ConfigError, Interrupted
 
 SWEEPS_DIR = WORKLOADS_DIR / "sweeps"
-#: Axes a sweep may vary, with the RunConfig field each sets (the keys of a workload file).
-SWEEP_KEYS = ("policy", "workers", "batch", "txn", "work_ms", "index", "layout", "history", "backlog",
-              "duration", "warmup", "lease_s", "rate", "arrival", "producers", "work_dist", "fail_prob",
-              "plan_cache", "prepared", "autovacuum")
+#: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
+SWEEP_KEYS = SWEEP_AXES
 _FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "target"}
 #: Columns of cells.csv, in order (the contract the comparison report reads).
 CELL_COLUMNS = (
@@ -64,7 +64,7 @@ CELL_COLUMNS = (
 )
 
 
-class SweepInterrupted(Exception):
+class SweepInterrupted(Interrupted):
     """The sweep was interrupted (Ctrl-C / SIGTERM); ``sweep_dir`` can be resumed."""
 
     def __init__(self, sweep_dir: Path):
@@ -140,6 +140,8 @@ class Sweep:
                 raise ConfigError("SWEEP", f"axis {axis!r} in {path.name} cannot be swept; allowed: {', '.join(SWEEP_KEYS)}")
             if not isinstance(values, list) or not values or len(set(map(str, values))) != len(values):
                 raise ConfigError(axis.upper(), f"the sweep axis in {path.name} must be a non-empty list of distinct values")
+            for value in values:
+                check_file_value(axis, value, f"[matrix] of {path.name}")
         reps = repetitions if repetitions is not None else data.get("repetitions", 1)
         if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= 100:
             raise ConfigError("REPETITIONS", f"{reps!r} is not allowed; allowed: an integer from 1 to 100")
@@ -151,7 +153,8 @@ class Sweep:
         file_fixed = data.get("fixed") or {}
         if not isinstance(file_fixed, dict):
             raise ConfigError("SWEEP", f"[fixed] in {path.name} must be a table of run parameters")
-        for key in file_fixed:
+        for key, value in file_fixed.items():
+            check_file_value(key, value, f"[fixed] of {path.name}")
             if key in matrix:
                 raise ConfigError(key.upper(), f"is both in [fixed] and in [matrix] of {path.name}; "
                                                "allowed: each parameter in one of them")
@@ -170,7 +173,7 @@ class Sweep:
         """Identifies what the sweep measures: the cells' effective parameters and repetitions
         (not the DSN or results directory), so a resumed sweep measures the same thing."""
         def key(cfg: RunConfig) -> dict:
-            return {k: v for k, v in cfg.public().items() if k not in ("dsn", "results")}
+            return {k: v for k, v in cfg.public().items() if k not in ("dsn", "results", "notes")}
         blob = json.dumps({"cells": [(cid, key(cfg)) for cid, _, cfg in self.cells], "reps": self.repetitions},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

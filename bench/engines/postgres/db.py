@@ -15,7 +15,8 @@ from typing import Callable
 import psycopg
 from psycopg import sql
 
-from bench.config.run_config import REPO_ROOT, ConfigError, RunConfig
+from bench.config.run_config import REPO_ROOT, RunConfig
+from bench.errors import ConfigError
 
 SCHEMA_DIR = REPO_ROOT / "schemas" / "postgres"
 SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
@@ -151,7 +152,7 @@ def _has_statements(ddl: sql.Composable, conn: psycopg.Connection) -> bool:
 
 #: Objects outside a schema that depend on something inside it (``pg_depend``, normal and auto
 #: dependencies): a ``DROP SCHEMA … CASCADE`` would drop them too. Rules are views' (``_RETURN``).
-_OUTSIDE_DEPENDENTS = """
+_OUTSIDE_DEPENDENTS = r"""
 SELECT DISTINCT CASE WHEN o.type = 'rule' THEN 'view ' || regexp_replace(o.identity, '^.* on ', '')
                      ELSE o.type || ' ' || o.identity END
 FROM pg_depend d, LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) o

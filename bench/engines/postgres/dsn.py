@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from bench.config.run_config import ConfigError
+from bench.errors import ConfigError
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 

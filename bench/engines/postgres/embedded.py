@@ -48,6 +48,8 @@ import threading
 import time
 from typing import Callable, Iterator
 
+from bench.errors import RunFailed
+
 __all__ = ["EmbeddedError", "ServerBinaries", "find_server_binaries", "embedded_postgres"]
 
 START_TIMEOUT_S = 60
@@ -64,7 +66,7 @@ _PORT_ATTEMPTS = 3  # a port picked by bind(0) can be taken before the server bi
 _MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 
 
-class EmbeddedError(RuntimeError):
+class EmbeddedError(RunFailed):
     """The throwaway PostgreSQL server could not be found, started or stopped.
 
     The message is meant for the user as is: it says what failed and, where

@@ -32,7 +32,7 @@ from typing import Callable
 import psycopg
 from psycopg import sql
 
-from bench.config.run_config import ConfigError
+from bench.errors import ConfigError
 from bench.engines.postgres.error_kinds import CONNECT_FAILED, error_kind
 
 #: Largest share of wall time each table query may take (its query time / interval).

@@ -21,6 +21,7 @@ from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAv
 from bench.engines.postgres import policies
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import PreparedSession, int_array, rows
+from bench.errors import RunFailed
 
 
 def _quote(text: str) -> str:
@@ -193,7 +194,7 @@ class PgProducerSession:
         self.session.close()
 
 
-class NotCooperativeError(RuntimeError):
+class NotCooperativeError(RunFailed):
     """psycopg would block the whole process on a wait; concurrency would be fake."""
 
 

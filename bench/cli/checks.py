@@ -1,0 +1,49 @@
+"""Checks every command makes before it touches anything: which database, may it be loaded, and
+can results be written. Each raises :class:`bench.errors.ConfigError` (one line, exit 2)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from bench.engines.postgres.dsn import non_loopback_host
+from bench.errors import ConfigError
+
+
+def chosen_dsn(given: str | None) -> str | None:
+    """The DSN a command uses: ``--dsn`` when given, else ``$DATABASE_URL``, else None (the embedded
+    server). An explicitly empty ``--dsn ''`` is refused (ConfigError ``DSN``) rather than taken to
+    mean "embedded": a mistyped variable must not silently load a different database."""
+    if given is not None:
+        if not given.strip():
+            raise ConfigError("DSN", "empty; allowed: a PostgreSQL URL or key=value DSN "
+                                     "(leave --dsn out for the embedded throwaway server)")
+        return given
+    return os.environ.get("DATABASE_URL") or None
+
+
+def check_loopback(dsn: str | None, allow_remote: bool) -> None:
+    """Raise ConfigError (``DSN``) for a non-loopback DSN unless ``allow_remote``; never connects."""
+    remote = non_loopback_host(dsn) if dsn else None
+    if remote is not None and not allow_remote:
+        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
+                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
+
+
+def check_results_dir(path: str) -> None:
+    """Raise ConfigError (``RESULTS``) unless run directories can be created under ``path``.
+
+    Nothing is created: the nearest existing ancestor must be a writable directory.
+    """
+    target = Path(path).expanduser().absolute()
+    probe = target
+    while not probe.exists():
+        probe = probe.parent
+    try:  # os.access says yes to root everywhere; a real mkdir tells (/proc, read-only mounts)
+        if not probe.is_dir():
+            raise OSError(f"{probe} is not a directory")
+        os.rmdir(tempfile.mkdtemp(prefix=".qbench-probe-", dir=probe))
+    except OSError as err:
+        raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({err}); "
+                                     "allowed: a writable directory path") from None

@@ -1,0 +1,333 @@
+"""The one table of run parameters: name, type, range, default, unit and help of each.
+
+Everything that lists run parameters is made from :data:`PARAMETERS`:
+
+- the ``qbench run`` / ``sweep`` / ``capacity`` options (:mod:`bench.cli.main`): ``--work-ms`` for ``work_ms``;
+- the Make pass-through (the Makefile asks ``python3 -m bench.config.parameters make-vars``);
+- the keys a workload file may set and the type each must have in TOML (:func:`check_file_value`);
+- the axes a sweep may vary (:data:`SWEEP_AXES`);
+- the README's parameter table (``python3 -m bench.config.parameters readme``; ``tests/test_parameters.py``
+  checks that the README holds exactly that table);
+- the bad-input tests (``bad``: values each parameter must refuse).
+
+This module and :mod:`bench.config.parsers` import only the standard library and
+:mod:`bench.errors`, so the Makefile can run it before the virtual environment exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable
+
+from bench.config import parsers
+from bench.config.faults import parse_faults
+from bench.errors import ConfigError
+
+POLICIES = ("wait", "nowait", "skip_locked")
+WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
+ARRIVALS = ("constant", "poisson")
+TXN_MODES = ("short", "hold")
+INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering")
+#: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
+LAYOUTS = ("same", "archive", "partitioned")
+#: How a prepared claim is planned: PostgreSQL's ``plan_cache_mode`` values, set on the workers'
+#: sessions (https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-PLAN-CACHE-MODE).
+PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
+#: Autovacuum on the tool's queue table (a storage parameter of that table only).
+AUTOVACUUM_MODES = ("on", "off")
+#: Upper bound on workers from one load-generator process.
+MAX_WORKERS = 1000
+#: Upper bound on seeded rows (history, backlog).
+MAX_ROWS = 100_000_000
+
+#: The TOML types each kind accepts in a workload or sweep file (bool is never a number there).
+_FILE_TYPES = {
+    "int": (int,), "number": (int, float), "share": (int, float), "choice": (str,), "text": (str,),
+    "duration": (str, int, float), "flag": (bool, int), "table": (dict, str), "list": (list, str),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One run parameter.
+
+    ``key`` is its name in workload and sweep files (lower case); :attr:`name` the Make variable and
+    the name errors use (upper case); :attr:`option` the command-line option. ``kind`` is one of
+    ``int``, ``number``, ``share`` (0..1), ``choice``, ``duration`` (whole seconds), ``flag`` (1/0),
+    ``text``, ``table`` or ``list`` (structured values with a ``parse`` of their own). ``field`` is the
+    :class:`bench.config.run_config.RunConfig` attribute it sets (``key`` unless given). ``allowed``
+    and ``default_text`` override the README's generated columns; ``meaning`` is the README's long
+    text (``help`` when empty); ``bad`` holds values the parameter must refuse (tests read them).
+    """
+
+    key: str
+    kind: str
+    default: Any
+    help: str
+    unit: str = ""
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    strict: bool = False
+    sweep: bool = False
+    parse_value: Callable[[Any], Any] | None = None
+    field: str = ""
+    allowed: str = ""
+    default_text: str = ""
+    meaning: str = ""
+    bad: tuple = ()
+
+    @property
+    def name(self) -> str:
+        """The Make variable and the name error lines use: ``WORK_MS``."""
+        return self.key.upper()
+
+    @property
+    def option(self) -> str:
+        """The command-line option: ``--work-ms``."""
+        return "--" + self.key.replace("_", "-")
+
+    @property
+    def attribute(self) -> str:
+        """The RunConfig field this parameter sets."""
+        return self.field or self.key
+
+    def parse(self, value: Any) -> Any:
+        """The typed, validated value of ``value`` (text or a TOML value); raises ConfigError."""
+        if self.parse_value is not None:
+            return self.parse_value(value)
+        if self.kind == "int":
+            return parsers.parse_int(self.name, value, minimum=int(self.minimum), maximum=self.maximum)
+        if self.kind == "number":
+            return parsers.parse_number(self.name, value, minimum=self.minimum, strict=self.strict)
+        if self.kind == "share":
+            return parsers.parse_share(self.name, value)
+        if self.kind == "choice":
+            return parsers.parse_choice(self.name, value, self.choices)
+        if self.kind == "flag":
+            return parsers.parse_flag(self.name, value)
+        if self.kind == "duration":
+            seconds = parsers.parse_duration_s(self.name, value)
+            if seconds < (self.minimum or 0):
+                raise ConfigError(self.name, f"{value!r} is too short; allowed: a duration of at least "
+                                             f"{self.minimum:g}s, e.g. 30s, 2m")
+            parsers.whole_seconds(self.name, value, seconds)
+            return seconds
+        if self.kind == "text":
+            return str(value)
+        raise AssertionError(f"{self.key}: kind {self.kind} needs a parse_value")
+
+    def allowed_text(self) -> str:
+        """What is allowed, for the README (Markdown)."""
+        if self.allowed:
+            return self.allowed
+        if self.kind == "choice":
+            return ", ".join(f"`{c}`" for c in self.choices)
+        if self.kind == "flag":
+            return "`1`, `0`"
+        if self.kind == "share":
+            return "0–1"
+        if self.kind in ("int", "number"):
+            low = f"{self.minimum:g}" if self.kind == "number" else f"{int(self.minimum)}"
+            if self.maximum is not None:
+                return f"{low}–{int(self.maximum)}"
+            return f"> {low}" if self.strict else f"≥ {low}"
+        return ""
+
+    def default_shown(self) -> str:
+        """The default, for the README (Markdown)."""
+        if self.default_text:
+            return self.default_text
+        if self.kind in ("choice", "duration", "flag"):
+            return f"`{self.default}`"
+        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+
+
+_P = Parameter
+PARAMETERS: tuple[Parameter, ...] = (
+    _P("policy", "choice", "skip_locked", "wait | nowait | skip_locked", choices=POLICIES, sweep=True,
+       bad=("fastest", 1),
+       meaning="the locking read: `FOR UPDATE` (blocks), `FOR UPDATE NOWAIT` (error 55P03, retried after a jittered "
+               "exponential back-off of 2–200 ms: at back-off level n the sleep is uniform in [c/2, c] with "
+               "c = min(200 ms, 4 ms × 2^(n−1)), so the first retry sleeps 2–4 ms and level 7 on 100–200 ms; each "
+               "55P03 raises the worker's level by one, up to 7, each claim that returns rows lowers it by one — no "
+               "reset to the minimum; \"equal jitter\" from Marc Brooker, \"Exponential Backoff And Jitter\", AWS "
+               "Architecture Blog, 2015; every sleep taken is recorded in `nowait_backoff_us`), "
+               "`FOR UPDATE SKIP LOCKED`"),
+    _P("workers", "int", 10, "worker connections (Locust users), default 10", minimum=1, maximum=MAX_WORKERS,
+       sweep=True, bad=(0, -3, "abc", 1001, 2.5),
+       meaning="workers; each is one Locust user with its own connection"),
+    _P("batch", "int", 1, "rows per claim (LIMIT), default 1", unit="rows", minimum=1, maximum=10_000, sweep=True,
+       bad=(0, 10_001), meaning="rows per claim (the `LIMIT`)"),
+    _P("txn", "choice", "short", "short | hold (hold keeps the claim transaction open while the job runs)",
+       choices=TXN_MODES, sweep=True, bad=("long",),
+       meaning="`short`: claim and commit, work, complete in a second transaction; `hold`: the claim transaction "
+               "stays open while the job runs (the convoy anti-pattern)"),
+    _P("work_ms", "number", 0.0, "simulated job duration in ms, default 0", unit="ms", minimum=0.0, sweep=True,
+       bad=(-5, "nan", "inf"), meaning="simulated job duration per job"),
+    _P("index", "choice", "partial", "none | status | composite | partial | covering", choices=INDEX_VARIANTS,
+       sweep=True, bad=("btree",),
+       meaning="index variant (`schemas/postgres/index_<name>.sql`): `none` (primary key only), `status` (status), "
+               "`composite` (status, priority, run_at, id), `partial` (priority, run_at, id) "
+               "`WHERE status = 'pending'`, `covering` (status, priority, run_at) `INCLUDE (id)`"),
+    _P("layout", "choice", "same", "where history lives: same | archive | partitioned", choices=LAYOUTS, sweep=True,
+       bad=("sharded",),
+       meaning="where history lives: in the queue table; in `jobs_archive`, fed by a mover on its own connection "
+               "that moves `done`/`dead` rows out every second (`bench/engines/postgres/mover.py`); or in partition "
+               "`jobs_history` of a table partitioned by status (`jobs_live` holds pending, running, failed)"),
+    _P("history", "int", 0, "finished rows seeded before the run, default 0", unit="rows", minimum=0,
+       maximum=MAX_ROWS, sweep=True, bad=(-1, MAX_ROWS + 1), allowed="0–100,000,000",
+       meaning="finished (`done`) rows seeded before the run"),
+    _P("backlog", "int", 0, "pending rows seeded; default 0 = computed so the run cannot drain it", unit="rows",
+       minimum=0, maximum=MAX_ROWS, sweep=True, bad=(-1, "lots"), allowed="0–100,000,000",
+       default_text="0 = computed",
+       meaning="pending rows seeded; by default enough that the run cannot drain it (claim-rate ceiling × run "
+               "time × 1.25, printed and stored in `run.json`). With `RATE`, `BACKLOG` defaults to 0"),
+    _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", unit="s", minimum=1, sweep=True,
+       field="duration_s", bad=("soon", "0s", "2500ms", True),
+       allowed="whole seconds, ≥ 1 s, e.g. `30s`, `2m`",
+       meaning="the measured window (the run measures in one-second intervals: `2500ms` is refused, not rounded)"),
+    _P("warmup", "duration", "5s", "warm-up excluded from figures, e.g. 5s", unit="s", minimum=0, sweep=True,
+       field="warmup_s", bad=("500ms", "-5s"), allowed="whole seconds, e.g. `0s`, `5s`",
+       meaning="run first and excluded from every figure (`500ms` is refused, not rounded to 0)"),
+    _P("lease_s", "number", 300.0, "lease written at claim, seconds", unit="s", minimum=0.0, strict=True,
+       sweep=True, bad=(0, -1),
+       meaning="lease written at claim: `lease_expires_at = clock_timestamp() + LEASE_S` (database time, from the "
+               "moment the claim takes the row); with a reaper, at least `REAPER_INTERVAL_S`"),
+    _P("work_dist", "choice", "fixed", "job durations: fixed | exponential | lognormal | bimodal",
+       choices=WORK_DISTS, sweep=True, bad=("normal",),
+       meaning="job durations: `WORK_MS` fixed, exponential with mean `WORK_MS`, lognormal with median `WORK_MS` "
+               "and shape `WORK_SIGMA`, or `WORK_MS` / `WORK_SLOW_MS` with probability `SLOW_SHARE`"),
+    _P("work_sigma", "number", 0.5, "lognormal shape (sd of the log), default 0.5", minimum=0.0, bad=(-0.1,),
+       meaning="lognormal shape: the standard deviation of the log of the job duration"),
+    _P("work_slow_ms", "number", 0.0, "bimodal: the slow jobs' duration in ms", unit="ms", minimum=0.0,
+       bad=(-1,), meaning="bimodal: the slow jobs' duration"),
+    _P("slow_share", "share", 0.0, "bimodal: the share of slow jobs, 0..1", bad=(1.5, "half"),
+       meaning="bimodal: the share of slow jobs"),
+    _P("max_attempts", "int", 5, "attempts before a job is dead-lettered, default 5", minimum=1, maximum=1000,
+       bad=(0, 1001), meaning="attempts (claims) before a job is dead-lettered"),
+    _P("reaper_interval_s", "number", 0.0, "seconds between reaper passes; 0 = no reaper", unit="s", minimum=0.0,
+       bad=(-1,), default_text="0 (off)",
+       meaning="a reaper on its own connection re-queues `running` rows whose lease expired (`SKIP LOCKED`, "
+               "re-checking status and lease), or dead-letters them past `MAX_ATTEMPTS`"),
+    _P("fail_prob", "share", 0.0, "probability that an attempt fails, 0..1", sweep=True, bad=(-0.1, 2),
+       meaning="probability that an attempt fails"),
+    _P("poison_share", "share", 0.0, "share of jobs that always fail, 0..1", bad=(1.01,),
+       meaning="share of jobs (by a hash of the id) that always fail"),
+    _P("retry_base_s", "number", 0.1, "first retry back-off in s (doubles per attempt)", unit="s", minimum=0.0,
+       bad=(-0.1,),
+       meaning="a failed attempt goes back to `pending` at `clock_timestamp() + back-off`: doubling from this "
+               "base, capped at `RETRY_CAP_S`, equal jitter (half fixed, half random)"),
+    _P("retry_cap_s", "number", 5.0, "largest retry back-off in s", unit="s", minimum=0.0, bad=(-1,),
+       meaning="the largest retry back-off; at least `RETRY_BASE_S`"),
+    _P("rate", "number", 0.0, "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)", unit="jobs/s",
+       minimum=0.0, sweep=True, bad=(-1, "fast"), default_text="0 (none)",
+       meaning="open-loop arrivals: producers insert on a fixed schedule whatever the queue does; `run_at` is the "
+               "intended enqueue time, so pickup latency counts any stall (coordinated omission); their schedule "
+               "lag is recorded"),
+    _P("arrival", "choice", "constant", "constant | poisson", choices=ARRIVALS, sweep=True, bad=("bursty",),
+       meaning="evenly spaced or exponential gaps"),
+    _P("producers", "int", 1, "producer connections sharing RATE, default 1", minimum=1, maximum=100, sweep=True,
+       bad=(0, 101), meaning="producer connections sharing `RATE`"),
+    _P("priority_mix", "table", "0:1", "priority:weight list, e.g. 0:0.9,1:0.1", parse_value=parsers.parse_priority_mix,
+       allowed="`p:w,…` or a TOML table", default_text="`0:1`", bad=("0:1,0:1", "high"),
+       meaning="priorities of produced jobs and their weights"),
+    _P("future_share", "share", 0.0, "share of produced jobs scheduled in the future, 0..1", bad=(-1,),
+       meaning="share of produced jobs scheduled `FUTURE_DELAY_MS` ahead"),
+    _P("future_delay_ms", "number", 0.0, "how far in the future, ms", unit="ms", minimum=0.0, bad=(-1,),
+       meaning="how far ahead the future share is scheduled"),
+    _P("bursts", "list", "", "producer bursts: start-end@rate;... (s since measured start, jobs/s)",
+       parse_value=parsers.parse_bursts, allowed="`start-end@rate;…`", default_text="none",
+       bad=("5-2@100", "1-2@inf"),
+       meaning="producer bursts (needs `RATE`): the offered rate inside each window, seconds since the measured "
+               "start; a window must start inside the measured window, one that runs past its end is clipped "
+               "(noted in `summary.json`)"),
+    _P("faults", "list", "", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
+                             "(crash_after_claim, late_worker, long_transaction, backend_kill)",
+       parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
+       bad=("meltdown@1-2", "long_transaction@5-2"),
+       meaning="fault windows, seconds since the measured start, shaded on every plot: `crash_after_claim` (a "
+               "`share` of workers drop their connection once right after a claim; the lease and reaper bring "
+               "the jobs back), `late_worker` (a `share` of workers complete `extra_s` after their lease: stale, "
+               "rejected), `long_transaction` (one `REPEATABLE READ` snapshot held open: vacuum stalls, see xmin "
+               "age), `backend_kill` (`pg_terminate_backend` on a random worker every `every_s`; workers "
+               "reconnect with back-off). A window must start inside the measured window; one that runs past its "
+               "end is clipped (noted in `summary.json`). In workload files: "
+               "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
+    _P("plan_cache", "choice", "auto", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
+                                       "force_generic_plan, default auto", choices=PLAN_CACHE_MODES, sweep=True,
+       bad=("always",),
+       meaning="PostgreSQL's `plan_cache_mode`, set on every worker session before it prepares its claim. `auto` "
+               "is what drivers get: each session's first five executions of the prepared claim are planned with "
+               "their values (custom plans), then PostgreSQL may switch to one generic plan for the session, kept "
+               "until the table is analyzed again (FR-09)"),
+    _P("prepared", "flag", "1", "1 = the claim is a server-side prepared statement (default); 0 = sent unprepared "
+                                "with its values inlined, planned on every execution", sweep=True, bad=("yes", 2),
+       meaning="`1`: the claim is a server-side prepared statement (`PQprepare` once per connection, as asyncpg, "
+               "pgx, JDBC past its threshold and psycopg 3 past `prepare_threshold` do); `0`: it is sent "
+               "unprepared with its values inlined as literals, as psycopg 2 does, and planned on every execution "
+               "(node-postgres's unnamed statements come close). `PLAN_CACHE` other than `auto` is refused with "
+               "`PREPARED=0`: it would have no effect. Completions stay prepared"),
+    _P("autovacuum", "choice", "on", "on | off: autovacuum on the tool's queue table, default on",
+       choices=AUTOVACUUM_MODES, sweep=True, bad=("sometimes",),
+       meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
+               "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
+               "each analyze makes the workers plan their claim again"),
+    _P("schema", "text", "qbench", "the tool's own schema, default qbench", parse_value=parsers.parse_schema,
+       allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
+       bad=("Bad-Name", "public", "x" * 58, "qbench_state"),
+       meaning="the tool's own schema (`<schema>_state` holds sweeps' saved seeded states)"),
+    _P("results", "text", "results", "directory for run directories, default results/", default_text="`results/`",
+       allowed="a writable directory", bad=("/etc/passwd/runs", "/proc/qbench-results"),
+       meaning="where run directories go"),
+)
+
+BY_KEY: dict[str, Parameter] = {p.key: p for p in PARAMETERS}
+#: Parameters a sweep's ``[matrix]`` may vary (any parameter may be in its ``[fixed]``).
+SWEEP_AXES: tuple[str, ...] = tuple(p.key for p in PARAMETERS if p.sweep)
+
+
+def check_file_value(key: str, value: Any, source: str) -> None:
+    """Refuse a workload/sweep file value whose TOML type does not fit the parameter.
+
+    ``key`` must be in :data:`BY_KEY` (else ConfigError naming the key and listing the allowed
+    ones); ``source`` names the file in the message. ``workers = "10"`` or ``work_ms = true`` is a
+    mistake in a file, where TOML has types; on the command line everything is text.
+    """
+    param = BY_KEY.get(key)
+    if param is None:
+        raise ConfigError(key.upper(), f"unknown key in {source}; allowed: {', '.join(sorted(BY_KEY))}")
+    types = _FILE_TYPES[param.kind]
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if param.kind == "flag" and isinstance(value, int) and not isinstance(value, bool):
+        ok = value in (0, 1)
+    if not ok:
+        want = {"int": "an integer", "number": "a number", "share": "a number", "choice": "a string",
+                "text": "a string", "duration": "a string such as \"30s\" or a number of seconds",
+                "flag": "true, false, 1 or 0", "table": "a table or a string", "list": "a list or a string"}
+        raise ConfigError(param.name, f"{value!r} in {source} is a TOML {type(value).__name__}; allowed: "
+                                      f"{want[param.kind]} ({param.allowed_text().replace('`', '') or param.help})")
+
+
+def readme_table() -> str:
+    """The README's parameter table (Markdown), one row per parameter in table order."""
+    lines = ["| variable | allowed | default | unit | meaning |", "| --- | --- | --- | --- | --- |"]
+    for p in PARAMETERS:
+        lines.append(f"| `{p.name}` | {p.allowed_text()} | {p.default_shown()} | {p.unit} | {p.meaning or p.help} |")
+    return "\n".join(lines) + "\n"
+
+
+def make_vars() -> str:
+    """``NAME:--option`` pairs, space-separated, for the Makefile's pass-through."""
+    return " ".join(f"{p.name}:{p.option}" for p in PARAMETERS)
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "make-vars":
+        print(make_vars())
+    elif what == "readme":
+        sys.stdout.write(readme_table())
+    else:
+        sys.exit("usage: python3 -m bench.config.parameters make-vars | readme")

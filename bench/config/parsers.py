@@ -1,0 +1,163 @@
+"""Parsers for run parameter values: text from the command line or typed values from TOML.
+
+Each takes the parameter's name (upper case, as the user types it) and a raw value, and returns the
+typed value or raises :class:`bench.errors.ConfigError` with one line naming the parameter and what
+is allowed. The parameter table (:mod:`bench.config.parameters`) says which parser each uses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bench.errors import ConfigError
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration_s(param: str, value: Any) -> float:
+    """Parse ``"30s"``, ``"2m"``, ``"500ms"``, ``"1h"`` or a plain number of seconds.
+
+    Returns seconds (float). Raises :class:`ConfigError` naming ``param``.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(param, f"{value!r} is not a duration; allowed: a number with a unit ms, s, m or h, e.g. 30s, 2m")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION_RE.match(str(value))
+        if not m:
+            raise ConfigError(param, f"{value!r} is not a duration; allowed: a number with a unit ms, s, m or h, e.g. 30s, 2m")
+        seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
+    return seconds
+
+
+def whole_seconds(param: str, raw: Any, seconds: float) -> None:
+    """Refuse a duration that is not a whole number of seconds (raises :class:`ConfigError`).
+
+    The run measures in one-second intervals from the load start, so the warm-up and the
+    measured window are whole numbers of them; 500ms would otherwise be rounded silently."""
+    if abs(seconds - round(seconds)) > 1e-9:
+        raise ConfigError(param, f"{raw!r} is not a whole number of seconds; allowed: whole seconds, e.g. "
+                                 "0s, 5s, 2m (the run measures in one-second intervals)")
+
+
+def parse_int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
+    """An integer from ``minimum`` to ``maximum`` (inclusive; no upper bound when None); ``1_000`` is
+    allowed, a bool or a fraction is not. Raises ConfigError naming ``param``."""
+    allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+    if isinstance(value, bool):
+        raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}")
+    try:
+        number = int(str(value).replace("_", "")) if not isinstance(value, int) else value
+    except ValueError:
+        raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}") from None
+    if number < minimum or (maximum is not None and number > maximum):
+        raise ConfigError(param, f"{number} is out of range; allowed: an integer {allowed}")
+    return number
+
+
+def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False) -> float:
+    """A finite number >= ``minimum`` (> it when ``strict``). Raises ConfigError naming ``param``."""
+    allowed = f"a number {'>' if strict else '>='} {minimum:g}"
+    if isinstance(value, bool):
+        raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}") from None
+    if number != number or number == float("inf") or (number <= minimum if strict else number < minimum):
+        raise ConfigError(param, f"{value} is out of range; allowed: {allowed}")
+    return number
+
+
+def parse_share(param: str, value: Any) -> float:
+    """A fraction from 0 to 1. Raises ConfigError naming ``param``."""
+    try:
+        number = parse_number(param, value, minimum=0.0)
+    except ConfigError:
+        number = float("nan")
+    if not 0 <= number <= 1:
+        raise ConfigError(param, f"{value!r} is out of range; allowed: a fraction from 0 to 1")
+    return number
+
+
+def parse_priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
+    """``{"0" = 0.9, "1" = 0.1}`` (TOML table) or ``"0:0.9,1:0.1"`` → ((0, 0.9), (1, 0.1)), weights normalised."""
+    allowed = "a table of priority = weight, e.g. {\"0\" = 0.9, \"1\" = 0.1}, or 0:0.9,1:0.1"
+    try:
+        items = value.items() if isinstance(value, dict) else [p.split(":") for p in str(value).split(",")]
+        pairs = [(int(k), float(w)) for k, w in items]
+    except (ValueError, TypeError, AttributeError):
+        raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed}") from None
+    if len({p for p, _ in pairs}) != len(pairs):
+        raise ConfigError("PRIORITY_MIX", f"{value!r} names a priority twice; allowed: {allowed}")
+    total = sum(w for _, w in pairs)
+    if not pairs or total <= 0 or any(w < 0 or w != w for _, w in pairs) or any(not -32768 <= p <= 32767 for p, _ in pairs):
+        raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed} (weights >= 0, some > 0)")
+    return tuple(sorted((p, w / total) for p, w in pairs))
+
+
+def parse_bursts(value: Any) -> tuple[tuple[float, float, float], ...]:
+    """Producer bursts: ``[{start_s, end_s, rate}]`` (TOML) or ``"start-end@rate;..."`` →
+    ((start_s, end_s, rate_jobs_per_s), ...), seconds since the measured start."""
+    allowed = "start-end@rate items separated by ';' (seconds since measured start, jobs/s), e.g. 10-15@2000"
+    if value in (None, "", []):
+        return ()
+    try:
+        if isinstance(value, (list, tuple)):
+            items = [(float(b["start_s"]), float(b["end_s"]), float(b["rate"])) for b in value]
+        else:
+            items = []
+            for part in filter(None, (p.strip() for p in str(value).split(";"))):
+                window, _, rate = part.partition("@")
+                start, _, end = window.partition("-")
+                items.append((float(start), float(end), float(rate)))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ConfigError("BURSTS", f"{value!r} is not allowed; allowed: {allowed}") from None
+    if any(not (0 <= a < b < float("inf")) or not 0 <= r < float("inf") for a, b, r in items):
+        raise ConfigError("BURSTS", f"{value!r} is not allowed; allowed: {allowed} with 0 <= start < end, rate >= 0")
+    return tuple(items)
+
+
+def parse_flag(param: str, value: Any) -> bool:
+    """``1``/``0`` (a TOML ``true``/``false`` in a workload file too) → bool; raises ConfigError."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if text == "1":
+        return True
+    if text == "0":
+        return False
+    raise ConfigError(param, f"{value!r} is not allowed; allowed: 1 or 0")
+
+
+def parse_choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed`` (case-insensitive; returned in lower case). Raises ConfigError naming ``param``."""
+    text = str(value).strip().lower()
+    if text not in allowed:
+        raise ConfigError(param, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
+    return text
+
+
+#: Room left in a 63-byte PostgreSQL identifier for the ``_state`` suffix of a sweep's saved states.
+SCHEMA_MAX_LEN = 63 - len("_state")
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def parse_schema(value: Any) -> str:
+    """The tool's own schema name: a lower-case identifier of at most :data:`SCHEMA_MAX_LEN`
+    characters, not a system schema and not ending in ``_state`` (that suffix names the schema of a
+    sweep's saved states, ``<schema>_state``, which must never be another run's schema).
+    Raises ConfigError (``SCHEMA``)."""
+    schema = str(value)
+    if not _SCHEMA_RE.match(schema) or len(schema) > SCHEMA_MAX_LEN:
+        raise ConfigError("SCHEMA", f"{schema!r} is not allowed; allowed: a lower-case identifier ([a-z_][a-z0-9_]*, "
+                                    f"at most {SCHEMA_MAX_LEN} characters)")
+    if schema in ("public", "pg_catalog", "information_schema") or schema.startswith("pg_"):
+        raise ConfigError("SCHEMA", f"{schema!r} is not the tool's own schema; allowed: a dedicated name such as qbench")
+    if schema.endswith("_state"):
+        raise ConfigError("SCHEMA", f"{schema!r} ends in _state, which names a sweep's saved states "
+                                    "(<schema>_state); allowed: a name not ending in _state, such as qbench")
+    return schema

@@ -1,0 +1,86 @@
+"""The one parameter table makes every list of run parameters: README table, CLI options, Make
+pass-through, RunConfig fields, workload keys and sweep axes (bench/config/parameters.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.cli.main import build_parser
+from bench.config.parameters import BY_KEY, PARAMETERS, SWEEP_AXES, readme_table
+from bench.config.run_config import RunConfig, build_config
+from bench.errors import ConfigError
+from bench.sweep.driver import SWEEP_KEYS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_readme_holds_exactly_the_tables_parameter_table():
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("checks it -->\n") + len("checks it -->\n")
+    end = readme.index("<!-- end of parameters -->")
+    assert readme[start:end] == readme_table(), (
+        "README's parameter table differs from the table: run `python3 -m bench.config.parameters readme`")
+
+
+def test_readme_check_would_catch_a_changed_default():
+    """The comparison above is not vacuous: a table with one default changed renders differently."""
+    changed = dataclasses.replace(BY_KEY["workers"], default=11)
+    row = f"| `WORKERS` | {changed.allowed_text()} | {changed.default_shown()} |"
+    assert row not in readme_table() and "| `WORKERS` | 1–1000 | 10 |" in readme_table()
+
+
+def _options(subcommand: str) -> set[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[subcommand]
+    return {s for action in sub._actions for s in action.option_strings}
+
+
+@pytest.mark.parametrize("subcommand", ["run", "sweep", "capacity"])
+def test_every_parameter_is_an_option_of_the_commands_that_take_run_parameters(subcommand):
+    assert {p.option for p in PARAMETERS} <= _options(subcommand)
+
+
+def test_runconfig_has_one_field_per_parameter_and_nothing_else_but_workload_dsn_notes():
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    assert fields == {p.attribute for p in PARAMETERS} | {"workload", "dsn", "notes"}
+
+
+def test_defaults_come_from_the_table():
+    cfg = build_config("default")
+    for p in PARAMETERS:
+        assert getattr(cfg, p.attribute) == p.parse(p.default), p.key
+
+
+def test_sweep_axes_are_the_tables_sweepable_parameters():
+    assert SWEEP_KEYS == SWEEP_AXES and set(SWEEP_AXES) <= set(BY_KEY)
+
+
+def test_make_passes_every_parameter_to_qbench():
+    """``make -n bench NAME=value`` for every parameter: each appears as ``--option='value'``."""
+    values = {p.name: f"v{i}" for i, p in enumerate(PARAMETERS)}
+    proc = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench", *(f"{k}={v}" for k, v in values.items())],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    command = [line for line in proc.stdout.splitlines() if "qbench run" in line][-1]
+    for p in PARAMETERS:
+        assert f"{p.option}='{values[p.name]}'" in command, (p.name, command)
+    unset = subprocess.run(["make", "-n", "bench"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert not any(f"{p.option}=" in unset.stdout for p in PARAMETERS), unset.stdout
+
+
+def test_every_parameter_has_a_bad_value_and_each_is_refused_by_its_parser():
+    """The table's ``bad`` values are refused by the parameter's own parser (or the results-dir
+    check, which needs the file system), naming the parameter; tests/test_bad_input.py runs them
+    through the CLI, workload files and sweep files."""
+    for p in PARAMETERS:
+        assert p.bad, f"{p.key} has no bad value"
+        if p.key == "results":
+            continue
+        for value in p.bad:
+            with pytest.raises(ConfigError) as err:
+                p.parse(value)
+            assert err.value.param == p.name and "allowed" in str(err.value), (p.key, value, err.value)
