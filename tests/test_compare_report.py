@@ -49,10 +49,25 @@ def _rows(sweep_dir: Path) -> list[dict]:
 
 
 def _write_rows(sweep_dir: Path, rows: list[dict]) -> None:
+    """Write cells.csv and make each run's summary.json say the same (suspect, invariants,
+    saturated), as a real sweep's files do: whether a run is trusted is read from its summary."""
+    fields = list(dict.fromkeys(k for r in rows for k in r))
     with (sweep_dir / "cells.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
         writer.writeheader()
         writer.writerows(rows)
+    for r in rows:
+        path = sweep_dir / (r.get("run_dir") or f"runs/{r['run_id']}") / "summary.json"
+        if not path.is_file():
+            continue
+        summary = json.loads(path.read_text())
+        if str(r.get("suspect")).lower() == "true" and not summary.get("suspect_reasons"):
+            summary.update(suspect=True, suspect_reasons=["marked suspect by the test"])
+        if str(r.get("invariants_ok")).lower() == "false" and all(v == 0 for v in summary["invariants"].values()):
+            summary["invariants"] = {**summary["invariants"], "double_claims": 1}
+        if "saturated" in r:
+            summary["saturated"] = str(r["saturated"]).lower() == "true"
+        path.write_text(json.dumps(summary))
 
 
 def _expected_best(sweep_dir: Path) -> tuple[str, float, dict]:
@@ -337,7 +352,6 @@ def test_compare_two_sweeps_without_a_common_cell_is_refused(small, scaling, cap
 def test_saturated_cell_is_never_the_capacity_answer(small):
     """A run whose open-loop arrivals outpaced the workers measured a queue falling behind:
     its cell is flagged and the capacity answer moves to another cell."""
-    import csv as _csv
     import re as _re
 
     def chosen() -> str:
@@ -345,15 +359,10 @@ def test_saturated_cell_is_never_the_capacity_answer(small):
         return _re.search(r"Cell (c\d+) \(", page).group(1), page
 
     before, _ = chosen()
-    path = small / "cells.csv"
-    rows = list(_csv.DictReader(path.open(newline="")))
-    fields = list(rows[0]) + (["saturated"] if "saturated" not in rows[0] else [])
+    rows = _rows(small)
     for r in rows:
         r["saturated"] = "True" if r["cell_id"] == before else "False"
-    with path.open("w", newline="") as fh:
-        writer = _csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    _write_rows(small, rows)
     after, page = chosen()
     assert after != before
     assert "saturated run" in page

@@ -78,8 +78,13 @@ def test_run_writes_every_result_file_and_prints_report_path(run):
 def test_summary_has_every_key_and_clean_invariants(run):
     """Every SUMMARY_KEYS key, the four invariants all 0, a complete run with throughput
     > 0 computed from jobs completed over the measured window, and no claim above batch 1."""
-    _, s, _ = run
+    run_dir, s, _ = run
     assert set(SUMMARY_KEYS) <= set(s)
+    from bench.results.model import FORMAT_VERSION, RunResult
+
+    result = RunResult.load(run_dir)
+    assert s["format_version"] == FORMAT_VERSION == result.run["format_version"]
+    assert result.trustworthy and result.problems == [], result.problems
     assert set(s["invariants"]) == INVARIANT_KEYS
     assert s["invariants"] == {k: 0 for k in INVARIANT_KEYS}
     assert s["complete"] is True

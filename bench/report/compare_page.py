@@ -34,6 +34,7 @@ from bench.analysis.statistics import compare_samples  # noqa: E402
 from bench.report.format import NA, fmt_sig  # noqa: E402
 from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
 from bench.report.render import environment, legend_above, png_uri, save_png  # noqa: E402
+from bench.results.model import problems  # noqa: E402
 from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
 
 __all__ = ["CompareError", "compare"]
@@ -131,13 +132,9 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
         PER_SECOND_NOTE,
     ]
     for label, s in (("A", sa), ("B", sb)):
-        if s.get("complete") is False:
-            notes.append(f"run {label} is incomplete (complete = false): its figures cover part of the window.")
-        if s.get("suspect"):
-            notes.append(f"run {label} is suspect: " + "; ".join(s.get("suspect_reasons") or ["no reason recorded"]))
-        inv = s.get("invariants") or {}
-        if any(v != 0 for v in inv.values()):
-            notes.append(f"run {label}'s invariants are not all 0: {json.dumps(inv)}")
+        untrusted = problems(s)
+        if untrusted:
+            notes.append(f"run {label} cannot be trusted: " + "; ".join(untrusted) + ".")
     return rows, notes
 
 

@@ -16,6 +16,8 @@ from typing import Iterable, Mapping
 
 from hdrh.log import HistogramLogWriter
 
+from bench.results.model import stamped
+
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
@@ -43,8 +45,9 @@ def _clean(value):
 
 
 def write_json(path: Path, data: Mapping) -> None:
-    """Write ``data`` as indented JSON (NaN/inf become null)."""
-    path.write_text(json.dumps(_clean(dict(data)), indent=2, sort_keys=False, default=str) + "\n")
+    """Write the result file ``path`` (run.json, summary.json): ``data`` as indented JSON with
+    ``format_version`` first (:func:`bench.results.model.stamped`); NaN/inf become null."""
+    path.write_text(json.dumps(_clean(stamped(data)), indent=2, sort_keys=False, default=str) + "\n")
 
 
 def write_json_list(path: Path, items: list) -> None:

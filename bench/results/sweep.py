@@ -14,7 +14,6 @@ Public API:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,11 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.statistics import mean_ci
+from bench.results.model import ResultsError, problems, read_result
 from bench.results.values import fmt_label, is_missing
 from bench.errors import BadInput
 
-__all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_json", "run_complete",
+__all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_json", "run_complete", "run_summary",
            "norm_param"]
 
 #: Run parameters carried as columns of cells.csv.
@@ -157,23 +157,25 @@ def norm_param(v: Any) -> Any:
 
 
 def read_json(path: Path, arg: str) -> dict:
-    """The JSON object in ``path``; CompareError naming ``arg`` when it is unreadable or not an object."""
+    """The result file ``path`` (:func:`bench.results.model.read_result`); CompareError naming
+    ``arg`` when it is missing, unreadable, not an object or from a newer format."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CompareError(f"{arg}: {path} is not readable JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CompareError(f"{arg}: {path} does not hold a JSON object")
-    return data
+        return read_result(path)
+    except ResultsError as err:
+        raise CompareError(f"{arg}: {err}") from None
+
+
+def run_summary(run_dir: Path) -> dict | None:
+    """The run's summary.json, or None when it is absent or unreadable (a run that failed)."""
+    try:
+        return read_result(run_dir / "summary.json")
+    except ResultsError:
+        return None
 
 
 def run_complete(run_dir: Path) -> bool | None:
     """``complete`` from the run's summary.json; None when the file is absent, unreadable or says neither."""
-    path = run_dir / "summary.json"
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("complete")
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-        return None
+    value = (run_summary(run_dir) or {}).get("complete")
     return value if isinstance(value, bool) else None
 
 
@@ -228,12 +230,13 @@ def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
         runs[col] = runs[col].map(_to_bool) if col in runs else None
     runs["run_dir"] = [d if d else (f"runs/{r}" if r else "") for d, r in zip(runs["run_dir"], runs["run_id"])]
     runs["done"] = runs["status"].str.strip().str.lower().eq("done")
-    runs["complete"] = [(run_complete(sweep_dir / d) if d else None) for d in runs["run_dir"]]
-    # A saturated run (open-loop arrivals outpacing the workers) measured a queue falling behind:
+    summaries = [(run_summary(sweep_dir / d) if d else None) for d in runs["run_dir"]]
+    runs["complete"] = [s.get("complete") if s and isinstance(s.get("complete"), bool) else None for s in summaries]
+    # Whether a run can be trusted is the results model's rule (bench.results.model.problems). A
+    # saturated run (open-loop arrivals outpacing the workers) measured a queue falling behind:
     # its throughput is what the workers managed, not a rate the design sustains.
-    runs["trusted"] = [bool(done and c is True and s is False and i is True and sat is not True)
-                       for done, c, s, i, sat in zip(runs["done"], runs["complete"], runs["suspect"],
-                                                     runs["invariants_ok"], runs["saturated"])]
+    runs["trusted"] = [bool(done and s is not None and not problems(s) and s.get("saturated") is not True)
+                       for done, s in zip(runs["done"], summaries)]
     runs["report_href"] = [f"{d}/report.html" if d and (sweep_dir / d / "report.html").is_file() else None
                            for d in runs["run_dir"]]
 

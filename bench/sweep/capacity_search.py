@@ -24,6 +24,7 @@ from typing import Callable
 from bench.config.run_config import RunConfig
 from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
 from bench.errors import Interrupted
+from bench.results.model import problems, stamped
 
 class SearchStopped(Interrupted):
     """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
@@ -53,8 +54,9 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
     if produced_s < OFFERED_SHARE * rate:
         return False, (f"the producers offered only {produced_s:,.1f} of {rate:,.1f} jobs/s: "
                        "the load generator, not the queue, is the limit here")
-    if summary["suspect"]:
-        return False, "suspect run: " + "; ".join(summary["suspect_reasons"])
+    untrusted = problems(summary)
+    if untrusted:
+        return False, "untrustworthy run: " + "; ".join(untrusted)
     if summary.get("saturated"):
         return False, summary["saturation_verdict"]
     if slope is None or final_age is None:
@@ -161,5 +163,5 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
         "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "capacity.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / "capacity.json").write_text(json.dumps(stamped(result), indent=2) + "\n")
     return result

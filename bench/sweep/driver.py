@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.config.parameters import SWEEP_AXES, check_file_value
+from bench.results.model import invariants_ok, stamped
 from bench.config.run_config import REPO_ROOT, WORKLOADS_DIR, RunConfig, build_config
 from bench.errors import ConfigError, Interrupted
 
@@ -249,7 +250,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         "pgss_calls": pgss.get("calls"), "pgss_mean_ms": pgss.get("mean_ms"),
         "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
-        "invariants_ok": all(v == 0 for v in summary["invariants"].values()),
+        "invariants_ok": invariants_ok(summary),
         "saturated": summary.get("saturated"),
     })
     for mode in ("custom", "generic"):
@@ -300,7 +301,7 @@ def _keep_only(sweep_dir: Path, rows: dict[tuple[str, int], dict]) -> None:
 
 def _write_meta(sweep_dir: Path, meta: dict) -> None:
     tmp = sweep_dir / "sweep.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    tmp.write_text(json.dumps(stamped(meta), indent=2, default=str) + "\n")
     tmp.replace(sweep_dir / "sweep.json")
 
 

@@ -1,0 +1,151 @@
+"""The results model: a run's result files read into one object, and the one rule that decides
+whether a run is trustworthy.
+
+Every JSON result file queue-bench writes (``run.json``, ``summary.json``, ``sweep.json``,
+``capacity.json``, ``calibration.json``) carries ``format_version`` (:data:`FORMAT_VERSION`),
+written by :func:`stamped`. A reader accepts files without it (version 0, written before it
+existed) and refuses a file from a newer queue-bench with one line (:class:`ResultsError`).
+
+Every reader that asks "can this run's figures be trusted?" (the run report, the sweep and
+compare reports, the capacity search, calibration, the sweep's cells.csv) asks
+:func:`problems` / :attr:`RunResult.trustworthy`, so the rule lives here and nowhere else:
+
+- the run did not finish its measured window (``complete`` false);
+- the database went away during the run (``database_lost``);
+- the load generator or the measurement is suspect (``suspect_reasons``, decided by the run's
+  summary from the harness's CPU, its event-loop lag, a drained backlog, no completion);
+- an invariant of the audit is broken, or was not checked (``invariants`` not all 0).
+
+Saturation (open-loop arrivals outpacing the workers) is not a fault of the measurement: it is
+the finding that the queue does not keep up; :attr:`RunResult.saturated` reports it separately.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from bench.errors import BadInput
+
+#: The version of the result files' format this queue-bench writes and reads.
+FORMAT_VERSION = 1
+
+
+class ResultsError(BadInput):
+    """A result file is missing, unreadable, not a JSON object, or from a newer format; the
+    message is one line naming the file."""
+
+
+def stamped(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with ``format_version`` first (replacing any it had)."""
+    return {"format_version": FORMAT_VERSION, **{k: v for k, v in data.items() if k != "format_version"}}
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """The JSON object in the result file ``path``, checked for its ``format_version``.
+
+    Raises :class:`ResultsError` when the file is missing or unreadable, is not a JSON object,
+    or was written by a newer format than :data:`FORMAT_VERSION`.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"{path} is missing") from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path} is not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path} does not hold a JSON object")
+    version = data.get("format_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+        raise ResultsError(f"{path} has format_version {version!r}; this queue-bench reads up to "
+                           f"{FORMAT_VERSION}: use the queue-bench that wrote it")
+    return data
+
+
+def invariants_ok(summary: Mapping[str, Any]) -> bool | None:
+    """True when the audit checked every invariant and each is 0; False when one is not 0; None
+    when the invariants were not checked (a run whose database went away)."""
+    invariants = summary.get("invariants")
+    if not isinstance(invariants, Mapping) or not invariants or any(v is None for v in invariants.values()):
+        return None
+    return all(v == 0 for v in invariants.values())
+
+
+def problems(summary: Mapping[str, Any]) -> list[str]:
+    """Why a run's figures cannot be trusted, one sentence each; empty when they can.
+
+    ``summary`` is a run's ``summary.json`` object. The rule is the module docstring's list.
+    """
+    found = []
+    if summary.get("complete") is not True:
+        found.append("the run did not finish its measured window (complete = false)")
+    if summary.get("database_lost"):
+        found.append(f"the database went away during the run ({summary['database_lost']})")
+    found.extend(f"suspect: {reason}" for reason in summary.get("suspect_reasons") or [])
+    if summary.get("suspect") and not summary.get("suspect_reasons"):
+        found.append("suspect: no reason recorded")
+    ok = invariants_ok(summary)
+    if ok is None:
+        found.append("the invariants were not checked")
+    elif not ok:
+        broken = {k: v for k, v in summary["invariants"].items() if v != 0}
+        found.append("invariants broken: " + ", ".join(f"{k} = {v}" for k, v in broken.items()))
+    return found
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run's result files: ``run`` is ``run.json``, ``summary`` is ``summary.json`` (both as
+    written, with :func:`read_result`'s checks). Build with :meth:`load`."""
+
+    run_dir: Path
+    run: Mapping[str, Any]
+    summary: Mapping[str, Any]
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "RunResult":
+        """Read ``run_dir``'s ``run.json`` and ``summary.json``; raises :class:`ResultsError`."""
+        run_dir = Path(run_dir)
+        return cls(run_dir, read_result(run_dir / "run.json"), read_result(run_dir / "summary.json"))
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (its directory's name when the summary has none)."""
+        return str(self.summary.get("run_id") or self.run_dir.name)
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The run's effective parameters (``summary.json`` ``config``, else ``run.json``'s)."""
+        return self.summary.get("config") or self.run.get("config") or {}
+
+    @property
+    def complete(self) -> bool:
+        """The measured window ran to its end."""
+        return self.summary.get("complete") is True
+
+    @property
+    def throughput_jobs_per_s(self) -> float | None:
+        """Jobs completed per second over the measured window."""
+        return self.summary.get("throughput_jobs_per_s")
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the run cannot be trusted (:func:`problems`); empty when it can."""
+        return problems(self.summary)
+
+    @property
+    def trustworthy(self) -> bool:
+        """No :attr:`problems`."""
+        return not self.problems
+
+    @property
+    def invariants_ok(self) -> bool | None:
+        """See :func:`invariants_ok`."""
+        return invariants_ok(self.summary)
+
+    @property
+    def saturated(self) -> bool:
+        """Open-loop arrivals outpaced the workers (the queue did not keep up)."""
+        return self.summary.get("saturated") is True
