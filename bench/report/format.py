@@ -1,15 +1,20 @@
 """Numbers as text for the comparison reports (:mod:`bench.report.sweep_page`, :mod:`bench.report.compare_page`).
 
 Pure functions of their arguments; no third-party imports. What counts as missing and how a
-parameter value is labelled are the results model's (:mod:`bench.results.values`).
+parameter value is labelled are the results model's (:mod:`bench.results.values`). A mean with
+its 95 % confidence interval is a :class:`bench.results.sweep.Stat` (``n``, ``mean``, ``low``,
+``high``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from bench.results.values import is_missing
+
+if TYPE_CHECKING:
+    from bench.results.sweep import Stat
 
 NA = "n/a"
 
@@ -33,3 +38,35 @@ def fmt_sig(v: Any) -> str:
         return f"{v:,.0f}"
     decimals = max(0, 2 - int(math.floor(math.log10(abs(v)))))
     return f"{v:,.{decimals}f}"
+
+
+def ci_text(stat: Stat, scale: float = 1.0, fmt: Callable[[Any], str] = fmt_sig) -> str:
+    """'mean (low–high)' of a Stat divided by ``scale``, each number as ``fmt`` writes it; 'mean (n = 1)'
+    when there is no interval, 'n/a' when there is no value."""
+    if stat.n == 0:
+        return NA
+    mean = fmt(stat.mean / scale)
+    if stat.n == 1 or is_missing(stat.low):
+        return f"{mean} (n = 1)"
+    return f"{mean} ({fmt(stat.low / scale)}–{fmt(stat.high / scale)})"
+
+
+def _bytes_unit(v: float) -> tuple[float, str]:
+    """(bytes per unit, unit name) of the largest binary unit not above ``abs(v)`` bytes: GiB, MiB, kiB or B."""
+    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "kiB")):
+        if abs(v) >= scale:
+            return scale, unit
+    return 1.0, "B"
+
+
+def ci_bytes_text(stat: Stat) -> str:
+    """Like :func:`ci_text` for a size in bytes, in the binary unit of its mean: '1.23 (1.20–1.26) MiB'."""
+    if stat.n == 0:
+        return NA
+    scale, unit = _bytes_unit(stat.mean)
+    return f"{ci_text(stat, scale)} {unit}"
+
+
+def ms_text(us: Any) -> str:
+    """Microseconds as milliseconds, three significant figures (no unit); 'n/a' when missing."""
+    return NA if is_missing(us) else fmt_sig(float(us) / 1000.0)

@@ -1,0 +1,140 @@
+"""The run report's figures: which plots, in what order, with what captions, drawn to PNG.
+
+Used by :mod:`bench.report.run_page`. The draw functions are in :mod:`bench.report.run_plots`;
+this module gives each fresh axes (the measured window's time on x, a grid, the fault windows
+shaded), saves the figure as PNG and writes it to the run's ``plots/`` directory.
+
+Public API:
+    run_figures(run_dir, intervals, summary) -> the figures, in report order
+    FIGURES -> (file name, title, caption, draw function) of each figure every run has
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench.report.render import png_uri, save_png  # noqa: E402
+from bench.report.run_plots import (  # noqa: E402
+    draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_locks_running, draw_loop_lag,
+    draw_oldest_age, draw_priority_ages, draw_throughput,
+)
+
+__all__ = ["FIGURES", "run_figures"]
+
+X_LABEL = "time since measured start (s)"
+
+
+def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[dict]:
+    """Draw every figure of the run report and write each to ``run_dir/plots/<name>.png``.
+
+    Args:
+        run_dir: the run directory; ``plots/`` is created in it, and its ``priority_ages.csv``
+            (when present) adds the per-priority age figure after those of :data:`FIGURES`.
+        intervals: the per-second rows (:func:`bench.report.run_data.load_run`).
+        summary: the run's ``summary.json`` (its ``faults`` are shaded on the time axes).
+
+    Returns:
+        One ``{"name", "title", "caption", "data_uri"}`` per figure in report order, ``data_uri``
+        the PNG as a base64 data URI.
+    """
+    plots_dir = run_dir / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    figures = []
+    figure_specs = list(FIGURES)
+    priority_ages = run_dir / "priority_ages.csv"
+    if priority_ages.is_file():
+        by_priority = pd.read_csv(priority_ages)
+        figure_specs.append((
+            "oldest_age_by_priority", "Oldest eligible age per priority",
+            "Age of the oldest eligible job of each priority, sampled with the oldest-age query. A "
+            "priority whose line climbs while another stays flat is being starved by the higher one "
+            "(lower number = claimed first).",
+            lambda ax, df, summ: draw_priority_ages(ax, by_priority)))
+    for name, title, caption, draw in figure_specs:
+        png = _draw_png(draw, intervals, summary)
+        (plots_dir / f"{name}.png").write_bytes(png)
+        figures.append({
+            "name": name,
+            "title": title,
+            "caption": caption,
+            "data_uri": png_uri(png),
+        })
+    return figures
+
+
+def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
+              df: pd.DataFrame, summary: dict) -> bytes:
+    """Run one figure-drawing function on fresh axes (9 × 3.6 in at 100 dpi) and return PNG bytes."""
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=100, layout="constrained")
+    try:
+        ax.set_xlabel(X_LABEL)
+        ax.grid(True, alpha=0.3)
+        if df.empty:
+            ax.text(0.5, 0.5, "no per-second data recorded", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.margins(x=0.015)
+        draw(ax, df, summary)
+        time_axis = getattr(draw, "time_axis", True)  # False: x is not the measured window's time
+        if not df.empty and time_axis:  # the whole measured window, even when a series has few points
+            ax.set_xlim(df["t_s"].min() - 0.3, df["t_s"].max() + 0.3)
+        for i, fault in enumerate((summary.get("faults") or []) if time_axis else []):  # shade each fault window
+            ax.axvspan(fault["start_s"], fault["end_s"], color=f"C{(i % 4) + 6}", alpha=0.12, zorder=0)
+            ax.text(fault["start_s"], 1.0, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
+                    fontsize="x-small", va="top", color="#555")
+        return save_png(fig)
+    finally:
+        plt.close(fig)  # when drawing failed (save_png closes it otherwise; closing twice does nothing)
+
+
+#: (file name, title, caption, drawing function) of each figure every run has; the report shows them
+#: in this order (a run with priority_ages.csv has one more, last).
+FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
+    ("throughput", "Throughput",
+     "Jobs completed and claims made in each second of the measured window; the dashed "
+     "line is the run's mean throughput. Dips show stalls.",
+     draw_throughput),
+    ("claim_latency", "Claim latency",
+     "Per-second p50/p95/p99 of claim latency in ms (lock waits included); gaps are seconds "
+     "with no claims. A widening p99 over p50 means some claims queue behind locks.",
+     draw_claim_latency),
+    ("claim_vs_table", "Claim latency against table size",
+     "Each second's claim p50 and p99 against the queue table's live + dead tuples in that second. "
+     "A flat cloud means the claim's cost does not depend on the table; a rising one means every "
+     "claim reads more as the table grows (a plan that scans the table, or dead index entries it "
+     "steps over) and the run's figures depend on how long it ran.",
+     draw_claim_vs_table),
+    ("loop_lag", "Load generator event-loop lag",
+     "How late a 10 ms timer in the load generator fired, p99 of each second. Every latency the "
+     "generator measures ends when its greenlet runs again, so it can be inflated by this much; a "
+     "generator waiting for a core shows it here even while its CPU reads low. The dashed line is "
+     "the run's suspect limit for the window's p99 (loop_lag_limit_us; the rule is in the README).",
+     draw_loop_lag),
+    ("oldest_age", "Oldest eligible age and queue depth",
+     "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
+     "(right axis, an exact count taken as often as its cost stays within 2 % of the time); "
+     "gaps in the age line are seconds the monitor missed. Age rising while depth looks flat "
+     "means the queue is falling behind.",
+     draw_oldest_age),
+    ("locks_running", "Lock waiters and running jobs",
+     "Sessions waiting on a heavyweight lock (row, transaction or relation extension; sampled each second) and jobs in the running state (counted "
+     "as often as the count's cost allows; with TXN=hold the claim is not committed while the job "
+     "runs, so other sessions, the monitor included, see no running rows). Lock "
+     "waiters above zero for long stretches point to a convoy; gaps are missed samples.",
+     draw_locks_running),
+    ("dead_tuples", "Dead tuples",
+     "Dead row versions in the queue table (pg_stat_user_tables.n_dead_tup, sampled each second; "
+     "the statistics lag by up to a second). Every claim and completion leaves one behind until "
+     "vacuum removes it; a climbing line means vacuum is not keeping up, or something (a long "
+     "transaction) stops it, and claims have to step over them. The dashed line is the age of the "
+     "oldest snapshot held in this database (backend_xmin), in transactions: while it grows, vacuum "
+     "can remove nothing newer. Shaded bands on every plot are fault-injection windows.",
+     draw_dead_tuples),
+)

@@ -1,0 +1,81 @@
+"""The run report's sentences: the headline, the banners, the autovacuum note and the claim's plan text.
+
+Used by :mod:`bench.report.run_page`; each function reads the run's ``summary.json`` (as a dict)
+or its directory, and returns text for the template.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.report.run_format import fmt_value
+
+__all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "vacuum_note", "workers_plan_label"]
+
+BACKLOG_DRY_TEXT = ("backlog ran dry: throughput is bounded by the seeded backlog, "
+                    "not by the queue")
+
+
+def headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]:
+    """(label, value) pairs under the title: policy, workers, batch and index from ``config``, then
+    the workers' claim plan (see :func:`workers_plan_label`) when ``summary`` recorded one."""
+    items = [(k, fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
+    workers = ((summary or {}).get("plans") or {}).get("workers")
+    if workers is not None:
+        items.append(("workers' claim plan", workers_plan_label(workers, config)))
+    return items
+
+
+def workers_plan_label(workers: dict, config: dict) -> str:
+    """The plan the workers' claim ran, from ``summary["plans"]["workers"]`` (with ``config`` for the
+    plan cache mode when that entry lacks it), e.g.
+    ``generic (prepared, PLAN_CACHE=auto; 1,234 generic / 40 custom executions)``."""
+    plan = workers.get("plan") or "unknown"
+    if plan == "unprepared":
+        return "unprepared (PREPARED=0: planned with its values on every claim)"
+    counts = ("" if workers.get("generic_executions") is None else
+              f"; {workers['generic_executions']:,} generic / {workers['custom_executions']:,} custom executions")
+    return f"{plan} (prepared, PLAN_CACHE={workers.get('plan_cache') or config.get('plan_cache') or 'auto'}{counts})"
+
+
+def banners(summary: dict) -> list[str]:
+    """The red lines above the report, in this order: plan warnings, fault windows that never opened,
+    an interrupted run, each suspect reason, a backlog that ran dry, a saturated queue."""
+    lines = list(summary.get("plan_warnings") or [])
+    lines.extend(f"fault window {f} never opened: it starts after the measured window ended"
+                 for f in summary.get("faults_not_opened") or [])
+    if summary.get("complete") is False:
+        lines.append("interrupted run: the measured window did not finish")
+    if summary.get("suspect"):
+        reasons = summary.get("suspect_reasons") or ["no reason recorded"]
+        lines.extend(f"suspect run: {r}" for r in reasons)
+    if summary.get("backlog_exhausted"):
+        lines.append(BACKLOG_DRY_TEXT)
+    if summary.get("saturated"):
+        lines.append(f"the queue is {summary.get('saturation_verdict')}")
+    return lines
+
+
+def vacuum_note(summary: dict) -> str | None:
+    """One sentence on autovacuum/autoanalyze runs on the queue table during the run."""
+    av = summary.get("autovacuum")
+    if not av:
+        return None
+    if av.get("server_autovacuum") is False:
+        return ("Autovacuum is off on this server (autovacuum = off): nothing vacuumed or analyzed the queue "
+                "table during the run, so cached claim plans were never rebuilt and dead tuples stayed.")
+    if not av.get("enabled"):
+        return "Autovacuum was off on the queue table for this run (AUTOVACUUM=off)."
+    if av.get("autovacuum_runs") is None:
+        return "Whether autovacuum ran during the run is unknown (the database went away)."
+    if not av.get("autovacuum_runs") and not av.get("autoanalyze_runs"):
+        return "Autovacuum and autoanalyze did not run on the queue table during the run."
+    return (f"During the run autovacuum ran {av['autovacuum_runs']} and autoanalyze {av['autoanalyze_runs']} "
+            "times on the queue table; each analyze invalidates the workers' cached claim plans, which "
+            "PostgreSQL then plans again on the table as it is.")
+
+
+def claim_plan(run_dir: Path) -> str | None:
+    """The captured EXPLAIN text of one claim, if the run has one."""
+    path = run_dir / "claim_plan.txt"
+    return path.read_text(encoding="utf-8").rstrip() if path.is_file() else None

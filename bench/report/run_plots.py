@@ -1,0 +1,212 @@
+"""The run report's plots: one function per figure, drawing one run's per-second data on given axes.
+
+Used by :mod:`bench.report.run_figures`, which gives each function fresh matplotlib axes (the
+x label, the grid and the fault windows are its) and lists them in the report's order. A draw
+function reads only the data frame built from ``intervals.csv`` (one row per second of the
+measured window, ``t_s`` in seconds; see :func:`bench.report.run_data.load_run`) and the run's
+``summary.json``; it raises nothing for missing columns or samples, it says so on the axes.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter, MaxNLocator, NullFormatter, StrMethodFormatter,
+)
+
+from bench.report.run_format import fmt_num, is_none_or_nan  # noqa: E402
+
+__all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_locks_running",
+           "draw_loop_lag", "draw_oldest_age", "draw_priority_ages", "draw_throughput"]
+
+LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
+
+
+def _legend(ax: plt.Axes, handles: list | None = None) -> None:
+    """One-row legend above the axes, so it never covers data."""
+    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles),
+              frameon=False, fontsize="small", borderaxespad=0)
+
+
+def _count_axis(ax: plt.Axes, integer: bool = True) -> None:
+    """Linear y axis from 0 with thousands separators (1,400 rather than 1400)."""
+    ax.set_ylim(bottom=0)
+    if integer:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}" if integer else "{x:,g}"))
+
+
+def _marker(df: pd.DataFrame) -> str | None:
+    """Markers make isolated points (between gaps) visible on short runs only."""
+    return "." if len(df) <= 180 else None
+
+
+def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Jobs completed and claims per second (jobs produced and errors too when there were any), and
+    the run's mean throughput (``summary["throughput_jobs_per_s"]``, jobs/s) as a dashed line."""
+    m = _marker(df)
+    ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
+    ax.plot(df["t_s"], df["claims"], marker=m, label="claims / s")
+    if "jobs_produced" in df and df["jobs_produced"].fillna(0).sum() > 0:  # open-loop arrivals
+        ax.plot(df["t_s"], df["jobs_produced"].fillna(0), marker=m, color="C2", label="jobs produced / s")
+    if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
+        ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
+    mean = summary.get("throughput_jobs_per_s")
+    if not is_none_or_nan(mean):
+        ax.axhline(float(mean), color="C0", linestyle="--", linewidth=1,
+                   label=f"mean throughput ({fmt_num(mean, 1)} jobs/s)")
+    ax.set_ylabel("rate (per second)")
+    _count_axis(ax)
+    _legend(ax)
+
+
+def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Per-second claim latency p50/p95/p99 in ms (the ``claim_p*_us`` columns, µs); a log y axis when
+    the largest value is more than :data:`LOG_SCALE_RATIO` times the smallest positive one."""
+    cols = (("claim_p50_us", "p50"), ("claim_p95_us", "p95"), ("claim_p99_us", "p99"))
+    ms = {label: df[col] / 1000.0 for col, label in cols}
+    values = pd.concat(list(ms.values())) if ms else pd.Series(dtype=float)
+    positive = values[values > 0]
+    use_log = not positive.empty and positive.max() / positive.min() > LOG_SCALE_RATIO
+    m = _marker(df)
+    for label, series in ms.items():
+        ax.plot(df["t_s"], series.where(series > 0) if use_log else series,
+                marker=m, label=f"claim latency {label}")
+    if use_log:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:,g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("claim latency (ms, log scale)")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("claim latency (ms)")
+    _legend(ax)
+
+
+def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...], ylabel: str) -> bool:
+    """When a monitor series has no sample at all, say so on the axes and return True."""
+    if df.empty or not all(df[c].isna().all() for c in columns):
+        return False
+    ax.text(0.5, 0.5, f"no samples of {', '.join(columns)} in the measured window:\nthe monitor's "
+            "table query is too expensive on this table (see 'Monitor' above the plots)",
+            ha="center", va="center", transform=ax.transAxes, fontsize="small", color="#c62828")
+    ax.set_xlim(df["t_s"].min() - 0.5, df["t_s"].max() + 0.5)
+    ax.set_yticks([])
+    ax.set_ylabel(ylabel)
+    return True
+
+
+def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Oldest eligible age (s, left axis) and queue depth (eligible rows, right axis) per second."""
+    if _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"), "oldest eligible age (s)"):
+        return
+    m = _marker(df)
+    (age_line,) = ax.plot(df["t_s"], df["oldest_eligible_age_s"], marker=m, color="C3",
+                          label="oldest eligible age (s, left)")
+    ax.set_ylabel("oldest eligible age (s)", color="C3")
+    _count_axis(ax, integer=False)
+    depth_ax = ax.twinx()
+    depth = df[["t_s", "queue_depth"]].dropna()  # counted only as often as their cost allows
+    (depth_line,) = depth_ax.plot(depth["t_s"], depth["queue_depth"], marker=m, color="C0",
+                                  linestyle="--", label="queue depth (rows, right)")
+    depth_ax.set_ylabel("queue depth (eligible rows)", color="C0")
+    _count_axis(depth_ax)
+    _legend(ax, [age_line, depth_line])
+
+
+def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Running jobs and sessions waiting on a heavyweight lock, per second (counts)."""
+    if _no_samples(ax, df, ("running", "lock_waiters"), "count"):
+        return
+    m = _marker(df)
+    running = df[["t_s", "running"]].dropna()  # counted only as often as their cost allows
+    ax.plot(running["t_s"], running["running"], marker=m, label="running jobs")
+    ax.plot(df["t_s"], df["lock_waiters"], marker=m, label="lock waiters (sessions)")
+    ax.set_ylabel("count")
+    _count_axis(ax)
+    _legend(ax)
+
+
+def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame) -> None:
+    """Oldest eligible age (s) of each priority over time, one line per priority, from the rows of
+    ``priority_ages.csv`` (columns ``t_s``, ``priority``, ``oldest_eligible_age_s``)."""
+    for priority, group in by_priority.groupby("priority"):
+        ax.plot(group["t_s"], group["oldest_eligible_age_s"], marker=_marker(group),
+                label=f"priority {priority}")
+    ax.set_ylabel("oldest eligible age (s)")
+    _count_axis(ax, integer=False)
+    _legend(ax)
+
+
+def draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """The load generator's event-loop lag p99 per second in ms (``loop_lag_p99_us``, µs), with the
+    run's suspect limit (``summary["loop_lag_limit_us"]``) as a dashed line."""
+    if "loop_lag_p99_us" not in df or df["loop_lag_p99_us"].isna().all():
+        ax.text(0.5, 0.5, "no event-loop lag recorded (a run from before loop_lag_p99_us existed)",
+                ha="center", va="center", transform=ax.transAxes, fontsize="small")
+        return
+    ax.plot(df["t_s"], df["loop_lag_p99_us"] / 1000.0, marker=_marker(df), color="C1",
+            label="event-loop lag p99 in the second (ms)")
+    limit = summary.get("loop_lag_limit_us")
+    if not is_none_or_nan(limit):
+        ax.axhline(float(limit) / 1000.0, color="C3", linestyle="--", linewidth=1,
+                   label=f"suspect above this for the whole window ({float(limit) / 1000:,.2f} ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("event-loop lag (ms)")
+    _legend(ax)
+
+
+def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Dead tuples in the queue table per second (rows, left axis) and, when sampled, the oldest
+    snapshot's xmin age (transactions, right axis)."""
+    if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
+        return
+    series = df[["t_s", "dead_tuples"]].dropna()
+    (dead_line,) = ax.plot(series["t_s"], series["dead_tuples"], marker=_marker(df), color="C4",
+                           label="dead tuples in the queue table (rows, left)")
+    ax.set_ylabel("dead tuples (rows)")
+    _count_axis(ax)
+    handles = [dead_line]
+    if "xmin_age" in df and df["xmin_age"].notna().any():
+        xmin_ax = ax.twinx()
+        xmin = df[["t_s", "xmin_age"]].dropna()
+        (xmin_line,) = xmin_ax.plot(xmin["t_s"], xmin["xmin_age"], color="C5", linestyle="--",
+                                    label="oldest snapshot's xmin age (transactions, right)")
+        xmin_ax.set_ylabel("xmin age (transactions)")
+        _count_axis(xmin_ax)
+        handles.append(xmin_line)
+    _legend(ax, handles)
+
+
+def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Per-second claim p50/p99 (ms) against the queue table's tuples (live + dead) in that second; the
+    x axis is not time (``time_axis`` False), and ``summary["claim_growth"]`` adds a note when it grows."""
+    if "table_tuples" not in df or df["table_tuples"].isna().all():
+        ax.text(0.5, 0.5, "no table_tuples samples in this run's intervals.csv", ha="center", va="center",
+                transform=ax.transAxes, fontsize="small", color="#c62828")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    for col, label in (("claim_p50_us", "p50"), ("claim_p99_us", "p99")):
+        points = df[["table_tuples", col]].dropna()
+        ax.plot(points["table_tuples"], points[col] / 1000.0, linestyle="none", marker="o", markersize=3,
+                label=f"claim latency {label}")
+    ax.set_xlabel("queue table tuples, live + dead (pg_stat_user_tables)")
+    ax.set_ylabel("claim latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    growth = summary.get("claim_growth") or {}
+    if growth.get("grows"):
+        ax.text(0.01, 0.97, f"claim latency grows with the table: +{growth['slope_us_per_1k_tuples']:,.1f} µs "
+                f"per 1,000 tuples (r = {growth['r']:.2f})", transform=ax.transAxes, va="top",
+                fontsize="small", color="#c62828")
+    _legend(ax)
+
+
+draw_claim_vs_table.time_axis = False

@@ -1,0 +1,195 @@
+"""The run report's tables, as rows for the template: headline figures, latencies, plans, environment.
+
+Used by :mod:`bench.report.run_page`. Each function reads the run's ``summary.json`` (and
+``run.json`` or the run config, as dicts) and returns rows of text; latencies arrive in µs
+and are shown in ms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report.run_format import NA, as_int, fmt_num, fmt_us_as_ms, fmt_value, is_none_or_nan
+from bench.report.run_notes import workers_plan_label
+
+__all__ = ["env_rows", "latency_rows", "plan_rows", "summary_rows"]
+
+INVARIANT_ORDER = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied")
+HARNESS_CPU_LIMIT_PCT = 90.0
+#: Latency-table keys that older result files lack (the row is left out then).
+OPTIONAL_LATENCY_KEYS = ("work_duration_us", "loop_lag_us", "nowait_backoff_us")
+
+
+def plan_rows(summary: dict) -> list[dict]:
+    """Rows of the plan table: the workers' own claim plan, what a fresh custom and generic plan would do,
+    and pg_stat_statements over the measured window, each when ``summary`` recorded it.
+
+    Each row is ``{"what", "scan", "buffers" (shared buffers per call), "ms" (execution time, ms)}``, all text.
+    """
+    plans = summary.get("plans") or {}
+    rows = []
+    workers = plans.get("workers")
+    if workers is not None:
+        rows.append({"what": "the workers' claim, read on their own sessions: "
+                             + workers_plan_label(workers, summary.get("config") or {}),
+                     "scan": workers.get("scan") or workers.get("error") or NA,
+                     "buffers": fmt_value(workers.get("shared_buffers")),
+                     "ms": NA if workers.get("execution_ms") is None else f"{workers['execution_ms']:,.3f}"})
+    for mode in ("custom", "generic"):
+        plan = plans.get(mode)
+        if not plan:
+            continue
+        rows.append({"what": f"what the {mode} plan would do (a fresh statement)",
+                     "scan": plan.get("scan") or plan.get("error") or NA,
+                     "buffers": fmt_value(plan.get("shared_buffers")),
+                     "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"})
+    pgss = summary.get("pg_stat_statements") or {}
+    if pgss:
+        unavailable = pgss.get("unavailable")
+        rows.append({"what": "pg_stat_statements, measured window",
+                     "scan": f"not recorded: {unavailable}" if unavailable else f"{fmt_value(pgss.get('calls'))} calls",
+                     "buffers": NA if unavailable else fmt_value(pgss.get("shared_blks_per_call")),
+                     "ms": NA if unavailable or pgss.get("mean_ms") is None else f"{pgss['mean_ms']:,.3f}"})
+    return rows
+
+
+def _row(label: str, value: str, bad: bool = False) -> dict:
+    return {"label": label, "value": value, "bad": bad}
+
+
+def summary_rows(summary: dict, config: dict) -> list[dict]:
+    """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``.
+
+    Throughput, counts, the oldest eligible age, errors, open-loop and retry figures, invariants, sizes,
+    harness CPU and the monitor's cost; ``config`` gives the batch size and layout. Latencies are in
+    a separate table (:func:`latency_rows`).
+    """
+    batch = as_int(config.get("batch"))
+    max_rows = as_int(summary.get("max_rows_per_claim"))
+    over_batch = max_rows is not None and batch is not None and max_rows > batch
+    age = summary.get("oldest_eligible_age_s") or {}
+    cpu = summary.get("harness_cpu_max_pct")
+    mon = summary.get("monitor_query_us") or {}
+
+    rows = [
+        _row("throughput", fmt_num(summary.get("throughput_jobs_per_s"), 1, "jobs/s")),
+        _row("claims per second", fmt_num(summary.get("claims_per_s"), 1, "claims/s")),
+        _row("measured window", fmt_num(summary.get("measured_s"), 1, "s")),
+        _row("jobs claimed", fmt_num(summary.get("jobs_claimed"))),
+        _row("jobs completed", fmt_num(summary.get("jobs_completed"))),
+        _row("empty claims", fmt_num(summary.get("empty_claims"))),
+        _row("max rows per claim",
+             f"{fmt_num(max_rows)} (batch {fmt_num(batch)})", bad=over_batch),
+        _row("oldest eligible age max / p95 / final",
+             " / ".join(fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
+        _row("errors", _fmt_errors(summary.get("errors"))),
+    ]
+    if summary.get("offered_rate_jobs_per_s"):
+        lag = summary.get("producer_lag_ms") or {}
+        rows.append(_row("offered load (open-loop producers)", fmt_num(summary["offered_rate_jobs_per_s"], 1, "jobs/s")))
+        rows.append(_row("jobs produced", fmt_num(summary.get("jobs_produced"))))
+        rows.append(_row("producer schedule lag p50 / p99 / max",
+                         " / ".join(fmt_num(lag.get(k), 3) for k in ("p50", "p99", "max")) + " ms"))
+        rows.append(_row("does the queue keep up?", str(summary.get("saturation_verdict")),
+                         bad=bool(summary.get("saturated"))))
+    # Retry and lease figures (measured window), shown when the run has them.
+    for key, label in (("nowait_retries", "NOWAIT retries (after back-off)"),
+                       ("retries", "failed attempts re-queued with back-off"),
+                       ("dead_lettered", "jobs dead-lettered"),
+                       ("lease_expiries", "lease expiries (reaper)"),
+                       ("stale_completions", "stale completions rejected by the token"),
+                       ("redeliveries", "redeliveries (claims beyond a job's first)"),
+                       ("crashed_claims", "claims abandoned by crashed workers (fault)"),
+                       ("late_completions", "late completions (fault)"),
+                       ("backend_kills", "backends killed (fault)")):
+        if key in summary:
+            rows.append(_row(label, fmt_num(summary.get(key))))
+    invariants = summary.get("invariants") or {}
+    keys = [k for k in INVARIANT_ORDER if k in invariants]
+    keys += sorted(k for k in invariants if k not in INVARIANT_ORDER)
+    for key in keys:
+        v = invariants[key]
+        rows.append(_row(f"invariant: {key}", fmt_num(v),
+                         bad=is_none_or_nan(v) or v != 0))
+    batch_wait = summary.get("batch_wait_us") or {}
+    if (batch or 1) > 1 and batch_wait.get("p50") is not None:
+        rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",
+                         " / ".join(fmt_num(batch_wait.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
+    if config.get("layout") == "archive":
+        rows.append(_row("jobs moved to the archive (mover)", fmt_num(summary.get("archived_jobs"))))
+    sizes = summary.get("table_sizes") or {}
+    if sizes.get("before") and sizes.get("after"):
+        def mb(part: dict) -> str:
+            text = f"table {part['table_bytes'] / 1e6:,.1f} MB, indexes {part['indexes_bytes'] / 1e6:,.1f} MB"
+            return text + (f", archive {part['archive_bytes'] / 1e6:,.1f} MB" if part.get("archive_bytes") else "")
+        rows.append(_row("sizes before / after the run", f"{mb(sizes['before'])} / {mb(sizes['after'])}"))
+    rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
+                     bad=not is_none_or_nan(cpu) and float(cpu) > HARNESS_CPU_LIMIT_PCT))
+    rows.append(_row("monitor query cost mean / max",
+                     f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
+    return rows
+
+
+def _fmt_errors(errors: Any) -> str:
+    """'55P03: 3, 40001: 1' for non-zero counts, largest first; 'none' when there are none."""
+    if not errors:
+        return "none"
+    counts = [(k, v) for k, v in errors.items() if not is_none_or_nan(v) and v != 0]
+    counts.sort(key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts) or "none"
+
+
+def latency_rows(summary: dict) -> list[dict]:
+    """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text, all in ms.
+
+    Claim and completion latency arrive in µs and are shown as ms with 3 decimals.
+    """
+    stats = ("p50", "p95", "p99", "max", "mean")
+    rows = []
+    for label, key, fmt in (
+        ("claim latency", "claim_latency_us", fmt_us_as_ms),
+        ("completion latency", "complete_latency_us", fmt_us_as_ms),
+        ("pickup latency", "pickup_latency_ms", lambda v: fmt_num(v, 3, "ms")),
+        ("job work, measured (configured mean "
+         f"{fmt_num(summary.get('work_expected_ms'), 3, 'ms')})", "work_duration_us", fmt_us_as_ms),
+        ("event-loop lag (10 ms timer, how late)", "loop_lag_us", fmt_us_as_ms),
+        ("NOWAIT back-off sleeps", "nowait_backoff_us", fmt_us_as_ms),
+    ):
+        d = summary.get(key)
+        if d is None and key in OPTIONAL_LATENCY_KEYS:  # runs recorded before the key existed
+            continue
+        if key == "nowait_backoff_us" and (d or {}).get("p50") is None:
+            continue  # no 55P03, no back-off
+        d = d or {}
+        rows.append({"label": label, "cells": [fmt(d.get(s)) for s in stats]})
+    return rows
+
+
+def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
+    """(label, value) rows of the environment table: server, client machine, seed, timestamps, versions."""
+    client = run.get("client") or {}
+    seed = run.get("seed") or {}
+    mem = client.get("memory_bytes")
+    return [
+        ("engine", fmt_value(run.get("engine"))),
+        ("server version", fmt_value(run.get("server_version"))),
+        ("DSN (password masked)", fmt_value(run.get("dsn_masked"))),
+        ("embedded database", fmt_value(run.get("embedded_database"))),
+        ("client cores", fmt_value(client.get("cores"))),
+        ("client memory", NA if is_none_or_nan(mem) else fmt_num(mem / 2**30, 1, "GiB")),
+        ("client python", fmt_value(client.get("python"))),
+        ("client platform", fmt_value(client.get("platform"))),
+        ("client hostname", fmt_value(client.get("hostname"))),
+        ("backlog chosen by", fmt_value(run.get("backlog_computed"))),
+        ("seed rows", fmt_num(seed.get("rows"))),
+        ("seed time", fmt_num(seed.get("seconds"), 2, "s")),
+        ("seed rate", fmt_num(seed.get("rows_per_s"), 0, "rows/s")),
+        ("run started", fmt_value(run.get("started_at"))),
+        ("measured window start",
+         fmt_value(run.get("measured_start") or summary.get("measured_start"))),
+        ("measured window end",
+         fmt_value(run.get("measured_end") or summary.get("measured_end"))),
+        ("run ended", fmt_value(run.get("ended_at"))),
+        ("tool version", fmt_value(run.get("tool_version"))),
+        ("git sha", fmt_value(run.get("git_sha")) if run.get("git_sha") else "unknown"),
+    ]

@@ -1,0 +1,105 @@
+"""A sweep's capacity answer: the one sentence the sweep report opens with, where it comes from, its caveats.
+
+Used by :mod:`bench.report.sweep_page`. Reads the sweep's cells (:mod:`bench.results.sweep`)
+and, when the sweep directory holds one, its ``capacity.json``.
+"""
+
+from __future__ import annotations
+
+from bench.analysis.statistics import workers_needed
+from bench.report.format import ci_text, fmt_num, ms_text
+from bench.results.sweep import SweepResults, read_json
+from bench.results.values import as_float, fmt_label, is_missing
+
+__all__ = ["DESIGN_KEYS", "capacity_answer", "design_text"]
+
+#: The design a capacity answer names, in this order.
+DESIGN_KEYS = ("policy", "index", "layout", "batch")
+
+
+def design_text(values: dict) -> str:
+    """The design named by ``values`` (parameter name -> value), e.g. 'policy skip_locked, index partial,
+    batch 10'; the :data:`DESIGN_KEYS` that have a value, in that order."""
+    parts = [f"{k} {fmt_label(values[k])}" for k in DESIGN_KEYS if not is_missing(values.get(k)) and values.get(k) != ""]
+    return ", ".join(parts) if parts else "(design not recorded)"
+
+
+def capacity_answer(sweep: SweepResults) -> dict:
+    """The one-sentence answer, where it comes from, and its caveats.
+
+    Returns {"sentence", "ok" (a figure was given), "details": [str], "cell_id" (the chosen cell, or None)}.
+    From ``capacity.json`` when the sweep directory holds one (its sustainable rate),
+    else the cell with the highest mean throughput among cells whose runs all
+    finished, are complete, not suspect and have their invariants ok.
+
+    Raises:
+        CompareError: ``capacity.json: ...`` when that file is not a readable JSON object.
+    """
+    cap_path = sweep.path / "capacity.json"
+    details: list[str] = []
+    best = max((c for c in sweep.cells if c.qualifies), default=None,
+               key=lambda c: c.stat("throughput_jobs_per_s").mean if c.stat("throughput_jobs_per_s").n else -1)
+    if cap_path.is_file():
+        cap = read_json(cap_path, "capacity.json")
+        design = cap.get("design") or {}
+        rate = cap.get("sustainable_rate_jobs_per_s")
+        workers = cap.get("workers", design.get("workers"))
+        steps = cap.get("steps") or []
+        if not is_missing(rate):
+            sentence = (f"With design {design_text(design)}, this database sustains about {fmt_num(rate)} jobs/s "
+                        f"at p99 claim {ms_text(cap.get('claim_p99_us_at_rate'))} ms using "
+                        f"{fmt_label(workers)} workers.")
+            details.append(f"From the capacity search in capacity.json ({len(steps)} offered rates tried): the "
+                           "highest open-loop arrival rate at which the oldest eligible age did not keep growing.")
+            return {"sentence": sentence, "ok": True, "details": details, "cell_id": None}
+        sentence = (f"The capacity search (capacity.json) found no sustainable rate for design "
+                    f"{design_text(design)}: the queue saturated at every rate it tried ({len(steps)} "
+                    f"step{'s' if len(steps) != 1 else ''}).")
+        if best is not None:
+            tput = best.stat("throughput_jobs_per_s")
+            details.append(f"For reference, the sweep's best trustworthy cell ({best.cell_id}) drained a seeded "
+                           f"backlog at {fmt_num(tput.mean)} jobs/s; that is a ceiling, not a sustainable rate.")
+        return {"sentence": sentence, "ok": False, "details": details, "cell_id": None}
+
+    if not sweep.cells or sweep.runs.empty:
+        return {"sentence": "No run of this sweep has finished yet, so there is no capacity figure.",
+                "ok": False, "details": [], "cell_id": None}
+    if best is None:
+        n_measured = sum(1 for c in sweep.cells if len(c.runs))
+        return {"sentence": (f"No cell of this sweep gives a trustworthy capacity figure: each of the "
+                             f"{n_measured} measured cells has a failed, incomplete or suspect run, or a run "
+                             "whose invariants are not ok."),
+                "ok": False, "details": ["Fix the cause shown in red below and re-run the sweep."], "cell_id": None}
+
+    tput, p99 = best.stat("throughput_jobs_per_s"), best.stat("claim_p99_us")
+    design = {k: sweep.value(best, k) for k in (*DESIGN_KEYS, "workers", "rate")}
+    sentence = (f"With design {design_text(design)}, this database sustains about {fmt_num(tput.mean)} jobs/s "
+                f"at p99 claim {ms_text(p99.mean)} ms using {fmt_label(design['workers'])} workers.")
+    details.append(f"Cell {best.cell_id} ({best.label}): mean throughput over {tput.n} repetition"
+                   f"{'s' if tput.n != 1 else ''}, 95 % CI {ci_text(tput)} jobs/s; claim p99 {ci_text(p99, 1000.0)} ms. "
+                   "Chosen as the highest mean throughput among cells whose runs all finished, are complete, "
+                   "not suspect, not saturated and have their invariants ok.")
+    if is_missing(design.get("rate")) or as_float(design.get("rate")) == 0:
+        details.append("These runs drained a seeded backlog (closed loop): the figure is the most this design "
+                       "completed per second, an upper bound. The rate it sustains with a stable queue lag "
+                       "comes from a capacity search (make capacity), which this sweep directory does not hold.")
+    target = sweep.meta.get("target") or {}
+    rate = target.get("rate_jobs_per_s")
+    workers = as_float(design.get("workers"))
+    open_loop = not is_missing(design.get("rate")) and as_float(design.get("rate")) > 0
+    if not is_missing(rate) and float(rate) > 0 and open_loop:
+        # With open-loop arrivals the workers idle between jobs: workers / throughput is not the
+        # time a worker spends on a job, and Little's law would overstate the workers needed.
+        details.append(f"Target {fmt_num(rate)} jobs/s: no Little's-law estimate from this cell, whose workers "
+                       "were fed by open-loop arrivals and partly idle; it needs a closed-loop cell (a seeded "
+                       "backlog, RATE 0), where workers / throughput is the time per job per worker.")
+    elif not is_missing(rate) and float(rate) > 0 and workers > 0 and tput.mean > 0:
+        util = float(target.get("utilisation") or 0.7)
+        job_s = workers / tput.mean  # Little's law: each worker holds one job (or batch) per cycle
+        need = workers_needed(float(rate), job_s, util)
+        details.append(f"Target {fmt_num(rate)} jobs/s at {util:.0%} utilisation: about {need} workers of this "
+                       f"design by Little's law (L = λW with W = workers / throughput = {job_s * 1000:.3g} ms "
+                       "per job per worker, as measured in this cell)"
+                       + ("; the target is above what this cell measured, so more workers may not scale "
+                          "linearly (see the USL fit)." if float(rate) > tput.mean else "."))
+    return {"sentence": sentence, "ok": True, "details": details, "cell_id": best.cell_id}

@@ -1,0 +1,176 @@
+"""What every sweep figure shares: cells grouped into series, colours, error bars, rings and axis scales.
+
+Used by :mod:`bench.report.sweep_plots`. A series is ``(label, cells)``: the cells that share the
+value of every varying axis but the one on x, sorted along it. Error bars are the 95 %
+confidence interval of a mean across repetitions (:class:`bench.results.sweep.Stat`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # noqa: E402
+
+from bench.report.sweep_answer import DESIGN_KEYS, design_text  # noqa: E402
+from bench.results.sweep import Cell, Stat, SweepResults, norm_param  # noqa: E402
+from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
+
+__all__ = ["RING", "TWO_PANELS", "auto_log_y", "axis_value", "cell_series", "colored", "draw_throughput",
+           "drawable", "errorbar", "int_log_axis", "linear_y", "ring_bad", "style_keys", "symlog_x"]
+
+LOG_SCALE_RATIO = 20.0  # a y axis switches to log above this max/min ratio
+#: Size of the two-panel figures (history, batch), side by side.
+TWO_PANELS = {"figsize": (11, 4.4), "dpi": 100, "layout": "constrained"}
+#: Marker style of the red ring around a cell with a failed, suspect or invariant-breaking run.
+RING = {"markersize": 11, "markerfacecolor": "none", "markeredgecolor": "#c62828"}
+
+
+def _short_count(v: float) -> str:
+    """Axis tick text for counts: 0, 500, 100k, 1M, 2.5M."""
+    v = float(v)
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
+def _tick(y: float, _pos: Any = None) -> str:
+    """Axis tick text: 0.5, 10, 1,000, 35,000."""
+    return f"{y:,g}"
+
+
+def cell_series(sweep: SweepResults, x_axis: str) -> list[tuple[str, list[Cell]]]:
+    """Cells grouped by every other varying axis, each group sorted by ``x_axis``."""
+    others = [a for a in sweep.varying if a != x_axis]
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in sweep.cells:
+        if is_missing(axis_value(sweep, cell, x_axis)):
+            continue
+        key = tuple(norm_param(sweep.value(cell, a)) for a in others)
+        groups.setdefault(key, []).append(cell)
+    out = []
+    for key, cells in groups.items():
+        cells.sort(key=lambda c: axis_value(sweep, c, x_axis))
+        label = (", ".join(f"{a} {fmt_label(v)}" for a, v in zip(others, key))
+                 or design_text({k: sweep.value(cells[0], k) for k in DESIGN_KEYS}))
+        out.append((label, cells))
+    return out
+
+
+def drawable(series: list[tuple[str, list[Cell]]]) -> tuple[list[tuple[str, list[Cell]]], list[str]]:
+    """The series with at least two cells (a line needs two points), and the labels of the others."""
+    return [s for s in series if len(s[1]) >= 2], [label for label, cells in series if len(cells) < 2]
+
+
+def axis_value(sweep: SweepResults, cell: Cell, axis: str) -> float:
+    """The cell's value on ``axis`` as a float (NaN when it has none)."""
+    return as_float(sweep.value(cell, axis))
+
+
+def colored(sweep: SweepResults, series: Sequence[tuple], axis: str) -> Iterator[tuple[str, list[float], tuple]]:
+    """(colour, x values on ``axis`` of its cells, series) for each ``(label, cells, …)`` series,
+    colours from matplotlib's default cycle C0…C9."""
+    for i, item in enumerate(series):
+        yield f"C{i % 10}", [axis_value(sweep, c, axis) for c in item[1]], item
+
+
+def errorbar(ax: plt.Axes, xs, stats: list[Stat], scale: float = 1.0, **kw):
+    """Means of ``stats`` / ``scale`` at ``xs`` with asymmetric 95 % CI error bars (no bar where the CI is
+    unknown, n = 1; no point where there is no mean); ``kw`` goes to ``Axes.errorbar``, whose container
+    is returned."""
+    means = np.array([s.mean / scale for s in stats])
+    lo = np.array([0.0 if is_missing(s.low) else (s.mean - s.low) / scale for s in stats])
+    hi = np.array([0.0 if is_missing(s.high) else (s.high - s.mean) / scale for s in stats])
+    ok = ~np.isnan(means)
+    return ax.errorbar(np.asarray(xs, dtype=float)[ok], means[ok], yerr=[lo[ok], hi[ok]], capsize=3, **kw)
+
+
+def style_keys(what: str) -> list:
+    """Legend entries for the line styles shared by every series: p50 solid, p99 dashed."""
+    return [Line2D([], [], color="#555", linestyle="-", marker="o", markersize=4, label=f"{what} p50 (solid)"),
+            Line2D([], [], color="#555", linestyle="--", marker="s", markersize=4, label=f"{what} p99 (dashed)")]
+
+
+def int_log_axis(ax: plt.Axes, values: Sequence[float], which: str = "x") -> None:
+    """Log axis with ticks exactly at the measured values, labelled as plain numbers."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    ticks = sorted({float(v) for v in values if v > 0})
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
+    axis.set_minor_locator(NullLocator())
+    axis.set_minor_formatter(NullFormatter())
+
+
+def auto_log_y(ax: plt.Axes, values: Sequence[float], unit_label: str) -> None:
+    """Y axis labelled ``unit_label``: log when the positive ``values`` span more than
+    :data:`LOG_SCALE_RATIO` (max / min), else linear from 0."""
+    v = np.asarray([x for x in values if not is_missing(x) and x > 0], dtype=float)
+    if v.size and v.max() / v.min() > LOG_SCALE_RATIO:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel(f"{unit_label}, log scale")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+        ax.set_ylabel(unit_label)
+
+
+def _y_top(means: Sequence[float], highs: Sequence[float]) -> float:
+    """Top of a linear y axis from 0: room for the upper error bars, but at most twice the largest
+    mean (a two-repetition interval can be far wider than the data; its bar is then cut at the top)."""
+    m = [x for x in means if not is_missing(x)]
+    h = [x for x in highs if not is_missing(x)]
+    if not m:
+        return 1.0
+    top = max(m) * 1.15
+    if h:
+        top = max(top, min(max(h) * 1.05, 2.0 * max(m)))
+    return top or 1.0
+
+
+def linear_y(ax: plt.Axes, stats: Sequence[Stat], label: str, scale: float = 1.0) -> None:
+    """Linear y axis from 0 to :func:`_y_top` of the means and upper CI bounds of ``stats`` / ``scale``."""
+    means = [s.mean / scale for s in stats if s.n]
+    highs = [s.high / scale for s in stats if s.n > 1 and not is_missing(s.high)]
+    ax.set_ylabel(label)
+    ax.set_ylim(0, _y_top(means, highs))
+    ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+
+
+def ring_bad(ax: plt.Axes, xs: Sequence[float], stats: Sequence[Stat], cells: Sequence[Cell]) -> None:
+    """Red rings around the means of cells with a failed, suspect or invariant-breaking run."""
+    bad = [(x, s.mean) for x, s, c in zip(xs, stats, cells) if c.bad and s.n]
+    if bad:
+        ax.plot(*zip(*bad), "o", **RING)
+
+
+def draw_throughput(ax: plt.Axes, xs: Sequence[float], cells: Sequence[Cell], color: str, label: str) -> list[Stat]:
+    """One series' mean throughput at ``xs`` as a line with 95 % CI bars, bad cells ringed; its Stats."""
+    stats = [c.stat("throughput_jobs_per_s") for c in cells]
+    errorbar(ax, xs, stats, fmt="-o", color=color, label=label, markersize=5)
+    ring_bad(ax, xs, stats, cells)
+    return stats
+
+
+def symlog_x(ax: plt.Axes, values: Sequence[float]) -> None:
+    """Log x axis that still shows 0: symlog, linear below the smallest non-zero value."""
+    positive = sorted({float(v) for v in values if v > 0})
+    ticks = sorted({float(v) for v in values})
+    if 0.0 in ticks and positive:
+        ax.set_xscale("symlog", linthresh=positive[0], linscale=0.6)
+        ax.set_xlim(-positive[0] * 0.3, positive[-1] * 2.0)
+    else:
+        ax.set_xscale("log")
+        ax.set_xlim(positive[0] / 2.0, positive[-1] * 2.0)
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
+    ax.xaxis.set_minor_locator(NullLocator())

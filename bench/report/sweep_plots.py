@@ -1,0 +1,220 @@
+"""The sweep report's figures, one per axis the sweep varies: workers (with the USL fit), history, batch.
+
+Used by :mod:`bench.report.sweep_page`. Each function returns a figure spec, ``{"name", "title",
+"caption", "draw"}`` with ``draw()`` returning the PNG bytes, or None when the sweep gives
+nothing to draw on that axis (every series a single cell). The shared pieces (series, error
+bars, axis scales) are in :mod:`bench.report.sweep_axes`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from bench.analysis.statistics import fit_usl  # noqa: E402
+from bench.report.format import NA, fmt_num, fmt_sig  # noqa: E402
+from bench.report.render import legend_above, save_png  # noqa: E402
+from bench.report.sweep_axes import (  # noqa: E402
+    RING, TWO_PANELS, auto_log_y, axis_value, cell_series, colored, draw_throughput, drawable, errorbar,
+    int_log_axis, linear_y, ring_bad, style_keys, symlog_x,
+)
+from bench.results.sweep import Cell, SweepResults  # noqa: E402
+from bench.results.values import is_missing  # noqa: E402
+
+__all__ = ["batch_figure", "history_figure", "scaling_figure"]
+
+
+def _fit_points(sweep: SweepResults, cells: list[Cell]) -> tuple[list[float], list[float], int]:
+    """(workers, throughput) of every trusted run of ``cells``, and how many runs were left out."""
+    ws, xs, left_out = [], [], 0
+    for cell in cells:
+        w = axis_value(sweep, cell, "workers")
+        for _, r in cell.runs.iterrows():
+            if r["trusted"] and not is_missing(r["throughput_jobs_per_s"]):
+                ws.append(w)
+                xs.append(float(r["throughput_jobs_per_s"]))
+            else:
+                left_out += 1
+    return ws, xs, left_out
+
+
+def scaling_figure(sweep: SweepResults) -> tuple[dict | None, list[dict]]:
+    """Throughput vs workers with a USL fit per series; returns (figure spec, USL table rows).
+
+    The spec is None when no series has two worker counts. The table has one row per series:
+    ``{"series", "n_points" (trusted runs), "worker_counts", "left_out" (runs not fitted), "fit"
+    (the fitted λ, σ, κ, their standard errors, the peak and the fit's error as text; None when
+    there is none), "reason" (why not)}``.
+    """
+    series = cell_series(sweep, "workers")
+    table, drawn = [], []
+    for label, cells in series:
+        ws, xs, left_out = _fit_points(sweep, cells)
+        counts = sorted({int(w) for w in ws})
+        row = {"series": label, "n_points": len(ws), "worker_counts": ", ".join(str(c) for c in counts) or NA,
+               "left_out": left_out, "fit": None, "reason": None}
+        fit = None
+        try:
+            fit = fit_usl(ws, xs)
+        except ValueError as exc:
+            row["reason"] = (f"no fit: {len(counts)} distinct worker count{'s' if len(counts) != 1 else ''} "
+                             f"with trustworthy runs ({row['worker_counts']}); the USL has three parameters and "
+                             f"needs at least 3" if len(counts) < 3 else f"no fit: {exc}")
+        else:
+            row["fit"] = {
+                "lambda": fmt_sig(fit.lambda_jobs_per_s),
+                "sigma": f"{fit.sigma:.4g}", "sigma_se": NA if is_missing(fit.sigma_stderr) else f"{fit.sigma_stderr:.2g}",
+                "kappa": f"{fit.kappa:.4g}", "kappa_se": NA if is_missing(fit.kappa_stderr) else f"{fit.kappa_stderr:.2g}",
+                "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else f"{fit.peak_workers:,.1f}"),
+                "peak_jobs": ("∞" if math.isinf(fit.peak_jobs_per_s) else fmt_num(fit.peak_jobs_per_s)),
+                "mape": f"{fit.mape_pct:.1f}", "r2": NA if is_missing(fit.r2) else f"{fit.r2:.3f}",
+                "poor": (fit.mape_pct > 10 or (not is_missing(fit.sigma_stderr) and fit.sigma_stderr > max(fit.sigma, 1e-9))
+                         or (not is_missing(fit.kappa_stderr) and fit.kappa_stderr > max(fit.kappa, 1e-12))),
+                "beyond": (not math.isinf(fit.peak_workers) and fit.peak_workers > max(counts)),
+            }
+        table.append(row)
+        if len(cells) >= 2:
+            drawn.append((label, cells, fit))
+
+    if not drawn:
+        return None, table
+
+    def draw() -> bytes:
+        fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100, layout="constrained")
+        all_w, all_stats, handles, labels = [], [], [], []
+        for color, xs, (label, cells, fit) in colored(sweep, drawn, "workers"):
+            stats = [c.stat("throughput_jobs_per_s") for c in cells]
+            h = errorbar(ax, xs, stats, fmt="o", color=color)
+            ring_bad(ax, xs, stats, cells)
+            all_w += xs
+            all_stats += stats
+            if fit is not None:
+                shown_peak = not math.isinf(fit.peak_workers) and fit.peak_workers <= 4 * max(xs)
+                top = max(max(xs), fit.peak_workers if shown_peak else 0) * 1.15
+                grid = np.geomspace(min(xs), top, 200)
+                (line,) = ax.plot(grid, fit.predict(grid), "--", color=color, linewidth=1.2)
+                handles.append((h, line))
+                labels.append(f"{label}: mean ± 95 % CI, USL fit σ {fit.sigma:.3g}, κ {fit.kappa:.2g}")
+            else:
+                handles.append(h)
+                labels.append(f"{label}: mean ± 95 % CI (no fit)")
+            if fit is not None and shown_peak:  # a peak far beyond the measured counts is in the table only
+                ax.plot([fit.peak_workers], [fit.peak_jobs_per_s], marker="v", color=color, markersize=8)
+                ax.annotate(f"peak {fmt_num(fit.peak_jobs_per_s)} jobs/s\nat {fit.peak_workers:.0f} workers",
+                            (fit.peak_workers, fit.peak_jobs_per_s), textcoords="offset points",
+                            xytext=(6, 6), fontsize="x-small", color=color)
+                all_w.append(fit.peak_workers)
+        if any(c.bad for _, cells, _ in drawn for c in cells):
+            (ring,) = ax.plot([], [], "o", **RING)
+            handles.append(ring)
+            labels.append("cell with a failed, suspect or invariant-breaking run")
+        int_log_axis(ax, [w for w in all_w if w > 0 and float(w).is_integer()] or all_w)
+        ax.set_xlim(min(all_w) / 1.3, max(all_w) * 1.3)
+        ax.set_xlabel("workers (connections, log scale)")
+        linear_y(ax, all_stats, "throughput (jobs/s)")
+        ax.grid(True, alpha=0.3)
+        legend_above(ax, handles, labels=labels)
+        return save_png(fig)
+
+    caption = ("Mean throughput (jobs completed per second over the measured window) at each worker count, "
+               "with the 95 % confidence interval of the mean across repetitions as error bars; dashed: the "
+               "Universal Scalability Law X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted to the trustworthy runs, "
+               "its peak marked ▼. σ (contention) bends the curve flat; κ (coherency, crosstalk between "
+               "workers) makes it fall after the peak. Red rings mark cells with a failed, suspect or "
+               "invariant-breaking run.")
+    _, skipped = drawable(series)
+    if skipped:
+        caption += (" Not drawn (a single worker count, nothing to scale): " + "; ".join(skipped) + ".")
+    return {"name": "throughput_vs_workers", "title": "Throughput vs workers (USL fit)",
+            "caption": caption, "draw": draw}, table
+
+
+def history_figure(sweep: SweepResults) -> dict | None:
+    """Claim latency p50/p99 and throughput vs history size, one series per other varying axis."""
+    series, _ = drawable(cell_series(sweep, "history"))
+    if not series:
+        return None
+
+    def draw() -> bytes:
+        fig, (ax_lat, ax_tput) = plt.subplots(1, 2, **TWO_PANELS)
+        xs_all, lat_all, tput_all, handles = [], [], [], []
+        for color, xs, (label, cells) in colored(sweep, series, "history"):
+            xs_all += xs
+            handles.append(Line2D([], [], color=color, marker="o", label=label))
+            for col, style in (("claim_p50_us", "-o"), ("claim_p99_us", "--s")):
+                stats = [c.stat(col) for c in cells]
+                errorbar(ax_lat, xs, stats, scale=1000.0, fmt=style, color=color, markersize=5)
+                lat_all += [s.mean / 1000.0 for s in stats if s.n]
+                lat_all += [s.low / 1000.0 for s in stats if s.n > 1 and not is_missing(s.low)]
+            tput_all += [s.mean for s in draw_throughput(ax_tput, xs, cells, color, label) if s.n]
+        for ax in (ax_lat, ax_tput):
+            symlog_x(ax, xs_all)
+            ax.set_xlabel("history (finished rows in the table; 0 at left, log scale above)")
+            ax.grid(True, alpha=0.3)
+        auto_log_y(ax_lat, lat_all, "claim latency (ms)")
+        auto_log_y(ax_tput, tput_all, "throughput (jobs/s)")
+        legend_above(ax_lat, handles + style_keys("claim"))
+        legend_above(ax_tput)
+        return save_png(fig)
+
+    return {"name": "claim_latency_vs_history", "title": "Claim latency and throughput vs history",
+            "caption": ("Left: mean claim latency p50 (solid) and p99 (dashed) in ms across repetitions, with "
+                        "95 % CI error bars; right: mean throughput. The history axis is logarithmic above its "
+                        "smallest non-zero size and linear below it (symlog), so a table with no history (0) "
+                        "still has its own labelled position at the left; the ticks are the measured sizes. "
+                        "A flat line means the index keeps finished rows out of the claim's way; a rising one "
+                        "means each claim steps over history. Red rings: cells with a failed, suspect or "
+                        "invariant-breaking run."),
+            "draw": draw}
+
+
+def batch_figure(sweep: SweepResults) -> dict | None:
+    """Throughput vs batch size, and the per-job wait inside a batch, one series per other varying axis."""
+    series, skipped = drawable(cell_series(sweep, "batch"))
+    if not series:
+        return None
+
+    def draw() -> bytes:
+        fig, (ax_t, ax_w) = plt.subplots(1, 2, **TWO_PANELS)
+        xs_all, tput_stats, wait_stats, handles_w = [], [], [], []
+        for color, xs, (label, cells) in colored(sweep, series, "batch"):
+            xs_all += xs
+            tput_stats += draw_throughput(ax_t, xs, cells, color, label)
+            for col, style, name in (("batch_wait_p50_us", "-o", "p50"), ("batch_wait_p99_us", "--s", "p99")):
+                wstats = [c.stat(col) for c in cells]
+                if any(s.n for s in wstats):
+                    errorbar(ax_w, xs, wstats, scale=1000.0, fmt=style, color=color, markersize=5)
+                    if name == "p50":
+                        handles_w.append(Line2D([], [], color=color, marker="o", label=label))
+                    wait_stats += wstats
+        for ax in (ax_t, ax_w):
+            int_log_axis(ax, xs_all)
+            ax.set_xlim(min(xs_all) / 1.6, max(xs_all) * 1.6)
+            ax.set_xlabel("batch size (rows per claim, log scale)")
+            ax.grid(True, alpha=0.3)
+        linear_y(ax_t, tput_stats, "throughput (jobs/s)")
+        legend_above(ax_t)
+        if wait_stats:  # some series recorded a batch wait
+            linear_y(ax_w, wait_stats, "per-job wait inside a batch (ms)", scale=1000.0)
+            legend_above(ax_w, handles_w + style_keys("wait"))
+        else:
+            ax_w.text(0.5, 0.5, "batch_wait_p50_us / batch_wait_p99_us\nnot recorded in cells.csv",
+                      ha="center", va="center", transform=ax_w.transAxes, color="#c62828")
+            ax_w.set_yticks([])
+        return save_png(fig)
+
+    caption = ("Left: mean throughput (jobs/s) against rows per claim, with 95 % CI error bars. Right: the "
+               "per-job wait inside a batch (p50 solid, p99 dashed, ms): how long a claimed job waits for the "
+               "jobs before it in the same batch; the price a batch pays for its throughput, and the time its "
+               "lease must cover.")
+    if skipped:
+        caption += f" Not drawn ({len(skipped)} series with a single batch size): " + "; ".join(skipped) + "."
+    return {"name": "throughput_vs_batch", "title": "Throughput and per-job wait vs batch size",
+            "caption": caption, "draw": draw}

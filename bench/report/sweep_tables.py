@@ -1,0 +1,172 @@
+"""A sweep report's tables, as rows for the template: banners, cells, claim plans, sizes, runs.
+
+Used by :mod:`bench.report.sweep_page`. Each function reads the sweep's cells and runs
+(:mod:`bench.results.sweep`) and returns text; means come with their 95 % confidence interval
+across repetitions ('mean (low–high)'), latencies in ms.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+import pandas as pd
+
+from bench.report.format import NA, ci_bytes_text, ci_text, fmt_num, ms_text
+from bench.results.sweep import Cell, SweepResults
+from bench.results.values import fmt_label, is_missing
+
+__all__ = ["banners", "cell_rows", "plan_rows", "run_rows", "size_rows"]
+
+
+def banners(sweep: SweepResults) -> list[str]:
+    """The red lines above the report: an incomplete sweep, failed runs, suspect runs, broken invariants."""
+    lines = []
+    n_cells = len(sweep.cells)
+    missing = [c for c in sweep.cells if len(c.runs) == 0]
+    short = [c for c in sweep.cells if 0 < len(c.runs) < c.expected_reps]
+    if sweep.meta.get("complete") is False:
+        text = (f"incomplete sweep: {len(missing)} of {n_cells} cells are missing (no run recorded)")
+        if short:
+            text += f"; {len(short)} more have fewer than {sweep.meta.get('repetitions')} repetitions"
+        lines.append(text)
+    failed = int((~sweep.runs["done"]).sum()) if len(sweep.runs) else 0
+    if failed:
+        lines.append(f"{failed} run{'s' if failed > 1 else ''} failed (red below); their cells are excluded "
+                     "from the capacity answer")
+    suspect = int(sum(1 for s in sweep.runs["suspect"] if s is True)) if len(sweep.runs) else 0
+    if suspect:
+        lines.append(f"{suspect} suspect run{'s' if suspect > 1 else ''} (load generator or monitor limits; "
+                     "see each run's report)")
+    bad_inv = int(sum(1 for d, i in zip(sweep.runs["done"], sweep.runs["invariants_ok"]) if d and i is not True)) \
+        if len(sweep.runs) else 0
+    if bad_inv:
+        lines.append(f"invariants not ok in {bad_inv} run{'s' if bad_inv > 1 else ''}: a correctness bug in "
+                     "the claim protocol or an unaudited run; never use those figures")
+    return lines
+
+
+def _param_cells(sweep: SweepResults, cell: Cell) -> list[str]:
+    """The cell's value on each axis the sweep varies, as labels."""
+    return [fmt_label(sweep.value(cell, a)) for a in sweep.varying]
+
+
+def cell_rows(sweep: SweepResults) -> list[dict]:
+    """The main table: one row per cell, means (95 % CI) over its finished runs.
+
+    Each row is ``{"cell_id", "params", "runs" ('done / expected'), "values" (throughput jobs/s, claims/s,
+    claim p50 and p99 ms, oldest eligible age max s, errors), "flags", "bad"}``.
+    """
+    rows = []
+    for cell in sweep.cells:
+        rows.append({
+            "cell_id": cell.cell_id, "params": _param_cells(sweep, cell),
+            "runs": f"{int(cell.runs['done'].sum())} / {cell.expected_reps}",
+            "values": [ci_text(cell.stat("throughput_jobs_per_s")), ci_text(cell.stat("claims_per_s")),
+                       ci_text(cell.stat("claim_p50_us"), 1000.0), ci_text(cell.stat("claim_p99_us"), 1000.0),
+                       ci_text(cell.stat("oldest_age_max_s")), ci_text(cell.stat("errors_total"))],
+            "flags": "; ".join(cell.flags), "bad": cell.bad,
+        })
+    return rows
+
+
+def _mode_text(values: Sequence[Any]) -> str:
+    """The value all runs agree on, or each distinct value with its count."""
+    vals = [str(v) for v in values if not is_missing(v) and str(v) != ""]
+    if not vals:
+        return NA
+    counts = pd.Series(vals).value_counts()
+    if len(counts) == 1:
+        return counts.index[0]
+    return " / ".join(f"{v} ({n} runs)" for v, n in counts.items())
+
+
+def _dropped_indexes(custom_scan: str, generic_scan: str) -> list[str]:
+    """Indexes the custom plan scans ("… using <index> …") that the generic plan does not use.
+
+    The scan fields may name one node or several joined by " + " (the claim's CTE scan and
+    the UPDATE's join back to the table); every index of the custom plan is checked.
+    """
+    if not custom_scan or not generic_scan or generic_scan == NA:
+        return []
+    used = list(dict.fromkeys(re.findall(r"\busing (\S+)", custom_scan)))
+    return [idx for idx in used if not re.search(rf"\busing {re.escape(idx)}(\s|$)", generic_scan)]
+
+
+def plan_rows(sweep: SweepResults) -> list[dict]:
+    """Plan summary per cell that recorded one (plan_* and pgss_* columns of cells.csv)."""
+    rows = []
+    for cell in sweep.cells:
+        done = cell.done
+        if done.empty or not any(c in done and done[c].astype(str).str.strip().ne("").any()
+                                 for c in ("plan_custom_scan", "plan_generic_scan")):
+            continue
+        custom = _mode_text(done.get("plan_custom_scan", []))
+        generic = _mode_text(done.get("plan_generic_scan", []))
+        workers = _mode_text(done.get("plan_workers", []))
+        workers_scan = _mode_text(done.get("plan_workers_scan", []))
+        dropped = _dropped_indexes(custom, generic)
+        warning = None
+        if dropped:
+            warning = (f"the generic plan stops using {' and '.join(dropped)} ({generic}) while the custom "
+                       f"plan uses {'it' if len(dropped) == 1 else 'them'}")
+            warning += (": the workers' sessions ran the generic plan, so every claim after their fifth ran it"
+                        if workers == "generic" else
+                        f"; the workers ran {workers} plans — a prepared claim that switches to the generic "
+                        "plan, or plan_cache_mode = force_generic_plan, loses the index")
+        pgss = (ci_text(cell.stat("pgss_calls")), ci_text(cell.stat("pgss_mean_ms")),
+                ci_text(cell.stat("pgss_shared_blks_per_call")))
+        rows.append({
+            "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
+            "params": _param_cells(sweep, cell), "workers": workers, "workers_scan": workers_scan,
+            "workers_scan_warning": "Seq Scan on jobs" in workers_scan,
+            "custom": {"scan": custom, "buffers": ci_text(cell.stat("plan_custom_buffers")),
+                       "ms": ci_text(cell.stat("plan_custom_ms"))},
+            "generic": {"scan": generic, "buffers": ci_text(cell.stat("plan_generic_buffers")),
+                        "ms": ci_text(cell.stat("plan_generic_ms"))},
+            "pgss": pgss if any(v != NA for v in pgss) else None,
+            "warning": warning, "bad": cell.bad,
+        })
+    return rows
+
+
+def size_rows(sweep: SweepResults) -> list[dict]:
+    """Table and index sizes before and after the run (binary units), one row per cell that recorded them."""
+    rows = []
+    for cell in sweep.cells:
+        stats = [cell.stat(c) for c in ("table_bytes_before", "table_bytes_after",
+                                        "indexes_bytes_before", "indexes_bytes_after")]
+        if all(s.n == 0 for s in stats):
+            continue
+        rows.append({"cell_id": cell.cell_id, "params": _param_cells(sweep, cell),
+                     "values": [ci_bytes_text(s) for s in stats], "bad": cell.bad})
+    return rows
+
+
+def run_rows(sweep: SweepResults) -> list[dict]:
+    """One row per run with a relative link to its report.html."""
+    rows = []
+    by_id = {c.cell_id: c for c in sweep.cells}
+    for _, r in sweep.runs.iterrows():
+        cell = by_id.get(r["cell_id"])
+        problems = []
+        if not r["done"]:
+            problems.append(r["status"] or "no status")
+        elif r["complete"] is not True:
+            problems.append("not complete" if r["complete"] is False else "summary.json missing")
+        if r["suspect"] is True:
+            problems.append("suspect")
+        if r["saturated"] is True:
+            problems.append("saturated (arrivals outpaced the workers)")
+        if r["done"] and r["invariants_ok"] is not True:
+            problems.append("invariants not ok" if r["invariants_ok"] is False else "invariants unknown")
+        rows.append({
+            "cell_id": r["cell_id"], "rep": fmt_num(r["rep"]), "run_id": r["run_id"],
+            "label": cell.label if cell else "",
+            "href": r["report_href"] if isinstance(r["report_href"], str) else None,  # NaN when absent
+            "run_dir": r["run_dir"],
+            "throughput": fmt_num(r["throughput_jobs_per_s"], 1),
+            "claim_p99": ms_text(r["claim_p99_us"]),
+            "problems": "; ".join(problems) or "ok", "bad": bool(problems),
+        })
+    return rows
