@@ -108,10 +108,31 @@ def test_interrupted_and_backlog_dry_banners(run_dir):
 
 
 def test_clean_run_has_no_banner(run_dir):
+    clean = {k: 0 for k in _summary(run_dir)["invariants"]}
     _edit_summary(run_dir, suspect=False, suspect_reasons=[], complete=True,
-                  backlog_exhausted=False)
+                  backlog_exhausted=False, invariants=clean)
     page = render_report(run_dir).read_text(encoding="utf-8")
     assert 'class="banner"' not in page
+
+
+def test_broken_or_unchecked_invariants_make_a_banner(run_dir):
+    """The fixture's over_claims = 2: the run cannot be trusted, and the banner says why."""
+    _edit_summary(run_dir, suspect=False, suspect_reasons=[], complete=True, backlog_exhausted=False)
+    banner = re.search(r'<div class="banner".*?</div>', render_report(run_dir).read_text(), re.S)
+    assert banner and "invariants broken: over_claims = 2" in banner.group(0)
+    _edit_summary(run_dir, invariants={k: None for k in _summary(run_dir)["invariants"]})
+    banner = re.search(r'<div class="banner".*?</div>', render_report(run_dir).read_text(), re.S)
+    assert banner and "invariants were not checked" in banner.group(0)
+
+
+def test_a_summary_from_a_newer_format_is_refused_with_one_line(run_dir, capsys):
+    from bench.cli.main import main
+
+    _edit_summary(run_dir, format_version=99)
+    assert main(["report", str(run_dir)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RUN_DIR" in err[0] and "format_version 99" in err[0], err
+    assert not (run_dir / "report.html").exists()
 
 
 def test_nonzero_invariant_is_red_and_zero_is_not(run_dir):

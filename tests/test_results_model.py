@@ -21,7 +21,7 @@ def test_a_clean_run_has_no_problems():
 @pytest.mark.parametrize("change, expected", [
     ({"complete": False}, "did not finish"),
     ({"database_lost": "server closed the connection"}, "database went away"),
-    ({"suspect": True, "suspect_reasons": ["harness CPU 97 %"]}, "suspect: harness CPU 97 %"),
+    ({"suspect": True, "suspect_reasons": ["harness CPU 97 %"]}, "suspect run: harness CPU 97 %"),
     ({"suspect": True, "suspect_reasons": []}, "no reason recorded"),
     ({"invariants": {"double_claims": 2, "lost_jobs": 0}}, "double_claims = 2"),
     ({"invariants": {"double_claims": None, "lost_jobs": None}}, "not checked"),

@@ -9,10 +9,12 @@ Public API:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
+
+from bench.errors import BadInput
+from bench.results.model import ResultsError, read_result
 
 __all__ = ["PLOTTED_COLUMNS", "REQUIRED_FILES", "ReportError", "load_run"]
 
@@ -23,8 +25,9 @@ PLOTTED_COLUMNS = (
 )
 
 
-class ReportError(ValueError):
-    """A run directory is missing a required file or holds unreadable data."""
+class ReportError(BadInput):
+    """A run directory is missing a required file or holds unreadable data (or data from a newer
+    format_version)."""
 
 
 def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
@@ -57,11 +60,9 @@ def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
 
 
 def _read_json(path: Path) -> dict:
-    """Parse a JSON object file; raise ReportError naming the file when it is not one."""
+    """The result file ``path`` (:func:`bench.results.model.read_result`); ReportError naming it
+    when it is not a JSON object or comes from a newer format."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path.name} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ReportError(f"{path.name} does not hold a JSON object")
-    return data
+        return read_result(path)
+    except ResultsError as exc:
+        raise ReportError(str(exc)) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.report.run_format import fmt_value
+from bench.results.model import problems
 
 __all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "vacuum_note", "workers_plan_label"]
 
@@ -39,16 +40,15 @@ def workers_plan_label(workers: dict, config: dict) -> str:
 
 
 def banners(summary: dict) -> list[str]:
-    """The red lines above the report, in this order: plan warnings, fault windows that never opened,
-    an interrupted run, each suspect reason, a backlog that ran dry, a saturated queue."""
+    """The red lines above the report, in this order: plan warnings, windows clipped by validation
+    (``config_notes``), fault windows that never opened (runs written before such windows were
+    refused), every reason the run cannot be trusted (:func:`bench.results.model.problems`), a
+    backlog that ran dry, a saturated queue."""
     lines = list(summary.get("plan_warnings") or [])
+    lines.extend(f"note: {n}" for n in summary.get("config_notes") or [])
     lines.extend(f"fault window {f} never opened: it starts after the measured window ended"
                  for f in summary.get("faults_not_opened") or [])
-    if summary.get("complete") is False:
-        lines.append("interrupted run: the measured window did not finish")
-    if summary.get("suspect"):
-        reasons = summary.get("suspect_reasons") or ["no reason recorded"]
-        lines.extend(f"suspect run: {r}" for r in reasons)
+    lines.extend(problems(summary))
     if summary.get("backlog_exhausted"):
         lines.append(BACKLOG_DRY_TEXT)
     if summary.get("saturated"):

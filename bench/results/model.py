@@ -80,12 +80,12 @@ def problems(summary: Mapping[str, Any]) -> list[str]:
     """
     found = []
     if summary.get("complete") is not True:
-        found.append("the run did not finish its measured window (complete = false)")
+        found.append("interrupted run: the measured window did not finish (complete = false)")
     if summary.get("database_lost"):
         found.append(f"the database went away during the run ({summary['database_lost']})")
-    found.extend(f"suspect: {reason}" for reason in summary.get("suspect_reasons") or [])
+    found.extend(f"suspect run: {reason}" for reason in summary.get("suspect_reasons") or [])
     if summary.get("suspect") and not summary.get("suspect_reasons"):
-        found.append("suspect: no reason recorded")
+        found.append("suspect run: no reason recorded")
     ok = invariants_ok(summary)
     if ok is None:
         found.append("the invariants were not checked")
