@@ -356,8 +356,15 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
 
 
 def _fault_window(fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder, log) -> None:
-    """Open ``fault``'s window at its start (seconds since measured start), close it at its end."""
+    """Open ``fault``'s window at its start (seconds since measured start), close it at its end.
+
+    The window opens only once the main loop has rotated into the second it starts in: the tick
+    and the window are due at the same instant, and if the window went first, what it causes
+    (a crash right after a claim) would be counted in the second before, a warm-up one when the
+    window starts at 0, and vanish from the measured figures."""
     clock.sleep_until(n_warm + fault.start_s)
+    while recorder.rotations < n_warm + math.floor(fault.start_s):
+        gevent.sleep(0.001)
     log(f"fault: {fault.kind} from {fault.start_s:g} s to {fault.end_s:g} s of the measured window")
     conn = None
     try:

@@ -166,10 +166,13 @@ class Recorder:
     interval's HdrHistograms (:func:`record_values`) and its Counter. On the 2 cores
     the harness shares with the server, a ``record_value`` call per latency cost about
     1.2–3 µs; an append costs about 0.1 µs.
+
+    ``rotations`` counts the intervals closed so far: the one now recording has that index.
     """
 
     def __init__(self, batch: int):
         self.batch = batch
+        self.rotations = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -249,6 +252,7 @@ class Recorder:
                 counters[name] += n
         closed = Interval(index, start_s, end_s, histograms, counters, self.errors, self.max_rows_per_claim)
         self._reset()
+        self.rotations += 1
         return closed
 
 
