@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import Callable
 
 from bench.analysis.queue_verdict import saturation as _saturation
 from bench.config.run_config import RunConfig
-from bench.engines.postgres import plans
+from bench.analysis.claim_growth import claim_growth
 from bench.measure import metrics, seconds
 from bench.measure.rss import RSS_REPORTED_MIN
 from bench.workload import jobs
@@ -41,8 +42,9 @@ def percentile(values: list[float], pct: float) -> float | None:
 
 
 def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_per_claim, audit_result, final_sample,
-              monitor_failures, run_info) -> dict:
-    """Build ``summary.json`` (docs/design.md keys plus ``suspect``, ``backlog_exhausted`` and details)."""
+              monitor_failures, run_info, plan_warnings: Callable[[dict | None, dict], list[str]]) -> dict:
+    """Build ``summary.json`` (docs/architecture.md keys plus ``suspect``, ``backlog_exhausted`` and
+    details). ``plan_warnings`` is the engine's (:meth:`bench.engines.base.Engine.plan_warnings`)."""
     measured_s = measured.seconds
     counters = Counter(measured.counters)
     errors = Counter(measured.errors)
@@ -58,7 +60,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
     # Without producers an empty queue means the seeded backlog ran out; with them it means keeping up.
     backlog_exhausted = depth_zero and cfg.rate == 0
     saturation = _saturation(cfg.rate, rows, counters, measured_s)
-    growth = plans.claim_growth(rows)
+    growth = claim_growth(rows)
     reasons = []
     if cpu_max > SUSPECT_CPU_PCT:
         reasons.append(f"load generator CPU reached {cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
@@ -158,7 +160,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "archived_jobs": counters["archived_jobs"],
         "plans": run_info["claim_plans"],
         "claim_growth": growth,
-        "plan_warnings": plans.plan_warnings(run_info["claim_plans"]["workers"], growth),
+        "plan_warnings": plan_warnings(run_info["claim_plans"]["workers"], growth),
         "autovacuum": run_info["autovacuum"],
         "pg_stat_statements": run_info["pg_stat_statements"],
         "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
@@ -179,14 +181,6 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
             "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
             "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
             "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
-
-
-def plans_summary(captured: dict | None) -> dict | None:
-    """The plans without their text, for summary.json."""
-    if captured is None:
-        return None
-    return {"auto": captured["auto"],
-            **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
 
 
 def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:

@@ -28,22 +28,14 @@ import psutil
 
 from bench.load import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
 from bench import __version__
-from bench.engines.postgres import audit
-from bench.engines.postgres import captures, db, fault_actions
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines import get_engine
 from bench.measure import metrics, seconds
 from bench import run_summary
-from bench.engines.postgres import plans
 from bench.results import run_files
-from bench.engines.postgres import pg_stat_statements
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
-from bench.engines.postgres.monitor import Monitor, spawn_samplers
 from bench.load.producers import Producer
-from bench.engines.postgres.sessions import PostgresSessions
 from bench.config.faults import choose_workers
-from bench.engines.postgres.reaper import Reaper
-from bench.engines.postgres.mover import Mover
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
 
@@ -107,18 +99,18 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     ``complete: false``; one after the load waits until they are written. With ``state_schema`` the seeded history is restored from
     a saved state there (see :func:`bench.engines.postgres.db.ensure_history_state`).
     """
-    sessions = PostgresSessions(dsn, cfg)
+    engine = get_engine()
+    engine.capabilities.check(cfg.public())
+    sessions = engine.sessions(dsn, cfg)
     wait_fn = sessions.check_cooperative()
     logging.getLogger("locust").setLevel(logging.ERROR)  # e.g. its "spawn rate is very high" warning: all users start at once by design
-    admin = db.connect(dsn, application_name="queue-bench admin")
+    admin = engine.connect(dsn, "queue-bench admin")
     try:
-        server = db.server_info(admin)
-        db.check_schema_usable(admin, cfg.schema)
-        db.lock_schema(admin, cfg.schema)  # held by this session until the run ends
-        room = db.check_capacity(admin, cfg.connections_needed())  # this admin connection is already counted
+        server = engine.server_info(admin)
+        room = engine.claim_schema(admin, cfg.schema, cfg.connections_needed())  # locked until the run ends
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema)
+            return _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema)
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
@@ -126,7 +118,7 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         admin.close()
 
 
-def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema) -> Path:
+def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema) -> Path:
     if cfg.backlog or cfg.rate > 0:
         backlog, backlog_how = cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
     else:
@@ -139,13 +131,13 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
     log(f"server: {server['server_version'].split(',')[0]}; connections free {room['available']} of "
         f"{room['max_connections']}; psycopg wait function {wait_fn}")
 
-    seed = db.prepare(admin, cfg, backlog, log=log, state_schema=state_schema)
-    sizes_before = db.table_sizes(admin, cfg.schema)
+    seed = engine.prepare(admin, cfg, backlog, log=log, state_schema=state_schema)
+    sizes_before = engine.table_sizes(admin, cfg.schema)
     claim_plans, plans_when = None, None
     if backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
-        claim_plans, plans_when = captures.capture_plans(admin, cfg, "on the seeded table, before the load")
-    vacuum_before = db.vacuum_counts(admin, cfg.schema)
-    pgss_missing = pg_stat_statements.unavailable_reason(admin)
+        claim_plans, plans_when = engine.capture_plans(admin, cfg, "on the seeded table, before the load")
+    vacuum_before = engine.vacuum_counts(admin, cfg.schema)
+    pgss_missing = engine.statement_stats_unavailable(admin)
     # Created only now: bad input and an interrupted seeding leave no run directory behind.
     run_dir = Path(cfg.results) / run_id
     run_dir.mkdir(parents=True)
@@ -153,8 +145,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
     recorder = metrics.Recorder(cfg.batch)
     claim_log = swarm.ClaimLog()
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claim_log)
-    monitor = Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
-                      priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
+    monitor = engine.monitor(dsn, cfg)
 
     from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
 
@@ -183,19 +174,19 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
         entry["monitor_query_us"] += int(values["cost_s"] * 1e6)
         entry.update({key: v for key, v in values.items() if key != "cost_s" and v is not None})
 
-    samplers = spawn_samplers(monitor, clock.now_s, n_warm + n_meas, note)
+    samplers = engine.spawn_samplers(monitor, clock.now_s, n_warm + n_meas, note)
     samplers.append(gevent.spawn(seconds.loop_lag_probe, recorder))
     for note_text in cfg.notes:  # windows clipped to the measured window by validation
         log(f"note: {note_text}")
-    fault_greenlets = [gevent.spawn(_fault_window, f, ctx, dsn, clock, n_warm, recorder, log) for f in cfg.faults]
+    fault_greenlets = [gevent.spawn(_fault_window, engine, f, ctx, dsn, clock, n_warm, recorder, log)
+                       for f in cfg.faults]
     reaper = None
     if cfg.reaper_interval_s > 0:
-        reaper = Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
-                        cfg.reaper_interval_s, recorder)
+        reaper = engine.reaper(dsn, cfg, recorder)
         reaper_greenlet = gevent.spawn(reaper.run)
     mover = None
     if cfg.layout == "archive":
-        mover = Mover(db.connect(dsn, application_name="queue-bench mover"), cfg.schema, recorder)
+        mover = engine.mover(dsn, cfg, recorder)
         mover_greenlet = gevent.spawn(mover.run)
     # Running totals, not the intervals: one second's histograms are held at a time (see metrics.Window).
     measured = metrics.Window()
@@ -226,7 +217,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
     interrupted = gevent.event.Event()
     previous_handlers = {sig: signal.signal(sig, lambda *_: interrupted.set())
                          for sig in (signal.SIGINT, signal.SIGTERM)}
-    pgss_reset = captures.pgss_reset(admin, cfg, pgss_missing) if n_warm == 0 else None
+    pgss_reset = engine.statement_stats_reset(admin, cfg, pgss_missing) if n_warm == 0 else None
     try:
         for k in range(n_warm + n_meas):
             if interrupted.wait(timeout=max(0.0, k + 1 - clock.now_s())):
@@ -240,7 +231,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
             account(interval, cpu if k >= n_warm else None)
             rss.tick(k + 1)
             if k + 1 == n_warm:  # the measured window starts now
-                pgss_reset = captures.pgss_reset(admin, cfg, pgss_missing)
+                pgss_reset = engine.statement_stats_reset(admin, cfg, pgss_missing)
             if (k + 1) % seconds.PROGRESS_EVERY_S == 0:
                 seconds.progress_line(log, k + 1, n_warm, n_meas, list(recent), samples.get(k))
     finally:
@@ -249,7 +240,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
             signal.signal(sig, lambda *_: log("the load has stopped: writing the results first"))
     # The claim's pg_stat_statements entry covers the measured window only: read it now, before
     # the stop phase and before any plan capture executes the claim again.
-    pgss = captures.pgss_read(admin, cfg, pgss_missing, pgss_reset)
+    pgss = engine.statement_stats_read(admin, cfg, pgss_missing, pgss_reset)
     # Intervals after the last tick (stop phase) still count for the invariants.
     ctx.stopping = True
     table_query_in_flight_s = monitor.table_query_running_s()
@@ -266,8 +257,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
         mover.stop()
         mover_greenlet.join(timeout=30)
         mover.conn.close()
-    workers_plan = plans.workers_plan(ctx.plan_sessions, ctx.worker_explain, prepared=cfg.prepared,
-                                      plan_cache=cfg.plan_cache)
+    workers_plan = engine.workers_plan(ctx.plan_sessions, ctx.worker_explain, cfg)
     tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
     tail_measured = (not complete and tail.counters["claims"] and measured.intervals < n_meas
                      and clock.now_s() > n_warm)
@@ -283,31 +273,30 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
         # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
         monitor.reset_table_conn()
         final_sample = {**monitor.sample_stats(), **monitor.sample_table(force=True)}
-        if not db.is_alive(admin):  # e.g. its backend was terminated: audit on a new connection
-            admin = db.connect(dsn, application_name="queue-bench audit")
-        vacuum_after = db.vacuum_counts(admin, cfg.schema)
+        if not engine.is_alive(admin):  # e.g. its backend was terminated: audit on a new connection
+            admin = engine.connect(dsn, "queue-bench audit")
+        vacuum_after = engine.vacuum_counts(admin, cfg.schema)
         if plans_when is None:
-            claim_plans, plans_when = captures.capture_plans(admin, cfg, "on the table as the load left it")
-        audit_result = audit.run_audit(
-            admin, cfg.schema, claim_log, seeded_rows=cfg.history + backlog, over_claims=totals["over_claims"],
-            poison_share=cfg.poison_share, relation="jobs_all" if cfg.layout == "archive" else "jobs")
-        sizes_after = db.table_sizes(admin, cfg.schema)
-    except (ConfigError, *db.DATABASE_ERRORS) as err:
+            claim_plans, plans_when = engine.capture_plans(admin, cfg, "on the table as the load left it")
+        audit_result = engine.audit(admin, cfg, claim_log, seeded_rows=cfg.history + backlog,
+                                    over_claims=totals["over_claims"])
+        sizes_after = engine.table_sizes(admin, cfg.schema)
+    except (ConfigError, *engine.database_errors) as err:
         # The database went away during the run: write what was measured, with nothing audited.
-        database_lost = first_line(err)
+        database_lost = engine.error_message(err)
         database_lost = database_lost.removeprefix("DSN: ").split("; allowed:")[0]
         log(f"the database went away during the run ({database_lost}): writing what was measured, unaudited")
         complete = False
         final_sample = {"queue_depth": None}
         plans_when = plans_when or "not captured: the database went away"
         vacuum_after = None
-        audit_result = {"invariants": dict.fromkeys(audit.INVARIANTS), "status_counts": {}, "details": {},
+        audit_result = {"invariants": dict.fromkeys(engine.invariants), "status_counts": {}, "details": {},
                         "redeliveries": None, "retry_gaps": None}
         sizes_after = None
         pgss = pgss if "unavailable" not in pgss else {"unavailable": "the database went away"}
     monitor.close()
     claim_log.close()
-    claim_plan = plans.plans_text(claim_plans, plans_when, workers_plan)
+    claim_plan = engine.plans_text(claim_plans, plans_when, workers_plan)
     (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
 
     measured_start_unix = clock.unix0 + (measured.start_s if measured.intervals else n_warm)
@@ -326,7 +315,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
         "connections": room,
         # the nodes of the plan the workers ran (read on a worker's own session)
         "claim_plan_nodes": workers_plan.get("nodes") or None,
-        "claim_plans": {**(run_summary.plans_summary(claim_plans) or {"auto": None}),
+        "claim_plans": {**(engine.plans_summary(claim_plans) or {"auto": None}),
                         "workers": {k: v for k, v in workers_plan.items() if k not in ("text", "nodes")}},
         "autovacuum": run_summary.vacuum_during(vacuum_before, vacuum_after, cfg),
         "pg_stat_statements": pgss,
@@ -341,7 +330,7 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
         "harness_rss_mb": rss.summary(),
     }
     summary = run_summary.summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,
-                        final_sample, monitor.failures, run_info)
+                        final_sample, monitor.failures, run_info, engine.plan_warnings)
     run_files.write_json(run_dir / "run.json", run_info)
     run_files.write_intervals(run_dir / "intervals.csv", rows)
     run_files.write_json(run_dir / "summary.json", summary)
@@ -355,7 +344,8 @@ def _run(cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_
     return run_dir
 
 
-def _fault_window(fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder, log) -> None:
+def _fault_window(engine, fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder,
+                  log) -> None:
     """Open ``fault``'s window at its start (seconds since measured start), close it at its end.
 
     The window opens only once the main loop has rotated into the second it starts in: the tick
@@ -374,15 +364,15 @@ def _fault_window(fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: int, rec
             ctx.active_faults[fault.kind] = choose_workers(list(ctx.worker_names), fault.share)
             clock.sleep_until(n_warm + fault.end_s)
         elif fault.kind == "long_transaction":
-            conn = fault_actions.hold_snapshot(dsn, ctx.cfg.schema)  # holds xmin from here
+            conn = engine.hold_snapshot(dsn, ctx.cfg.schema)  # holds xmin from here
             clock.sleep_until(n_warm + fault.end_s)
         elif fault.kind == "backend_kill":
-            conn = fault_actions.killer(dsn)
+            conn = engine.killer(dsn)
             while clock.now_s() < n_warm + fault.end_s:
-                if fault_actions.kill_one_worker(conn):
+                if engine.kill_one_worker(conn):
                     recorder.count("backend_kills")
                 clock.sleep_until(min(n_warm + fault.end_s, clock.now_s() + fault.every_s))
     finally:
         ctx.active_faults.pop(fault.kind, None)
         if conn is not None:
-            fault_actions.release(conn)
+            engine.release(conn)

@@ -6,6 +6,8 @@ Rules:
 3. ``bench.analysis`` and ``bench.report`` import only ``bench.results``, ``bench.analysis`` and
    ``bench.report`` (and nothing that runs load or talks to a database), and ``bench.errors``.
 6. ``bench.errors`` imports nothing from queue-bench (every layer may import it).
+7. ``bench.runner``, ``bench.run_summary`` and ``bench.sweep`` reach an engine only through
+   ``bench.engines`` (``get_engine``) and ``bench.engines.base`` (the ``Engine`` interface).
 4. Nothing outside ``bench.cli`` imports ``bench.report`` (only a command renders a report).
 5. No layer imports ``bench.cli`` (the commands sit on top).
 
@@ -70,6 +72,9 @@ def broken_rules(importer: str, imported: str) -> list[str]:
         broken.append("5: a layer importing cli")
     if importer == "bench.errors" and imported != "bench.errors":
         broken.append("6: bench.errors importing queue-bench")
+    if (any(_within(importer, p) for p in ("bench.runner", "bench.run_summary", "bench.sweep"))
+            and _within(imported, "bench.engines") and imported not in ("bench.engines", "bench.engines.base")):
+        broken.append("7: the run or a sweep past the Engine interface")
     return broken
 
 
@@ -102,3 +107,5 @@ def test_the_rules_catch_what_they_forbid():
     assert broken_rules("bench.runner", "bench.cli.calibrate")[0].startswith("5")
     assert broken_rules("bench.report.run_page", "bench.errors") == []
     assert broken_rules("bench.errors", "bench.config.parameters")[0].startswith("6")
+    assert broken_rules("bench.runner", "bench.engines.postgres.db")[0].startswith("7")
+    assert broken_rules("bench.sweep.driver", "bench.engines") == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bench.engines.postgres import plans
 from bench.analysis import queue_verdict
+from bench.analysis.claim_growth import claim_growth
 from bench.config.run_config import build_config
 from conftest import qbench, run_and_load
 
@@ -96,15 +97,15 @@ def _rows(tuples, p50s):
 
 def test_claim_growth_rule():
     tuples = [1000 * (i + 1) for i in range(12)]
-    growing = plans.claim_growth(_rows(tuples, [100 + 50 * i for i in range(12)]))
+    growing = claim_growth(_rows(tuples, [100 + 50 * i for i in range(12)]))
     assert growing["grows"] is True and growing["r"] > 0.99
     assert abs(growing["slope_us_per_1k_tuples"] - 50.0) < 1e-6
-    flat = plans.claim_growth(_rows(tuples, [100 + (i % 2) for i in range(12)]))
+    flat = claim_growth(_rows(tuples, [100 + (i % 2) for i in range(12)]))
     assert flat["grows"] is False
     # A table that does not grow cannot make the claim grow with it.
-    steady = plans.claim_growth(_rows([5000 + i for i in range(12)], [100 + 50 * i for i in range(12)]))
+    steady = claim_growth(_rows([5000 + i for i in range(12)], [100 + 50 * i for i in range(12)]))
     assert steady["grows"] is False
-    assert plans.claim_growth(_rows(tuples[:3], [1, 2, 3]))["grows"] is None
+    assert claim_growth(_rows(tuples[:3], [1, 2, 3]))["grows"] is None
 
 
 def test_workers_plan_share_rule():

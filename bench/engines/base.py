@@ -1,12 +1,11 @@
-"""What the load layer asks of a database engine: the sessions of workers and producers.
+"""What a run asks of a database engine: the :class:`Engine` interface, its :class:`Capabilities`,
+and the sessions of workers and producers.
 
-``bench.load`` (the Locust users) talks to the database only through these
-``Protocol``s and exceptions; a driver is imported only under
-``bench/engines/<name>/`` (``tests/test_layers.py``). PostgreSQL is the first
-implementation (:mod:`bench.engines.postgres.sessions`). What the rest of a run
-asks of the engine (schema, seeding, monitor, audit, plans, faults) still lives in
-the PostgreSQL package's modules and moves behind this interface next
-(docs/architecture.md).
+``bench.load`` (the Locust users) talks to the database only through the session ``Protocol``s
+and exceptions here; :mod:`bench.runner` and the sweep driver only through :class:`Engine`
+(:func:`bench.engines.get_engine`). A driver is imported only under ``bench/engines/<name>/``
+(``tests/test_layers.py``). PostgreSQL is the first implementation
+(:mod:`bench.engines.postgres.engine`).
 
 Errors: every database error a session raises is an :class:`EngineError` whose
 ``kind`` is what the error counters are keyed by (a SQLSTATE such as ``57P01``, or a
@@ -16,8 +15,10 @@ gone (the user opens a new one).
 
 from __future__ import annotations
 
-from typing import Protocol
-from bench.errors import RunFailed
+import dataclasses
+from typing import Any, Callable, Mapping, Protocol
+
+from bench.errors import ConfigError, RunFailed
 
 #: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
 #: lease_until, claimed_at); the last two are database epoch seconds (for the claim log).
@@ -120,3 +121,135 @@ class SessionFactory(Protocol):
         """The name of the driver's wait function; raises RuntimeError if a wait would block
         every greenlet of the process (concurrency would be fake)."""
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an engine can honour: for each run parameter it restricts (by workload-file key), the
+    values it supports; a parameter not listed is supported with every value the parameter table
+    allows. ``reasons`` says, per key, why (shown in the refusal)."""
+
+    engine: str
+    allowed: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+    reasons: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def check(self, config: Mapping[str, Any]) -> None:
+        """Raise ConfigError (the parameter's upper-case name) for the first value in ``config`` (a
+        ``RunConfig.public()`` dict) this engine cannot honour; return None when it can run it."""
+        for key, allowed in self.allowed.items():
+            field = {"duration": "duration_s", "warmup": "warmup_s"}.get(key, key)
+            value = config.get(field)
+            if value not in allowed:
+                why = f" ({self.reasons[key]})" if key in self.reasons else ""
+                raise ConfigError(key.upper(), f"{value!r} is not supported on {self.engine}{why}; allowed: "
+                                               + ", ".join(str(v) for v in allowed))
+
+
+class Engine(Protocol):
+    """Everything a run asks of a database, for one engine. ``conn`` arguments are the engine's own
+    admin connections (from :meth:`connect`); ``cfg`` is a :class:`bench.config.run_config.RunConfig`.
+    Methods raise ConfigError for what the user must change (one line, exit 2) and one of
+    :attr:`database_errors` when the database fails."""
+
+    name: str
+    capabilities: Capabilities
+    #: exceptions that mean "the database failed or went away" (caught around the audit)
+    database_errors: tuple[type[BaseException], ...]
+    #: the audit's invariant names, each 0 on a correct run
+    invariants: tuple[str, ...]
+
+    # -- connect and check
+    def connect(self, dsn: str, application_name: str) -> Any:
+        """An admin connection (autocommit); ConfigError (``DSN``) when it cannot connect."""
+
+    def is_alive(self, conn: Any) -> bool:
+        """The connection still answers."""
+
+    def server_info(self, conn: Any) -> dict:
+        """``server_version`` and the server settings run.json records."""
+
+    def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
+        """Check the schema is the tool's (or absent) and free, lock it for this run on ``conn``, and
+        check the server has ``connections`` free; returns ``{"available", "max_connections", ...}``."""
+
+    def sessions(self, dsn: str, cfg: Any) -> SessionFactory:
+        """The worker and producer sessions of the run."""
+
+    def error_message(self, err: BaseException) -> str:
+        """The first line of a database error's message."""
+
+    # -- prepare the schema, layouts and index variants; seed
+    def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
+                state_schema: str | None) -> Any:
+        """Drop and create the run's schema (layout, index variant), seed history and backlog; returns
+        the seed's figures (``history``, ``backlog``, ``seconds``, ``rows_per_s``, ``index_seconds``,
+        ``vacuum_seconds``)."""
+
+    def table_sizes(self, conn: Any, schema: str) -> dict:
+        """``{"table_bytes", "indexes_bytes"}`` of the queue's tables."""
+
+    def vacuum_counts(self, conn: Any, schema: str) -> dict:
+        """Vacuum and analyze counts of the queue table (to diff across the run)."""
+
+    def state_schema_for(self, schema: str) -> str:
+        """The schema that holds saved seeded states for runs in ``schema``."""
+
+    def drop_schema_at(self, dsn: str, schema: str) -> None:
+        """Drop the tool's ``schema`` (only when it carries the tool's marker)."""
+
+    # -- during the load: monitor samples, reaper, archive mover
+    def monitor(self, dsn: str, cfg: Any) -> Any:
+        """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
+
+    def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
+                       note: Callable[[int, dict], None]) -> list:
+        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``."""
+
+    def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Any:
+        """A periodic task (``run``, ``stop``, ``conn``) that re-queues or dead-letters expired leases."""
+
+    def mover(self, dsn: str, cfg: Any, recorder: Any) -> Any:
+        """A periodic task that moves finished rows to the archive."""
+
+    # -- plans and statement statistics
+    def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
+        """The claim's plans (auto, custom, generic) explained now, and ``when`` as said."""
+
+    def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
+        """The plan the workers' own sessions ran, from their plan counts and one worker's EXPLAIN."""
+
+    def plans_text(self, captured: dict | None, when: str, workers: dict) -> str:
+        """``claim_plan.txt``."""
+
+    def plans_summary(self, captured: dict | None) -> dict | None:
+        """The captured plans without their text, for run.json."""
+
+    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
+        """Red lines for the report: the workers' claim scans the table, claim latency grew."""
+
+    def statement_stats_unavailable(self, conn: Any) -> str | None:
+        """Why the claim's statement statistics cannot be read, or None."""
+
+    def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
+        """Reset the claim's statement statistics at the measured window's start."""
+
+    def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
+        """The claim's statement statistics over the measured window."""
+
+    # -- audit facts
+    def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
+        """The invariants checked against the database's rows and the claim log: ``invariants``,
+        ``status_counts``, ``details``, ``redeliveries``, ``retry_gaps``."""
+
+    # -- fault actions
+    def hold_snapshot(self, dsn: str, schema: str) -> Any:
+        """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""
+
+    def killer(self, dsn: str) -> Any:
+        """A connection that can terminate worker backends (:meth:`kill_one_worker`)."""
+
+    def kill_one_worker(self, handle: Any) -> bool:
+        """Terminate one random worker's backend; False when there was none."""
+
+    def release(self, handle: Any) -> None:
+        """Close what :meth:`hold_snapshot` or :meth:`killer` opened."""

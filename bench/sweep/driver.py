@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.config.parameters import SWEEP_AXES, check_file_value
+from bench.sweep.sweep_file import check_target, sweep_path
 from bench.results.model import invariants_ok, stamped
-from bench.config.run_config import REPO_ROOT, WORKLOADS_DIR, RunConfig, build_config
+from bench.config.run_config import REPO_ROOT, RunConfig, build_config
 from bench.errors import ConfigError, Interrupted
 
-SWEEPS_DIR = WORKLOADS_DIR / "sweeps"
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
 SWEEP_KEYS = SWEEP_AXES
 _FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "target"}
@@ -71,42 +71,6 @@ class SweepInterrupted(Interrupted):
     def __init__(self, sweep_dir: Path):
         self.sweep_dir = sweep_dir
         super().__init__(f"sweep interrupted; run it again to resume: {sweep_dir}")
-
-
-def sweep_path(name: str) -> Path:
-    """``workloads/sweeps/<name>.toml``, or ``name`` itself when it is a path to a .toml file.
-
-    Raises ConfigError (``SWEEP``) naming the sweeps that exist.
-    """
-    if name.endswith(".toml"):
-        path = Path(name)
-    else:
-        if not name.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError("SWEEP", f"{name!r} is not a sweep name; allowed: letters, digits, - and _, or a path to a .toml file")
-        path = SWEEPS_DIR / f"{name}.toml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in SWEEPS_DIR.glob("*.toml")))
-        raise ConfigError("SWEEP", f"no sweep file {str(path)!r}; allowed: {known}, or a path to a .toml file")
-    return path
-
-
-def _check_target(target: Any, file_name: str) -> None:
-    """Validate the optional ``[target]`` table (Little's law in the report); raises ConfigError (``TARGET``)."""
-    if target is None:
-        return
-    allowed = "a table with rate_jobs_per_s (> 0, jobs/s) and utilisation (> 0 and <= 1)"
-    if not isinstance(target, dict):
-        raise ConfigError("TARGET", f"[target] in {file_name} is not a table; allowed: {allowed}")
-    unknown = sorted(set(target) - {"rate_jobs_per_s", "utilisation"})
-    if unknown:
-        raise ConfigError("TARGET", f"unknown key {unknown[0]!r} in [target] of {file_name}; allowed: {allowed}")
-    rate, util = target.get("rate_jobs_per_s"), target.get("utilisation", 0.7)
-    for name, value, ok in (("rate_jobs_per_s", rate, lambda v: 0 < v < float("inf")),
-                            ("utilisation", util, lambda v: 0 < v <= 1)):
-        if value is None and name == "rate_jobs_per_s":
-            raise ConfigError("TARGET", f"[target] in {file_name} has no rate_jobs_per_s; allowed: {allowed}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
-            raise ConfigError("TARGET", f"{name} = {value!r} in [target] of {file_name} is not allowed; allowed: {allowed}")
 
 
 class Sweep:
@@ -159,7 +123,7 @@ class Sweep:
             if key in matrix:
                 raise ConfigError(key.upper(), f"is both in [fixed] and in [matrix] of {path.name}; "
                                                "allowed: each parameter in one of them")
-        _check_target(data.get("target"), path.name)
+        check_target(data.get("target"), path.name)
         fixed = {**file_fixed, **given}
         workload = str(data.get("workload", "default"))
         base = build_config(workload, fixed, dsn=dsn)
@@ -325,8 +289,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     """
     from tqdm import tqdm  # the progress bar: a well-kept library, not our own
 
-    from bench.engines.postgres import db
-    from bench.engines.postgres.error_kinds import first_line
+    from bench.engines import get_engine
     from bench import runner
 
     sweep_dir = None if fresh else find_resumable(results_dir, sweep)
@@ -348,7 +311,8 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     total = len(sweep.cells) * sweep.repetitions
     if done:
         log(f"{len(done)} of {total} runs already measured; {len(todo)} to go")
-    state_schema = db.state_schema_for(sweep.base.schema)
+    engine = get_engine()
+    state_schema = engine.state_schema_for(sweep.base.schema)
     bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True,
                bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
     run_log = (sweep_dir / "sweep.log").open("a")
@@ -364,8 +328,8 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
                                      state_schema=state_schema)
             except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
                 raise SweepInterrupted(sweep_dir) from None
-            except (ConfigError, *db.DATABASE_ERRORS) as err:  # e.g. no free connections for this cell
-                reason = first_line(err)
+            except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
+                reason = engine.error_message(err)
                 _append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {reason}"))
                 bar.write(f"  {cid} rep {rep} ({what}): failed: {reason}")
                 bar.update(1)
@@ -392,7 +356,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     if failed:
         log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
     else:
-        db.drop_schema_at(dsn, state_schema)
+        engine.drop_schema_at(dsn, state_schema)
     return sweep_dir
 
 

@@ -1,0 +1,136 @@
+"""PostgreSQL as a :class:`bench.engines.base.Engine`: each method hands the run's request to the
+module of this package that does it (``db``, ``captures``, ``plans``, ``monitor``, ``audit``,
+``reaper``, ``mover``, ``fault_actions``, ``sessions``).
+
+Import it after :mod:`bench.load.swarm` (gevent's monkey-patching must precede psycopg's import);
+:func:`bench.engines.get_engine` does so lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from bench.engines.base import Capabilities
+from bench.engines.postgres import audit, captures, db, fault_actions, pg_stat_statements, plans
+from bench.engines.postgres.error_kinds import first_line
+from bench.engines.postgres.monitor import Monitor, spawn_samplers
+from bench.engines.postgres.mover import Mover
+from bench.engines.postgres.reaper import Reaper
+from bench.engines.postgres.sessions import PostgresSessions
+
+#: PostgreSQL honours every value the parameter table allows (partial indexes, plan_cache_mode,
+#: server-side prepared statements, autovacuum as a table storage parameter).
+CAPABILITIES = Capabilities(engine="postgres")
+
+
+class PostgresEngine:
+    """The PostgreSQL engine (see :class:`bench.engines.base.Engine` for every method's contract)."""
+
+    name = "postgres"
+    capabilities = CAPABILITIES
+    database_errors = db.DATABASE_ERRORS
+    invariants = audit.INVARIANTS
+
+    # -- connect and check
+    def connect(self, dsn: str, application_name: str) -> Any:
+        return db.connect(dsn, application_name=application_name)
+
+    def is_alive(self, conn: Any) -> bool:
+        return db.is_alive(conn)
+
+    def server_info(self, conn: Any) -> dict:
+        return db.server_info(conn)
+
+    def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
+        db.check_schema_usable(conn, schema)
+        db.lock_schema(conn, schema)  # held by this session until the run ends
+        return db.check_capacity(conn, connections)  # this admin connection is already counted
+
+    def sessions(self, dsn: str, cfg: Any) -> PostgresSessions:
+        return PostgresSessions(dsn, cfg)
+
+    def error_message(self, err: BaseException) -> str:
+        return first_line(err)
+
+    # -- prepare and seed
+    def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
+                state_schema: str | None) -> Any:
+        return db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
+
+    def table_sizes(self, conn: Any, schema: str) -> dict:
+        return db.table_sizes(conn, schema)
+
+    def vacuum_counts(self, conn: Any, schema: str) -> dict:
+        return db.vacuum_counts(conn, schema)
+
+    def state_schema_for(self, schema: str) -> str:
+        return db.state_schema_for(schema)
+
+    def drop_schema_at(self, dsn: str, schema: str) -> None:
+        db.drop_schema_at(dsn, schema)
+
+    # -- during the load
+    def monitor(self, dsn: str, cfg: Any) -> Monitor:
+        return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
+                       priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
+
+    def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
+                       note: Callable[[int, dict], None]) -> list:
+        return spawn_samplers(monitor, now_s, n_seconds, note)
+
+    def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Reaper:
+        return Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
+                      cfg.reaper_interval_s, recorder)
+
+    def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
+        return Mover(db.connect(dsn, application_name="queue-bench mover"), cfg.schema, recorder)
+
+    # -- plans and statement statistics
+    def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
+        return captures.capture_plans(conn, cfg, when)
+
+    def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
+        return plans.workers_plan(sessions, explain, prepared=cfg.prepared, plan_cache=cfg.plan_cache)
+
+    def plans_text(self, captured: dict | None, when: str, workers: dict) -> str:
+        return plans.plans_text(captured, when, workers)
+
+    def plans_summary(self, captured: dict | None) -> dict | None:
+        if captured is None:
+            return None
+        return {"auto": captured["auto"],
+                **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
+
+    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
+        return plans.plan_warnings(workers, growth)
+
+    def statement_stats_unavailable(self, conn: Any) -> str | None:
+        return pg_stat_statements.unavailable_reason(conn)
+
+    def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
+        return captures.pgss_reset(conn, cfg, missing)
+
+    def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
+        return captures.pgss_read(conn, cfg, missing, reset)
+
+    # -- audit facts
+    def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
+        return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
+                               poison_share=cfg.poison_share,
+                               relation="jobs_all" if cfg.layout == "archive" else "jobs")
+
+    # -- fault actions
+    def hold_snapshot(self, dsn: str, schema: str) -> Any:
+        return fault_actions.hold_snapshot(dsn, schema)
+
+    def killer(self, dsn: str) -> Any:
+        return fault_actions.killer(dsn)
+
+    def kill_one_worker(self, handle: Any) -> bool:
+        return fault_actions.kill_one_worker(handle)
+
+    def release(self, handle: Any) -> None:
+        fault_actions.release(handle)
+
+
+ENGINE = PostgresEngine()

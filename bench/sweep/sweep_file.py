@@ -1,0 +1,47 @@
+"""A sweep file's name or path, and its optional ``[target]`` table (see :mod:`bench.sweep.driver`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.config.run_config import WORKLOADS_DIR
+from bench.errors import ConfigError
+
+SWEEPS_DIR = WORKLOADS_DIR / "sweeps"
+
+
+def sweep_path(name: str) -> Path:
+    """``workloads/sweeps/<name>.toml``, or ``name`` itself when it is a path to a .toml file.
+
+    Raises ConfigError (``SWEEP``) naming the sweeps that exist.
+    """
+    if name.endswith(".toml"):
+        path = Path(name)
+    else:
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError("SWEEP", f"{name!r} is not a sweep name; allowed: letters, digits, - and _, or a path to a .toml file")
+        path = SWEEPS_DIR / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SWEEPS_DIR.glob("*.toml")))
+        raise ConfigError("SWEEP", f"no sweep file {str(path)!r}; allowed: {known}, or a path to a .toml file")
+    return path
+
+
+def check_target(target: Any, file_name: str) -> None:
+    """Validate the optional ``[target]`` table (Little's law in the report); raises ConfigError (``TARGET``)."""
+    if target is None:
+        return
+    allowed = "a table with rate_jobs_per_s (> 0, jobs/s) and utilisation (> 0 and <= 1)"
+    if not isinstance(target, dict):
+        raise ConfigError("TARGET", f"[target] in {file_name} is not a table; allowed: {allowed}")
+    unknown = sorted(set(target) - {"rate_jobs_per_s", "utilisation"})
+    if unknown:
+        raise ConfigError("TARGET", f"unknown key {unknown[0]!r} in [target] of {file_name}; allowed: {allowed}")
+    rate, util = target.get("rate_jobs_per_s"), target.get("utilisation", 0.7)
+    for name, value, ok in (("rate_jobs_per_s", rate, lambda v: 0 < v < float("inf")),
+                            ("utilisation", util, lambda v: 0 < v <= 1)):
+        if value is None and name == "rate_jobs_per_s":
+            raise ConfigError("TARGET", f"[target] in {file_name} has no rate_jobs_per_s; allowed: {allowed}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+            raise ConfigError("TARGET", f"{name} = {value!r} in [target] of {file_name} is not allowed; allowed: {allowed}")
