@@ -85,7 +85,7 @@ def find_pgbench() -> str:
     if found:
         return found
     try:
-        from bench.engines.postgres.embedded import find_server_binaries
+        from bench.engines.postgres.embedded_binaries import find_server_binaries
 
         candidate = Path(find_server_binaries().bindir) / "pgbench"
         if candidate.exists():

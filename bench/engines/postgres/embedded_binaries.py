@@ -1,0 +1,119 @@
+"""The embedded server's binaries: where ``initdb``, ``pg_ctl`` and ``postgres`` are found.
+
+From the machine first (``pg_config --bindir``, then the highest ``/usr/lib/postgresql/*/bin``,
+then ``PATH``), otherwise from the ``pgserver`` wheel, which bundles a PostgreSQL build. Also
+:class:`EmbeddedError`, the one error the embedded server raises (see
+:mod:`bench.engines.postgres.embedded`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+from bench.errors import RunFailed
+
+__all__ = ["EmbeddedError", "ServerBinaries", "find_server_binaries"]
+
+_SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
+
+
+class EmbeddedError(RunFailed):
+    """The throwaway PostgreSQL server could not be found, started or stopped.
+
+    The message is meant for the user as is: it says what failed and, where
+    the server got as far as writing a log, ends with the last lines of it.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerBinaries:
+    """A directory holding ``initdb``, ``pg_ctl`` and ``postgres``.
+
+    ``source`` says where it was found: ``"pg_config"``,
+    ``"/usr/lib/postgresql"``, ``"PATH"`` or ``"pgserver wheel"``. The properties
+    ``initdb``, ``pg_ctl`` and ``postgres`` are the binaries' paths as text.
+    """
+
+    bindir: pathlib.Path
+    source: str
+
+    @property
+    def initdb(self) -> str:
+        return str(self.bindir / "initdb")
+
+    @property
+    def pg_ctl(self) -> str:
+        return str(self.bindir / "pg_ctl")
+
+    @property
+    def postgres(self) -> str:
+        return str(self.bindir / "postgres")
+
+
+def _is_server_bindir(path: pathlib.Path) -> bool:
+    return all(os.access(path / name, os.X_OK) and (path / name).is_file() for name in _SERVER_BINARIES)
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    # /usr/lib/postgresql/15/bin -> (15,); non-numeric names sort first
+    name = pathlib.Path(path).parent.name
+    return tuple(int(p) for p in re.findall(r"\d+", name)) or (-1,)
+
+
+def _pgserver_bindir() -> pathlib.Path | None:
+    try:
+        from pgserver import _commands  # type: ignore[import-not-found]
+    except Exception:  # not installed, or broken on this platform
+        return None
+    path = getattr(_commands, "POSTGRES_BIN_PATH", None)
+    return pathlib.Path(path) if path else None
+
+
+def find_server_binaries() -> ServerBinaries:
+    """Locate PostgreSQL server binaries.
+
+    Order: the directory ``pg_config --bindir`` names (if it holds
+    ``initdb``); the highest-numbered ``/usr/lib/postgresql/*/bin``; the
+    directory of ``initdb`` on ``PATH`` (symlinks resolved); the binaries
+    bundled in the ``pgserver`` wheel.  A candidate counts only if it holds
+    executable ``initdb``, ``pg_ctl`` and ``postgres``.
+
+    Raises:
+        EmbeddedError: none found (one-line message telling the user to pass DSN=).
+    """
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        try:
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        if out and _is_server_bindir(pathlib.Path(out)):
+            return ServerBinaries(pathlib.Path(out), "pg_config")
+
+    for bindir in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True):
+        if _is_server_bindir(pathlib.Path(bindir)):
+            return ServerBinaries(pathlib.Path(bindir), "/usr/lib/postgresql")
+
+    initdb = shutil.which("initdb")
+    if initdb:
+        bindir = pathlib.Path(initdb).resolve().parent
+        if _is_server_bindir(bindir):
+            return ServerBinaries(bindir, "PATH")
+
+    bindir = _pgserver_bindir()
+    if bindir is not None and _is_server_bindir(bindir):
+        return ServerBinaries(bindir, "pgserver wheel")
+
+    raise EmbeddedError(
+        "no PostgreSQL server binaries found (initdb, pg_ctl, postgres: not via pg_config, "
+        "/usr/lib/postgresql/*/bin, PATH or the pgserver package); "
+        "install PostgreSQL or pgserver, or pass DSN=postgresql://... to use an existing database"
+    )
