@@ -78,10 +78,6 @@ def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _iso_at(unix_s: float) -> str:
-    return dt.datetime.fromtimestamp(unix_s, dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
 def new_run_id(cfg: RunConfig) -> str:
     """``<UTC time>-<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -324,9 +320,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         "monitor_table_cost_s": monitor.table_cost_s,
         "monitor_errors": dict(monitor.errors),
         "sizes_before": sizes_before, "sizes_after": sizes_after,
-        "started_at": started_at, "load_started_at": _iso_at(clock.unix0),
-        "measured_start": _iso_at(measured_start_unix), "measured_end": _iso_at(measured_end_unix),
-        "ended_at": _iso_at(ended_unix),
+        "started_at": started_at, "load_started_at": seconds.iso_at(clock.unix0),
+        "measured_start": seconds.iso_at(measured_start_unix), "measured_end": seconds.iso_at(measured_end_unix),
+        "ended_at": seconds.iso_at(ended_unix),
         "harness_rss_mb": rss.summary(),
     }
     summary = run_summary.summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,

@@ -8,6 +8,8 @@ Rules:
 6. ``bench.errors`` imports nothing from queue-bench (every layer may import it).
 7. ``bench.runner``, ``bench.run_summary`` and ``bench.sweep`` reach an engine only through
    ``bench.engines`` (``get_engine``) and ``bench.engines.base`` (the ``Engine`` interface).
+8. An engine does not reach up the chain: ``bench.engines`` imports neither ``bench.runner``,
+   ``bench.run_summary``, ``bench.sweep`` nor ``bench.load``.
 4. Nothing outside ``bench.cli`` imports ``bench.report`` (only a command renders a report).
 5. No layer imports ``bench.cli`` (the commands sit on top).
 
@@ -75,6 +77,9 @@ def broken_rules(importer: str, imported: str) -> list[str]:
     if (any(_within(importer, p) for p in ("bench.runner", "bench.run_summary", "bench.sweep"))
             and _within(imported, "bench.engines") and imported not in ("bench.engines", "bench.engines.base")):
         broken.append("7: the run or a sweep past the Engine interface")
+    if _within(importer, "bench.engines") and any(
+            _within(imported, p) for p in ("bench.runner", "bench.run_summary", "bench.sweep", "bench.load")):
+        broken.append("8: an engine reaching up the chain")
     return broken
 
 
@@ -109,3 +114,4 @@ def test_the_rules_catch_what_they_forbid():
     assert broken_rules("bench.errors", "bench.config.parameters")[0].startswith("6")
     assert broken_rules("bench.runner", "bench.engines.postgres.db")[0].startswith("7")
     assert broken_rules("bench.sweep.driver", "bench.engines") == []
+    assert broken_rules("bench.engines.postgres.pgbench", "bench.runner")[0].startswith("8")

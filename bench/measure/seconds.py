@@ -3,6 +3,8 @@ and the event-loop lag probe."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import time
 
 import gevent
@@ -107,3 +109,8 @@ def progress_line(log, elapsed_s: int, n_warm: int, n_meas: int, intervals: list
     errors = sum(sum(iv.errors.values()) for iv in last)
     log(f"progress: {elapsed_s:.1f}/{total} s, {jobs_s:,.1f} jobs/s, claim p99 {fmt_ms(p99_us)}, "
         f"oldest age {age}, errors {errors}")
+
+
+def iso_at(unix_s: float) -> str:
+    """Unix seconds as an ISO 8601 UTC timestamp with milliseconds (the result files' times)."""
+    return dt.datetime.fromtimestamp(unix_s, dt.timezone.utc).isoformat(timespec="milliseconds")

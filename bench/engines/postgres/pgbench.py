@@ -1,0 +1,165 @@
+"""pgbench for ``make calibrate`` (:mod:`bench.cli.calibrate`): find it, run it, read its logs.
+
+pgbench runs the claim and completion statements given to it with ``-M prepared`` and writes
+its per-second aggregate log (``--aggregate-interval=1``: transactions counted per interval, not
+rounded rates). Its first seconds up to the warm-up boundary are dropped exactly as queue-bench
+drops its warm-up, and its tps is the transactions of the following whole measured seconds over
+those seconds. Its process CPU (user + system) is read with psutil at the window's start and end.
+
+pgbench (``--log``, ``--aggregate-interval``, the aggregate log's columns):
+https://www.postgresql.org/docs/15/pgbench.html#PGBENCH-LOGGING
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import gevent
+import psutil
+
+from bench.errors import ConfigError
+from bench.measure.seconds import iso_at
+
+__all__ = ["PGBENCH_TAIL_S", "find_pgbench", "per_job_us", "read_aggregate_log", "run_pgbench"]
+
+#: pgbench runs this long past the measured window, so that its last measured second
+#: is complete and written (pgbench 15 does not write the interval it stops in).
+PGBENCH_TAIL_S = 2
+
+_FAILED_RE = re.compile(r"number of failed transactions: (\d+)")
+#: pgbench 15 aggregate log columns (0-based): interval_start, num_transactions, ...,
+#: serialization_failures and deadlock_failures last.
+_AGG_START, _AGG_TRANSACTIONS = 0, 1
+
+
+def find_pgbench() -> str:
+    """Path of a pgbench binary (PATH, then the server binaries queue-bench would use).
+
+    Raises ConfigError (``PGBENCH``) when there is none.
+    """
+    found = shutil.which("pgbench")
+    if found:
+        return found
+    try:
+        from bench.engines.postgres.embedded_binaries import find_server_binaries
+
+        candidate = Path(find_server_binaries().bindir) / "pgbench"
+        if candidate.exists():
+            return str(candidate)
+    except Exception:  # noqa: BLE001 - any failure here means "not found"
+        pass
+    raise ConfigError("PGBENCH", "no pgbench found on PATH; install postgresql-client (it ships pgbench)")
+
+
+def read_aggregate_log(paths: list[Path]) -> dict[int, dict[str, int]]:
+    """pgbench's per-second aggregate logs (one file per thread) summed by interval.
+
+    Returns ``{interval_start (Unix s): {"transactions": n, "failures": n,
+    "threads": files that have the interval}}``; ``failures`` is the sum of the
+    serialization and deadlock failure columns (pgbench 15: the last two).
+    """
+    out: dict[int, dict[str, int]] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            cols = line.split()
+            if len(cols) < 6:
+                continue
+            entry = out.setdefault(int(cols[_AGG_START]), {"transactions": 0, "failures": 0, "threads": 0})
+            entry["transactions"] += int(cols[_AGG_TRANSACTIONS])
+            entry["failures"] += int(cols[-1]) + int(cols[-2]) if len(cols) >= 15 else 0
+            entry["threads"] += 1
+    return out
+
+
+def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int, duration_s: int,
+                out_dir: Path, during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None) -> dict:
+    """Run pgbench with ``script`` and ``clients`` clients; measure the window after the warm-up.
+
+    The measured window is the ``duration_s`` whole Unix seconds starting at the
+    first whole second at least ``warmup_s`` after pgbench was started (so at
+    least the warm-up is dropped; the aggregate log's intervals are whole Unix
+    seconds). ``during(now_s, n_seconds)`` is started beside pgbench (the monitor)
+    and returns a function that stops it, called when pgbench ends. Writes the script,
+    pgbench's output and its aggregate logs into ``out_dir``.
+
+    Returns ``{"tps", "transactions", "measured_s", "measured_start", "measured_end",
+    "per_second" (transactions of each measured second), "failed", "exit_code",
+    "cpu_s", "cpu_us_per_job", "calibrate_cpu_s", "problems" (strings; empty when
+    the run is clean)}``.
+    """
+    out_dir = out_dir.resolve()  # pgbench runs in it: its paths must not be relative to the caller's
+    out_dir.mkdir(parents=True)
+    script_path = out_dir / "claim_complete.sql"
+    script_path.write_text(script)
+    threads = min(2, clients)
+    own = psutil.Process()
+    started = time.time()
+    window_start = math.ceil(started + warmup_s)
+    window_end = window_start + duration_s
+    seconds = int(math.ceil(window_end - started)) + PGBENCH_TAIL_S
+    argv = [pgbench, "-n", "-M", "prepared", "-f", str(script_path), "-c", str(clients), "-j", str(threads),
+            "-T", str(seconds), "--log", "--aggregate-interval=1", f"--log-prefix={out_dir / 'aggregate'}", dsn]
+    with open(out_dir / "pgbench.out", "w") as output:
+        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, cwd=out_dir)
+    stop = during(lambda: time.time() - started, seconds) if during else (lambda: None)
+    cpu = {}
+    try:
+        ps = psutil.Process(proc.pid)
+        for name, at in (("start", window_start), ("end", window_end)):
+            gevent.sleep(max(0.0, at - time.time()))
+            times, mine = ps.cpu_times(), own.cpu_times()
+            cpu[name] = (times.user + times.system, mine.user + mine.system, times.user, times.system)
+    except psutil.NoSuchProcess:  # pgbench ended early: reported below
+        pass
+    finally:
+        exit_code = proc.wait()
+        stop()
+    out = (out_dir / "pgbench.out").read_text()
+    failed_match = _FAILED_RE.search(out)
+    failed = int(failed_match.group(1)) if failed_match else 0
+    intervals = read_aggregate_log(sorted(out_dir.glob("aggregate.*")))
+    measured = [intervals.get(t, {"transactions": 0, "failures": 0, "threads": 0})
+                for t in range(window_start, window_end)]
+    transactions = sum(m["transactions"] for m in measured)
+    problems = []
+    if exit_code != 0:
+        last = out.strip().splitlines()[-1] if out.strip() else "no output"
+        problems.append(f"pgbench exited with status {exit_code} ({last})")
+    if failed or any(m["failures"] for m in measured):
+        problems.append(f"pgbench reported {failed} failed transactions")
+    missing = sum(1 for m in measured if m["threads"] < threads)
+    if missing:
+        problems.append(f"pgbench's aggregate log lacks {missing} of the {duration_s} measured seconds")
+    cpu_s = cpu["end"][0] - cpu["start"][0] if len(cpu) == 2 else None
+    user_s = cpu["end"][2] - cpu["start"][2] if len(cpu) == 2 else None
+    system_s = cpu["end"][3] - cpu["start"][3] if len(cpu) == 2 else None
+    return {
+        "tps": transactions / duration_s,
+        "transactions": transactions,
+        "measured_s": duration_s,
+        "measured_start": iso_at(window_start),
+        "measured_end": iso_at(window_end),
+        "per_second": [m["transactions"] for m in measured],
+        "failed": failed,
+        "exit_code": exit_code,
+        "cpu_s": cpu_s,
+        "cpu_us_per_job": per_job_us(cpu_s, transactions),
+        "user_s": user_s, "system_s": system_s,
+        "user_us_per_job": per_job_us(user_s, transactions),
+        "system_us_per_job": per_job_us(system_s, transactions),
+        # the calibrating process's own CPU over the window: the monitor's client side
+        "calibrate_cpu_s": cpu["end"][1] - cpu["start"][1] if len(cpu) == 2 else None,
+        "argv": argv[:-1] + ["<dsn>"],
+        "problems": problems,
+    }
+
+
+def per_job_us(cpu_s: float | None, jobs: int) -> float | None:
+    """CPU µs per job: ``cpu_s`` seconds over ``jobs`` jobs; None when ``cpu_s`` is None or ``jobs`` is 0."""
+    return 1e6 * cpu_s / jobs if cpu_s is not None and jobs else None
