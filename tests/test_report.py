@@ -9,6 +9,8 @@ import shutil
 import struct
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from bench.report.run_page import ReportError, render_report
@@ -197,6 +199,42 @@ def test_plots_written_as_valid_pngs(run_dir):
         assert data[12:16] == b"IHDR"
         width, height = struct.unpack(">II", data[16:24])
         assert width > 300 and height > 150, (name, width, height)
+
+
+@pytest.fixture
+def plotted_lines(monkeypatch) -> dict:
+    """Every line the run report draws, by label: (x, y) as float arrays, taken from each figure as it is saved."""
+    import bench.report.run_figures as run_figures
+    from bench.report.render import save_png
+
+    lines = {}
+
+    def recording_save_png(fig):
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                lines[line.get_label()] = (np.asarray(line.get_xdata(), dtype=float),
+                                           np.asarray(line.get_ydata(), dtype=float))
+        return save_png(fig)
+
+    monkeypatch.setattr(run_figures, "save_png", recording_save_png)
+    return lines
+
+
+def test_a_missed_sample_is_a_gap_in_the_line_not_a_line_across(run_dir, plotted_lines):
+    """A second without a sample (an empty cell in intervals.csv, no row in priority_ages.csv) is NaN in the
+    plotted series, so the line breaks there; leaving the second out would join its neighbours straight across."""
+    intervals = pd.read_csv(run_dir / "intervals.csv")  # the fixture's second 3 has no dead_tuples sample
+    intervals["xmin_age"] = [float(t) if t != 5 else None for t in intervals["t_s"]]
+    intervals.to_csv(run_dir / "intervals.csv", index=False)
+    (run_dir / "priority_ages.csv").write_text("t_s,priority,oldest_eligible_age_s\n" + "".join(
+        f"{t},{p},{0.5 * t + p}\n" for t in intervals["t_s"] if t != 4 for p in (0, 1)))
+    render_report(run_dir)
+    for label, gap in (("dead tuples in the queue table (rows, left)", 3),
+                       ("oldest snapshot's xmin age (transactions, right)", 5),
+                       ("priority 0", 4), ("priority 1", 4)):
+        x, y = plotted_lines[label]
+        assert list(x) == list(intervals["t_s"]), f"{label}: a second is missing from the series"
+        assert np.isnan(y[x == gap]).all() and not np.isnan(y[x != gap]).any(), (label, y)
 
 
 def test_header_only_intervals_still_render(run_dir):

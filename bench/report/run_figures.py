@@ -56,8 +56,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
             "oldest_age_by_priority", "Oldest eligible age per priority",
             "Age of the oldest eligible job of each priority, sampled with the oldest-age query. A "
             "priority whose line climbs while another stays flat is being starved by the higher one "
-            "(lower number = claimed first).",
-            lambda ax, df, summ: draw_priority_ages(ax, by_priority)))
+            "(lower number = claimed first); gaps are seconds without a sample.",
+            lambda ax, df, summ: draw_priority_ages(ax, by_priority, df["t_s"])))
     for name, title, caption, draw in figure_specs:
         png = _draw_png(draw, intervals, summary)
         (plots_dir / f"{name}.png").write_bytes(png)
@@ -135,6 +135,7 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "vacuum removes it; a climbing line means vacuum is not keeping up, or something (a long "
      "transaction) stops it, and claims have to step over them. The dashed line is the age of the "
      "oldest snapshot held in this database (backend_xmin), in transactions: while it grows, vacuum "
-     "can remove nothing newer. Shaded bands on every plot are fault-injection windows.",
+     "can remove nothing newer. Gaps in either line are seconds the monitor missed. Shaded bands on "
+     "every plot are fault-injection windows.",
      draw_dead_tuples),
 )

@@ -133,12 +133,17 @@ def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
-def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame) -> None:
+def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame, seconds: pd.Series) -> None:
     """Oldest eligible age (s) of each priority over time, one line per priority, from the rows of
-    ``priority_ages.csv`` (columns ``t_s``, ``priority``, ``oldest_eligible_age_s``)."""
+    ``priority_ages.csv`` (columns ``t_s``, ``priority``, ``oldest_eligible_age_s``).
+
+    ``seconds`` are the measured seconds (``t_s`` of ``intervals.csv``); that file has no row for a
+    second without an age sample, and such a second is a gap in every priority's line.
+    """
     for priority, group in by_priority.groupby("priority"):
-        ax.plot(group["t_s"], group["oldest_eligible_age_s"], marker=_marker(group),
-                label=f"priority {priority}")
+        ages = group.set_index("t_s")["oldest_eligible_age_s"]
+        ages = ages.reindex(ages.index.union(seconds))  # NaN in a second without a sample
+        ax.plot(ages.index, ages.to_numpy(), marker=_marker(ages), label=f"priority {priority}")
     ax.set_ylabel("oldest eligible age (s)")
     _count_axis(ax, integer=False)
     _legend(ax)
@@ -164,19 +169,18 @@ def draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Dead tuples in the queue table per second (rows, left axis) and, when sampled, the oldest
-    snapshot's xmin age (transactions, right axis)."""
+    snapshot's xmin age (transactions, right axis); a second without a sample is a gap in its line."""
     if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
         return
-    series = df[["t_s", "dead_tuples"]].dropna()
-    (dead_line,) = ax.plot(series["t_s"], series["dead_tuples"], marker=_marker(df), color="C4",
+    # Sampled every second: an empty cell is a missed sample, NaN here, a gap in the line.
+    (dead_line,) = ax.plot(df["t_s"], df["dead_tuples"], marker=_marker(df), color="C4",
                            label="dead tuples in the queue table (rows, left)")
     ax.set_ylabel("dead tuples (rows)")
     _count_axis(ax)
     handles = [dead_line]
     if "xmin_age" in df and df["xmin_age"].notna().any():
         xmin_ax = ax.twinx()
-        xmin = df[["t_s", "xmin_age"]].dropna()
-        (xmin_line,) = xmin_ax.plot(xmin["t_s"], xmin["xmin_age"], color="C5", linestyle="--",
+        (xmin_line,) = xmin_ax.plot(df["t_s"], df["xmin_age"], marker=_marker(df), color="C5", linestyle="--",
                                     label="oldest snapshot's xmin age (transactions, right)")
         xmin_ax.set_ylabel("xmin age (transactions)")
         _count_axis(xmin_ax)
