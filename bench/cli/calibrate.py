@@ -53,7 +53,7 @@ from bench import runner
 from bench.engines.postgres.pgbench import find_pgbench, per_job_us, run_pgbench
 from bench.config.parsers import parse_int as _int
 from bench.config.run_config import build_config
-from bench.errors import ConfigError
+from bench.results.model import problems as run_problems, stamped
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 
 PAIRS_DEFAULT = 3
@@ -93,7 +93,7 @@ def harness_figures(run_dir: Path) -> dict:
             "harness_cpu_mean_pct": round(mean_pct, 2) if mean_pct is not None else None,
             "harness_cpu_max_pct": summary["harness_cpu_max_pct"],
             "suspect": summary["suspect"], "suspect_reasons": summary["suspect_reasons"],
-            "complete": summary["complete"]}
+            "complete": summary["complete"], "problems": run_problems(summary)}
 
 
 def summary_line(ratios: list[float], left_out: int) -> str:
@@ -158,9 +158,7 @@ def _pair(pgbench: str, dsn: str, cfg, backlog: int, cal_dir: Path, label: str, 
     run_dir = runner.run(cfg, dsn, log=lambda m: log("    " + m) if m.startswith("SUSPECT") else None)
     qb = harness_figures(run_dir)
     qb["run_dir"] = str(run_dir.resolve().relative_to(cal_dir.resolve()))  # calibration.json's paths: relative to it
-    problems = entry["problems"] + [f"queue-bench: {r}" for r in qb["suspect_reasons"]]
-    if not qb["complete"]:
-        problems.append("queue-bench: the run was interrupted")
+    problems = entry["problems"] + [f"queue-bench: {p}" for p in qb["problems"]]  # the results model's rule
     ratio = qb["jobs_per_s"] / pg["tps"] if pg["tps"] and qb["jobs_per_s"] is not None else None
     if ratio is None:
         problems.append("no ratio: one side completed no job")
@@ -243,7 +241,7 @@ def _finish(figures: dict, cal_dir: Path, log) -> None:
         "summary_line": line,
     })
     cal_dir.mkdir(parents=True, exist_ok=True)
-    (cal_dir / "calibration.json").write_text(json.dumps(figures, indent=2) + "\n")
+    (cal_dir / "calibration.json").write_text(json.dumps(stamped(figures), indent=2) + "\n")
     c = figures["cpu_us_per_job"]
     log(f"CPU per job over the same {figures['measured_s']} s measured windows (kept pairs): pgbench {_fmt(c['pgbench'], '.1f')} µs, "
         f"harness {_fmt(c['harness'], '.1f')} µs ({_fmt(c['harness_over_pgbench'], '.2f')} × pgbench; "
