@@ -32,9 +32,10 @@ from bench.engines import get_engine
 from bench.measure import metrics, seconds
 from bench import run_summary
 from bench.results import run_files
+from bench.results.model import RunResult
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
-from bench.load.producers import Producer
+from bench.load.driver import LocalDriver
 from bench.config.faults import choose_workers
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
@@ -143,17 +144,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claim_log)
     monitor = engine.monitor(dsn, cfg)
 
-    from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
-
-    # This run's user counts on subclasses of its own; the context goes through the environment.
-    user_classes = [type("QueueWorker", (swarm.QueueWorker,), {"fixed_count": cfg.workers})]
-    if cfg.rate > 0:
-        user_classes.append(type("Producer", (Producer,), {"fixed_count": cfg.producers}))
-    stop_timeout_s = max(10.0, 2 * cfg.work_ms * cfg.batch / 1000.0 * (cfg.workers if cfg.txn == "hold" else 1))
-    stop_timeout_s += swarm.EXPLAIN_TIMEOUT_MS / 1000.0 + 5  # one worker explains its claim as it stops
-    env = Environment(user_classes=user_classes, stop_timeout=stop_timeout_s)
-    env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)
-    locust_runner = env.create_local_runner()
+    driver = LocalDriver(cfg, ctx)
     proc = psutil.Process()
     cpu_meter = CpuMeter(proc)
 
@@ -161,8 +152,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     n_meas = max(1, int(round(cfg.duration_s)))
     clock = seconds.Clock()
     ctx.measured_start_unix = clock.unix0 + n_warm
-    n_users = cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
-    locust_runner.start(n_users, spawn_rate=n_users * 10)
+    driver.start()
     samples: dict[int, dict] = {}  # second index -> monitor values taken in that second
 
     def note(k: int, values: dict) -> None:
@@ -243,8 +233,8 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     gevent.killall(samplers)
     gevent.killall(fault_greenlets)  # each closes what it opened (finally)
     ctx.active_faults.clear()
-    locust_runner.stop()
-    locust_runner.quit()
+    driver.stop()
+    driver.quit()
     if reaper is not None:
         reaper.stop()
         reaper_greenlet.join(timeout=30)
@@ -327,9 +317,8 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     }
     summary = run_summary.summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,
                         final_sample, monitor.failures, run_info, engine.plan_warnings)
-    run_files.write_json(run_dir / "run.json", run_info)
     run_files.write_intervals(run_dir / "intervals.csv", rows)
-    run_files.write_json(run_dir / "summary.json", summary)
+    RunResult(run_dir, run_info, summary).dump()
     if len({0} | {p for p, _ in cfg.priority_mix}) > 1:
         run_files.write_priority_ages(run_dir / "priority_ages.csv", [
             (r["t_s"], samples.get(r["t_s"] + n_warm, {}).get("age_by_priority")) for r in rows])

@@ -53,7 +53,7 @@ from bench import runner
 from bench.engines.postgres.pgbench import find_pgbench, per_job_us, run_pgbench
 from bench.config.parsers import parse_int as _int
 from bench.config.run_config import build_config
-from bench.results.model import problems as run_problems, stamped
+from bench.results.model import RunResult, problems as run_problems, stamped
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 
 PAIRS_DEFAULT = 3
@@ -73,7 +73,7 @@ def harness_figures(run_dir: Path) -> dict:
     "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
     "cpu_s", "complete"}``.
     """
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunResult.load(run_dir).summary
     with open(run_dir / "intervals.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     jobs = summary["jobs_completed"]

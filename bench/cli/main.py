@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import signal
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from bench import __version__
 from bench.config.run_config import build_config
 from bench.config.parameters import PARAMETERS
+from bench.results.model import RunResult, read_result
 from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, QBenchError, exit_status
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 
@@ -61,13 +61,13 @@ def _run(args: argparse.Namespace) -> int:
     with database as dsn:
         run_dir = runner.run(cfg, dsn, embedded=embedded)
     report = render_report(run_dir)
-    summary = json.loads((run_dir / "summary.json").read_text())
+    result = RunResult.load(run_dir)
     print(f"report: {report.resolve()}")
-    if summary.get("database_lost"):
-        sys.stderr.write(f"qbench: the database went away during the run ({summary['database_lost']}); "
+    if result.summary.get("database_lost"):
+        sys.stderr.write(f"qbench: the database went away during the run ({result.summary['database_lost']}); "
                          "the results above are incomplete and unaudited\n")
         return EXIT_FAILED
-    return 0 if summary.get("complete") else EXIT_INTERRUPTED
+    return 0 if result.complete else EXIT_INTERRUPTED
 
 
 def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
@@ -176,7 +176,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from bench.report.sweep_page import render_sweep_report
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
-    if not json.loads((sweep_dir / "sweep.json").read_text())["complete"]:
+    if not read_result(sweep_dir / "sweep.json")["complete"]:
         sys.stderr.write("qbench: some runs of the sweep failed (status in cells.csv); run it again to retry them\n")
         return EXIT_FAILED
     return 0

@@ -23,6 +23,7 @@ the finding that the queue does not keep up; :attr:`RunResult.saturated` reports
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,6 +42,23 @@ class ResultsError(BadInput):
 def stamped(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` with ``format_version`` first (replacing any it had)."""
     return {"format_version": FORMAT_VERSION, **{k: v for k, v in data.items() if k != "format_version"}}
+
+
+def clean_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (JSON has neither)."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, Mapping):
+        return {k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def write_result(path: Path, data: Mapping[str, Any]) -> None:
+    """Write the result file ``path``: ``data`` as indented JSON, ``format_version`` first
+    (:func:`stamped`), NaN and infinities as null. Raises OSError when it cannot be written."""
+    Path(path).write_text(json.dumps(clean_json(stamped(data)), indent=2, default=str) + "\n")
 
 
 def read_result(path: Path) -> dict[str, Any]:
@@ -109,6 +127,11 @@ class RunResult:
         """Read ``run_dir``'s ``run.json`` and ``summary.json``; raises :class:`ResultsError`."""
         run_dir = Path(run_dir)
         return cls(run_dir, read_result(run_dir / "run.json"), read_result(run_dir / "summary.json"))
+
+    def dump(self) -> None:
+        """Write ``run.json`` and ``summary.json`` into :attr:`run_dir` (:func:`write_result`)."""
+        write_result(self.run_dir / "run.json", self.run)
+        write_result(self.run_dir / "summary.json", self.summary)
 
     @property
     def run_id(self) -> str:

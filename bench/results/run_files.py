@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from hdrh.log import HistogramLogWriter
 
-from bench.results.model import stamped
+from bench.results.model import clean_json
 
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
@@ -34,25 +33,9 @@ SUMMARY_KEYS = (
 )
 
 
-def _clean(value):
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def write_json(path: Path, data: Mapping) -> None:
-    """Write the result file ``path`` (run.json, summary.json): ``data`` as indented JSON with
-    ``format_version`` first (:func:`bench.results.model.stamped`); NaN/inf become null."""
-    path.write_text(json.dumps(_clean(stamped(data)), indent=2, sort_keys=False, default=str) + "\n")
-
-
 def write_json_list(path: Path, items: list) -> None:
     """Write a JSON array, one item per line."""
-    path.write_text("[\n" + ",\n".join(json.dumps(_clean(i)) for i in items) + "\n]\n")
+    path.write_text("[\n" + ",\n".join(json.dumps(clean_json(i)) for i in items) + "\n]\n")
 
 
 def write_priority_ages(path: Path, samples: list) -> None:

@@ -24,7 +24,7 @@ from typing import Callable
 from bench.config.run_config import RunConfig
 from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
 from bench.errors import Interrupted
-from bench.results.model import problems, stamped
+from bench.results.model import RunResult, problems, stamped
 
 class SearchStopped(Interrupted):
     """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
@@ -93,7 +93,7 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
     def measure(rate: float) -> bool:
         cfg = dataclasses.replace(base, rate=round(rate, 1), backlog=0)
         run_dir = run_step(cfg)
-        summary = json.loads((run_dir / "summary.json").read_text())
+        summary = RunResult.load(run_dir).summary
         if not summary["complete"]:
             raise SearchStopped(run_dir)
         ok, why = step_verdict(summary)

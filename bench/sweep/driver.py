@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 from bench.config.parameters import SWEEP_AXES, check_file_value
 from bench.sweep.sweep_file import check_target, sweep_path
-from bench.results.model import invariants_ok, stamped
+from bench.results.model import ResultsError, RunResult, invariants_ok, read_result, stamped
 from bench.config.run_config import REPO_ROOT, RunConfig, build_config
 from bench.errors import ConfigError, Interrupted
 
@@ -166,8 +166,8 @@ def find_resumable(results_dir: Path, sweep: Sweep) -> Path | None:
     candidates = []
     for path in (results_dir / "sweeps").glob(f"{sweep.name}-*/sweep.json"):
         try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError):
+            meta = read_result(path)
+        except ResultsError:
             continue
         if meta.get("matrix_hash") == sweep.matrix_hash and not meta.get("complete"):
             candidates.append(path.parent)
@@ -302,7 +302,7 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
         _write_meta(sweep_dir, meta)
         log(f"sweep {sweep.name}: {len(sweep.cells)} cells x {sweep.repetitions} repetitions -> {sweep_dir}")
     else:
-        meta = json.loads((sweep_dir / "sweep.json").read_text())
+        meta = read_result(sweep_dir / "sweep.json")
         log(f"sweep {sweep.name}: resuming {sweep_dir}")
     done = measured_runs(sweep_dir)
     _keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
@@ -334,12 +334,13 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
                 bar.write(f"  {cid} rep {rep} ({what}): failed: {reason}")
                 bar.update(1)
                 continue
-            summary = json.loads((run_dir / "summary.json").read_text())
+            result = RunResult.load(run_dir)
+            summary = result.summary
             if not summary["complete"] and not summary.get("database_lost"):
                 raise SweepInterrupted(sweep_dir)
             status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
             on_run(run_dir)
-            seeded = json.loads((run_dir / "run.json").read_text()).get("backlog")
+            seeded = result.run.get("backlog")
             _append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status, seeded))
             claim = summary["claim_latency_us"]
             bar.write(f"  {cid} rep {rep} ({what}): {summary['throughput_jobs_per_s']:,} jobs/s, claim p50 "

@@ -1,0 +1,64 @@
+"""The run driver: what starts and stops a run's Locust users, behind one interface.
+
+:class:`RunDriver` is what :mod:`bench.runner` asks of the swarm: start the users, stop them
+(each finishes its cycle, up to a stop timeout), quit. :class:`LocalDriver` runs them in this
+process with Locust's own ``LocalRunner``; a distributed driver (Locust's master and worker
+runners) implements the same three methods. The run context reaches every user through the
+Locust ``Environment`` (``environment.run_context``), never through class attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bench.config.run_config import RunConfig
+from bench.load import swarm
+from bench.load.producers import Producer
+
+
+class RunDriver(Protocol):
+    """Starts and stops one run's users."""
+
+    users: int
+
+    def start(self) -> None:
+        """Start every user (workers, then producers) at once."""
+
+    def stop(self) -> None:
+        """Stop the users: each finishes its current cycle, within the stop timeout."""
+
+    def quit(self) -> None:
+        """Release what :meth:`start` created."""
+
+
+def stop_timeout_s(cfg: RunConfig) -> float:
+    """Seconds a stopping user may take: the longest cycle (a batch of jobs, or under ``hold`` the
+    convoy of every worker's batch), at least 10 s, plus the EXPLAIN one worker runs as it stops."""
+    cycle_s = 2 * cfg.work_ms * cfg.batch / 1000.0 * (cfg.workers if cfg.txn == "hold" else 1)
+    return max(10.0, cycle_s) + swarm.EXPLAIN_TIMEOUT_MS / 1000.0 + 5
+
+
+class LocalDriver:
+    """The users of one run in this process (Locust's ``LocalRunner``): ``cfg.workers`` workers
+    and, with ``RATE``, ``cfg.producers`` producers, sharing ``ctx``."""
+
+    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext):
+        from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
+
+        # This run's user counts on subclasses of its own; the context goes through the environment.
+        user_classes = [type("QueueWorker", (swarm.QueueWorker,), {"fixed_count": cfg.workers})]
+        if cfg.rate > 0:
+            user_classes.append(type("Producer", (Producer,), {"fixed_count": cfg.producers}))
+        self.users = cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
+        env = Environment(user_classes=user_classes, stop_timeout=stop_timeout_s(cfg))
+        env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)
+        self._runner = env.create_local_runner()
+
+    def start(self) -> None:
+        self._runner.start(self.users, spawn_rate=self.users * 10)
+
+    def stop(self) -> None:
+        self._runner.stop()
+
+    def quit(self) -> None:
+        self._runner.quit()
