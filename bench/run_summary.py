@@ -125,6 +125,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "errors": dict(errors),
         "invariants": audit_result["invariants"],
         "harness_cpu_max_pct": cpu_max,
+        "harness_cpu_limit_pct": SUSPECT_CPU_PCT,
         "suspect": bool(reasons),
         "suspect_reasons": reasons,
         "backlog_exhausted": bool(backlog_exhausted),

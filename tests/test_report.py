@@ -266,3 +266,11 @@ def test_missing_plotted_column_raises(run_dir):
     (run_dir / "intervals.csv").write_text("\n".join(rows) + "\n")
     with pytest.raises(ReportError, match="lock_waiters"):
         render_report(run_dir)
+
+
+def test_harness_cpu_is_red_above_the_runs_own_limit(run_dir):
+    """The limit comes from the run's summary (the rule that made it suspect), not a copy in the report."""
+    _edit_summary(run_dir, harness_cpu_max_pct=95.0, harness_cpu_limit_pct=90.0)
+    assert 'value bad' in _row_cell(render_report(run_dir).read_text(), "harness CPU max")
+    _edit_summary(run_dir, harness_cpu_limit_pct=99.0)
+    assert 'value bad' not in _row_cell(render_report(run_dir).read_text(), "harness CPU max")
