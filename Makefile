@@ -15,11 +15,13 @@ WORKLOAD ?= default
 DSN      ?=
 ALLOW_REMOTE ?=
 PARAM_PAIRS = $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed))
-param_arg = $(if $($(word 1,$(subst :, ,$(1)))),$(word 2,$(subst :, ,$(1)))='$($(word 1,$(subst :, ,$(1))))')
+# A value in single quotes for the shell, its own ' written '"'"' (a DSN password may hold one).
+sq = '$(subst ','"'"',$(1))'
+param_arg = $(if $($(word 1,$(subst :, ,$(1)))),$(word 2,$(subst :, ,$(1)))=$(call sq,$($(word 1,$(subst :, ,$(1))))))
 
-RUN_ARGS = --workload='$(WORKLOAD)' $(RUN_PARAMS)
+RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
-	$(if $(DSN),--dsn='$(DSN)') $(if $(call flag,ALLOW_REMOTE),--allow-remote))
+	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
 .PHONY: bench test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
 
@@ -51,7 +53,7 @@ soak: $(STAMP)
 RENDER_SECONDS ?= 3600
 report-bench: $(STAMP)
 	@test -n '$(RUN)' || { echo "make report-bench: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
-	$(BIN)/python -m bench.cli.render_bench '$(RUN)' --seconds='$(RENDER_SECONDS)'
+	$(BIN)/python -m bench.cli.render_bench $(call sq,$(RUN)) --seconds='$(RENDER_SECONDS)'
 
 # pgbench and queue-bench on the same claim SQL, same clients, same database, same
 # measured window and monitor; CAL_PAIRS pairs A B A B ...; last line: the median ratio.
@@ -61,7 +63,7 @@ CAL_WARMUP ?= 5s
 CAL_PAIRS ?= 3
 calibrate: $(STAMP)
 	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
-		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results='$(RESULTS)') $(if $(DSN),--dsn='$(DSN)') $(if $(call flag,ALLOW_REMOTE),--allow-remote)
+		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
 # Run parameters given here apply to every cell (DURATION=10s ...). Running the same
@@ -72,7 +74,7 @@ FRESH ?=
 SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(call flag,FRESH),--fresh)
 sweep: $(STAMP)
 	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
-	$(BIN)/qbench sweep '$(SWEEP)' $(SWEEP_ARGS)
+	$(BIN)/qbench sweep $(call sq,$(SWEEP)) $(SWEEP_ARGS)
 
 # Every index variant against history 0 / 100k / 1M; prints the comparison report's path.
 compare-indexes: $(STAMP)
@@ -86,19 +88,22 @@ capacity: $(STAMP)
 
 # Relative differences with a significance test: make compare A=results/<run> B=results/<run>
 compare: $(STAMP)
-	$(BIN)/qbench compare '$(A)' '$(B)'
+	@test -n '$(A)' -a -n '$(B)' || { echo "make compare: A and B are required; allowed: results/<run_id> or results/sweeps/<sweep_id> directories" >&2; exit 2; }
+	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B))
 
 # Re-render a sweep's comparison report from its files: make sweep-report SWEEP_DIR=results/sweeps/<id>
 sweep-report: $(STAMP)
-	$(BIN)/qbench sweep-report '$(SWEEP_DIR)'
+	@test -n '$(SWEEP_DIR)' || { echo "make sweep-report: SWEEP_DIR is required; allowed: a results/sweeps/<sweep_id> directory" >&2; exit 2; }
+	$(BIN)/qbench sweep-report $(call sq,$(SWEEP_DIR))
 
 # Re-render a report from result files alone: make report RUN=results/<run_id>
 report: $(STAMP)
-	$(BIN)/qbench report '$(RUN)'
+	@test -n '$(RUN)' || { echo "make report: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
+	$(BIN)/qbench report $(call sq,$(RUN))
 
 clean:
 	rm -rf $(VENV) build *.egg-info
 
 # Drop every schema queue-bench created in DSN's database (run schemas, sweeps' saved states), and only those.
 clean-db: $(STAMP)
-	$(BIN)/qbench clean $(if $(DSN),--dsn='$(DSN)') $(if $(call flag,DRY_RUN),--dry-run)
+	$(BIN)/qbench clean $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,DRY_RUN),--dry-run)

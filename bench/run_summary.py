@@ -99,8 +99,14 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
     if backlog_exhausted:
         reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
     if measured_s and counters["jobs_completed"] == 0:
-        reasons.append("no job was completed in the measured window: there is no throughput or latency "
-                       "to report (a claim may take longer than the window: use a longer DURATION)")
+        ended = counters["dead_lettered"] + counters["reaper_dead_lettered"]
+        if ended or counters["retries"]:
+            why = (f"every attempt failed ({counters['retries']:,} retried, {ended:,} dead-lettered): "
+                   "see FAIL_PROB, POISON_SHARE and MAX_ATTEMPTS")
+        else:
+            why = "a claim may take longer than the window: use a longer DURATION"
+        reasons.append(f"no job was completed in the measured window: there is no throughput or latency "
+                       f"to report ({why})")
     summary = {
         "run_id": run_id,
         "complete": complete,

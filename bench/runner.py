@@ -244,7 +244,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         mover_greenlet.join(timeout=30)
         mover.conn.close()
     workers_plan = engine.workers_plan(ctx.plan_sessions, ctx.worker_explain, cfg)
-    tail = recorder.rotate(n_warm + n_meas, prev_s, clock.now_s())
+    # The second the loop was in when it stopped (n_warm + n_meas on a complete run): an interrupted
+    # run's partial last second keeps its own index, not the planned end's.
+    tail = recorder.rotate(recorder.rotations, prev_s, clock.now_s())
     tail_measured = (not complete and tail.counters["claims"] and measured.intervals < n_meas
                      and clock.now_s() > n_warm)
     account(tail, cpu_meter.read() if tail_measured else None)
@@ -344,6 +346,10 @@ def _fault_window(engine, fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: 
     conn = None
     try:
         if fault.kind in ("crash_after_claim", "late_worker"):
+            # A window at the load's first instant opens before Locust has created the users: choose
+            # among every worker, not the ones that happen to exist yet (none, at t = 0).
+            while len(ctx.worker_names) < ctx.cfg.workers and clock.now_s() < n_warm + fault.end_s:
+                gevent.sleep(0.001)
             ctx.late_extra_s = fault.extra_s
             ctx.crashed.clear()
             ctx.active_faults[fault.kind] = choose_workers(list(ctx.worker_names), fault.share)

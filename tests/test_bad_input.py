@@ -248,6 +248,14 @@ CONTRADICTIONS = [
     ("dsn-empty", ["--dsn="], "DSN", "embedded"),
     ("schema-state-suffix", ["--schema", "qbench_state"], "SCHEMA", "_state"),
     ("schema-too-long-for-its-state", ["--schema", "s" * 58], "SCHEMA", "at most 57"),
+    ("producers-without-rate", ["--producers", "3"], "PRODUCERS", "RATE > 0"),
+    ("future-delay-without-share", ["--rate", "10", "--future-delay-ms", "50"], "FUTURE_DELAY_MS", "FUTURE_SHARE"),
+    ("sigma-without-lognormal", ["--work-sigma", "1"], "WORK_SIGMA", "WORK_DIST=lognormal"),
+    ("slow-share-without-bimodal", ["--slow-share", "0.5"], "SLOW_SHARE", "WORK_DIST=bimodal"),
+    ("crash-without-reaper", ["--faults", "crash_after_claim@1-2"], "FAULTS", "REAPER_INTERVAL_S > 0"),
+    ("fault-option-its-kind-ignores", ["--faults", "backend_kill@1-2:share=0.5"], "FAULTS", "every_s"),
+    ("empty-option-value", ["--workers="], "WORKERS", "1–1000"),
+    ("empty-policy", ["--policy="], "POLICY", "skip_locked"),
     ("policy-spelled-with-a-dash", ["--workers=1", "--policy=SKIP-LOCKED"], "POLICY", "skip_locked"),
 ]
 
@@ -278,6 +286,14 @@ def test_a_file_value_of_the_wrong_toml_type_is_refused(tmp_path, key, literal):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert key.upper() in line and "TOML" in line and "allowed" in line, line
+
+
+def test_a_bad_file_value_is_refused_even_when_an_option_overrides_it(tmp_path):
+    path = tmp_path / "w.toml"
+    path.write_text('duration = "ten"\n')
+    proc = qbench("run", "--workload", str(path), "--duration", "1s", "--results", str(tmp_path / "r"), timeout=60)
+    assert proc.returncode == 2 and "DURATION" in _one_line(proc.stderr), proc.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_a_window_past_the_end_is_clipped_with_a_note():

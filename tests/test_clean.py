@@ -35,7 +35,7 @@ def database(dsn):
 def test_clean_drops_only_marked_schemas_that_no_run_holds(dsn, database):
     dry = qbench("clean", "--dry-run", "--dsn", dsn)
     assert dry.returncode == 0, dry.stderr
-    assert "would drop schema cl_run: 1 tables, about 5,000 rows" in dry.stdout
+    assert "would drop schema cl_run: 1 table, about 5,000 rows" in dry.stdout
     assert _schemas(database) == {"cl_run", "cl_run_state", "cl_busy", "cl_theirs"}  # dry run: nothing dropped
 
     done = qbench("clean", "--dsn", dsn)

@@ -31,6 +31,16 @@ def test_crashed_workers_jobs_come_back_through_the_lease(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+def test_a_crash_window_at_the_loads_first_instant_still_crashes_a_worker(dsn, tmp_path):
+    """WARMUP=0 and a window from 0 s: the window opens before Locust has created the users, and
+    must still choose among all of them (it once chose among none and silently did nothing)."""
+    _, s, _ = run_and_load(dsn, tmp_path, "--workers", "4", "--backlog", "3000", "--work-ms", "5",
+                           "--lease-s", "1", "--reaper-interval-s", "0.5",
+                           "--faults", "crash_after_claim@0-2:share=0.5", "--duration", "4s", "--warmup", "0s")
+    assert s["crashed_claims"] >= 2, s["crashed_claims"]  # half of 4 workers, once each
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
 def test_long_transaction_holds_xmin_and_the_queue_recovers(dsn, tmp_path):
     """Open-loop 200 jobs/s, a REPEATABLE READ snapshot held from 2 s to 5 s: the oldest snapshot's
     xmin age climbs only inside the window, dead tuples keep accumulating, and after the window the

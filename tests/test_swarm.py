@@ -106,6 +106,12 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
     assert (run_dir / "report.html").exists() and "interrupted run" in (run_dir / "report.html").read_text()
     assert out.strip().splitlines()[-1].startswith("report: ")
+    # The partial last second keeps its own place in time, not the planned end's (60).
+    import csv
+
+    with (run_dir / "intervals.csv").open(newline="") as fh:
+        seconds = [int(r["t_s"]) for r in csv.DictReader(fh)]
+    assert seconds == list(range(len(seconds))) and seconds[-1] < 30, seconds
 
 
 def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):

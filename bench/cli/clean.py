@@ -25,7 +25,7 @@ def clean_command(args: argparse.Namespace) -> int:
         conn.close()
     verb = "would drop" if args.dry_run else "dropped"
     for schema in found:
-        what = (f"{schema.tables} tables, about {schema.rows_estimate:,} rows, "
+        what = (f"{schema.tables} table{'' if schema.tables == 1 else 's'}, about {schema.rows_estimate:,} rows, "
                 f"{schema.size_bytes / 2**20:,.1f} MiB")
         if schema.in_use:
             print(f"left (a run is using it) schema {schema.name}: {what}")

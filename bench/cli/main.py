@@ -9,6 +9,7 @@ Bad input prints one line naming the parameter and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -18,7 +19,7 @@ from bench import __version__
 from bench.config.run_config import build_config
 from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, read_result
-from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, QBenchError, exit_status
+from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 
 #: ``qbench run`` options: (option, config key, help), one per row of the parameter table
@@ -47,7 +48,7 @@ def _bad(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    overrides = {key: getattr(args, key) for _, key, _ in RUN_OPTIONS}
+    overrides = _overrides(args)
     dsn = chosen_dsn(args.dsn)
     cfg = build_config(args.workload or "default", overrides, dsn=dsn)  # validates before any heavy import
     check_results_dir(cfg.results)
@@ -60,7 +61,8 @@ def _run(args: argparse.Namespace) -> int:
     database, embedded = _database(args, cfg.connections_needed())
     with database as dsn:
         run_dir = runner.run(cfg, dsn, embedded=embedded)
-    report = render_report(run_dir)
+    with _finish_first("writing the report first"):  # the report is one of the run's files
+        report = render_report(run_dir)
     result = RunResult.load(run_dir)
     print(f"report: {report.resolve()}")
     if result.summary.get("database_lost"):
@@ -128,13 +130,33 @@ def _sweep_report(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    return {key: getattr(args, key, None) for _, key, _ in RUN_OPTIONS}
+    """The run parameters given as options; an option given with an empty value (``--workers ''``)
+    is refused (ConfigError naming the parameter) instead of silently meaning its default."""
+    given = {key: getattr(args, key, None) for _, key, _ in RUN_OPTIONS}
+    for p in PARAMETERS:
+        value = given.get(p.key)
+        if value is not None and not str(value).strip():
+            raise ConfigError(p.name, f"empty; allowed: {p.allowed_text().replace('`', '') or p.help} "
+                                      f"(leave {p.option} out for the default, {p.default_shown().replace('`', '')})")
+    return given
+
+
+@contextlib.contextmanager
+def _finish_first(what: str):
+    """Within the block, Ctrl-C / SIGTERM print ``what`` and are ignored: the run's files are
+    being written and an interrupted write would leave a run directory without its report."""
+    handlers = {sig: signal.signal(sig, lambda *_: sys.stderr.write(f"qbench: {what}\n"))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 def _database(args: argparse.Namespace, connections: int):
     """(context manager yielding the DSN, embedded?): ``--dsn``/``$DATABASE_URL`` after the loopback
     check, else an embedded server with ``connections`` + 20 ``max_connections``."""
-    import contextlib
 
     dsn = chosen_dsn(args.dsn)
     check_loopback(dsn, args.allow_remote)
@@ -172,7 +194,11 @@ def _sweep(args: argparse.Namespace) -> int:
             conn.close()
         from bench.report.run_page import render_report
 
-        sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh, on_run=render_report)
+        def render_run(run_dir):
+            with _finish_first("writing the run's report first"):
+                render_report(run_dir)
+
+        sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh, on_run=render_run)
     from bench.report.sweep_page import render_sweep_report
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
@@ -300,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``qbench`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     # SIGTERM before the load behaves like Ctrl-C (the run installs its own handlers for the load).
+    # SIGINT too, even when the shell started us with it ignored (a background job of a script):
+    # the load honours it, so seeding must as well.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args)
     except QBenchError as err:  # bad input, an interruption, a run that could not be measured

@@ -32,6 +32,9 @@ from typing import Any
 from bench.errors import ConfigError
 
 KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill")
+#: The options each kind uses; giving another is refused (it would do nothing).
+OPTIONS = {"crash_after_claim": {"share"}, "late_worker": {"share", "extra_s"}, "long_transaction": set(),
+           "backend_kill": {"every_s"}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,18 +53,30 @@ _ALLOWED = ("a list of kind@start-end[:share=0.1,every_s=1,extra_s=1] separated 
             + ", ".join(KINDS))
 
 
+def _label(item: dict) -> str:
+    """A fault as the user wrote it: ``kind@start-end[:k=v,...]``."""
+    opts = ",".join(f"{k}={v}" for k, v in item.items() if k not in ("kind", "start_s", "end_s"))
+    return f"{item.get('kind', '')}@{item.get('start_s', '')}-{item.get('end_s', '')}" + (f":{opts}" if opts else "")
+
+
 def _fault(item: dict) -> Fault:
+    label = _label(item)
     try:
         kind = str(item["kind"])
         fault = Fault(kind=kind, start_s=float(item["start_s"]), end_s=float(item["end_s"]),
                       share=float(item.get("share", 0.1)), every_s=float(item.get("every_s", 1.0)),
                       extra_s=float(item.get("extra_s", 1.0)))
     except (KeyError, TypeError, ValueError):
-        raise ConfigError("FAULTS", f"{item!r} is not a fault; allowed: {_ALLOWED}") from None
-    unknown = set(item) - {f.name for f in dataclasses.fields(Fault)}
-    if (kind not in KINDS or unknown or not 0 <= fault.start_s < fault.end_s or not 0 < fault.share <= 1
+        raise ConfigError("FAULTS", f"{label!r} is not a fault; allowed: {_ALLOWED}") from None
+    if kind not in KINDS:
+        raise ConfigError("FAULTS", f"{label!r}: unknown kind {kind!r}; allowed: {_ALLOWED}")
+    unknown = sorted(set(item) - {"kind", "start_s", "end_s"} - OPTIONS[kind])
+    if unknown:
+        takes = ", ".join(sorted(OPTIONS[kind])) or "no options"
+        raise ConfigError("FAULTS", f"{label!r}: {kind} does not use {', '.join(unknown)}; allowed for {kind}: {takes}")
+    if (not 0 <= fault.start_s < fault.end_s or not 0 < fault.share <= 1
             or fault.every_s <= 0 or fault.extra_s < 0):
-        raise ConfigError("FAULTS", f"{item!r} is not allowed; allowed: {_ALLOWED} (0 <= start < end, "
+        raise ConfigError("FAULTS", f"{label!r} is not allowed; allowed: {_ALLOWED} (0 <= start < end, "
                                     "0 < share <= 1, every_s > 0, extra_s >= 0)")
     return fault
 

@@ -14,6 +14,7 @@ from bench.errors import ConfigError
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION_ALLOWED = "a number with a unit ms, s, m or h (e.g. 30s, 2m), or a number of seconds"
 
 
 def parse_duration_s(param: str, value: Any) -> float:
@@ -22,13 +23,13 @@ def parse_duration_s(param: str, value: Any) -> float:
     Returns seconds (float). Raises :class:`ConfigError` naming ``param``.
     """
     if isinstance(value, bool):
-        raise ConfigError(param, f"{value!r} is not a duration; allowed: a number with a unit ms, s, m or h, e.g. 30s, 2m")
+        raise ConfigError(param, f"{value!r} is not a duration; allowed: {_DURATION_ALLOWED}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
         m = _DURATION_RE.match(str(value))
         if not m:
-            raise ConfigError(param, f"{value!r} is not a duration; allowed: a number with a unit ms, s, m or h, e.g. 30s, 2m")
+            raise ConfigError(param, f"{value!r} is not a duration; allowed: {_DURATION_ALLOWED}")
         seconds = float(m.group(1)) * _DURATION_UNIT_S[m.group(2)]
     return seconds
 

@@ -126,6 +126,7 @@ def load_workload(name: str) -> dict[str, Any]:
         raise ConfigError("WORKLOAD", f"{path.name} is not valid TOML: {err}") from None
     for key, value in data.items():
         check_file_value(key, value, path.name)
+        BY_KEY[key].parse(value)  # a bad value in the file is refused even when an option overrides it
     return data
 
 
@@ -158,10 +159,34 @@ def _clip_windows(values: dict[str, Any]) -> list[str]:
     return notes
 
 
-def check_combinations(values: dict[str, Any]) -> list[str]:
+#: Parameters that only mean something with another one: (key, needs, condition on the parsed values,
+#: what it needs). Setting the key explicitly without its condition is refused: it would do nothing.
+_NEEDS = (
+    ("producers", "RATE > 0", lambda v: v["rate"] > 0),
+    ("arrival", "RATE > 0", lambda v: v["rate"] > 0),
+    ("priority_mix", "RATE > 0", lambda v: v["rate"] > 0),
+    ("future_share", "RATE > 0", lambda v: v["rate"] > 0),
+    ("future_delay_ms", "FUTURE_SHARE > 0", lambda v: v["future_share"] > 0),
+    ("work_sigma", "WORK_DIST=lognormal", lambda v: v["work_dist"] == "lognormal"),
+    ("work_slow_ms", "WORK_DIST=bimodal", lambda v: v["work_dist"] == "bimodal"),
+    ("slow_share", "WORK_DIST=bimodal", lambda v: v["work_dist"] == "bimodal"),
+)
+
+
+def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) -> list[str]:
     """Refuse parameter values that contradict each other (raises ConfigError naming the parameter
     that must change) and clip windows that run past the measured window. ``values`` maps RunConfig
-    fields to parsed values and is updated in place; returns notes on what was clipped."""
+    fields to parsed values and is updated in place; ``given`` holds the keys the user set (in a
+    workload file or as an option), which :data:`_NEEDS` checks. Returns notes on what was clipped."""
+    for key, needs, holds in _NEEDS:
+        if key in given and not holds(values):
+            raise ConfigError(key.upper(), f"has no effect without {needs}; allowed: set {needs}, or leave "
+                                           f"{key.upper()} out")
+    if (any(f.kind == "crash_after_claim" for f in values["faults"]) and values["txn"] == "short"
+            and values["reaper_interval_s"] <= 0):
+        raise ConfigError("FAULTS", "crash_after_claim with TXN=short leaves its jobs running until a reaper "
+                                    "takes them back, and there is no reaper; allowed: crash_after_claim with "
+                                    "REAPER_INTERVAL_S > 0 (or TXN=hold, where the crash rolls the claim back)")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0: an unprepared claim "
                                         "is planned with its values on every execution; allowed: auto with PREPARED=0")
@@ -194,7 +219,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         if value is not None and value != "":
             raw[key] = value
     values = {p.attribute: p.parse(raw.get(p.key, p.default)) for p in PARAMETERS}
-    notes = check_combinations(values)
+    notes = check_combinations(values, set(raw))
     if dsn is not None and not dsn.strip():
         dsn = None
     return RunConfig(workload=workload, dsn=dsn, notes=tuple(notes), **values)

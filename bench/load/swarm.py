@@ -25,6 +25,10 @@ from bench.measure.claimlog import ClaimLog  # noqa: E402
 from bench.measure.metrics import Recorder  # noqa: E402
 from bench.workload import jobs  # noqa: E402
 
+# A Ctrl-C is the user's, not a failure of the greenlet it lands in: gevent's hub must not print
+# it (it still reaches the main greenlet as KeyboardInterrupt, and the command says one line).
+gevent.get_hub().NOT_ERROR = (*gevent.get_hub().NOT_ERROR, KeyboardInterrupt)
+
 #: Pause after a claim that found no eligible row, so an empty queue is polled, not spun.
 EMPTY_POLL_S = 0.010
 #: Statement timeout of the EXPLAIN ANALYZE of the claim on a worker's own session as the load stops.

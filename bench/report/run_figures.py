@@ -120,14 +120,15 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
     ("oldest_age", "Oldest eligible age and queue depth",
      "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
      "(right axis, an exact count taken as often as its cost stays within 2 % of the time); "
-     "gaps in the age line are seconds the monitor missed. Age rising while depth looks flat "
-     "means the queue is falling behind.",
+     "gaps in the age line are seconds the monitor missed, gaps in the depth line seconds it was not "
+     "counted (no line is drawn through them). Age rising while depth looks flat means the queue is "
+     "falling behind.",
      draw_oldest_age),
     ("locks_running", "Lock waiters and running jobs",
      "Sessions waiting on a heavyweight lock (row, transaction or relation extension; sampled each second) and jobs in the running state (counted "
      "as often as the count's cost allows; with TXN=hold the claim is not committed while the job "
      "runs, so other sessions, the monitor included, see no running rows). Lock "
-     "waiters above zero for long stretches point to a convoy; gaps are missed samples.",
+     "waiters above zero for long stretches point to a convoy; gaps are seconds without a sample or count.",
      draw_locks_running),
     ("dead_tuples", "Dead tuples",
      "Dead row versions in the queue table (pg_stat_user_tables.n_dead_tup, sampled each second; "

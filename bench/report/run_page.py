@@ -65,7 +65,7 @@ def render_report(run_dir: Path) -> Path:
         "summary_rows": summary_rows(summary, config),
         "latency_rows": latency_rows(summary),
         "figures": figures,
-        "config_rows": [(k, fmt_value(v)) for k, v in config.items()],
+        "config_rows": [(k, fmt_value(v)) for k, v in config.items() if k != "notes"],  # notes: banners
         "env_rows": env_rows(run, summary),
         "server_settings": [(k, fmt_value(v))
                             for k, v in sorted((run.get("server_settings") or {}).items())],

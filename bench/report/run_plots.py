@@ -112,8 +112,9 @@ def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.set_ylabel("oldest eligible age (s)", color="C3")
     _count_axis(ax, integer=False)
     depth_ax = ax.twinx()
-    depth = df[["t_s", "queue_depth"]].dropna()  # counted only as often as their cost allows
-    (depth_line,) = depth_ax.plot(depth["t_s"], depth["queue_depth"], marker=m, color="C0",
+    # Counted only as often as their cost allows: a second without a count is a gap, not a line
+    # drawn through values nobody measured; markers keep an isolated count visible.
+    (depth_line,) = depth_ax.plot(df["t_s"], df["queue_depth"], marker=m or ".", color="C0",
                                   linestyle="--", label="queue depth (rows, right)")
     depth_ax.set_ylabel("queue depth (eligible rows)", color="C0")
     _count_axis(depth_ax)
@@ -125,8 +126,8 @@ def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     if _no_samples(ax, df, ("running", "lock_waiters"), "count"):
         return
     m = _marker(df)
-    running = df[["t_s", "running"]].dropna()  # counted only as often as their cost allows
-    ax.plot(running["t_s"], running["running"], marker=m, label="running jobs")
+    # counted only as often as their cost allows: gaps where a second has no count (see draw_oldest_age)
+    ax.plot(df["t_s"], df["running"], marker=m or ".", label="running jobs")
     ax.plot(df["t_s"], df["lock_waiters"], marker=m, label="lock waiters (sessions)")
     ax.set_ylabel("count")
     _count_axis(ax)
