@@ -115,3 +115,42 @@ def test_the_rules_catch_what_they_forbid():
     assert broken_rules("bench.runner", "bench.engines.postgres.db")[0].startswith("7")
     assert broken_rules("bench.sweep.driver", "bench.engines") == []
     assert broken_rules("bench.engines.postgres.pgbench", "bench.runner")[0].startswith("8")
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The bench modules ``path`` imports at module level (what runs when it is imported)."""
+    found = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("bench"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names
+                         if (BENCH.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists())
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("bench"))
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles, state, stack = [], {}, []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt in graph and nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return cycles
+
+
+def test_no_import_cycle_among_the_modules():
+    graph = {_module_name(p): _top_level_imports(p) for p in BENCH.rglob("*.py")}
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]  # the check itself finds one
