@@ -35,8 +35,11 @@ def _legend(ax: plt.Axes, handles: list | None = None) -> None:
 
 
 def _count_axis(ax: plt.Axes, integer: bool = True) -> None:
-    """Linear y axis from 0 with thousands separators (1,400 rather than 1400)."""
+    """Linear y axis from 0 with thousands separators (1,400 rather than 1400), and 5 % of headroom
+    above the autoscaled top (a line near its maximum would otherwise run along the frame)."""
     ax.set_ylim(bottom=0)
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top * 1.05 if top > 0 else 1)
     if integer:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}" if integer else "{x:,g}"))
