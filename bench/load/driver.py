@@ -55,10 +55,13 @@ class LocalDriver:
         self._runner = env.create_local_runner()
 
     def start(self) -> None:
+        """Start every user at once (spawn rate 10 × the users: all within 0.1 s)."""
         self._runner.start(self.users, spawn_rate=self.users * 10)
 
     def stop(self) -> None:
+        """Stop the users; Locust waits up to :func:`stop_timeout_s` for each cycle to finish."""
         self._runner.stop()
 
     def quit(self) -> None:
+        """Quit the local runner (its greenlets end)."""
         self._runner.quit()

@@ -33,103 +33,137 @@ class PostgresEngine:
 
     # -- connect and check
     def connect(self, dsn: str, application_name: str) -> Any:
+        """An admin connection (autocommit); ConfigError (``DSN``) when it cannot connect."""
         return db.connect(dsn, application_name=application_name)
 
     def is_alive(self, conn: Any) -> bool:
+        """The connection still answers."""
         return db.is_alive(conn)
 
     def server_info(self, conn: Any) -> dict:
+        """``server_version`` and the server settings run.json records."""
         return db.server_info(conn)
 
     def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
+        """Check the schema is the tool's (or absent) and free, lock it for this run on ``conn``,
+        and check the server has ``connections`` free; returns ``{"available", "max_connections",
+        ...}``."""
         db.check_schema_usable(conn, schema)
         db.lock_schema(conn, schema)  # held by this session until the run ends
         return db.check_capacity(conn, connections)  # this admin connection is already counted
 
     def sessions(self, dsn: str, cfg: Any) -> PostgresSessions:
+        """The worker and producer sessions of the run."""
         return PostgresSessions(dsn, cfg)
 
     def error_message(self, err: BaseException) -> str:
+        """The first line of a database error's message."""
         return first_line(err)
 
     # -- prepare and seed
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:
+        """Drop and create the run's schema (layout, index variant), seed history and backlog;
+        returns the seed's figures (``history``, ``backlog``, ``seconds``, ``rows_per_s``,
+        ``index_seconds``, ``vacuum_seconds``)."""
         return db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
 
     def table_sizes(self, conn: Any, schema: str) -> dict:
+        """``{"table_bytes", "indexes_bytes"}`` of the queue's tables."""
         return db.table_sizes(conn, schema)
 
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
+        """Vacuum and analyze counts of the queue table (to diff across the run)."""
         return db.vacuum_counts(conn, schema)
 
     def state_schema_for(self, schema: str) -> str:
+        """The schema that holds saved seeded states for runs in ``schema``."""
         return db.state_schema_for(schema)
 
     def drop_schema_at(self, dsn: str, schema: str) -> None:
+        """Drop the tool's ``schema`` (only when it carries the tool's marker)."""
         db.drop_schema_at(dsn, schema)
 
     # -- during the load
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
+        """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
                        priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
 
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
                        note: Callable[[int, dict], None]) -> list:
+        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``."""
         return spawn_samplers(monitor, now_s, n_seconds, note)
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Reaper:
+        """A periodic task (``run``, ``stop``, ``conn``) that re-queues or dead-letters expired
+        leases."""
         return Reaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema,
                       cfg.reaper_interval_s, recorder)
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
+        """A periodic task that moves finished rows to the archive."""
         return Mover(db.connect(dsn, application_name="queue-bench mover"), cfg.schema, recorder)
 
     # -- plans and statement statistics
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
+        """The claim's plans (auto, custom, generic) explained now, and ``when`` as said."""
         return captures.capture_plans(conn, cfg, when)
 
     def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
+        """The plan the workers' own sessions ran, from their plan counts and one worker's EXPLAIN."""
         return plans.workers_plan(sessions, explain, prepared=cfg.prepared, plan_cache=cfg.plan_cache)
 
     def plans_text(self, captured: dict | None, when: str, workers: dict) -> str:
+        """``claim_plan.txt``."""
         return plans.plans_text(captured, when, workers)
 
     def plans_summary(self, captured: dict | None) -> dict | None:
+        """The captured plans without their text, for run.json."""
         if captured is None:
             return None
         return {"auto": captured["auto"],
                 **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
 
     def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
+        """Red lines for the report: the workers' claim scans the table, claim latency grew."""
         return plans.plan_warnings(workers, growth)
 
     def statement_stats_unavailable(self, conn: Any) -> str | None:
+        """Why the claim's statement statistics cannot be read, or None."""
         return pg_stat_statements.unavailable_reason(conn)
 
     def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
+        """Reset the claim's statement statistics at the measured window's start."""
         return captures.pgss_reset(conn, cfg, missing)
 
     def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
+        """The claim's statement statistics over the measured window."""
         return captures.pgss_read(conn, cfg, missing, reset)
 
     # -- audit facts
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
+        """The invariants checked against the database's rows and the claim log: ``invariants``,
+        ``status_counts``, ``details``, ``redeliveries``, ``retry_gaps``."""
         return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
                                poison_share=cfg.poison_share,
                                relation="jobs_all" if cfg.layout == "archive" else "jobs")
 
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
+        """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""
         return fault_actions.hold_snapshot(dsn, schema)
 
     def killer(self, dsn: str) -> Any:
+        """A connection that can terminate worker backends (:meth:`kill_one_worker`)."""
         return fault_actions.killer(dsn)
 
     def kill_one_worker(self, handle: Any) -> bool:
+        """Terminate one random worker's backend; False when there was none."""
         return fault_actions.kill_one_worker(handle)
 
     def release(self, handle: Any) -> None:
+        """Close what :meth:`hold_snapshot` or :meth:`killer` opened."""
         fault_actions.release(handle)
 
 
