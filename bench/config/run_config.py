@@ -100,6 +100,10 @@ def workload_path(name: str) -> Path:
     Raises :class:`ConfigError` (``WORKLOAD``) naming the shipped workloads when there is no such file.
     """
     known = ", ".join(sorted(p.stem for p in WORKLOADS_DIR.glob("*.toml")))
+    if not known and not name.endswith(".toml"):
+        raise ConfigError("WORKLOAD", f"no workloads directory at {WORKLOADS_DIR}: this install lacks the "
+                                      "repository's data files (workloads/, schemas/, report_templates/); allowed: "
+                                      "run from a checkout installed with make install (pip install -e .)")
     if name.endswith(".toml"):
         path = Path(name)
     elif re.match(r"^[A-Za-z0-9_-]+$", name):
