@@ -254,8 +254,9 @@ CONTRADICTIONS = [
     ("slow-share-without-bimodal", ["--slow-share", "0.5"], "SLOW_SHARE", "WORK_DIST=bimodal"),
     ("crash-without-reaper", ["--faults", "crash_after_claim@1-2"], "FAULTS", "REAPER_INTERVAL_S > 0"),
     ("fault-option-its-kind-ignores", ["--faults", "backend_kill@1-2:share=0.5"], "FAULTS", "every_s"),
-    ("empty-option-value", ["--workers="], "WORKERS", "1–1000"),
+    ("empty-option-value", ["--workers="], "WORKERS", "1–1,000"),
     ("empty-policy", ["--policy="], "POLICY", "skip_locked"),
+    ("empty-workload", ["--workload="], "WORKLOAD", "a name in workloads/"),
     ("policy-spelled-with-a-dash", ["--workers=1", "--policy=SKIP-LOCKED"], "POLICY", "skip_locked"),
 ]
 
@@ -286,6 +287,13 @@ def test_a_file_value_of_the_wrong_toml_type_is_refused(tmp_path, key, literal):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert key.upper() in line and "TOML" in line and "allowed" in line, line
+
+
+def test_a_workload_file_that_is_not_utf8_is_refused_with_one_line(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b"policy = \"w\xffit\"\n")
+    proc = qbench("run", "--workload", str(path), "--results", str(tmp_path / "r"), timeout=60)
+    assert proc.returncode == 2 and "WORKLOAD" in _one_line(proc.stderr), proc.stderr
 
 
 def test_a_bad_file_value_is_refused_even_when_an_option_overrides_it(tmp_path):

@@ -30,7 +30,7 @@ def test_readme_check_would_catch_a_changed_default():
     """The comparison above is not vacuous: a table with one default changed renders differently."""
     changed = dataclasses.replace(BY_KEY["workers"], default=11)
     row = f"| `WORKERS` | {changed.allowed_text()} | {changed.default_shown()} |"
-    assert row not in readme_table() and "| `WORKERS` | 1–1000 | 10 |" in readme_table()
+    assert row not in readme_table() and "| `WORKERS` | 1–1,000 | 10 |" in readme_table()
 
 
 def _options(subcommand: str) -> set[str]:

@@ -47,10 +47,18 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _workload(args: argparse.Namespace) -> str:
+    """``--workload``: absent means ``default``; an explicitly empty value is refused (ConfigError)."""
+    if args.workload is not None and not args.workload.strip():
+        raise ConfigError("WORKLOAD", "empty; allowed: a name in workloads/ or a path to a .toml file "
+                                      "(leave --workload out for default)")
+    return args.workload or "default"
+
+
 def _run(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
     dsn = chosen_dsn(args.dsn)
-    cfg = build_config(args.workload or "default", overrides, dsn=dsn)  # validates before any heavy import
+    cfg = build_config(_workload(args), overrides, dsn=dsn)  # validates before any heavy import
     check_results_dir(cfg.results)
 
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
@@ -74,6 +82,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
     """Re-render a report from result files: ``report: <path>``, or one line and exit 2."""
+    if not path.strip():
+        return _bad(f"{param}: empty; allowed: {allowed}")
     directory = Path(path)
     if not directory.is_dir():
         return _bad(f"{param}: {directory} is not a directory; allowed: {allowed}")
@@ -171,7 +181,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from bench.sweep.driver import Sweep, run_sweep
 
     reps = None
-    if args.repetitions not in (None, ""):
+    if args.repetitions is not None:
         try:
             reps = int(args.repetitions)
         except ValueError:
@@ -219,7 +229,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
     from bench.sweep import capacity_search
 
-    cfg = build_config(args.workload or "default", _overrides(args))
+    cfg = build_config(_workload(args), _overrides(args))
     try:
         start_rate = float(args.rate_start)
     except ValueError:

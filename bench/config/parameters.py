@@ -38,6 +38,8 @@ PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 AUTOVACUUM_MODES = ("on", "off")
 #: Upper bound on workers from one load-generator process.
 MAX_WORKERS = 1000
+#: Upper bound on a job's simulated duration (ms): one hour; a stopping worker waits for its job.
+MAX_JOB_MS = 3_600_000
 #: Upper bound on seeded rows (history, backlog).
 MAX_ROWS = 100_000_000
 
@@ -100,7 +102,8 @@ class Parameter:
         if self.kind == "int":
             return parsers.parse_int(self.name, value, minimum=int(self.minimum), maximum=self.maximum)
         if self.kind == "number":
-            return parsers.parse_number(self.name, value, minimum=self.minimum, strict=self.strict)
+            return parsers.parse_number(self.name, value, minimum=self.minimum, strict=self.strict,
+                                        maximum=self.maximum)
         if self.kind == "share":
             return parsers.parse_share(self.name, value)
         if self.kind == "choice":
@@ -112,6 +115,9 @@ class Parameter:
             if seconds < (self.minimum or 0):
                 raise ConfigError(self.name, f"{value!r} is too short; allowed: a duration of at least "
                                              f"{self.minimum:g}s, e.g. 30s, 2m")
+            if self.maximum is not None and seconds > self.maximum:
+                raise ConfigError(self.name, f"{value!r} is too long; allowed: a duration of at most "
+                                             f"{self.maximum / 3600:g}h")
             parsers.whole_seconds(self.name, value, seconds)
             return seconds
         if self.kind == "text":
@@ -131,7 +137,7 @@ class Parameter:
         if self.kind in ("int", "number"):
             low = f"{self.minimum:g}" if self.kind == "number" else f"{int(self.minimum)}"
             if self.maximum is not None:
-                return f"{low}–{int(self.maximum)}"
+                return f"{'> ' + low + ', ' if self.strict else low + '–'}{'≤ ' if self.strict else ''}{int(self.maximum):,}"
             return f"> {low}" if self.strict else f"≥ {low}"
         return ""
 
@@ -164,8 +170,8 @@ PARAMETERS: tuple[Parameter, ...] = (
        choices=TXN_MODES, sweep=True, bad=("long",),
        meaning="`short`: claim and commit, work, complete in a second transaction; `hold`: the claim transaction "
                "stays open while the job runs (the convoy anti-pattern)"),
-    _P("work_ms", "number", 0.0, "simulated job duration in ms, default 0", unit="ms", minimum=0.0, sweep=True,
-       bad=(-5, "nan", "inf"), meaning="simulated job duration per job"),
+    _P("work_ms", "number", 0.0, "simulated job duration in ms, default 0", unit="ms", minimum=0.0,
+       maximum=MAX_JOB_MS, sweep=True, bad=(-5, "nan", "inf", 1e12), meaning="simulated job duration per job"),
     _P("index", "choice", "partial", "none | status | composite | partial | covering", choices=INDEX_VARIANTS,
        sweep=True, bad=("btree",),
        meaning="index variant (`schemas/postgres/index_<name>.sql`): `none` (primary key only), `status` (status), "
@@ -184,31 +190,32 @@ PARAMETERS: tuple[Parameter, ...] = (
        default_text="0 = computed",
        meaning="pending rows seeded; by default enough that the run cannot drain it (claim-rate ceiling × run "
                "time × 1.25, printed and stored in `run.json`). With `RATE`, `BACKLOG` defaults to 0"),
-    _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", unit="s", minimum=1, sweep=True,
-       field="duration_s", bad=("soon", "0s", "2500ms", True),
-       allowed="whole seconds, ≥ 1 s, e.g. `30s`, `2m`",
+    _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", unit="s", minimum=1, maximum=7 * 86_400,
+       sweep=True, field="duration_s", bad=("soon", "0s", "2500ms", True, "9999999999s"),
+       allowed="whole seconds, 1 s – 7 days, e.g. `30s`, `2m`",
        meaning="the measured window (the run measures in one-second intervals: `2500ms` is refused, not rounded)"),
-    _P("warmup", "duration", "5s", "warm-up excluded from figures, e.g. 5s", unit="s", minimum=0, sweep=True,
-       field="warmup_s", bad=("500ms", "-5s"), allowed="whole seconds, e.g. `0s`, `5s`",
+    _P("warmup", "duration", "5s", "warm-up excluded from figures, e.g. 5s", unit="s", minimum=0, maximum=3600,
+       sweep=True, field="warmup_s", bad=("500ms", "-5s", "2h"), allowed="whole seconds up to 1 h, e.g. `0s`, `5s`",
        meaning="run first and excluded from every figure (`500ms` is refused, not rounded to 0)"),
     _P("lease_s", "number", 300.0, "lease written at claim, seconds", unit="s", minimum=0.0, strict=True,
-       sweep=True, bad=(0, -1),
+       maximum=7 * 86_400, sweep=True, bad=(0, -1, 1e300),
        meaning="lease written at claim: `lease_expires_at = clock_timestamp() + LEASE_S` (database time, from the "
                "moment the claim takes the row); with a reaper, at least `REAPER_INTERVAL_S`"),
     _P("work_dist", "choice", "fixed", "job durations: fixed | exponential | lognormal | bimodal",
        choices=WORK_DISTS, sweep=True, bad=("normal",),
        meaning="job durations: `WORK_MS` fixed, exponential with mean `WORK_MS`, lognormal with median `WORK_MS` "
                "and shape `WORK_SIGMA`, or `WORK_MS` / `WORK_SLOW_MS` with probability `SLOW_SHARE`"),
-    _P("work_sigma", "number", 0.5, "lognormal shape (sd of the log), default 0.5", minimum=0.0, bad=(-0.1,),
+    _P("work_sigma", "number", 0.5, "lognormal shape (sd of the log), default 0.5", minimum=0.0, maximum=10,
+       bad=(-0.1, 1e6),
        meaning="lognormal shape: the standard deviation of the log of the job duration"),
     _P("work_slow_ms", "number", 0.0, "bimodal: the slow jobs' duration in ms", unit="ms", minimum=0.0,
-       bad=(-1,), meaning="bimodal: the slow jobs' duration"),
+       maximum=MAX_JOB_MS, bad=(-1, 1e12), meaning="bimodal: the slow jobs' duration"),
     _P("slow_share", "share", 0.0, "bimodal: the share of slow jobs, 0..1", bad=(1.5, "half"),
        meaning="bimodal: the share of slow jobs"),
     _P("max_attempts", "int", 5, "attempts before a job is dead-lettered, default 5", minimum=1, maximum=1000,
        bad=(0, 1001), meaning="attempts (claims) before a job is dead-lettered"),
     _P("reaper_interval_s", "number", 0.0, "seconds between reaper passes; 0 = no reaper", unit="s", minimum=0.0,
-       bad=(-1,), default_text="0 (off)",
+       maximum=3600, bad=(-1, 1e9), default_text="0 (off)",
        meaning="a reaper on its own connection re-queues `running` rows whose lease expired (`SKIP LOCKED`, "
                "re-checking status and lease), or dead-letters them past `MAX_ATTEMPTS`"),
     _P("fail_prob", "share", 0.0, "probability that an attempt fails, 0..1", sweep=True, bad=(-0.1, 2),
@@ -216,13 +223,14 @@ PARAMETERS: tuple[Parameter, ...] = (
     _P("poison_share", "share", 0.0, "share of jobs that always fail, 0..1", bad=(1.01,),
        meaning="share of jobs (by a hash of the id) that always fail"),
     _P("retry_base_s", "number", 0.1, "first retry back-off in s (doubles per attempt)", unit="s", minimum=0.0,
-       bad=(-0.1,),
+       maximum=86_400, bad=(-0.1, 1e300),
        meaning="a failed attempt goes back to `pending` at `clock_timestamp() + back-off`: doubling from this "
                "base, capped at `RETRY_CAP_S`, equal jitter (half fixed, half random)"),
-    _P("retry_cap_s", "number", 5.0, "largest retry back-off in s", unit="s", minimum=0.0, bad=(-1,),
+    _P("retry_cap_s", "number", 5.0, "largest retry back-off in s", unit="s", minimum=0.0, maximum=86_400,
+       bad=(-1, 1e300),
        meaning="the largest retry back-off; at least `RETRY_BASE_S`"),
     _P("rate", "number", 0.0, "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)", unit="jobs/s",
-       minimum=0.0, sweep=True, bad=(-1, "fast"), default_text="0 (none)",
+       minimum=0.0, maximum=1_000_000, sweep=True, bad=(-1, "fast", 1e12), default_text="0 (none)",
        meaning="open-loop arrivals: producers insert on a fixed schedule whatever the queue does; `run_at` is the "
                "intended enqueue time, so pickup latency counts any stall (coordinated omission); their schedule "
                "lag is recorded"),
@@ -231,11 +239,12 @@ PARAMETERS: tuple[Parameter, ...] = (
     _P("producers", "int", 1, "producer connections sharing RATE, default 1", minimum=1, maximum=100, sweep=True,
        bad=(0, 101), meaning="producer connections sharing `RATE`"),
     _P("priority_mix", "table", "0:1", "priority:weight list, e.g. 0:0.9,1:0.1", parse_value=parsers.parse_priority_mix,
-       allowed="`p:w,…` or a TOML table", default_text="`0:1`", bad=("0:1,0:1", "high"),
+       allowed="`p:w,…` or a TOML table", default_text="`0:1`", bad=("0:1,0:1", "high", "0:inf", "0:1e308,1:1e308"),
        meaning="priorities of produced jobs and their weights"),
     _P("future_share", "share", 0.0, "share of produced jobs scheduled in the future, 0..1", bad=(-1,),
        meaning="share of produced jobs scheduled `FUTURE_DELAY_MS` ahead"),
-    _P("future_delay_ms", "number", 0.0, "how far in the future, ms", unit="ms", minimum=0.0, bad=(-1,),
+    _P("future_delay_ms", "number", 0.0, "how far in the future, ms", unit="ms", minimum=0.0, maximum=86_400_000,
+       bad=(-1, 1e18),
        meaning="how far ahead the future share is scheduled"),
     _P("bursts", "list", "", "producer bursts: start-end@rate;... (s since measured start, jobs/s)",
        parse_value=parsers.parse_bursts, allowed="`start-end@rate;…`", default_text="none",

@@ -59,16 +59,19 @@ def parse_int(param: str, value: Any, *, minimum: int, maximum: int | None = Non
     return number
 
 
-def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False) -> float:
-    """A finite number >= ``minimum`` (> it when ``strict``). Raises ConfigError naming ``param``."""
-    allowed = f"a number {'>' if strict else '>='} {minimum:g}"
+def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False,
+                 maximum: float | None = None) -> float:
+    """A finite number >= ``minimum`` (> it when ``strict``) and <= ``maximum`` when given. Raises
+    ConfigError naming ``param``."""
+    allowed = f"a number {'>' if strict else '>='} {minimum:g}" + (f" and <= {maximum:,g}" if maximum is not None else "")
     if isinstance(value, bool):
         raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}")
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}") from None
-    if number != number or number == float("inf") or (number <= minimum if strict else number < minimum):
+    if (number != number or number == float("inf") or (number <= minimum if strict else number < minimum)
+            or (maximum is not None and number > maximum)):
         raise ConfigError(param, f"{value} is out of range; allowed: {allowed}")
     return number
 
@@ -95,7 +98,7 @@ def parse_priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
     if len({p for p, _ in pairs}) != len(pairs):
         raise ConfigError("PRIORITY_MIX", f"{value!r} names a priority twice; allowed: {allowed}")
     total = sum(w for _, w in pairs)
-    if not pairs or total <= 0 or any(w < 0 or w != w for _, w in pairs) or any(not -32768 <= p <= 32767 for p, _ in pairs):
+    if not pairs or not 0 < total < float("inf") or any(w < 0 or w != w for _, w in pairs) or any(not -32768 <= p <= 32767 for p, _ in pairs):
         raise ConfigError("PRIORITY_MIX", f"{value!r} is not allowed; allowed: {allowed} (weights >= 0, some > 0)")
     return tuple(sorted((p, w / total) for p, w in pairs))
 

@@ -126,8 +126,8 @@ def load_workload(name: str) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError("WORKLOAD", f"{path.name} is not valid TOML: {err}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError("WORKLOAD", f"{path.name} is not valid TOML (UTF-8 text): {err}") from None
     for key, value in data.items():
         check_file_value(key, value, path.name)
         BY_KEY[key].parse(value)  # a bad value in the file is refused even when an option overrides it

@@ -92,8 +92,8 @@ class Sweep:
         try:
             with path.open("rb") as fh:
                 data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError("SWEEP", f"{path.name} is not valid TOML: {err}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise ConfigError("SWEEP", f"{path.name} is not valid TOML (UTF-8 text): {err}") from None
         unknown = sorted(set(data) - _FILE_KEYS)
         if unknown:
             raise ConfigError("SWEEP", f"unknown key {unknown[0]!r} in {path.name}; allowed: {', '.join(sorted(_FILE_KEYS))}")
