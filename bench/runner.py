@@ -221,9 +221,21 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
             if (k + 1) % seconds.PROGRESS_EVERY_S == 0:
                 seconds.progress_line(log, k + 1, n_warm, n_meas, list(recent), samples.get(k))
     finally:
-        # From here on the results are being written: a Ctrl-C waits for them (run() restores the handlers).
+        # From here on the results are being written: a Ctrl-C waits for them (run() restores the handlers);
+        # a second one stops waiting for the jobs in progress (a long WORK_MS would hold the stop for long).
+        after_load = []
+
+        def on_interrupt_after_load(*_):
+            after_load.append(1)
+            if len(after_load) == 1:
+                log("the load has stopped: writing the results first (Ctrl-C again: do not wait for the jobs "
+                    "in progress)")
+            else:
+                log("not waiting for the jobs in progress: their workers stop now; those jobs stay claimed "
+                    "until their lease expires")
+                driver.kill()
         for sig in previous_handlers:
-            signal.signal(sig, lambda *_: log("the load has stopped: writing the results first"))
+            signal.signal(sig, on_interrupt_after_load)
     # The claim's pg_stat_statements entry covers the measured window only: read it now, before
     # the stop phase and before any plan capture executes the claim again.
     pgss = engine.statement_stats_read(admin, cfg, pgss_missing, pgss_reset)

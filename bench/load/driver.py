@@ -30,6 +30,9 @@ class RunDriver(Protocol):
     def quit(self) -> None:
         """Release what :meth:`start` created."""
 
+    def kill(self) -> None:
+        """Stop every user now, without waiting for its cycle (the user's second Ctrl-C)."""
+
 
 def stop_timeout_s(cfg: RunConfig) -> float:
     """Seconds a stopping user may take: the longest cycle (a batch of jobs, or under ``hold`` the
@@ -65,3 +68,7 @@ class LocalDriver:
     def quit(self) -> None:
         """Quit the local runner (its greenlets end)."""
         self._runner.quit()
+
+    def kill(self) -> None:
+        """Kill every user's greenlet now; a stop in progress then returns at once."""
+        self._runner.user_greenlets.kill(block=False)
