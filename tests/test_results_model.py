@@ -47,6 +47,9 @@ def test_result_files_carry_the_format_version_and_a_newer_one_is_refused(tmp_pa
     path.write_text(json.dumps({**CLEAN, "format_version": FORMAT_VERSION + 1}))
     with pytest.raises(ResultsError, match="format_version"):
         read_result(path)
+    path.write_text(json.dumps({**CLEAN, "format_version": -1}))
+    with pytest.raises(ResultsError, match="format_version -1"):
+        read_result(path)
     with pytest.raises(ResultsError, match="missing"):
         read_result(tmp_path / "absent.json")
 

@@ -76,7 +76,7 @@ def read_result(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ResultsError(f"{path} does not hold a JSON object")
     version = data.get("format_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= FORMAT_VERSION:
         raise ResultsError(f"{path} has format_version {version!r}; this queue-bench reads up to "
                            f"{FORMAT_VERSION}: use the queue-bench that wrote it")
     return data
