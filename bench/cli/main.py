@@ -272,18 +272,16 @@ def _capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+WORKLOAD_HELP = "a workload name in workloads/ or a path to a .toml file (default: default)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``qbench`` argument parser (``--version`` and the subcommands)."""
     parser = _Parser(prog="qbench", description="Benchmark a database-table job queue.")
     parser.add_argument("--version", action="version", version=f"qbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run one benchmark and render its report")
-    run.add_argument("--workload", help="workload file name in workloads/ (default: default)")
-    for option, key, text in RUN_OPTIONS:
-        run.add_argument(option, dest=key, help=text)
-    run.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
-    run.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
-    run.set_defaults(func=_run)
+    run.add_argument("--workload", help=WORKLOAD_HELP)
 
     rep = sub.add_parser("report", help="re-render report.html from a run directory's files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
@@ -304,9 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
     swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming")
     cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
-    cap.add_argument("--workload", help="workload file name in workloads/ (default: default)")
+    cap.add_argument("--workload", help=WORKLOAD_HELP)
     cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
-    for parser_, func in ((swp, _sweep), (cap, _capacity)):
+    for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity)):  # the commands that take run parameters
         for option, key, text in RUN_OPTIONS:
             parser_.add_argument(option, dest=key, help=text)
         parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")

@@ -115,6 +115,16 @@ def workload_path(name: str) -> Path:
     return path
 
 
+def read_toml(path: Path, param: str) -> dict[str, Any]:
+    """The table of the TOML file ``path`` (workload or sweep file); ConfigError naming ``param``
+    when it is not UTF-8 TOML."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(param, f"{path.name} is not valid TOML (UTF-8 text): {err}") from None
+
+
 def load_workload(name: str) -> dict[str, Any]:
     """Read a workload file (see :func:`workload_path`) and return its table, every value checked
     against its parameter's TOML type.
@@ -123,11 +133,7 @@ def load_workload(name: str) -> dict[str, Any]:
     name for an unknown key or a value of the wrong type.
     """
     path = workload_path(name)
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError("WORKLOAD", f"{path.name} is not valid TOML (UTF-8 text): {err}") from None
+    data = read_toml(path, "WORKLOAD")
     for key, value in data.items():
         check_file_value(key, value, path.name)
         BY_KEY[key].parse(value)  # a bad value in the file is refused even when an option overrides it

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Protocol
 
+from bench.config.parameters import BY_KEY
 from bench.errors import ConfigError, RunFailed
 
 #: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
@@ -137,8 +138,7 @@ class Capabilities:
         """Raise ConfigError (the parameter's upper-case name) for the first value in ``config`` (a
         ``RunConfig.public()`` dict) this engine cannot honour; return None when it can run it."""
         for key, allowed in self.allowed.items():
-            field = {"duration": "duration_s", "warmup": "warmup_s"}.get(key, key)
-            value = config.get(field)
+            value = config.get(BY_KEY[key].attribute)
             if value not in allowed:
                 why = f" ({self.reasons[key]})" if key in self.reasons else ""
                 raise ConfigError(key.upper(), f"{value!r} is not supported on {self.engine}{why}; allowed: "

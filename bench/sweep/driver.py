@@ -34,14 +34,13 @@ import hashlib
 import itertools
 import json
 import time
-import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
 from bench.config.parameters import SWEEP_AXES, check_file_value
 from bench.sweep.sweep_file import check_target, sweep_path
 from bench.results.model import ResultsError, RunResult, invariants_ok, read_result, stamped
-from bench.config.run_config import REPO_ROOT, RunConfig, build_config
+from bench.config.run_config import REPO_ROOT, RunConfig, build_config, read_toml
 from bench.errors import ConfigError, Interrupted
 
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
@@ -89,11 +88,7 @@ class Sweep:
              dsn: str | None = None) -> "Sweep":
         """Read and validate a sweep file; raises ConfigError (one line, naming the parameter)."""
         path = sweep_path(name)
-        try:
-            with path.open("rb") as fh:
-                data = tomllib.load(fh)
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-            raise ConfigError("SWEEP", f"{path.name} is not valid TOML (UTF-8 text): {err}") from None
+        data = read_toml(path, "SWEEP")
         unknown = sorted(set(data) - _FILE_KEYS)
         if unknown:
             raise ConfigError("SWEEP", f"unknown key {unknown[0]!r} in {path.name}; allowed: {', '.join(sorted(_FILE_KEYS))}")
