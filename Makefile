@@ -13,6 +13,8 @@ flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; al
 # file's value, else the table's default. The table gives the list as NAME:--option pairs.
 WORKLOAD ?= default
 DSN      ?=
+# One DSN per engine (a run with ENGINE set and no DSN, and each engine's cells of a sweep use them).
+export DSN_POSTGRES DSN_MARIADB
 ALLOW_REMOTE ?=
 PARAM_PAIRS = $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed))
 # A value in single quotes for the shell, its own ' written '"'"' (a DSN password may hold one).
@@ -57,12 +59,13 @@ report-bench: $(STAMP)
 
 # pgbench and queue-bench on the same claim SQL, same clients, same database, same
 # measured window and monitor; CAL_PAIRS pairs A B A B ...; last line: the median ratio.
+# ENGINE=mariadb: mariadb-slap instead of pgbench, on MariaDB (DSN=mysql://...).
 CAL_WORKERS ?= 50
 CAL_DURATION ?= 20s
 CAL_WARMUP ?= 5s
 CAL_PAIRS ?= 3
 calibrate: $(STAMP)
-	$(BIN)/qbench calibrate --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
+	$(BIN)/qbench calibrate $(if $(ENGINE),--engine=$(call sq,$(ENGINE))) --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
 		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).

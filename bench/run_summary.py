@@ -179,7 +179,10 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
 
 def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
     """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
-    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt."""
+    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt.
+    ``{"not_applicable": why}`` on an engine without vacuum (its :meth:`~bench.engines.base.Engine.vacuum_counts`)."""
+    if "not_applicable" in before:
+        return {"not_applicable": before["not_applicable"]}
     enabled = cfg.autovacuum == "on" and before["server_autovacuum"]
     if after is None:
         return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],

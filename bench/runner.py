@@ -91,12 +91,12 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
 
     Raises :class:`bench.config.run_config.ConfigError` before creating anything when the
     database is unreachable, the schema is not the tool's, or the server lacks
-    connections; :class:`bench.engines.postgres.sessions.NotCooperativeError` if psycopg would block.
+    connections; the engine's ``NotCooperativeError`` (a RunFailed) if its driver would block.
     A Ctrl-C during the load stops it, and the files are still written with
     ``complete: false``; one after the load waits until they are written. With ``state_schema`` the seeded history is restored from
     a saved state there (see :func:`bench.engines.postgres.db.ensure_history_state`).
     """
-    engine = get_engine()
+    engine = get_engine(cfg.engine)
     engine.capabilities.check(cfg.public())
     sessions = engine.sessions(dsn, cfg)
     wait_fn = sessions.check_cooperative()
@@ -126,7 +126,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     log(f"policy {cfg.policy}, workers {cfg.workers}, batch {cfg.batch}, txn {cfg.txn}, work {cfg.work_ms:g} ms, "
         f"index {cfg.index}, history {cfg.history:,}, backlog {backlog:,} ({backlog_how})")
     log(f"server: {server['server_version'].split(',')[0]}; connections free {room['available']} of "
-        f"{room['max_connections']}; psycopg wait function {wait_fn}")
+        f"{room['max_connections']}; driver waits on {wait_fn}")
 
     seed = engine.prepare(admin, cfg, backlog, log=log, state_schema=state_schema)
     sizes_before = engine.table_sizes(admin, cfg.schema)

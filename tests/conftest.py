@@ -39,10 +39,12 @@ def dsn():
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def qbench(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m bench.cli.main ARGS`` and return the completed process (text output)."""
+def qbench(*args: str, timeout: float = 300, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m bench.cli.main ARGS`` and return the completed process (text output);
+    ``env``: the whole environment it gets (default: this process's)."""
     return subprocess.run([sys.executable, "-m", "bench.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd or REPO)
+                          timeout=timeout, cwd=cwd or REPO, env=env)
 
 
 def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300) -> tuple[Path, dict, subprocess.CompletedProcess]:
@@ -61,3 +63,24 @@ def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300) -> t
 #: The end-of-run audit's invariants, all zero on a correct run.
 CLEAN_INVARIANTS = {"double_claims": 0, "lost_jobs": 0, "duplicated_jobs": 0, "over_claims": 0,
                     "stale_completions_applied": 0, "double_completions": 0}
+
+
+#: The MariaDB server the MariaDB tests use (its own databases are the tool's "schemas").
+MARIADB_DSN = os.environ.get("QBENCH_TEST_MARIADB_DSN", "mysql://root@127.0.0.1:3306/")
+
+
+@pytest.fixture
+def maria_schema():
+    """(MariaDB DSN, a fresh schema name); the database of that name is dropped after the test."""
+    import pymysql
+
+    from bench.engines.mariadb.dsn import connect_args
+
+    name = f"qbench_m_{secrets.token_hex(4)}"
+    yield MARIADB_DSN, name
+    conn = pymysql.connect(**connect_args(MARIADB_DSN), autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        conn.close()

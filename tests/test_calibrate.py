@@ -1,5 +1,6 @@
-"""``qbench calibrate`` against the real server with a real pgbench: the summary line,
-calibration.json, and every figure recomputed from the files it rests on.
+"""``qbench calibrate`` against the real server with a real pgbench (and, ``--engine mariadb``, the
+real MariaDB with a real mariadb-slap): the summary line, calibration.json, and every figure
+recomputed from the files it rests on.
 
 A small calibration (4 clients, 1 s warm-up, 3 s measured, 2 pairs) so that the median
 is of more than one pair; the speed goal itself is a benchmark (``make calibrate``).
@@ -10,11 +11,12 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import os
 import re
 import statistics
 from pathlib import Path
 
-from conftest import qbench
+from conftest import MARIADB_DSN, qbench
 
 LINE_RE = re.compile(r"^median ratio: (\d+\.\d\d) \(min (\d+\.\d\d), max (\d+\.\d\d), (\d+) pairs, (\d+) left out\)$")
 PAIR_RE = re.compile(r"^pair (\d+)( \(try \d\))?: pgbench ([\d,.]+) tps, queue-bench ([\d,.]+|-) jobs/s, ratio (\d+\.\d\d|-)")
@@ -174,3 +176,67 @@ def test_a_pair_whose_pgbench_failed_is_run_again(dsn, tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == data["summary_line"] == (
         f"median ratio: {pair['ratio']:.2f} (min {pair['ratio']:.2f}, max {pair['ratio']:.2f}, 1 pairs, 0 left out)"
         if pair["kept"] else "median ratio: n/a (min n/a, max n/a, 0 pairs, 1 left out)")
+
+
+# --- MariaDB: mariadb-slap against the swarm (bench/cli/calibrate_mariadb.py) ---------------------
+
+SLAP_PAIR_RE = re.compile(r"^pair (\d+)( \(try \d\))?: mariadb-slap ([\d,.]+) jobs/s, queue-bench ([\d,.]+|-) jobs/s, "
+                          r"ratio (\d+\.\d\d|-)")
+
+
+def test_mariadb_calibration_line_and_file_agree_with_what_they_rest_on(maria_schema, tmp_path):
+    """A short MariaDB calibration (10 clients, 1 pair): exit 0, a ``median ratio:`` line with a
+    number > 0, and calibration.json with both sides' jobs and jobs/s > 0, each recomputed from the
+    files and the table counts it rests on; mariadb-slap ran the swarm's own statements."""
+    from bench.engines.mariadb import policies
+
+    dsn, schema = maria_schema
+    proc = qbench("calibrate", "--engine", "mariadb", "--dsn", dsn, "--schema", schema, "--workers", "10",
+                  "--warmup", "1s", "--duration", "2s", "--pairs", "1", "--results", "results",
+                  timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    match = LINE_RE.match(lines[-1])
+    assert match and float(match.group(1)) > 0, proc.stdout + proc.stderr
+    (cal_dir,) = (tmp_path / "results").glob("calibration-*")
+    data = json.loads((cal_dir / "calibration.json").read_text())
+    assert data["engine"] == "mariadb" and data["format_version"] >= 1 and data["summary_line"] == lines[-1]
+    assert data["config"]["workers"] == 10 and data["config"]["policy"] == "skip_locked"
+    assert data["config"]["batch"] == 1 and data["config"]["index"] == "composite"
+    (pair,) = data["pairs"]
+    assert pair["kept"] and len([m for m in map(SLAP_PAIR_RE.match, lines) if m]) == len(pair["attempts"])
+    attempt = pair["attempts"][-1]
+    slap, qb = attempt["mariadb_slap"], attempt["queue_bench"]
+    # mariadb-slap: every client ran its fixed number of jobs; all of them done on the table, once each
+    per_client = data["mariadb_slap_jobs_per_client"]
+    assert slap["jobs"] == slap["jobs_expected"] == 10 * per_client > 0
+    assert slap["counts"]["done"] == slap["counts"]["attempts_done"] == slap["jobs"] and slap["counts"]["running"] == 0
+    assert slap["jobs_per_s"] == slap["jobs"] / slap["wall_s"] > 0
+    assert slap["exit_code"] == 0 and not slap["problems"] and slap["monitor_samples"] >= 1
+    assert abs(slap["cpu_us_per_job"] - 1e6 * slap["cpu_s"] / slap["jobs"]) < 1e-6 and slap["cpu_s"] > 0
+    assert f"--number-of-queries={3 * per_client * 10}" in slap["argv"] and "--concurrency=10" in slap["argv"]
+    # its script: the swarm's statements from policies, one round trip per line
+    script = (cal_dir / attempt["mariadb_slap_dir"] / "claim_complete.sql").read_text().splitlines()
+    assert len(script) == slap["queries_per_job"] == 3
+    assert policies.claim_select(schema, "skip_locked", "composite", 1) in script[0]
+    assert policies.claim_update(schema, [policies.Var("@id")], "mariadb-slap", data["config"]["lease_s"]) in script[1]
+    assert script[2] == policies.complete_one(schema, policies.Var("@id"), policies.Var("@token"))
+    # queue-bench: its own summary; the ratio is queue-bench jobs/s over mariadb-slap's
+    summary = json.loads((cal_dir / qb["run_dir"] / "summary.json").read_text())
+    assert qb["jobs_per_s"] == summary["throughput_jobs_per_s"] > 0 and qb["jobs_completed"] > 0
+    assert attempt["ratio"] == pair["ratio"] == qb["jobs_per_s"] / slap["jobs_per_s"]
+    assert match.group(1) == f"{pair['ratio']:.2f}"
+    assert data["cpu_us_per_job"]["mariadb_slap"] == slap["cpu_us_per_job"]
+
+
+def test_mariadb_calibration_without_mariadb_slap_says_so_and_exits_2(tmp_path):
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PATH"} | {"PATH": str(empty)}
+    proc = qbench("calibrate", "--engine", "mariadb", "--dsn", MARIADB_DSN, "--results", str(tmp_path / "results"),
+                  timeout=60, env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qbench: MARIADB_SLAP: no mariadb-slap"), proc.stderr
+    assert not (tmp_path / "results").exists()
+

@@ -56,3 +56,15 @@ def claim_growth(rows: list[dict]) -> dict:
                         and r >= GROWTH_MIN_R
                         and out["claim_p50_last_us"] >= GROWTH_LATENCY_RATIO * out["claim_p50_first_us"])
     return out
+
+
+def growth_warning(growth: dict, unit: str = "tuples") -> str | None:
+    """The report's red line when :func:`claim_growth` found that claim latency grew with the table
+    (``growth["grows"]``), else None; ``unit`` names what the engine counts in the table
+    (``tuples`` on PostgreSQL, ``rows`` on MariaDB)."""
+    if not growth.get("grows"):
+        return None
+    return (f"Claim latency grew with the table during the run: claim p50 {growth['claim_p50_first_us'] / 1000:,.3f} ms "
+            f"at {growth['table_tuples_first']:,.0f} {unit} to {growth['claim_p50_last_us'] / 1000:,.3f} ms at "
+            f"{growth['table_tuples_last']:,.0f} {unit} (+{growth['slope_us_per_1k_tuples']:,.1f} µs per 1,000 "
+            f"{unit}, r = {growth['r']:.2f}): the figures of this run depend on how long it ran.")

@@ -31,98 +31,42 @@ queue-bench run directories under it). Goal (docs/design.md): median ratio
 pgbench's.
 
 pgbench is found, run and its logs read by :mod:`bench.engines.postgres.pgbench`.
+
+What every engine's calibration shares (the pairs and their retries, the printed lines,
+queue-bench's side, the monitor beside the native client, calibration.json) is in
+:mod:`bench.cli.calibrate_pairs`; MariaDB's counterpart, driven by mariadb-slap, is
+:mod:`bench.cli.calibrate_mariadb`.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import json
-import statistics
 import subprocess
-import time
 from pathlib import Path
 from typing import Callable
-
-import gevent
-import psutil
 
 from bench.engines.postgres import db
 from bench.engines.postgres import policies
 from bench import runner
-from bench.engines.postgres.pgbench import find_pgbench, per_job_us, run_pgbench
+from bench.engines.postgres.pgbench import find_pgbench, run_pgbench
+from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, PAIRS_DEFAULT, RETRIES_PER_PAIR,
+                                       SUMMARY_FORMAT, Native, finish, monitor_during, run_pairs,
+                                       with_swarm_side)
 from bench.config.parsers import parse_int as _int
 from bench.config.run_config import build_config
-from bench.results.model import RunResult, problems as run_problems, stamped
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 
-PAIRS_DEFAULT = 3
-#: A failed pair is run again up to this many times before it is left out.
-RETRIES_PER_PAIR = 2
-GOAL_MEDIAN_RATIO = 0.95
-GOAL_CPU_FACTOR = 1.5
-#: The line every calibration prints last (other issues extend calibration and keep it).
-SUMMARY_FORMAT = "median ratio: {median} (min {min}, max {max}, {kept} pairs, {left_out} left out)"
+__all__ = ["GOAL_CPU_FACTOR", "GOAL_MEDIAN_RATIO", "PAIRS_DEFAULT", "PGBENCH", "RETRIES_PER_PAIR", "SUMMARY_FORMAT",
+           "calibrate"]
 
-
-def harness_figures(run_dir: Path) -> dict:
-    """queue-bench's side of a pair from its result files.
-
-    Returns ``{"jobs_per_s", "jobs_completed", "measured_s", "cpu_us_per_job"
-    (mean harness CPU of the measured seconds × measured_s / jobs completed),
-    "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
-    "cpu_s", "complete"}``.
-    """
-    summary = RunResult.load(run_dir).summary
-    with open(run_dir / "intervals.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    jobs = summary["jobs_completed"]
-
-    def seconds(column: str) -> float | None:  # CPU seconds: the column's mean % × the measured seconds
-        values = [float(r[column]) for r in rows if r.get(column) not in (None, "")]
-        return sum(values) / len(values) / 100 * summary["measured_s"] if values else None
-
-    cpu_s, user_s, system_s = seconds("harness_cpu_pct"), seconds("harness_user_pct"), seconds("harness_system_pct")
-    mean_pct = 100 * cpu_s / summary["measured_s"] if cpu_s is not None and summary["measured_s"] else None
-    return {"jobs_per_s": summary["throughput_jobs_per_s"], "jobs_completed": jobs,
-            "measured_s": summary["measured_s"], "measured_start": summary["measured_start"],
-            "measured_end": summary["measured_end"],
-            "cpu_s": cpu_s, "cpu_us_per_job": per_job_us(cpu_s, jobs),
-            "user_s": user_s, "system_s": system_s,
-            "user_us_per_job": per_job_us(user_s, jobs), "system_us_per_job": per_job_us(system_s, jobs),
-            "harness_cpu_mean_pct": round(mean_pct, 2) if mean_pct is not None else None,
-            "harness_cpu_max_pct": summary["harness_cpu_max_pct"],
-            "suspect": summary["suspect"], "suspect_reasons": summary["suspect_reasons"],
-            "complete": summary["complete"], "problems": run_problems(summary)}
-
-
-def summary_line(ratios: list[float], left_out: int) -> str:
-    """:data:`SUMMARY_FORMAT` filled from the kept pairs' ``ratios`` (``n/a`` when none was kept)."""
-    if not ratios:
-        return SUMMARY_FORMAT.format(median="n/a", min="n/a", max="n/a", kept=0, left_out=left_out)
-    return SUMMARY_FORMAT.format(median=f"{statistics.median(ratios):.2f}", min=f"{min(ratios):.2f}",
-                                 max=f"{max(ratios):.2f}", kept=len(ratios), left_out=left_out)
+PGBENCH = Native("pgbench", "pgbench", "tps", "tps", "transactions",
+                 "over the same {measured_s} s measured windows (kept pairs)")
 
 
 def _monitor_during(dsn: str, cfg, stats_taken: list) -> Callable[[Callable[[], float], int], Callable[[], None]]:
-    """``during`` for :func:`run_pgbench`: the runner's monitor loop on its own connections.
-
-    Appends ``(unix time, lock_waiters)`` of each statistics sample to ``stats_taken``."""
-    def start(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
-        monitor = Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema)
-        started = time.time() - now_s()
-
-        def note(k: int, values: dict) -> None:
-            if "lock_waiters" in values:
-                stats_taken.append((started + k, values["lock_waiters"]))
-
-        greenlets = spawn_samplers(monitor, now_s, n_seconds, note)
-
-        def stop() -> None:
-            gevent.killall(greenlets)
-            monitor.close()
-        return stop
-    return start
+    """``during`` for :func:`run_pgbench`: :func:`monitor_during` with PostgreSQL's monitor."""
+    return monitor_during(lambda: Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema),
+                          spawn_samplers, stats_taken)
 
 
 def _pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path) -> dict:
@@ -155,18 +99,7 @@ def _pair(pgbench: str, dsn: str, cfg, backlog: int, cal_dir: Path, label: str, 
              "ratio": None, "problems": [f"pgbench: {p}" for p in pg["problems"]]}
     if pg["problems"]:
         return entry
-    run_dir = runner.run(cfg, dsn, log=lambda m: log("    " + m) if m.startswith("SUSPECT") else None)
-    qb = harness_figures(run_dir)
-    qb["run_dir"] = str(run_dir.resolve().relative_to(cal_dir.resolve()))  # calibration.json's paths: relative to it
-    problems = entry["problems"] + [f"queue-bench: {p}" for p in qb["problems"]]  # the results model's rule
-    ratio = qb["jobs_per_s"] / pg["tps"] if pg["tps"] and qb["jobs_per_s"] is not None else None
-    if ratio is None:
-        problems.append("no ratio: one side completed no job")
-    return {**entry, "queue_bench": qb, "ratio": ratio, "problems": problems}
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    return with_swarm_side(entry, pg["tps"], cfg, dsn, cal_dir, log)
 
 
 def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
@@ -187,69 +120,12 @@ def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
     log(f"calibration: {pairs} pairs of pgbench (A) then queue-bench (B), {cfg.workers} clients, "
         f"{cfg.duration_s:g} s measured after {cfg.warmup_s:g} s warm-up, same monitor on both sides -> {cal_dir}")
     try:
-        for i in range(1, pairs + 1):
-            attempts = []
-            for attempt in range(1 + RETRIES_PER_PAIR):
-                result = _pair(pgbench, dsn, cfg, backlog, cal_dir, f"pair{i}-try{attempt + 1}", log)
-                attempts.append(result)
-                pg, qb = result["pgbench"], result["queue_bench"] or {}
-                log(f"pair {i}{f' (try {attempt + 1})' if attempt else ''}: pgbench {pg['tps']:,.1f} tps, "
-                    f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(result['ratio'], '.2f')}; "
-                    f"CPU per job pgbench {_fmt(pg['cpu_us_per_job'], '.1f')} µs, "
-                    f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs"
-                    + (f"; not kept: {'; '.join(result['problems'])}" if result["problems"] else ""))
-                if qb.get("complete") is False:
-                    raise KeyboardInterrupt
-                if not result["problems"]:
-                    break
-            kept = not attempts[-1]["problems"]
-            figures["pairs"].append({"pair": i, "kept": kept, "ratio": attempts[-1]["ratio"] if kept else None,
-                                     "attempts": attempts})
-            if not kept:
-                log(f"pair {i}: left out after {len(attempts)} tries")
+        run_pairs(figures, pairs, lambda label: _pair(pgbench, dsn, cfg, backlog, cal_dir, label, log), PGBENCH, log)
     finally:
         with db.connect(dsn) as conn:
             db.drop_schema(conn, cfg.schema)
-        _finish(figures, cal_dir, log)
+        finish(figures, cal_dir, log, PGBENCH)
     return figures
-
-
-def _finish(figures: dict, cal_dir: Path, log) -> None:
-    """Summary figures over the kept pairs, the summary line, and calibration.json."""
-    kept = [p["attempts"][-1] for p in figures["pairs"] if p["kept"]]
-    ratios = [r["ratio"] for r in kept]
-    left_out = sum(1 for p in figures["pairs"] if not p["kept"])
-    cpu = {}  # µs per job: CPU seconds of the kept pairs' measured windows over their jobs
-    for side, jobs_key in (("pgbench", "transactions"), ("queue_bench", "jobs_completed")):
-        jobs = sum(r[side][jobs_key] for r in kept)
-        for part in ("cpu", "user", "system"):
-            seconds = [r[side].get(f"{part}_s") for r in kept]
-            cpu[side, part] = 1e6 * sum(seconds) / jobs if kept and jobs and None not in seconds else None
-    line = summary_line(ratios, left_out)
-    figures.update({
-        "median_ratio": statistics.median(ratios) if ratios else None,
-        "min_ratio": min(ratios) if ratios else None,
-        "max_ratio": max(ratios) if ratios else None,
-        "pairs_kept": len(ratios), "pairs_left_out": left_out,
-        "cpu_us_per_job": {"pgbench": cpu["pgbench", "cpu"], "harness": cpu["queue_bench", "cpu"],
-                           "harness_over_pgbench": (cpu["queue_bench", "cpu"] / cpu["pgbench", "cpu"])
-                           if cpu["pgbench", "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
-                           "pgbench_user": cpu["pgbench", "user"], "pgbench_system": cpu["pgbench", "system"],
-                           "harness_user": cpu["queue_bench", "user"],
-                           "harness_system": cpu["queue_bench", "system"]},
-        "cores": psutil.cpu_count(),
-        "summary_line": line,
-    })
-    cal_dir.mkdir(parents=True, exist_ok=True)
-    (cal_dir / "calibration.json").write_text(json.dumps(stamped(figures), indent=2) + "\n")
-    c = figures["cpu_us_per_job"]
-    log(f"CPU per job over the same {figures['measured_s']} s measured windows (kept pairs): pgbench {_fmt(c['pgbench'], '.1f')} µs, "
-        f"harness {_fmt(c['harness'], '.1f')} µs ({_fmt(c['harness_over_pgbench'], '.2f')} × pgbench; "
-        f"goal <= {GOAL_CPU_FACTOR:g} ×); {figures['cores']} cores shared with the server")
-    log(f"of which user / system time: pgbench {_fmt(c['pgbench_user'], '.1f')} / {_fmt(c['pgbench_system'], '.1f')} µs, "
-        f"harness {_fmt(c['harness_user'], '.1f')} / {_fmt(c['harness_system'], '.1f')} µs")
-    log(f"calibration: {(cal_dir / 'calibration.json').resolve()}")
-    log(line)
 
 
 def calibrate(*, workers: str = "50", duration: str = "20s", warmup: str = "5s", pairs: str | int = PAIRS_DEFAULT,

@@ -7,8 +7,19 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench.engines.postgres.dsn import non_loopback_host
+from bench.config.run_config import engine_of_dsn
 from bench.errors import ConfigError
+
+
+def non_loopback_host(dsn: str) -> str | None:
+    """The host ``dsn`` would load that is not this machine, or None; parsed by the engine its
+    scheme names (never connects). Raises ConfigError (``DSN``) when it cannot be parsed."""
+    if engine_of_dsn(dsn) == "mariadb":
+        from bench.engines.mariadb.dsn import non_loopback_host as host_of
+    else:
+        from bench.engines.postgres.dsn import non_loopback_host as host_of
+    return host_of(dsn)
+
 
 
 def chosen_dsn(given: str | None) -> str | None:
@@ -17,7 +28,7 @@ def chosen_dsn(given: str | None) -> str | None:
     mean "embedded": a mistyped variable must not silently load a different database."""
     if given is not None:
         if not given.strip():
-            raise ConfigError("DSN", "empty; allowed: a PostgreSQL URL or key=value DSN "
+            raise ConfigError("DSN", "empty; allowed: a PostgreSQL or MariaDB URL, or a libpq key=value DSN "
                                      "(leave --dsn out for the embedded throwaway server)")
         return given
     return os.environ.get("DATABASE_URL") or None

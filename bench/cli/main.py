@@ -2,7 +2,8 @@
 
 ``qbench run [options]`` runs one benchmark and prints the report path as its
 last line; ``qbench report RUN_DIR`` re-renders a report from result files
-alone; ``qbench calibrate`` compares the swarm with pgbench on the same SQL.
+alone; ``qbench calibrate`` compares the swarm with pgbench (``--engine mariadb``:
+mariadb-slap) on the same SQL.
 Bad input prints one line naming the parameter and exits with status 2.
 """
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 from bench import __version__
-from bench.config.run_config import build_config
+from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, read_result
 from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status
@@ -57,8 +58,7 @@ def _workload(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
-    dsn = chosen_dsn(args.dsn)
-    cfg = build_config(_workload(args), overrides, dsn=dsn)  # validates before any heavy import
+    cfg = build_config(_workload(args), overrides, dsn=chosen_dsn(args.dsn))  # validates before any heavy import
     check_results_dir(cfg.results)
 
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     from bench import runner
     from bench.report.run_page import render_report
 
-    database, embedded = _database(args, cfg.connections_needed())
+    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed(), cfg.engine)
     with database as dsn:
         run_dir = runner.run(cfg, dsn, embedded=embedded)
     with _finish_first("writing the report first"):  # the report is one of the run's files
@@ -104,11 +104,15 @@ def _report(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from bench.load import swarm  # noqa: F401
-    from bench.cli.calibrate import calibrate
 
     dsn = chosen_dsn(args.dsn)
+    engine = choose_engine(args.engine, dsn)
     check_loopback(dsn, args.allow_remote)
     check_results_dir(args.results)
+    if engine == "mariadb":
+        from bench.cli.calibrate_mariadb import calibrate_mariadb as calibrate
+    else:
+        from bench.cli.calibrate import calibrate
     return calibrate(workers=args.workers, duration=args.duration, warmup=args.warmup, pairs=args.pairs,
                      dsn=dsn, schema=args.schema, results=args.results)
 
@@ -164,14 +168,16 @@ def _finish_first(what: str):
             signal.signal(sig, handler)
 
 
-def _database(args: argparse.Namespace, connections: int):
-    """(context manager yielding the DSN, embedded?): ``--dsn``/``$DATABASE_URL`` after the loopback
-    check, else an embedded server with ``connections`` + 20 ``max_connections``."""
-
-    dsn = chosen_dsn(args.dsn)
-    check_loopback(dsn, args.allow_remote)
+def _database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres"):
+    """(context manager yielding the DSN, embedded?): ``dsn`` after the loopback check, else
+    ``engine``'s embedded server with ``connections`` + 20 ``max_connections``."""
+    check_loopback(dsn, allow_remote)
     if dsn:
         return contextlib.nullcontext(dsn), False
+    if engine == "mariadb":
+        from bench.engines.mariadb.embedded import embedded_mariadb
+
+        return embedded_mariadb(max_connections=connections + 20), True
     from bench.engines.postgres.embedded import embedded_postgres
 
     return embedded_postgres(max_connections=connections + 20), True
@@ -186,29 +192,35 @@ def _sweep(args: argparse.Namespace) -> int:
             reps = int(args.repetitions)
         except ValueError:
             return _bad(f"REPETITIONS: {args.repetitions!r} is not an integer; allowed: an integer from 1 to 100")
-    sweep = Sweep.load(args.sweep, _overrides(args), repetitions=reps)  # validates every cell first
+    sweep = Sweep.load(args.sweep, _overrides(args), repetitions=reps, dsn=chosen_dsn(args.dsn))  # validates every cell
     results = Path(sweep.base.results)
     check_results_dir(str(results))
 
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 
-    database, _ = _database(args, sweep.max_connections())
-    with database as dsn:  # SweepInterrupted reaches main(): its line says how to resume
-        from bench.engines.postgres import db
+    from bench.engines import get_engine
 
-        conn = db.connect(dsn, application_name="queue-bench sweep")
-        try:  # every cell must be able to run: refuse before anything is created
-            db.check_schema_usable(conn, sweep.base.schema)
-            db.check_capacity(conn, sweep.max_connections())
-        finally:
-            conn.close()
+    engines = {}  # engine name -> its DSN (given, or from the environment), in cell order
+    for _cid, _params, cell in sweep.cells:
+        engines.setdefault(cell.engine, cell.dsn)
+    with contextlib.ExitStack() as stack:  # SweepInterrupted reaches main(): its line says how to resume
+        dsns = {}
+        for name, given in engines.items():
+            database, _ = _database(given, args.allow_remote, sweep.max_connections(), name)
+            dsns[name] = stack.enter_context(database)
+            engine = get_engine(name)
+            conn = engine.connect(dsns[name], "queue-bench sweep")
+            try:  # every cell must be able to run: refuse before anything is created
+                engine.check_schema(conn, sweep.base.schema, sweep.max_connections())
+            finally:
+                conn.close()
         from bench.report.run_page import render_report
 
         def render_run(run_dir):
             with _finish_first("writing the run's report first"):
                 render_report(run_dir)
 
-        sweep_dir = run_sweep(sweep, dsn, results, fresh=args.fresh, on_run=render_run)
+        sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run)
     from bench.report.sweep_page import render_sweep_report
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
@@ -229,7 +241,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
     from bench.sweep import capacity_search
 
-    cfg = build_config(_workload(args), _overrides(args))
+    cfg = build_config(_workload(args), _overrides(args), dsn=chosen_dsn(args.dsn))
     try:
         start_rate = float(args.rate_start)
     except ValueError:
@@ -243,17 +255,19 @@ def _capacity(args: argparse.Namespace) -> int:
     check_results_dir(cfg.results)
 
     from bench.load import swarm  # noqa: F401
-    from bench.engines.postgres import db
+    from bench.engines import get_engine
     from bench import runner
     from bench.report.run_page import render_report
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(cfg.results) / "capacity" / f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"
-    database, _ = _database(args, dataclasses.replace(cfg, rate=1.0).connections_needed())
+    database, _ = _database(cfg.dsn, args.allow_remote, dataclasses.replace(cfg, rate=1.0).connections_needed(),
+                            cfg.engine)
+    state_schema = get_engine(cfg.engine).state_schema_for(cfg.schema)
     with database as dsn:
         def run_step(step_cfg):
             run_dir = runner.run(dataclasses.replace(step_cfg, results=str(out_dir / "runs")), dsn,
-                                 log=lambda line: None, state_schema=db.state_schema_for(cfg.schema))
+                                 log=lambda line: None, state_schema=state_schema)
             render_report(run_dir)
             return run_dir
 
@@ -266,7 +280,7 @@ def _capacity(args: argparse.Namespace) -> int:
                              f"{out_dir / 'capacity.json'}\n")
             return exit_status(err)
         finally:
-            db.drop_schema_at(dsn, db.state_schema_for(cfg.schema))
+            get_engine(cfg.engine).drop_schema_at(dsn, state_schema)
     print(result["sentence"])
     print(f"capacity: {(out_dir / 'capacity.json').resolve()}")
     return 0
@@ -317,11 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
     cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing")
     cln.set_defaults(func=_clean_command)
 
-    cal = sub.add_parser("calibrate", help="pgbench vs queue-bench on the same claim SQL")
-    cal.add_argument("--workers", default="50", help="pgbench clients = queue-bench workers, default 50")
+    cal = sub.add_parser("calibrate", help="pgbench (or mariadb-slap) vs queue-bench on the same claim SQL")
+    cal.add_argument("--engine", help="postgres (pgbench) or mariadb (mariadb-slap); default: the DSN's, else postgres")
+    cal.add_argument("--workers", default="50", help="pgbench / mariadb-slap clients = queue-bench workers, default 50")
     cal.add_argument("--duration", default="20s", help="measured window of each side, default 20s")
     cal.add_argument("--warmup", default="5s", help="warm-up dropped from each side, default 5s")
-    cal.add_argument("--pairs", default="3", help="pgbench / queue-bench pairs (A B A B ...), default 3")
+    cal.add_argument("--pairs", default="3", help="pgbench (mariadb-slap) / queue-bench pairs (A B A B ...), default 3")
     cal.add_argument("--results", default="results", help="calibration-<stamp>/ is written here, default results")
     cal.add_argument("--schema", default="qbench")
     cal.add_argument("--dsn")

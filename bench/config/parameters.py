@@ -28,7 +28,13 @@ POLICIES = ("wait", "nowait", "skip_locked")
 WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
 ARRIVALS = ("constant", "poisson")
 TXN_MODES = ("short", "hold")
-INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering")
+INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering", "generated", "ready_table")
+#: Database engines (``bench.engines``): the DSN's scheme picks one when ``ENGINE`` is not given.
+ENGINES = ("postgres", "mariadb")
+#: What the value of a parameter with no meaning on an engine is recorded as (run.json, summaries).
+NOT_APPLICABLE = "n/a"
+#: Transaction isolation of the workers' sessions (both engines offer all three).
+ISOLATION_LEVELS = ("read_committed", "repeatable_read", "serializable")
 #: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
 LAYOUTS = ("same", "archive", "partitioned")
 #: How a prepared claim is planned: PostgreSQL's ``plan_cache_mode`` values, set on the workers'
@@ -79,6 +85,30 @@ class Parameter:
     default_text: str = ""
     meaning: str = ""
     bad: tuple = ()
+    engine_defaults: Any = dataclasses.field(default_factory=dict)
+    engine_values: Any = dataclasses.field(default_factory=dict)
+    engine_reasons: Any = dataclasses.field(default_factory=dict)
+
+    def default_on(self, engine: str) -> Any:
+        """The default on ``engine``: its own (:attr:`engine_defaults`), :data:`NOT_APPLICABLE` when
+        the parameter has no meaning there, else :attr:`default`."""
+        if engine in self.engine_values and not self.engine_values[engine]:
+            return NOT_APPLICABLE
+        return self.engine_defaults.get(engine, self.default)
+
+    def check_on(self, engine: str, value: Any) -> None:
+        """Raise ConfigError when ``value`` (parsed, set by the user) cannot be honoured on ``engine``:
+        the parameter has no meaning there, or the engine supports only some of its values."""
+        if engine not in self.engine_values:
+            return
+        allowed = self.engine_values[engine]
+        why = f" ({self.engine_reasons[engine]})" if engine in self.engine_reasons else ""
+        if not allowed:
+            raise ConfigError(self.name, f"does not apply on {engine}{why}; allowed: leave {self.name} out "
+                                         f"with ENGINE={engine}")
+        if value not in allowed:
+            raise ConfigError(self.name, f"{value!r} is not supported on {engine}{why}; allowed on {engine}: "
+                                         + ", ".join(str(v) for v in allowed))
 
     @property
     def name(self) -> str:
@@ -152,6 +182,22 @@ class Parameter:
 
 _P = Parameter
 PARAMETERS: tuple[Parameter, ...] = (
+    _P("engine", "choice", "postgres", "postgres | mariadb; default: from the DSN's scheme (mysql://, mariadb://), "
+                                       "else postgres", choices=ENGINES, sweep=True, bad=("oracle", "mysql"),
+       default_text="from `DSN`, else `postgres`",
+       meaning="the database engine: `postgres`, or `mariadb` (10.6+; MySQL 8 is untested). Inferred from the DSN's "
+               "scheme (`postgresql://`, `mysql://`, `mariadb://`) when not given; with no DSN the engine's embedded "
+               "throwaway server is started. Parameters have per-engine defaults (`INDEX=composite` on MariaDB); a "
+               "value set that an engine cannot honour is refused, and `run.json` records `n/a` for parameters "
+               "with no meaning on the engine"),
+    _P("isolation", "choice", "read_committed", "read_committed | repeatable_read | serializable: the workers' "
+                                                "transaction isolation; default: the engine's own",
+       choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),
+       engine_defaults={"mariadb": "repeatable_read"},
+       default_text="`read_committed` (PostgreSQL), `repeatable_read` (MariaDB)",
+       meaning="the isolation level of the workers' transactions, the engine's own default unless set. On "
+               "PostgreSQL above `read_committed` a claim that meets a row changed since its snapshot fails with "
+               "40001 (counted); on MariaDB `repeatable_read` takes next-key (gap) locks on what a locking read scans"),
     _P("policy", "choice", "skip_locked", "wait | nowait | skip_locked", choices=POLICIES, sweep=True,
        bad=("fastest", 1),
        meaning="the locking read: `FOR UPDATE` (blocks), `FOR UPDATE NOWAIT` (error 55P03, retried after a jittered "
@@ -172,13 +218,23 @@ PARAMETERS: tuple[Parameter, ...] = (
                "stays open while the job runs (the convoy anti-pattern)"),
     _P("work_ms", "number", 0.0, "simulated job duration in ms, default 0", unit="ms", minimum=0.0,
        maximum=MAX_JOB_MS, sweep=True, bad=(-5, "nan", "inf", 1e12), meaning="simulated job duration per job"),
-    _P("index", "choice", "partial", "none | status | composite | partial | covering", choices=INDEX_VARIANTS,
-       sweep=True, bad=("btree",),
-       meaning="index variant (`schemas/postgres/index_<name>.sql`): `none` (primary key only), `status` (status), "
+    _P("index", "choice", "partial", "none | status | composite | partial | covering (PostgreSQL); none | status | "
+                                     "composite | generated | ready_table (MariaDB)", choices=INDEX_VARIANTS,
+       sweep=True, bad=("btree",), default_text="`partial` (PostgreSQL), `composite` (MariaDB)",
+       engine_defaults={"mariadb": "composite"},
+       engine_values={"postgres": ("none", "status", "composite", "partial", "covering"),
+                      "mariadb": ("none", "status", "composite", "generated", "ready_table")},
+       engine_reasons={"postgres": "generated and ready_table are MariaDB's stand-ins for a partial index",
+                       "mariadb": "MariaDB has no partial indexes and no INCLUDE columns"},
+       meaning="index variant (`schemas/<engine>/index_<name>.sql`): `none` (primary key only), `status` (status), "
                "`composite` (status, priority, run_at, id), `partial` (priority, run_at, id) "
-               "`WHERE status = 'pending'`, `covering` (status, priority, run_at) `INCLUDE (id)`"),
+               "`WHERE status = 'pending'`, `covering` (status, priority, run_at) `INCLUDE (id)`; on MariaDB, "
+               "in place of a partial index, `generated` (a stored column that is 1 when pending, else NULL, "
+               "leading an index in claim order) and `ready_table` (a table of the pending rows only, kept by "
+               "triggers, which the claim locks)"),
     _P("layout", "choice", "same", "where history lives: same | archive | partitioned", choices=LAYOUTS, sweep=True,
-       bad=("sharded",),
+       bad=("sharded",), engine_values={"mariadb": ("same",)},
+       engine_reasons={"mariadb": "the archive mover and the partitioned layout are built for PostgreSQL only"},
        meaning="where history lives: in the queue table; in `jobs_archive`, fed by a mover on its own connection "
                "that moves `done`/`dead` rows out every second (`bench/engines/postgres/mover.py`); or in partition "
                "`jobs_history` of a table partitioned by status (`jobs_live` holds pending, running, failed)"),
@@ -266,20 +322,26 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
     _P("plan_cache", "choice", "auto", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
                                        "force_generic_plan, default auto", choices=PLAN_CACHE_MODES, sweep=True,
-       bad=("always",),
+       bad=("always",), engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "MariaDB has no plan cache: a statement sent as text is planned on every "
+                                  "execution"},
        meaning="PostgreSQL's `plan_cache_mode`, set on every worker session before it prepares its claim. `auto` "
                "is what drivers get: each session's first five executions of the prepared claim are planned with "
                "their values (custom plans), then PostgreSQL may switch to one generic plan for the session, kept "
                "until the table is analyzed again (FR-09)"),
     _P("prepared", "flag", "1", "1 = the claim is a server-side prepared statement (default); 0 = sent unprepared "
                                 "with its values inlined, planned on every execution", sweep=True, bad=("yes", 2),
+       engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "PyMySQL sends every statement as text with its values inlined; there is no "
+                                  "server-side prepared claim"},
        meaning="`1`: the claim is a server-side prepared statement (`PQprepare` once per connection, as asyncpg, "
                "pgx, JDBC past its threshold and psycopg 3 past `prepare_threshold` do); `0`: it is sent "
                "unprepared with its values inlined as literals, as psycopg 2 does, and planned on every execution "
                "(node-postgres's unnamed statements come close). `PLAN_CACHE` other than `auto` is refused with "
                "`PREPARED=0`: it would have no effect. Completions stay prepared"),
     _P("autovacuum", "choice", "on", "on | off: autovacuum on the tool's queue table, default on",
-       choices=AUTOVACUUM_MODES, sweep=True, bad=("sometimes",),
+       choices=AUTOVACUUM_MODES, sweep=True, bad=("sometimes",), engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
        meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
                "each analyze makes the workers plan their claim again"),

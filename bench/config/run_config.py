@@ -11,12 +11,13 @@ status 2.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.config.parameters import BY_KEY, PARAMETERS, check_file_value
+from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS, check_file_value
 from bench.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,9 +33,12 @@ class RunConfig:
     milliseconds (``work_ms``). ``backlog`` 0 means "compute it" (see
     :func:`bench.runner.compute_backlog`). ``dsn`` None means "start the embedded database".
     ``notes`` are sentences about what validation changed (a fault or burst window clipped to the
-    measured window); the run's summary carries them. Build with :func:`build_config`.
+    measured window); the run's summary carries them. A parameter with no meaning on ``engine``
+    holds :data:`bench.config.parameters.NOT_APPLICABLE` (``"n/a"``). Build with :func:`build_config`.
     """
 
+    engine: str
+    isolation: str
     policy: str
     workers: int
     batch: int
@@ -66,7 +70,7 @@ class RunConfig:
     bursts: tuple
     faults: tuple
     plan_cache: str
-    prepared: bool
+    prepared: bool | str
     autovacuum: str
     schema: str
     results: str
@@ -213,14 +217,64 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     return _clip_windows(values)
 
 
+#: DSN schemes and the engine each means (``key=value`` connection strings are PostgreSQL's libpq form).
+DSN_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mariadb", "mariadb": "mariadb"}
+
+
+def engine_of_dsn(dsn: str | None) -> str | None:
+    """The engine a DSN's scheme names (:data:`DSN_SCHEMES`): ``postgres`` for a libpq ``key=value``
+    string, None for no DSN. Raises ConfigError (``DSN``) for a scheme no engine knows."""
+    if dsn is None or not dsn.strip():
+        return None
+    match = re.match(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://", dsn)
+    if match is None:
+        return "postgres"
+    scheme = match.group(1).lower()
+    if scheme not in DSN_SCHEMES:
+        raise ConfigError("DSN", f"unknown scheme {scheme!r}; allowed: " + ", ".join(f"{s}://" for s in DSN_SCHEMES)
+                          + " (or a libpq key=value string)")
+    return DSN_SCHEMES[scheme]
+
+
+def choose_engine(given: Any, dsn: str | None) -> str:
+    """The run's engine: ``ENGINE`` when given (checked against the DSN's scheme), else the DSN's,
+    else ``postgres``. Raises ConfigError (``ENGINE``) for an unknown engine or one the DSN contradicts."""
+    from_dsn = engine_of_dsn(dsn)
+    if given is None or given == "":
+        return from_dsn or ENGINES[0]
+    engine = BY_KEY["engine"].parse(given)
+    if from_dsn is not None and from_dsn != engine:
+        raise ConfigError("ENGINE", f"{engine} but the DSN is a {from_dsn} connection string; allowed: "
+                                    f"ENGINE={from_dsn} with this DSN, or a DSN of the {engine} server")
+    return engine
+
+
+def engine_dsn(engine: str) -> str | None:
+    """The DSN given for one engine in the environment (``DSN_POSTGRES``, ``DSN_MARIADB``), or None:
+    what a run with ``ENGINE`` set and no ``--dsn``, and each engine's cells of a sweep, use before
+    falling back to that engine's embedded server. Raises ConfigError when it is set but empty."""
+    name = f"DSN_{engine.upper()}"
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    if not value.strip():
+        raise ConfigError(name, "empty; allowed: a connection string of that engine's server, or unset for "
+                                "its embedded throwaway server")
+    return value
+
+
 def build_config(workload: str = "default", overrides: Mapping[str, Any] | None = None,
                  dsn: str | None = None) -> RunConfig:
     """Merge the table's defaults, a workload file and overrides, and validate every value.
 
     ``overrides`` maps lower-case keys (as in the TOML file) to raw values (strings from the
     command line or typed values); None and "" are ignored. ``dsn`` None or blank means the
-    embedded server. Returns a :class:`RunConfig`. Raises :class:`ConfigError` naming the first
-    bad parameter (in table order), then the first contradiction.
+    embedded server, unless the environment gives the engine's own (:func:`engine_dsn`). The
+    engine (:func:`choose_engine`) picks each unset parameter's default
+    (:meth:`bench.config.parameters.Parameter.default_on`); a value set that the engine cannot
+    honour is refused (:meth:`~bench.config.parameters.Parameter.check_on`). Returns a
+    :class:`RunConfig`. Raises :class:`ConfigError` naming the first bad parameter (in table
+    order), then the first contradiction.
     """
     raw = dict(load_workload(workload))
     for key, value in (overrides or {}).items():
@@ -228,8 +282,22 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
             raise ConfigError(key.upper(), f"not a run parameter; allowed: {', '.join(sorted(BY_KEY))}")
         if value is not None and value != "":
             raw[key] = value
-    values = {p.attribute: p.parse(raw.get(p.key, p.default)) for p in PARAMETERS}
-    notes = check_combinations(values, set(raw))
     if dsn is not None and not dsn.strip():
         dsn = None
+    engine = choose_engine(raw.get("engine"), dsn)
+    if dsn is None:
+        dsn = engine_dsn(engine)
+    values = {}
+    for p in PARAMETERS:
+        if p.key == "engine":
+            values[p.attribute] = engine
+        elif p.key in raw:
+            values[p.attribute] = p.parse(raw[p.key])
+        else:
+            default = p.default_on(engine)
+            values[p.attribute] = default if default == NOT_APPLICABLE else p.parse(default)
+    for p in PARAMETERS:
+        if p.key in raw:
+            p.check_on(engine, values[p.attribute])
+    notes = check_combinations(values, set(raw))
     return RunConfig(workload=workload, dsn=dsn, notes=tuple(notes), **values)

@@ -7,7 +7,7 @@ package imports its driver (see docs/architecture.md).
 from __future__ import annotations
 
 #: Engines queue-bench can run, by name.
-ENGINES = ("postgres",)
+ENGINES = ("postgres", "mariadb")
 
 
 def get_engine(name: str = "postgres"):
@@ -16,6 +16,10 @@ def get_engine(name: str = "postgres"):
     for an unknown name."""
     if name == "postgres":
         from bench.engines.postgres.engine import ENGINE
+
+        return ENGINE
+    if name == "mariadb":
+        from bench.engines.mariadb.engine import ENGINE
 
         return ENGINE
     from bench.errors import ConfigError

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Protocol
 
-from bench.config.parameters import BY_KEY
+from bench.config.parameters import BY_KEY, NOT_APPLICABLE, PARAMETERS
 from bench.errors import ConfigError, RunFailed
 
 #: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
@@ -133,6 +133,20 @@ class Capabilities:
     engine: str
     allowed: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
     reasons: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: The error a NOWAIT claim raises on a locked row (what the report names), e.g. ``55P03``.
+    nowait_error: str = ""
+    #: Features where engines (or versions of one) differ, by name: ``True`` when supported.
+    features: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_table(cls, engine: str, **extra: Any) -> "Capabilities":
+        """The capabilities the parameter table gives ``engine``
+        (:attr:`bench.config.parameters.Parameter.engine_values`); a parameter with no meaning there
+        allows only :data:`~bench.config.parameters.NOT_APPLICABLE`."""
+        allowed = {p.key: (p.engine_values[engine] or (NOT_APPLICABLE,)) for p in PARAMETERS
+                   if engine in p.engine_values}
+        reasons = {p.key: p.engine_reasons[engine] for p in PARAMETERS if engine in p.engine_reasons}
+        return cls(engine=engine, allowed=allowed, reasons=reasons, **extra)
 
     def check(self, config: Mapping[str, Any]) -> None:
         """Raise ConfigError (the parameter's upper-case name) for the first value in ``config`` (a
@@ -171,6 +185,9 @@ class Engine(Protocol):
     def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
         """Check the schema is the tool's (or absent) and free, lock it for this run on ``conn``, and
         check the server has ``connections`` free; returns ``{"available", "max_connections", ...}``."""
+
+    def check_schema(self, conn: Any, schema: str, connections: int) -> dict:
+        """:meth:`claim_schema`'s checks without taking the schema's lock."""
 
     def sessions(self, dsn: str, cfg: Any) -> SessionFactory:
         """The worker and producer sessions of the run."""

@@ -118,13 +118,13 @@ class QueueWorker(User):
         if self.session is not None:
             self.session.close()
 
-    def _backoff_nowait(self) -> None:
+    def _backoff_nowait(self, kind: str) -> None:
         self.nowait_failures = min(self.nowait_failures + 1, jobs.NOWAIT_BACKOFF_MAX_LEVEL)
         started = time.perf_counter()
         gevent.sleep(jobs.nowait_backoff_s(self.nowait_failures))
-        # The 55P03, its retry and its sleep are counted together when the sleep ends, so they
-        # fall in the same second: errors["55P03"] = nowait_retries = nowait_backoff_us count.
-        self.ctx.recorder.error("55P03")
+        # The lock-not-available error (55P03 on PostgreSQL), its retry and its sleep are counted together
+        # when the sleep ends, so they fall in the same second: errors[kind] = nowait_retries = back-off count.
+        self.ctx.recorder.error(kind)
         self.ctx.recorder.count("nowait_retries")
         self.ctx.recorder.nowait_backoff(int((time.perf_counter() - started) * 1e6))
 
@@ -210,9 +210,9 @@ class QueueWorker(User):
             elif self.hold:
                 self.session.commit()
                 self.events.commit()
-        except LockNotAvailable:
+        except LockNotAvailable as err:
             self.session.rollback()
-            self._backoff_nowait()
+            self._backoff_nowait(err.kind)
         except EngineError as err:
             self.ctx.recorder.error(err.kind)
             if err.lost or self.session.broken:

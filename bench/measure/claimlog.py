@@ -5,7 +5,9 @@ Memory does not grow with the number of jobs: each event is one short CSV line
 anonymous temporary file that disappears when the log is closed. The end-of-run
 audit (:func:`bench.engines.postgres.audit.run_audit`) loads the file into a ``TEMP`` table with
 ``COPY`` and checks it against the tool's table in SQL
-(https://www.postgresql.org/docs/current/sql-copy.html). Line order is event
+(https://www.postgresql.org/docs/current/sql-copy.html); MariaDB's
+(:func:`bench.engines.mariadb.audit.run_audit`) reads the events with :meth:`ClaimLog.rows`
+and loads them with multi-row ``INSERT`` statements. Line order is event
 order, and the audit relies on it: it tells whether a job's previous claim had
 finished (completed or failed) when the job's next claim came back.
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import io
 import tempfile
-from typing import Iterable
+from typing import Iterable, Iterator
 
 #: Columns of one event line, in order (CSV; an empty field is NULL).
 EVENT_COLUMNS = ("kind", "id", "token", "claimed_at", "lease_until")
@@ -100,6 +102,30 @@ class ClaimLog(_EventSink):
             copy.write(chunk)
         self._file.seek(0, io.SEEK_END)
         return self.events
+
+    def rows(self) -> Iterator[tuple[str, int, int | None, float | None, float | None]]:
+        """Every event written so far, in log order, as a tuple of :data:`EVENT_COLUMNS`:
+        ``(kind, id, token, claimed_at, lease_until)``, an empty field as None (ints and floats
+        parsed from the line: a float reads back as the one written). For an engine that loads
+        the events with statements of its own instead of ``COPY``.
+
+        Reads the file in chunks of :data:`COPY_CHUNK_BYTES` and puts the file position back at
+        the end before each chunk's events are yielded, so events written while the iteration is
+        suspended are appended, not written over the ones still to come (they are not yielded)."""
+        end = self._file.seek(0, io.SEEK_END)
+        offset = 0
+        while offset < end:
+            self._file.seek(offset)
+            chunk = self._file.read(min(COPY_CHUNK_BYTES, end - offset))
+            self._file.seek(0, io.SEEK_END)
+            cut = chunk.rfind(b"\n") + 1
+            if cut == 0:  # a line longer than a chunk: never written by this log
+                raise ValueError(f"claim log line at byte {offset} is longer than {COPY_CHUNK_BYTES} bytes")
+            offset += cut
+            for line in chunk[:cut].decode().splitlines():
+                kind, job_id, token, claimed_at, lease_until = line.split(",")
+                yield (kind, int(job_id), int(token) if token else None, float(claimed_at) if claimed_at else None,
+                       float(lease_until) if lease_until else None)
 
     def close(self) -> None:
         """Close and delete the event file."""

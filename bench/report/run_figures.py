@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 from bench.report.render import png_uri, save_png  # noqa: E402
 from bench.report.run_plots import (  # noqa: E402
-    draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_locks_running, draw_loop_lag,
+    draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_locks_running, draw_loop_lag,
     draw_oldest_age, draw_priority_ages, draw_throughput,
 )
 
@@ -48,7 +48,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
     plots_dir = run_dir / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
     figures = []
-    figure_specs = list(FIGURES)
+    engine = (summary.get("config") or {}).get("engine", "postgres")
+    figure_specs = [HISTORY_LIST if spec[0] == "dead_tuples" and engine == "mariadb" else spec for spec in FIGURES]
     priority_ages = run_dir / "priority_ages.csv"
     if priority_ages.is_file():
         by_priority = pd.read_csv(priority_ages)
@@ -125,7 +126,8 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "falling behind.",
      draw_oldest_age),
     ("locks_running", "Lock waiters and running jobs",
-     "Sessions waiting on a heavyweight lock (row, transaction or relation extension; sampled each second) and jobs in the running state (counted "
+     "Sessions waiting on a lock, sampled each second (PostgreSQL: a heavyweight lock wait: row, transaction or "
+     "relation extension; MariaDB: transactions waiting for an InnoDB row or gap lock) and jobs in the running state (counted "
      "as often as the count's cost allows; with TXN=hold the claim is not committed while the job "
      "runs, so other sessions, the monitor included, see no running rows). Lock "
      "waiters above zero for long stretches point to a convoy; gaps are seconds without a sample or count.",
@@ -140,3 +142,15 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "every plot are fault-injection windows.",
      draw_dead_tuples),
 )
+
+#: On MariaDB the dead-tuples figure is replaced by this one: InnoDB keeps old row versions in its
+#: undo log, not in the table, so dead tuples and xmin age have no meaning there (empty columns).
+HISTORY_LIST = (
+    "history_list_length", "InnoDB history list length",
+    "Undo records InnoDB has not purged yet (information_schema.INNODB_METRICS trx_rseg_history_len, "
+    "sampled each second). This stands in for PostgreSQL's dead tuples and xmin age, which have no "
+    "meaning on InnoDB (their columns are empty, not zero): every claim and completion leaves undo "
+    "behind until purge removes it, and an open read view (a long transaction) holds purge back, so a "
+    "climbing line means purge is not keeping up or something stops it. Gaps are seconds the monitor "
+    "missed. Shaded bands on every plot are fault-injection windows.",
+    draw_history_list)

@@ -61,6 +61,8 @@ def vacuum_note(summary: dict) -> str | None:
     av = summary.get("autovacuum")
     if not av:
         return None
+    if av.get("not_applicable"):
+        return f"Autovacuum does not apply on this engine: {av['not_applicable']}."
     if av.get("server_autovacuum") is False:
         return ("Autovacuum is off on this server (autovacuum = off): nothing vacuumed or analyzed the queue "
                 "table during the run, so cached claim plans were never rebuilt and dead tuples stayed.")

@@ -21,7 +21,7 @@ from matplotlib.ticker import (  # noqa: E402
 
 from bench.report.run_format import fmt_num, is_none_or_nan  # noqa: E402
 
-__all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_locks_running",
+__all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
            "draw_loop_lag", "draw_oldest_age", "draw_priority_ages", "draw_throughput"]
 
 LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
@@ -190,6 +190,17 @@ def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
         _count_axis(xmin_ax)
         handles.append(xmin_line)
     _legend(ax, handles)
+
+
+def draw_history_list(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """InnoDB's history list length per second (undo records not yet purged; MariaDB/MySQL runs)."""
+    if "history_list_length" not in df or _no_samples(ax, df, ("history_list_length",), "history list length"):
+        return
+    ax.plot(df["t_s"], df["history_list_length"], marker=_marker(df), color="C4",
+            label="InnoDB history list length (undo records not yet purged)")
+    ax.set_ylabel("history list length")
+    _count_axis(ax)
+    _legend(ax)
 
 
 def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:

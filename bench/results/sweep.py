@@ -31,7 +31,7 @@ __all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_j
            "norm_param"]
 
 #: Run parameters carried as columns of cells.csv.
-PARAM_COLUMNS = ("policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
+PARAM_COLUMNS = ("engine", "isolation", "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
                  "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
 NUMERIC_COLUMNS = (
     "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",

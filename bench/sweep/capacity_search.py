@@ -69,10 +69,13 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
 
 
 def describe_design(cfg: RunConfig) -> str:
-    """A short name of the design: e.g. ``skip_locked, batch 1, index partial, layout same,
+    """A short name of the design: e.g. ``postgres, skip_locked, batch 1, index partial, layout same,
     1,000,000 history rows, 5 ms jobs, prepared claim with PLAN_CACHE=auto``."""
-    sent = "unprepared claim (PREPARED=0)" if not cfg.prepared else f"prepared claim with PLAN_CACHE={cfg.plan_cache}"
-    return (f"{cfg.policy}, batch {cfg.batch}, index {cfg.index}, layout {cfg.layout}, "
+    if cfg.prepared == "n/a":
+        sent = "claim sent as text"
+    else:
+        sent = "unprepared claim (PREPARED=0)" if not cfg.prepared else f"prepared claim with PLAN_CACHE={cfg.plan_cache}"
+    return (f"{cfg.engine}, {cfg.policy}, batch {cfg.batch}, index {cfg.index}, layout {cfg.layout}, "
             f"{cfg.history:,} history rows, {cfg.work_ms:g} ms jobs, {sent}")
 
 

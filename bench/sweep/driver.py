@@ -35,7 +35,7 @@ import itertools
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from bench.config.parameters import SWEEP_AXES, check_file_value
 from bench.sweep.sweep_file import check_target, sweep_path
@@ -48,7 +48,7 @@ SWEEP_KEYS = SWEEP_AXES
 _FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "target"}
 #: Columns of cells.csv, in order (the contract the comparison report reads).
 CELL_COLUMNS = (
-    "cell_id", "rep", "run_id", "run_dir", "status",
+    "cell_id", "rep", "run_id", "run_dir", "status", "engine", "isolation",
     "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
     "plan_cache", "prepared", "autovacuum",
     "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
@@ -184,11 +184,12 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
     ``backlog`` is the backlog really seeded (``run.json``), else the configured one."""
     row = {"cell_id": cell_id, "rep": rep, "status": status,
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
+           "engine": cfg.engine, "isolation": cfg.isolation,
            "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
            "layout": cfg.layout, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
            "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s,
-           "plan_cache": cfg.plan_cache, "prepared": int(cfg.prepared), "autovacuum": cfg.autovacuum}
+           "plan_cache": cfg.plan_cache, "prepared": cfg.prepared if isinstance(cfg.prepared, str) else int(cfg.prepared), "autovacuum": cfg.autovacuum}
     if summary is None:
         return row
     claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}
@@ -268,9 +269,10 @@ def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
+def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None) -> Path:
-    """Run (or resume) ``sweep`` against ``dsn``; returns the sweep directory.
+    """Run (or resume) ``sweep`` against ``dsn`` (one DSN, or one per engine name when the sweep has
+    an ``engine`` axis); returns the sweep directory.
 
     ``on_run(run_dir)`` runs after each measured run (the command renders its report there).
 
@@ -306,8 +308,8 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     total = len(sweep.cells) * sweep.repetitions
     if done:
         log(f"{len(done)} of {total} runs already measured; {len(todo)} to go")
-    engine = get_engine()
-    state_schema = engine.state_schema_for(sweep.base.schema)
+    dsn_of = (lambda name: dsn[name]) if isinstance(dsn, Mapping) else (lambda name: dsn)
+    state_schema = {}  # engine name -> its saved states' schema, for the engines the sweep ran
     bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True,
                bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
     run_log = (sweep_dir / "sweep.log").open("a")
@@ -318,9 +320,12 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
             cfg = _with_results(cfg, sweep_dir / "runs")
             run_log.write(f"== {cid} rep {rep}: {what}\n")
             started = time.monotonic()
+            engine = get_engine(cfg.engine)
+            state_schema[cfg.engine] = engine.state_schema_for(sweep.base.schema)
             try:
-                run_dir = runner.run(cfg, dsn, log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
-                                     state_schema=state_schema)
+                run_dir = runner.run(cfg, dsn_of(cfg.engine),
+                                     log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
+                                     state_schema=state_schema[cfg.engine])
             except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
                 raise SweepInterrupted(sweep_dir) from None
             except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
@@ -352,7 +357,8 @@ def run_sweep(sweep: Sweep, dsn: str, results_dir: Path, *, fresh: bool = False,
     if failed:
         log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
     else:
-        engine.drop_schema_at(dsn, state_schema)
+        for name, schema in state_schema.items():
+            get_engine(name).drop_schema_at(dsn_of(name), schema)
     return sweep_dir
 
 

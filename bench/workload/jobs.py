@@ -7,7 +7,7 @@
 - Poison jobs: a fixed share of job ids that always fail, chosen by a
   multiplicative hash of the id (Knuth, TAOCP vol. 3, 6.4: multiply by
   2654435761 modulo 2^32), so the audit can name the same jobs in SQL
-  (:data:`POISON_SQL`).
+  (:func:`poison_sql`).
 - NOWAIT back-off (:func:`nowait_backoff_s`): the sleep after a 55P03, 2 ms to 200 ms.
 - Retry back-off: exponential from ``retry_base_s``, doubled per attempt, capped
   at ``retry_cap_s``, with "equal jitter" (half fixed, half uniform random),
@@ -32,13 +32,38 @@ NOWAIT_BACKOFF_MAX_LEVEL = 1 + math.ceil(math.log2(NOWAIT_BACKOFF_CAP_S / (2 * N
 _HASH_MULTIPLIER = 2654435761
 _HASH_MODULUS = 2 ** 32
 
-#: SQL predicate true for poison jobs; format with ``share`` (a float literal).
-POISON_SQL = "((id * 2654435761) % 4294967296) < {share} * 4294967296"
-
-
 def is_poison(job_id: int, share: float) -> bool:
     """True when job ``job_id`` is one of the ``share`` (0..1) of jobs that always fail."""
     return share > 0 and (job_id * _HASH_MULTIPLIER) % _HASH_MODULUS < share * _HASH_MODULUS
+
+
+#: SQL predicate true for exactly the ids :func:`is_poison` names, on PostgreSQL and MariaDB; format
+#: with ``threshold`` (:func:`poison_threshold`, an integer literal). See :func:`poison_sql`.
+POISON_SQL = "((id * 2654435761) % 4294967296) < {threshold}"
+
+
+def poison_threshold(share: float) -> int:
+    """The integer ``t`` (0..2^32) with ``is_poison(i, share) == (hash(i) < t)`` for every id ``i``:
+    the ceiling of ``share × 2^32`` computed as :func:`is_poison` computes it, in binary floating
+    point (a power-of-two scaling, exact), 0 when ``share`` is not above 0 (NaN included), 2^32
+    from 1 on."""
+    if not share > 0:
+        return 0
+    if share >= 1:
+        return _HASH_MODULUS
+    return math.ceil(share * _HASH_MODULUS)
+
+
+def poison_sql(share: float) -> str:
+    """:data:`POISON_SQL` for ``share``: the same job set as :func:`is_poison`, on PostgreSQL
+    and MariaDB alike.
+
+    An earlier form wrote ``share`` as a decimal literal (``… < {share} * 4294967296``), which both
+    engines multiply exactly as a decimal: the shortest repr of a float is not the float, so when ``share × 2^32``
+    is a whole number ``h`` (a share on a multiple of 2^-32, e.g. 0.06423439900390804) the SQL
+    threshold lands just above ``h`` and the job whose hash is ``h`` is poison in SQL but not in
+    Python. An integer threshold has no such rounding."""
+    return POISON_SQL.format(threshold=poison_threshold(share))
 
 
 def duration_sampler(cfg: RunConfig, rng: random.Random | None = None) -> Callable[[], float]:

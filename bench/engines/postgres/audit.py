@@ -45,12 +45,9 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from bench.engines.common import INVARIANTS, audit_result  # noqa: F401 - INVARIANTS: the engine exports it
 from bench.measure.claimlog import EVENT_COLUMNS, ClaimLog
-from bench.workload.jobs import POISON_SQL
-
-#: The invariant keys of ``summary.json``, all 0 on a correct run.
-INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
-              "double_completions")
+from bench.workload.jobs import poison_sql
 
 #: The audit's temporary tables (session-private, dropped at the end of the audit's transaction).
 _EVENTS = sql.Identifier("qbench_audit_events")
@@ -191,32 +188,13 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
             row = conn.execute(sql.SQL(
                 "SELECT count(*), count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead'), "
                 "min(attempts) FILTER (WHERE status = 'dead'), max(attempts) FILTER (WHERE status = 'dead') "
-                "FROM {jobs} WHERE " + POISON_SQL.format(share=float(poison_share))).format(jobs=jobs)).fetchone()
+                "FROM {jobs} WHERE " + poison_sql(float(poison_share))).format(jobs=jobs)).fetchone()
             poison = {"poison_jobs": row[0], "poison_done": row[1], "poison_dead": row[2],
                       "poison_dead_attempts_min": row[3], "poison_dead_attempts_max": row[4]}
 
-    invariants = {
-        "double_claims": double_claims,
-        "lost_jobs": lost,
-        "duplicated_jobs": duplicated,
-        "over_claims": int(over_claims),
-        "stale_completions_applied": stale_applied,
-        "double_completions": double_completions,
-    }
-    details = {
-        "rows_expected": expected,
-        "rows_present": sum(status_counts.values()),
-        "rows_missing": missing,
-        "rows_duplicated": duplicated,
-        "jobs_claimed_distinct": claimed_distinct,
-        "jobs_claimed_more_than_once": claimed_more_than_once,
-        "claims_under_live_lease": overlapping,
-        "claims_beyond_attempts": attempts_short,
-        "completions_applied": applied,
-        "double_completions": double_completions,
-        "completions_not_durable": not_durable,
-        "claim_log_events": events,
-        **poison,
-    }
-    return {"invariants": invariants, "status_counts": status_counts, "details": details,
-            "redeliveries": redeliveries, "retry_gaps": retry_gaps}
+    return audit_result(
+        status_counts=status_counts, claimed_distinct=claimed_distinct, claimed_more_than_once=claimed_more_than_once,
+        redeliveries=redeliveries, overlapping=overlapping, attempts_short=attempts_short, double_claims=double_claims,
+        applied=applied, stale_applied=stale_applied, double_completions=double_completions, expected=expected,
+        missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
+        events=events, retry_gaps=retry_gaps, poison=poison)

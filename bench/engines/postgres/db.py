@@ -9,13 +9,13 @@ schema without it is refused, never dropped.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import psycopg
 from psycopg import sql
 
 from bench.config.run_config import REPO_ROOT, RunConfig
+from bench.engines.common import SeedResult
 from bench.errors import ConfigError
 
 SCHEMA_DIR = REPO_ROOT / "schemas" / "postgres"
@@ -211,27 +211,6 @@ def drop_schema_at(dsn: str, schema: str) -> None:
         drop_schema(conn, schema)
     finally:
         conn.close()
-
-
-@dataclass
-class SeedResult:
-    """What :func:`prepare` seeded: row counts and how long each step took (s).
-
-    ``history_source`` is ``"generated"`` or ``"restored from <schema>.<table>"``.
-    """
-
-    history: int
-    backlog: int
-    seconds: float
-    index_seconds: float
-    vacuum_seconds: float
-    history_source: str = "generated"
-
-    @property
-    def rows_per_s(self) -> float:
-        """Seeded rows per second of seeding (INSERT only)."""
-        rows = self.history + self.backlog
-        return rows / self.seconds if self.seconds > 0 else float("nan")
 
 
 def state_schema_for(schema: str) -> str:

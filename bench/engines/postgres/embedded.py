@@ -36,41 +36,15 @@ holds the context manager and the signal handling that make the stop happen.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import pathlib
-import signal
-import threading
 from typing import Callable, Iterator
 
+from bench.engines.common import serve
 from bench.engines.postgres.embedded_binaries import EmbeddedError
 from bench.engines.postgres.embedded_server import Server
 
 __all__ = ["EmbeddedError", "embedded_postgres"]
-
-
-@contextlib.contextmanager
-def _sigterm_as_exit() -> Iterator[None]:
-    """While open, turn SIGTERM into SystemExit so ``finally`` blocks (and stop) run.
-
-    Only in the main thread and only if SIGTERM still has its default action,
-    so handlers installed by the caller (or Locust) are left alone.
-    """
-    installed = False
-    if threading.current_thread() is threading.main_thread():
-        with contextlib.suppress(ValueError, OSError):
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _raise_exit)
-                installed = True
-    try:
-        yield
-    finally:
-        if installed and signal.getsignal(signal.SIGTERM) is _raise_exit:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _raise_exit(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
@@ -112,14 +86,4 @@ def embedded_postgres(
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
     server = Server(max_connections, pathlib.Path(base_dir) if base_dir is not None else None, log)
-    atexit.register(server.stop)
-    try:
-        with _sigterm_as_exit():
-            try:
-                dsn = server.start()
-                yield dsn
-            finally:
-                server.stop()
-    finally:
-        if server.stopped:
-            atexit.unregister(server.stop)
+    yield from serve(server)

@@ -20,7 +20,8 @@ from bench.engines.postgres.sessions import PostgresSessions
 
 #: PostgreSQL honours every value the parameter table allows (partial indexes, plan_cache_mode,
 #: server-side prepared statements, autovacuum as a table storage parameter).
-CAPABILITIES = Capabilities(engine="postgres")
+CAPABILITIES = Capabilities.from_table("postgres", nowait_error="55P03",
+                                       features={"plan_cache": True, "partial_index": True, "vacuum": True})
 
 
 class PostgresEngine:
@@ -51,6 +52,11 @@ class PostgresEngine:
         db.check_schema_usable(conn, schema)
         db.lock_schema(conn, schema)  # held by this session until the run ends
         return db.check_capacity(conn, connections)  # this admin connection is already counted
+
+    def check_schema(self, conn: Any, schema: str, connections: int) -> dict:
+        """:meth:`claim_schema` without taking the lock (a sweep's check before its first run)."""
+        db.check_schema_usable(conn, schema)
+        return db.check_capacity(conn, connections)
 
     def sessions(self, dsn: str, cfg: Any) -> PostgresSessions:
         """The worker and producer sessions of the run."""

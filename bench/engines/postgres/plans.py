@@ -26,6 +26,7 @@ import re
 import psycopg
 from psycopg import sql
 
+from bench.analysis.claim_growth import growth_warning
 from bench.engines.postgres import policies
 
 _STATEMENT = "qbench_claim_plan"
@@ -229,10 +230,7 @@ def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
                         + (f", {' and '.join(cost)} per claim (EXPLAIN ANALYZE on {workers['explained_on']}'s "
                            "own session as the load stopped)" if cost else "")
                         + ". Claim cost grows with the table, history included.")
-    if growth.get("grows"):
-        warnings.append(
-            f"Claim latency grew with the table during the run: claim p50 {growth['claim_p50_first_us'] / 1000:,.3f} ms "
-            f"at {growth['table_tuples_first']:,.0f} tuples to {growth['claim_p50_last_us'] / 1000:,.3f} ms at "
-            f"{growth['table_tuples_last']:,.0f} tuples (+{growth['slope_us_per_1k_tuples']:,.1f} µs per 1,000 "
-            f"tuples, r = {growth['r']:.2f}): the figures of this run depend on how long it ran.")
+    line = growth_warning(growth, "tuples")
+    if line:
+        warnings.append(line)
     return warnings

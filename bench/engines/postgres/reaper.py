@@ -37,8 +37,4 @@ class Reaper(Periodic):
         started = time.perf_counter()
         rows = self.conn.execute(self.query).fetchall()
         self.query_us_total += int((time.perf_counter() - started) * 1e6)
-        dead = sum(1 for _, status in rows if status == "dead")
-        self.recorder.count("reaper_runs")
-        self.recorder.count("lease_expiries", len(rows))
-        self.recorder.count("reaper_dead_lettered", dead)
-        return len(rows) - dead, dead
+        return self.count_pass(rows)

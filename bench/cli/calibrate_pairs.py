@@ -1,0 +1,211 @@
+"""What every engine's ``make calibrate`` shares: a pair is the engine's native load client (A)
+then queue-bench (B) on the same claim and completion SQL; pairs alternate A B A B ...
+
+- :class:`Native`: how the native client's side of a pair is keyed in calibration.json and printed
+  (:data:`bench.cli.calibrate.PGBENCH`, :data:`bench.cli.calibrate_mariadb.SLAP`);
+- :func:`monitor_during`: the runner's monitor beside the native client, so both sides carry the
+  same monitor load;
+- :func:`with_swarm_side` and :func:`harness_figures`: queue-bench's side of a pair and the ratio
+  (queue-bench jobs/s over the native client's rate);
+- :func:`run_pairs`: the pairs, each tried again up to :data:`RETRIES_PER_PAIR` times while it has
+  a problem, with one printed line per try;
+- :func:`finish`: CPU per job over the kept pairs, calibration.json (stamped with
+  ``format_version``) and last the :data:`SUMMARY_FORMAT` line (:func:`summary_line`).
+
+The engines' calibrations: :mod:`bench.cli.calibrate` (pgbench on PostgreSQL) and
+:mod:`bench.cli.calibrate_mariadb` (mariadb-slap on MariaDB).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import gevent
+import psutil
+
+from bench import runner
+from bench.engines.postgres.pgbench import per_job_us
+from bench.results.model import RunResult, problems as run_problems, stamped
+
+PAIRS_DEFAULT = 3
+#: A failed pair is run again up to this many times before it is left out.
+RETRIES_PER_PAIR = 2
+GOAL_MEDIAN_RATIO = 0.95
+GOAL_CPU_FACTOR = 1.5
+#: The line every calibration prints last (other issues extend calibration and keep it).
+SUMMARY_FORMAT = "median ratio: {median} (min {min}, max {max}, {kept} pairs, {left_out} left out)"
+
+
+@dataclass(frozen=True)
+class Native:
+    """The native load client a calibration compares the swarm with, as its side of a pair is
+    keyed in calibration.json and printed."""
+
+    #: its side's key in a pair and in ``cpu_us_per_job`` (``pgbench``)
+    key: str
+    #: its name as printed
+    name: str
+    #: the key of its throughput in its side's figures, and the unit printed after it
+    rate_key: str
+    rate_unit: str
+    #: the key of the jobs its CPU per job is over
+    jobs_key: str
+    #: where its CPU per job and the harness's are measured (``{measured_s}`` is filled in)
+    cpu_window: str
+
+
+def harness_figures(run_dir: Path) -> dict:
+    """queue-bench's side of a pair from its result files.
+
+    Returns ``{"jobs_per_s", "jobs_completed", "measured_s", "cpu_us_per_job"
+    (mean harness CPU of the measured seconds × measured_s / jobs completed),
+    "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
+    "cpu_s", "complete"}``.
+    """
+    summary = RunResult.load(run_dir).summary
+    with open(run_dir / "intervals.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    jobs = summary["jobs_completed"]
+
+    def seconds(column: str) -> float | None:  # CPU seconds: the column's mean % × the measured seconds
+        values = [float(r[column]) for r in rows if r.get(column) not in (None, "")]
+        return sum(values) / len(values) / 100 * summary["measured_s"] if values else None
+
+    cpu_s, user_s, system_s = seconds("harness_cpu_pct"), seconds("harness_user_pct"), seconds("harness_system_pct")
+    mean_pct = 100 * cpu_s / summary["measured_s"] if cpu_s is not None and summary["measured_s"] else None
+    return {"jobs_per_s": summary["throughput_jobs_per_s"], "jobs_completed": jobs,
+            "measured_s": summary["measured_s"], "measured_start": summary["measured_start"],
+            "measured_end": summary["measured_end"],
+            "cpu_s": cpu_s, "cpu_us_per_job": per_job_us(cpu_s, jobs),
+            "user_s": user_s, "system_s": system_s,
+            "user_us_per_job": per_job_us(user_s, jobs), "system_us_per_job": per_job_us(system_s, jobs),
+            "harness_cpu_mean_pct": round(mean_pct, 2) if mean_pct is not None else None,
+            "harness_cpu_max_pct": summary["harness_cpu_max_pct"],
+            "suspect": summary["suspect"], "suspect_reasons": summary["suspect_reasons"],
+            "complete": summary["complete"], "problems": run_problems(summary)}
+
+
+def summary_line(ratios: list[float], left_out: int) -> str:
+    """:data:`SUMMARY_FORMAT` filled from the kept pairs' ``ratios`` (``n/a`` when none was kept)."""
+    if not ratios:
+        return SUMMARY_FORMAT.format(median="n/a", min="n/a", max="n/a", kept=0, left_out=left_out)
+    return SUMMARY_FORMAT.format(median=f"{statistics.median(ratios):.2f}", min=f"{min(ratios):.2f}",
+                                 max=f"{max(ratios):.2f}", kept=len(ratios), left_out=left_out)
+
+
+def monitor_during(make_monitor: Callable[[], Any], spawn: Callable[..., list],
+                   stats_taken: list) -> Callable[[Callable[[], float], int], Callable[[], None]]:
+    """``during`` for a native client's run: the runner's monitor loop (``make_monitor()``, started
+    with ``spawn``: an engine's ``spawn_samplers``) on its own connections.
+
+    Appends ``(unix time, lock_waiters)`` of each statistics sample to ``stats_taken``."""
+    def start(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
+        monitor = make_monitor()
+        started = time.time() - now_s()
+
+        def note(k: int, values: dict) -> None:
+            if "lock_waiters" in values:
+                stats_taken.append((started + k, values["lock_waiters"]))
+
+        greenlets = spawn(monitor, now_s, n_seconds, note)
+
+        def stop() -> None:
+            gevent.killall(greenlets)
+            monitor.close()
+        return stop
+    return start
+
+
+def with_swarm_side(entry: dict, native_rate: float | None, cfg, dsn: str, cal_dir: Path, log) -> dict:
+    """``entry`` (a pair whose native side ran clean) with queue-bench's side run now (``runner.run``
+    with ``cfg`` on ``dsn``; its figures from :func:`harness_figures`, its run directory relative
+    to ``cal_dir``), the ratio (queue-bench jobs/s over ``native_rate``) and both sides' problems."""
+    run_dir = runner.run(cfg, dsn, log=lambda m: log("    " + m) if m.startswith("SUSPECT") else None)
+    qb = harness_figures(run_dir)
+    qb["run_dir"] = str(run_dir.resolve().relative_to(cal_dir.resolve()))  # calibration.json's paths: relative to it
+    problems = entry["problems"] + [f"queue-bench: {p}" for p in qb["problems"]]  # the results model's rule
+    ratio = qb["jobs_per_s"] / native_rate if native_rate and qb["jobs_per_s"] is not None else None
+    if ratio is None:
+        problems.append("no ratio: one side completed no job")
+    return {**entry, "queue_bench": qb, "ratio": ratio, "problems": problems}
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native: Native, log) -> None:
+    """Run ``pairs`` pairs, each up to 1 + :data:`RETRIES_PER_PAIR` times until a try has no
+    problem, appending each pair to ``figures["pairs"]`` and logging each try's line.
+
+    ``run_pair(label)`` runs one try (label ``pair<i>-try<j>``) and returns its entry: the native
+    side under ``native.key``, ``queue_bench`` (None when it was not run), ``ratio``, ``problems``.
+    A queue-bench run that was interrupted (``complete`` false) stops the calibration
+    (KeyboardInterrupt)."""
+    for i in range(1, pairs + 1):
+        attempts = []
+        for attempt in range(1 + RETRIES_PER_PAIR):
+            result = run_pair(f"pair{i}-try{attempt + 1}")
+            attempts.append(result)
+            nat, qb = result[native.key], result["queue_bench"] or {}
+            log(f"pair {i}{f' (try {attempt + 1})' if attempt else ''}: {native.name} "
+                f"{nat[native.rate_key]:,.1f} {native.rate_unit}, "
+                f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(result['ratio'], '.2f')}; "
+                f"CPU per job {native.name} {_fmt(nat['cpu_us_per_job'], '.1f')} µs, "
+                f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs"
+                + (f"; not kept: {'; '.join(result['problems'])}" if result["problems"] else ""))
+            if qb.get("complete") is False:
+                raise KeyboardInterrupt
+            if not result["problems"]:
+                break
+        kept = not attempts[-1]["problems"]
+        figures["pairs"].append({"pair": i, "kept": kept, "ratio": attempts[-1]["ratio"] if kept else None,
+                                 "attempts": attempts})
+        if not kept:
+            log(f"pair {i}: left out after {len(attempts)} tries")
+
+
+def finish(figures: dict, cal_dir: Path, log, native: Native) -> None:
+    """Summary figures over the kept pairs, the summary line, and calibration.json."""
+    kept = [p["attempts"][-1] for p in figures["pairs"] if p["kept"]]
+    ratios = [r["ratio"] for r in kept]
+    left_out = sum(1 for p in figures["pairs"] if not p["kept"])
+    cpu = {}  # µs per job: CPU seconds over the kept pairs' jobs (each side over its window: native.cpu_window)
+    for side, jobs_key in ((native.key, native.jobs_key), ("queue_bench", "jobs_completed")):
+        jobs = sum(r[side][jobs_key] for r in kept)
+        for part in ("cpu", "user", "system"):
+            seconds = [r[side].get(f"{part}_s") for r in kept]
+            cpu[side, part] = 1e6 * sum(seconds) / jobs if kept and jobs and None not in seconds else None
+    line = summary_line(ratios, left_out)
+    figures.update({
+        "median_ratio": statistics.median(ratios) if ratios else None,
+        "min_ratio": min(ratios) if ratios else None,
+        "max_ratio": max(ratios) if ratios else None,
+        "pairs_kept": len(ratios), "pairs_left_out": left_out,
+        "cpu_us_per_job": {native.key: cpu[native.key, "cpu"], "harness": cpu["queue_bench", "cpu"],
+                           f"harness_over_{native.key}": (cpu["queue_bench", "cpu"] / cpu[native.key, "cpu"])
+                           if cpu[native.key, "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
+                           f"{native.key}_user": cpu[native.key, "user"],
+                           f"{native.key}_system": cpu[native.key, "system"],
+                           "harness_user": cpu["queue_bench", "user"],
+                           "harness_system": cpu["queue_bench", "system"]},
+        "cores": psutil.cpu_count(),
+        "summary_line": line,
+    })
+    cal_dir.mkdir(parents=True, exist_ok=True)
+    (cal_dir / "calibration.json").write_text(json.dumps(stamped(figures), indent=2) + "\n")
+    c = figures["cpu_us_per_job"]
+    k, name = native.key, native.name
+    log(f"CPU per job {native.cpu_window.format(measured_s=figures['measured_s'])}: {name} {_fmt(c[k], '.1f')} µs, "
+        f"harness {_fmt(c['harness'], '.1f')} µs ({_fmt(c[f'harness_over_{k}'], '.2f')} × {name}; "
+        f"goal <= {GOAL_CPU_FACTOR:g} ×); {figures['cores']} cores shared with the server")
+    log(f"of which user / system time: {name} {_fmt(c[f'{k}_user'], '.1f')} / {_fmt(c[f'{k}_system'], '.1f')} µs, "
+        f"harness {_fmt(c['harness_user'], '.1f')} / {_fmt(c['harness_system'], '.1f')} µs")
+    log(f"calibration: {(cal_dir / 'calibration.json').resolve()}")
+    log(line)

@@ -1,0 +1,164 @@
+"""What every engine's implementation shares and that needs no driver: the seed's figures, the
+audit's result, the loop of a periodic task (reaper, mover), and the SIGTERM handling of an
+embedded server's context. Engines (``bench/engines/<name>/``) import it; nothing above them does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Iterator
+
+#: The audit's invariant keys of ``summary.json``, all 0 on a correct run, on every engine.
+INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
+              "double_completions")
+
+
+@dataclass
+class SeedResult:
+    """What an engine's ``prepare`` seeded: row counts and how long each step took (s).
+
+    ``history_source`` is ``"generated"`` or ``"restored from <schema>.<table>"``.
+    """
+
+    history: int
+    backlog: int
+    seconds: float
+    index_seconds: float
+    vacuum_seconds: float
+    history_source: str = "generated"
+
+    @property
+    def rows_per_s(self) -> float:
+        """Seeded rows per second of seeding (INSERT only)."""
+        rows = self.history + self.backlog
+        return rows / self.seconds if self.seconds > 0 else float("nan")
+
+
+def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claimed_more_than_once: int,
+                 redeliveries: int, overlapping: int, attempts_short: int, double_claims: int, applied: int,
+                 stale_applied: int, double_completions: int, expected: int, missing: int, not_durable: int,
+                 lost: int, duplicated: int, over_claims: int, events: int, retry_gaps: list | None,
+                 poison: dict) -> dict:
+    """The audit's result from its counts, the same shape on every engine: ``{"invariants" (the
+    :data:`INVARIANTS`), "status_counts", "details", "redeliveries", "retry_gaps"}``; every count an
+    int (see :mod:`bench.engines.postgres.audit` for what each one counts)."""
+    invariants = {
+        "double_claims": double_claims,
+        "lost_jobs": lost,
+        "duplicated_jobs": duplicated,
+        "over_claims": int(over_claims),
+        "stale_completions_applied": stale_applied,
+        "double_completions": double_completions,
+    }
+    details = {
+        "rows_expected": expected,
+        "rows_present": sum(status_counts.values()),
+        "rows_missing": missing,
+        "rows_duplicated": duplicated,
+        "jobs_claimed_distinct": claimed_distinct,
+        "jobs_claimed_more_than_once": claimed_more_than_once,
+        "claims_under_live_lease": overlapping,
+        "claims_beyond_attempts": attempts_short,
+        "completions_applied": applied,
+        "double_completions": double_completions,
+        "completions_not_durable": not_durable,
+        "claim_log_events": events,
+        **poison,
+    }
+    return {"invariants": invariants, "status_counts": status_counts, "details": details,
+            "redeliveries": redeliveries, "retry_gaps": retry_gaps}
+
+
+class Periodic:
+    """Calls :meth:`once` every ``interval_s`` seconds until :meth:`stop` (run :meth:`run` in a
+    greenlet); an error of :attr:`driver_errors` is counted in ``recorder`` by :meth:`error_kind`,
+    :meth:`after_error` runs, and the loop goes on. Subclasses implement :meth:`once`, the driver's
+    errors and kinds; ``query_us_total`` sums their statement time (µs)."""
+
+    driver_errors: tuple = ()
+
+    def __init__(self, conn, interval_s: float, recorder):
+        self.conn = conn
+        self.interval_s = interval_s
+        self.recorder = recorder
+        self.stopping = False
+        self.query_us_total = 0
+
+    def once(self):  # pragma: no cover - abstract
+        """One pass (implemented by subclasses)."""
+        raise NotImplementedError
+
+    def error_kind(self, err: BaseException) -> str:  # pragma: no cover - abstract
+        """The error counter key of ``err``."""
+        raise NotImplementedError
+
+    def after_error(self) -> None:
+        """What to do on the connection after a failed pass (nothing by default)."""
+
+    def count_pass(self, rows: list | tuple) -> tuple[int, int]:
+        """Count one reaper pass over ``rows`` of ``(id, new status)``: ``reaper_runs``,
+        ``lease_expiries``, ``reaper_dead_lettered``; returns (re-queued, dead-lettered)."""
+        dead = sum(1 for _, status in rows if status == "dead")
+        self.recorder.count("reaper_runs")
+        self.recorder.count("lease_expiries", len(rows))
+        self.recorder.count("reaper_dead_lettered", dead)
+        return len(rows) - dead, dead
+
+    def run(self) -> None:
+        """Loop until :meth:`stop` (run it in a greenlet)."""
+        import gevent
+
+        while not self.stopping:
+            try:
+                self.once()
+            except self.driver_errors as err:
+                self.recorder.error(self.error_kind(err))
+                self.after_error()
+            gevent.sleep(self.interval_s)
+
+    def stop(self) -> None:
+        """Ask the loop to end after its current pass."""
+        self.stopping = True
+
+
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """While open, turn SIGTERM into SystemExit so ``finally`` blocks (and an embedded server's
+    stop) run. Only in the main thread and only if SIGTERM still has its default action, so
+    handlers installed by the caller (or Locust) are left alone."""
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _raise_exit)
+                installed = True
+    try:
+        yield
+    finally:
+        if installed and signal.getsignal(signal.SIGTERM) is _raise_exit:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_exit(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise SystemExit(128 + signum)
+
+
+def serve(server) -> Iterator[str]:
+    """The body of an embedded server's context manager: register ``server.stop`` at exit, start it
+    under :func:`sigterm_as_exit`, yield its DSN, stop it however the block ends, and unregister the
+    exit hook once it stopped. ``server`` has ``start() -> dsn``, ``stop()`` and ``stopped``."""
+    import atexit
+
+    atexit.register(server.stop)
+    try:
+        with sigterm_as_exit():
+            try:
+                yield server.start()
+            finally:
+                server.stop()
+    finally:
+        if server.stopped:
+            atexit.unregister(server.stop)

@@ -1,0 +1,1 @@
+"""The MariaDB engine."""

@@ -1,0 +1,244 @@
+"""Database side of a MariaDB run: connect, check the server, create the tool's database (a
+MariaDB "schema"), the queue table and its index variant, seed history and backlog, ANALYZE.
+
+Only the tool's own database is ever created, changed or dropped. It is recognised as the tool's
+by its comment (:data:`SCHEMA_MARK`, ``CREATE DATABASE … COMMENT``, MariaDB 10.5.0+:
+https://mariadb.com/kb/en/create-database/); an existing database without it is refused, never
+dropped. A run holds the named lock ``qbench:<schema>`` (``GET_LOCK``, released when its admin
+connection closes: https://mariadb.com/kb/en/get_lock/), so two runs cannot share a schema.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pymysql
+
+from bench.config.run_config import REPO_ROOT, RunConfig
+from bench.engines.mariadb.connection import open_connection
+from bench.engines.mariadb.policies import ident, literal
+from bench.engines.common import SeedResult
+from bench.errors import ConfigError
+
+SCHEMA_DIR = REPO_ROOT / "schemas" / "mariadb"
+SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
+#: The exceptions a database error raises through this engine.
+DATABASE_ERRORS = (pymysql.err.MySQLError, OSError)
+#: Server variables recorded with every run (``@@name``; absent ones are recorded as None).
+KEY_SETTINGS = (
+    "max_connections", "extra_max_connections", "innodb_buffer_pool_size", "innodb_flush_log_at_trx_commit",
+    "sync_binlog", "log_bin", "tx_isolation", "transaction_isolation", "innodb_lock_wait_timeout",
+    "innodb_deadlock_detect", "innodb_log_file_size", "innodb_io_capacity", "innodb_purge_threads",
+    "innodb_autoinc_lock_mode", "performance_schema", "version_comment", "character_set_server",
+)
+#: Rows per seeding INSERT (keeps each transaction's undo log small).
+SEED_CHUNK = 200_000
+
+
+def connect(dsn: str, *, application_name: str = "queue-bench", connect_timeout_s: int = 10):
+    """Open one admin connection (autocommit, UTC). Raises ConfigError (``DSN``) when it cannot connect."""
+    try:
+        return open_connection(dsn, program=application_name, connect_timeout_s=connect_timeout_s)
+    except pymysql.err.MySQLError as err:
+        message = err.args[1] if len(err.args) > 1 else str(err)
+        raise ConfigError("DSN", f"cannot connect ({str(message).splitlines()[0]}); allowed: a reachable MariaDB DSN "
+                                 "(mysql://user@host:port/), or none for the embedded server") from None
+
+
+def query(conn, text: str, args=None) -> list[tuple]:
+    """The rows of one statement on ``conn``."""
+    with conn.cursor() as cur:
+        cur.execute(text, args)
+        return list(cur.fetchall())
+
+
+def execute(conn, text: str, args=None) -> int:
+    """Run one statement on ``conn``; return its affected rows."""
+    with conn.cursor() as cur:
+        return cur.execute(text, args)
+
+
+def is_alive(conn) -> bool:
+    """True when ``conn`` still answers."""
+    try:
+        conn.ping(reconnect=False)
+        return True
+    except (pymysql.err.MySQLError, OSError):
+        return False
+
+
+def server_info(conn) -> dict:
+    """Engine, version string and :data:`KEY_SETTINGS` of the server behind ``conn``."""
+    version = query(conn, "SELECT VERSION()")[0][0]
+    settings = {}
+    for name in KEY_SETTINGS:
+        try:
+            value = query(conn, f"SELECT @@{name}")[0][0]
+            settings[name] = value.decode() if isinstance(value, bytes) else value
+        except pymysql.err.MySQLError:
+            settings[name] = None
+    numbers = [int(x) for x in version.split("-")[0].split(".")[:3]]
+    return {"engine": "mariadb" if "mariadb" in version.lower() else "mysql", "server_version": version,
+            "server_version_num": numbers[0] * 10000 + numbers[1] * 100 + numbers[2],
+            "server_settings": settings}
+
+
+def connection_headroom(conn) -> dict[str, int]:
+    """Connections this run may still open: ``max_connections`` less the connections already open
+    (``Threads_connected``, this one included). MariaDB keeps one more for a SUPER user and
+    ``extra_max_connections`` on its extra port; neither is counted as room.
+    https://mariadb.com/kb/en/server-system-variables/#max_connections"""
+    max_conn = int(query(conn, "SELECT @@max_connections")[0][0])
+    in_use = int(query(conn, "SHOW GLOBAL STATUS LIKE 'Threads_connected'")[0][1])
+    return {"max_connections": max_conn, "reserved": 0, "in_use": in_use, "available": max_conn - in_use}
+
+
+def check_capacity(conn, needed: int) -> dict[str, int]:
+    """Refuse (ConfigError ``WORKERS``) when fewer than ``needed`` connections are free."""
+    room = connection_headroom(conn)
+    if room["available"] < needed:
+        raise ConfigError("WORKERS", (
+            f"the run needs {needed} more connections but the server has {room['available']} free "
+            f"(max_connections {room['max_connections']} - in use {room['in_use']}); "
+            "lower WORKERS or raise max_connections"))
+    return room
+
+
+def schema_state(conn, schema: str) -> str:
+    """``"absent"``, ``"ours"`` (carries :data:`SCHEMA_MARK`) or ``"foreign"``."""
+    rows = query(conn, "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (schema,))
+    if not rows:
+        return "absent"
+    return "ours" if rows[0][0] == SCHEMA_MARK else "foreign"
+
+
+def check_schema_usable(conn, schema: str) -> None:
+    """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's."""
+    if schema_state(conn, schema) == "foreign":
+        raise ConfigError("SCHEMA", f"database {schema!r} exists and was not created by queue-bench; "
+                                    "choose another SCHEMA (the tool never touches a database it did not create)")
+
+
+def lock_schema(conn, schema: str) -> None:
+    """Take the named lock ``qbench:<schema>`` on ``conn`` (held until it closes), or raise
+    ConfigError (``SCHEMA``) when another run holds it."""
+    if query(conn, "SELECT GET_LOCK(%s, 0)", (f"qbench:{schema}",))[0][0] != 1:
+        raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this server; "
+                                    "wait for it or choose another SCHEMA")
+
+
+def drop_schema(conn, schema: str) -> None:
+    """Drop ``schema`` if, and only if, it is the tool's own."""
+    if schema_state(conn, schema) == "ours":
+        execute(conn, f"DROP DATABASE {ident(schema)}")
+
+
+def drop_schema_at(dsn: str, schema: str) -> None:
+    """:func:`drop_schema` on a connection of its own (opened and closed here)."""
+    conn = connect(dsn, application_name="queue-bench cleanup")
+    try:
+        drop_schema(conn, schema)
+    finally:
+        conn.close()
+
+
+def state_schema_for(schema: str) -> str:
+    """The name saved states would have (``<schema>_state``). This engine keeps none: every run
+    generates its history (so a sweep's cleanup finds nothing to drop)."""
+    return f"{schema}_state"[:64]
+
+
+def statements(name: str, schema: str) -> list[str]:
+    """The statements of DDL file ``schemas/mariadb/<name>`` with ``{schema}`` bound to the quoted
+    database name (``{{``/``}}`` escape braces). Statements end with ``;`` at the end of a line;
+    a trigger body between a ``BEGIN`` line and an ``END;`` line is one statement."""
+    text = (SCHEMA_DIR / name).read_text().format(schema=ident(schema))
+    out, current, depth = [], [], 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("--")):
+            continue
+        current.append(line)
+        if stripped.upper() == "BEGIN":
+            depth += 1
+        elif depth and stripped.upper() == "END;":
+            depth -= 1
+        if stripped.endswith(";") and depth == 0:
+            out.append("\n".join(current).rstrip().rstrip(";"))
+            current = []
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+def _chunks(n: int) -> list[tuple[int, int]]:
+    return [(a, min(n, a + SEED_CHUNK - 1)) for a in range(1, n + 1, SEED_CHUNK)]
+
+
+def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = print, *,
+            state_schema: str | None = None) -> SeedResult:
+    """(Re)create the tool's database with the queue table, seed ``cfg.history`` done rows (ids
+    1..history, spread over the day before seeding) and ``backlog`` pending rows (spread over the
+    millisecond before seeding, in id order) with server-side ``INSERT … SELECT`` from MariaDB's
+    sequence tables (``seq_1_to_N``: https://mariadb.com/kb/en/sequence-storage-engine/), every id
+    given (1..history, then history+1..history+backlog): ``AUTO_INCREMENT`` reserves each statement's
+    ids in blocks and drops the unused ones, which would leave gaps the audit counts as lost; add the
+    index variant, then ``ANALYZE TABLE``. ``state_schema`` is ignored (no saved states here).
+    Raises ConfigError if the database belongs to someone else."""
+    schema = cfg.schema
+    check_schema_usable(conn, schema)
+    drop_schema(conn, schema)
+    execute(conn, f"CREATE DATABASE {ident(schema)} CHARACTER SET utf8mb4 COMMENT {literal(SCHEMA_MARK)}")
+    for statement in statements("table.sql", schema):
+        execute(conn, statement)
+    jobs = ident(schema, "jobs")
+    started = time.perf_counter()
+    n = cfg.history
+    for a, b in _chunks(n):
+        execute(conn, f"""
+            INSERT INTO {jobs} (id, priority, run_at, status, attempts, attempt_token, locked_by,
+                                created_at, started_at, finished_at)
+            SELECT seq, 0, t, 'done', 1, 0, 'history', t, t, t + INTERVAL 10000 MICROSECOND
+            FROM (SELECT seq, NOW(6) - INTERVAL 1 DAY + INTERVAL (seq * 86400000000 DIV {n}) MICROSECOND AS t
+                  FROM {ident(schema)}.seq_{a}_to_{b}) AS s""")
+    for a, b in _chunks(backlog):  # explicit ids: AUTO_INCREMENT would leave gaps between statements
+        execute(conn, f"""
+            INSERT INTO {jobs} (id, priority, run_at, status, max_attempts)
+            SELECT {n} + seq, 0, NOW(6) - INTERVAL 1000 MICROSECOND + INTERVAL (seq * 1000 DIV {backlog}) MICROSECOND,
+                   'pending', {int(cfg.max_attempts)}
+            FROM {ident(schema)}.seq_{a}_to_{b}""")
+    seed_s = time.perf_counter() - started
+    rows = cfg.history + backlog
+    log(f"seeded {rows:,} rows (history {cfg.history:,} generated, backlog {backlog:,}) in {seed_s:.1f} s "
+        f"({rows / seed_s if seed_s > 0 else 0:,.0f} rows/s)")
+    started = time.perf_counter()
+    for statement in statements(f"index_{cfg.index}.sql", schema):
+        execute(conn, statement)
+    index_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for table in queue_tables(conn, schema):
+        query(conn, f"ANALYZE TABLE {table}")
+    analyze_s = time.perf_counter() - started
+    log(f"index variant {cfg.index!r} built in {index_s:.1f} s, ANALYZE TABLE in {analyze_s:.1f} s")
+    return SeedResult(cfg.history, backlog, seed_s, index_s, analyze_s)
+
+
+def queue_tables(conn, schema: str) -> list[str]:
+    """The tool's tables that hold jobs (``jobs``, and ``jobs_ready`` when present), quoted."""
+    rows = query(conn, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                       "AND TABLE_NAME IN ('jobs', 'jobs_ready') ORDER BY TABLE_NAME", (schema,))
+    return [ident(schema, r[0]) for r in rows]
+
+
+def table_sizes(conn, schema: str) -> dict[str, int]:
+    """Bytes of the queue table (clustered index = the rows) and of its secondary indexes, from
+    ``information_schema.TABLES`` (InnoDB's page counts, refreshed by its persistent statistics:
+    an estimate, https://mariadb.com/kb/en/information-schema-tables-table/). ``jobs_ready``
+    counts as an index (it stands in for one)."""
+    rows = query(conn, "SELECT TABLE_NAME, DATA_LENGTH, INDEX_LENGTH FROM information_schema.TABLES "
+                       "WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ('jobs', 'jobs_ready')", (schema,))
+    table = sum(int(d) for name, d, _ in rows if name == "jobs")
+    indexes = sum(int(i) for name, _, i in rows if name == "jobs") + sum(int(d) + int(i) for name, d, i in rows
+                                                                       if name == "jobs_ready")
+    return {"table_bytes": table, "indexes_bytes": indexes, "archive_bytes": 0}

@@ -1,0 +1,63 @@
+"""MariaDB/MySQL connection strings: ``mysql://user:password@host:port/database?options`` (also
+``mariadb://``) parsed into PyMySQL's connect arguments. Parses, never connects.
+
+The database part is only the connection's default database and may be left out: the tool's
+own "schema" is a MariaDB database of its own (``SCHEMA``, default ``qbench``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+
+from bench.errors import ConfigError
+
+#: DSN schemes that mean this engine.
+SCHEMES = ("mysql", "mariadb")
+#: Query options a DSN may carry, with the connect argument each sets.
+_OPTIONS = {"unix_socket": "unix_socket", "connect_timeout": "connect_timeout"}
+_EXAMPLE = "e.g. mysql://root@127.0.0.1:3306/"
+
+
+def connect_args(dsn: str) -> dict:
+    """PyMySQL ``connect`` keyword arguments for ``dsn``: ``host``, ``port`` (3306 by default),
+    ``user`` (``root`` by default), ``password``, ``database`` (None when absent) and the
+    query options ``unix_socket``, ``connect_timeout`` (seconds). Raises ConfigError (``DSN``)
+    for another scheme, an unknown option or a port that is not a number."""
+    parts = urllib.parse.urlsplit(dsn.strip())
+    if parts.scheme not in SCHEMES:
+        raise ConfigError("DSN", f"not a MariaDB connection string (scheme {parts.scheme or 'missing'!r}); "
+                                 f"allowed: mysql:// or mariadb://, {_EXAMPLE}")
+    try:
+        port = parts.port or 3306
+    except ValueError:
+        raise ConfigError("DSN", f"the port is not a number; allowed: {_EXAMPLE}") from None
+    args = {"host": parts.hostname or "127.0.0.1", "port": port,
+            "user": urllib.parse.unquote(parts.username or "root"),
+            "password": urllib.parse.unquote(parts.password or ""),
+            "database": urllib.parse.unquote(parts.path.lstrip("/")) or None}
+    for key, values in urllib.parse.parse_qs(parts.query, keep_blank_values=True).items():
+        if key not in _OPTIONS:
+            raise ConfigError("DSN", f"unknown option {key!r}; allowed: {', '.join(_OPTIONS)}")
+        value = values[-1]
+        if key == "connect_timeout":
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError("DSN", f"connect_timeout {value!r}; allowed: a whole number of seconds >= 1")
+            value = int(value)
+        args[_OPTIONS[key]] = value
+    return args
+
+
+def non_loopback_host(dsn: str) -> str | None:
+    """The host ``dsn`` connects to when it is not this machine, else None (a Unix socket is local).
+    Raises ConfigError (``DSN``) when the DSN cannot be parsed."""
+    args = connect_args(dsn)
+    if args.get("unix_socket"):
+        return None
+    host = args["host"]
+    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return None
+    try:
+        return None if ipaddress.ip_address(host.strip("[]")).is_loopback else host
+    except ValueError:
+        return host

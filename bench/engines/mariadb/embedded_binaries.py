@@ -1,0 +1,90 @@
+"""The embedded server's binaries: where ``mariadbd`` and ``mariadb-install-db`` are found.
+
+The server is ``mariadbd``, else ``mysqld``; the tool that creates its data directory is
+``mariadb-install-db``, else ``mysql_install_db``. Each is looked for in the directories of
+``PATH``, then ``/usr/sbin`` and ``/usr/bin`` (Debian puts the server in ``/usr/sbin``, which is
+not on a normal user's ``PATH``). Also :class:`EmbeddedError`, the error the embedded server
+raises once its binaries were found (see :mod:`bench.engines.mariadb.embedded`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Iterable
+
+from bench.errors import ConfigError, RunFailed
+
+__all__ = ["EmbeddedError", "INSTALL_DB_NAMES", "SERVER_NAMES", "SYSTEM_DIRS", "ServerBinaries",
+           "find_server_binaries", "search_dirs"]
+
+SERVER_NAMES = ("mariadbd", "mysqld")
+"""The server binary's names, the preferred first (``mysqld`` is its old name)."""
+
+INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
+"""The data directory tool's names, the preferred first."""
+
+SYSTEM_DIRS: tuple[str, ...] = ("/usr/sbin", "/usr/bin")
+"""Searched after ``PATH``."""
+
+_ALLOWED = ("allowed: ENGINE=mariadb with DSN=mysql://user@host:port/ of a running server, "
+            "or install mariadb-server")
+
+
+class EmbeddedError(RunFailed):
+    """The throwaway MariaDB server could not be started or stopped.
+
+    The message is meant for the user as is: it says what failed and, where the server got as
+    far as writing its error log, ends with the last lines of it.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerBinaries:
+    """The paths of the server (``mariadbd`` or ``mysqld``) and of its data directory tool
+    (``mariadb-install-db`` or ``mysql_install_db``), as found (symlinks not resolved)."""
+
+    server: pathlib.Path
+    install_db: pathlib.Path
+
+
+def search_dirs() -> list[pathlib.Path]:
+    """The directories searched, in order: ``PATH``'s, then :data:`SYSTEM_DIRS` (duplicates and
+    empty entries dropped)."""
+    seen: dict[pathlib.Path, None] = {}
+    for entry in [*os.environ.get("PATH", "").split(os.pathsep), *SYSTEM_DIRS]:
+        if entry:
+            seen.setdefault(pathlib.Path(entry), None)
+    return list(seen)
+
+
+def _first(names: tuple[str, ...], dirs: list[pathlib.Path]) -> pathlib.Path | None:
+    for name in names:  # the preferred name anywhere beats the old name earlier on the path
+        for d in dirs:
+            path = d / name
+            if os.path.isfile(path) and os.access(path, os.X_OK):  # False, not an error, for a closed dir
+                return path
+    return None
+
+
+def find_server_binaries(dirs: Iterable[pathlib.Path | str] | None = None) -> ServerBinaries:
+    """Locate the server and its data directory tool in ``dirs`` (default :func:`search_dirs`).
+
+    Raises:
+        ConfigError: (``ENGINE``) neither ``mariadbd`` nor ``mysqld``, or neither
+            ``mariadb-install-db`` nor ``mysql_install_db``, is there; one line saying what
+            is allowed instead (a running server's DSN, or installing mariadb-server).
+    """
+    where = [pathlib.Path(d) for d in dirs] if dirs is not None else search_dirs()
+    searched = (f"PATH, {', '.join(SYSTEM_DIRS)}" if dirs is None
+                else ", ".join(map(str, where)) or "no directory")
+    server = _first(SERVER_NAMES, where)
+    if server is None:
+        raise ConfigError("ENGINE", f"no MariaDB server binary (mariadbd or mysqld) on this machine "
+                                    f"(searched {searched}); {_ALLOWED}")
+    install_db = _first(INSTALL_DB_NAMES, where)
+    if install_db is None:
+        raise ConfigError("ENGINE", f"{server} is here but no mariadb-install-db or mysql_install_db "
+                                    f"to create its data directory; {_ALLOWED}")
+    return ServerBinaries(server, install_db)

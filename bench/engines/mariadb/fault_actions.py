@@ -1,0 +1,55 @@
+"""The database side of the fault windows on MariaDB: a long transaction holding a read view, and
+killing worker connections."""
+
+from __future__ import annotations
+
+import random
+
+import pymysql
+
+from bench.engines.mariadb import db
+from bench.engines.mariadb.policies import ident
+from bench.engines.mariadb.sessions import WORKER_CONNECTION_IDS
+
+
+def hold_snapshot(dsn: str, schema: str):
+    """Open a ``REPEATABLE READ`` transaction with a consistent snapshot that has read the queue
+    table: while it is open, InnoDB's purge cannot remove undo records newer than its read view, and
+    the history list length grows (https://mariadb.com/kb/en/start-transaction/). :func:`release` ends it."""
+    conn = db.connect(dsn, application_name="queue-bench long transaction")
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute(f"SELECT COUNT(*) FROM {ident(schema, 'jobs')}")
+        cur.fetchall()
+    return conn
+
+
+def release(conn) -> None:
+    """Roll back and close what :func:`hold_snapshot` or :func:`killer` opened."""
+    try:
+        if conn.open:
+            conn.rollback()
+    finally:
+        conn.close()
+
+
+def killer(dsn: str):
+    """A connection for :func:`kill_one_worker`."""
+    return db.connect(dsn, application_name="queue-bench backend killer")
+
+
+def kill_one_worker(conn) -> bool:
+    """``KILL CONNECTION`` one of this process's worker connections, chosen at random
+    (https://mariadb.com/kb/en/kill/); True if one was killed. MariaDB shows no application name,
+    so the candidates are the connection ids the worker sessions registered
+    (:data:`bench.engines.mariadb.sessions.WORKER_CONNECTION_IDS`)."""
+    ids = list(WORKER_CONNECTION_IDS)
+    random.shuffle(ids)
+    for connection_id in ids:
+        try:
+            db.execute(conn, f"KILL CONNECTION {int(connection_id)}")
+            return True
+        except pymysql.err.MySQLError:  # that connection is already gone (1094 unknown thread id)
+            WORKER_CONNECTION_IDS.discard(connection_id)
+    return False

@@ -1,0 +1,128 @@
+"""Database-side sampling on MariaDB, once a second (the loop is :class:`bench.engines.sampler.TableSampler`'s).
+
+Every second, from InnoDB's own views (never the queue table):
+
+- lock waiters: transactions waiting for a row lock, ``COUNT(DISTINCT requesting_trx_id)`` of
+  ``information_schema.INNODB_LOCK_WAITS`` (MariaDB: https://mariadb.com/kb/en/information-schema-innodb_lock_waits-table/),
+  else ``sys.innodb_lock_waits``, else ``performance_schema.data_lock_waits`` (MySQL 8), whichever
+  exists (:func:`lock_waits_source`);
+- InnoDB's history list length (``trx_rseg_history_len`` in ``information_schema.INNODB_METRICS``):
+  undo records not yet purged, held back by the oldest open read view. It stands in for
+  PostgreSQL's dead tuples and xmin age, which have no meaning here (those columns stay empty);
+- the queue table's row count estimate (``information_schema.TABLES.TABLE_ROWS``) as ``table_tuples``.
+
+From the queue table, within the same cost budgets as on PostgreSQL: the oldest eligible age per
+priority (one index probe each with ``composite``, ``generated`` and ``ready_table``), queue depth
+(eligible rows) and running rows. Statements are bounded with ``max_statement_time``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pymysql
+
+from bench.engines.mariadb.error_kinds import error_kind, is_lost
+from bench.engines.mariadb.policies import ident, literal
+from bench.engines.sampler import TableSampler, spawn_samplers
+from bench.errors import ConfigError
+
+__all__ = ["Monitor", "lock_waits_source", "spawn_samplers"]
+
+#: Where lock waits can be read, in the order tried: (table, the count of waiting transactions).
+LOCK_WAIT_SOURCES = (
+    ("information_schema.INNODB_LOCK_WAITS", "COUNT(DISTINCT requesting_trx_id)"),
+    ("sys.innodb_lock_waits", "COUNT(DISTINCT waiting_trx_id)"),
+    ("performance_schema.data_lock_waits", "COUNT(DISTINCT REQUESTING_ENGINE_TRANSACTION_ID)"),
+)
+
+
+def lock_waits_source(conn) -> tuple[str, str] | None:
+    """The first of :data:`LOCK_WAIT_SOURCES` this server can read, or None."""
+    for table, count in LOCK_WAIT_SOURCES:
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT {count} FROM {table}")
+                cur.fetchall()
+            return table, count
+        except pymysql.err.MySQLError:
+            continue
+    return None
+
+
+def eligible_source(schema: str, index: str) -> tuple[str, str]:
+    """(table, predicate) of the eligible rows for ``index``: ``jobs_ready`` holds only pending rows."""
+    if index == "ready_table":
+        return ident(schema, "jobs_ready"), "run_at <= NOW(6)"
+    if index == "generated":
+        return ident(schema, "jobs"), "claim_pending = 1 AND run_at <= NOW(6)"
+    return ident(schema, "jobs"), "status = 'pending' AND run_at <= NOW(6)"
+
+
+class Monitor(TableSampler):
+    """Samples a MariaDB server over two connections of its own (``connect(name)`` opens one).
+    ``priorities``: the priority values jobs can have. Table statements are bounded by
+    ``table_timeout_ms``, statistics statements by 5 s."""
+
+    driver_errors = (pymysql.err.MySQLError, OSError)
+
+    def __init__(self, connect: Callable[[str], object], schema: str, index: str,
+                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
+        self._connect = connect
+        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
+        table, eligible = eligible_source(schema, index)
+        jobs = ident(schema, "jobs")
+        self.age_query = " UNION ALL ".join(
+            f"SELECT {int(p)}, COALESCE(TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(run_at) FROM {table} "
+            f"WHERE {eligible} AND priority = {int(p)}), NOW(6)) / 1e6, 0)" for p in priorities)
+        self.count_query = (f"SELECT (SELECT COUNT(*) FROM {table} WHERE {eligible}), "
+                            f"(SELECT COUNT(*) FROM {jobs} WHERE status = 'running')")
+        self._schema = schema
+        self.stats_query = None
+        super().__init__(priorities)
+        source = lock_waits_source(self._conns["stats"])
+        self.lock_waits_from = source[0] if source else None
+        waits = f"(SELECT {source[1]} FROM {source[0]})" if source else "NULL"
+        self.stats_query = (
+            f"SELECT {waits}, (SELECT `COUNT` FROM information_schema.INNODB_METRICS "
+            f"WHERE NAME = 'trx_rseg_history_len'), (SELECT TABLE_ROWS FROM information_schema.TABLES "
+            f"WHERE TABLE_SCHEMA = {literal(schema)} AND TABLE_NAME = 'jobs')")
+
+    def _open(self, role: str):
+        try:
+            conn = self._connect(f"queue-bench monitor {role}")
+            with conn.cursor() as cur:
+                cur.execute(f"SET SESSION max_statement_time = {self._timeouts_ms[role] / 1000:.3f}")
+            return conn
+        except (ConfigError, pymysql.err.MySQLError, OSError):
+            return None
+
+    def _open_failed(self, role: str) -> BaseException:
+        return pymysql.err.OperationalError(2003, f"the monitor cannot open its {role} connection")
+
+    def _execute(self, conn, query, params, all_rows: bool):
+        with conn.cursor() as cur:
+            cur.execute(query, params)
+            return cur.fetchall() if all_rows else cur.fetchone()
+
+    def _is_broken(self, conn) -> bool:
+        return not conn.open
+
+    def _close_conn(self, conn) -> None:
+        conn.close()
+
+    def _kind(self, err: BaseException, conn) -> str:
+        if is_lost(err):
+            try:
+                conn.close()
+            except (pymysql.err.MySQLError, OSError):
+                pass
+        return error_kind(err)
+
+    def sample_stats(self) -> dict:
+        """``{lock_waiters, dead_tuples: None, xmin_age: None, table_tuples, history_list_length, cost_s}``
+        (see the module docstring); values None when the query failed."""
+        row, cost = self._timed("stats", self.stats_query)
+        value = (lambda i: None if row is None or row[i] is None else int(row[i]))
+        return {"lock_waiters": value(0), "dead_tuples": None, "xmin_age": None, "table_tuples": value(2),
+                "history_list_length": value(1), "cost_s": cost}

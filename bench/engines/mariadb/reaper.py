@@ -1,0 +1,40 @@
+"""The reaper on MariaDB: takes back jobs whose lease expired, on its own connection.
+
+Every ``reaper_interval_s``, one short transaction: a ``SKIP LOCKED`` read of running rows whose
+``lease_expires_at`` (database time) has passed, so it never blocks a claimer; an ``UPDATE`` of
+those ids back to ``pending`` (or ``dead`` past ``max_attempts``) that re-checks status and lease,
+so a job completed meanwhile is never resurrected (field case FR-06); the read of what it changed;
+``COMMIT``. Its statement time is kept as ``reaper_query_us``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bench.engines.mariadb import policies
+from bench.engines.mariadb.connection import results
+from bench.engines.mariadb.periodic import Periodic
+from bench.measure.metrics import Recorder
+
+
+class Reaper(Periodic):
+    """Re-queues expired leases every ``interval_s`` seconds until :meth:`stop`. Counts go to
+    ``recorder``: ``lease_expiries``, ``reaper_dead_lettered``, ``reaper_runs``; errors by kind."""
+
+    def __init__(self, conn, schema: str, interval_s: float, recorder: Recorder):
+        super().__init__(conn, interval_s, recorder)
+        self.schema = schema
+
+    def once(self) -> tuple[int, int]:
+        """One pass; returns (jobs re-queued, jobs dead-lettered)."""
+        started = time.perf_counter()
+        with self.conn.cursor() as cur:
+            ids = [int(r[0]) for r in results(cur, "START TRANSACTION;" + policies.reap_select(self.schema))[1][1]]
+            rows = ()
+            if ids:
+                rows = results(cur, policies.reap_update(self.schema, ids) + ";"
+                               + policies.reaped(self.schema, ids) + ";COMMIT")[1][1]
+            else:
+                results(cur, "COMMIT")
+        self.query_us_total += int((time.perf_counter() - started) * 1e6)
+        return self.count_pass(rows)

@@ -1,0 +1,231 @@
+"""MariaDB's worker and producer sessions (:mod:`bench.engines.base`), over PyMySQL.
+
+Each session owns one autocommit connection (:func:`bench.engines.mariadb.connection.open_connection`)
+with the run's ``ISOLATION``. Statements are sent as text with their values inlined as literals
+(PyMySQL has no server-side prepared statements), so MariaDB plans every execution: there is no
+plan cache and ``PREPARED``/``PLAN_CACHE`` do not apply. Every PyMySQL error leaves as a
+:class:`bench.engines.base.EngineError` keyed by :func:`bench.engines.mariadb.error_kinds.error_kind`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pymysql
+
+from bench.config.run_config import RunConfig
+from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
+from bench.engines.mariadb import policies
+from bench.engines.mariadb.connection import cooperative_wait, open_connection, results
+from bench.engines.mariadb.error_kinds import LOCK_NOT_AVAILABLE, error_kind, first_line, is_lost
+from bench.errors import RunFailed
+
+#: Connection ids of this process's open worker sessions (the ``backend_kill`` fault picks from them:
+#: MariaDB shows no application name, so the workers' connections are known only here).
+WORKER_CONNECTION_IDS: set[int] = set()
+_IDS_LOCK = threading.Lock()
+
+
+class _Session:
+    """One connection and its transaction state."""
+
+    def __init__(self, dsn: str, cfg: RunConfig, name: str, *, isolation: str | None):
+        self.cfg = cfg
+        self.name = name
+        self._broken = False
+        self._in_tx = False
+        try:
+            self.conn = open_connection(dsn, isolation=isolation, program=f"queue-bench {name}")
+        except pymysql.err.MySQLError as err:
+            raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+        self.cur = self.conn.cursor()
+        self.connection_id = self.conn.thread_id()
+
+    @property
+    def broken(self) -> bool:
+        """True once the connection is lost."""
+        return self._broken
+
+    @property
+    def in_transaction(self) -> bool:
+        """True while a transaction is open (or failed)."""
+        return self._in_tx
+
+    def _error(self, err: BaseException, policy: str | None = None) -> EngineError:
+        if is_lost(err):
+            self._broken = True
+            self._in_tx = False
+        kind = error_kind(err, policy=policy)
+        if kind == LOCK_NOT_AVAILABLE:
+            return LockNotAvailable(kind, first_line(err))
+        return EngineError(kind, first_line(err), lost=self._broken)
+
+    def run(self, text: str, policy: str | None = None) -> list[tuple[int, tuple]]:
+        """:func:`results` of ``text``, errors translated (``policy``: the claim's, for 1205)."""
+        try:
+            return results(self.cur, text)
+        except (pymysql.err.MySQLError, OSError) as err:
+            raise self._error(err, policy) from None
+
+    def begin(self) -> None:
+        """Open a transaction."""
+        self.run("START TRANSACTION")
+        self._in_tx = True
+
+    def commit(self) -> None:
+        """Commit the open transaction."""
+        self.run("COMMIT")
+        self._in_tx = False
+
+    def rollback(self) -> None:
+        """Roll back the open transaction, if any; never raises."""
+        if not self._broken and self._in_tx:
+            try:
+                results(self.cur, "ROLLBACK")
+            except (pymysql.err.MySQLError, OSError):
+                self._broken = True
+        self._in_tx = False
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._broken = True
+        self._in_tx = False
+        try:
+            self.conn.close()
+        except (pymysql.err.MySQLError, OSError):
+            pass
+
+
+class MariaDBWorkerSession(_Session):
+    """A worker's session: its claim transaction, completions and failures (see
+    :mod:`bench.engines.mariadb.policies` for the statements)."""
+
+    def __init__(self, dsn: str, cfg: RunConfig, name: str):
+        super().__init__(dsn, cfg, name, isolation=cfg.isolation)
+        self.select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch)
+        with _IDS_LOCK:
+            WORKER_CONNECTION_IDS.add(self.connection_id)
+
+    def claim(self) -> list[ClaimedRow]:
+        """See :meth:`bench.engines.base.WorkerSession.claim`. Outside ``TXN=hold`` the claim is its
+        own transaction: ``START TRANSACTION`` and the locking SELECT in one round trip, then the
+        UPDATE, the read-back and ``COMMIT`` in another (none when nothing was eligible)."""
+        own = not self._in_tx
+        schema = self.cfg.schema
+        try:
+            if own:
+                self._in_tx = True
+                ids = [int(r[0]) for r in self.run("START TRANSACTION;" + self.select, self.cfg.policy)[1][1]]
+            else:
+                ids = [int(r[0]) for r in self.run(self.select, self.cfg.policy)[0][1]]
+            if not ids:
+                if own:
+                    self.commit()
+                return []
+            text = (policies.claim_update(schema, ids, self.name, self.cfg.lease_s) + ";"
+                    + policies.claim_rows(schema, ids) + (";COMMIT" if own else ""))
+            claimed = self.run(text)[1][1]
+            if own:
+                self._in_tx = False
+        except EngineError:
+            if own:
+                self.rollback()
+            raise
+        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(r[5])) for r in claimed]
+
+    def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
+        """See :meth:`bench.engines.base.WorkerSession.complete`: one fenced UPDATE per job, all in one
+        round trip and one transaction; a job is applied when its UPDATE changed a row."""
+        schema = self.cfg.schema
+        statements = [policies.complete_one(schema, job_id, token) for job_id, token in jobs]
+        if len(jobs) == 1 or self._in_tx:
+            counts = [n for n, _ in self.run(";".join(statements))]
+        else:
+            try:
+                counts = [n for n, _ in self.run(";".join(["START TRANSACTION", *statements, "COMMIT"]))][1:-1]
+            except EngineError:
+                self._in_tx = True
+                self.rollback()
+                raise
+        return {job_id for (job_id, _), n in zip(jobs, counts) if n == 1}
+
+    def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
+        """See :meth:`bench.engines.base.WorkerSession.fail`: the fenced UPDATE and the read of the
+        new status in one transaction (the row stays locked between them)."""
+        schema = self.cfg.schema
+        update = policies.fail(schema, job_id, token, retry_delay_s, error)
+        read = policies.status_of(schema, job_id, token)
+        if self._in_tx:
+            out = self.run(update + ";" + read)
+            changed, status = out[0][0], out[1][1]
+        else:
+            try:
+                out = self.run(f"START TRANSACTION;{update};{read};COMMIT")
+            except EngineError:
+                self._in_tx = True
+                self.rollback()
+                raise
+            changed, status = out[1][0], out[2][1]
+        return str(status[0][0]) if changed == 1 and status else None
+
+    def plan_counts(self) -> dict[str, int] | None:
+        """None: MariaDB plans every statement sent as text (no plan cache to read)."""
+        return None
+
+    def explain_claim(self, timeout_ms: int) -> str:
+        """``ANALYZE FORMAT=JSON`` of the claim's locking SELECT as this session sends it, executed in a
+        transaction rolled back (https://mariadb.com/kb/en/analyze-format-json/); ``timeout_ms`` bounds
+        it with ``max_statement_time``."""
+        self.rollback()
+        try:
+            self.begin()
+            out = self.run(f"SET STATEMENT max_statement_time = {timeout_ms / 1000:.3f} FOR ANALYZE FORMAT=JSON "
+                           + self.select, self.cfg.policy)
+            return str(out[0][1][0][0])
+        finally:
+            self.rollback()
+
+    def close(self) -> None:
+        """Close the connection."""
+        with _IDS_LOCK:
+            WORKER_CONNECTION_IDS.discard(self.connection_id)
+        super().close()
+
+
+class MariaDBProducerSession(_Session):
+    """A producer's session: one multi-row ``INSERT … RETURNING``."""
+
+    def __init__(self, dsn: str, cfg: RunConfig, name: str):
+        super().__init__(dsn, cfg, name, isolation=None)
+
+    def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
+        """See :meth:`bench.engines.base.ProducerSession.insert`."""
+        rows = self.run(policies.insert(self.cfg.schema, priorities, run_at_s, self.cfg.max_attempts))[0][1]
+        return [int(r[0]) for r in rows]
+
+
+class NotCooperativeError(RunFailed):
+    """PyMySQL would block the whole process on a wait; concurrency would be fake."""
+
+
+class MariaDBSessions:
+    """The :class:`bench.engines.base.SessionFactory` of one MariaDB run (``dsn``, ``cfg``)."""
+
+    def __init__(self, dsn: str, cfg: RunConfig):
+        self.dsn = dsn
+        self.cfg = cfg
+
+    def worker_session(self, name: str) -> MariaDBWorkerSession:
+        """A new worker session. Raises :class:`bench.engines.base.ConnectFailed`."""
+        return MariaDBWorkerSession(self.dsn, self.cfg, name)
+
+    def producer_session(self, name: str) -> MariaDBProducerSession:
+        """A new producer session. Raises :class:`bench.engines.base.ConnectFailed`."""
+        return MariaDBProducerSession(self.dsn, self.cfg, name)
+
+    def check_cooperative(self) -> str:
+        """The socket PyMySQL waits on; raises :class:`NotCooperativeError` when it is not gevent's."""
+        try:
+            return cooperative_wait()
+        except RuntimeError as err:
+            raise NotCooperativeError(str(err)) from None

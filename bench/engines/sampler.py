@@ -1,0 +1,206 @@
+"""The database monitor's sampling loop, the same for every engine: a statistics query every second
+on one connection, and table queries (oldest eligible age, queue depth and running rows) on another,
+each taken only as often as keeps its measured cost within a budget of the wall time.
+
+An engine subclasses :class:`TableSampler` with its driver's calls and its queries
+(:mod:`bench.engines.postgres.monitor`, :mod:`bench.engines.mariadb.monitor`); this module imports
+no driver. The table queries are load on the server under test, so each is taken only as often as
+keeps its cost within :data:`AGE_BUDGET` / :data:`COUNT_BUDGET` of the wall time and never more than
+once a second. Seconds without a value have empty cells; the monitor's own query time is recorded
+every second as ``monitor_query_us``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Callable
+
+#: Largest share of wall time each table query may take (its query time / interval).
+AGE_BUDGET = 0.05
+COUNT_BUDGET = 0.02
+#: Never more often than once a second.
+MIN_INTERVAL_S = 1.0
+_BUDGET = {"age": AGE_BUDGET, "counts": COUNT_BUDGET}
+#: The error kind counted when a monitor connection cannot be (re)opened.
+CONNECT_FAILED = "connect_failed"
+
+
+class TableSampler:
+    """Samples the database over two connections of its own: ``stats`` answers :meth:`sample_stats`
+    every second and never touches the queue table, so a slow table scan cannot cost a statistics
+    sample; ``table`` runs the table queries as often as their budget allows.
+
+    Subclasses implement the driver's calls (:meth:`_open`, :meth:`_execute`, :meth:`_is_broken`,
+    :meth:`_close_conn`, :meth:`_kind`, :attr:`driver_errors`) and the engine's queries and their
+    parsing (:meth:`sample_stats`, :attr:`age_query`, :attr:`count_query`, :meth:`_age_params`).
+    ``failures`` counts statements that failed or timed out, ``errors`` the same by kind.
+    """
+
+    #: The driver's exception classes (a statement that raises one is a failed sample).
+    driver_errors: tuple = ()
+
+    def __init__(self, priorities: tuple[int, ...] = (0,)):
+        self.failures = 0
+        self.errors: Counter = Counter()
+        self.priorities = list(priorities)
+        self._next = {"age": 0.0, "counts": 0.0}
+        self._table_query_since: float | None = None  # perf_counter start of the table query in progress
+        self.table_cost_s = {"age": [], "counts": []}  # each table query's time, by kind
+        self._conns: dict[str, Any] = {"stats": None, "table": None}
+        for role in self._conns:
+            self._conns[role] = self._open(role)
+            if self._conns[role] is None:
+                raise self._open_failed(role)
+
+    # -- what an engine provides
+    def _open(self, role: str) -> Any:
+        """A new connection for ``role`` (``stats``/``table``) with its statement timeout, or None."""
+        raise NotImplementedError
+
+    def _open_failed(self, role: str) -> BaseException:
+        """The exception raised when a role's first connection cannot be opened."""
+        return RuntimeError(f"the monitor cannot open its {role} connection")
+
+    def _execute(self, conn: Any, query: Any, params: Any, all_rows: bool) -> Any:
+        """One statement's first row (or all rows); raises one of :attr:`driver_errors`."""
+        raise NotImplementedError
+
+    def _is_broken(self, conn: Any) -> bool:
+        raise NotImplementedError
+
+    def _close_conn(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def _kind(self, err: BaseException, conn: Any) -> str:
+        """The error counter key of ``err``."""
+        raise NotImplementedError
+
+    def _age_params(self) -> Any:
+        return None
+
+    # -- the loop's parts
+    def _live(self, role: str) -> Any:
+        """The ``role`` connection, reopened if it went away (None while it cannot be)."""
+        conn = self._conns[role]
+        if conn is None or self._is_broken(conn):
+            self._conns[role] = conn = self._open(role)
+        return conn
+
+    def reset_table_conn(self) -> None:
+        """Close the table connection (it may be mid-query, its greenlet killed) and open a new one."""
+        self._close(self._conns["table"])
+        self._conns["table"] = self._open("table")
+
+    def _close(self, conn: Any) -> None:
+        if conn is not None:
+            try:
+                self._close_conn(conn)
+            except self.driver_errors:
+                pass
+
+    def close(self) -> None:
+        """Close both connections (either may already be broken)."""
+        for conn in self._conns.values():
+            self._close(conn)
+
+    def _timed(self, role: str, query, params=None, *, all_rows: bool = False):
+        """(row — or all rows — or None, seconds spent) on the ``role`` connection.
+
+        A failed statement counts its time, up to the timeout, and a connection
+        that went away is reopened for the next sample."""
+        started = time.perf_counter()
+        conn = self._live(role)
+        if conn is None:
+            self.failures += 1
+            self.errors[CONNECT_FAILED] += 1
+            return None, time.perf_counter() - started
+        try:
+            row = self._execute(conn, query, params, all_rows)
+        except self.driver_errors as err:
+            self.failures += 1
+            self.errors[self._kind(err, conn)] += 1
+            row = None
+        return row, time.perf_counter() - started
+
+    def _table_query(self, kind: str, now: float, query, params=None, *, all_rows: bool = False):
+        """Run table query ``kind`` (``age`` or ``counts``), record its cost and schedule the next one."""
+        self._table_query_since = time.perf_counter()
+        try:
+            result, cost = self._timed("table", query, params, all_rows=all_rows)
+        finally:
+            self._table_query_since = None
+        self.table_cost_s[kind].append(cost)
+        self._next[kind] = now + max(MIN_INTERVAL_S, cost / _BUDGET[kind])
+        return result, cost
+
+    def table_query_running_s(self) -> float:
+        """How long the table query in progress has been running (0 when none is)."""
+        since = self._table_query_since
+        return 0.0 if since is None else time.perf_counter() - since
+
+    def sample_stats(self) -> dict:
+        """The statistics sample: ``{lock_waiters, dead_tuples, xmin_age, table_tuples,
+        history_list_length, cost_s}``; a value is None when the query failed or the engine has no
+        such figure (the report says which)."""
+        raise NotImplementedError
+
+    def seconds_until_due(self) -> float:
+        """Seconds until the next table query is due (0 when one is due now)."""
+        return max(0.0, min(self._next.values()) - time.monotonic())
+
+    def sample_table(self, *, force: bool = False) -> dict:
+        """The table queries that are due (all of them with ``force``).
+
+        Returns ``{oldest_eligible_age_s, age_by_priority, queue_depth, running, cost_s}``
+        (``age_by_priority`` maps each priority to its oldest eligible age, 0 when none); a
+        value is None when its query was not due or failed. After each query the
+        next one of its kind is scheduled ``max(1 s, cost / budget)`` later.
+        """
+        now = time.monotonic()
+        out = {"oldest_eligible_age_s": None, "age_by_priority": None, "queue_depth": None, "running": None,
+               "cost_s": 0.0}
+        if force or now >= self._next["age"]:
+            rows, cost = self._table_query("age", now, self.age_query, self._age_params(), all_rows=True)
+            out["cost_s"] += cost
+            if rows is not None:
+                out["age_by_priority"] = {int(p): float(a) for p, a in rows}
+                out["oldest_eligible_age_s"] = max(out["age_by_priority"].values(), default=0.0)
+        if force or now >= self._next["counts"]:
+            row, cost = self._table_query("counts", now, self.count_query)
+            out["cost_s"] += cost
+            if row is not None:
+                out["queue_depth"], out["running"] = int(row[0]), int(row[1])
+        return out
+
+
+def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds: int,
+                   note: Callable[[int, dict], None]) -> list:
+    """Start the monitor's two sampling greenlets; returns them (kill them to stop).
+
+    ``now_s()``: seconds since the load started. The stats query runs at the middle
+    of each second ``k`` (0 <= k < ``n_seconds``), the table queries whenever their
+    budget lets them (until killed); each sample is handed to ``note(k, values)``
+    with ``k`` the second it was taken in and ``values`` as returned by
+    :meth:`TableSampler.sample_stats` / :meth:`TableSampler.sample_table` (``cost_s`` included).
+    Needs gevent (the process that runs the swarm); used by the runner and, during
+    pgbench, by ``make calibrate``, so that both carry the same monitor load.
+    """
+    import gevent
+
+    def stats_loop() -> None:
+        k = 0
+        while k < n_seconds:
+            gevent.sleep(max(0.0, k + 0.5 - now_s()))
+            note(k, monitor.sample_stats())
+            k = max(k + 1, int(now_s() + 0.5))
+
+    def table_loop() -> None:
+        while True:
+            delay = monitor.seconds_until_due()
+            if delay > 0:
+                gevent.sleep(min(delay, 1.0))
+                continue
+            note(int(now_s()), monitor.sample_table())
+
+    return [gevent.spawn(stats_loop), gevent.spawn(table_loop)]

@@ -1,0 +1,1 @@
+-- index variant 'none': no index on the eligible predicate (only the primary key).
