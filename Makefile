@@ -13,8 +13,6 @@ flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; al
 # file's value, else the table's default. The table gives the list as NAME:--option pairs.
 WORKLOAD ?= default
 DSN      ?=
-# One DSN per engine (a run with ENGINE set and no DSN, and each engine's cells of a sweep use them).
-export DSN_POSTGRES DSN_MARIADB
 ALLOW_REMOTE ?=
 PARAM_PAIRS = $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed))
 # A value in single quotes for the shell, its own ' written '"'"' (a DSN password may hold one).

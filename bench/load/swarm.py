@@ -17,6 +17,8 @@ import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
 import gevent  # noqa: E402
+import gevent.event  # noqa: E402
+from typing import Any  # noqa: E402
 from locust import User, constant, task  # noqa: E402
 
 from bench.config.run_config import RunConfig  # noqa: E402
@@ -50,6 +52,10 @@ class SwarmContext:
     log: ClaimLog
     stopping: bool = False
     worker_names: list = field(default_factory=list)
+    #: workers whose first connection is open (the run starts its clock once all are)
+    connected_workers: int = 0
+    #: set by the run when its clock starts: no worker claims before, so every claim is in a second
+    go: Any = field(default_factory=lambda: gevent.event.Event())
     #: kind -> set of worker names it applies to, while a fault window is open (see bench.config.faults)
     active_faults: dict = field(default_factory=dict)
     #: worker names that already crashed in the current crash_after_claim window
@@ -101,6 +107,7 @@ class QueueWorker(User):
         self.session: WorkerSession | None = None
         self.events = self.ctx.log  # in hold mode, each transaction's Tentative buffer (see _claim)
         self.ctx.worker_names.append(self.name)
+        self.connected_once = False
         self._connect()
 
     def _connect(self) -> None:
@@ -108,6 +115,9 @@ class QueueWorker(User):
         while not self.ctx.stopping:
             try:
                 self.session = self.ctx.sessions.worker_session(self.name)
+                if not self.connected_once:
+                    self.connected_once = True
+                    self.ctx.connected_workers += 1
                 return
             except EngineError as err:
                 self.ctx.recorder.error(err.kind)
@@ -136,6 +146,7 @@ class QueueWorker(User):
         (scheduling, wait_time, stop checks) would otherwise cost harness CPU on
         every job, CPU that the database server on the same machine needs.
         """
+        self.ctx.go.wait()
         while not self.ctx.stopping:
             self.claim_work_complete()
         self.read_plan_state()

@@ -34,6 +34,8 @@ def workers_plan_label(workers: dict, config: dict) -> str:
     plan = workers.get("plan") or "unknown"
     if plan == "unprepared":
         return "unprepared (PREPARED=0: planned with its values on every claim)"
+    if plan == "text":
+        return f"sent as text, planned with its values on every claim ({workers.get('scan') or 'plan not captured'})"
     counts = ("" if workers.get("generic_executions") is None else
               f"; {workers['generic_executions']:,} generic / {workers['custom_executions']:,} custom executions")
     return f"{plan} (prepared, PLAN_CACHE={workers.get('plan_cache') or config.get('plan_cache') or 'auto'}{counts})"

@@ -106,7 +106,8 @@ def plans_text(captured: dict | None, when: str, workers: dict | None) -> str:
 def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
     """Red lines: the workers' claim reads a whole table or index, or claim latency grew with the table."""
     warnings = []
-    if workers and any(node.split(" on ")[0] in FULL_SCANS for node in workers.get("nodes") or []):
+    scans = (workers or {}).get("scan") or ""
+    if any(part.split(" on ")[0] in FULL_SCANS for part in scans.replace(" (filesort)", "").split(" + ")):
         rows = workers.get("rows_examined")
         warnings.append(f"The workers' claim reads a whole table or index: {workers['scan']}"
                         + (f", {rows:,.0f} rows examined per claim (ANALYZE FORMAT=JSON on "

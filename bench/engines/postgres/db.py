@@ -97,7 +97,7 @@ def check_capacity(conn: psycopg.Connection, needed: int) -> dict[str, int]:
         raise ConfigError("WORKERS", (
             f"the run needs {needed} more connections but the server has {room['available']} free "
             f"(max_connections {room['max_connections']} - reserved {room['reserved']} - in use {room['in_use']}); "
-            "lower WORKERS or raise max_connections"))
+            "allowed: fewer WORKERS (or producers), or a server with a larger max_connections"))
     return room
 
 
@@ -115,7 +115,7 @@ def check_schema_usable(conn: psycopg.Connection, schema: str) -> None:
     """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's."""
     if schema_state(conn, schema) == "foreign":
         raise ConfigError("SCHEMA", f"schema {schema!r} exists and was not created by queue-bench; "
-                                    "choose another SCHEMA (the tool never touches a schema it did not create)")
+                                    "allowed: another SCHEMA (the tool never touches a schema it did not create)")
 
 
 def try_lock_schema(conn: psycopg.Connection, schema: str) -> bool:

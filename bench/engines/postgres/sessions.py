@@ -24,6 +24,12 @@ from bench.engines.postgres.session import PreparedSession, int_array, rows
 from bench.errors import RunFailed
 
 
+#: ``ISOLATION`` values and PostgreSQL's names for them
+#: (https://www.postgresql.org/docs/current/runtime-config-client.html#GUC-DEFAULT-TRANSACTION-ISOLATION).
+ISOLATION_LEVELS = {"read_committed": "read committed", "repeatable_read": "repeatable read",
+                    "serializable": "serializable"}
+
+
 def _quote(text: str) -> str:
     """``text`` as an SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
@@ -63,6 +69,8 @@ class PgWorkerSession:
             del statements["claim"]
             self.claim_text = policies.literal_claim(cfg.schema, cfg.policy, cfg.batch, name, cfg.lease_s).encode()
         settings = {"plan_cache_mode": cfg.plan_cache} if cfg.plan_cache != "auto" else {}
+        if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
+            settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
 
     @property
