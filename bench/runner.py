@@ -151,12 +151,11 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     n_warm = int(round(cfg.warmup_s))
     n_meas = max(1, int(round(cfg.duration_s)))
     driver.start()
-    connect_s = _wait_connected(ctx, cfg.workers)
+    connect_s = driver.wait_connected()
     if connect_s >= 1.0:
         log(f"workers connected in {connect_s:.1f} s; the warm-up and the measured window start now")
     clock = seconds.Clock()  # from here on: the warm-up, then the measured window, in whole seconds
     ctx.measured_start_unix = clock.unix0 + n_warm
-    ctx.go.set()  # the workers start claiming together, with the clock
     cpu_meter.read()  # the connecting phase's CPU belongs to no second
     samples: dict[int, dict] = {}  # second index -> monitor values taken in that second
 
@@ -346,21 +345,6 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         run_files.write_json_list(run_dir / "retry_gaps.json", audit_result["retry_gaps"])
     run_summary.final_lines(log, summary)
     return run_dir
-
-
-#: How long the run waits for every worker's first connection before its clock starts anyway (s).
-CONNECT_WAIT_S = 60.0
-
-
-def _wait_connected(ctx, workers: int) -> float:
-    """Wait until ``workers`` workers have opened their first connection (at most
-    :data:`CONNECT_WAIT_S`); return the seconds waited. Opening 50 PyMySQL connections in one process
-    took longer than a 1 s warm-up, and the first measured seconds then held no full swarm; the
-    workers wait for ``ctx.go`` before their first claim."""
-    started = time.monotonic()
-    while ctx.connected_workers < workers and time.monotonic() - started < CONNECT_WAIT_S:
-        gevent.sleep(0.02)
-    return time.monotonic() - started
 
 
 def _fault_window(engine, fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder,

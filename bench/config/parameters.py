@@ -16,12 +16,12 @@ This module and :mod:`bench.config.parsers` import only the standard library and
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-from typing import Any, Callable
+from typing import Any
 
 from bench.config import parsers
 from bench.config.faults import parse_faults
+from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
 from bench.errors import ConfigError
 
 POLICIES = ("wait", "nowait", "skip_locked")
@@ -31,8 +31,6 @@ TXN_MODES = ("short", "hold")
 INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering", "generated", "ready_table")
 #: Database engines (``bench.engines``): the DSN's scheme picks one when ``ENGINE`` is not given.
 ENGINES = ("postgres", "mariadb")
-#: What the value of a parameter with no meaning on an engine is recorded as (run.json, summaries).
-NOT_APPLICABLE = "n/a"
 #: Transaction isolation of the workers' sessions (both engines offer all three).
 ISOLATION_LEVELS = ("read_committed", "repeatable_read", "serializable")
 #: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
@@ -54,130 +52,6 @@ _FILE_TYPES = {
     "int": (int,), "number": (int, float), "share": (int, float), "choice": (str,), "text": (str,),
     "duration": (str, int, float), "flag": (bool, int), "table": (dict, str), "list": (list, str),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Parameter:
-    """One run parameter.
-
-    ``key`` is its name in workload and sweep files (lower case); :attr:`name` the Make variable and
-    the name errors use (upper case); :attr:`option` the command-line option. ``kind`` is one of
-    ``int``, ``number``, ``share`` (0..1), ``choice``, ``duration`` (whole seconds), ``flag`` (1/0),
-    ``text``, ``table`` or ``list`` (structured values with a ``parse`` of their own). ``field`` is the
-    :class:`bench.config.run_config.RunConfig` attribute it sets (``key`` unless given). ``allowed``
-    and ``default_text`` override the README's generated columns; ``meaning`` is the README's long
-    text (``help`` when empty); ``bad`` holds values the parameter must refuse (tests read them).
-    """
-
-    key: str
-    kind: str
-    default: Any
-    help: str
-    unit: str = ""
-    choices: tuple = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    strict: bool = False
-    sweep: bool = False
-    parse_value: Callable[[Any], Any] | None = None
-    field: str = ""
-    allowed: str = ""
-    default_text: str = ""
-    meaning: str = ""
-    bad: tuple = ()
-    engine_defaults: Any = dataclasses.field(default_factory=dict)
-    engine_values: Any = dataclasses.field(default_factory=dict)
-    engine_reasons: Any = dataclasses.field(default_factory=dict)
-
-    def default_on(self, engine: str) -> Any:
-        """The default on ``engine``: its own (:attr:`engine_defaults`), :data:`NOT_APPLICABLE` when
-        the parameter has no meaning there, else :attr:`default`."""
-        if engine in self.engine_values and not self.engine_values[engine]:
-            return NOT_APPLICABLE
-        return self.engine_defaults.get(engine, self.default)
-
-    def check_on(self, engine: str, value: Any) -> None:
-        """Raise ConfigError when ``value`` (parsed, set by the user) cannot be honoured on ``engine``:
-        the parameter has no meaning there, or the engine supports only some of its values."""
-        if engine not in self.engine_values:
-            return
-        allowed = self.engine_values[engine]
-        why = f" ({self.engine_reasons[engine]})" if engine in self.engine_reasons else ""
-        if not allowed:
-            raise ConfigError(self.name, f"does not apply on {engine}{why}; allowed: leave {self.name} out "
-                                         f"with ENGINE={engine}")
-        if value not in allowed:
-            raise ConfigError(self.name, f"{value!r} is not supported on {engine}{why}; allowed on {engine}: "
-                                         + ", ".join(str(v) for v in allowed))
-
-    @property
-    def name(self) -> str:
-        """The Make variable and the name error lines use: ``WORK_MS``."""
-        return self.key.upper()
-
-    @property
-    def option(self) -> str:
-        """The command-line option: ``--work-ms``."""
-        return "--" + self.key.replace("_", "-")
-
-    @property
-    def attribute(self) -> str:
-        """The RunConfig field this parameter sets."""
-        return self.field or self.key
-
-    def parse(self, value: Any) -> Any:
-        """The typed, validated value of ``value`` (text or a TOML value); raises ConfigError."""
-        if self.parse_value is not None:
-            return self.parse_value(value)
-        if self.kind == "int":
-            return parsers.parse_int(self.name, value, minimum=int(self.minimum), maximum=self.maximum)
-        if self.kind == "number":
-            return parsers.parse_number(self.name, value, minimum=self.minimum, strict=self.strict,
-                                        maximum=self.maximum)
-        if self.kind == "share":
-            return parsers.parse_share(self.name, value)
-        if self.kind == "choice":
-            return parsers.parse_choice(self.name, value, self.choices)
-        if self.kind == "flag":
-            return parsers.parse_flag(self.name, value)
-        if self.kind == "duration":
-            seconds = parsers.parse_duration_s(self.name, value)
-            if seconds < (self.minimum or 0):
-                raise ConfigError(self.name, f"{value!r} is too short; allowed: a duration of at least "
-                                             f"{self.minimum:g}s, e.g. 30s, 2m")
-            if self.maximum is not None and seconds > self.maximum:
-                raise ConfigError(self.name, f"{value!r} is too long; allowed: a duration of at most "
-                                             f"{self.maximum / 3600:g}h")
-            parsers.whole_seconds(self.name, value, seconds)
-            return seconds
-        if self.kind == "text":
-            return str(value)
-        raise AssertionError(f"{self.key}: kind {self.kind} needs a parse_value")
-
-    def allowed_text(self) -> str:
-        """What is allowed, for the README (Markdown)."""
-        if self.allowed:
-            return self.allowed
-        if self.kind == "choice":
-            return ", ".join(f"`{c}`" for c in self.choices)
-        if self.kind == "flag":
-            return "`1`, `0`"
-        if self.kind == "share":
-            return "0–1"
-        if self.kind in ("int", "number"):
-            low = f"{self.minimum:g}" if self.kind == "number" else f"{int(self.minimum)}"
-            if self.maximum is not None:
-                return f"{'> ' + low + ', ' if self.strict else low + '–'}{'≤ ' if self.strict else ''}{int(self.maximum):,}"
-            return f"> {low}" if self.strict else f"≥ {low}"
-        return ""
-
-    def default_shown(self) -> str:
-        """The default, for the README (Markdown)."""
-        if self.default_text:
-            return self.default_text
-        if self.kind in ("choice", "duration", "flag"):
-            return f"`{self.default}`"
-        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
 
 
 _P = Parameter

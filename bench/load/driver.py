@@ -9,7 +9,10 @@ Locust ``Environment`` (``environment.run_context``), never through class attrib
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
+
+import gevent
 
 from bench.config.run_config import RunConfig
 from bench.load import swarm
@@ -23,6 +26,9 @@ class RunDriver(Protocol):
 
     def start(self) -> None:
         """Start every user (workers, then producers) at once."""
+
+    def wait_connected(self) -> float:
+        """Wait for every worker's first connection, then let them claim; the seconds waited."""
 
     def stop(self) -> None:
         """Stop the users: each finishes its current cycle, within the stop timeout."""
@@ -41,11 +47,16 @@ def stop_timeout_s(cfg: RunConfig) -> float:
     return max(10.0, cycle_s) + swarm.EXPLAIN_TIMEOUT_MS / 1000.0 + 5
 
 
+#: How long a run waits for every worker's first connection before its clock starts anyway (s).
+CONNECT_WAIT_S = 60.0
+
+
 class LocalDriver:
     """The users of one run in this process (Locust's ``LocalRunner``): ``cfg.workers`` workers
     and, with ``RATE``, ``cfg.producers`` producers, sharing ``ctx``."""
 
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext):
+        self.cfg, self.ctx = cfg, ctx
         from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
 
         # This run's user counts on subclasses of its own; the context goes through the environment.
@@ -60,6 +71,17 @@ class LocalDriver:
     def start(self) -> None:
         """Start every user at once (spawn rate 10 × the users: all within 0.1 s)."""
         self._runner.start(self.users, spawn_rate=self.users * 10)
+
+    def wait_connected(self) -> float:
+        """Wait until every worker has opened its first connection (at most :data:`CONNECT_WAIT_S`),
+        then let them claim (``ctx.go``); return the seconds waited. Opening 50 PyMySQL connections in
+        one process took longer than a 1 s warm-up, and the first measured seconds then held no full
+        swarm."""
+        started = time.monotonic()
+        while self.ctx.connected_workers < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
+            gevent.sleep(0.02)
+        self.ctx.go.set()  # the workers start claiming together
+        return time.monotonic() - started
 
     def stop(self) -> None:
         """Stop the users; Locust waits up to :func:`stop_timeout_s` for each cycle to finish."""
