@@ -41,6 +41,35 @@ def percentile(values: list[float], pct: float) -> float | None:
     return ordered[rank]
 
 
+def no_completion_cause(cfg: RunConfig, counters: Counter, errors: Counter, work_s: float,
+                        measured_s: float) -> str:
+    """Why a window with no completed job had none, from what it counted: attempts that failed
+    (retries, dead letters), errors by kind (deadlocks, lock timeouts, NOWAIT refusals, lost
+    connections), jobs claimed whose work outlasts the window, or no claim finished at all.
+    Every cause that applies is named, in that order; ``work_s`` is the mean work per job (s)."""
+    causes = []
+    ended = counters["dead_lettered"] + counters["reaper_dead_lettered"]
+    if ended or counters["retries"]:
+        causes.append(f"every attempt failed ({counters['retries']:,} retried, {ended:,} dead-lettered): "
+                      "see FAIL_PROB, POISON_SHARE and MAX_ATTEMPTS")
+    if errors:
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in errors.most_common(3))
+        more = len(errors) - 3
+        causes.append(f"{sum(errors.values()):,} errors ({kinds}{f', and {more} more kinds' if more > 0 else ''}): "
+                      "claims or completions failed; see the errors table of the report")
+    if counters["jobs_claimed"]:
+        per_claim_s = work_s * cfg.batch
+        n = counters["jobs_claimed"]
+        causes.append(f"{n:,} job{'s were' if n != 1 else ' was'} claimed and none finished"
+                      + (f": the work per claim, about {per_claim_s:,.2f} s, is not shorter than the "
+                         f"{measured_s:,.1f} s window; use a longer DURATION or a shorter WORK_MS"
+                         if per_claim_s >= measured_s else ""))
+    if not causes:
+        causes.append("no claim returned a job in the window: a claim may take longer than the window; "
+                      "use a longer DURATION")
+    return "; ".join(causes)
+
+
 def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_per_claim, audit_result, final_sample,
               monitor_failures, run_info, plan_warnings: Callable[[dict | None, dict], list[str]]) -> dict:
     """Build ``summary.json`` (docs/architecture.md keys plus ``suspect``, ``backlog_exhausted`` and
@@ -99,14 +128,8 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
     if backlog_exhausted:
         reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
     if measured_s and counters["jobs_completed"] == 0:
-        ended = counters["dead_lettered"] + counters["reaper_dead_lettered"]
-        if ended or counters["retries"]:
-            why = (f"every attempt failed ({counters['retries']:,} retried, {ended:,} dead-lettered): "
-                   "see FAIL_PROB, POISON_SHARE and MAX_ATTEMPTS")
-        else:
-            why = "a claim may take longer than the window: use a longer DURATION"
-        reasons.append(f"no job was completed in the measured window: there is no throughput or latency "
-                       f"to report ({why})")
+        reasons.append("no job was completed in the measured window, so there is no throughput or latency to "
+                       f"report: {no_completion_cause(cfg, counters, errors, work_s, measured_s)}")
     summary = {
         "run_id": run_id,
         "complete": complete,

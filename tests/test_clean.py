@@ -109,3 +109,43 @@ def test_objects_outside_the_schema_that_depend_on_it_are_never_dropped(dsn, tmp
         for name in ("cl_user", "cl_dep"):
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
         conn.close()
+
+
+def test_clean_on_mariadb_drops_only_marked_databases_that_no_run_holds_or_others_use():
+    """On a throwaway MariaDB server: a marked database is dropped; one a run holds (its named lock),
+    one that a view elsewhere reads, and an unmarked one are left; --dry-run drops nothing."""
+    import pymysql
+
+    from bench.engines.mariadb.db import SCHEMA_MARK
+    from bench.engines.mariadb.dsn import connect_args
+    from bench.engines.mariadb.embedded import embedded_mariadb
+
+    with embedded_mariadb(20, log=lambda _m: None) as mdsn:
+        conn = pymysql.connect(**connect_args(mdsn), autocommit=True)
+        with conn.cursor() as cur:
+            for name, marked in (("cl_run", True), ("cl_busy", True), ("cl_used", True), ("cl_theirs", False)):
+                cur.execute(f"CREATE DATABASE {name}" + (f" COMMENT '{SCHEMA_MARK}'" if marked else ""))
+                cur.execute(f"CREATE TABLE {name}.jobs (id int PRIMARY KEY)")
+                cur.execute(f"INSERT INTO {name}.jobs SELECT seq FROM {name}.seq_1_to_5000")
+            cur.execute("CREATE VIEW cl_theirs.v AS SELECT id FROM cl_used.jobs")
+        holder = pymysql.connect(**connect_args(mdsn), autocommit=True)  # a run in progress
+        holder.cursor().execute("SELECT GET_LOCK('qbench:cl_busy', 0)")
+
+        def databases() -> set[str]:
+            with conn.cursor() as cur:
+                cur.execute("SHOW DATABASES LIKE 'cl\\_%'")
+                return {r[0] for r in cur.fetchall()}
+
+        dry = qbench("clean", "--dry-run", "--dsn", mdsn)
+        assert dry.returncode == 0, dry.stderr
+        assert "would drop schema cl_run: 1 table" in dry.stdout, dry.stdout
+        assert databases() == {"cl_run", "cl_busy", "cl_used", "cl_theirs"}
+        done = qbench("clean", "--dsn", mdsn)
+        assert done.returncode == 0, done.stderr
+        assert "dropped schema cl_run: " in done.stdout
+        assert "left (a run is using it) schema cl_busy" in done.stdout
+        assert "left (objects outside it depend on it: view cl_theirs.v) schema cl_used" in done.stdout
+        assert "cl_theirs:" not in done.stdout
+        assert databases() == {"cl_busy", "cl_used", "cl_theirs"}
+        holder.close()
+        conn.close()

@@ -171,15 +171,15 @@ def test_no_trustworthy_cell_says_so_without_a_figure(small):
 
 def test_capacity_json_rate_replaces_the_sweep_figure(small):
     (small / "capacity.json").write_text(json.dumps({
-        "design": {"policy": "skip_locked", "workers": 32, "batch": 5, "index": "partial", "layout": "archive",
-                   "history": 0, "work_ms": 0},
+        "design": {"engine": "mariadb", "policy": "skip_locked", "workers": 32, "batch": 5, "index": "composite",
+                   "layout": "same", "history": 0, "work_ms": 0},
         "steps": [{"rate_jobs_per_s": 2000.0, "run_dir": "runs/x", "oldest_age_slope_s_per_s": 0.0,
                    "saturated": False, "throughput_jobs_per_s": 1999.0, "claim_p99_us": 4100}],
         "sustainable_rate_jobs_per_s": 2345.6, "claim_p99_us_at_rate": 4870, "workers": 32,
         "sentence": "…"}))
     sentence = _answer(_render(small))
-    assert sentence == ("With design policy skip_locked, index partial, layout archive, batch 5, this database "
-                        "sustains about 2,346 jobs/s at p99 claim 4.87 ms using 32 workers.")
+    assert sentence == ("With design policy skip_locked, index composite, layout same, batch 5, this MariaDB "
+                        "database sustains about 2,346 jobs/s at p99 claim 4.87 ms using 32 workers.")
 
 
 def test_usl_table_recovers_the_generating_sigma_and_kappa(scaling):

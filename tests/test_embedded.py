@@ -17,6 +17,8 @@ import psutil
 import psycopg
 import pytest
 
+from conftest import sigkill_child_leaves_nothing
+
 from bench.engines.postgres.embedded import EmbeddedError, embedded_postgres
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -135,6 +137,8 @@ _CHILD = textwrap.dedent(
         sys.exit(0)
     with embedded_postgres(10, log=lambda _: None) as dsn:
         announce(dsn)
+        if mode == "sigkill":
+            time.sleep(60)  # the test kills this process
         os.kill(os.getpid(), signal.SIGINT if mode == "sigint" else signal.SIGTERM)
         time.sleep(30)
     """
@@ -175,3 +179,9 @@ def test_embedded_run_records_pg_stat_statements_for_the_measured_window(tmp_pat
     # A claim in flight at either edge of the window may land on the other side of the reset.
     assert abs(pgss["calls"] - claims) <= 3 * 2, (pgss, claims)
     assert pgss["mean_ms"] > 0 and pgss["shared_blks_per_call"] > 0
+
+
+def test_a_process_killed_by_sigkill_leaves_no_server():
+    """SIGKILL runs no hook: the watchdog (bench.engines.embedded_watchdog) sees the pipe close and
+    stops the server and deletes its directory."""
+    sigkill_child_leaves_nothing(_CHILD, _processes_using, _assert_gone)

@@ -61,7 +61,7 @@ def test_policies_with_two_connections(maria_schema, index):
                     deadline = time.monotonic() + 5
                     waits = 0
                     while waits == 0 and time.monotonic() < deadline:
-                        time.sleep(0.05)
+                        time.sleep(0.2)  # INNODB_LOCK_WAITS is a cache refreshed when last read > 0.1 s ago
                         waits = db.query(conn, "SELECT COUNT(DISTINCT requesting_trx_id) "
                                                "FROM information_schema.INNODB_LOCK_WAITS")[0][0]
                     assert not waiter.done() and waits == 1  # blocked on the row lock, seen as a lock wait
@@ -121,6 +121,76 @@ def test_claim_complete_and_fail_are_fenced(maria_schema):
         assert status == {1: "done", 2: "running", 3: "pending"}
     finally:
         w.close()
+        conn.close()
+
+
+def _rows_locked(conn, connection_id: int) -> int:
+    """trx_rows_locked of the open transaction of ``connection_id``. InnoDB serves INNODB_TRX from a
+    cache it refreshes only when the previous read is more than 0.1 s old, so it may not list a
+    transaction a moment old yet: ask again every 0.3 s until it does."""
+    deadline = time.monotonic() + 5
+    while True:
+        rows = db.query(conn, "SELECT trx_rows_locked FROM information_schema.INNODB_TRX "
+                              "WHERE trx_mysql_thread_id = %s", (connection_id,))
+        if rows or time.monotonic() > deadline:
+            assert rows, f"no open transaction of connection {connection_id} in INNODB_TRX"
+            return rows[0][0]
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("isolation", ["repeatable_read", "read_committed"])
+def test_fr07_with_two_sessions_the_second_skip_locked_claim_is_empty(maria_schema, isolation):
+    """FR-07, step by step: one worker holds its claim of row 1 (transaction open); a second SKIP LOCKED
+    claim gets nothing over the status index although 49 rows wait, and row 2 over the composite index.
+    Over ``status`` the first claim's locking read scanned and locked every pending row before sorting
+    them (InnoDB's trx_rows_locked of the holder is the whole backlog under REPEATABLE READ)."""
+    _, schema = maria_schema
+    got, locked = {}, {}
+    for index in ("status", "composite"):
+        cfg, conn = _prepared(schema, backlog=50, policy="skip_locked", index=index, batch=1, isolation=isolation)
+        factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+        holder, other = factory.worker_session("w-holder"), factory.worker_session("w-other")
+        try:
+            holder.begin()
+            assert [r[0] for r in holder.claim()] == [1]
+            locked[index] = _rows_locked(conn, holder.connection_id)
+            got[index] = [r[0] for r in other.claim()]
+            pending = db.query(conn, f"SELECT COUNT(*) FROM `{schema}`.jobs WHERE status = 'pending'")[0][0]
+            assert pending >= 48, pending  # work was waiting when the claim came back
+        finally:
+            holder.rollback()
+            holder.close()
+            other.close()
+            db.drop_schema(conn, schema)
+            conn.close()
+    assert got == {"status": [], "composite": [2]}, got
+    if isolation == "repeatable_read":
+        assert locked["status"] >= 50 > 2 >= locked["composite"], locked
+
+
+@pytest.mark.parametrize("isolation,waits", [("repeatable_read", True), ("read_committed", False)])
+def test_generated_index_under_repeatable_read_makes_skip_locked_wait(maria_schema, isolation, waits):
+    """INDEX=generated (README, "PostgreSQL and MariaDB side by side"): under REPEATABLE READ a second
+    SKIP LOCKED claim, while the first is open, waits for a lock (it runs out of a 1 s lock wait
+    timeout) instead of taking row 2, which is why its runs deadlock; under READ COMMITTED it takes row 2."""
+    _, schema = maria_schema
+    cfg, conn = _prepared(schema, backlog=50, policy="skip_locked", index="generated", batch=1, isolation=isolation)
+    factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+    holder, other = factory.worker_session("w-holder"), factory.worker_session("w-other")
+    try:
+        holder.begin()
+        assert [r[0] for r in holder.claim()] == [1]
+        other.run("SET SESSION innodb_lock_wait_timeout = 1")
+        if waits:
+            with pytest.raises(EngineError) as err:
+                other.claim()
+            assert err.value.kind == "lock_wait_timeout"
+        else:
+            assert [r[0] for r in other.claim()] == [2]
+    finally:
+        holder.rollback()
+        holder.close()
+        other.close()
         conn.close()
 
 
@@ -221,3 +291,51 @@ def test_claims_that_would_lock_more_than_innodb_holds_are_refused(maria_schema,
         assert db.schema_state(conn, schema) == "absent"
     finally:
         conn.close()
+
+
+def test_a_sweep_with_an_engine_axis_puts_the_engines_side_by_side(dsn, maria_schema, tmp_path):
+    """engine = [postgres, mariadb], each on its own server (DSN_POSTGRES, DSN_MARIADB), each with its
+    own defaults. cells.csv and the comparison report say which index and isolation each engine ran,
+    the base table gives each engine's value, MariaDB's plans have their own table, and the answer
+    names the engine of its figure and gives the other engine's best cell."""
+    import os
+    import re
+
+    mdsn, schema = maria_schema
+    spec = tmp_path / "engines.toml"
+    spec.write_text('description = "engines"\nworkload = "default"\nrepetitions = 1\n[fixed]\nworkers = 4\n'
+                    'work_ms = 5\nbacklog = 20000\nduration = "3s"\nwarmup = "1s"\n'
+                    '[matrix]\nengine = ["postgres", "mariadb"]\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PGDATABASE")}
+    env.update(DSN_POSTGRES=dsn, DSN_MARIADB=mdsn)
+    proc = qbench("sweep", str(spec), "--schema", schema, "--results", str(tmp_path / "results"),
+                  timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "embedded" not in proc.stdout + proc.stderr  # each engine ran on the server its DSN named
+    sweep_dir = next((tmp_path / "results" / "sweeps").iterdir())
+    import csv
+    with (sweep_dir / "cells.csv").open(newline="") as fh:
+        rows = {r["engine"]: r for r in csv.DictReader(fh)}
+    assert {e: (r["index"], r["isolation"]) for e, r in rows.items()} == {
+        "postgres": ("partial", "read_committed"), "mariadb": ("composite", "repeatable_read")}
+    assert all(r["status"] == "done" and r["invariants_ok"] == "True" for r in rows.values())
+    maria = rows["mariadb"]
+    assert maria["plan_workers"] == "text" and "jobs_status_claim_order_idx" in maria["plan_explain_scan"]
+    assert float(maria["plan_explain_rows_examined"]) > 0
+    meta = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [c["config"]["index"] for c in meta["cells"]] == ["partial", "composite"]
+
+    page = (sweep_dir / "compare.html").read_text()
+    cells_table = page[page.index('<table id="cells">'):]
+    cells_table = cells_table[:cells_table.index("</table>")]
+    header = re.findall(r"<th>([^<]*)</th>", cells_table.split("</tr>")[0])
+    assert header[:4] == ["cell", "engine", "isolation", "index"], header
+    assert "PostgreSQL: partial; MariaDB: composite" in page
+    assert "PostgreSQL: read_committed; MariaDB: repeatable_read" in page
+    text_plans = page[page.index('<table id="text-plans">'):]
+    assert "jobs_status_claim_order_idx" in text_plans[:text_plans.index("</table>")]
+    answer = page[page.index('class="answer'):]
+    answer = answer[:answer.index("</div>")]
+    best, other = ("PostgreSQL", "MariaDB") if "this PostgreSQL database" in answer else ("MariaDB", "PostgreSQL")
+    assert f"this {best} database sustains" in answer, answer
+    assert f"On {other}, the best trustworthy cell is" in answer, answer

@@ -22,6 +22,8 @@ import psutil
 import pymysql
 import pytest
 
+from conftest import sigkill_child_leaves_nothing
+
 from bench.engines.mariadb import embedded_binaries, embedded_server, embedded_user
 from bench.engines.mariadb.embedded import EmbeddedError, embedded_mariadb
 from bench.errors import ConfigError, exit_status
@@ -288,6 +290,8 @@ _CHILD = textwrap.dedent(
         sys.exit(0)
     with embedded_mariadb(10, log=lambda _: None) as dsn:
         announce(dsn)
+        if mode == "sigkill":
+            time.sleep(60)  # the test kills this process
         os.kill(os.getpid(), signal.SIGINT if mode == "sigint" else signal.SIGTERM)
         time.sleep(30)
     """
@@ -309,3 +313,9 @@ def test_child_process_never_leaves_server(mode):
         assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     else:
         assert proc.returncode == 0, proc.stderr
+
+
+def test_a_process_killed_by_sigkill_leaves_no_server():
+    """SIGKILL runs no hook: the watchdog (bench.engines.embedded_watchdog) sees the pipe close and
+    stops the server and deletes its directory."""
+    sigkill_child_leaves_nothing(_CHILD, _processes_using, _assert_gone)

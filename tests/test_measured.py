@@ -96,6 +96,26 @@ def test_hold_convoy_row_times_are_the_real_claim_and_completion(dsn, tmp_path):
     assert not overlaps, overlaps[:3]
 
 
+def test_a_window_without_completions_names_its_causes(dsn, tmp_path):
+    """NOWAIT + hold, 4 workers, 3 s jobs in a 2 s window: the first worker claims the head of the queue
+    and works past the window's end, the others' NOWAIT claims fail on its lock. No job completes;
+    the summary says why from what was counted (the errors by kind, the job claimed, the work per
+    claim against the window), not that a claim may outlast the window: every claim took
+    milliseconds."""
+    _, s, _ = run_and_load(dsn, tmp_path, "--policy", "nowait", "--txn", "hold", "--workers", "4",
+                           "--work-ms", "3000", "--backlog", "100", "--duration", "2s", "--warmup", "0s",
+                           timeout=120)
+    assert s["jobs_completed"] == 0 and s["jobs_claimed"] >= 1
+    conflicts = s["errors"].get("55P03", 0)
+    assert conflicts > 0
+    assert s["claim_latency_us"]["max"] < 1e6  # claims were fast: the cause is not a slow claim
+    reason = next(r for r in s["suspect_reasons"] if r.startswith("no job was completed"))
+    assert f"55P03 {conflicts:,}" in reason, reason
+    assert f"{s['jobs_claimed']:,} job" in reason and "the work per claim, about 3.00 s" in reason, reason
+    assert "a claim may take longer" not in reason, reason
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
 def test_starved_generator_is_flagged_by_its_loop_lag(dsn, tmp_path):
     """Once the table is prepared, the generator (pinned to one core) is reniced to 19 and a busy
     loop (started here) takes that core until the load ends: the generator waits for the core, so

@@ -1,28 +1,25 @@
-"""``qbench clean``: the command around :mod:`bench.engines.postgres.cleanup`."""
+"""``qbench clean``: the command around each engine's ``clean`` (:meth:`bench.engines.base.Engine.clean`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from bench.cli.checks import check_loopback, chosen_dsn
+from bench.config.run_config import choose_engine
+from bench.engines import get_engine
 from bench.errors import ConfigError
 
 
 def clean_command(args: argparse.Namespace) -> int:
-    """``qbench clean``: drop the tool's schemas in ``--dsn``/``$DATABASE_URL`` and print each one
-    (tables, estimated rows, MiB). Raises ConfigError (``DSN``) without a DSN; returns 0."""
+    """``qbench clean``: drop the tool's schemas (MariaDB: databases) in ``--dsn``/``$DATABASE_URL``,
+    on the engine of the DSN's scheme, and print each one (tables, estimated rows, MiB). Raises ConfigError (``DSN``) without a DSN; returns 0."""
     dsn = chosen_dsn(args.dsn)
     if not dsn:
         raise ConfigError("DSN", "required for clean (the embedded server is thrown away after each run); "
-                                 "allowed: a PostgreSQL DSN, or DATABASE_URL")
+                                 "allowed: a PostgreSQL or MariaDB DSN, or DATABASE_URL")
     check_loopback(dsn, args.allow_remote)
-    from bench.engines.postgres import cleanup, db
-
-    conn = db.connect(dsn, application_name="queue-bench clean")
-    try:
-        found = cleanup.clean(conn, dry_run=args.dry_run)
-    finally:
-        conn.close()
+    engine = get_engine(choose_engine(None, dsn))
+    found = engine.clean(dsn, dry_run=args.dry_run)
     verb = "would drop" if args.dry_run else "dropped"
     for schema in found:
         what = (f"{schema.tables} table{'' if schema.tables == 1 else 's'}, about {schema.rows_estimate:,} rows, "

@@ -326,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser_.set_defaults(func=func)
 
     cln = sub.add_parser("clean", help="drop the schemas queue-bench created in a database (and only those)")
-    cln.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL (required: the embedded server keeps nothing)")
+    cln.add_argument("--dsn", help="PostgreSQL or MariaDB (mysql://) DSN; default $DATABASE_URL "
+                                    "(required: the embedded server keeps nothing)")
     cln.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
     cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing")
     cln.set_defaults(func=_clean_command)

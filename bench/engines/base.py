@@ -214,6 +214,12 @@ class Engine(Protocol):
     def drop_schema_at(self, dsn: str, schema: str) -> None:
         """Drop the tool's ``schema`` (only when it carries the tool's marker)."""
 
+    def clean(self, dsn: str, *, dry_run: bool) -> list:
+        """``qbench clean``: every schema on ``dsn`` carrying the tool's mark, as
+        :class:`bench.engines.common.ToolSchema`; each dropped unless ``dry_run``, a run holds it
+        (``in_use``) or objects outside it depend on it (``dependents``). Raises
+        :attr:`database_errors` when the server cannot be reached."""
+
     # -- during the load: monitor samples, reaper, archive mover
     def monitor(self, dsn: str, cfg: Any) -> Any:
         """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""

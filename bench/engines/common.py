@@ -1,5 +1,5 @@
 """What every engine's implementation shares and that needs no driver: the seed's figures, the
-audit's result, the loop of a periodic task (reaper, mover), and the SIGTERM handling of an
+schemas ``qbench clean`` finds, the audit's result, the loop of a periodic task (reaper, mover), and the SIGTERM handling of an
 embedded server's context. Engines (``bench/engines/<name>/``) import it; nothing above them does.
 """
 
@@ -9,11 +9,37 @@ import contextlib
 import signal
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 #: The audit's invariant keys of ``summary.json``, all 0 on a correct run, on every engine.
 INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
               "double_completions")
+
+
+def with_connection(connect: Callable[[], Any], use: Callable[[Any], T]) -> T:
+    """``use(conn)`` on a connection opened by ``connect()`` for it alone and closed after, however it ends."""
+    conn = connect()
+    try:
+        return use(conn)
+    finally:
+        conn.close()
+
+
+@dataclass
+class ToolSchema:
+    """One schema (a database on MariaDB) carrying the tool's mark, as ``qbench clean`` finds it: its
+    tables, estimated rows and size on disk (bytes: heap, indexes and TOAST on PostgreSQL; data and
+    index length on MariaDB). ``in_use``: a run holds its lock; ``dependents``: objects outside it
+    that depend on it (either leaves it alone)."""
+
+    name: str
+    tables: int
+    rows_estimate: int
+    size_bytes: int
+    in_use: bool = False
+    dependents: tuple = ()
 
 
 @dataclass
@@ -149,9 +175,16 @@ def _raise_exit(signum, frame):  # noqa: ARG001 - signal handler signature
 def serve(server) -> Iterator[str]:
     """The body of an embedded server's context manager: register ``server.stop`` at exit, start it
     under :func:`sigterm_as_exit`, yield its DSN, stop it however the block ends, and unregister the
-    exit hook once it stopped. ``server`` has ``start() -> dsn``, ``stop()`` and ``stopped``."""
+    exit hook once it stopped. ``server`` has ``start() -> dsn``, ``stop()``, ``stopped`` and
+    ``on_root``, which it calls with its temporary directory as soon as it made it: a watchdog
+    process (:mod:`bench.engines.embedded_watchdog`) removes that directory and the server when
+    this process dies without stopping it, even by SIGKILL."""
     import atexit
 
+    from bench.engines import embedded_watchdog
+
+    watchdog = embedded_watchdog.spawn()  # for a death no hook survives (kill -9)
+    server.on_root = watchdog.guard
     atexit.register(server.stop)
     try:
         with sigterm_as_exit():
@@ -162,3 +195,4 @@ def serve(server) -> Iterator[str]:
     finally:
         if server.stopped:
             atexit.unregister(server.stop)
+            watchdog.close()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from bench.analysis.statistics import workers_needed
 from bench.report.format import ci_text, fmt_num, ms_text
-from bench.results.sweep import SweepResults, read_json
-from bench.results.values import as_float, fmt_label, is_missing
+from bench.results.sweep import Cell, SweepResults, read_json
+from bench.results.values import as_float, engine_name, fmt_label, is_missing
 
 __all__ = ["DESIGN_KEYS", "capacity_answer", "design_text"]
 
@@ -46,7 +46,8 @@ def capacity_answer(sweep: SweepResults) -> dict:
         workers = cap.get("workers", design.get("workers"))
         steps = cap.get("steps") or []
         if not is_missing(rate):
-            sentence = (f"With design {design_text(design)}, this database sustains about {fmt_num(rate)} jobs/s "
+            sentence = (f"With design {design_text(design)}, this {engine_name(design.get('engine'))} database "
+                        f"sustains about {fmt_num(rate)} jobs/s "
                         f"at p99 claim {ms_text(cap.get('claim_p99_us_at_rate'))} ms using "
                         f"{fmt_label(workers)} workers.")
             details.append(f"From the capacity search in capacity.json ({len(steps)} offered rates tried): the "
@@ -72,13 +73,16 @@ def capacity_answer(sweep: SweepResults) -> dict:
                 "ok": False, "details": ["Fix the cause shown in red below and re-run the sweep."], "cell_id": None}
 
     tput, p99 = best.stat("throughput_jobs_per_s"), best.stat("claim_p99_us")
-    design = {k: sweep.value(best, k) for k in (*DESIGN_KEYS, "workers", "rate")}
-    sentence = (f"With design {design_text(design)}, this database sustains about {fmt_num(tput.mean)} jobs/s "
+    design = {k: sweep.value(best, k) for k in (*DESIGN_KEYS, "engine", "workers", "rate")}
+    sentence = (f"With design {design_text(design)}, this {engine_name(design['engine'])} database sustains about "
+                f"{fmt_num(tput.mean)} jobs/s "
                 f"at p99 claim {ms_text(p99.mean)} ms using {fmt_label(design['workers'])} workers.")
     details.append(f"Cell {best.cell_id} ({best.label}): mean throughput over {tput.n} repetition"
                    f"{'s' if tput.n != 1 else ''}, 95 % CI {ci_text(tput)} jobs/s; claim p99 {ci_text(p99, 1000.0)} ms. "
                    "Chosen as the highest mean throughput among cells whose runs all finished, are complete, "
                    "not suspect, not saturated and have their invariants ok.")
+    if "engine" in sweep.varying:
+        details.extend(_other_engines(sweep, best))
     if is_missing(design.get("rate")) or as_float(design.get("rate")) == 0:
         details.append("These runs drained a seeded backlog (closed loop): the figure is the most this design "
                        "completed per second, an upper bound. The rate it sustains with a stable queue lag "
@@ -103,3 +107,25 @@ def capacity_answer(sweep: SweepResults) -> dict:
                        + ("; the target is above what this cell measured, so more workers may not scale "
                           "linearly (see the USL fit)." if float(rate) > tput.mean else "."))
     return {"sentence": sentence, "ok": True, "details": details, "cell_id": best.cell_id}
+
+
+def _other_engines(sweep: SweepResults, best: Cell) -> list[str]:
+    """For a sweep with an engine axis: each other engine's best trustworthy cell, by the same rule
+    as the answer's, or that it has none."""
+    lines = []
+    engines = list(dict.fromkeys(str(sweep.value(c, "engine")) for c in sweep.cells))
+    for engine in engines:
+        if engine == str(sweep.value(best, "engine")):
+            continue
+        cells = [c for c in sweep.cells if str(sweep.value(c, "engine")) == engine and c.qualifies]
+        top = max(cells, default=None, key=lambda c: c.stat("throughput_jobs_per_s").mean
+                  if c.stat("throughput_jobs_per_s").n else -1)
+        if top is None:
+            lines.append(f"On {engine_name(engine)}, no cell gives a trustworthy figure.")
+            continue
+        design = {k: sweep.value(top, k) for k in DESIGN_KEYS}
+        tput, p99 = top.stat("throughput_jobs_per_s"), top.stat("claim_p99_us")
+        lines.append(f"On {engine_name(engine)}, the best trustworthy cell is {top.cell_id} ({top.label}): design "
+                     f"{design_text(design)}, {ci_text(tput)} jobs/s, claim p99 {ci_text(p99, 1000.0)} ms using "
+                     f"{fmt_label(sweep.value(top, 'workers'))} workers.")
+    return lines

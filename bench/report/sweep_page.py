@@ -24,11 +24,11 @@ from bench.report.format import NA
 from bench.report.render import environment, png_uri
 from bench.report.sweep_answer import capacity_answer
 from bench.report.sweep_plots import batch_figure, history_figure, scaling_figure
-from bench.report.sweep_tables import banners, cell_rows, plan_rows, run_rows, size_rows
-from bench.results.sweep import axis_fields, load_sweep
-from bench.results.values import fmt_label
+from bench.report.sweep_tables import banners, cell_rows, plan_rows, run_rows, size_rows, text_plan_rows
+from bench.results.sweep import SweepResults, axis_fields, load_sweep
+from bench.results.values import engine_name, fmt_label
 
-__all__ = ["render_sweep_report"]
+__all__ = ["base_rows", "render_sweep_report"]
 
 SWEEP_TEMPLATE = "compare.html.j2"
 
@@ -90,10 +90,43 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         "plan_rows": plan_rows(sweep),
         "size_rows": size_rows(sweep),
         "run_rows": run_rows(sweep),
-        "base_rows": [(k, fmt_label(v) if not isinstance(v, (dict, list)) else json.dumps(v))
-                      for k, v in (meta.get("base") or {}).items() if k not in axis_fields(meta)],
+        "base_rows": base_rows(sweep),
+        "columns": sweep.columns,
+        "text_plan_rows": text_plan_rows(sweep),
+        "engines": sorted({str(sweep.value(c, "engine")) for c in sweep.cells}),
     }
     html = environment().get_template(SWEEP_TEMPLATE).render(**context)
     out = sweep.path / "compare.html"
     out.write_text(html, encoding="utf-8")
     return out
+
+
+def _value_text(v) -> str:
+    return fmt_label(v) if not isinstance(v, (dict, list)) else json.dumps(v)
+
+
+def base_rows(sweep: SweepResults) -> list[tuple[str, str]]:
+    """The parameters no axis varies, as (name, value text). A parameter whose value still differs
+    between cells (each engine's own default in a sweep with an engine axis) gives each value with
+    the engine or cells that ran it, e.g. 'PostgreSQL: partial; MariaDB: composite'; the values
+    are the cells' own configurations (sweep.json), else the base's."""
+    rows = []
+    for key, base_value in (sweep.meta.get("base") or {}).items():
+        if key in axis_fields(sweep.meta):
+            continue
+        by_value: dict[str, list] = {}
+        for cell in sweep.cells:
+            value = cell.config[key] if key in cell.config else base_value
+            by_value.setdefault(_value_text(value), []).append(cell)
+        if len(by_value) <= 1:
+            rows.append((key, next(iter(by_value), _value_text(base_value))))
+            continue
+        parts = []
+        for text, cells in by_value.items():
+            engines = {str(sweep.value(c, "engine")) for c in cells}
+            whole = all(str(sweep.value(c, "engine")) not in engines or c in cells for c in sweep.cells)
+            who = (", ".join(engine_name(e) for e in sorted(engines)) if whole
+                   else ", ".join(c.cell_id for c in cells))
+            parts.append(f"{who}: {text}")
+        rows.append((key, "; ".join(parts)))
+    return rows

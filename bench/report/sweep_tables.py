@@ -16,7 +16,7 @@ from bench.report.format import NA, ci_bytes_text, ci_text, fmt_num, ms_text
 from bench.results.sweep import Cell, SweepResults
 from bench.results.values import fmt_label, is_missing
 
-__all__ = ["banners", "cell_rows", "plan_rows", "run_rows", "size_rows"]
+__all__ = ["banners", "cell_rows", "plan_rows", "run_rows", "size_rows", "text_plan_rows"]
 
 
 def banners(sweep: SweepResults) -> list[str]:
@@ -46,9 +46,9 @@ def banners(sweep: SweepResults) -> list[str]:
     return lines
 
 
-def _param_cells(sweep: SweepResults, cell: Cell) -> list[str]:
-    """The cell's value on each axis the sweep varies, as labels."""
-    return [fmt_label(sweep.value(cell, a)) for a in sweep.varying]
+def _param_cells(sweep: SweepResults, cell: Cell, skip: Sequence[str] = ()) -> list[str]:
+    """The cell's value of each parameter that tells cells apart (``sweep.columns``, less ``skip``), as labels."""
+    return [fmt_label(sweep.value(cell, a)) for a in sweep.columns if a not in skip]
 
 
 def cell_rows(sweep: SweepResults) -> list[dict]:
@@ -93,13 +93,46 @@ def _dropped_indexes(custom_scan: str, generic_scan: str) -> list[str]:
     return [idx for idx in used if not re.search(rf"\busing {re.escape(idx)}(\s|$)", generic_scan)]
 
 
-def plan_rows(sweep: SweepResults) -> list[dict]:
-    """Plan summary per cell that recorded one (plan_* and pgss_* columns of cells.csv)."""
+def _recorded(done: pd.DataFrame, columns: Sequence[str]) -> bool:
+    """Some finished run has a value in one of ``columns``."""
+    return not done.empty and any(c in done and done[c].astype(str).str.strip().ne("").any() for c in columns)
+
+
+def text_plan_rows(sweep: SweepResults) -> list[dict]:
+    """Plan summary per cell of an engine without prepared plans (MariaDB): the claim's SELECT under
+    ``ANALYZE FORMAT=JSON`` on one worker's own session, and under ``EXPLAIN FORMAT=JSON`` as the
+    load stopped (plan_workers_* and plan_explain_* columns of cells.csv).
+
+    Each row is ``{"cell_id", "params" (less index), "index", "engine", "workers_scan",
+    "workers_rows", "explain_scan", "explain_rows", "warning", "bad"}``; ``warning`` is set when
+    either scan reads a whole table or index (MariaDB's access types ``ALL`` and ``index``).
+    """
     rows = []
     for cell in sweep.cells:
         done = cell.done
-        if done.empty or not any(c in done and done[c].astype(str).str.strip().ne("").any()
-                                 for c in ("plan_custom_scan", "plan_generic_scan")):
+        if str(sweep.value(cell, "plan_workers")) != "text" and not _recorded(done, ("plan_explain_scan",)):
+            continue
+        workers_scan = _mode_text(done.get("plan_workers_scan", []))
+        explain_scan = _mode_text(done.get("plan_explain_scan", []))
+        full = [s for s in (workers_scan, explain_scan) if re.search(r"^(ALL|index) on |\+ (ALL|index) on ", s)]
+        rows.append({
+            "cell_id": cell.cell_id, "params": _param_cells(sweep, cell, skip=("index",)),
+            "index": fmt_label(sweep.value(cell, "index")),
+            "workers_scan": workers_scan, "workers_rows": ci_text(cell.stat("plan_workers_rows_examined")),
+            "explain_scan": explain_scan, "explain_rows": ci_text(cell.stat("plan_explain_rows_examined")),
+            "warning": (f"the claim reads a whole table or index ({full[0]}): every claim's locking read "
+                        "touches, and locks, every row it reads") if full else None,
+            "bad": cell.bad,
+        })
+    return rows
+
+
+def plan_rows(sweep: SweepResults) -> list[dict]:
+    """Plan summary per cell that recorded a PostgreSQL plan (plan_* and pgss_* columns of cells.csv)."""
+    rows = []
+    for cell in sweep.cells:
+        done = cell.done
+        if not _recorded(done, ("plan_custom_scan", "plan_generic_scan")):
             continue
         custom = _mode_text(done.get("plan_custom_scan", []))
         generic = _mode_text(done.get("plan_generic_scan", []))
@@ -118,7 +151,7 @@ def plan_rows(sweep: SweepResults) -> list[dict]:
                 ci_text(cell.stat("pgss_shared_blks_per_call")))
         rows.append({
             "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
-            "params": _param_cells(sweep, cell), "workers": workers, "workers_scan": workers_scan,
+            "params": _param_cells(sweep, cell, skip=("index",)), "workers": workers, "workers_scan": workers_scan,
             "workers_scan_warning": "Seq Scan on jobs" in workers_scan,
             "custom": {"scan": custom, "buffers": ci_text(cell.stat("plan_custom_buffers")),
                        "ms": ci_text(cell.stat("plan_custom_ms"))},

@@ -30,6 +30,10 @@ from bench.errors import BadInput
 __all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_json", "run_complete", "run_summary",
            "norm_param"]
 
+#: Design parameters a table names as a column when they differ between cells without being an
+#: axis (each engine's own default, see bench.config.parameters).
+DERIVED_COLUMNS = ("isolation", "index", "layout")
+
 #: Run parameters carried as columns of cells.csv.
 PARAM_COLUMNS = ("engine", "isolation", "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
                  "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
@@ -38,6 +42,7 @@ NUMERIC_COLUMNS = (
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
     "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
     "plan_workers_generic", "plan_workers_custom", "plan_workers_buffers", "plan_workers_ms",
+    "plan_workers_rows_examined", "plan_explain_rows_examined",
     "plan_custom_buffers", "plan_custom_ms", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
@@ -90,6 +95,7 @@ class Cell:
     expected_reps: int
     label: str = ""
     flags: list[str] = field(default_factory=list)
+    config: dict = field(default_factory=dict)  # every run parameter the cell ran with (sweep.json), or {}
 
     @property
     def done(self) -> pd.DataFrame:
@@ -119,7 +125,10 @@ class SweepResults:
 
     ``meta`` is sweep.json; ``runs`` every row of cells.csv (with the columns
     :func:`load_sweep` adds); ``cells`` in sweep.json's order, then cells found only in
-    cells.csv; ``varying`` the axes whose value differs between cells.
+    cells.csv; ``varying`` the axes whose value differs between cells; ``derived`` the
+    design parameters (:data:`DERIVED_COLUMNS`) that are no axis yet differ between cells,
+    because each engine takes its own default (index partial on PostgreSQL, composite on
+    MariaDB); ``columns`` both, the parameters every table names a cell by.
     Not :class:`bench.sweep.driver.Sweep`, which plans and runs a sweep.
     """
 
@@ -128,11 +137,20 @@ class SweepResults:
     runs: pd.DataFrame
     cells: list[Cell]
     varying: list[str]
+    derived: list[str] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        """The parameters that tell cells apart: the varying axes, then the derived ones."""
+        return [*self.varying, *self.derived]
 
     def value(self, cell: Cell, key: str) -> Any:
-        """A run parameter of ``cell``: its params, else the cells.csv column, else the sweep's base."""
+        """A run parameter of ``cell``: its params, else the configuration it ran with
+        (sweep.json), else the cells.csv column, else the sweep's base."""
         if key in cell.params:
             return cell.params[key]
+        if key in cell.config:
+            return norm_param(cell.config[key])
         if key in cell.runs and len(cell.runs):
             present = [v for v in cell.runs[key].tolist() if not is_missing(v) and v != ""]
             if present:
@@ -242,6 +260,7 @@ def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
 
     reps = int(meta.get("repetitions") or 1)
     declared = [(str(c.get("cell_id")), dict(c.get("params") or {})) for c in meta.get("cells") or []]
+    configs = {str(c.get("cell_id")): dict(c.get("config") or {}) for c in meta.get("cells") or []}
     known = {cid for cid, _ in declared}
     for cid in dict.fromkeys(runs["cell_id"]):  # rows of cells the sweep.json does not list
         if cid not in known:
@@ -249,16 +268,20 @@ def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
             axes = list((meta.get("axes") or {}).keys()) or [c for c in PARAM_COLUMNS if c in runs]
             declared.append((cid, {a: norm_param(first[a]) for a in axes if a in first and first[a] != ""}))
     cells = [Cell(cid, {k: norm_param(v) for k, v in params.items()},
-                  runs[runs["cell_id"] == cid].sort_values("rep").reset_index(drop=True), reps)
+                  runs[runs["cell_id"] == cid].sort_values("rep").reset_index(drop=True), reps,
+                  config=configs.get(cid, {}))
              for cid, params in declared]
 
     axes = meta.get("axes") or {}
     names = list(axes) or sorted({k for c in cells for k in c.params})
     varying = [a for a in names if len({norm_param(c.params.get(a)) for c in cells if a in c.params}) > 1]
+    results = SweepResults(sweep_dir, meta, runs, cells, varying)
+    results.derived = [k for k in DERIVED_COLUMNS if k not in axis_fields(meta)
+                       and len({str(results.value(c, k)) for c in cells}) > 1]
     for cell in cells:
-        cell.label = ", ".join(f"{a} {fmt_label(cell.params[a])}" for a in varying if a in cell.params) or cell.cell_id
+        cell.label = ", ".join(f"{a} {fmt_label(results.value(cell, a))}" for a in results.columns) or cell.cell_id
         cell.flags = _cell_flags(cell)
-    return SweepResults(sweep_dir, meta, runs, cells, varying)
+    return results
 
 
 def _cell_flags(cell: Cell) -> list[str]:

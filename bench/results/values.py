@@ -35,3 +35,15 @@ def fmt_label(v: Any) -> str:
     if isinstance(v, (int, float)):
         return f"{v:,.0f}" if float(v).is_integer() else f"{v:,g}"
     return str(v)
+
+
+#: Each engine of ``config.engine`` by its name in prose.
+ENGINE_NAMES = {"postgres": "PostgreSQL", "mariadb": "MariaDB"}
+
+
+def engine_name(engine: Any) -> str:
+    """The engine of ``config.engine`` in prose ('postgres' -> 'PostgreSQL'); an unknown one as given,
+    and 'PostgreSQL' when missing (result files written before the engine was recorded)."""
+    if is_missing(engine) or engine == "":
+        return ENGINE_NAMES["postgres"]
+    return ENGINE_NAMES.get(str(engine), str(engine))

@@ -152,7 +152,7 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
                     + (f"; the next step, {bad:,.0f} jobs/s, fell behind." if bad else
                        "; the search stopped before any step fell behind."))
     result = {
-        "design": {k: getattr(base, k) for k in ("policy", "workers", "batch", "index", "layout", "history", "work_ms",
+        "design": {k: getattr(base, k) for k in ("engine", "isolation", "policy", "workers", "batch", "index", "layout", "history", "work_ms",
                                                  "plan_cache", "prepared")},
         "criteria": {"flat_slope_s_per_s": FLAT_SLOPE_S_PER_S, "flat_age_s": FLAT_AGE_S,
                      "completed_share": COMPLETED_SHARE, "offered_share": OFFERED_SHARE, "resolution": RESOLUTION},

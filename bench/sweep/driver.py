@@ -55,7 +55,8 @@ CELL_COLUMNS = (
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
     "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
     "plan_workers", "plan_workers_scan", "plan_workers_generic", "plan_workers_custom",
-    "plan_workers_buffers", "plan_workers_ms",
+    "plan_workers_buffers", "plan_workers_ms", "plan_workers_rows_examined",
+    "plan_explain_scan", "plan_explain_rows_examined",
     "plan_auto", "plan_custom_scan", "plan_custom_buffers", "plan_custom_ms",
     "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
@@ -128,12 +129,16 @@ class Sweep:
             cells.append((f"c{i:03d}", params, build_config(workload, {**fixed, **params}, dsn=dsn)))
         return cls(path.stem, path, data, cells, base, reps)
 
+    @staticmethod
+    def measured_config(cfg: RunConfig) -> dict:
+        """The parameters a cell measures with: ``cfg.public()`` without the DSN, results directory and notes."""
+        return {k: v for k, v in cfg.public().items() if k not in ("dsn", "results", "notes")}
+
     @property
     def matrix_hash(self) -> str:
         """Identifies what the sweep measures: the cells' effective parameters and repetitions
         (not the DSN or results directory), so a resumed sweep measures the same thing."""
-        def key(cfg: RunConfig) -> dict:
-            return {k: v for k, v in cfg.public().items() if k not in ("dsn", "results", "notes")}
+        key = self.measured_config
         blob = json.dumps({"cells": [(cid, key(cfg)) for cid, _, cfg in self.cells], "reps": self.repetitions},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -147,7 +152,8 @@ class Sweep:
             else str(self.path),
             "matrix_hash": self.matrix_hash, "axes": dict(self.data["matrix"]),
             "base": self.base.public(), "repetitions": self.repetitions,
-            "cells": [{"cell_id": cid, "params": params} for cid, params, _ in self.cells],
+            "cells": [{"cell_id": cid, "params": params, "config": self.measured_config(cfg)}
+                      for cid, params, cfg in self.cells],
             "target": {"rate_jobs_per_s": target.get("rate_jobs_per_s"), "utilisation": target.get("utilisation", 0.7)},
         }
 
@@ -207,6 +213,9 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
         "plan_auto": plans.get("auto"),
         **_workers_plan_columns(plans.get("workers") or {}),
+        # MariaDB: EXPLAIN FORMAT=JSON of the claim's SELECT as the load stopped (plans.explain)
+        "plan_explain_scan": (plans.get("explain") or {}).get("scan"),
+        "plan_explain_rows_examined": (plans.get("explain") or {}).get("rows_examined"),
         "pgss_calls": pgss.get("calls"), "pgss_mean_ms": pgss.get("mean_ms"),
         "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
@@ -229,12 +238,20 @@ def _workers_plan_columns(workers: dict) -> dict:
     return {"plan_workers": workers.get("plan"), "plan_workers_scan": workers.get("scan"),
             "plan_workers_generic": workers.get("generic_executions"),
             "plan_workers_custom": workers.get("custom_executions"),
-            "plan_workers_buffers": workers.get("shared_buffers"), "plan_workers_ms": workers.get("execution_ms")}
+            "plan_workers_buffers": workers.get("shared_buffers"), "plan_workers_ms": workers.get("execution_ms"),
+            "plan_workers_rows_examined": workers.get("rows_examined")}
 
 
 def _append_row(sweep_dir: Path, row: dict) -> None:
     path = sweep_dir / "cells.csv"
     new = not path.is_file()
+    if not new:
+        with path.open(newline="") as fh:
+            header = next(csv.reader(fh), [])
+        if tuple(header) != CELL_COLUMNS:  # a sweep resumed after the columns changed: keep its rows
+            with path.open(newline="") as fh:
+                kept = list(csv.DictReader(fh))
+            _rewrite(path, kept)
     with path.open("a", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS)
         if new:
@@ -251,11 +268,17 @@ def _keep_only(sweep_dir: Path, rows: dict[tuple[str, int], dict]) -> None:
         total = sum(1 for _ in csv.DictReader(fh))
     if total == len(rows):
         return
-    tmp = sweep_dir / "cells.csv.tmp"
+    _rewrite(path, list(rows.values()))
+
+
+def _rewrite(path: Path, rows: list[dict]) -> None:
+    """Replace ``cells.csv`` at ``path`` with ``rows`` under the header :data:`CELL_COLUMNS`
+    (a column a row lacks is empty; one the header lacks is dropped)."""
+    tmp = path.with_name("cells.csv.tmp")
     with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS)
+        writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows.values())
+        writer.writerows({k: r.get(k) or "" for k in CELL_COLUMNS} for r in rows)
     tmp.replace(path)
 
 

@@ -24,7 +24,9 @@ has no password, is no OS-root process; otherwise as root.
 
 The server is stopped on normal exit, on any exception (including ``KeyboardInterrupt``), on
 SIGTERM (while the context is open in the main thread and no other SIGTERM handler was
-installed), and by an ``atexit`` fallback. Only SIGKILL of the Python process can leave it running.
+installed), by an ``atexit`` fallback,
+and, when the Python process dies without any of those (SIGKILL), by a watchdog process
+(:mod:`bench.engines.embedded_watchdog`) that stops the server and deletes its directory.
 
 The parts: :mod:`~bench.engines.mariadb.embedded_binaries` (finding the binaries, and
 :class:`EmbeddedError`), :mod:`~bench.engines.mariadb.embedded_user` (the user it runs as),

@@ -52,6 +52,7 @@ class Server:
         self.max_connections = max_connections
         self.base_dir = base_dir
         self.log = log
+        self.on_root: Callable[[pathlib.Path], None] = lambda _path: None  # told the temp dir once made
         self.root: pathlib.Path | None = None  # owned temp dir: data/, files/, mariadbd.out
         self.port: int | None = None
         self.run_as = RunAs()
@@ -157,6 +158,7 @@ class Server:
         self.root = pathlib.Path(
             tempfile.mkdtemp(prefix="qbench-maria-", dir=str(self.base_dir) if self.base_dir else None)
         ).resolve()
+        self.on_root(self.root)
         self.files_dir.mkdir(mode=0o700)
         if not self.run_as.other_user:
             return

@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bench.engines.base import Capabilities
-from bench.engines.mariadb import db, fault_actions, plans
+from bench.engines.common import with_connection
+from bench.engines.mariadb import cleanup, db, fault_actions, plans
 from bench.engines.mariadb.error_kinds import first_line
 from bench.engines.mariadb.monitor import Monitor, spawn_samplers
 from bench.engines.mariadb.reaper import Reaper
@@ -104,6 +105,11 @@ class MariaDBEngine:
     def drop_schema_at(self, dsn: str, schema: str) -> None:
         """Drop the tool's database ``schema`` (only when it carries the tool's mark)."""
         db.drop_schema_at(dsn, schema)
+
+    def clean(self, dsn: str, *, dry_run: bool) -> list:
+        """Drop the tool's schemas on ``dsn`` (:func:`bench.engines.mariadb.cleanup.clean`)."""
+        return with_connection(lambda: db.connect(dsn, application_name="queue-bench clean"),
+                               lambda conn: cleanup.clean(conn, dry_run=dry_run))
 
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
         """The per-second sampler (lock waits, history list length, depth, oldest eligible age)."""

@@ -8,25 +8,12 @@ left alone and reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import psycopg
 
+from bench.engines.common import ToolSchema
 from bench.engines.postgres import db
 
-
-@dataclass
-class ToolSchema:
-    """One schema carrying the tool's mark: its tables, estimated rows and size on disk (bytes,
-    ``pg_total_relation_size``: heap, indexes and TOAST)."""
-
-    name: str
-    tables: int
-    rows_estimate: int
-    size_bytes: int
-    in_use: bool = False
-    #: objects outside the schema that depend on it (a schema with any is left alone)
-    dependents: tuple = ()
+__all__ = ["ToolSchema", "clean", "tool_schemas"]
 
 
 _LIST = """

@@ -23,8 +23,9 @@ created on first use.
 
 The server is stopped on normal exit, on any exception (including
 ``KeyboardInterrupt``), on SIGTERM (while the context is open in the main
-thread and no other SIGTERM handler was installed), and by an ``atexit``
-fallback.  Only SIGKILL of the Python process can leave it running.
+thread and no other SIGTERM handler was installed), by an ``atexit`` fallback,
+and, when the Python process dies without any of those (SIGKILL), by a watchdog process
+(:mod:`bench.engines.embedded_watchdog`) that stops the server and deletes its directory.
 
 The parts: :mod:`~bench.engines.postgres.embedded_binaries` (finding the binaries, and
 :class:`EmbeddedError`), :mod:`~bench.engines.postgres.embedded_user` (the user it runs as),

@@ -50,6 +50,7 @@ class Server:
         self.max_connections = max_connections
         self.base_dir = base_dir
         self.log = log
+        self.on_root: Callable[[pathlib.Path], None] = lambda _path: None  # told the temp dir once made
         self.root: pathlib.Path | None = None  # owned temp dir: data/ + server.log
         self.port: int | None = None
         self.run_as = RunAs()
@@ -135,6 +136,7 @@ class Server:
         self.root = pathlib.Path(
             tempfile.mkdtemp(prefix="qbench-pg-", dir=str(self.base_dir) if self.base_dir else None)
         ).resolve()
+        self.on_root(self.root)
         if self.run_as.name is None:
             return
         os.chown(self.root, self.run_as.uid, self.run_as.gid)

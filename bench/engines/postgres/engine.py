@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bench.engines.base import Capabilities
-from bench.engines.postgres import audit, captures, db, fault_actions, pg_stat_statements, plans
+from bench.engines.common import with_connection
+from bench.engines.postgres import audit, captures, cleanup, db, fault_actions, pg_stat_statements, plans
 from bench.engines.postgres.error_kinds import first_line
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 from bench.engines.postgres.mover import Mover
@@ -89,6 +90,11 @@ class PostgresEngine:
     def drop_schema_at(self, dsn: str, schema: str) -> None:
         """Drop the tool's ``schema`` (only when it carries the tool's marker)."""
         db.drop_schema_at(dsn, schema)
+
+    def clean(self, dsn: str, *, dry_run: bool) -> list:
+        """Drop the tool's schemas on ``dsn`` (:func:`bench.engines.postgres.cleanup.clean`)."""
+        return with_connection(lambda: db.connect(dsn, application_name="queue-bench clean"),
+                               lambda conn: cleanup.clean(conn, dry_run=dry_run))
 
     # -- during the load
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
