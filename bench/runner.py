@@ -310,7 +310,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         **server,
         "client": {"cores": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total,
                    "python": platform.python_version(), "platform": platform.platform(),
-                   "hostname": socket.gethostname(), "psycopg_wait": wait_fn},
+                   "hostname": socket.gethostname(), "driver_wait": wait_fn},
         "dsn_masked": mask_dsn(dsn), "embedded_database": embedded,
         "config": cfg.public(), "backlog": backlog, "backlog_computed": backlog_how,
         "seed": {"rows": seed.history + seed.backlog, "history": seed.history, "backlog": seed.backlog,

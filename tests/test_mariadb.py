@@ -237,6 +237,13 @@ def test_a_whole_run_writes_the_results_contract(maria_schema, tmp_path):
     header = (run_dir / "intervals.csv").read_text().splitlines()[0].split(",")
     assert "history_list_length" in header
     assert "FORMAT=JSON" in (run_dir / "claim_plan.txt").read_text()
+    # The report explains what MariaDB did in MariaDB's terms: no PostgreSQL view is named as a source.
+    page = (run_dir / "report.html").read_text()
+    assert "MariaDB has no prepared plans" in page and "rows examined per claim" in page
+    assert "INNODB_LOCK_WAITS" in page and "TABLE_ROWS" not in page  # the axis label is in the PNG
+    for pg_only in ("pg_prepared_statements", "pg_stat_activity", "EXPLAIN (ANALYZE, BUFFERS)"):
+        assert pg_only not in page, pg_only
+    assert run["client"]["driver_wait"]
 
 
 @pytest.mark.parametrize("option,value", [("--layout", "partitioned"), ("--plan-cache", "force_custom_plan"),

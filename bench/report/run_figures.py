@@ -100,14 +100,17 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
 FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
     ("throughput", "Throughput",
      "Jobs completed and claims made in each second of the measured window; the dashed "
-     "line is the run's mean throughput. Dips show stalls.",
+     "line is the run's mean throughput. Dips show stalls. Empty claims (a claim that returned no "
+     "row) are drawn when there were any; a red cross marks a second with empty claims whose queue "
+     "depth sample saw eligible rows waiting: claims came back empty while there was work (FR-07).",
      draw_throughput),
     ("claim_latency", "Claim latency",
      "Per-second p50/p95/p99 of claim latency in ms (lock waits included); gaps are seconds "
      "with no claims. A widening p99 over p50 means some claims queue behind locks.",
      draw_claim_latency),
     ("claim_vs_table", "Claim latency against table size",
-     "Each second's claim p50 and p99 against the queue table's live + dead tuples in that second. "
+     "Each second's claim p50 and p99 against the queue table's size in that second (PostgreSQL: its live + "
+     "dead tuples; MariaDB: InnoDB's estimate of its rows, which includes no old row versions). "
      "A flat cloud means the claim's cost does not depend on the table; a rising one means every "
      "claim reads more as the table grows (a plan that scans the table, or dead index entries it "
      "steps over) and the run's figures depend on how long it ran.",

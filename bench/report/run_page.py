@@ -56,6 +56,7 @@ def render_report(run_dir: Path) -> Path:
 
     context = {
         "run_id": summary.get("run_id") or run.get("run_id") or run_dir.name,
+        "engine": config.get("engine") or "postgres",
         "headline": headline(config, summary),
         "banners": banners(summary),
         "monitor_notes": list(summary.get("monitor_notes") or []),

@@ -27,10 +27,14 @@ __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "dra
 LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
 
 
+#: Legend entries per row above a plot; more wrap to another row (a wider row squeezes the axes).
+LEGEND_COLUMNS = 4
+
+
 def _legend(ax: plt.Axes, handles: list | None = None) -> None:
-    """One-row legend above the axes, so it never covers data."""
+    """Legend above the axes, so it never covers data: one row, or rows of :data:`LEGEND_COLUMNS`."""
     handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=len(handles),
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=min(len(handles), LEGEND_COLUMNS),
               frameon=False, fontsize="small", borderaxespad=0)
 
 
@@ -60,6 +64,13 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
         ax.plot(df["t_s"], df["jobs_produced"].fillna(0), marker=m, color="C2", label="jobs produced / s")
     if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
         ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
+    if "empty_claims" in df and df["empty_claims"].fillna(0).sum() > 0:
+        ax.plot(df["t_s"], df["empty_claims"].fillna(0), marker=m, color="C4", label="empty claims / s")
+        if "queue_depth" in df:  # FR-07: a claim came back empty while the depth sample saw eligible rows
+            waiting = df[(df["empty_claims"].fillna(0) > 0) & (df["queue_depth"].fillna(0) > 0)]
+            if len(waiting):
+                ax.plot(waiting["t_s"], waiting["empty_claims"], linestyle="none", marker="x", markersize=8,
+                        color="#c62828", label="empty while work waited")
     mean = summary.get("throughput_jobs_per_s")
     if not is_none_or_nan(mean):
         ax.axhline(float(mean), color="C0", linestyle="--", linewidth=1,
@@ -216,7 +227,9 @@ def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
         points = df[["table_tuples", col]].dropna()
         ax.plot(points["table_tuples"], points[col] / 1000.0, linestyle="none", marker="o", markersize=3,
                 label=f"claim latency {label}")
-    ax.set_xlabel("queue table tuples, live + dead (pg_stat_user_tables)")
+    ax.set_xlabel("queue table rows, InnoDB's estimate (information_schema.TABLES.TABLE_ROWS)"
+                  if (summary.get("config") or {}).get("engine") == "mariadb"
+                  else "queue table tuples, live + dead (pg_stat_user_tables)")
     ax.set_ylabel("claim latency (ms)")
     ax.set_ylim(bottom=0)
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))

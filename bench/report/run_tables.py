@@ -22,31 +22,36 @@ def plan_rows(summary: dict) -> list[dict]:
     """Rows of the plan table: the workers' own claim plan, what a fresh custom and generic plan would do,
     and pg_stat_statements over the measured window, each when ``summary`` recorded it.
 
-    Each row is ``{"what", "scan", "buffers" (shared buffers per call), "ms" (execution time, ms)}``, all text.
+    Each row is ``{"what", "scan", "buffers" (shared buffers per call, PostgreSQL), "rows" (rows
+    examined per call, MariaDB), "ms" (execution time, ms)}``, all text. MariaDB's rows: the workers'
+    claim (``ANALYZE FORMAT=JSON`` on a worker's session) and ``EXPLAIN FORMAT=JSON`` (``plans.explain``).
     """
     plans = summary.get("plans") or {}
     rows = []
+
+    def row(what: str, plan: dict) -> dict:
+        examined = plan.get("rows_examined")
+        return {"what": what, "scan": plan.get("scan") or plan.get("error") or NA,
+                "buffers": fmt_value(plan.get("shared_buffers")),
+                "rows": NA if examined is None else f"{examined:,.0f}",
+                "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"}
+
     workers = plans.get("workers")
     if workers is not None:
-        rows.append({"what": "the workers' claim, read on their own sessions: "
-                             + workers_plan_label(workers, summary.get("config") or {}),
-                     "scan": workers.get("scan") or workers.get("error") or NA,
-                     "buffers": fmt_value(workers.get("shared_buffers")),
-                     "ms": NA if workers.get("execution_ms") is None else f"{workers['execution_ms']:,.3f}"})
+        rows.append(row("the workers' claim, read on their own sessions: "
+                        + workers_plan_label(workers, summary.get("config") or {}), workers))
     for mode in ("custom", "generic"):
-        plan = plans.get(mode)
-        if not plan:
-            continue
-        rows.append({"what": f"what the {mode} plan would do (a fresh statement)",
-                     "scan": plan.get("scan") or plan.get("error") or NA,
-                     "buffers": fmt_value(plan.get("shared_buffers")),
-                     "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"})
+        if plans.get(mode):
+            rows.append(row(f"what the {mode} plan would do (a fresh statement)", plans[mode]))
+    if plans.get("explain"):
+        rows.append(row("EXPLAIN FORMAT=JSON of the claim on the tool's own session (rows: the optimizer's estimate)",
+                        plans["explain"]))
     pgss = summary.get("pg_stat_statements") or {}
     if pgss:
         unavailable = pgss.get("unavailable")
         rows.append({"what": "pg_stat_statements, measured window",
                      "scan": f"not recorded: {unavailable}" if unavailable else f"{fmt_value(pgss.get('calls'))} calls",
-                     "buffers": NA if unavailable else fmt_value(pgss.get("shared_blks_per_call")),
+                     "buffers": NA if unavailable else fmt_value(pgss.get("shared_blks_per_call")), "rows": NA,
                      "ms": NA if unavailable or pgss.get("mean_ms") is None else f"{pgss['mean_ms']:,.3f}"})
     return rows
 
