@@ -12,15 +12,12 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import shutil
 import signal
-import stat
 import subprocess
-import tempfile
-import threading
 import time
 from typing import Callable
 
+from bench.engines.embedded_base import ThrowawayServer
 from bench.engines.mariadb.embedded_binaries import EmbeddedError, ServerBinaries, find_server_binaries
 from bench.engines.mariadb.embedded_config import ERROR_LOG, PID_FILE, install_db_argv, server_argv
 from bench.engines.mariadb.embedded_processes import LOG_TAIL_LINES, free_port, kill_leftovers, log_tail
@@ -40,33 +37,24 @@ INSTALL_TIMEOUT_S = 120
 _PORT_ATTEMPTS = 3  # a port picked by bind(0) can be taken before the server binds it
 
 
-class Server:
-    """One throwaway server: created by ``start``, removed by ``stop`` (idempotent).
+class Server(ThrowawayServer):
+    """One throwaway server: created by ``start``, removed by ``stop`` (idempotent; the directory and
+    the stop are :class:`bench.engines.embedded_base.ThrowawayServer`'s).
 
     ``max_connections`` is the server's setting; the temporary directory is made in ``base_dir``
     (None: the system's); ``log`` receives short progress lines. ``dsn``, ``data_dir`` and
     ``error_log`` are valid once ``start`` has made the directory (and, for ``dsn``, picked a port).
     """
 
+    label = "MariaDB"
+    prefix = "qbench-maria-"
+    error = EmbeddedError
+
     def __init__(self, max_connections: int, base_dir: pathlib.Path | None, log: Callable[[str], None]):
-        self.max_connections = max_connections
-        self.base_dir = base_dir
-        self.log = log
-        self.on_root: Callable[[pathlib.Path], None] = lambda _path: None  # told the temp dir once made
-        self.root: pathlib.Path | None = None  # owned temp dir: data/, files/, mariadbd.out
-        self.port: int | None = None
+        super().__init__(max_connections, base_dir, log)
         self.run_as = RunAs()
         self.bins: ServerBinaries | None = None
-        self.version = "?"
         self.proc: subprocess.Popen | None = None
-        self.started = False  # from the moment mariadbd may exist until stop has dealt with it
-        self._lock = threading.Lock()
-        self._stopped = False
-
-    @property
-    def data_dir(self) -> pathlib.Path:
-        assert self.root is not None
-        return self.root / "data"
 
     @property
     def files_dir(self) -> pathlib.Path:
@@ -83,11 +71,6 @@ class Server:
         """mariadbd's stdout and stderr: what it says before it opens the error log."""
         assert self.root is not None
         return self.root / "mariadbd.out"
-
-    @property
-    def stopped(self) -> bool:
-        """True once ``stop`` has run to its end (or found nothing to stop)."""
-        return self._stopped
 
     @property
     def dsn(self) -> str:
@@ -153,24 +136,12 @@ class Server:
         self.version = m.group(1) if m else out
 
     def _make_root(self) -> None:
-        if self.base_dir is not None:
-            self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.root = pathlib.Path(
-            tempfile.mkdtemp(prefix="qbench-maria-", dir=str(self.base_dir) if self.base_dir else None)
-        ).resolve()
-        self.on_root(self.root)
+        run_as = self.run_as
+        owner = (run_as.name, run_as.uid, run_as.gid) if run_as.other_user else None
+        super()._make_root(owner, run_as.can_traverse, "MariaDB runs as it under root")
         self.files_dir.mkdir(mode=0o700)
-        if not self.run_as.other_user:
-            return
-        for path in (self.root, self.files_dir):
-            os.chown(path, self.run_as.uid, self.run_as.gid)
-        for parent in self.root.parents:
-            if not self.run_as.can_traverse(parent):
-                raise EmbeddedError(
-                    f"user {self.run_as.name!r} (MariaDB runs as it under root) cannot enter {parent} "
-                    f"(mode {stat.filemode(parent.stat().st_mode)}); "
-                    "pick a base directory whose parents are world-traversable, e.g. under /tmp"
-                )
+        if owner is not None:
+            os.chown(self.files_dir, run_as.uid, run_as.gid)
 
     def _install_db(self) -> None:
         assert self.bins is not None
@@ -244,34 +215,17 @@ class Server:
 
     # -- stop --------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, its normal shutdown; SIGKILL after :data:`STOP_TIMEOUT_S`)
-        and delete the temporary directory.
-
-        Safe to call more than once and from atexit; a call interrupted halfway (e.g. by a second
-        Ctrl-C) can be repeated.
-        """
-        with self._lock:
-            if self._stopped or self.root is None:
-                self._stopped = True
-                return
-            t0 = time.monotonic()
-            problems = []
-            if self.started:
-                if not self._terminate():
-                    problems.append(f"no shutdown within {STOP_TIMEOUT_S} s; killed")
-                # Anything else naming our data dir: a server whose Popen was interrupted, the
-                # install tool's bootstrap server after an interrupt.
-                kill_leftovers(self.data_dir)
-                self.started = False
-            elif self.data_dir.exists():
-                kill_leftovers(self.data_dir)  # interrupted during the install tool
-            shutil.rmtree(self.root, ignore_errors=True)
-            if self.root.exists():
-                problems.append(f"could not remove {self.root}")
-            self._stopped = True
-            note = f" ({'; '.join(problems)})" if problems else ""
-            self.log(f"embedded MariaDB stopped in {time.monotonic() - t0:.1f} s, data dir removed{note}")
+    def _shutdown(self, problems: list[str]) -> None:
+        """SIGTERM mariadbd (its normal shutdown; SIGKILL after :data:`STOP_TIMEOUT_S`), then kill
+        anything else naming the data directory."""
+        if self.started:
+            if not self._terminate():
+                problems.append(f"no shutdown within {STOP_TIMEOUT_S} s; killed")
+            # Anything else naming our data dir: a server whose Popen was interrupted, the
+            # install tool's bootstrap server after an interrupt.
+            kill_leftovers(self.data_dir)
+        elif self.data_dir.exists():
+            kill_leftovers(self.data_dir)  # interrupted during the install tool
 
     def _terminate(self) -> bool:
         """SIGTERM the server and wait for it to exit, SIGKILL after :data:`STOP_TIMEOUT_S`;

@@ -9,17 +9,13 @@ from :mod:`bench.engines.postgres.embedded_user`, the settings from
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
-import shutil
-import stat
 import subprocess
-import tempfile
-import threading
 import time
 from typing import Callable
 
+from bench.engines.embedded_base import ThrowawayServer
 from bench.engines.postgres.embedded_binaries import EmbeddedError, ServerBinaries, find_server_binaries
 from bench.engines.postgres.embedded_config import has_pg_stat_statements, initdb_argv, server_options
 from bench.engines.postgres.embedded_processes import (
@@ -38,42 +34,28 @@ STOP_TIMEOUT_S = 60
 _PORT_ATTEMPTS = 3  # a port picked by bind(0) can be taken before the server binds it
 
 
-class Server:
-    """One throwaway cluster: created by ``start``, removed by ``stop`` (idempotent).
+class Server(ThrowawayServer):
+    """One throwaway cluster: created by ``start``, removed by ``stop`` (idempotent; the directory and
+    the stop are :class:`bench.engines.embedded_base.ThrowawayServer`'s).
 
     ``max_connections`` is the server's setting; the cluster's temporary directory is made in
     ``base_dir`` (None: the system's); ``log`` receives short progress lines. ``dsn``, ``data_dir``
     and ``logfile`` are valid once ``start`` has made the directory (and, for ``dsn``, picked a port).
     """
 
+    label = "PostgreSQL"
+    prefix = "qbench-pg-"
+    error = EmbeddedError
+
     def __init__(self, max_connections: int, base_dir: pathlib.Path | None, log: Callable[[str], None]):
-        self.max_connections = max_connections
-        self.base_dir = base_dir
-        self.log = log
-        self.on_root: Callable[[pathlib.Path], None] = lambda _path: None  # told the temp dir once made
-        self.root: pathlib.Path | None = None  # owned temp dir: data/ + server.log
-        self.port: int | None = None
+        super().__init__(max_connections, base_dir, log)
         self.run_as = RunAs()
         self.bins: ServerBinaries | None = None
-        self.version = "?"
-        self.started = False
-        self._lock = threading.Lock()
-        self._stopped = False
-
-    @property
-    def data_dir(self) -> pathlib.Path:
-        assert self.root is not None
-        return self.root / "data"
 
     @property
     def logfile(self) -> pathlib.Path:
         assert self.root is not None
         return self.root / "server.log"
-
-    @property
-    def stopped(self) -> bool:
-        """True once ``stop`` has run to its end (or found nothing to stop)."""
-        return self._stopped
 
     @property
     def dsn(self) -> str:
@@ -131,22 +113,9 @@ class Server:
         return self.dsn
 
     def _make_root(self) -> None:
-        if self.base_dir is not None:
-            self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.root = pathlib.Path(
-            tempfile.mkdtemp(prefix="qbench-pg-", dir=str(self.base_dir) if self.base_dir else None)
-        ).resolve()
-        self.on_root(self.root)
-        if self.run_as.name is None:
-            return
-        os.chown(self.root, self.run_as.uid, self.run_as.gid)
-        for parent in self.root.parents:
-            if not self.run_as.can_traverse(parent):
-                raise EmbeddedError(
-                    f"user {self.run_as.name!r} (PostgreSQL runs as it, initdb refuses root) cannot "
-                    f"enter {parent} (mode {stat.filemode(parent.stat().st_mode)}); "
-                    "pick a base directory whose parents are world-traversable, e.g. under /tmp"
-                )
+        run_as = self.run_as
+        owner = (run_as.name, run_as.uid, run_as.gid) if run_as.name is not None else None
+        super()._make_root(owner, run_as.can_traverse, "PostgreSQL runs as it, initdb refuses root")
 
     def _check_binaries(self) -> None:
         assert self.bins is not None
@@ -219,41 +188,24 @@ class Server:
 
     # -- stop --------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown, escalating if needed) and delete the temp dir.
-
-        Safe to call more than once and from atexit; a call interrupted halfway
-        (e.g. by a second Ctrl-C) can be repeated.
-        """
-        with self._lock:
-            if self._stopped or self.root is None:
-                self._stopped = True
-                return
-            t0 = time.monotonic()
-            problems = []
-            if self.started and self.bins is not None and (self.data_dir / "postmaster.pid").exists():
-                pid = postmaster_pid(self.data_dir)
-                if not self._pg_ctl_stop("fast", STOP_TIMEOUT_S):
-                    problems.append("fast shutdown failed")
-                    if not self._pg_ctl_stop("immediate", 30):
-                        problems.append("immediate shutdown failed; killed")
-                        kill_leftovers(self.data_dir)
-                # pg_ctl -w returns once postmaster.pid is gone, a moment before the
-                # process itself exits; wait so that "stopped" really means no process.
-                if pid and not wait_gone(pid, timeout=10):
-                    problems.append(f"postmaster {pid} lingered; killed")
-                    kill_leftovers(self.data_dir, pid)
-            elif self.started:
-                # Interrupted between pg_ctl's fork and the postmaster writing its pid
-                # file: find it by its command line (-D <our unique data dir>).
-                kill_leftovers(self.data_dir)
-            self.started = False
-            shutil.rmtree(self.root, ignore_errors=True)
-            if self.root.exists():
-                problems.append(f"could not remove {self.root}")
-            self._stopped = True
-            note = f" ({'; '.join(problems)})" if problems else ""
-            self.log(f"embedded PostgreSQL stopped in {time.monotonic() - t0:.1f} s, data dir removed{note}")
+    def _shutdown(self, problems: list[str]) -> None:
+        """``pg_ctl stop -m fast``, then ``immediate``, then SIGKILL; wait until the postmaster is gone."""
+        if self.started and self.bins is not None and (self.data_dir / "postmaster.pid").exists():
+            pid = postmaster_pid(self.data_dir)
+            if not self._pg_ctl_stop("fast", STOP_TIMEOUT_S):
+                problems.append("fast shutdown failed")
+                if not self._pg_ctl_stop("immediate", 30):
+                    problems.append("immediate shutdown failed; killed")
+                    kill_leftovers(self.data_dir)
+            # pg_ctl -w returns once postmaster.pid is gone, a moment before the
+            # process itself exits; wait so that "stopped" really means no process.
+            if pid and not wait_gone(pid, timeout=10):
+                problems.append(f"postmaster {pid} lingered; killed")
+                kill_leftovers(self.data_dir, pid)
+        elif self.started:
+            # Interrupted between pg_ctl's fork and the postmaster writing its pid
+            # file: find it by its command line (-D <our unique data dir>).
+            kill_leftovers(self.data_dir)
 
     def _pg_ctl_stop(self, mode: str, timeout: int) -> bool:
         assert self.bins is not None
