@@ -10,6 +10,8 @@ from typing import Callable
 from bench.analysis.queue_verdict import saturation as _saturation
 from bench.config.run_config import RunConfig
 from bench.analysis.claim_growth import claim_growth
+from bench.analysis.empty_claims import empty_while_work_waited
+from bench.config.faults import OPTIONS as FAULT_OPTIONS
 from bench.measure import metrics, seconds
 from bench.measure.rss import RSS_REPORTED_MIN
 from bench.workload import jobs
@@ -173,13 +175,17 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "monitor_failures": monitor_failures,
         "monitor_notes": notes,
         "database_lost": run_info.get("database_lost"),
-        "faults": [dict(f.__dict__) for f in cfg.faults],
+        "faults": [{k: v for k, v in f.__dict__.items() if k in ("kind", "start_s", "end_s") or k in FAULT_OPTIONS[f.kind]}
+                   for f in cfg.faults],
         "config_notes": list(cfg.notes),
         "crashed_claims": counters["crashed_claims"],
         "crashed_jobs": counters["crashed_jobs"],
         "late_completions": counters["late_completions"],
         "backend_kills": counters["backend_kills"],
         "status_counts": audit_result["status_counts"],
+        "empty_claims_while_work_waited": empty_while_work_waited(
+            cfg.public(), [r.get("jobs_claimed") for r in rows], [r.get("empty_claims") for r in rows],
+            audit_result["status_counts"].get("pending", 0) if audit_result["status_counts"] else None)[0],
         "batch_wait_us": metrics.latency_summary(metrics.merge(measured, "batch_wait_us")),
         "work_duration_us": metrics.latency_summary(work_h),
         "work_expected_ms": round(jobs.expected_work_s(cfg) * 1000.0, 3),

@@ -55,6 +55,10 @@ class Parameter:
             return NOT_APPLICABLE
         return self.engine_defaults.get(engine, self.default)
 
+    def applies_on(self, engine: str) -> bool:
+        """False when the parameter has no meaning on ``engine`` (its only value there is n/a)."""
+        return not (engine in self.engine_values and not self.engine_values[engine])
+
     def check_on(self, engine: str, value: Any) -> None:
         """Raise ConfigError when ``value`` (parsed, set by the user) cannot be honoured on ``engine``:
         the parameter has no meaning there, or the engine supports only some of its values."""

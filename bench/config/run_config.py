@@ -277,20 +277,29 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
     order), then the first contradiction.
     """
     raw = dict(load_workload(workload))
+    given = set()  # keys set by the caller (options, Make variables, a sweep), not by the workload file
     for key, value in (overrides or {}).items():
         if key not in BY_KEY:
             raise ConfigError(key.upper(), f"not a run parameter; allowed: {', '.join(sorted(BY_KEY))}")
         if value is not None and value != "":
             raw[key] = value
+            given.add(key)
     if dsn is not None and not dsn.strip():
         dsn = None
     engine = choose_engine(raw.get("engine"), dsn)
     if dsn is None:
         dsn = engine_dsn(engine)
-    values = {}
+    values, engine_notes = {}, []
     for p in PARAMETERS:
         if p.key == "engine":
             values[p.attribute] = engine
+        elif p.key in raw and p.key not in given and p.applies_on(engine) is False:
+            # A workload file written for another engine (PLAN_CACHE in long_transaction): the
+            # parameter has no meaning here, so the engine's n/a stands, with a note.
+            values[p.attribute] = NOT_APPLICABLE
+            engine_notes.append(f"{p.name} = {raw[p.key]!r} from workload {workload!r} does not apply on {engine}: "
+                                f"{NOT_APPLICABLE}")
+            del raw[p.key]
         elif p.key in raw:
             values[p.attribute] = p.parse(raw[p.key])
         else:
@@ -298,6 +307,12 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
             values[p.attribute] = default if default == NOT_APPLICABLE else p.parse(default)
     for p in PARAMETERS:
         if p.key in raw:
-            p.check_on(engine, values[p.attribute])
+            try:
+                p.check_on(engine, values[p.attribute])
+            except ConfigError as err:
+                if p.key in given:
+                    raise
+                raise ConfigError(p.name, f"{str(err).split(': ', 1)[1]} (the value is from workload {workload!r}: "
+                                          f"set {p.name} to override it)") from None
     notes = check_combinations(values, set(raw))
-    return RunConfig(workload=workload, dsn=dsn, notes=tuple(notes), **values)
+    return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)

@@ -41,7 +41,7 @@ __all__ = ["CompareError", "compare"]
 
 PAIR_TEMPLATE = "compare_pair.html.j2"
 PER_SECOND_NOTE = ("Per-second samples are autocorrelated (consecutive seconds share the queue's "
-                   "state, caches and vacuum debt), so p-values from them are optimistic: read "
+                   "state, caches and old row versions not yet cleaned up), so p-values from them are optimistic: read "
                    "'yes' as 'worth repeating the runs', not as proof.")
 
 

@@ -86,9 +86,12 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
         time_axis = getattr(draw, "time_axis", True)  # False: x is not the measured window's time
         if not df.empty and time_axis:  # the whole measured window, even when a series has few points
             ax.set_xlim(df["t_s"].min() - 0.3, df["t_s"].max() + 0.3)
-        for i, fault in enumerate((summary.get("faults") or []) if time_axis else []):  # shade each fault window
+        faults = (summary.get("faults") or []) if time_axis else []
+        for i, fault in enumerate(faults):  # shade each fault window
             ax.axvspan(fault["start_s"], fault["end_s"], color=f"C{(i % 4) + 6}", alpha=0.12, zorder=0)
-            ax.text(fault["start_s"], 1.0, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
+            # windows that start at the same second get their labels one below the other
+            row = sum(1 for f in faults[:i] if f["start_s"] == fault["start_s"])
+            ax.text(fault["start_s"], 1.0 - 0.07 * row, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
                     fontsize="x-small", va="top", color="#555")
         return save_png(fig)
     finally:
@@ -101,8 +104,10 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
     ("throughput", "Throughput",
      "Jobs completed and claims made in each second of the measured window; the dashed "
      "line is the run's mean throughput. Dips show stalls. Empty claims (a claim that returned no "
-     "row) are drawn when there were any; a red cross marks a second with empty claims whose queue "
-     "depth sample saw eligible rows waiting: claims came back empty while there was work (FR-07).",
+     "row) are drawn when there were any. In a run that drains a seeded backlog and returns no row "
+     "to the queue, a red cross marks each second whose empty claims came back while rows were "
+     "certainly pending (the pending rows the audit found at the end plus the jobs claimed later: "
+     "summary.json empty_claims_while_work_waited, field case FR-07).",
      draw_throughput),
     ("claim_latency", "Claim latency",
      "Per-second p50/p95/p99 of claim latency in ms (lock waits included); gaps are seconds "

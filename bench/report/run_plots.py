@@ -19,6 +19,7 @@ from matplotlib.ticker import (  # noqa: E402
     FuncFormatter, MaxNLocator, NullFormatter, StrMethodFormatter,
 )
 
+from bench.analysis.empty_claims import empty_while_work_waited  # noqa: E402
 from bench.report.run_format import fmt_num, is_none_or_nan  # noqa: E402
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
@@ -66,10 +67,14 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
         ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
     if "empty_claims" in df and df["empty_claims"].fillna(0).sum() > 0:
         ax.plot(df["t_s"], df["empty_claims"].fillna(0), marker=m, color="C4", label="empty claims / s")
-        if "queue_depth" in df:  # FR-07: a claim came back empty while the depth sample saw eligible rows
-            waiting = df[(df["empty_claims"].fillna(0) > 0) & (df["queue_depth"].fillna(0) > 0)]
-            if len(waiting):
-                ax.plot(waiting["t_s"], waiting["empty_claims"], linestyle="none", marker="x", markersize=8,
+        # FR-07: claims that came back empty while rows were pending (bench.analysis.empty_claims)
+        counts = summary.get("status_counts") or {}
+        _, waited = empty_while_work_waited(summary.get("config") or {}, df["jobs_claimed"].tolist(),
+                                            df["empty_claims"].tolist(), counts.get("pending", 0) if counts else None)
+        if waited:
+            hit = df[pd.Series(waited, index=df.index) & (df["empty_claims"].fillna(0) > 0)]
+            if len(hit):
+                ax.plot(hit["t_s"], hit["empty_claims"], linestyle="none", marker="x", markersize=8,
                         color="#c62828", label="empty while work waited")
     mean = summary.get("throughput_jobs_per_s")
     if not is_none_or_nan(mean):

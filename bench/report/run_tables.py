@@ -47,7 +47,7 @@ def plan_rows(summary: dict) -> list[dict]:
         rows.append(row("EXPLAIN FORMAT=JSON of the claim on the tool's own session (rows: the optimizer's estimate)",
                         plans["explain"]))
     pgss = summary.get("pg_stat_statements") or {}
-    if pgss:
+    if pgss and (summary.get("config") or {}).get("engine", "postgres") == "postgres":  # an extension of PostgreSQL
         unavailable = pgss.get("unavailable")
         rows.append({"what": "pg_stat_statements, measured window",
                      "scan": f"not recorded: {unavailable}" if unavailable else f"{fmt_value(pgss.get('calls'))} calls",
@@ -81,6 +81,9 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
         _row("jobs claimed", fmt_num(summary.get("jobs_claimed"))),
         _row("jobs completed", fmt_num(summary.get("jobs_completed"))),
         _row("empty claims", fmt_num(summary.get("empty_claims"))),
+        *([_row("empty claims while rows were pending (FR-07)", fmt_num(summary["empty_claims_while_work_waited"]),
+                bad=summary["empty_claims_while_work_waited"] > 0)]
+          if summary.get("empty_claims_while_work_waited") is not None else []),
         _row("max rows per claim",
              f"{fmt_num(max_rows)} (batch {fmt_num(batch)})", bad=over_batch),
         _row("oldest eligible age max / p95 / final",

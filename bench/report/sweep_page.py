@@ -23,6 +23,7 @@ from pathlib import Path
 from bench.report.format import NA
 from bench.report.render import environment, png_uri
 from bench.report.sweep_answer import capacity_answer
+from bench.report.sweep_engines import engine_rows, engines_figure
 from bench.report.sweep_plots import batch_figure, history_figure, scaling_figure
 from bench.report.sweep_tables import banners, cell_rows, plan_rows, run_rows, size_rows, text_plan_rows
 from bench.results.sweep import SweepResults, axis_fields, load_sweep
@@ -67,6 +68,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         specs.append(history_figure(sweep))
     if "batch" in sweep.varying:
         specs.append(batch_figure(sweep))
+    specs.append(engines_figure(sweep))  # None without an engine axis
     figures = []
     for spec in filter(None, specs):  # None: nothing to draw for that axis
         png = spec["draw"]()
@@ -92,6 +94,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         "run_rows": run_rows(sweep),
         "base_rows": base_rows(sweep),
         "columns": sweep.columns,
+        "engine_table": engine_rows(sweep),
         "text_plan_rows": text_plan_rows(sweep),
         "engines": sorted({str(sweep.value(c, "engine")) for c in sweep.cells}),
     }
@@ -102,6 +105,8 @@ def render_sweep_report(sweep_dir: Path) -> Path:
 
 
 def _value_text(v) -> str:
+    if v is None:
+        return NA
     return fmt_label(v) if not isinstance(v, (dict, list)) else json.dumps(v)
 
 

@@ -55,7 +55,7 @@ def cell_rows(sweep: SweepResults) -> list[dict]:
     """The main table: one row per cell, means (95 % CI) over its finished runs.
 
     Each row is ``{"cell_id", "params", "runs" ('done / expected'), "values" (throughput jobs/s, claims/s,
-    claim p50 and p99 ms, oldest eligible age max s, errors), "flags", "bad"}``.
+    claim p50 and p99 ms, oldest eligible age max s, empty claims, errors), "flags", "bad"}``.
     """
     rows = []
     for cell in sweep.cells:
@@ -64,7 +64,8 @@ def cell_rows(sweep: SweepResults) -> list[dict]:
             "runs": f"{int(cell.runs['done'].sum())} / {cell.expected_reps}",
             "values": [ci_text(cell.stat("throughput_jobs_per_s")), ci_text(cell.stat("claims_per_s")),
                        ci_text(cell.stat("claim_p50_us"), 1000.0), ci_text(cell.stat("claim_p99_us"), 1000.0),
-                       ci_text(cell.stat("oldest_age_max_s")), ci_text(cell.stat("errors_total"))],
+                       ci_text(cell.stat("oldest_age_max_s")), ci_text(cell.stat("empty_claims")),
+                       ci_text(cell.stat("errors_total"))],
             "flags": "; ".join(cell.flags), "bad": cell.bad,
         })
     return rows

@@ -38,7 +38,7 @@ DERIVED_COLUMNS = ("isolation", "index", "layout")
 PARAM_COLUMNS = ("engine", "isolation", "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
                  "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
 NUMERIC_COLUMNS = (
-    "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
+    "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
     "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
     "plan_workers_generic", "plan_workers_custom", "plan_workers_buffers", "plan_workers_ms",

@@ -51,7 +51,7 @@ CELL_COLUMNS = (
     "cell_id", "rep", "run_id", "run_dir", "status", "engine", "isolation",
     "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
     "plan_cache", "prepared", "autovacuum",
-    "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "errors_total",
+    "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
     "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
     "plan_workers", "plan_workers_scan", "plan_workers_generic", "plan_workers_custom",
@@ -205,6 +205,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
     row.update({
         "throughput_jobs_per_s": summary["throughput_jobs_per_s"], "claims_per_s": summary["claims_per_s"],
         "jobs_completed": summary["jobs_completed"], "empty_claims": summary["empty_claims"],
+        "empty_claims_while_work_waited": summary.get("empty_claims_while_work_waited"),
         "errors_total": sum(summary["errors"].values()),
         "claim_p50_us": claim["p50"], "claim_p95_us": claim["p95"], "claim_p99_us": claim["p99"],
         "claim_mean_us": claim["mean"], "complete_p99_us": summary["complete_latency_us"]["p99"],

@@ -12,7 +12,7 @@ from __future__ import annotations
 from bench.engines.common import ToolSchema
 from bench.engines.mariadb import db
 
-__all__ = ["clean", "outside_dependents", "tool_schemas"]
+__all__ = ["clean", "tool_schemas"]
 
 _LIST = """
 SELECT s.SCHEMA_NAME, count(t.TABLE_NAME), coalesce(sum(t.TABLE_ROWS), 0),
@@ -22,15 +22,7 @@ LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME AND t.TA
 WHERE s.SCHEMA_COMMENT = %s
 GROUP BY s.SCHEMA_NAME ORDER BY s.SCHEMA_NAME"""
 
-_OUTSIDE = """
-SELECT concat('foreign key ', CONSTRAINT_NAME, ' on ', CONSTRAINT_SCHEMA, '.', TABLE_NAME)
-FROM information_schema.REFERENTIAL_CONSTRAINTS
-WHERE UNIQUE_CONSTRAINT_SCHEMA = %s AND CONSTRAINT_SCHEMA <> %s
-UNION ALL
-SELECT concat('view ', TABLE_SCHEMA, '.', TABLE_NAME)
-FROM information_schema.VIEWS
-WHERE TABLE_SCHEMA <> %s AND VIEW_DEFINITION LIKE concat('%%`', %s, '`.%%')
-ORDER BY 1"""
+
 
 
 def tool_schemas(conn) -> list[ToolSchema]:
@@ -38,12 +30,6 @@ def tool_schemas(conn) -> list[ToolSchema]:
     InnoDB's estimates from ``information_schema.TABLES``)."""
     return [ToolSchema(name, int(tables), int(rows), int(size))
             for name, tables, rows, size in db.query(conn, _LIST, (db.SCHEMA_MARK,))]
-
-
-def outside_dependents(conn, schema: str) -> list[str]:
-    """Objects in other databases that depend on ``schema``: foreign keys referencing its tables and
-    views whose definition names it (``view app.v``); [] if none."""
-    return [r[0] for r in db.query(conn, _OUTSIDE, (schema, schema, schema, schema))]
 
 
 def clean(conn, *, dry_run: bool = False) -> list[ToolSchema]:
@@ -58,7 +44,7 @@ def clean(conn, *, dry_run: bool = False) -> list[ToolSchema]:
             schema.in_use = True
             continue
         try:
-            schema.dependents = tuple(outside_dependents(conn, schema.name))
+            schema.dependents = tuple(db.outside_dependents(conn, schema.name))
             if not schema.dependents and not dry_run:
                 db.drop_schema(conn, schema.name)
         finally:

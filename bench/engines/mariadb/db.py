@@ -114,10 +114,14 @@ def schema_state(conn, schema: str) -> str:
 
 
 def check_schema_usable(conn, schema: str) -> None:
-    """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's."""
-    if schema_state(conn, schema) == "foreign":
+    """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's, or is the tool's but
+    objects in other databases depend on it (a run would have to drop it)."""
+    state = schema_state(conn, schema)
+    if state == "foreign":
         raise ConfigError("SCHEMA", f"database {schema!r} exists and was not created by queue-bench; "
                                     "allowed: another SCHEMA (the tool never touches a database it did not create)")
+    if state == "ours":
+        _refuse_dependents(conn, schema)
 
 
 def lock_schema(conn, schema: str) -> None:
@@ -128,9 +132,36 @@ def lock_schema(conn, schema: str) -> None:
                                     "wait for it or choose another SCHEMA")
 
 
+_OUTSIDE_DEPENDENTS = """
+SELECT concat('foreign key ', CONSTRAINT_NAME, ' on ', CONSTRAINT_SCHEMA, '.', TABLE_NAME)
+FROM information_schema.REFERENTIAL_CONSTRAINTS
+WHERE UNIQUE_CONSTRAINT_SCHEMA = %s AND CONSTRAINT_SCHEMA <> %s
+UNION ALL
+SELECT concat('view ', TABLE_SCHEMA, '.', TABLE_NAME)
+FROM information_schema.VIEWS
+WHERE TABLE_SCHEMA <> %s AND VIEW_DEFINITION LIKE concat('%%`', %s, '`.%%')
+ORDER BY 1"""
+
+
+def outside_dependents(conn, schema: str) -> list[str]:
+    """Objects in other databases that depend on ``schema``: foreign keys referencing its tables and
+    views whose definition names it (``view app.v``); [] if none. ``DROP DATABASE`` would fail
+    halfway on the first (error 1451, some tables gone) and silently break the second."""
+    return [r[0] for r in query(conn, _OUTSIDE_DEPENDENTS, (schema, schema, schema, schema))]
+
+
+def _refuse_dependents(conn, schema: str) -> None:
+    dependents = outside_dependents(conn, schema)
+    if dependents:
+        raise ConfigError("SCHEMA", f"objects outside database {schema!r} depend on it ({'; '.join(dependents)}); "
+                                    "queue-bench drops only its own database: remove them, or choose another SCHEMA")
+
+
 def drop_schema(conn, schema: str) -> None:
-    """Drop ``schema`` if, and only if, it is the tool's own."""
+    """Drop ``schema`` if, and only if, it is the tool's own. Raises ConfigError (``SCHEMA``), dropping
+    nothing, when objects in other databases depend on it (:func:`outside_dependents`)."""
     if schema_state(conn, schema) == "ours":
+        _refuse_dependents(conn, schema)
         execute(conn, f"DROP DATABASE {ident(schema)}")
 
 

@@ -113,6 +113,14 @@ def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
                         + (f", {rows:,.0f} rows examined per claim (ANALYZE FORMAT=JSON on "
                            f"{workers['explained_on']}'s own session as the load stopped)" if rows is not None else "")
                         + ". Claim cost grows with the table, history included, and InnoDB locks what it scans.")
+    elif scans.endswith(" (filesort)"):
+        rows = workers.get("rows_examined")
+        warnings.append(f"The workers' claim sorts the eligible rows it reads (filesort): {workers['scan']}"
+                        + (f", {rows:,.0f} rows examined per claim" if rows is not None else "")
+                        + ". No index serves the claim order, so every claim reads, and InnoDB locks, every eligible "
+                          "row before the LIMIT: concurrent SKIP LOCKED claims then come back empty while work waits "
+                          "(FR-07) and claim cost grows with the backlog. An index in claim order (INDEX=composite) "
+                          "lets the claim stop at its first rows.")
     line = growth_warning(growth, "rows")
     if line:
         warnings.append(line)

@@ -1,0 +1,105 @@
+"""A sweep with an ``engine`` axis: the engines side by side, one row (and one group of bars) per
+combination of the other axes.
+
+Used by :mod:`bench.report.sweep_page`. :func:`engine_rows` gives the table, :func:`engines_figure`
+the grouped bars of throughput (95 % CI error bars) and claim p99 per engine.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from bench.report.format import ci_text  # noqa: E402
+from bench.report.render import legend_above, save_png  # noqa: E402
+from bench.report.sweep_axes import TWO_PANELS  # noqa: E402
+from bench.results.sweep import Cell, SweepResults  # noqa: E402
+from bench.results.values import engine_name, fmt_label  # noqa: E402
+
+__all__ = ["engine_groups", "engine_rows", "engines_figure"]
+
+#: Bar colours per engine, in the order engines first appear in the sweep.
+ENGINE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c")
+
+
+def engine_groups(sweep: SweepResults) -> tuple[list[str], list[tuple[str, dict[str, Cell]]]]:
+    """(engines in the sweep's order, [(label of the other axes' values, {engine: cell})]); the
+    label is "all cells" when the engine is the only axis."""
+    engines = list(dict.fromkeys(str(sweep.value(c, "engine")) for c in sweep.cells))
+    others = [a for a in sweep.varying if a != "engine"]
+    groups: dict[str, dict[str, Cell]] = {}
+    for cell in sweep.cells:
+        label = ", ".join(f"{a} {fmt_label(sweep.value(cell, a))}" for a in others) or "all cells"
+        groups.setdefault(label, {})[str(sweep.value(cell, "engine"))] = cell
+    return engines, list(groups.items())
+
+
+def engine_rows(sweep: SweepResults) -> dict | None:
+    """The side-by-side table, or None without an engine axis: ``{"engines": [names], "rows": [{"label",
+    "cells": [{"cell_id", "index", "throughput", "claim_p99", "empty", "bad"} or None per engine]}]}``;
+    throughput jobs/s and claim p99 ms as 'mean (95 % CI)'."""
+    if "engine" not in sweep.varying:
+        return None
+    engines, groups = engine_groups(sweep)
+    rows = []
+    for label, by_engine in groups:
+        cells = []
+        for engine in engines:
+            cell = by_engine.get(engine)
+            cells.append(None if cell is None else {
+                "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
+                "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
+                "claim_p99": ci_text(cell.stat("claim_p99_us"), 1000.0),
+                "empty": ci_text(cell.stat("empty_claims")), "bad": cell.bad})
+        rows.append({"label": label, "cells": cells})
+    return {"engines": [engine_name(e) for e in engines], "rows": rows}
+
+
+def engines_figure(sweep: SweepResults) -> dict | None:
+    """Grouped bars per combination of the other axes, one bar per engine: mean throughput (jobs/s) and
+    mean claim p99 (ms), with 95 % CI error bars; a hatched bar is a cell with a failed, suspect or
+    invariant-breaking run. None without an engine axis."""
+    if "engine" not in sweep.varying:
+        return None
+    engines, groups = engine_groups(sweep)
+
+    def draw() -> bytes:
+        fig, axes = plt.subplots(1, 2, **TWO_PANELS)
+        x = np.arange(len(groups))
+        width = 0.8 / len(engines)
+        for ax, column, scale, ylabel in ((axes[0], "throughput_jobs_per_s", 1.0, "throughput (jobs/s)"),
+                                          (axes[1], "claim_p99_us", 1000.0, "claim p99 (ms)")):
+            for i, engine in enumerate(engines):
+                stats = [by.get(engine).stat(column) if by.get(engine) else None for _, by in groups]
+                means = [s.mean / scale if s and s.n else 0.0 for s in stats]
+                errs = [[(s.mean - s.low) / scale if s and s.n > 1 else 0.0 for s in stats],
+                        [(s.high - s.mean) / scale if s and s.n > 1 else 0.0 for s in stats]]
+                bars = ax.bar(x + (i - (len(engines) - 1) / 2) * width, means, width,
+                              yerr=errs if any(map(any, errs)) else None, capsize=3,
+                              color=ENGINE_COLORS[i % len(ENGINE_COLORS)])
+                for bar, (_, by) in zip(bars, groups):
+                    cell = by.get(engine)
+                    if cell is not None and cell.bad:
+                        bar.set_hatch("//")
+                        bar.set_edgecolor("#c62828")
+            ax.set_xticks(x, [label for label, _ in groups], rotation=20 if len(groups) > 3 else 0, ha="right"
+                          if len(groups) > 3 else "center")
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)
+            ax.grid(True, axis="y", alpha=0.3)
+            legend_above(ax, [Patch(color=ENGINE_COLORS[i % len(ENGINE_COLORS)], label=engine_name(e))
+                              for i, e in enumerate(engines)])
+        return save_png(fig)
+
+    return {"name": "engines", "title": "The engines side by side",
+            "caption": ("Left: mean throughput (jobs/s); right: mean claim p99 (ms); one bar per engine for each "
+                        "combination of the other axes, with 95 % CI error bars across repetitions (none with a "
+                        "single repetition). Each engine ran with its own defaults (see the index and isolation "
+                        "columns of the cells table). Hatched red: a cell with a failed, suspect or "
+                        "invariant-breaking run."),
+            "draw": draw}
