@@ -1,0 +1,69 @@
+"""One second of measurements in a form that can cross a process boundary, and the exact merge of
+several processes' seconds into one.
+
+A load generator process (a Locust worker of a distributed run) closes its second
+(:meth:`bench.measure.metrics.Recorder.rotate`), encodes it with :func:`encode` and ships the
+result (a dict of str, int and float only: what Locust's messages carry, msgpack-encoded) to
+the master, which decodes each process's second with :func:`decode` and adds them with
+:func:`merge`. Histograms travel in HdrHistogram's own compressed encoding
+(``HdrHistogram.encode``, base64 of the zlib-deflated V2 encoding, the format of the ``.hlog``
+files) and are added bucket by bucket, so a merged p99 is the p99 of the union of every
+process's values, never an average of percentiles.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from hdrh.histogram import HdrHistogram
+
+from bench.measure.metrics import HISTOGRAM_NAMES, Interval, new_histogram
+
+__all__ = ["encode", "decode", "merge"]
+
+
+def encode(interval: Interval) -> dict[str, Any]:
+    """``interval`` as ``{"index", "start_s", "end_s", "max_rows_per_claim", "counters": {name: n},
+    "errors": {kind: n}, "histograms": {name: str}}``; an empty histogram is left out (it decodes as
+    empty). Must be called before ``interval.release()``."""
+    return {
+        "index": interval.index, "start_s": interval.start_s, "end_s": interval.end_s,
+        "max_rows_per_claim": interval.max_rows_per_claim,
+        "counters": dict(interval.counters), "errors": dict(interval.errors),
+        "histograms": {name: hist.encode().decode("ascii") for name, hist in interval.histograms.items()
+                       if hist.get_total_count()},
+    }
+
+
+def decode(data: dict[str, Any]) -> Interval:
+    """The :class:`Interval` that :func:`encode` gave ``data`` for. Raises ValueError (or KeyError)
+    when ``data`` is not such a dict or a histogram does not decode."""
+    histograms = {}
+    for name in HISTOGRAM_NAMES:
+        text = (data.get("histograms") or {}).get(name)
+        hist = new_histogram(name)
+        if text:
+            hist.add(HdrHistogram.decode(text.encode("ascii")))
+        histograms[name] = hist
+    return Interval(int(data["index"]), float(data["start_s"]), float(data["end_s"]), histograms,
+                    Counter(data.get("counters") or {}), Counter(data.get("errors") or {}),
+                    int(data.get("max_rows_per_claim") or 0))
+
+
+def merge(index: int, parts: Iterable[Interval]) -> Interval:
+    """One interval of second ``index`` holding every part's values: histograms added bucket by
+    bucket, counters and errors summed, the largest claim kept; it spans from the earliest part's
+    start to the latest one's end. With no parts, an empty interval of length 0."""
+    parts = list(parts)
+    histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}
+    counters, errors = Counter(), Counter()
+    for part in parts:
+        for name, total in histograms.items():
+            total.add(part.histograms[name])
+        counters.update(part.counters)
+        errors.update(part.errors)
+    start = min((p.start_s for p in parts), default=0.0)
+    end = max((p.end_s for p in parts), default=start)
+    return Interval(index, start, end, histograms, counters, errors,
+                    max((p.max_rows_per_claim for p in parts), default=0))

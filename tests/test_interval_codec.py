@@ -1,0 +1,48 @@
+"""Seconds shipped between processes (bench/measure/interval_codec.py): encoded and decoded they keep
+every value, and merged they give the percentiles of the union of the values, not an average."""
+
+import random
+
+import msgpack
+
+from bench.measure import interval_codec
+from bench.measure.metrics import Recorder
+
+
+def _second(seed: int, n: int, scale: int, index: int = 3):
+    rng = random.Random(seed)
+    rec = Recorder(batch=1)
+    values = [max(1, int(rng.expovariate(1 / scale))) for _ in range(n)]
+    for v in values:
+        rec.claim(v, 1, [v * 2])
+    rec.error("55P03")
+    rec.count("nowait_retries", 2)
+    return rec.rotate(index, 1.0 + seed * 0.01, 2.0), values
+
+
+def test_encode_decode_keeps_every_value_through_msgpack():
+    interval, _ = _second(1, 5000, 800)
+    wire = msgpack.unpackb(msgpack.packb(interval_codec.encode(interval)))  # what Locust's messages do
+    back = interval_codec.decode(wire)
+    for name, hist in interval.histograms.items():
+        assert back.histograms[name].get_total_count() == hist.get_total_count()
+        for q in (50, 90, 99, 99.9, 100):
+            assert back.histograms[name].get_value_at_percentile(q) == hist.get_value_at_percentile(q)
+    assert back.counters == interval.counters and back.errors == interval.errors
+    assert (back.index, back.start_s, back.end_s) == (interval.index, interval.start_s, interval.end_s)
+
+
+def test_merged_p99_is_the_p99_of_the_union_not_an_average():
+    fast, fast_values = _second(2, 5000, 300)
+    slow, slow_values = _second(3, 5000, 20_000)
+    merged = interval_codec.merge(3, [interval_codec.decode(interval_codec.encode(p)) for p in (fast, slow)])
+    union = sorted(fast_values + slow_values)
+    exact_p99 = union[int(0.99 * len(union)) - 1]
+    got = merged.histograms["claim_latency_us"].get_value_at_percentile(99)
+    assert abs(got - exact_p99) <= 0.001 * exact_p99 + 1, (got, exact_p99)  # HdrHistogram's 3 digits
+    mean_of_p99s = (fast.histograms["claim_latency_us"].get_value_at_percentile(99)
+                    + slow.histograms["claim_latency_us"].get_value_at_percentile(99)) / 2
+    assert abs(mean_of_p99s - exact_p99) > 0.2 * exact_p99  # the wrong way gives another figure
+    assert merged.counters["claims"] == 10_000 and merged.errors["55P03"] == 2
+    assert merged.counters["nowait_retries"] == 4
+    assert (merged.start_s, merged.end_s) == (min(fast.start_s, slow.start_s), 2.0)
