@@ -127,6 +127,14 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
                        "the end-of-run audit could not run, so the invariants are unknown")
     notes = monitor_notes(rows, monitor_failures, run_info["monitor_table_cost_s"],
                            run_info["monitor_table_query_in_flight_s"])
+    for process in run_info.get("processes") or []:
+        if process.get("lost"):
+            missed = process.get("missing_seconds") or []
+            reasons.append(f"load generator process {process['process']} was lost"
+                           + (f" from second {missed[0] - int(round(cfg.warmup_s))} on" if missed else "")
+                           + ": its workers stopped with it, and the claim log misses its events after its last "
+                             "flush (up to a second), so what is read from the log (redeliveries, double claims) "
+                             "can be low; lost and duplicated jobs are read from the database and are complete")
     if backlog_exhausted:
         reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
     if measured_s and counters["jobs_completed"] == 0:
@@ -202,6 +210,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
         "audit": audit_result["details"],
         "harness_rss_mb": run_info["harness_rss_mb"],
+        "processes": run_info.get("processes"),
     }
     return summary
 

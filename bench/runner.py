@@ -35,6 +35,7 @@ from bench.results import run_files
 from bench.results.model import RunResult
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
+from bench.load.distributed import DistributedDriver
 from bench.load.driver import LocalDriver
 from bench.config.faults import choose_workers
 from bench.measure.cpu_meter import CpuMeter
@@ -144,7 +145,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claim_log)
     monitor = engine.monitor(dsn, cfg)
 
-    driver = LocalDriver(cfg, ctx)
+    driver = DistributedDriver(cfg, ctx, dsn) if cfg.processes > 1 else LocalDriver(cfg, ctx)
     proc = psutil.Process()
     cpu_meter = CpuMeter(proc)
 
@@ -185,6 +186,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     rows: list[dict] = []  # one small dict per measured second; monitor samples are added at the end
     recent: collections.deque = collections.deque(maxlen=seconds.PROGRESS_EVERY_S)  # for the progress line
     hlogs = run_files.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, clock.unix0)
+    if cfg.processes > 1:  # and each process's own part: histograms/process-<i>/
+        driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
+                                                                   metrics.HISTOGRAM_NAMES, clock.unix0))
     rss = RssLog(proc, log)
 
     def account(interval: metrics.Interval, cpu: tuple[float, float, float] | None) -> None:
@@ -197,6 +201,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
             return
         hlogs.write(interval)
         measured.add(interval)
+        driver.measured()  # each process's part of this second, for summary.json processes
         if len(recent) == recent.maxlen:
             recent[0].release()  # leaves the progress line's window now
         recent.append(interval)
@@ -215,9 +220,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
                 log("interrupted: stopping the swarm and writing what was measured (complete: false)")
                 break
             now_s = clock.now_s()
-            interval = recorder.rotate(k, prev_s, now_s)
+            interval = driver.rotate(recorder, k, prev_s, now_s)
             prev_s = now_s
-            cpu = cpu_meter.read()
+            cpu = driver.cpu(cpu_meter.read())
             account(interval, cpu if k >= n_warm else None)
             rss.tick(k + 1)
             if k + 1 == n_warm:  # the measured window starts now
@@ -262,11 +267,13 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     workers_plan = engine.workers_plan(ctx.plan_sessions, ctx.worker_explain, cfg)
     # The second the loop was in when it stopped (n_warm + n_meas on a complete run): an interrupted
     # run's partial last second keeps its own index, not the planned end's.
-    tail = recorder.rotate(recorder.rotations, prev_s, clock.now_s())
+    tail = driver.tail(recorder, recorder.rotations, prev_s, clock.now_s())
     tail_measured = (not complete and tail.counters["claims"] and measured.intervals < n_meas
                      and clock.now_s() > n_warm)
-    account(tail, cpu_meter.read() if tail_measured else None)
+    account(tail, driver.cpu(cpu_meter.read()) if tail_measured else None)
     hlogs.close()
+    if cfg.processes > 1:
+        driver.close_process_logs()
     ended_unix = time.time()
     # Samples join the rows only now: a table sample taken in second k may have returned after tick k.
     for row in rows:
@@ -332,6 +339,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         "measured_start": seconds.iso_at(measured_start_unix), "measured_end": seconds.iso_at(measured_end_unix),
         "ended_at": seconds.iso_at(ended_unix),
         "harness_rss_mb": rss.summary(),
+        "processes": driver.processes,
     }
     summary = run_summary.summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,
                         final_sample, monitor.failures, run_info, engine.plan_warnings)

@@ -84,6 +84,11 @@ PARAMETERS: tuple[Parameter, ...] = (
     _P("workers", "int", 10, "worker connections (Locust users), default 10", minimum=1, maximum=MAX_WORKERS,
        sweep=True, bad=(0, -3, "abc", 1001, 2.5),
        meaning="workers; each is one Locust user with its own connection"),
+    _P("processes", "int", 1, "load generator processes (Locust's master and worker runners), default 1",
+       minimum=1, maximum=64, bad=(0, 65, "two"),
+       meaning="load generator processes on this machine: 1 runs the swarm in this process; more runs one Locust "
+               "master (the monitor, reaper and audit) and that many Locust worker processes, each with its share "
+               "of `WORKERS` and its own connections; each second's histograms are merged exactly at the master"),
     _P("batch", "int", 1, "rows per claim (LIMIT), default 1", unit="rows", minimum=1, maximum=10_000, sweep=True,
        bad=(0, 10_001), meaning="rows per claim (the `LIMIT`)"),
     _P("txn", "choice", "short", "short | hold (hold keeps the claim transaction open while the job runs)",

@@ -41,6 +41,7 @@ class RunConfig:
     isolation: str
     policy: str
     workers: int
+    processes: int
     batch: int
     txn: str
     work_ms: float
@@ -201,6 +202,12 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("FAULTS", "crash_after_claim with TXN=short leaves its jobs running until a reaper "
                                     "takes them back, and there is no reaper; allowed: crash_after_claim with "
                                     "REAPER_INTERVAL_S > 0 (or TXN=hold, where the crash rolls the claim back)")
+    if values["processes"] > values["workers"]:
+        raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
+                                       "a process without a worker; allowed: PROCESSES from 1 to WORKERS")
+    if values["processes"] > 1 and values["faults"]:
+        raise ConfigError("FAULTS", "fault windows act on the workers of one process; allowed: no FAULTS with "
+                                    "PROCESSES > 1 (run them with PROCESSES=1)")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0: an unprepared claim "
                                         "is planned with its values on every execution; allowed: auto with PREPARED=0")

@@ -9,6 +9,7 @@ Locust ``Environment`` (``environment.run_context``), never through class attrib
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Protocol
 
@@ -17,6 +18,8 @@ import gevent
 from bench.config.run_config import RunConfig
 from bench.load import swarm
 from bench.load.producers import Producer
+from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
+from bench.measure.metrics import Interval, Recorder
 
 
 class RunDriver(Protocol):
@@ -29,6 +32,24 @@ class RunDriver(Protocol):
 
     def wait_connected(self) -> float:
         """Wait for every worker's first connection, then let them claim; the seconds waited."""
+
+    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """Close second ``index``: every process's values of it, merged exactly."""
+
+    def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
+        """The load generator's CPU over the second just closed: ``own`` (this process's), or the
+        busiest process's."""
+
+    def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """The stop phase's second, after :meth:`stop`: every process's last values, merged."""
+
+    def measured(self) -> None:
+        """The second just closed (:meth:`rotate`, :meth:`tail`) is measured: count each process's part."""
+
+    @property
+    def processes(self) -> list[dict]:
+        """What each load generator process did: ``{"process", "pid", "workers", "lost",
+        "missing_seconds", "cpu_max_pct", "counters"}`` per process."""
 
     def stop(self) -> None:
         """Stop the users: each finishes its current cycle, within the stop timeout."""
@@ -47,6 +68,21 @@ def stop_timeout_s(cfg: RunConfig) -> float:
     return max(10.0, cycle_s) + swarm.EXPLAIN_TIMEOUT_MS / 1000.0 + 5
 
 
+def user_classes(cfg: RunConfig) -> list[type]:
+    """This run's Locust user classes: subclasses of its own carrying the user counts (``fixed_count``:
+    ``cfg.workers`` workers, and ``cfg.producers`` producers with ``RATE``). The same names in every
+    process of a distributed run, which is how Locust's master tells its workers what to start."""
+    classes = [type("QueueWorker", (swarm.QueueWorker,), {"fixed_count": cfg.workers})]
+    if cfg.rate > 0:
+        classes.append(type("Producer", (Producer,), {"fixed_count": cfg.producers}))
+    return classes
+
+
+def users(cfg: RunConfig) -> int:
+    """How many Locust users the run starts: workers, and producers with ``RATE``."""
+    return cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
+
+
 #: How long a run waits for every worker's first connection before its clock starts anyway (s).
 CONNECT_WAIT_S = 60.0
 
@@ -59,14 +95,13 @@ class LocalDriver:
         self.cfg, self.ctx = cfg, ctx
         from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
 
-        # This run's user counts on subclasses of its own; the context goes through the environment.
-        user_classes = [type("QueueWorker", (swarm.QueueWorker,), {"fixed_count": cfg.workers})]
-        if cfg.rate > 0:
-            user_classes.append(type("Producer", (Producer,), {"fixed_count": cfg.producers}))
-        self.users = cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
-        env = Environment(user_classes=user_classes, stop_timeout=stop_timeout_s(cfg))
+        self.users = users(cfg)
+        env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)
         self._runner = env.create_local_runner()
+        self._stats = new_process_stats(1, os.getpid())
+        self._last: Interval | None = None
+        self._last_cpu = 0.0
 
     def start(self) -> None:
         """Start every user at once (spawn rate 10 × the users: all within 0.1 s)."""
@@ -82,6 +117,29 @@ class LocalDriver:
             gevent.sleep(0.02)
         self.ctx.go.set()  # the workers start claiming together
         return time.monotonic() - started
+
+    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """Close second ``index`` of the run: this process's recorder holds every value."""
+        self._last = recorder.rotate(index, start_s, end_s)
+        return self._last
+
+    tail = rotate  # the stop phase's second: the same recorder
+
+    def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
+        """The load generator's CPU over the second just closed (% of a core): this process's."""
+        self._last_cpu = own[0]
+        return own
+
+    def measured(self) -> None:
+        """The second just closed is in the measured window: count it for :attr:`processes`."""
+        parts = MeasuredParts()
+        parts.parts, parts.cpus = {1: self._last}, {1: self._last_cpu}  # held by the run, not released here
+        parts.count({1: self._stats})
+
+    @property
+    def processes(self) -> list[dict]:
+        """One entry, this process (the shape of :attr:`bench.load.distributed.DistributedDriver.processes`)."""
+        return [finish_process_stats(self._stats | {"workers": self.ctx.connected_workers})]
 
     def stop(self) -> None:
         """Stop the users; Locust waits up to :func:`stop_timeout_s` for each cycle to finish."""

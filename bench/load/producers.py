@@ -21,9 +21,10 @@ import random
 import time
 
 import gevent
-from locust import User, constant, task
+from locust import User, task
 
 from bench.engines.base import EngineError
+from bench.load import swarm
 
 #: Largest number of due jobs one insert carries when a producer catches up.
 MAX_INSERT_ROWS = 1000
@@ -49,7 +50,9 @@ class Producer(User):
     the engine's :class:`bench.engines.base.ProducerSession`; its run context comes from the
     Locust environment (``environment.run_context``, a :class:`bench.load.swarm.SwarmContext`)."""
 
-    wait_time = constant(0)
+    def wait_time(self) -> float:
+        """None between task runs; an hour once the run is stopping (see :meth:`bench.load.swarm.QueueWorker.wait_time`)."""
+        return swarm.STOPPED_WAIT_S if self.ctx.stopping else 0.0
     fixed_count = 1
 
     def __init__(self, environment):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field  # noqa: E402
 import gevent  # noqa: E402
 import gevent.event  # noqa: E402
 from typing import Any  # noqa: E402
-from locust import User, constant, task  # noqa: E402
+from locust import User, task  # noqa: E402
 
 from bench.config.run_config import RunConfig  # noqa: E402
 from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession  # noqa: E402
@@ -35,6 +35,8 @@ gevent.get_hub().NOT_ERROR = (*gevent.get_hub().NOT_ERROR, KeyboardInterrupt)
 EMPTY_POLL_S = 0.010
 #: Statement timeout of the EXPLAIN ANALYZE of the claim on a worker's own session as the load stops.
 EXPLAIN_TIMEOUT_MS = 30_000
+#: A user's wait between task runs once the run is stopping (s): longer than any stop takes.
+STOPPED_WAIT_S = 3600.0
 #: Reconnect back-off after a lost connection.
 RECONNECT_BASE_S = 0.1
 RECONNECT_CAP_S = 2.0
@@ -70,11 +72,13 @@ class SwarmContext:
     worker_explain: dict | None = None
     #: how many users of each kind have started (their names are numbered from 1)
     started: dict = field(default_factory=dict)
+    #: prefix of every user name: ``p2-`` in the second process of a distributed run, so names stay unique
+    name_prefix: str = ""
 
     def next_name(self, kind: str) -> str:
-        """``<kind>-<n>``: the next user of ``kind`` to start (worker-1, worker-2, ...)."""
+        """``<prefix><kind>-<n>``: the next user of ``kind`` to start (worker-1, worker-2, ...; p2-worker-1 ...)."""
         self.started[kind] = self.started.get(kind, 0) + 1
-        return f"{kind}-{self.started[kind]}"
+        return f"{self.name_prefix}{kind}-{self.started[kind]}"
 
 
 class QueueWorker(User):
@@ -89,7 +93,12 @@ class QueueWorker(User):
     Locust environment (``environment.run_context``, a :class:`SwarmContext`).
     """
 
-    wait_time = constant(0)
+    def wait_time(self) -> float:
+        """Seconds between two runs of the task: none, but once the run is stopping an hour, so
+        that the user waits for Locust's stop (which ends a waiting user at once) instead of
+        running its task again: it would read its plan state again (a worker process of a
+        distributed run hears that the run is stopping before Locust stops its users)."""
+        return STOPPED_WAIT_S if self.ctx.stopping else 0.0
 
     def __init__(self, environment):
         super().__init__(environment)

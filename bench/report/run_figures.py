@@ -91,8 +91,9 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
             ax.axvspan(fault["start_s"], fault["end_s"], color=f"C{(i % 4) + 6}", alpha=0.12, zorder=0)
             # windows that start at the same second get their labels one below the other
             row = sum(1 for f in faults[:i] if f["start_s"] == fault["start_s"])
-            ax.text(fault["start_s"], 1.0 - 0.07 * row, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
-                    fontsize="x-small", va="top", color="#555")
+            ax.text(fault["start_s"], 0.98 - 0.08 * row, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
+                    fontsize="x-small", va="top", color="#555", zorder=5,
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
         return save_png(fig)
     finally:
         plt.close(fig)  # when drawing failed (save_png closes it otherwise; closing twice does nothing)

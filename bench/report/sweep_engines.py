@@ -41,7 +41,8 @@ def engine_groups(sweep: SweepResults) -> tuple[list[str], list[tuple[str, dict[
 
 def engine_rows(sweep: SweepResults) -> dict | None:
     """The side-by-side table, or None without an engine axis: ``{"engines": [names], "rows": [{"label",
-    "cells": [{"cell_id", "index", "throughput", "claim_p99", "empty", "bad"} or None per engine]}]}``;
+    "cells": [{"cell_id", "index", "throughput", "claim_p99", "empty" (empty claims while work waited),
+    "bad"} or None per engine]}]}``;
     throughput jobs/s and claim p99 ms as 'mean (95 % CI)'."""
     if "engine" not in sweep.varying:
         return None
@@ -55,7 +56,7 @@ def engine_rows(sweep: SweepResults) -> dict | None:
                 "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
                 "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
                 "claim_p99": ci_text(cell.stat("claim_p99_us"), 1000.0),
-                "empty": ci_text(cell.stat("empty_claims")), "bad": cell.bad})
+                "empty": ci_text(cell.stat("empty_claims_while_work_waited")), "bad": cell.bad})
         rows.append({"label": label, "cells": cells})
     return {"engines": [engine_name(e) for e in engines], "rows": rows}
 

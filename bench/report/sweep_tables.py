@@ -55,7 +55,8 @@ def cell_rows(sweep: SweepResults) -> list[dict]:
     """The main table: one row per cell, means (95 % CI) over its finished runs.
 
     Each row is ``{"cell_id", "params", "runs" ('done / expected'), "values" (throughput jobs/s, claims/s,
-    claim p50 and p99 ms, oldest eligible age max s, empty claims, errors), "flags", "bad"}``.
+    claim p50 and p99 ms, oldest eligible age max s, empty claims, those while work waited, errors),
+    "flags", "bad"}``.
     """
     rows = []
     for cell in sweep.cells:
@@ -65,7 +66,7 @@ def cell_rows(sweep: SweepResults) -> list[dict]:
             "values": [ci_text(cell.stat("throughput_jobs_per_s")), ci_text(cell.stat("claims_per_s")),
                        ci_text(cell.stat("claim_p50_us"), 1000.0), ci_text(cell.stat("claim_p99_us"), 1000.0),
                        ci_text(cell.stat("oldest_age_max_s")), ci_text(cell.stat("empty_claims")),
-                       ci_text(cell.stat("errors_total"))],
+                       ci_text(cell.stat("empty_claims_while_work_waited")), ci_text(cell.stat("errors_total"))],
             "flags": "; ".join(cell.flags), "bad": cell.bad,
         })
     return rows

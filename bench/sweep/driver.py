@@ -152,8 +152,7 @@ class Sweep:
             else str(self.path),
             "matrix_hash": self.matrix_hash, "axes": dict(self.data["matrix"]),
             "base": self.base.public(), "repetitions": self.repetitions,
-            "cells": [{"cell_id": cid, "params": params, "config": self.measured_config(cfg)}
-                      for cid, params, cfg in self.cells],
+            "cells": [{"cell_id": cid, "params": params, "config": cfg.public()} for cid, params, cfg in self.cells],
             "target": {"rate_jobs_per_s": target.get("rate_jobs_per_s"), "utilisation": target.get("utilisation", 0.7)},
         }
 

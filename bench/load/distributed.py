@@ -1,0 +1,251 @@
+"""The run driver of ``PROCESSES > 1``: Locust's own master and worker runners on this machine.
+
+This process runs Locust's ``MasterRunner`` (and, in :mod:`bench.runner`, the clock, the monitor,
+the reaper and the audit); ``cfg.processes`` worker processes (:mod:`bench.load.worker_process`)
+each run a ``WorkerRunner`` with the users Locust's master gives them (it splits the workers
+evenly) on connections of their own. Each second the master asks every process to close that
+second (``qbench_rotate``) and merges what they send back with its own recorder's second
+(:func:`bench.measure.interval_codec.merge`): histograms added bucket by bucket, so a merged
+percentile is the percentile of the union of the values. A process that does not answer within
+:data:`ROTATE_WAIT_S` is missing from that second, which is recorded (``missing_seconds``); one
+whose OS process has exited, or that Locust's heartbeats mark missing, is lost.
+
+As the load stops, every process sends the stop phase's second, the plan state its workers read
+on their own sessions and the number of events in its claim log file; the files are merged in
+the order of their time stamps into the run's claim log (:func:`bench.measure.claimlog.merge_stamped`)
+for the audit, which checks the database's facts either way.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import gevent
+
+from bench.config.run_config import RunConfig
+from bench.errors import RunFailed
+from bench.load import swarm
+from bench.load.driver import CONNECT_WAIT_S, stop_timeout_s, user_classes, users
+from bench.load.worker_process import DSN_ENV
+from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
+from bench.measure import interval_codec
+from bench.measure.claimlog import merge_stamped
+from bench.measure.metrics import Interval, Recorder
+
+__all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S"]
+
+#: How long the master waits for the processes' share of a second before merging without the late ones (s).
+ROTATE_WAIT_S = 0.5
+#: How long the worker processes may take to start and report to the master (s).
+START_WAIT_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DistributedDriver:
+    """``cfg.processes`` Locust worker processes under this process's Locust master, sharing ``ctx``'s
+    configuration; ``dsn`` is the database they connect to (handed over in their environment).
+
+    ``processes`` after the run: one dict per process, ``{"process", "pid", "workers" (connected),
+    "lost" (bool), "missing_seconds" (seconds it did not answer), "cpu_max_pct", "counters"
+    (its jobs_claimed, jobs_completed, claims, errors over the whole run)}``.
+    """
+
+    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str):
+        from locust.env import Environment  # imported late: locust patches at import (done by swarm)
+
+        self.cfg, self.ctx, self.dsn = cfg, ctx, dsn
+        self.users = users(cfg)
+        self.env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
+        self.env.run_context = ctx
+        self.port = _free_port()
+        self.master = self.env.create_master_runner("127.0.0.1", self.port)
+        self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.connected: dict[int, int] = {}
+        self.parts: dict[int, dict[int, Interval]] = {}
+        self.cpu_parts: dict[int, dict[int, tuple]] = {}
+        self.done: dict[int, dict] = {}
+        self.stats = {i: new_process_stats(i) for i in range(1, cfg.processes + 1)}
+        self.measured_parts = MeasuredParts()
+        self.logs: dict = {}
+        self._last_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
+                              ("qbench_done", self._on_done)):
+            self.master.register_message(name, handler)
+
+    # -- messages from the processes
+    def _on_connected(self, environment, msg, **_):
+        self.connected[int(msg.data["process"])] = int(msg.data["workers"])
+
+    def _on_interval(self, environment, msg, **_):
+        process, interval = int(msg.data["process"]), interval_codec.decode(msg.data["interval"])
+        self.parts.setdefault(interval.index, {})[process] = interval
+        self.cpu_parts.setdefault(interval.index, {})[process] = tuple(msg.data.get("cpu") or (0.0, 0.0, 0.0))
+
+    def _on_done(self, environment, msg, **_):
+        self.done[int(msg.data["process"])] = msg.data
+
+    # -- the run driver
+    def _alive(self) -> list[int]:
+        alive = []
+        for i, proc in self.procs.items():
+            if proc.poll() is not None:
+                self.stats[i]["lost"] = True
+            elif not self.stats[i]["lost"]:
+                alive.append(i)
+        return alive
+
+    def start(self) -> None:
+        """Start the processes, wait until each has reported to the master, then start every user
+        (Locust splits them between the processes)."""
+        env = {**os.environ, DSN_ENV: self.dsn}
+        blob = pickle.dumps(self.cfg)
+        for i in range(1, self.cfg.processes + 1):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.load.worker_process", "--master-port", str(self.port),
+                 "--index", str(i), "--claims", str(self.tmp / f"claims-{i}.log")],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"process-{i}.err", "wb"),
+                env=env)
+            proc.stdin.write(blob)
+            proc.stdin.close()
+            self.procs[i] = proc
+            self.stats[i]["pid"] = proc.pid
+        deadline = time.monotonic() + START_WAIT_S
+        while self.master.worker_count < self.cfg.processes:
+            exited = [i for i, p in self.procs.items() if p.poll() is not None]
+            if exited or time.monotonic() > deadline:
+                self.kill()
+                why = self._stderr_tail(exited[0]) if exited else f"not all reported within {START_WAIT_S:g} s"
+                raise RunFailed(f"PROCESSES: a load generator process did not start ({why})")
+            gevent.sleep(0.05)
+        self.master.start(self.users, spawn_rate=self.users * 10)
+
+    def _stderr_tail(self, i: int) -> str:
+        try:
+            lines = (self.tmp / f"process-{i}.err").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            lines = []
+        return lines[-1] if lines else f"process {i} exited with status {self.procs[i].returncode}"
+
+    def wait_connected(self) -> float:
+        """Wait until every worker of every process has its first connection (at most
+        :data:`CONNECT_WAIT_S`), then let them all claim; the seconds waited."""
+        started = time.monotonic()
+        while sum(self.connected.values()) < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
+            if not self._alive():
+                break
+            gevent.sleep(0.02)
+        for i, n in self.connected.items():
+            self.stats[i]["workers"] = n
+        self.master.send_message("qbench_go")
+        self.ctx.go.set()
+        return time.monotonic() - started
+
+    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """Close second ``index`` here and in every live process; merge what arrives within
+        :data:`ROTATE_WAIT_S` (a process later than that is missing from this second)."""
+        own = recorder.rotate(index, start_s, end_s)
+        alive = self._alive()
+        self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
+        deadline = time.monotonic() + ROTATE_WAIT_S
+        while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:
+            gevent.sleep(0.002)
+        parts = self.parts.pop(index, {})
+        cpus = self.cpu_parts.pop(index, {})
+        for i in self.stats:  # a lost process misses every second from its loss on
+            if i not in parts:
+                self.stats[i]["missing_seconds"].append(index)
+        self._last_cpu = max(cpus.values(), key=lambda c: c[0], default=(0.0, 0.0, 0.0))
+        merged = interval_codec.merge(index, [own, *parts.values()])
+        self.measured_parts.hold(parts, {i: float(c[0]) for i, c in cpus.items()})
+        own.release()
+        return merged
+
+    def measured(self) -> None:
+        """The second just closed is in the measured window: count each process's part of it, and
+        write it to that process's histogram logs (:meth:`open_process_logs`)."""
+        self.measured_parts.count(self.stats)
+        for i, part in self.measured_parts.parts.items():
+            if i in self.logs:
+                self.logs[i].write(part)
+
+    def open_process_logs(self, open_logs) -> None:
+        """Write each process's measured seconds to logs of its own too: ``open_logs(i)`` returns the
+        :class:`bench.results.run_files.HistogramLogs` of process ``i`` (its ``write`` and ``close``
+        are used), so that a reader can check the merged logs against the union of the processes'."""
+        self.logs = {i: open_logs(i) for i in sorted(self.stats)}
+
+    def close_process_logs(self) -> None:
+        """Close what :meth:`open_process_logs` opened."""
+        for logs in self.logs.values():
+            logs.close()
+
+    def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
+        """The busiest process's CPU over the second just closed (% of a core), this one included:
+        one saturated process is enough to make the generator, not the database, set the pace."""
+        return max(own, self._last_cpu, key=lambda c: c[0])
+
+    def stop(self) -> None:
+        """Let every process's workers finish their cycle, stop the users, collect what each
+        process reports as it stops, and merge the claim logs into ``ctx.log``."""
+        self.master.send_message("qbench_stopping")
+        self.master.stop()
+        deadline = time.monotonic() + stop_timeout_s(self.cfg) + 10
+        while set(self.done) < set(self._alive()) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        for i in sorted(self.done):
+            report = self.done[i]
+            self.ctx.plan_sessions.extend(report.get("plan_sessions") or [])
+            if self.ctx.worker_explain is None and report.get("worker_explain"):
+                self.ctx.worker_explain = report["worker_explain"]
+        for i in self.stats:
+            if i not in self.done:
+                self.stats[i]["lost"] = True
+        merge_stamped([self.tmp / f"claims-{i}.log" for i in sorted(self.procs)
+                       if (self.tmp / f"claims-{i}.log").exists()], self.ctx.log)
+
+    def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """The stop phase's interval: this process's and every process's last one."""
+        own = recorder.rotate(index, start_s, end_s)
+        parts = {i: interval_codec.decode(self.done[i]["tail"]) for i in sorted(self.done) if self.done[i].get("tail")}
+        merged = interval_codec.merge(index, [own, *parts.values()])
+        self.measured_parts.hold(parts, {})
+        own.release()
+        return merged
+
+    def quit(self) -> None:
+        """Quit the master and wait for the processes (each exits once it has reported as it stopped);
+        remove the claim log files."""
+        self.master.quit()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Stop every process now."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+
+    @property
+    def processes(self) -> list[dict]:
+        """What each process did (see the class docstring), in process order."""
+        self.measured_parts.hold({}, {})  # release a held second that was not measured
+        return [finish_process_stats(self.stats[i]) for i in sorted(self.stats)]
