@@ -127,7 +127,16 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
                        "the end-of-run audit could not run, so the invariants are unknown")
     notes = monitor_notes(rows, monitor_failures, run_info["monitor_table_cost_s"],
                            run_info["monitor_table_query_in_flight_s"])
-    for process in run_info.get("processes") or []:
+    processes = run_info.get("processes") or []
+    for process in processes if len(processes) > 1 else []:  # one saturated process sets the pace
+        lag = process.get("loop_lag_p99_us")
+        if lag is not None and lag > SUSPECT_LOOP_LAG_P99_US:
+            reasons.append(f"load generator process {process['process']}: event-loop lag p99 {lag / 1000:,.2f} ms "
+                           f"(> {SUSPECT_LOOP_LAG_P99_US / 1000:g} ms): that process waited for a core")
+        if (process.get("cpu_max_pct") or 0) > SUSPECT_CPU_PCT:
+            reasons.append(f"load generator process {process['process']}: CPU reached {process['cpu_max_pct']:.0f} % "
+                           f"of a core (> {SUSPECT_CPU_PCT:.0f} %)")
+    for process in processes:
         if process.get("lost"):
             missed = process.get("missing_seconds") or []
             reasons.append(f"load generator process {process['process']} was lost"

@@ -49,6 +49,9 @@ def test_two_processes_add_up_and_merge_exactly(dsn, tmp_path):
     assert s["claim_latency_us"]["max"] == union.get_max_value()
     assert s["plans"]["workers"]["sessions_read"] == 6, (s["plans"]["workers"], s["processes"])  # each process read its own workers plan counts
     assert s["invariants"] == CLEAN_INVARIANTS
+    page = (run_dir / "report.html").read_text()
+    table = page[page.index('<table id="processes">'):]
+    assert table[:table.index("</table>")].count("<tr") == 3  # a header and one row per process
 
 
 def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
@@ -97,6 +100,8 @@ def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
     # The lost process's claims after its last flush are not in the claim log, so the log's redelivery
     # count can miss them; the run says so, and the database has the full record.
     assert any("process 2 was lost" in r for r in s["suspect_reasons"]), s["suspect_reasons"]
+    page = (run_dir / "report.html").read_text()
+    assert '<tr class="bad"><th>2</th>' in page and "lost (missed" in page
     with psycopg.connect(dsn) as conn:  # the database's own record: jobs claimed more than once
         again = conn.execute("SELECT count(*) FROM qbench.jobs WHERE attempts > 1").fetchone()[0]
     assert again >= s["lease_expiries"] > 0, (again, s["lease_expiries"])

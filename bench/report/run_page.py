@@ -25,7 +25,7 @@ from bench.report.run_data import ReportError, load_run
 from bench.report.run_figures import run_figures
 from bench.report.run_format import fmt_value
 from bench.report.run_notes import banners, claim_plan, headline, vacuum_note
-from bench.report.run_tables import env_rows, latency_rows, plan_rows, summary_rows
+from bench.report.run_tables import env_rows, latency_rows, plan_rows, process_rows, summary_rows
 
 __all__ = ["ReportError", "render_report"]
 
@@ -65,6 +65,7 @@ def render_report(run_dir: Path) -> Path:
         "plan_rows": plan_rows(summary),
         "summary_rows": summary_rows(summary, config),
         "latency_rows": latency_rows(summary),
+        "process_rows": process_rows(summary),
         "figures": figures,
         "config_rows": [(k, fmt_value(v)) for k, v in config.items() if k != "notes"],  # notes: banners
         "env_rows": env_rows(run, summary),

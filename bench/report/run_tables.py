@@ -12,7 +12,7 @@ from typing import Any
 from bench.report.run_format import NA, as_int, fmt_num, fmt_us_as_ms, fmt_value, is_none_or_nan
 from bench.report.run_notes import workers_plan_label
 
-__all__ = ["env_rows", "latency_rows", "plan_rows", "summary_rows"]
+__all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
 
 #: Latency-table keys that older result files lack (the row is left out then).
 OPTIONAL_LATENCY_KEYS = ("work_duration_us", "loop_lag_us", "nowait_backoff_us")
@@ -198,3 +198,29 @@ def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
         ("tool version", fmt_value(run.get("tool_version"))),
         ("git sha", fmt_value(run.get("git_sha")) if run.get("git_sha") else "unknown"),
     ]
+
+
+def process_rows(summary: dict) -> list[dict]:
+    """Rows of the load generator processes table, when the run had more than one process or lost one:
+    ``{"process", "pid", "workers", "jobs_completed", "claims", "errors", "cpu" (max %), "loop_lag" (p99 ms),
+    "state", "bad"}``. A process is bad when lost, or when its CPU or loop lag passed the run's suspect
+    limits (``harness_cpu_limit_pct``, ``loop_lag_limit_us``)."""
+    procs = summary.get("processes") or []
+    if len(procs) < 2 and not any(p.get("lost") for p in procs):
+        return []
+    cpu_limit, lag_limit = summary.get("harness_cpu_limit_pct"), summary.get("loop_lag_limit_us")
+    rows = []
+    for p in procs:
+        counters = p.get("counters") or {}
+        lag = p.get("loop_lag_p99_us")
+        saturated = ((cpu_limit is not None and (p.get("cpu_max_pct") or 0) > cpu_limit)
+                     or (lag_limit is not None and lag is not None and lag > lag_limit))
+        missed = p.get("missing_seconds") or []
+        state = ("lost" + (f" (missed {len(missed)} second{'s' if len(missed) != 1 else ''})" if missed else "")
+                 if p.get("lost") else "saturated" if saturated else "ok")
+        rows.append({"process": p.get("process"), "pid": fmt_value(p.get("pid")), "workers": fmt_value(p.get("workers")),
+                     "jobs_completed": fmt_num(counters.get("jobs_completed")), "claims": fmt_num(counters.get("claims")),
+                     "errors": fmt_num(counters.get("errors")), "cpu": fmt_num(p.get("cpu_max_pct"), 1),
+                     "loop_lag": NA if lag is None else f"{lag / 1000:,.2f}", "state": state,
+                     "bad": bool(p.get("lost") or saturated)})
+    return rows
