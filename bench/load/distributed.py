@@ -10,10 +10,12 @@ percentile is the percentile of the union of the values. A process that does not
 :data:`ROTATE_WAIT_S` is missing from that second, which is recorded (``missing_seconds``); one
 whose OS process has exited, or that Locust's heartbeats mark missing, is lost.
 
-As the load stops, every process sends the stop phase's second, the plan state its workers read
-on their own sessions and the number of events in its claim log file; the files are merged in
-the order of their time stamps into the run's claim log (:func:`bench.measure.claimlog.merge_stamped`)
-for the audit, which checks the database's facts either way.
+Each second also carries that second's claim-log lines, stamped with the time they were written;
+the master keeps each process's lines in a file of its own. As the load stops, every process
+sends the stop phase's second, its last lines and the plan state its workers read on their own
+sessions; the files are merged in the order of their stamps into the run's claim log
+(:func:`bench.measure.claimlog.merge_stamped`) for the audit, which checks the database's facts
+either way.
 """
 
 from __future__ import annotations
@@ -90,12 +92,20 @@ class DistributedDriver:
     def _on_connected(self, environment, msg, **_):
         self.connected[int(msg.data["process"])] = int(msg.data["workers"])
 
+    def _append_events(self, process: int, text: str | None) -> None:
+        """Keep a process's stamped claim-log lines, in arrival order (which is theirs), in its own file."""
+        if text:
+            with open(self.tmp / f"claims-{process}.log", "a", encoding="utf-8") as fh:
+                fh.write(text)
+
     def _on_interval(self, environment, msg, **_):
         process, interval = int(msg.data["process"]), interval_codec.decode(msg.data["interval"])
+        self._append_events(process, msg.data.get("events"))
         self.parts.setdefault(interval.index, {})[process] = interval
         self.cpu_parts.setdefault(interval.index, {})[process] = tuple(msg.data.get("cpu") or (0.0, 0.0, 0.0))
 
     def _on_done(self, environment, msg, **_):
+        self._append_events(int(msg.data["process"]), msg.data.get("events"))
         self.done[int(msg.data["process"])] = msg.data
 
     # -- the run driver
@@ -116,7 +126,7 @@ class DistributedDriver:
         for i in range(1, self.cfg.processes + 1):
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bench.load.worker_process", "--master-port", str(self.port),
-                 "--index", str(i), "--claims", str(self.tmp / f"claims-{i}.log")],
+                 "--index", str(i)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"process-{i}.err", "wb"),
                 env=env)
             proc.stdin.write(blob)

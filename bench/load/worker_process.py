@@ -2,7 +2,7 @@
 users, its own connections, its own recorder and its own claim log.
 
 Started by :class:`bench.load.distributed.DistributedDriver` as
-``python -m bench.load.worker_process --master-port PORT --index I --claims PATH``, with the run's
+``python -m bench.load.worker_process --master-port PORT --index I``, with the run's
 :class:`~bench.config.run_config.RunConfig` pickled on its standard input and the DSN in the
 environment variable :data:`DSN_ENV` (never on a command line, where ``ps`` would show a password).
 It talks to the master only through Locust: the master's runner spawns and stops its users, and
@@ -13,11 +13,12 @@ master → process
     "end_s"}`` (close that second and send it), ``qbench_stopping`` (finish the current cycle).
 process → master
     ``qbench_connected`` ``{"process", "workers"}`` (workers whose first connection is open),
-    ``qbench_interval`` ``{"process", "interval", "cpu"}`` (the second, encoded by
-    :func:`bench.measure.interval_codec.encode`, and this process's CPU over it, % of a core),
-    ``qbench_done`` ``{"process", "tail", "plan_sessions", "worker_explain", "events"}`` once its
-    users have stopped (the stop phase's interval, the plan state its workers read, the events
-    written to its claim log file, flushed); the process exits :data:`EXIT_AFTER_DONE_S` later.
+    ``qbench_interval`` ``{"process", "interval", "cpu", "events"}`` (the second, encoded by
+    :func:`bench.measure.interval_codec.encode`, this process's CPU over it, % of a core, and the
+    claim log's stamped lines of that second), ``qbench_done`` ``{"process", "tail", "plan_sessions",
+    "worker_explain", "events", "events_total"}`` once its users have stopped (the stop phase's
+    interval, the plan state its workers read, the last lines); the process exits
+    :data:`EXIT_AFTER_DONE_S` later.
 """
 
 from bench.load import swarm  # first: gevent's monkey-patching precedes every driver import
@@ -51,7 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master-host", default="127.0.0.1")
     parser.add_argument("--master-port", type=int, required=True)
     parser.add_argument("--index", type=int, required=True, help="this process's number, from 1")
-    parser.add_argument("--claims", required=True, help="the file this process writes its claim log to")
     args = parser.parse_args(argv)
     cfg = pickle.loads(sys.stdin.buffer.read())
     dsn = os.environ[DSN_ENV]
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     sessions = engine.sessions(dsn, cfg)
     sessions.check_cooperative()
     recorder = metrics.Recorder(cfg.batch)
-    log = StampedLog(args.claims)
+    log = StampedLog()
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=log, name_prefix=f"p{args.index}-")
     env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
     env.run_context = ctx
@@ -75,9 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     def on_rotate(environment, msg, **_):
         interval = recorder.rotate(int(msg.data["index"]), float(msg.data["start_s"]), float(msg.data["end_s"]))
         runner.send_message("qbench_interval", {"process": args.index, "interval": interval_codec.encode(interval),
-                                                "cpu": list(cpu.read())})
-        interval.release()
-        log.flush()  # a killed process loses at most its last second of claim events
+                                                "cpu": list(cpu.read()), "events": log.take()})
+        interval.release()  # a killed process loses at most its last second of claim events
 
     def on_stopping(environment, msg, **_):
         ctx.stopping = True
@@ -88,10 +87,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_test_stop(environment, **_):
         tail = recorder.rotate(recorder.rotations, 0.0, 0.0)
-        log.flush()
         runner.send_message("qbench_done", {
             "process": args.index, "tail": interval_codec.encode(tail), "plan_sessions": ctx.plan_sessions,
-            "worker_explain": ctx.worker_explain, "events": log.events})
+            "worker_explain": ctx.worker_explain, "events": log.take(), "events_total": log.events})
         tail.release()
         # Everything is handed over: exit once the message is out (Locust's quit ends the runner's
         # greenlets, not the process, and after its stop the master no longer lists this process).

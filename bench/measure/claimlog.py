@@ -152,27 +152,33 @@ class Tentative(_EventSink):
 
 class StampedLog(ClaimLog):
     """A load generator process's own event log in a distributed run: each line is prefixed with the
-    wall time it was written (``time.time()``, epoch seconds) and goes to the file ``path``, which the
-    master merges with the other processes' by :func:`merge_stamped`. One machine's processes share
-    its clock, so the stamps order their events as they happened."""
+    wall time it was written (``time.time()``, epoch seconds) and kept in memory until :meth:`take`
+    hands the lines over (every second, to the master), so a lost process loses at most one
+    second's events. The master appends each process's lines to a file of its own and merges the
+    files by :func:`merge_stamped`. One machine's processes share its clock, so the stamps order
+    their events as they happened; across hosts the order is as good as their clocks agree."""
 
-    def __init__(self, path) -> None:
-        self.path = path
-        self._file = open(path, "w+b", buffering=BUFFER_BYTES)  # noqa: SIM115 - closed by close()
+    def __init__(self) -> None:
+        self.lines: list[str] = []
         self.events = 0
 
     def _write(self, line: str) -> None:
-        self._file.write(f"{time.time()!r},{line}".encode())
+        self.lines.append(f"{time.time()!r},{line}")
         self.events += 1
 
     def write_lines(self, lines: list[str]) -> None:
         stamp = f"{time.time()!r},"
-        self._file.write("".join(stamp + line for line in lines).encode())
+        self.lines.extend(stamp + line for line in lines)
         self.events += len(lines)
 
-    def flush(self) -> None:
-        """Write the buffer to the file (before the master reads it)."""
-        self._file.flush()
+    def take(self) -> str:
+        """The stamped lines written since the last call, as one string (and forget them)."""
+        text, self.lines = "".join(self.lines), []
+        return text
+
+    def close(self) -> None:
+        """Nothing to release: the lines live in memory until taken."""
+        self.lines = []
 
 
 def merge_stamped(paths: Iterable, into: ClaimLog) -> int:
