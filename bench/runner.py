@@ -87,7 +87,7 @@ def new_run_id(cfg: RunConfig) -> str:
 
 
 def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
-        state_schema: str | None = None) -> Path:
+        state_schema: str | None = None, external_workers: tuple[str, int] | None = None) -> Path:
     """Run one benchmark against ``dsn`` and return the run directory.
 
     Raises :class:`bench.config.run_config.ConfigError` before creating anything when the
@@ -95,7 +95,9 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     connections; the engine's ``NotCooperativeError`` (a RunFailed) if its driver would block.
     A Ctrl-C during the load stops it, and the files are still written with
     ``complete: false``; one after the load waits until they are written. With ``state_schema`` the seeded history is restored from
-    a saved state there (see :func:`bench.engines.postgres.db.ensure_history_state`).
+    a saved state there (see :func:`bench.engines.postgres.db.ensure_history_state`). With
+    ``external_workers`` (bind host, port) this process is the master of ``cfg.processes`` worker
+    processes started elsewhere (``qbench worker``) instead of starting them itself.
     """
     engine = get_engine(cfg.engine)
     engine.capabilities.check(cfg.public())
@@ -108,7 +110,8 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         room = engine.claim_schema(admin, cfg.schema, cfg.connections_needed())  # locked until the run ends
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            return _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema)
+            return _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema,
+                        external_workers)
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
@@ -116,7 +119,8 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
         admin.close()
 
 
-def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema) -> Path:
+def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema,
+         external_workers) -> Path:
     if cfg.backlog or cfg.rate > 0:
         backlog, backlog_how = cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
     else:
@@ -145,7 +149,10 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claim_log)
     monitor = engine.monitor(dsn, cfg)
 
-    driver = DistributedDriver(cfg, ctx, dsn) if cfg.processes > 1 else LocalDriver(cfg, ctx)
+    if cfg.processes > 1 or external_workers:
+        driver = DistributedDriver(cfg, ctx, dsn, external=external_workers, log=log)
+    else:
+        driver = LocalDriver(cfg, ctx)
     proc = psutil.Process()
     cpu_meter = CpuMeter(proc)
 
@@ -186,7 +193,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     rows: list[dict] = []  # one small dict per measured second; monitor samples are added at the end
     recent: collections.deque = collections.deque(maxlen=seconds.PROGRESS_EVERY_S)  # for the progress line
     hlogs = run_files.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, clock.unix0)
-    if cfg.processes > 1:  # and each process's own part: histograms/process-<i>/
+    if isinstance(driver, DistributedDriver):  # and each process's own part: histograms/process-<i>/
         driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
                                                                    metrics.HISTOGRAM_NAMES, clock.unix0))
     rss = RssLog(proc, log)
@@ -272,7 +279,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
                      and clock.now_s() > n_warm)
     account(tail, driver.cpu(cpu_meter.read()) if tail_measured else None)
     hlogs.close()
-    if cfg.processes > 1:
+    if isinstance(driver, DistributedDriver):
         driver.close_process_logs()
     ended_unix = time.time()
     # Samples join the rows only now: a table sample taken in second k may have returned after tick k.

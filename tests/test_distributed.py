@@ -80,8 +80,8 @@ def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
                     cmd = child.cmdline()
                 except psutil.Error:
                     continue
-                if "bench.load.worker_process" in cmd and cmd[cmd.index("--index") + 1] == "2":
-                    victim = child
+                if "bench.load.worker_process" in cmd:
+                    victim = child  # one of the two; which number it got is read from the summary
             time.sleep(0.1)
         assert victim is not None, "no second worker process"
         time.sleep(4)  # well inside the measured window
@@ -93,15 +93,78 @@ def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     s = json.loads((run_dir / "summary.json").read_text())
     lost = [p for p in s["processes"] if p["lost"]]
-    assert [p["process"] for p in lost] == [2], s["processes"]
+    assert [p["pid"] for p in lost] == [victim.pid], json.dumps(s["processes"])
+    number = lost[0]["process"]
     assert lost[0]["missing_seconds"], lost[0]
     assert s["invariants"]["lost_jobs"] == 0 and s["invariants"]["double_claims"] == 0, s["invariants"]
     assert s["lease_expiries"] > 0, s["lease_expiries"]
     # The lost process's claims after its last flush are not in the claim log, so the log's redelivery
     # count can miss them; the run says so, and the database has the full record.
-    assert any("process 2 was lost" in r for r in s["suspect_reasons"]), s["suspect_reasons"]
+    assert any(f"process {number} was lost" in r for r in s["suspect_reasons"]), s["suspect_reasons"]
     page = (run_dir / "report.html").read_text()
-    assert '<tr class="bad"><th>2</th>' in page and "lost (missed" in page
+    assert f'<tr class="bad"><th>{number}</th>' in page and "lost (missed" in page
     with psycopg.connect(dsn) as conn:  # the database's own record: jobs claimed more than once
         again = conn.execute("SELECT count(*) FROM qbench.jobs WHERE attempts > 1").fetchone()[0]
     assert again >= s["lease_expiries"] > 0, (again, s["lease_expiries"])
+
+
+def test_a_master_and_two_separately_started_workers(dsn, tmp_path):
+    """qbench master --expect-workers 2 and two qbench worker processes on loopback, the way two
+    hosts would run it: the same results contract, each worker named in processes, the audit clean."""
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    qbench = [sys.executable, "-m", "bench.cli.main"]
+    master = subprocess.Popen([*qbench, "master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                               "--master-port", str(port), "--dsn", dsn, "--workers", "4", "--backlog", "20000",
+                               "--duration", "3s", "--warmup", "1s", "--results", str(tmp_path)],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    logs = [tmp_path / f"worker-{i}.log" for i in (1, 2)]  # files, not pipes: a full pipe would block a worker
+    workers = [subprocess.Popen([*qbench, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                                 "--dsn", dsn], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
+               for log in logs]
+    try:
+        out, err = master.communicate(timeout=180)
+        codes = [w.wait(timeout=60) for w in workers]
+    finally:
+        for p in (master, *workers):
+            p.kill()
+    worker_output = [log.read_text() for log in logs]
+    assert master.returncode == 0, (out + err, worker_output)
+    assert codes == [0, 0], worker_output
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    for log in logs:
+        log.unlink()
+    for name in ("run.json", "summary.json", "intervals.csv", "report.html", "claim_plan.txt"):
+        assert (run_dir / name).is_file(), name
+    s = json.loads((run_dir / "summary.json").read_text())
+    procs = s["processes"]
+    assert [p["process"] for p in procs] == [1, 2] and sorted(p["workers"] for p in procs) == [2, 2]
+    assert {p["pid"] for p in procs} == {w.pid for w in workers}
+    assert sum(p["counters"]["jobs_completed"] for p in procs) == s["jobs_completed"] > 0
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
+def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
+    from conftest import qbench
+
+    cases = [
+        (["master", "--expect-workers", "0"], "EXPECT_WORKERS: '0' is not allowed"),
+        (["master", "--expect-workers", "2", "--processes", "3"], "PROCESSES: is set by --expect-workers"),
+        (["master", "--expect-workers", "2", "--master-port", "70000"], "MASTER_PORT: '70000' is not allowed"),
+        (["worker", "--master-host", "127.0.0.1", "--dsn", "postgresql://x@10.1.1.1/db"], "DSN: host '10.1.1.1'"),
+        (["run", "--processes", "3", "--workers", "2"], "PROCESSES: 3 processes for 2 workers"),
+        (["run", "--processes", "2", "--faults", "long_transaction@1-2"], "FAULTS: fault windows act on"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    for argv, start in cases:
+        proc = qbench(*argv, "--results", str(tmp_path), env=env) if argv[0] != "worker" else qbench(*argv, env=env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"qbench: {start}"), (argv, proc.stderr)
+    assert not any(tmp_path.iterdir())

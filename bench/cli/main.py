@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import dataclasses
 import signal
+import logging
 import sys
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def _workload(args: argparse.Namespace) -> str:
     return args.workload or "default"
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, external_workers: tuple[str, int] | None = None) -> int:
     overrides = _overrides(args)
     cfg = build_config(_workload(args), overrides, dsn=chosen_dsn(args.dsn))  # validates before any heavy import
     check_results_dir(cfg.results)
@@ -68,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
 
     database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed(), cfg.engine)
     with database as dsn:
-        run_dir = runner.run(cfg, dsn, embedded=embedded)
+        run_dir = runner.run(cfg, dsn, embedded=embedded, external_workers=external_workers)
     with _finish_first("writing the report first"):  # the report is one of the run's files
         report = render_report(run_dir)
     result = RunResult.load(run_dir)
@@ -78,6 +79,50 @@ def _run(args: argparse.Namespace) -> int:
                          "the results above are incomplete and unaudited\n")
         return EXIT_FAILED
     return 0 if result.complete else EXIT_INTERRUPTED
+
+
+def _port(value: str, name: str) -> int:
+    """A TCP port from the command line, or ConfigError naming ``name``."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise ConfigError(name, f"{value!r} is not allowed; allowed: a TCP port from 1 to 65535")
+    return port
+
+
+def _master(args: argparse.Namespace) -> int:
+    """``qbench master --expect-workers K …``: ``qbench run`` whose K load generator processes are
+    ``qbench worker`` processes started elsewhere."""
+    try:
+        expect = int(args.expect_workers)
+    except ValueError:
+        expect = 0
+    if not 1 <= expect <= 64:
+        raise ConfigError("EXPECT_WORKERS", f"{args.expect_workers!r} is not allowed; allowed: an integer from 1 to 64")
+    if args.processes not in (None, ""):
+        raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
+    args.processes = str(expect)
+    port = _port(args.master_port, "MASTER_PORT")
+    return _run(args, external_workers=(args.master_bind_host, port))
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """``qbench worker --master-host H``: one load generator process of a run whose master is on H."""
+    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver (or its conninfo) is imported
+    from bench.load.worker_process import exit_now, serve
+
+    port = _port(args.master_port, "MASTER_PORT")
+    dsn = chosen_dsn(args.dsn)
+    if not dsn:
+        raise ConfigError("DSN", "required for qbench worker: the database as this host reaches it; "
+                                 "allowed: --dsn or DATABASE_URL")
+    check_loopback(dsn, args.allow_remote)
+
+    logging.getLogger("locust").setLevel(logging.ERROR)
+    exit_now(serve(args.master_host, port, dsn, log=lambda m: sys.stderr.write(m + "\n")))
+    return 0  # not reached
 
 
 def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
@@ -315,10 +360,22 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("sweep", metavar="SWEEP", help="a name in workloads/sweeps/ or a path to a .toml file")
     swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
     swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming")
+    mst = sub.add_parser("master", help="run one benchmark whose load comes from qbench worker processes "
+                                        "started elsewhere (Locust's distributed mode)")
+    mst.add_argument("--workload", help=WORKLOAD_HELP)
+    mst.add_argument("--expect-workers", required=True, help="how many qbench worker processes to wait for (1-64)")
+    mst.add_argument("--master-bind-host", default="0.0.0.0", help="interface to listen on, default all (0.0.0.0)")
+    mst.add_argument("--master-port", default="5557", help="port to listen on, default 5557 (Locust's)")
+    wrk = sub.add_parser("worker", help="one load generator process for a qbench master on another host")
+    wrk.add_argument("--master-host", required=True, help="the host qbench master runs on")
+    wrk.add_argument("--master-port", default="5557", help="its port, default 5557")
+    wrk.add_argument("--dsn", help="the database as this host reaches it; default $DATABASE_URL (required)")
+    wrk.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+    wrk.set_defaults(func=_worker)
     cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
     cap.add_argument("--workload", help=WORKLOAD_HELP)
     cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
-    for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity)):  # the commands that take run parameters
+    for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity), (mst, _master)):  # take run parameters
         for option, key, text in RUN_OPTIONS:
             parser_.add_argument(option, dest=key, help=text)
         parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")

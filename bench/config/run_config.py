@@ -93,6 +93,23 @@ class RunConfig:
         return out
 
 
+def from_public(data: Mapping[str, Any], dsn: str | None) -> RunConfig:
+    """The :class:`RunConfig` whose :meth:`RunConfig.public` gave ``data`` (a JSON round trip: lists
+    back to tuples, fault windows back to :class:`bench.config.faults.Fault`), with ``dsn`` in
+    place of the masked one. How a distributed run's master hands its configuration to a
+    worker process, which connects with the DSN it was given itself. Raises TypeError or
+    KeyError when ``data`` is not such a dict."""
+    from bench.config.faults import Fault
+
+    values = dict(data)
+    values["dsn"] = dsn
+    values["priority_mix"] = tuple(tuple(pair) for pair in values["priority_mix"])
+    values["bursts"] = tuple(tuple(b) for b in values["bursts"])
+    values["faults"] = tuple(Fault(**f) for f in values["faults"])
+    values["notes"] = tuple(values.get("notes") or ())
+    return RunConfig(**values)
+
+
 def mask_dsn(dsn: str) -> str:
     """Return ``dsn`` with any password replaced by ``***`` (URL and key=value forms)."""
     masked = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)

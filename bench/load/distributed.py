@@ -8,7 +8,8 @@ second (``qbench_rotate``) and merges what they send back with its own recorder'
 (:func:`bench.measure.interval_codec.merge`): histograms added bucket by bucket, so a merged
 percentile is the percentile of the union of the values. A process that does not answer within
 :data:`ROTATE_WAIT_S` is missing from that second, which is recorded (``missing_seconds``); one
-whose OS process has exited, or that Locust's heartbeats mark missing, is lost.
+whose OS process has exited, or that answered none of :data:`LOST_AFTER_S` seconds in a row, is
+lost (Locust's master then gives its users to the other processes).
 
 Each second also carries that second's claim-log lines, stamped with the time they were written;
 the master keeps each process's lines in a file of its own. As the load stops, every process
@@ -21,7 +22,6 @@ either way.
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 import socket
 import subprocess
@@ -46,8 +46,12 @@ __all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S"]
 
 #: How long the master waits for the processes' share of a second before merging without the late ones (s).
 ROTATE_WAIT_S = 0.5
-#: How long the worker processes may take to start and report to the master (s).
+#: How long the worker processes started here may take to start and report to the master (s).
 START_WAIT_S = 60.0
+#: A process that answered none of this many consecutive seconds is lost.
+LOST_AFTER_S = 5
+#: How long a master waits for workers started elsewhere (``qbench worker``) to connect (s).
+EXTERNAL_WAIT_S = 300.0
 
 
 def _free_port() -> int:
@@ -65,15 +69,19 @@ class DistributedDriver:
     (its jobs_claimed, jobs_completed, claims, errors over the whole run)}``.
     """
 
-    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str):
+    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int] | None = None,
+                 log=print):
         from locust.env import Environment  # imported late: locust patches at import (done by swarm)
 
-        self.cfg, self.ctx, self.dsn = cfg, ctx, dsn
+        self.cfg, self.ctx, self.dsn, self.external, self.log = cfg, ctx, dsn, external, log
         self.users = users(cfg)
         self.env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         self.env.run_context = ctx
-        self.port = _free_port()
-        self.master = self.env.create_master_runner("127.0.0.1", self.port)
+        bind_host, self.port = external if external else ("127.0.0.1", _free_port())
+        self.master = self.env.create_master_runner(bind_host, self.port)
+        self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
+        self.ready: dict[int, dict] = {}
+        self.failed: dict[int, str] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
         self.procs: dict[int, subprocess.Popen] = {}
         self.connected: dict[int, int] = {}
@@ -84,11 +92,31 @@ class DistributedDriver:
         self.measured_parts = MeasuredParts()
         self.logs: dict = {}
         self._last_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._last_index = -1  # the last second asked for
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
-                              ("qbench_done", self._on_done)):
+                              ("qbench_done", self._on_done), ("qbench_ready", self._on_ready),
+                              ("qbench_hello", self._on_hello),
+                              ("qbench_failed", self._on_failed)):
             self.master.register_message(name, handler)
 
     # -- messages from the processes
+    def _on_hello(self, environment, msg, **_):
+        """A worker process is connected and listening: give it its number and the run's
+        configuration (DSN masked: each process connects with its own). Processes beyond
+        ``cfg.processes`` get none and time out."""
+        client_id = msg.node_id
+        if client_id in self.clients or len(self.clients) >= self.cfg.processes:
+            return
+        index = len(self.clients) + 1
+        self.clients[client_id] = index
+        self.master.send_message("qbench_config", {"process": index, "config": self.cfg.public()}, client_id=client_id)
+
+    def _on_ready(self, environment, msg, **_):
+        self.ready[int(msg.data["process"])] = msg.data
+
+    def _on_failed(self, environment, msg, **_):
+        self.failed[int(msg.data["process"])] = str(msg.data.get("error"))
+
     def _on_connected(self, environment, msg, **_):
         self.connected[int(msg.data["process"])] = int(msg.data["workers"])
 
@@ -110,37 +138,56 @@ class DistributedDriver:
 
     # -- the run driver
     def _alive(self) -> list[int]:
+        """The processes still running; the others are marked lost: one started here whose OS process
+        has exited, or any that has answered none of the last :data:`LOST_AFTER_S` seconds (a
+        process that is only late, e.g. while Locust hands it more users, misses those seconds
+        and stays)."""
         alive = []
-        for i, proc in self.procs.items():
-            if proc.poll() is not None:
+        for i in sorted(self.stats):
+            proc = self.procs.get(i)
+            missed = self.stats[i]["missing_seconds"]
+            silent = len(missed) >= LOST_AFTER_S and missed[-LOST_AFTER_S:] == list(
+                range(missed[-1] - LOST_AFTER_S + 1, missed[-1] + 1)) and missed[-1] == self._last_index
+            if (proc is not None and proc.poll() is not None) or silent:
                 self.stats[i]["lost"] = True
             elif not self.stats[i]["lost"]:
                 alive.append(i)
         return alive
 
     def start(self) -> None:
-        """Start the processes, wait until each has reported to the master, then start every user
-        (Locust splits them between the processes)."""
-        env = {**os.environ, DSN_ENV: self.dsn}
-        blob = pickle.dumps(self.cfg)
-        for i in range(1, self.cfg.processes + 1):
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.load.worker_process", "--master-port", str(self.port),
-                 "--index", str(i)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"process-{i}.err", "wb"),
-                env=env)
-            proc.stdin.write(blob)
-            proc.stdin.close()
-            self.procs[i] = proc
-            self.stats[i]["pid"] = proc.pid
-        deadline = time.monotonic() + START_WAIT_S
-        while self.master.worker_count < self.cfg.processes:
+        """Start the processes (or, with ``external``, wait for them to connect), wait until each has
+        its configuration and its sessions, then start every user (Locust splits them between the
+        processes). Raises RunFailed naming the process that failed or did not come."""
+        if self.external is None:
+            env = {**os.environ, DSN_ENV: self.dsn}
+            for i in range(1, self.cfg.processes + 1):  # numbered here by start; renumbered below
+                self.procs[i] = subprocess.Popen(
+                    [sys.executable, "-m", "bench.load.worker_process", "--master-port", str(self.port)],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=open(self.tmp / f"process-{i}.err", "wb"), env=env)
+            wait_s = START_WAIT_S
+        else:
+            self.log(f"master: waiting for {self.cfg.processes} workers on {self.external[0]}:{self.port} "
+                     f"(qbench worker --master-host <this host> --master-port {self.port} --dsn <DSN>)")
+            wait_s = EXTERNAL_WAIT_S
+        deadline = time.monotonic() + wait_s
+        while len(self.ready) < self.cfg.processes:
             exited = [i for i, p in self.procs.items() if p.poll() is not None]
-            if exited or time.monotonic() > deadline:
+            if self.failed or exited or time.monotonic() > deadline:
                 self.kill()
-                why = self._stderr_tail(exited[0]) if exited else f"not all reported within {START_WAIT_S:g} s"
+                if self.failed:
+                    i, why = next(iter(self.failed.items()))
+                    raise RunFailed(f"PROCESSES: load generator process {i} could not start its sessions ({why})")
+                why = self._stderr_tail(exited[0]) if exited else (
+                    f"{len(self.ready)} of {self.cfg.processes} reported within {wait_s:g} s")
                 raise RunFailed(f"PROCESSES: a load generator process did not start ({why})")
             gevent.sleep(0.05)
+        for i, report in self.ready.items():
+            self.stats[i]["pid"] = report.get("pid")
+            self.stats[i]["host"] = report.get("host")
+        # A process's number is the order its hello came in, not the order it was started.
+        by_pid = {proc.pid: proc for proc in self.procs.values()}
+        self.procs = {i: by_pid[r["pid"]] for i, r in self.ready.items() if r.get("pid") in by_pid}
         self.master.start(self.users, spawn_rate=self.users * 10)
 
     def _stderr_tail(self, i: int) -> str:
@@ -169,6 +216,7 @@ class DistributedDriver:
         :data:`ROTATE_WAIT_S` (a process later than that is missing from this second)."""
         own = recorder.rotate(index, start_s, end_s)
         alive = self._alive()
+        self._last_index = index
         self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
         deadline = time.monotonic() + ROTATE_WAIT_S
         while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:

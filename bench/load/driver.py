@@ -10,6 +10,7 @@ Locust ``Environment`` (``environment.run_context``), never through class attrib
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Protocol
 
@@ -99,7 +100,7 @@ class LocalDriver:
         env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)
         self._runner = env.create_local_runner()
-        self._stats = new_process_stats(1, os.getpid())
+        self._stats = new_process_stats(1, os.getpid(), socket.gethostname())
         self._last: Interval | None = None
         self._last_cpu = 0.0
 

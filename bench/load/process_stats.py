@@ -13,9 +13,9 @@ from bench.measure.metrics import Interval
 __all__ = ["MeasuredParts", "finish_process_stats", "new_process_stats"]
 
 
-def new_process_stats(process: int, pid: int | None = None) -> dict:
+def new_process_stats(process: int, pid: int | None = None, host: str | None = None) -> dict:
     """The figures of one load generator process before its first measured second."""
-    return {"process": process, "pid": pid, "workers": 0, "lost": False, "missing_seconds": [], "cpu_max_pct": 0.0,
+    return {"process": process, "host": host, "pid": pid, "workers": 0, "lost": False, "missing_seconds": [], "cpu_max_pct": 0.0,
             "counters": {"claims": 0, "jobs_claimed": 0, "jobs_completed": 0, "empty_claims": 0, "errors": 0},
             "_loop_lag": metrics.new_histogram("loop_lag_us")}
 
