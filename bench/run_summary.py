@@ -140,7 +140,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         if process.get("lost"):
             missed = process.get("missing_seconds") or []
             reasons.append(f"load generator process {process['process']} was lost"
-                           + (f" from second {missed[0] - int(round(cfg.warmup_s))} on" if missed else "")
+                           + (f" from second {missed[0]} of the measured window on" if missed else "")
                            + ": its workers stopped with it, and the claim log misses its events after its last "
                              "flush (up to a second), so what is read from the log (redeliveries, double claims) "
                              "can be low; lost and duplicated jobs are read from the database and are complete")

@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -158,7 +159,12 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
 
     n_warm = int(round(cfg.warmup_s))
     n_meas = max(1, int(round(cfg.duration_s)))
-    driver.start()
+    try:
+        driver.start()
+    except BaseException:  # no process started, or Ctrl-C while waiting for them: nothing was measured
+        driver.kill()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     connect_s = driver.wait_connected()
     if connect_s >= 1.0:
         log(f"workers connected in {connect_s:.1f} s; the warm-up and the measured window start now")

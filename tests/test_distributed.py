@@ -168,3 +168,76 @@ def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"qbench: {start}"), (argv, proc.stderr)
     assert not any(tmp_path.iterdir())
+
+
+def test_an_extra_worker_is_refused_and_a_taken_port_is_one_line(dsn, tmp_path):
+    """A master that expects one worker and gets two runs with the first; the second is refused in one
+    line, exit 2. A master port already in use is refused before anything is created."""
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import REPO, qbench
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = qbench("master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1", "--master-port",
+                      str(port), "--dsn", dsn, "--results", str(tmp_path / "taken"))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: MASTER_PORT: cannot listen")
+    assert not (tmp_path / "taken").exists()
+
+    cmd = [sys.executable, "-m", "bench.cli.main"]
+    master = subprocess.Popen([*cmd, "master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
+                               "--master-port", str(port), "--dsn", dsn, "--workers", "2", "--backlog", "5000",
+                               "--duration", "3s", "--warmup", "1s", "--results", str(tmp_path / "run")],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    logs = [tmp_path / f"worker-{i}.log" for i in (1, 2)]
+    workers = []
+    for log in logs:
+        workers.append(subprocess.Popen([*cmd, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                                         "--dsn", dsn], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT))
+    try:
+        out, err = master.communicate(timeout=180)
+        codes = sorted(w.wait(timeout=60) for w in workers)
+    finally:
+        for p in (master, *workers):
+            p.kill()
+    text = [log.read_text() for log in logs]
+    assert master.returncode == 0, (out + err, text)
+    assert codes == [0, 2], text
+    assert any("refused by the master" in t and "expects 1 workers" in t for t in text), text
+
+
+def test_a_worker_that_cannot_reach_its_database_stops_the_master_in_one_line(dsn, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, "-m", "bench.cli.main"]
+    master = subprocess.Popen([*cmd, "master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
+                               "--master-port", str(port), "--dsn", dsn, "--workers", "2", "--backlog", "100",
+                               "--duration", "3s", "--results", str(tmp_path)],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path.parent / "bad-worker.log"
+    worker = subprocess.Popen([*cmd, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                               "--dsn", "postgresql://postgres@127.0.0.1:1/nowhere"], cwd=REPO,
+                              stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        out, err = master.communicate(timeout=120)
+        code = worker.wait(timeout=60)
+    finally:
+        master.kill()
+        worker.kill()
+    lines = err.strip().splitlines()
+    assert master.returncode != 0 and lines[-1].startswith(
+        "qbench: EXPECT_WORKERS: load generator process 1 could not start its sessions"), err
+    assert code != 0 and "qbench worker:" in log.read_text(), log.read_text()
+    assert not any(tmp_path.iterdir())  # no run directory left behind

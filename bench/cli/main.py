@@ -105,6 +105,14 @@ def _master(args: argparse.Namespace) -> int:
         raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
     args.processes = str(expect)
     port = _port(args.master_port, "MASTER_PORT")
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # before anything is prepared
+        try:
+            probe.bind((args.master_bind_host, port))
+        except OSError as err:
+            raise ConfigError("MASTER_PORT", f"cannot listen on {args.master_bind_host}:{port} ({err.strerror}); "
+                                             "allowed: a free port on an interface of this host") from None
     return _run(args, external_workers=(args.master_bind_host, port))
 
 

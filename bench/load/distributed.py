@@ -92,7 +92,7 @@ class DistributedDriver:
         self.measured_parts = MeasuredParts()
         self.logs: dict = {}
         self._last_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)
-        self._last_index = -1  # the last second asked for
+        self._last_t_s = -1  # the last measured second asked for
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
                               ("qbench_done", self._on_done), ("qbench_ready", self._on_ready),
                               ("qbench_hello", self._on_hello),
@@ -105,7 +105,11 @@ class DistributedDriver:
         configuration (DSN masked: each process connects with its own). Processes beyond
         ``cfg.processes`` get none and time out."""
         client_id = msg.node_id
-        if client_id in self.clients or len(self.clients) >= self.cfg.processes:
+        if client_id in self.clients:
+            return
+        if len(self.clients) >= self.cfg.processes:
+            self.master.send_message("qbench_refused", {"reason": f"the master expects {self.cfg.processes} "
+                                                                  "workers and has them all"}, client_id=client_id)
             return
         index = len(self.clients) + 1
         self.clients[client_id] = index
@@ -147,7 +151,7 @@ class DistributedDriver:
             proc = self.procs.get(i)
             missed = self.stats[i]["missing_seconds"]
             silent = len(missed) >= LOST_AFTER_S and missed[-LOST_AFTER_S:] == list(
-                range(missed[-1] - LOST_AFTER_S + 1, missed[-1] + 1)) and missed[-1] == self._last_index
+                range(missed[-1] - LOST_AFTER_S + 1, missed[-1] + 1)) and missed[-1] == self._last_t_s
             if (proc is not None and proc.poll() is not None) or silent:
                 self.stats[i]["lost"] = True
             elif not self.stats[i]["lost"]:
@@ -175,12 +179,13 @@ class DistributedDriver:
             exited = [i for i, p in self.procs.items() if p.poll() is not None]
             if self.failed or exited or time.monotonic() > deadline:
                 self.kill()
+                option = "EXPECT_WORKERS" if self.external else "PROCESSES"
                 if self.failed:
                     i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"PROCESSES: load generator process {i} could not start its sessions ({why})")
+                    raise RunFailed(f"{option}: load generator process {i} could not start its sessions ({why})")
                 why = self._stderr_tail(exited[0]) if exited else (
                     f"{len(self.ready)} of {self.cfg.processes} reported within {wait_s:g} s")
-                raise RunFailed(f"PROCESSES: a load generator process did not start ({why})")
+                raise RunFailed(f"{option}: a load generator process did not start ({why})")
             gevent.sleep(0.05)
         for i, report in self.ready.items():
             self.stats[i]["pid"] = report.get("pid")
@@ -216,16 +221,17 @@ class DistributedDriver:
         :data:`ROTATE_WAIT_S` (a process later than that is missing from this second)."""
         own = recorder.rotate(index, start_s, end_s)
         alive = self._alive()
-        self._last_index = index
+        self._last_t_s = index - int(round(self.cfg.warmup_s))
         self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
         deadline = time.monotonic() + ROTATE_WAIT_S
         while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:
             gevent.sleep(0.002)
         parts = self.parts.pop(index, {})
         cpus = self.cpu_parts.pop(index, {})
+        t_s = index - int(round(self.cfg.warmup_s))  # the measured window's seconds, as intervals.csv t_s
         for i in self.stats:  # a lost process misses every second from its loss on
-            if i not in parts:
-                self.stats[i]["missing_seconds"].append(index)
+            if i not in parts and t_s >= 0:
+                self.stats[i]["missing_seconds"].append(t_s)
         self._last_cpu = max(cpus.values(), key=lambda c: c[0], default=(0.0, 0.0, 0.0))
         merged = interval_codec.merge(index, [own, *parts.values()])
         self.measured_parts.hold(parts, {i: float(c[0]) for i, c in cpus.items()})
@@ -297,10 +303,14 @@ class DistributedDriver:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def kill(self) -> None:
-        """Stop every process now."""
+        """Stop every process started here now, and tell those started elsewhere to exit; remove the
+        claim log files."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()
+        for client_id in self.clients:
+            self.master.send_message("qbench_refused", {"reason": "the master stopped"}, client_id=client_id)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     @property
     def processes(self) -> list[dict]:

@@ -13,7 +13,8 @@ master → process
     :meth:`~bench.config.run_config.RunConfig.public` gives it: the DSN masked, the process uses
     its own), ``qbench_go`` (every worker connected: claim now), ``qbench_rotate`` ``{"index",
     "start_s", "end_s"}`` (close that second and send it), ``qbench_stopping`` (finish the
-    current cycle).
+    current cycle), ``qbench_refused`` ``{"reason"}`` (not wanted, or the master stopped: exit 2).
+    A process that hears no heartbeat from the master for :data:`MASTER_GONE_S` exits.
 process → master
     ``qbench_hello`` ``{"host", "pid"}`` (connected, handlers in place: send the configuration),
     ``qbench_ready`` ``{"process", "host", "pid"}`` or ``qbench_failed`` ``{"process", "error"}``
@@ -32,10 +33,12 @@ import argparse  # noqa: E402
 import os  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 
 import gevent  # noqa: E402
 import gevent.event  # noqa: E402
 import psutil  # noqa: E402
+from locust.rpc import Message  # noqa: E402
 
 from bench.config.run_config import from_public  # noqa: E402
 from bench.engines import get_engine  # noqa: E402
@@ -52,6 +55,8 @@ __all__ = ["DSN_ENV", "EXIT_AFTER_DONE_S", "exit_now", "main", "serve"]
 DSN_ENV = "QBENCH_WORKER_DSN"
 #: Seconds a process stays up after sending ``qbench_done`` (for the message to leave).
 EXIT_AFTER_DONE_S = 1.0
+#: Seconds without a heartbeat from the master after which a process decides it has gone and exits.
+MASTER_GONE_S = 10.0
 #: Seconds a process waits for its configuration once connected, before it gives up.
 CONFIG_WAIT_S = 120.0
 
@@ -80,7 +85,10 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
             engine = get_engine(cfg.engine)
             sessions = engine.sessions(dsn, cfg)
             sessions.check_cooperative()
-        except (QBenchError, KeyError, TypeError, ValueError) as err:
+            engine.connect(dsn, "queue-bench worker check").close()  # a DSN this host cannot use fails here
+        except Exception as err:  # noqa: BLE001 - any failure is told to the master, in one line
+            if not isinstance(err, (QBenchError, KeyError, TypeError, ValueError)):
+                err = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
             runner.send_message("qbench_failed", {"process": index, "error": str(err)})
             state["failed"] = str(err)
             configured.set()
@@ -110,9 +118,25 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
     def on_stopping(environment, msg, **_):
         state["ctx"].stopping = True
 
+    def on_refused(environment, msg, **_):
+        log(f"qbench worker: refused by the master at {master_host}:{master_port}: {msg.data.get('reason')}")
+        runner.client.send(Message("quit", None, runner.client_id))  # leave Locust's list of workers
+        gevent.spawn_later(0.2, exit_now, 2)
+
+    def watch_master():
+        """Exit when the master has gone quiet: no heartbeat for :data:`MASTER_GONE_S`."""
+        while True:
+            gevent.sleep(1.0)
+            last = runner.last_heartbeat_timestamp
+            if last and time.time() - last > MASTER_GONE_S:
+                log(f"qbench worker: the master at {master_host}:{master_port} went away "
+                    f"(no heartbeat for {MASTER_GONE_S:g} s)")
+                exit_now(1)
+
     for name, handler in (("qbench_config", on_config), ("qbench_go", on_go), ("qbench_rotate", on_rotate),
-                          ("qbench_stopping", on_stopping)):
+                          ("qbench_stopping", on_stopping), ("qbench_refused", on_refused)):
         runner.register_message(name, handler)
+    greenlets.append(gevent.spawn(watch_master))
     # Asked for only now: a message the master sent as the connection opened could come before
     # these handlers exist (Locust drops a message it has no handler for).
     runner.send_message("qbench_hello", {"host": socket.gethostname(), "pid": os.getpid()})
