@@ -36,8 +36,7 @@ from bench.results import run_files
 from bench.results.model import RunResult
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
-from bench.load.distributed import DistributedDriver
-from bench.load.driver import LocalDriver
+from bench.load.distributed import run_driver
 from bench.config.faults import choose_workers
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
@@ -150,10 +149,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claim_log)
     monitor = engine.monitor(dsn, cfg)
 
-    if cfg.processes > 1 or external_workers:
-        driver = DistributedDriver(cfg, ctx, dsn, external=external_workers, log=log)
-    else:
-        driver = LocalDriver(cfg, ctx)
+    driver = run_driver(cfg, ctx, dsn, external_workers, log)
     proc = psutil.Process()
     cpu_meter = CpuMeter(proc)
 
@@ -199,9 +195,8 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     rows: list[dict] = []  # one small dict per measured second; monitor samples are added at the end
     recent: collections.deque = collections.deque(maxlen=seconds.PROGRESS_EVERY_S)  # for the progress line
     hlogs = run_files.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, clock.unix0)
-    if isinstance(driver, DistributedDriver):  # and each process's own part: histograms/process-<i>/
-        driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
-                                                                   metrics.HISTOGRAM_NAMES, clock.unix0))
+    driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
+                                                               metrics.HISTOGRAM_NAMES, clock.unix0))
     rss = RssLog(proc, log)
 
     def account(interval: metrics.Interval, cpu: tuple[float, float, float] | None) -> None:
@@ -285,8 +280,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
                      and clock.now_s() > n_warm)
     account(tail, driver.cpu(cpu_meter.read()) if tail_measured else None)
     hlogs.close()
-    if isinstance(driver, DistributedDriver):
-        driver.close_process_logs()
+    driver.close_process_logs()
     ended_unix = time.time()
     # Samples join the rows only now: a table sample taken in second k may have returned after tick k.
     for row in rows:

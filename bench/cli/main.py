@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import dataclasses
 import signal
-import logging
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, read_result
 from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
+from bench.cli.distributed import master_command, worker_command
 
 #: ``qbench run`` options: (option, config key, help), one per row of the parameter table
 #: (:data:`bench.config.parameters.PARAMETERS`). Each is also a Make variable (the key in upper case).
@@ -79,58 +79,6 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int] | None = No
                          "the results above are incomplete and unaudited\n")
         return EXIT_FAILED
     return 0 if result.complete else EXIT_INTERRUPTED
-
-
-def _port(value: str, name: str) -> int:
-    """A TCP port from the command line, or ConfigError naming ``name``."""
-    try:
-        port = int(value)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise ConfigError(name, f"{value!r} is not allowed; allowed: a TCP port from 1 to 65535")
-    return port
-
-
-def _master(args: argparse.Namespace) -> int:
-    """``qbench master --expect-workers K …``: ``qbench run`` whose K load generator processes are
-    ``qbench worker`` processes started elsewhere."""
-    try:
-        expect = int(args.expect_workers)
-    except ValueError:
-        expect = 0
-    if not 1 <= expect <= 64:
-        raise ConfigError("EXPECT_WORKERS", f"{args.expect_workers!r} is not allowed; allowed: an integer from 1 to 64")
-    if args.processes not in (None, ""):
-        raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
-    args.processes = str(expect)
-    port = _port(args.master_port, "MASTER_PORT")
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # before anything is prepared
-        try:
-            probe.bind((args.master_bind_host, port))
-        except OSError as err:
-            raise ConfigError("MASTER_PORT", f"cannot listen on {args.master_bind_host}:{port} ({err.strerror}); "
-                                             "allowed: a free port on an interface of this host") from None
-    return _run(args, external_workers=(args.master_bind_host, port))
-
-
-def _worker(args: argparse.Namespace) -> int:
-    """``qbench worker --master-host H``: one load generator process of a run whose master is on H."""
-    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver (or its conninfo) is imported
-    from bench.load.worker_process import exit_now, serve
-
-    port = _port(args.master_port, "MASTER_PORT")
-    dsn = chosen_dsn(args.dsn)
-    if not dsn:
-        raise ConfigError("DSN", "required for qbench worker: the database as this host reaches it; "
-                                 "allowed: --dsn or DATABASE_URL")
-    check_loopback(dsn, args.allow_remote)
-
-    logging.getLogger("locust").setLevel(logging.ERROR)
-    exit_now(serve(args.master_host, port, dsn, log=lambda m: sys.stderr.write(m + "\n")))
-    return 0  # not reached
 
 
 def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
@@ -379,11 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
     wrk.add_argument("--master-port", default="5557", help="its port, default 5557")
     wrk.add_argument("--dsn", help="the database as this host reaches it; default $DATABASE_URL (required)")
     wrk.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
-    wrk.set_defaults(func=_worker)
+    wrk.set_defaults(func=worker_command)
     cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
     cap.add_argument("--workload", help=WORKLOAD_HELP)
     cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
-    for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity), (mst, _master)):  # take run parameters
+    for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity), (mst, lambda a: master_command(a, _run))):  # take run parameters
         for option, key, text in RUN_OPTIONS:
             parser_.add_argument(option, dest=key, help=text)
         parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")

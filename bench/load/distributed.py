@@ -35,14 +35,14 @@ import gevent
 from bench.config.run_config import RunConfig
 from bench.errors import RunFailed
 from bench.load import swarm
-from bench.load.driver import CONNECT_WAIT_S, stop_timeout_s, user_classes, users
+from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
 from bench.load.worker_process import DSN_ENV
 from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
 from bench.measure import interval_codec
 from bench.measure.claimlog import merge_stamped
 from bench.measure.metrics import Interval, Recorder
 
-__all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S"]
+__all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S", "run_driver"]
 
 #: How long the master waits for the processes' share of a second before merging without the late ones (s).
 ROTATE_WAIT_S = 0.5
@@ -52,6 +52,14 @@ START_WAIT_S = 60.0
 LOST_AFTER_S = 5
 #: How long a master waits for workers started elsewhere (``qbench worker``) to connect (s).
 EXTERNAL_WAIT_S = 300.0
+
+
+def run_driver(cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, external: tuple[str, int] | None, log):
+    """The run's driver: :class:`DistributedDriver` with ``PROCESSES > 1`` or workers started elsewhere
+    (``external``: bind host and port), else :class:`bench.load.driver.LocalDriver`."""
+    if cfg.processes > 1 or external:
+        return DistributedDriver(cfg, ctx, dsn, external=external, log=log)
+    return LocalDriver(cfg, ctx)
 
 
 def _free_port() -> int:

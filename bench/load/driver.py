@@ -47,6 +47,12 @@ class RunDriver(Protocol):
     def measured(self) -> None:
         """The second just closed (:meth:`rotate`, :meth:`tail`) is measured: count each process's part."""
 
+    def open_process_logs(self, open_logs) -> None:
+        """With several processes, write each one's measured seconds to ``open_logs(i)`` as well."""
+
+    def close_process_logs(self) -> None:
+        """Close what :meth:`open_process_logs` opened."""
+
     @property
     def processes(self) -> list[dict]:
         """What each load generator process did: ``{"process", "pid", "workers", "lost",
@@ -136,6 +142,12 @@ class LocalDriver:
         parts = MeasuredParts()
         parts.parts, parts.cpus = {1: self._last}, {1: self._last_cpu}  # held by the run, not released here
         parts.count({1: self._stats})
+
+    def open_process_logs(self, open_logs) -> None:
+        """Nothing to open: with one process the run's histogram logs are that process's."""
+
+    def close_process_logs(self) -> None:
+        """Nothing to close (see :meth:`open_process_logs`)."""
 
     @property
     def processes(self) -> list[dict]:

@@ -1,0 +1,66 @@
+"""``qbench master`` and ``qbench worker``: a run whose load generator processes run on other hosts
+(Locust's distributed mode, :mod:`bench.load.distributed`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from bench.cli.checks import check_loopback, chosen_dsn
+from bench.errors import ConfigError
+
+__all__ = ["master_command", "worker_command"]
+
+
+def _port(value: str, name: str) -> int:
+    """A TCP port from the command line, or ConfigError naming ``name``."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise ConfigError(name, f"{value!r} is not allowed; allowed: a TCP port from 1 to 65535")
+    return port
+
+
+def master_command(args: argparse.Namespace, run) -> int:
+    """``qbench master --expect-workers K …``: ``run`` (the ``qbench run`` command) whose K load generator
+    processes are ``qbench worker`` processes started elsewhere. Raises ConfigError (exit 2) for a
+    bad count, a ``--processes`` beside it, or a port this host cannot listen on."""
+    try:
+        expect = int(args.expect_workers)
+    except ValueError:
+        expect = 0
+    if not 1 <= expect <= 64:
+        raise ConfigError("EXPECT_WORKERS", f"{args.expect_workers!r} is not allowed; allowed: an integer from 1 to 64")
+    if args.processes not in (None, ""):
+        raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
+    args.processes = str(expect)
+    port = _port(args.master_port, "MASTER_PORT")
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # before anything is prepared
+        try:
+            probe.bind((args.master_bind_host, port))
+        except OSError as err:
+            raise ConfigError("MASTER_PORT", f"cannot listen on {args.master_bind_host}:{port} ({err.strerror}); "
+                                             "allowed: a free port on an interface of this host") from None
+    return run(args, external_workers=(args.master_bind_host, port))
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    """``qbench worker --master-host H``: one load generator process of a run whose master is on H."""
+    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver (or its conninfo) is imported
+    from bench.load.worker_process import exit_now, serve
+
+    port = _port(args.master_port, "MASTER_PORT")
+    dsn = chosen_dsn(args.dsn)
+    if not dsn:
+        raise ConfigError("DSN", "required for qbench worker: the database as this host reaches it; "
+                                 "allowed: --dsn or DATABASE_URL")
+    check_loopback(dsn, args.allow_remote)
+
+    logging.getLogger("locust").setLevel(logging.ERROR)
+    exit_now(serve(args.master_host, port, dsn, log=lambda m: sys.stderr.write(m + "\n")))
+    return 0  # not reached
