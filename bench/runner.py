@@ -196,7 +196,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     recent: collections.deque = collections.deque(maxlen=seconds.PROGRESS_EVERY_S)  # for the progress line
     hlogs = run_files.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, clock.unix0)
     driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
-                                                               metrics.HISTOGRAM_NAMES, clock.unix0))
+                             metrics.HISTOGRAM_NAMES, clock.unix0), run_files.ProcessSeconds(run_dir / "processes.csv"))
     rss = RssLog(proc, log)
 
     def account(interval: metrics.Interval, cpu: tuple[float, float, float] | None) -> None:
@@ -209,7 +209,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
             return
         hlogs.write(interval)
         measured.add(interval)
-        driver.measured()  # each process's part of this second, for summary.json processes
+        driver.measured(interval.index - n_warm)  # each process's part: summary.json processes, processes.csv
         if len(recent) == recent.maxlen:
             recent[0].release()  # leaves the progress line's window now
         recent.append(interval)

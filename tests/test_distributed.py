@@ -4,6 +4,7 @@ percentiles are those of the union of every process's values."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 
@@ -49,6 +50,21 @@ def test_two_processes_add_up_and_merge_exactly(dsn, tmp_path):
     assert s["claim_latency_us"]["max"] == union.get_max_value()
     assert s["plans"]["workers"]["sessions_read"] == 6, (s["plans"]["workers"], s["processes"])  # each process read its own workers plan counts
     assert s["invariants"] == CLEAN_INVARIANTS
+    # processes.csv: each process's seconds; added up they are intervals.csv's, and the busiest
+    # process's CPU (the master, process 0, included) is the second's harness_cpu_pct.
+    with open(run_dir / "processes.csv", newline="") as fh:
+        per_process = list(csv.DictReader(fh))
+    with open(run_dir / "intervals.csv", newline="") as fh:
+        seconds = list(csv.DictReader(fh))
+    assert {r["process"] for r in per_process} == {"0", "1", "2"}
+    for row in seconds:
+        mine = [r for r in per_process if r["t_s"] == row["t_s"]]
+        assert len(mine) == 3, (row["t_s"], mine)
+        for key in ("claims", "jobs_completed", "errors"):
+            assert sum(int(r[key]) for r in mine if r["process"] != "0") == int(row[key]), (key, row, mine)
+        assert max(float(r["cpu_pct"]) for r in mine) == float(row["harness_cpu_pct"]), (row, mine)
+    for p in procs:
+        assert max(float(r["cpu_pct"]) for r in per_process if r["process"] == str(p["process"])) == p["cpu_max_pct"]
     page = (run_dir / "report.html").read_text()
     table = page[page.index('<table id="processes">'):]
     assert table[:table.index("</table>")].count("<tr") == 3  # a header and one row per process

@@ -24,7 +24,7 @@ from hdrh.log import HistogramLogReader
 
 from bench.measure import metrics
 from bench.engines.postgres.db import SCHEMA_MARK
-from bench.results.run_files import INTERVAL_COLUMNS, SUMMARY_KEYS
+from bench.results.run_files import INTERVAL_COLUMNS, PROCESS_SECOND_COLUMNS, SUMMARY_KEYS
 from conftest import qbench, run_and_load
 
 INVARIANT_KEYS = {"double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
@@ -113,6 +113,20 @@ def test_intervals_csv_header_rows_and_totals(run, intervals):
     assert sum(int(r["jobs_completed"]) for r in rows) == s["jobs_completed"]
     assert sum(int(r["jobs_claimed"]) for r in rows) == s["jobs_claimed"]
     assert sum(int(r["empty_claims"]) for r in rows) == s["empty_claims"]
+
+
+def test_processes_csv_is_the_one_process_seconds(run, intervals):
+    """With one process, processes.csv has one row per measured second, process 1, whose CPU,
+    loop lag and counters are intervals.csv's."""
+    _, rows = intervals
+    with (run[0] / "processes.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames) == PROCESS_SECOND_COLUMNS
+        per_process = list(reader)
+    assert [(r["t_s"], r["process"]) for r in per_process] == [(r["t_s"], "1") for r in rows]
+    for mine, row in zip(per_process, rows):
+        assert (mine["cpu_pct"], mine["user_pct"], mine["loop_lag_p99_us"], mine["jobs_completed"]) == (
+            row["harness_cpu_pct"], row["harness_user_pct"], row["loop_lag_p99_us"], row["jobs_completed"])
 
 
 def test_claim_p99_recomputed_from_the_histogram_log(run, intervals):

@@ -38,7 +38,7 @@ from bench.load import swarm
 from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
 from bench.load.worker_process import DSN_ENV
 from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
-from bench.measure import interval_codec
+from bench.measure import interval_codec, metrics
 from bench.measure.claimlog import merge_stamped
 from bench.measure.metrics import Interval, Recorder
 
@@ -99,7 +99,10 @@ class DistributedDriver:
         self.stats = {i: new_process_stats(i) for i in range(1, cfg.processes + 1)}
         self.measured_parts = MeasuredParts()
         self.logs: dict = {}
-        self._last_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self.per_second = None  # processes.csv (open_process_logs)
+        self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
+        self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's (the master's)
+        self._own_lag_p99: int | None = None
         self._last_t_s = -1  # the last measured second asked for
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
                               ("qbench_done", self._on_done), ("qbench_ready", self._on_ready),
@@ -240,35 +243,48 @@ class DistributedDriver:
         for i in self.stats:  # a lost process misses every second from its loss on
             if i not in parts and t_s >= 0:
                 self.stats[i]["missing_seconds"].append(t_s)
-        self._last_cpu = max(cpus.values(), key=lambda c: c[0], default=(0.0, 0.0, 0.0))
         merged = interval_codec.merge(index, [own, *parts.values()])
         self.measured_parts.hold(parts, {i: float(c[0]) for i, c in cpus.items()})
+        self._cpus = cpus
+        lag = own.histograms["loop_lag_us"]  # this process's row of processes.csv
+        self._own_lag_p99 = metrics.values_at_percentiles(lag, (99,))[0] if lag.get_total_count() else None
         own.release()
         return merged
 
-    def measured(self) -> None:
-        """The second just closed is in the measured window: count each process's part of it, and
-        write it to that process's histogram logs (:meth:`open_process_logs`)."""
+    def measured(self, t_s: int) -> None:
+        """The second just closed is measured second ``t_s``: count each process's part of it, write it
+        to that process's histogram logs and its row of ``processes.csv`` (the master's, process 0:
+        its CPU and loop lag; its users are none) (:meth:`open_process_logs`)."""
         self.measured_parts.count(self.stats)
-        for i, part in self.measured_parts.parts.items():
+        for i, part in sorted(self.measured_parts.parts.items()):
             if i in self.logs:
                 self.logs[i].write(part)
+        if self.per_second is not None:
+            self.per_second.write(t_s, 0, self._own_cpu, loop_lag_p99_us=self._own_lag_p99)
+            for i, part in sorted(self.measured_parts.parts.items()):
+                self.per_second.write(t_s, i, self._cpus.get(i, (0.0, 0.0, 0.0)), part)
 
-    def open_process_logs(self, open_logs) -> None:
+    def open_process_logs(self, open_logs, per_second) -> None:
         """Write each process's measured seconds to logs of its own too: ``open_logs(i)`` returns the
         :class:`bench.results.run_files.HistogramLogs` of process ``i`` (its ``write`` and ``close``
-        are used), so that a reader can check the merged logs against the union of the processes'."""
+        are used), so that a reader can check the merged logs against the union of the processes';
+        and each second's CPU and loop lag of every process to ``per_second`` (a
+        :class:`bench.results.run_files.ProcessSeconds`)."""
         self.logs = {i: open_logs(i) for i in sorted(self.stats)}
+        self.per_second = per_second
 
     def close_process_logs(self) -> None:
         """Close what :meth:`open_process_logs` opened."""
         for logs in self.logs.values():
             logs.close()
+        if self.per_second is not None:
+            self.per_second.close()
 
     def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
         """The busiest process's CPU over the second just closed (% of a core), this one included:
         one saturated process is enough to make the generator, not the database, set the pace."""
-        return max(own, self._last_cpu, key=lambda c: c[0])
+        self._own_cpu = own
+        return max([own, *self._cpus.values()], key=lambda c: c[0])
 
     def stop(self) -> None:
         """Let every process's workers finish their cycle, stop the users, collect what each

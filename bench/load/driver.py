@@ -44,14 +44,17 @@ class RunDriver(Protocol):
     def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """The stop phase's second, after :meth:`stop`: every process's last values, merged."""
 
-    def measured(self) -> None:
-        """The second just closed (:meth:`rotate`, :meth:`tail`) is measured: count each process's part."""
+    def measured(self, t_s: int) -> None:
+        """The second just closed (:meth:`rotate`, :meth:`tail`) is measured second ``t_s``: count each
+        process's part, and write its row of ``processes.csv``."""
 
-    def open_process_logs(self, open_logs) -> None:
-        """With several processes, write each one's measured seconds to ``open_logs(i)`` as well."""
+    def open_process_logs(self, open_logs, per_second) -> None:
+        """Write each process's measured seconds to ``per_second`` (a
+        :class:`bench.results.run_files.ProcessSeconds`), and with several processes each one's
+        histograms to ``open_logs(i)`` as well."""
 
     def close_process_logs(self) -> None:
-        """Close what :meth:`open_process_logs` opened."""
+        """Close what :meth:`open_process_logs` opened, ``processes.csv`` included."""
 
     @property
     def processes(self) -> list[dict]:
@@ -108,7 +111,8 @@ class LocalDriver:
         self._runner = env.create_local_runner()
         self._stats = new_process_stats(1, os.getpid(), socket.gethostname())
         self._last: Interval | None = None
-        self._last_cpu = 0.0
+        self._last_cpu = (0.0, 0.0, 0.0)
+        self._per_second = None
 
     def start(self) -> None:
         """Start every user at once (spawn rate 10 × the users: all within 0.1 s)."""
@@ -134,20 +138,27 @@ class LocalDriver:
 
     def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
         """The load generator's CPU over the second just closed (% of a core): this process's."""
-        self._last_cpu = own[0]
+        self._last_cpu = own
         return own
 
-    def measured(self) -> None:
-        """The second just closed is in the measured window: count it for :attr:`processes`."""
+    def measured(self, t_s: int) -> None:
+        """The second just closed is measured second ``t_s``: count it for :attr:`processes`, and
+        write its row of ``processes.csv``."""
         parts = MeasuredParts()
-        parts.parts, parts.cpus = {1: self._last}, {1: self._last_cpu}  # held by the run, not released here
+        parts.parts, parts.cpus = {1: self._last}, {1: self._last_cpu[0]}  # held by the run, not released here
         parts.count({1: self._stats})
+        if self._per_second is not None:
+            self._per_second.write(t_s, 1, self._last_cpu, self._last)
 
-    def open_process_logs(self, open_logs) -> None:
-        """Nothing to open: with one process the run's histogram logs are that process's."""
+    def open_process_logs(self, open_logs, per_second) -> None:
+        """``processes.csv`` rows go to ``per_second``; no histogram logs of its own: with one process
+        the run's are that process's."""
+        self._per_second = per_second
 
     def close_process_logs(self) -> None:
-        """Nothing to close (see :meth:`open_process_logs`)."""
+        """Close ``processes.csv`` (see :meth:`open_process_logs`)."""
+        if self._per_second is not None:
+            self._per_second.close()
 
     @property
     def processes(self) -> list[dict]:

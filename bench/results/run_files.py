@@ -3,7 +3,8 @@
 ``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``priority_ages.csv`` (when
 jobs have more than one priority), ``histograms/*.hlog``
 (HdrHistogram interval logs, readable by any HdrHistogram log reader; each line is
-one measured second, values in µs) and ``summary.json``. The report reads only these.
+one measured second, values in µs), ``processes.csv`` (each load generator process's CPU, loop
+lag and counters per measured second) and ``summary.json``. The report reads only these.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Iterable, Mapping
 
 from hdrh.log import HistogramLogWriter
 
+from bench.measure.metrics import values_at_percentiles
 from bench.results.model import clean_json
 
 INTERVAL_COLUMNS = (
@@ -24,6 +26,12 @@ INTERVAL_COLUMNS = (
     "harness_cpu_pct", "monitor_query_us", "jobs_produced", "producer_lag_p99_us", "xmin_age", "table_tuples",
     "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length",
 )
+
+#: ``processes.csv``: one row per measured second and load generator process. Process 0 is the
+#: master of a distributed run (the clock, monitor, reaper: no users); a process missing from a
+#: second (late or lost) has no row for it.
+PROCESS_SECOND_COLUMNS = ("t_s", "process", "cpu_pct", "user_pct", "system_pct", "loop_lag_p99_us", "claims",
+                          "jobs_claimed", "jobs_completed", "errors")
 
 SUMMARY_KEYS = (
     "run_id", "complete", "config", "measured_s", "throughput_jobs_per_s", "claims_per_s",
@@ -55,6 +63,38 @@ def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in INTERVAL_COLUMNS})
+
+
+class ProcessSeconds:
+    """``processes.csv`` written one measured second at a time (:data:`PROCESS_SECOND_COLUMNS`),
+    flushed after each second, so that its memory does not grow with the run. Raises OSError when
+    the file cannot be written; :meth:`close` is idempotent."""
+
+    def __init__(self, path: Path):
+        self._fh = path.open("w", newline="")
+        self._writer = csv.DictWriter(self._fh, fieldnames=PROCESS_SECOND_COLUMNS, extrasaction="ignore")
+        self._writer.writeheader()
+
+    def write(self, t_s: int, process: int, cpu_pct: tuple[float, float, float], interval=None,
+              loop_lag_p99_us: int | None = None) -> None:
+        """One row: process ``process``'s (total, user, system) CPU, % of a core, over measured second
+        ``t_s``, and with ``interval`` (that process's :class:`bench.measure.metrics.Interval`) its
+        loop-lag p99 (µs) and counters; a process without users (the master) gives its
+        ``loop_lag_p99_us`` itself."""
+        row = {"t_s": t_s, "process": process, "cpu_pct": round(cpu_pct[0], 1), "user_pct": round(cpu_pct[1], 1),
+               "system_pct": round(cpu_pct[2], 1), "loop_lag_p99_us": loop_lag_p99_us}
+        if interval is not None:
+            lag = interval.histograms["loop_lag_us"]
+            if lag.get_total_count():
+                row["loop_lag_p99_us"] = values_at_percentiles(lag, (99,))[0]
+            row.update({k: interval.counters[k] for k in ("claims", "jobs_claimed", "jobs_completed")},
+                       errors=sum(interval.errors.values()))
+        self._writer.writerow(row)
+        self._fh.flush()
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        self._fh.close()
 
 
 class HistogramLogs:
