@@ -37,7 +37,7 @@ from bench.results.model import RunResult
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
 from bench.load.distributed import run_driver
-from bench.config.faults import choose_workers
+from bench.load.fault_windows import fault_window
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
 
@@ -178,7 +178,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     samplers.append(gevent.spawn(seconds.loop_lag_probe, recorder))
     for note_text in cfg.notes:  # windows clipped to the measured window by validation
         log(f"note: {note_text}")
-    fault_greenlets = [gevent.spawn(_fault_window, engine, f, ctx, dsn, clock, n_warm, recorder, log)
+    fault_greenlets = [gevent.spawn(fault_window, engine, f, driver, dsn, clock, n_warm, recorder, log)
                        for f in cfg.faults]
     reaper = None
     if cfg.reaper_interval_s > 0:
@@ -360,41 +360,3 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         run_files.write_json_list(run_dir / "retry_gaps.json", audit_result["retry_gaps"])
     run_summary.final_lines(log, summary)
     return run_dir
-
-
-def _fault_window(engine, fault, ctx, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder,
-                  log) -> None:
-    """Open ``fault``'s window at its start (seconds since measured start), close it at its end.
-
-    The window opens only once the main loop has rotated into the second it starts in: the tick
-    and the window are due at the same instant, and if the window went first, what it causes
-    (a crash right after a claim) would be counted in the second before, a warm-up one when the
-    window starts at 0, and vanish from the measured figures."""
-    clock.sleep_until(n_warm + fault.start_s)
-    while recorder.rotations < n_warm + math.floor(fault.start_s):
-        gevent.sleep(0.001)
-    log(f"fault: {fault.kind} from {fault.start_s:g} s to {fault.end_s:g} s of the measured window")
-    conn = None
-    try:
-        if fault.kind in ("crash_after_claim", "late_worker"):
-            # A window at the load's first instant opens before Locust has created the users: choose
-            # among every worker, not the ones that happen to exist yet (none, at t = 0).
-            while len(ctx.worker_names) < ctx.cfg.workers and clock.now_s() < n_warm + fault.end_s:
-                gevent.sleep(0.001)
-            ctx.late_extra_s = fault.extra_s
-            ctx.crashed.clear()
-            ctx.active_faults[fault.kind] = choose_workers(list(ctx.worker_names), fault.share)
-            clock.sleep_until(n_warm + fault.end_s)
-        elif fault.kind == "long_transaction":
-            conn = engine.hold_snapshot(dsn, ctx.cfg.schema)  # holds xmin from here
-            clock.sleep_until(n_warm + fault.end_s)
-        elif fault.kind == "backend_kill":
-            conn = engine.killer(dsn)
-            while clock.now_s() < n_warm + fault.end_s:
-                if engine.kill_one_worker(conn):
-                    recorder.count("backend_kills")
-                clock.sleep_until(min(n_warm + fault.end_s, clock.now_s() + fault.every_s))
-    finally:
-        ctx.active_faults.pop(fault.kind, None)
-        if conn is not None:
-            engine.release(conn)

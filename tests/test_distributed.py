@@ -124,6 +124,38 @@ def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
     assert again >= s["lease_expiries"] > 0, (again, s["lease_expiries"])
 
 
+def test_fault_windows_act_on_the_workers_of_every_process(dsn, tmp_path):
+    """FAULTS with 2 processes: crash_after_claim with share 0.5 crashes half of the 6 workers (3, a
+    choice over the whole swarm: each process taking half of its own 3 would crash 4), their jobs
+    come back through the lease and the reaper, the master's backend_kill reaches the processes'
+    sessions, and the audit is clean."""
+    run_dir, s, _ = run_and_load(dsn, tmp_path, "--processes", "2", "--workers", "6", "--backlog", "6000",
+                                 "--work-ms", "5", "--lease-s", "1", "--reaper-interval-s", "0.5",
+                                 "--faults", "crash_after_claim@0-2:share=0.5;backend_kill@1-3:every_s=1",
+                                 "--duration", "6s", "--warmup", "1s", timeout=180)
+    assert s["crashed_claims"] == 3, (s["crashed_claims"], s["processes"])
+    assert s["redeliveries"] >= s["crashed_jobs"] >= 3
+    assert s["backend_kills"] >= 2 and s["errors"].get("57P01", 0) >= 1, (s["backend_kills"], s["errors"])
+    assert not any(p["lost"] for p in s["processes"])
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
+def test_split_choice_is_one_choice_over_the_whole_swarm():
+    import random
+
+    from bench.config.faults import fault_count, split_choice
+
+    rng = random.Random(7)
+    for workers in ({1: 3, 2: 3}, {1: 1, 2: 5, 3: 2}, {1: 1}):
+        for share in (0.01, 0.3, 0.5, 1.0):
+            counts = split_choice(workers, share, rng)
+            assert sum(counts.values()) == fault_count(sum(workers.values()), share)
+            assert all(0 <= counts[i] <= workers[i] for i in workers), (workers, share, counts)
+    # uniform over the workers: with {1: 1, 2: 9} and one chosen, process 1 gets it about 10 % of the time
+    hits = sum(split_choice({1: 1, 2: 9}, 0.1, rng)[1] for _ in range(2000))
+    assert 120 <= hits <= 280, hits
+
+
 def test_a_master_and_two_separately_started_workers(dsn, tmp_path):
     """qbench master --expect-workers 2 and two qbench worker processes on loopback, the way two
     hosts would run it: the same results contract, each worker named in processes, the audit clean."""
@@ -176,7 +208,8 @@ def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
         (["master", "--expect-workers", "2", "--master-port", "70000"], "MASTER_PORT: '70000' is not allowed"),
         (["worker", "--master-host", "127.0.0.1", "--dsn", "postgresql://x@10.1.1.1/db"], "DSN: host '10.1.1.1'"),
         (["run", "--processes", "3", "--workers", "2"], "PROCESSES: 3 processes for 2 workers"),
-        (["run", "--processes", "2", "--faults", "long_transaction@1-2"], "FAULTS: fault windows act on"),
+        (["run", "--engine", "mariadb", "--processes", "2", "--faults", "backend_kill@1-2", "--dsn",
+          "mysql://root@127.0.0.1:3306/"], "FAULTS: backend_kill on MariaDB"),
     ]
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     for argv, start in cases:

@@ -110,9 +110,22 @@ def _bad(item: Any):
     raise ConfigError("FAULTS", f"{item!r} is not a fault; allowed: {_ALLOWED}")
 
 
+def fault_count(workers: int, share: float) -> int:
+    """How many of ``workers`` workers a fault window with ``share`` applies to: at least one (none
+    of none), about ``share`` of them."""
+    return min(workers, max(1, round(share * workers))) if workers else 0
+
+
 def choose_workers(names: list[str], share: float, rng: random.Random | None = None) -> set[str]:
-    """At least one, about ``share`` of the worker ``names``, chosen at random."""
-    if not names:
-        return set()
-    count = max(1, round(share * len(names)))
-    return set((rng or random).sample(names, min(count, len(names))))
+    """:func:`fault_count` of the worker ``names``, chosen at random."""
+    return set((rng or random).sample(names, fault_count(len(names), share)))
+
+
+def split_choice(workers: dict[int, int], share: float, rng: random.Random | None = None) -> dict[int, int]:
+    """With the workers spread over processes (``workers``: process -> its workers), how many of each
+    process's workers the window applies to: :func:`fault_count` of all of them, chosen uniformly
+    among all (each process then picks that many of its own at random, so the choice is that of
+    :func:`choose_workers` over the whole swarm)."""
+    slots = [process for process, n in sorted(workers.items()) for _ in range(n)]
+    picked = (rng or random).sample(slots, fault_count(len(slots), share))
+    return {process: picked.count(process) for process in sorted(workers)}

@@ -222,9 +222,11 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
                                        "a process without a worker; allowed: PROCESSES from 1 to WORKERS")
-    if values["processes"] > 1 and values["faults"]:
-        raise ConfigError("FAULTS", "fault windows act on the workers of one process; allowed: no FAULTS with "
-                                    "PROCESSES > 1 (run them with PROCESSES=1)")
+    if (values["processes"] > 1 and values.get("engine") == "mariadb"
+            and any(f.kind == "backend_kill" for f in values["faults"])):
+        raise ConfigError("FAULTS", "backend_kill on MariaDB kills the worker connections this process opened, and "
+                                    "with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
+                                    "with PROCESSES=1 on MariaDB")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0: an unprepared claim "
                                         "is planned with its values on every execution; allowed: auto with PREPARED=0")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import gevent
 
+from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
 from bench.errors import RunFailed
 from bench.load import swarm
@@ -279,6 +280,21 @@ class DistributedDriver:
             logs.close()
         if self.per_second is not None:
             self.per_second.close()
+
+    def open_fault(self, fault, given_up) -> None:
+        """Tell each process how many of its workers the window applies to
+        (:func:`bench.config.faults.split_choice` over the workers each has connected); each picks
+        that many of its own at random (``qbench_fault``)."""
+        while sum(self.connected.values()) < self.cfg.workers and not given_up() and self._alive():
+            gevent.sleep(0.001)
+        counts = split_choice({i: self.connected.get(i, 0) for i in self._alive()}, fault.share)
+        for client_id, i in self.clients.items():
+            self.master.send_message("qbench_fault", {"kind": fault.kind, "open": True, "count": counts.get(i, 0),
+                                                      "extra_s": fault.extra_s}, client_id=client_id)
+
+    def close_fault(self, kind: str) -> None:
+        """Close fault ``kind``'s window in every process."""
+        self.master.send_message("qbench_fault", {"kind": kind, "open": False})
 
     def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
         """The busiest process's CPU over the second just closed (% of a core), this one included:

@@ -17,7 +17,9 @@ from typing import Protocol
 import gevent
 
 from bench.config.run_config import RunConfig
+from bench.config.faults import choose_workers
 from bench.load import swarm
+from bench.load.fault_windows import mark_workers
 from bench.load.producers import Producer
 from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
 from bench.measure.metrics import Interval, Recorder
@@ -47,6 +49,14 @@ class RunDriver(Protocol):
     def measured(self, t_s: int) -> None:
         """The second just closed (:meth:`rotate`, :meth:`tail`) is measured second ``t_s``: count each
         process's part, and write its row of ``processes.csv``."""
+
+    def open_fault(self, fault, given_up) -> None:
+        """Open a ``crash_after_claim`` or ``late_worker`` window (a :class:`bench.config.faults.Fault`)
+        on :func:`bench.config.faults.fault_count` of the workers, chosen at random among all of them,
+        once every worker has started (or ``given_up()`` is true)."""
+
+    def close_fault(self, kind: str) -> None:
+        """Close the window of fault ``kind`` opened by :meth:`open_fault`."""
 
     def open_process_logs(self, open_logs, per_second) -> None:
         """Write each process's measured seconds to ``per_second`` (a
@@ -140,6 +150,16 @@ class LocalDriver:
         """The load generator's CPU over the second just closed (% of a core): this process's."""
         self._last_cpu = own
         return own
+
+    def open_fault(self, fault, given_up) -> None:
+        """Mark the chosen workers in this process's context (see :meth:`RunDriver.open_fault`)."""
+        while len(self.ctx.worker_names) < self.cfg.workers and not given_up():
+            gevent.sleep(0.001)
+        mark_workers(self.ctx, fault.kind, choose_workers(list(self.ctx.worker_names), fault.share), fault.extra_s)
+
+    def close_fault(self, kind: str) -> None:
+        """Close fault ``kind``'s window (see :meth:`RunDriver.close_fault`)."""
+        self.ctx.active_faults.pop(kind, None)
 
     def measured(self, t_s: int) -> None:
         """The second just closed is measured second ``t_s``: count it for :attr:`processes`, and

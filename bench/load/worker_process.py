@@ -13,7 +13,8 @@ master → process
     :meth:`~bench.config.run_config.RunConfig.public` gives it: the DSN masked, the process uses
     its own), ``qbench_go`` (every worker connected: claim now), ``qbench_rotate`` ``{"index",
     "start_s", "end_s"}`` (close that second and send it), ``qbench_stopping`` (finish the
-    current cycle), ``qbench_refused`` ``{"reason"}`` (not wanted, or the master stopped: exit 2).
+    current cycle), ``qbench_fault`` ``{"kind", "open", "count", "extra_s"}`` (open or close a
+    ``crash_after_claim`` / ``late_worker`` window on ``count`` of its workers), ``qbench_refused`` ``{"reason"}`` (not wanted, or the master stopped: exit 2).
     A process that hears no heartbeat from the master for :data:`MASTER_GONE_S` exits.
 process → master
     ``qbench_hello`` ``{"host", "pid"}`` (connected, handlers in place: send the configuration),
@@ -31,6 +32,7 @@ from bench.load import swarm  # first: gevent's monkey-patching precedes every d
 
 import argparse  # noqa: E402
 import os  # noqa: E402
+import random  # noqa: E402
 import socket  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -44,6 +46,7 @@ from bench.config.run_config import from_public  # noqa: E402
 from bench.engines import get_engine  # noqa: E402
 from bench.errors import QBenchError  # noqa: E402
 from bench.load.driver import stop_timeout_s  # noqa: E402
+from bench.load.fault_windows import mark_workers  # noqa: E402
 from bench.load.producers import Producer  # noqa: E402
 from bench.measure import interval_codec, metrics, seconds  # noqa: E402
 from bench.measure.claimlog import StampedLog  # noqa: E402
@@ -115,6 +118,15 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
                                                 "cpu": list(cpu.read()), "events": state["claims"].take()})
         interval.release()  # a killed process loses at most its last second of claim events
 
+    def on_fault(environment, msg, **_):
+        ctx, data = state["ctx"], msg.data
+        if data["open"]:
+            names = list(ctx.worker_names)
+            mark_workers(ctx, data["kind"], set(random.sample(names, min(int(data["count"]), len(names)))),
+                         float(data["extra_s"]))
+        else:
+            ctx.active_faults.pop(data["kind"], None)
+
     def on_stopping(environment, msg, **_):
         state["ctx"].stopping = True
 
@@ -134,7 +146,7 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
                 exit_now(1)
 
     for name, handler in (("qbench_config", on_config), ("qbench_go", on_go), ("qbench_rotate", on_rotate),
-                          ("qbench_stopping", on_stopping), ("qbench_refused", on_refused)):
+                          ("qbench_stopping", on_stopping), ("qbench_fault", on_fault), ("qbench_refused", on_refused)):
         runner.register_message(name, handler)
     greenlets.append(gevent.spawn(watch_master))
     # Asked for only now: a message the master sent as the connection opened could come before

@@ -35,9 +35,11 @@ def killer(dsn: str) -> psycopg.Connection:
 
 def kill_one_worker(conn: psycopg.Connection) -> bool:
     """Terminate one worker backend of this database, chosen at random (``pg_terminate_backend``,
-    https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-SIGNAL); True if one was."""
+    https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-SIGNAL); True if one was.
+    A worker's session is named ``queue-bench worker-<n>``, or ``queue-bench p<i>-worker-<n>`` in
+    load generator process ``i`` of a distributed run."""
     row = conn.execute("""
         SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = current_database() AND application_name LIKE 'queue-bench worker-%'
+        WHERE datname = current_database() AND application_name ~ '^queue-bench (p[0-9]+-)?worker-[0-9]+$'
         ORDER BY random() LIMIT 1""").fetchone()
     return bool(row and row[0])

@@ -1,0 +1,63 @@
+"""A fault window of a run (``FAULTS``, :mod:`bench.config.faults`): opened at its start, closed at its
+end, in seconds since the measured start, on the run's clock (:mod:`bench.measure.seconds`).
+
+What the window does depends on its kind: ``crash_after_claim`` and ``late_worker`` mark the
+workers they apply to in the run context (``ctx.active_faults``), which the workers read;
+``long_transaction`` holds a snapshot on a connection of its own; ``backend_kill`` terminates a
+worker's backend every ``every_s``. The database is reached only through the engine.
+"""
+
+from __future__ import annotations
+
+import math
+
+import gevent
+
+from bench.measure import metrics, seconds
+
+__all__ = ["fault_window", "mark_workers"]
+
+
+def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
+    """Open a ``crash_after_claim`` or ``late_worker`` window on the workers ``chosen`` (names) of the
+    run context ``ctx`` (:class:`bench.load.swarm.SwarmContext`); each worker reads it."""
+    ctx.late_extra_s = extra_s
+    ctx.crashed.clear()
+    ctx.active_faults[kind] = chosen
+
+
+def fault_window(engine, fault, driver, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder,
+                 log) -> None:
+    """Open ``fault``'s window at its start (seconds since measured start), close it at its end.
+    ``driver`` is the run driver (:class:`bench.load.driver.RunDriver`), which marks the chosen
+    workers in whichever processes run them.
+
+    The window opens only once the main loop has rotated into the second it starts in: the tick
+    and the window are due at the same instant, and if the window went first, what it causes
+    (a crash right after a claim) would be counted in the second before, a warm-up one when the
+    window starts at 0, and vanish from the measured figures."""
+    clock.sleep_until(n_warm + fault.start_s)
+    while recorder.rotations < n_warm + math.floor(fault.start_s):
+        gevent.sleep(0.001)
+    log(f"fault: {fault.kind} from {fault.start_s:g} s to {fault.end_s:g} s of the measured window")
+    conn = None
+    try:
+        if fault.kind in ("crash_after_claim", "late_worker"):
+            # A window at the load's first instant opens before Locust has created the users: choose
+            # among every worker, not the ones that happen to exist yet (none, at t = 0).
+            driver.open_fault(fault, lambda: clock.now_s() >= n_warm + fault.end_s)
+            clock.sleep_until(n_warm + fault.end_s)
+        elif fault.kind == "long_transaction":
+            conn = engine.hold_snapshot(dsn, driver.cfg.schema)  # holds xmin from here
+            clock.sleep_until(n_warm + fault.end_s)
+        elif fault.kind == "backend_kill":
+            conn = engine.killer(dsn)
+            while clock.now_s() < n_warm + fault.end_s:
+                if engine.kill_one_worker(conn):
+                    recorder.count("backend_kills")
+                clock.sleep_until(min(n_warm + fault.end_s, clock.now_s() + fault.every_s))
+    finally:
+        if fault.kind in ("crash_after_claim", "late_worker"):
+            driver.close_fault(fault.kind)
+        if conn is not None:
+            engine.release(conn)
