@@ -23,7 +23,7 @@ RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: bench test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
+.PHONY: bench bench-ui test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ install: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/qbench run $(RUN_ARGS)
+
+# Locust's web UI over one run (http://127.0.0.1:8089/, or WEB_PORT): change the number of workers
+# while it runs (up to MAX_WORKERS, default 4 x WORKERS); its Stop ends the measured window and the
+# result files and the report are written. DURATION (default UI_DURATION) is the longest it runs.
+UI_DURATION = 30m
+WEB_PORT ?=
+MAX_WORKERS ?=
+bench-ui: $(STAMP)
+	$(BIN)/qbench run --ui $(RUN_ARGS) $(if $(DURATION),,--duration='$(UI_DURATION)') \
+		$(if $(WEB_PORT),--web-port=$(call sq,$(WEB_PORT))) $(if $(MAX_WORKERS),--max-workers=$(call sq,$(MAX_WORKERS)))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

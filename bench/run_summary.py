@@ -72,6 +72,19 @@ def no_completion_cause(cfg: RunConfig, counters: Counter, errors: Counter, work
     return "; ".join(causes)
 
 
+def worker_changes(rows: list[dict]) -> list[dict]:
+    """The measured seconds in which the number of running workers changed (Locust's web UI, or a
+    lost load generator process): ``[{"t_s", "workers_before", "workers"}]``, counted as each
+    second ended; none in a run whose workers stayed as started."""
+    changes, before = [], None
+    for row in rows:
+        now = row.get("workers")
+        if before is not None and now is not None and now != before:
+            changes.append({"t_s": row["t_s"], "workers_before": before, "workers": now})
+        before = now if now is not None else before
+    return changes
+
+
 def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_per_claim, audit_result, final_sample,
               monitor_failures, run_info, plan_warnings: Callable[[dict | None, dict], list[str]]) -> dict:
     """Build ``summary.json`` (docs/architecture.md keys plus ``suspect``, ``backlog_exhausted`` and
@@ -195,6 +208,8 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "faults": [{k: v for k, v in f.__dict__.items() if k in ("kind", "start_s", "end_s") or k in FAULT_OPTIONS[f.kind]}
                    for f in cfg.faults],
         "config_notes": list(cfg.notes),
+        "worker_changes": worker_changes(rows),
+        "web_ui": run_info.get("web_ui"),
         "crashed_claims": counters["crashed_claims"],
         "crashed_jobs": counters["crashed_jobs"],
         "late_completions": counters["late_completions"],

@@ -38,6 +38,7 @@ from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
 from bench.load.distributed import run_driver
 from bench.load.fault_windows import fault_window
+from bench.load.web_ui import WebUI
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
 
@@ -87,7 +88,8 @@ def new_run_id(cfg: RunConfig) -> str:
 
 
 def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
-        state_schema: str | None = None, external_workers: tuple[str, int] | None = None) -> Path:
+        state_schema: str | None = None, external_workers: tuple[str, int] | None = None,
+        web_ui: tuple[str, int, int] | None = None) -> Path:
     """Run one benchmark against ``dsn`` and return the run directory.
 
     Raises :class:`bench.config.run_config.ConfigError` before creating anything when the
@@ -97,7 +99,10 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     ``complete: false``; one after the load waits until they are written. With ``state_schema`` the seeded history is restored from
     a saved state there (see :func:`bench.engines.postgres.db.ensure_history_state`). With
     ``external_workers`` (bind host, port) this process is the master of ``cfg.processes`` worker
-    processes started elsewhere (``qbench worker``) instead of starting them itself.
+    processes started elsewhere (``qbench worker``) instead of starting them itself. With ``web_ui``
+    (host, port, max workers) Locust's web UI runs over the load (:class:`bench.load.web_ui.WebUI`):
+    its Stop ends the measured window as a complete run, and the database is checked for the
+    connections of max workers.
     """
     engine = get_engine(cfg.engine)
     engine.capabilities.check(cfg.public())
@@ -107,11 +112,12 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     admin = engine.connect(dsn, "queue-bench admin")
     try:
         server = engine.server_info(admin)
-        room = engine.claim_schema(admin, cfg.schema, cfg.connections_needed())  # locked until the run ends
+        extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add
+        room = engine.claim_schema(admin, cfg.schema, cfg.connections_needed() + extra)  # locked until the run ends
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             return _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema,
-                        external_workers)
+                        external_workers, web_ui)
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
@@ -120,7 +126,7 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
 
 
 def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema,
-         external_workers) -> Path:
+         external_workers, web_ui) -> Path:
     if cfg.backlog or cfg.rate > 0:
         backlog, backlog_how = cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
     else:
@@ -213,7 +219,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         if len(recent) == recent.maxlen:
             recent[0].release()  # leaves the progress line's window now
         recent.append(interval)
-        rows.append(seconds.interval_row(interval, interval.index - n_warm, None, cpu))
+        rows.append(seconds.interval_row(interval, interval.index - n_warm, None, cpu) | {"workers": driver.running_workers()})
 
     complete = True
     prev_s = 0.0
@@ -221,14 +227,18 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     previous_handlers = {sig: signal.signal(sig, lambda *_: interrupted.set())
                          for sig in (signal.SIGINT, signal.SIGTERM)}
     pgss_reset = engine.statement_stats_reset(admin, cfg, pgss_missing) if n_warm == 0 else None
+    ui = WebUI(driver, *web_ui, cfg.producers if cfg.rate > 0 else 0, interrupted.set, log) if web_ui else None
     try:
         for k in range(n_warm + n_meas):
             if interrupted.wait(timeout=max(0.0, k + 1 - clock.now_s())):
-                complete = False
-                log("interrupted: stopping the swarm and writing what was measured (complete: false)")
+                complete = bool(ui and ui.stop_pressed and k > n_warm)  # the UI's Stop ends a measured window
+                log("interrupted: stopping the swarm and writing what was measured (complete: false)"
+                    if not complete else f"stopped in the web UI after {k - n_warm} measured seconds")
                 break
             now_s = clock.now_s()
             interval = driver.rotate(recorder, k, prev_s, now_s)
+            if ui:
+                ui.feed(interval)
             prev_s = now_s
             cpu = driver.cpu(cpu_meter.read())
             account(interval, cpu if k >= n_warm else None)
@@ -264,6 +274,8 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     ctx.active_faults.clear()
     driver.stop()
     driver.quit()
+    if ui:
+        ui.close()
     if reaper is not None:
         reaper.stop()
         reaper_greenlet.join(timeout=30)
@@ -347,6 +359,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         "ended_at": seconds.iso_at(ended_unix),
         "harness_rss_mb": rss.summary(),
         "processes": driver.processes,
+        "web_ui": ui.info(measured.seconds) if ui else None,
     }
     summary = run_summary.summarize(run_id, cfg, measured, rows, complete, max_rows_per_claim, audit_result,
                         final_sample, monitor.failures, run_info, engine.plan_warnings)

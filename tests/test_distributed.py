@@ -112,6 +112,9 @@ def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
     assert [p["pid"] for p in lost] == [victim.pid], json.dumps(s["processes"])
     number = lost[0]["process"]
     assert lost[0]["missing_seconds"], lost[0]
+    # its 3 workers leave the count: a marked change from 6 to 3 running workers
+    assert {"workers_before": 6, "workers": 3} in [{k: c[k] for k in ("workers_before", "workers")}
+                                                   for c in s["worker_changes"]], s["worker_changes"]
     assert s["invariants"]["lost_jobs"] == 0 and s["invariants"]["double_claims"] == 0, s["invariants"]
     assert s["lease_expiries"] > 0, s["lease_expiries"]
     # The lost process's claims after its last flush are not in the claim log, so the log's redelivery

@@ -58,3 +58,27 @@ def check_results_dir(path: str) -> None:
     except OSError as err:
         raise ConfigError("RESULTS", f"cannot create run directories under {path!r} ({err}); "
                                      "allowed: a writable directory path") from None
+
+
+def parse_port(value: str, name: str) -> int:
+    """A TCP port from the command line, or ConfigError naming ``name``."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise ConfigError(name, f"{value!r} is not allowed; allowed: a TCP port from 1 to 65535")
+    return port
+
+
+def check_can_listen(host: str, port: int, name: str) -> None:
+    """Refuse (ConfigError naming ``name``) a ``host:port`` this process cannot listen on (in use, or
+    not an interface of this host), before anything is prepared."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise ConfigError(name, f"cannot listen on {host}:{port} ({err.strerror}); "
+                                    "allowed: a free port on an interface of this host") from None

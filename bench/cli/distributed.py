@@ -7,21 +7,10 @@ import argparse
 import logging
 import sys
 
-from bench.cli.checks import check_loopback, chosen_dsn
+from bench.cli.checks import check_can_listen, check_loopback, chosen_dsn, parse_port
 from bench.errors import ConfigError
 
 __all__ = ["master_command", "worker_command"]
-
-
-def _port(value: str, name: str) -> int:
-    """A TCP port from the command line, or ConfigError naming ``name``."""
-    try:
-        port = int(value)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise ConfigError(name, f"{value!r} is not allowed; allowed: a TCP port from 1 to 65535")
-    return port
 
 
 def master_command(args: argparse.Namespace, run) -> int:
@@ -37,15 +26,8 @@ def master_command(args: argparse.Namespace, run) -> int:
     if args.processes not in (None, ""):
         raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
     args.processes = str(expect)
-    port = _port(args.master_port, "MASTER_PORT")
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # before anything is prepared
-        try:
-            probe.bind((args.master_bind_host, port))
-        except OSError as err:
-            raise ConfigError("MASTER_PORT", f"cannot listen on {args.master_bind_host}:{port} ({err.strerror}); "
-                                             "allowed: a free port on an interface of this host") from None
+    port = parse_port(args.master_port, "MASTER_PORT")
+    check_can_listen(args.master_bind_host, port, "MASTER_PORT")  # before anything is prepared
     return run(args, external_workers=(args.master_bind_host, port))
 
 
@@ -54,7 +36,7 @@ def worker_command(args: argparse.Namespace) -> int:
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver (or its conninfo) is imported
     from bench.load.worker_process import exit_now, serve
 
-    port = _port(args.master_port, "MASTER_PORT")
+    port = parse_port(args.master_port, "MASTER_PORT")
     dsn = chosen_dsn(args.dsn)
     if not dsn:
         raise ConfigError("DSN", "required for qbench worker: the database as this host reaches it; "

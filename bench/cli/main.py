@@ -22,6 +22,7 @@ from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, read_result
 from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
+from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
 from bench.cli.distributed import master_command, worker_command
 
 #: ``qbench run`` options: (option, config key, help), one per row of the parameter table
@@ -67,9 +68,11 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int] | None = No
     from bench import runner
     from bench.report.run_page import render_report
 
-    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed(), cfg.engine)
+    web_ui = web_ui_options(args, cfg)
+    extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
+    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed() + extra, cfg.engine)
     with database as dsn:
-        run_dir = runner.run(cfg, dsn, embedded=embedded, external_workers=external_workers)
+        run_dir = runner.run(cfg, dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui)
     with _finish_first("writing the report first"):  # the report is one of the run's files
         report = render_report(run_dir)
     result = RunResult.load(run_dir)
@@ -331,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
     cap.add_argument("--workload", help=WORKLOAD_HELP)
     cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
+    for parser_ in (run, mst):
+        add_web_ui_options(parser_)
     for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity), (mst, lambda a: master_command(a, _run))):  # take run parameters
         for option, key, text in RUN_OPTIONS:
             parser_.add_argument(option, dest=key, help=text)

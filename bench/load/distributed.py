@@ -87,13 +87,14 @@ class DistributedDriver:
         self.env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         self.env.run_context = ctx
         bind_host, self.port = external if external else ("127.0.0.1", _free_port())
-        self.master = self.env.create_master_runner(bind_host, self.port)
+        self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
         self.ready: dict[int, dict] = {}
         self.failed: dict[int, str] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
         self.procs: dict[int, subprocess.Popen] = {}
         self.connected: dict[int, int] = {}
+        self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
         self.parts: dict[int, dict[int, Interval]] = {}
         self.cpu_parts: dict[int, dict[int, tuple]] = {}
         self.done: dict[int, dict] = {}
@@ -147,6 +148,7 @@ class DistributedDriver:
         self._append_events(process, msg.data.get("events"))
         self.parts.setdefault(interval.index, {})[process] = interval
         self.cpu_parts.setdefault(interval.index, {})[process] = tuple(msg.data.get("cpu") or (0.0, 0.0, 0.0))
+        self.process_workers[process] = int(msg.data.get("workers") or 0)
 
     def _on_done(self, environment, msg, **_):
         self._append_events(int(msg.data["process"]), msg.data.get("events"))
@@ -280,6 +282,11 @@ class DistributedDriver:
             logs.close()
         if self.per_second is not None:
             self.per_second.close()
+
+    def running_workers(self) -> int:
+        """Workers running in every process not lost, each as of the latest second it sent (a late
+        process counts with its previous second's)."""
+        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
         """Tell each process how many of its workers the window applies to

@@ -50,6 +50,9 @@ class RunDriver(Protocol):
         """The second just closed (:meth:`rotate`, :meth:`tail`) is measured second ``t_s``: count each
         process's part, and write its row of ``processes.csv``."""
 
+    def running_workers(self) -> int:
+        """Workers running as the second just closed ended (Locust's web UI can change it)."""
+
     def open_fault(self, fault, given_up) -> None:
         """Open a ``crash_after_claim`` or ``late_worker`` window (a :class:`bench.config.faults.Fault`)
         on :func:`bench.config.faults.fault_count` of the workers, chosen at random among all of them,
@@ -89,10 +92,12 @@ def stop_timeout_s(cfg: RunConfig) -> float:
 
 
 def user_classes(cfg: RunConfig) -> list[type]:
-    """This run's Locust user classes: subclasses of its own carrying the user counts (``fixed_count``:
-    ``cfg.workers`` workers, and ``cfg.producers`` producers with ``RATE``). The same names in every
-    process of a distributed run, which is how Locust's master tells its workers what to start."""
-    classes = [type("QueueWorker", (swarm.QueueWorker,), {"fixed_count": cfg.workers})]
+    """This run's Locust user classes: subclasses of its own, ``cfg.producers`` producers with ``RATE``
+    (``fixed_count``: Locust starts them first) and workers for every other user, so that a user
+    count of :func:`users` starts ``cfg.workers`` workers and another count (the web UI's) changes
+    only the workers. The same names in every process of a distributed run, which is how Locust's
+    master tells its workers what to start."""
+    classes = [type("QueueWorker", (swarm.QueueWorker,), {"weight": 1})]
     if cfg.rate > 0:
         classes.append(type("Producer", (Producer,), {"fixed_count": cfg.producers}))
     return classes
@@ -118,7 +123,8 @@ class LocalDriver:
         self.users = users(cfg)
         env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)
-        self._runner = env.create_local_runner()
+        self.env = env
+        self.runner = self._runner = env.create_local_runner()
         self._stats = new_process_stats(1, os.getpid(), socket.gethostname())
         self._last: Interval | None = None
         self._last_cpu = (0.0, 0.0, 0.0)
@@ -150,6 +156,10 @@ class LocalDriver:
         """The load generator's CPU over the second just closed (% of a core): this process's."""
         self._last_cpu = own
         return own
+
+    def running_workers(self) -> int:
+        """This process's workers running now (see :meth:`RunDriver.running_workers`)."""
+        return self.ctx.running_workers
 
     def open_fault(self, fault, given_up) -> None:
         """Mark the chosen workers in this process's context (see :meth:`RunDriver.open_fault`)."""

@@ -20,6 +20,7 @@ import gevent  # noqa: E402
 import gevent.event  # noqa: E402
 from typing import Any  # noqa: E402
 from locust import User, task  # noqa: E402
+from locust.user.task import LOCUST_STATE_STOPPING  # noqa: E402
 
 from bench.config.run_config import RunConfig  # noqa: E402
 from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession  # noqa: E402
@@ -56,6 +57,8 @@ class SwarmContext:
     worker_names: list = field(default_factory=list)
     #: workers whose first connection is open (the run starts its clock once all are)
     connected_workers: int = 0
+    #: workers started and not yet stopped (a web UI run changes it; intervals.csv ``workers``)
+    running_workers: int = 0
     #: set by the run when its clock starts: no worker claims before, so every claim is in a second
     go: Any = field(default_factory=lambda: gevent.event.Event())
     #: kind -> set of worker names it applies to, while a fault window is open (see bench.config.faults)
@@ -116,6 +119,7 @@ class QueueWorker(User):
         self.session: WorkerSession | None = None
         self.events = self.ctx.log  # in hold mode, each transaction's Tentative buffer (see _claim)
         self.ctx.worker_names.append(self.name)
+        self.ctx.running_workers += 1
         self.connected_once = False
         self._connect()
 
@@ -134,6 +138,7 @@ class QueueWorker(User):
                 delay = min(RECONNECT_CAP_S, delay * 2)
 
     def on_stop(self) -> None:
+        self.ctx.running_workers -= 1
         if self.session is not None:
             self.session.close()
 
@@ -156,7 +161,9 @@ class QueueWorker(User):
         every job, CPU that the database server on the same machine needs.
         """
         self.ctx.go.wait()
-        while not self.ctx.stopping:
+        # Locust asks this one user to stop (the web UI lowered the worker count) by its state:
+        # it finishes its cycle, reads its plan counts and leaves; the run goes on.
+        while not self.ctx.stopping and self._state != LOCUST_STATE_STOPPING:
             self.claim_work_complete()
         self.read_plan_state()
 
@@ -178,7 +185,7 @@ class QueueWorker(User):
                 self.ctx.plan_sessions.append({"worker": self.name, **counts})
         except EngineError as err:
             self.ctx.plan_sessions.append({"worker": self.name, "error": str(err)})
-        if self.ctx.worker_explain is not None:
+        if self.ctx.worker_explain is not None or not self.ctx.stopping:  # the EXPLAIN: as the run stops
             return
         self.ctx.worker_explain = {"worker": self.name}  # claimed by this worker before any wait
         try:

@@ -21,8 +21,9 @@ process → master
     ``qbench_ready`` ``{"process", "host", "pid"}`` or ``qbench_failed`` ``{"process", "error"}``
     (its sessions could not be set up), ``qbench_connected`` ``{"process", "workers"}`` (workers
     whose first connection is open), ``qbench_interval`` ``{"process", "interval", "cpu",
-    "events"}`` (the second, encoded by :func:`bench.measure.interval_codec.encode`, this
-    process's CPU over it, % of a core, and the claim log's stamped lines of that second),
+    "events", "workers"}`` (the second, encoded by :func:`bench.measure.interval_codec.encode`, this
+    process's CPU over it, % of a core, the claim log's stamped lines of that second, and its
+    workers running as it closed),
     ``qbench_done`` ``{"process", "tail", "plan_sessions", "worker_explain", "events",
     "events_total"}`` once its users have stopped (the stop phase's interval, the plan state its
     workers read, the last lines); the process exits :data:`EXIT_AFTER_DONE_S` later.
@@ -115,7 +116,8 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
         interval = state["recorder"].rotate(int(msg.data["index"]), float(msg.data["start_s"]),
                                             float(msg.data["end_s"]))
         runner.send_message("qbench_interval", {"process": state["index"], "interval": interval_codec.encode(interval),
-                                                "cpu": list(cpu.read()), "events": state["claims"].take()})
+                                                "cpu": list(cpu.read()), "events": state["claims"].take(),
+                                                "workers": state["ctx"].running_workers})
         interval.release()  # a killed process loses at most its last second of claim events
 
     def on_fault(environment, msg, **_):

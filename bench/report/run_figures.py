@@ -94,9 +94,21 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
             ax.text(fault["start_s"], 0.98 - 0.08 * row, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
                     fontsize="x-small", va="top", color="#555", zorder=5,
                     bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
+        if time_axis:
+            _worker_markers(ax, summary.get("worker_changes") or [])
         return save_png(fig)
     finally:
         plt.close(fig)  # when drawing failed (save_png closes it otherwise; closing twice does nothing)
+
+
+def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
+    """A dotted line and a label at each second in which the running workers changed
+    (``summary.json`` ``worker_changes``): every time series shows where the load changed."""
+    for change in changes:
+        ax.axvline(change["t_s"], color="#333", linestyle=":", linewidth=1.2, zorder=4)
+        ax.text(change["t_s"], 0.02, f" {change['workers_before']}\u2192{change['workers']} workers",
+                transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom", color="#333", zorder=5,
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
 
 
 #: (file name, title, caption, drawing function) of each figure every run has; the report shows them
@@ -148,7 +160,8 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "transaction) stops it, and claims have to step over them. The dashed line is the age of the "
      "oldest snapshot held in this database (backend_xmin), in transactions: while it grows, vacuum "
      "can remove nothing newer. Gaps in either line are seconds the monitor missed. Shaded bands on "
-     "every plot are fault-injection windows.",
+     "every plot are fault-injection windows; a dotted line marks a second in which the number of "
+     "running workers changed (the web UI, or a lost load generator process).",
      draw_dead_tuples),
 )
 
@@ -161,5 +174,6 @@ HISTORY_LIST = (
     "meaning on InnoDB (their columns are empty, not zero): every claim and completion leaves undo "
     "behind until purge removes it, and an open read view (a long transaction) holds purge back, so a "
     "climbing line means purge is not keeping up or something stops it. Gaps are seconds the monitor "
-    "missed. Shaded bands on every plot are fault-injection windows.",
+    "missed. Shaded bands on every plot are fault-injection windows; a dotted line marks a second in "
+    "which the number of running workers changed (the web UI, or a lost load generator process).",
     draw_history_list)

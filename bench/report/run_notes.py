@@ -19,11 +19,20 @@ BACKLOG_DRY_TEXT = ("backlog ran dry: throughput is bounded by the seeded backlo
 
 def headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]:
     """(label, value) pairs under the title: policy, workers, batch and index from ``config``, then
-    the workers' claim plan (see :func:`workers_plan_label`) when ``summary`` recorded one."""
+    the workers' claim plan (see :func:`workers_plan_label`) when ``summary`` recorded one, and the
+    seconds in which the running workers changed (``worker_changes``: the web UI, or a lost load
+    generator process) with how a web UI run ended."""
     items = [(k, fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
     workers = ((summary or {}).get("plans") or {}).get("workers")
     if workers is not None:
         items.append(("workers' claim plan", workers_plan_label(workers, config)))
+    changes, ui = (summary or {}).get("worker_changes") or [], (summary or {}).get("web_ui")
+    if changes or ui:
+        text = "; ".join(f"{c['workers_before']} \u2192 {c['workers']} at {c['t_s']} s" for c in changes) or "none"
+        if ui:
+            stop = ui.get("stopped_at_t_s")
+            text += " (Locust's web UI" + (f"; ended by its Stop at {stop:g} s)" if stop is not None else ")")
+        items.append(("worker count changes", text))
     return items
 
 

@@ -24,7 +24,7 @@ INTERVAL_COLUMNS = (
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
     "errors", "queue_depth", "oldest_eligible_age_s", "running", "lock_waiters", "dead_tuples",
     "harness_cpu_pct", "monitor_query_us", "jobs_produced", "producer_lag_p99_us", "xmin_age", "table_tuples",
-    "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length",
+    "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length", "workers",
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

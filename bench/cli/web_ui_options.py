@@ -1,0 +1,38 @@
+"""The ``--ui`` options of ``qbench run`` and ``qbench master`` (``make bench-ui``): Locust's web UI
+over a run (:mod:`bench.load.web_ui`). Checked before anything is prepared."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench.cli.checks import check_can_listen, parse_port
+from bench.errors import ConfigError
+
+__all__ = ["add_web_ui_options", "web_ui_options"]
+
+
+def add_web_ui_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--ui``, ``--web-host``, ``--web-port`` and ``--max-workers`` to ``parser``."""
+    parser.add_argument("--ui", action="store_true", help="Locust's web UI over the run: change the workers "
+                                                          "while it goes on; Stop ends it (make bench-ui)")
+    parser.add_argument("--web-host", help="the web UI's interface, default 127.0.0.1")
+    parser.add_argument("--web-port", help="the web UI's port, default 8089 (Locust's)")
+    parser.add_argument("--max-workers", help="the most workers the web UI may set, default 4 x WORKERS "
+                                              "(at least WORKERS + 10, at most 1000)")
+
+
+def web_ui_options(args: argparse.Namespace, cfg) -> tuple[str, int, int] | None:
+    """``--ui``: Locust's web UI on (host, port), up to max workers; None without it. Raises
+    ConfigError for a bad port or ``--max-workers``, or a port this host cannot listen on."""
+    if not args.ui:
+        for option in ("web_host", "web_port", "max_workers"):
+            if getattr(args, option) is not None:
+                raise ConfigError(option.upper(), "has no effect without --ui; allowed: add --ui (make bench-ui), "
+                                                  f"or leave --{option.replace('_', '-')} out")
+        return None
+    from bench.load.web_ui import DEFAULT_PORT, parse_max_workers
+
+    host = args.web_host or "127.0.0.1"
+    port = parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT")
+    check_can_listen(host, port, "WEB_PORT")
+    return host, port, parse_max_workers(args.max_workers, cfg.workers)
