@@ -266,6 +266,27 @@ def test_a_whole_run_writes_the_results_contract(maria_schema, tmp_path):
     assert run["client"]["driver_wait"]
 
 
+def test_two_load_generator_processes_on_mariadb(maria_schema, tmp_path):
+    """PROCESSES=2 on MariaDB: each process runs its share of the workers on PyMySQL connections of
+    its own, their figures add up to the run's, the claim plan comes from a worker's own session,
+    a crash window takes workers of the whole swarm, and the audit is clean."""
+    dsn, schema = maria_schema
+    proc = qbench("run", "--dsn", dsn, "--schema", schema, "--processes", "2", "--workers", "6", "--batch", "2",
+                  "--backlog", "3000", "--work-ms", "2", "--lease-s", "1", "--reaper-interval-s", "0.5",
+                  "--faults", "crash_after_claim@0-2:share=0.5", "--duration", "4s", "--warmup", "1s",
+                  "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    s = json.loads((run_dir / "summary.json").read_text())
+    procs = s["processes"]
+    assert sorted(p["workers"] for p in procs) == [3, 3] and not any(p["lost"] for p in procs), procs
+    for key in ("jobs_claimed", "jobs_completed"):
+        assert sum(p["counters"][key] for p in procs) == s[key] > 0, key
+    assert s["crashed_claims"] == 3, s["crashed_claims"]
+    assert s["invariants"] == CLEAN_INVARIANTS
+    assert "FORMAT=JSON" in (run_dir / "claim_plan.txt").read_text()
+
+
 @pytest.mark.parametrize("option,value", [("--layout", "partitioned"), ("--plan-cache", "force_custom_plan"),
                                           ("--index", "partial"), ("--prepared", "0"), ("--autovacuum", "off")])
 def test_what_mariadb_cannot_honour_is_refused_with_one_line(maria_schema, tmp_path, option, value):
