@@ -56,6 +56,17 @@ def parse_max_workers(value, workers: int) -> int:
     return n
 
 
+def _without_our_argv(call):
+    """``call()`` while ``sys.argv`` holds only the program name: Locust's UI parses its extra options
+    from ``sys.argv``, which holds qbench's own (no greenlet switch happens in between)."""
+    argv = sys.argv
+    sys.argv = argv[:1]
+    try:
+        return call()
+    finally:
+        sys.argv = argv
+
+
 class WebUI:
     """Locust's web UI on ``driver``'s environment (``driver.env``, ``driver.runner``), listening on
     ``host:port``; ``producers`` users are producers (0 without ``RATE``); the UI may set 1 to
@@ -70,28 +81,15 @@ class WebUI:
 
         self.driver, self.max_workers, self.producers = driver, max_workers, producers
         self.stop_pressed = False  # True once the person pressed Stop
+        self._starting = None  # the greenlet applying the latest count
         env, runner = driver.env, driver.runner
         parser = locust_args.get_empty_argument_parser()
         locust_args.setup_parser_arguments(parser)
         # The form's first values: this run's users, started at once.
         env.parsed_options = parser.parse(args=["--users", str(driver.users), "--spawn-rate", str(driver.users * 10)])
-        # Locust's UI reads its extra options from sys.argv, which holds qbench's: it sees only the
-        # program name while it builds its page (no greenlet switch happens in between).
-        argv, sys.argv = sys.argv, sys.argv[:1]
-        try:
-            self.ui = env.create_web_ui(host, port)
-        finally:
-            sys.argv = argv
-        update_template_args = self.ui.update_template_args
-
-        def without_our_argv():
-            saved, sys.argv[:] = sys.argv[:], sys.argv[:1]
-            try:
-                update_template_args()
-            finally:
-                sys.argv[:] = saved
-
-        self.ui.update_template_args = without_our_argv
+        self.ui = _without_our_argv(lambda: env.create_web_ui(host, port))
+        update_template_args = self.ui.update_template_args  # run again for every page load
+        self.ui.update_template_args = lambda: _without_our_argv(update_template_args)
         gevent.sleep(0.2)  # the server greenlet binds now: a port in use shows here
         if self.ui.greenlet.dead:
             raise ConfigError("WEB_PORT", f"cannot listen on {host}:{port}; allowed: a free port")
@@ -104,13 +102,17 @@ class WebUI:
             except ValueError:
                 return jsonify({"success": False, "message": "user_count and spawn_rate must be numbers"})
             workers = users - self.producers
+            if self.stop_pressed or driver.ctx.stopping:
+                return jsonify({"success": False, "message": "the run is stopping: its results are being written"})
             if not 1 <= workers <= self.max_workers or not spawn_rate > 0:
                 extra = f" + {self.producers} producers" if self.producers else ""
                 return jsonify({"success": False, "message": (
                     f"users: {users} is not allowed; allowed: 1 to {self.max_workers} workers{extra} "
                     "(the connections the database was checked for), spawn rate > 0")})
             log(f"web UI: {workers} workers (spawn rate {spawn_rate:g}/s)")
-            gevent.spawn(runner.start, users, spawn_rate)
+            if self._starting is not None:  # as Locust's own route does: the newest count wins
+                self._starting.kill(block=True)
+            self._starting = gevent.spawn(runner.start, users, spawn_rate)
             return jsonify({"success": True, "message": "Swarming started", "host": env.host})
 
         def stop():
