@@ -68,13 +68,18 @@ report-bench: $(STAMP)
 # pgbench and queue-bench on the same claim SQL, same clients, same database, same
 # measured window and monitor; CAL_PAIRS pairs A B A B ...; last line: the median ratio.
 # ENGINE=mariadb: mariadb-slap instead of pgbench, on MariaDB (DSN=mysql://...).
+# CAL_PROCESSES=1,2,4 (and/or CAL_WORKERS=50,200 CAL_BATCH=1,10): for each workers x batch, CAL_PAIRS
+# rounds of pgbench then queue-bench with each process count; last lines: one median ratio each.
 CAL_WORKERS ?= 50
 CAL_DURATION ?= 20s
 CAL_WARMUP ?= 5s
 CAL_PAIRS ?= 3
+CAL_BATCH ?=
+CAL_PROCESSES ?=
 calibrate: $(STAMP)
 	$(BIN)/qbench calibrate $(if $(ENGINE),--engine=$(call sq,$(ENGINE))) --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
-		--pairs='$(CAL_PAIRS)' $(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
+		--pairs='$(CAL_PAIRS)' $(if $(CAL_BATCH),--batch=$(call sq,$(CAL_BATCH))) $(if $(CAL_PROCESSES),--processes=$(call sq,$(CAL_PROCESSES))) \
+		$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
 # Run parameters given here apply to every cell (DURATION=10s ...). Running the same

@@ -185,6 +185,48 @@ def test_calibrate_refuses_a_remote_dsn_without_connecting(tmp_path):
     assert "DSN" in line and "10.1.2.3" in line and "--allow-remote" in line
 
 
+BAD_CALIBRATE_INPUT = [
+    ("processes-0", ["--processes", "0"], "PROCESSES", "from 1 to 64, or a comma-separated list"),
+    ("processes-not-a-number", ["--processes", "1,two"], "PROCESSES", "from 1 to 64, or a comma-separated list"),
+    ("processes-twice", ["--processes", "2,2"], "PROCESSES", "each once"),
+    # 3 processes need 3 workers: every configuration of the grid is checked before anything runs
+    ("processes-above-workers", ["--processes", "1,3", "--workers", "50,2"], "PROCESSES",
+     "PROCESSES from 1 to WORKERS"),
+    ("batch-0", ["--batch", "0"], "BATCH", "from 1 to 10000, or a comma-separated list"),
+    ("batch-empty-item", ["--batch", "1,,10"], "BATCH", "from 1 to 10000, or a comma-separated list"),
+    ("workers-not-a-number", ["--workers", "50,abc", "--processes", "1"], "WORKERS",
+     "from 1 to 1000, or a comma-separated list"),
+    ("workers-list-0", ["--workers", "0,50"], "WORKERS", "from 1 to 1000, or a comma-separated list"),
+    ("grid-duration", ["--processes", "1,2", "--duration", "2500ms"], "DURATION", "whole seconds"),
+]
+
+
+@pytest.mark.parametrize("args, param, allowed", [c[1:] for c in BAD_CALIBRATE_INPUT],
+                         ids=[c[0] for c in BAD_CALIBRATE_INPUT])
+def test_bad_calibration_grid_input_exits_2_with_one_line_and_touches_nothing(dsn, tmp_path, args, param, allowed):
+    """``qbench calibrate --processes / --workers / --batch`` lists: a bad value is one stderr line
+    naming the parameter and what is allowed, exit 2, no calibration directory, nothing in the database."""
+    schemas_before = _schemas(dsn)
+    results = tmp_path / "results"
+    proc = qbench("calibrate", "--dsn", dsn, "--results", str(results), *args, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"qbench: {param}:") and allowed in line, line
+    assert proc.stdout == ""
+    assert not results.exists()
+    assert _schemas(dsn) == schemas_before
+
+
+def test_calibration_grid_on_mariadb_is_refused_in_one_line(tmp_path):
+    """The grid compares with pgbench: ``--engine mariadb`` with ``--processes`` is refused before connecting."""
+    proc = qbench("calibrate", "--engine", "mariadb", "--dsn", "mysql://root@127.0.0.1:1/", "--processes", "1,2",
+                  "--results", str(tmp_path / "results"), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith("qbench: PROCESSES:") and "ENGINE=postgres" in line, line
+    assert not (tmp_path / "results").exists()
+
+
 # ---- Every parameter's bad values, from the parameter table, through the three ways in ----------
 
 

@@ -32,6 +32,10 @@ pgbench's.
 
 pgbench is found, run and its logs read by :mod:`bench.engines.postgres.pgbench`.
 
+With ``--processes`` (``make calibrate CAL_PROCESSES=1,2,4``), lists of workers or a batch other
+than 1, :func:`calibrate` runs the grid of :mod:`bench.cli.calibrate_grid` instead: rounds of
+pgbench then queue-bench with each process count, per workers × batch configuration.
+
 What every engine's calibration shares (the pairs and their retries, the printed lines,
 queue-bench's side, the monitor beside the native client, calibration.json) is in
 :mod:`bench.cli.calibrate_pairs`; MariaDB's counterpart, driven by mariadb-slap, is
@@ -48,7 +52,7 @@ from typing import Callable
 from bench.engines.postgres import db
 from bench.engines.postgres import policies
 from bench import runner
-from bench.engines.postgres.pgbench import find_pgbench, run_pgbench
+from bench.engines.postgres.pgbench import find_pgbench, per_job_us, processed_transactions, run_pgbench
 from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, PAIRS_DEFAULT, RETRIES_PER_PAIR,
                                        SUMMARY_FORMAT, Native, finish, monitor_during, run_pairs,
                                        with_swarm_side)
@@ -69,17 +73,29 @@ def _monitor_during(dsn: str, cfg, stats_taken: list) -> Callable[[Callable[[], 
                           spawn_samplers, stats_taken)
 
 
-def _pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path) -> dict:
+def pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path, *, count_jobs: bool = False) -> dict:
+    """pgbench's side of a pair: a freshly prepared table with ``backlog`` pending rows, then
+    :func:`run_pgbench` with ``cfg.workers`` clients and the script of ``cfg.batch`` jobs per
+    transaction, the monitor beside it; writes into ``out_dir``.
+
+    Returns :func:`run_pgbench`'s figures with ``monitor_samples``; a missed monitor sample is one
+    of its ``problems``. With ``count_jobs``, also ``table`` (:func:`db.job_counts` after pgbench
+    ended), ``processed`` (the transactions pgbench reports for its whole run), ``batch``, ``jobs``
+    (measured transactions × batch), ``jobs_per_s`` (tps × batch) and ``cpu_us_per_job`` over those
+    jobs, which holds only when every transaction completed ``batch`` jobs: the table's done rows
+    must be ``processed`` × batch, each claimed once, none left running, else it is a problem."""
     with db.connect(dsn, application_name="queue-bench calibrate") as conn:
         db.check_schema_usable(conn, cfg.schema)
         db.lock_schema(conn, cfg.schema)
         db.check_capacity(conn, cfg.workers + 2)  # pgbench's clients + the monitor's two connections
         db.prepare(conn, cfg, backlog, log=lambda _m: None)
         stats: list = []
-        script = policies.pgbench_script(cfg.schema, cfg.policy, cfg.lease_s)
+        script = policies.pgbench_script(cfg.schema, cfg.policy, cfg.lease_s, cfg.batch)
         n_warm, n_meas = int(round(cfg.warmup_s)), max(1, int(round(cfg.duration_s)))
         result = run_pgbench(pgbench, dsn, script, cfg.workers, n_warm, n_meas, out_dir,
                              during=_monitor_during(dsn, cfg, stats))
+        if count_jobs:
+            _count_jobs(result, db.job_counts(conn, cfg.schema), cfg.batch, processed_transactions(out_dir))
     start = dt.datetime.fromisoformat(result["measured_start"]).timestamp()
     in_window = [w for t, w in stats if start <= t + 0.5 < start + n_meas]
     missed = n_meas - sum(1 for w in in_window if w is not None)
@@ -89,12 +105,31 @@ def _pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path) -> d
     return result
 
 
+def _count_jobs(result: dict, table: dict, batch: int, processed: int | None) -> None:
+    """``result`` (pgbench's side) with its jobs from ``table`` (:func:`db.job_counts`) and the
+    transactions pgbench ``processed``: see :func:`pgbench_side`."""
+    result.update({"table": table, "processed": processed, "batch": batch, "jobs": result["transactions"] * batch,
+                   "jobs_per_s": result["tps"] * batch,
+                   "cpu_us_per_job": per_job_us(result["cpu_s"], result["transactions"] * batch),
+                   "user_us_per_job": per_job_us(result["user_s"], result["transactions"] * batch),
+                   "system_us_per_job": per_job_us(result["system_s"], result["transactions"] * batch)})
+    if processed is None:
+        result["problems"].append("pgbench's output lacks its count of transactions processed")
+    elif table["done"] != processed * batch:
+        result["problems"].append(f"the table has {table['done']:,} jobs done after {processed:,} pgbench "
+                                  f"transactions of batch {batch} (expected {processed * batch:,}): some "
+                                  "transactions claimed fewer jobs, so jobs/s is not tps × batch")
+    if table["running"] or table["attempts_done"] != table["done"]:
+        result["problems"].append(f"after pgbench the table has {table['running']:,} jobs running and "
+                                  f"{table['attempts_done'] - table['done']:,} claims of done jobs beyond one each")
+
+
 def _pair(pgbench: str, dsn: str, cfg, backlog: int, cal_dir: Path, label: str, log) -> dict:
     """One A B pair: pgbench, then queue-bench, each on a freshly prepared table.
 
     When pgbench's side already failed, queue-bench is not run (``queue_bench`` None):
     the pair is run again either way."""
-    pg = _pgbench_side(pgbench, dsn, cfg, backlog, cal_dir / "pgbench" / label)
+    pg = pgbench_side(pgbench, dsn, cfg, backlog, cal_dir / "pgbench" / label)
     entry = {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg, "queue_bench": None,
              "ratio": None, "problems": [f"pgbench: {p}" for p in pg["problems"]]}
     if pg["problems"]:
@@ -129,14 +164,23 @@ def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
 
 
 def calibrate(*, workers: str = "50", duration: str = "20s", warmup: str = "5s", pairs: str | int = PAIRS_DEFAULT,
-              dsn: str | None = None, schema: str = "qbench", results: str = "results", log=print) -> int:
+              dsn: str | None = None, schema: str = "qbench", results: str = "results", batch: str = "1",
+              processes: str | None = None, log=print) -> int:
     """Run the calibration and print the figures; returns the exit status.
 
     0 when at least one pair was kept, 1 when every pair was left out; bad input
     raises :class:`bench.config.run_config.ConfigError` (``PAIRS``, ``WORKERS``, ...) before
-    anything is created.
+    anything is created. With ``processes`` (e.g. ``"1,2,4"``), a list of ``workers`` or a
+    ``batch`` other than 1 (each a value or a comma list), the grid of
+    :mod:`bench.cli.calibrate_grid` instead: 0 when every configuration and process count kept a
+    round, else 1.
     """
     n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
+    from bench.cli.calibrate_grid import calibrate_grid, grid_requested  # it imports this module
+
+    if grid_requested(workers, batch, processes):
+        return calibrate_grid(workers=workers, batch=batch, processes=processes, duration=duration, warmup=warmup,
+                              n_pairs=n_pairs, dsn=dsn, schema=schema, results=results, log=log)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     cal_dir = Path(results) / f"calibration-{stamp}"
     cfg = build_config("default", {"policy": "skip_locked", "workers": workers, "batch": 1, "txn": "short",

@@ -176,15 +176,20 @@ def _calibrate_on(slap: str, dsn: str, cfg, pairs: int, cal_dir: Path, log) -> d
 
 def calibrate_mariadb(*, workers: str = "50", duration: str = "20s", warmup: str = "5s",
                       pairs: str | int = PAIRS_DEFAULT, dsn: str | None = None, schema: str = "qbench",
-                      results: str = "results", log=print) -> int:
+                      results: str = "results", batch: str = "1", processes: str | None = None, log=print) -> int:
     """Run the MariaDB calibration and print the figures; returns the exit status.
 
     0 when at least one pair was kept, 1 when every pair was left out (or a sizing run failed:
     RunFailed). Bad input raises ConfigError before anything is created: ``PAIRS``, ``WORKERS``, ...;
-    ``MARIADB_SLAP`` when no mariadb-slap is on ``$PATH``. Without a DSN (``--dsn``,
+    ``MARIADB_SLAP`` when no mariadb-slap is on ``$PATH``; the grid of :mod:`bench.cli.calibrate_grid`
+    (``processes``, a list of ``workers``, a ``batch`` other than 1) is pgbench's only, and refused
+    (:func:`bench.cli.calibrate_grid.refuse_grid`). Without a DSN (``--dsn``,
     ``$DATABASE_URL``, ``$DSN_MARIADB``) it runs on the embedded MariaDB server
     (:func:`bench.engines.mariadb.embedded.embedded_mariadb`), started for it and stopped after.
     """
+    from bench.cli.calibrate_grid import refuse_grid
+
+    refuse_grid(workers, batch, processes)
     n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     cal_dir = Path(results) / f"calibration-{stamp}"

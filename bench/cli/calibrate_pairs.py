@@ -140,6 +140,26 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def swarm_text(qb: dict, ratio: float | None, native_name: str, native_cpu_us: float | None) -> str:
+    """One try's queue-bench side as printed: ``queue-bench X jobs/s, ratio R; CPU per job <native>
+    C µs, harness H µs`` (``-`` for a figure it lacks; ``qb`` {} when the side did not run)."""
+    return (f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(ratio, '.2f')}; "
+            f"CPU per job {native_name} {_fmt(native_cpu_us, '.1f')} µs, "
+            f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs")
+
+
+def not_kept(problems: list[str]) -> str:
+    """``; not kept: <problems>`` after a try's line, or nothing when it has none."""
+    return f"; not kept: {'; '.join(problems)}" if problems else ""
+
+
+def stop_if_interrupted(qb: dict) -> None:
+    """A queue-bench run that was interrupted (``complete`` false) stops the calibration: raises
+    KeyboardInterrupt."""
+    if qb.get("complete") is False:
+        raise KeyboardInterrupt
+
+
 def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native: Native, log) -> None:
     """Run ``pairs`` pairs, each up to 1 + :data:`RETRIES_PER_PAIR` times until a try has no
     problem, appending each pair to ``figures["pairs"]`` and logging each try's line.
@@ -156,12 +176,8 @@ def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native
             nat, qb = result[native.key], result["queue_bench"] or {}
             log(f"pair {i}{f' (try {attempt + 1})' if attempt else ''}: {native.name} "
                 f"{nat[native.rate_key]:,.1f} {native.rate_unit}, "
-                f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(result['ratio'], '.2f')}; "
-                f"CPU per job {native.name} {_fmt(nat['cpu_us_per_job'], '.1f')} µs, "
-                f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs"
-                + (f"; not kept: {'; '.join(result['problems'])}" if result["problems"] else ""))
-            if qb.get("complete") is False:
-                raise KeyboardInterrupt
+                + swarm_text(qb, result["ratio"], native.name, nat["cpu_us_per_job"]) + not_kept(result["problems"]))
+            stop_if_interrupted(qb)
             if not result["problems"]:
                 break
         kept = not attempts[-1]["problems"]
@@ -171,30 +187,43 @@ def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native
             log(f"pair {i}: left out after {len(attempts)} tries")
 
 
-def finish(figures: dict, cal_dir: Path, log, native: Native) -> None:
-    """Summary figures over the kept pairs, the summary line, and calibration.json."""
-    kept = [p["attempts"][-1] for p in figures["pairs"] if p["kept"]]
-    ratios = [r["ratio"] for r in kept]
-    left_out = sum(1 for p in figures["pairs"] if not p["kept"])
-    cpu = {}  # µs per job: CPU seconds over the kept pairs' jobs (each side over its window: native.cpu_window)
+def cpu_per_job(kept: list[dict], native: Native) -> dict:
+    """CPU µs per job over the ``kept`` pairs' tries (each with its native side under ``native.key``
+    and ``queue_bench``): each side's CPU seconds (total, user, system) summed over the tries, over
+    its jobs summed over them (each side over its window: ``native.cpu_window``). Returns
+    ``{native.key, "harness", "harness_over_<native.key>", "<native.key>_user",
+    "<native.key>_system", "harness_user", "harness_system"}``; a value is None when no try was
+    kept, a side completed no job or lacks a CPU reading."""
+    cpu = {}
     for side, jobs_key in ((native.key, native.jobs_key), ("queue_bench", "jobs_completed")):
         jobs = sum(r[side][jobs_key] for r in kept)
         for part in ("cpu", "user", "system"):
             seconds = [r[side].get(f"{part}_s") for r in kept]
             cpu[side, part] = 1e6 * sum(seconds) / jobs if kept and jobs and None not in seconds else None
+    return {native.key: cpu[native.key, "cpu"], "harness": cpu["queue_bench", "cpu"],
+            f"harness_over_{native.key}": (cpu["queue_bench", "cpu"] / cpu[native.key, "cpu"])
+            if cpu[native.key, "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
+            f"{native.key}_user": cpu[native.key, "user"], f"{native.key}_system": cpu[native.key, "system"],
+            "harness_user": cpu["queue_bench", "user"], "harness_system": cpu["queue_bench", "system"]}
+
+
+def ratio_figures(ratios: list[float], left_out: int) -> dict:
+    """``median_ratio``, ``min_ratio``, ``max_ratio`` (None when ``ratios`` is empty), ``pairs_kept``
+    and ``pairs_left_out`` of the kept pairs' ``ratios``."""
+    return {"median_ratio": statistics.median(ratios) if ratios else None,
+            "min_ratio": min(ratios) if ratios else None, "max_ratio": max(ratios) if ratios else None,
+            "pairs_kept": len(ratios), "pairs_left_out": left_out}
+
+
+def finish(figures: dict, cal_dir: Path, log, native: Native) -> None:
+    """Summary figures over the kept pairs, the summary line, and calibration.json."""
+    kept = [p["attempts"][-1] for p in figures["pairs"] if p["kept"]]
+    ratios = [r["ratio"] for r in kept]
+    left_out = sum(1 for p in figures["pairs"] if not p["kept"])
     line = summary_line(ratios, left_out)
     figures.update({
-        "median_ratio": statistics.median(ratios) if ratios else None,
-        "min_ratio": min(ratios) if ratios else None,
-        "max_ratio": max(ratios) if ratios else None,
-        "pairs_kept": len(ratios), "pairs_left_out": left_out,
-        "cpu_us_per_job": {native.key: cpu[native.key, "cpu"], "harness": cpu["queue_bench", "cpu"],
-                           f"harness_over_{native.key}": (cpu["queue_bench", "cpu"] / cpu[native.key, "cpu"])
-                           if cpu[native.key, "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
-                           f"{native.key}_user": cpu[native.key, "user"],
-                           f"{native.key}_system": cpu[native.key, "system"],
-                           "harness_user": cpu["queue_bench", "user"],
-                           "harness_system": cpu["queue_bench", "system"]},
+        **ratio_figures(ratios, left_out),
+        "cpu_us_per_job": cpu_per_job(kept, native),
         "cores": psutil.cpu_count(),
         "summary_line": line,
     })

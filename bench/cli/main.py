@@ -118,7 +118,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     else:
         from bench.cli.calibrate import calibrate
     return calibrate(workers=args.workers, duration=args.duration, warmup=args.warmup, pairs=args.pairs,
-                     dsn=dsn, schema=args.schema, results=args.results)
+                     dsn=dsn, schema=args.schema, results=args.results, batch=args.batch, processes=args.processes)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -352,7 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     cal = sub.add_parser("calibrate", help="pgbench (or mariadb-slap) vs queue-bench on the same claim SQL")
     cal.add_argument("--engine", help="postgres (pgbench) or mariadb (mariadb-slap); default: the DSN's, else postgres")
-    cal.add_argument("--workers", default="50", help="pgbench / mariadb-slap clients = queue-bench workers, default 50")
+    cal.add_argument("--workers", default="50", help="pgbench / mariadb-slap clients = queue-bench workers, default 50; "
+                                                      "a comma list (50,200): each, against pgbench")
+    cal.add_argument("--batch", default="1", help="jobs per claim (and per pgbench transaction), default 1; a comma list")
+    cal.add_argument("--processes", help="load generator process counts to compare with pgbench, e.g. 1,2,4 "
+                                         "(each round: pgbench, then queue-bench with each)")
     cal.add_argument("--duration", default="20s", help="measured window of each side, default 20s")
     cal.add_argument("--warmup", default="5s", help="warm-up dropped from each side, default 5s")
     cal.add_argument("--pairs", default="3", help="pgbench (mariadb-slap) / queue-bench pairs (A B A B ...), default 3")

@@ -85,7 +85,7 @@ PARAMETERS: tuple[Parameter, ...] = (
        sweep=True, bad=(0, -3, "abc", 1001, 2.5),
        meaning="workers; each is one Locust user with its own connection"),
     _P("processes", "int", 1, "load generator processes (Locust's master and worker runners), default 1",
-       minimum=1, maximum=64, bad=(0, 65, "two"),
+       minimum=1, maximum=64, sweep=True, bad=(0, 65, "two"),
        meaning="load generator processes on this machine: 1 runs the swarm in this process; more runs one Locust "
                "master (the monitor, reaper and audit) and that many Locust worker processes, each with its share "
                "of `WORKERS` and its own connections; each second's histograms are merged exactly at the master"),

@@ -3,7 +3,7 @@
 One page per sweep (:func:`render_sweep_report`): the capacity answer in one sentence,
 banners for failed, suspect or invariant-breaking runs, tables of means with 95 %
 confidence intervals across repetitions, figures for the axes the sweep varies
-(workers with a USL fit, history, batch), claim-plan summaries, table and index sizes,
+(workers with a USL fit and claim latency, history, batch), claim-plan summaries, table and index sizes,
 and a link to each run's report. It reads the files through :mod:`bench.results.sweep`
 and never touches a database: data flows one way (result files → report).
 
@@ -24,7 +24,7 @@ from bench.report.format import NA
 from bench.report.render import environment, png_uri
 from bench.report.sweep_answer import capacity_answer
 from bench.report.sweep_engines import engine_rows, engines_figure
-from bench.report.sweep_plots import batch_figure, history_figure, scaling_figure
+from bench.report.sweep_plots import batch_figure, history_figure, latency_vs_workers_figure, scaling_figure
 from bench.report.sweep_tables import banners, cell_rows, plan_rows, run_rows, size_rows, text_plan_rows
 from bench.results.sweep import SweepResults, axis_fields, load_sweep
 from bench.results.values import engine_name, fmt_label
@@ -48,7 +48,8 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         sentence, then tables of means with 95 % confidence intervals across
         repetitions (throughput jobs/s, claims/s, claim p50/p99 ms, oldest eligible
         age s, errors), figures for the axes the sweep varies (workers: throughput
-        with a USL fit and its table; history: claim latency p50/p99; batch:
+        with a USL fit and its table, and claim latency p50/p99; history: claim
+        latency p50/p99; batch:
         throughput and per-job batch wait), claim-plan summaries, table and index
         sizes, and a link to each run's report.html. Each figure is also written to
         ``sweep_dir/plots/<name>.png``.
@@ -63,7 +64,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
     specs, usl_rows = [], None
     if "workers" in sweep.varying:
         spec, usl_rows = scaling_figure(sweep)
-        specs.append(spec)
+        specs += [spec, latency_vs_workers_figure(sweep)]
     if "history" in sweep.varying:
         specs.append(history_figure(sweep))
     if "batch" in sweep.varying:

@@ -1,4 +1,5 @@
-"""The sweep report's figures, one per axis the sweep varies: workers (with the USL fit), history, batch.
+"""The sweep report's figures, one per axis the sweep varies: workers (with the USL fit, and claim
+latency), history, batch.
 
 Used by :mod:`bench.report.sweep_page`. Each function returns a figure spec, ``{"name", "title",
 "caption", "draw"}`` with ``draw()`` returning the PNG bytes, or None when the sweep gives
@@ -25,10 +26,10 @@ from bench.report.sweep_axes import (  # noqa: E402
     RING, TWO_PANELS, auto_log_y, axis_value, cell_series, colored, draw_throughput, drawable, errorbar,
     int_log_axis, linear_y, ring_bad, style_keys, symlog_x,
 )
-from bench.results.sweep import Cell, SweepResults  # noqa: E402
+from bench.results.sweep import Cell, Stat, SweepResults  # noqa: E402
 from bench.results.values import is_missing  # noqa: E402
 
-__all__ = ["batch_figure", "history_figure", "scaling_figure"]
+__all__ = ["batch_figure", "history_figure", "latency_vs_workers_figure", "scaling_figure"]
 
 
 def _fit_points(sweep: SweepResults, cells: list[Cell]) -> tuple[list[float], list[float], int]:
@@ -136,6 +137,52 @@ def scaling_figure(sweep: SweepResults) -> tuple[dict | None, list[dict]]:
             "caption": caption, "draw": draw}, table
 
 
+def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, x_axis: str,
+                   rings: bool) -> tuple[list[float], list[float], list]:
+    """Each series' mean claim p50 (solid) and p99 (dashed), ms, against ``x_axis`` on ``ax``, with 95 % CI
+    bars (``rings``: bad cells ringed); returns (x values, y values drawn with the CI lows, legend handles)."""
+    xs_all, lat_all, handles = [], [], []
+    for color, xs, (label, cells) in colored(sweep, series, x_axis):
+        xs_all += xs
+        handles.append(Line2D([], [], color=color, marker="o", label=label))
+        for col, style in (("claim_p50_us", "-o"), ("claim_p99_us", "--s")):
+            stats = [c.stat(col) for c in cells]
+            errorbar(ax, xs, stats, scale=1000.0, fmt=style, color=color, markersize=5)
+            if rings:  # at the means in ms
+                ring_bad(ax, xs, [Stat(mean=s.mean / 1000.0, n=s.n) for s in stats], cells)
+            lat_all += [s.mean / 1000.0 for s in stats if s.n]
+            lat_all += [s.low / 1000.0 for s in stats if s.n > 1 and not is_missing(s.low)]
+    return xs_all, lat_all, handles
+
+
+def latency_vs_workers_figure(sweep: SweepResults) -> dict | None:
+    """Claim latency p50/p99 vs workers, one series per other varying axis (``processes``, ``policy``,
+    …); None when no series has two worker counts."""
+    series, skipped = drawable(cell_series(sweep, "workers"))
+    if not series:
+        return None
+
+    def draw() -> bytes:
+        fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100, layout="constrained")
+        xs_all, lat_all, handles = _claim_latency(ax, sweep, series, "workers", rings=True)
+        int_log_axis(ax, xs_all)
+        ax.set_xlim(min(xs_all) / 1.3, max(xs_all) * 1.3)
+        ax.set_xlabel("workers (connections, log scale)")
+        ax.grid(True, alpha=0.3)
+        auto_log_y(ax, lat_all, "claim latency (ms)")
+        legend_above(ax, handles + style_keys("claim"))
+        return save_png(fig)
+
+    caption = ("Mean claim latency p50 (solid) and p99 (dashed) in ms at each worker count, across repetitions, "
+               "with 95 % CI error bars: what each claim costs as the workers grow, beside the throughput above. "
+               "Red rings: cells with a failed, suspect or invariant-breaking run (a suspect run's latencies may "
+               "include the load generator's own delay).")
+    if skipped:
+        caption += " Not drawn (a single worker count): " + "; ".join(skipped) + "."
+    return {"name": "claim_latency_vs_workers", "title": "Claim latency vs workers", "caption": caption,
+            "draw": draw}
+
+
 def history_figure(sweep: SweepResults) -> dict | None:
     """Claim latency p50/p99 and throughput vs history size, one series per other varying axis."""
     series, _ = drawable(cell_series(sweep, "history"))
@@ -144,15 +191,9 @@ def history_figure(sweep: SweepResults) -> dict | None:
 
     def draw() -> bytes:
         fig, (ax_lat, ax_tput) = plt.subplots(1, 2, **TWO_PANELS)
-        xs_all, lat_all, tput_all, handles = [], [], [], []
+        xs_all, lat_all, handles = _claim_latency(ax_lat, sweep, series, "history", rings=False)
+        tput_all = []
         for color, xs, (label, cells) in colored(sweep, series, "history"):
-            xs_all += xs
-            handles.append(Line2D([], [], color=color, marker="o", label=label))
-            for col, style in (("claim_p50_us", "-o"), ("claim_p99_us", "--s")):
-                stats = [c.stat(col) for c in cells]
-                errorbar(ax_lat, xs, stats, scale=1000.0, fmt=style, color=color, markersize=5)
-                lat_all += [s.mean / 1000.0 for s in stats if s.n]
-                lat_all += [s.low / 1000.0 for s in stats if s.n > 1 and not is_missing(s.low)]
             tput_all += [s.mean for s in draw_throughput(ax_tput, xs, cells, color, label) if s.n]
         for ax in (ax_lat, ax_tput):
             symlog_x(ax, xs_all)

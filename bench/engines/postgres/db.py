@@ -365,3 +365,14 @@ def table_sizes(conn: psycopg.Connection, schema: str) -> dict[str, int]:
     archive = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass(%s)), 0)::bigint",
                            (f'"{schema}"."jobs_archive"',)).fetchone()[0]
     return {"table_bytes": int(row[0]), "indexes_bytes": int(row[1]), "archive_bytes": int(archive)}
+
+
+def job_counts(conn: psycopg.Connection, schema: str) -> dict[str, int]:
+    """Rows of the tool's queue table by what a calibration checks: ``{"done", "running",
+    "pending", "attempts_done" (the sum of ``attempts`` over the done rows: equal to ``done``
+    when each was claimed once)}``; one scan of the table."""
+    row = conn.execute(sql.SQL("""
+        SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'running'),
+               count(*) FILTER (WHERE status = 'pending'), coalesce(sum(attempts) FILTER (WHERE status = 'done'), 0)
+        FROM {}""").format(sql.Identifier(schema, "jobs"))).fetchone()
+    return {"done": int(row[0]), "running": int(row[1]), "pending": int(row[2]), "attempts_done": int(row[3])}

@@ -26,13 +26,15 @@ import psutil
 from bench.errors import ConfigError
 from bench.measure.seconds import iso_at
 
-__all__ = ["PGBENCH_TAIL_S", "find_pgbench", "per_job_us", "read_aggregate_log", "run_pgbench"]
+__all__ = ["PGBENCH_TAIL_S", "find_pgbench", "per_job_us", "processed_transactions", "read_aggregate_log",
+           "run_pgbench"]
 
 #: pgbench runs this long past the measured window, so that its last measured second
 #: is complete and written (pgbench 15 does not write the interval it stops in).
 PGBENCH_TAIL_S = 2
 
 _FAILED_RE = re.compile(r"number of failed transactions: (\d+)")
+_PROCESSED_RE = re.compile(r"number of transactions actually processed: (\d+)")
 #: pgbench 15 aggregate log columns (0-based): interval_start, num_transactions, ...,
 #: serialization_failures and deadlock_failures last.
 _AGG_START, _AGG_TRANSACTIONS = 0, 1
@@ -158,6 +160,13 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
         "argv": argv[:-1] + ["<dsn>"],
         "problems": problems,
     }
+
+
+def processed_transactions(out_dir: Path) -> int | None:
+    """The transactions pgbench reports it processed over its whole run (warm-up and tail included),
+    read from ``out_dir/pgbench.out`` as :func:`run_pgbench` wrote it; None when the line is missing."""
+    match = _PROCESSED_RE.search((out_dir / "pgbench.out").read_text())
+    return int(match.group(1)) if match else None
 
 
 def per_job_us(cpu_s: float | None, jobs: int) -> float | None:

@@ -1,0 +1,316 @@
+"""``make calibrate CAL_PROCESSES=1,2,4`` (``qbench calibrate --processes 1,2,4``): pgbench against
+queue-bench run with each load generator process count, for each workers × batch configuration.
+
+For each configuration (``--workers`` × ``--batch``, each a value or a comma list) the calibration
+runs ``--pairs`` rounds. A round is pgbench (A) then queue-bench once per process count (B1 B2 B4
+…), each on a freshly prepared table with the same backlog, the same SQL, clients and monitor as
+the pairs of :mod:`bench.cli.calibrate`; the B's order is rotated from round to round (round 2:
+B2 B4 B1), so that no process count always runs last. Each ratio is queue-bench's jobs/s over the
+jobs/s of its own round's pgbench.
+
+- **Retries**: the rules of the pairs (:mod:`bench.cli.calibrate_pairs`). A round whose pgbench
+  side has a problem is run again without its B's; a B with a problem (``suspect``, …) is run
+  again in the round's next try, after a fresh pgbench, up to :data:`RETRIES_PER_PAIR` times; a
+  process count still failing then is left out of that round.
+- **pgbench with batch > 1**: one transaction claims ``batch`` jobs with the swarm's claim and
+  completes them with its ``complete_many`` (:func:`bench.engines.postgres.policies.pgbench_script`).
+  Its jobs/s is tps × batch only because the table says so after every run: done rows = pgbench's
+  processed transactions × batch, each claimed once, none running (:func:`calibrate.pgbench_side`).
+- **Harness CPU per job**: the CPU of every load generator process, summed
+  (:func:`processes_cpu`: ``processes.csv``, the master's rows included), over the jobs completed
+  in the measured window; with one process, as the pairs compute it (``intervals.csv``).
+
+Output: a line per try of each side (with each process's busiest second and which process, if any,
+was saturated), a line per configuration and process count with its ratios and CPU per job, and
+last one ``workers W, batch B, processes P: median ratio: …`` line (:data:`GRID_PREFIX` +
+:data:`SUMMARY_FORMAT`) for each; the figures in ``calibration.json`` (``configurations``).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from bench import runner
+from bench.cli.calibrate import PGBENCH, pgbench_side
+from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, RETRIES_PER_PAIR, Native, cpu_per_job,
+                                       not_kept, ratio_figures, stop_if_interrupted, summary_line, swarm_text,
+                                       with_swarm_side)
+from bench.config.parameters import BY_KEY
+from bench.config.parsers import parse_int
+from bench.config.run_config import build_config
+from bench.engines.postgres import db
+from bench.engines.postgres.pgbench import find_pgbench, per_job_us
+from bench.errors import ConfigError
+from bench.results.model import RunResult, stamped
+from bench.run_summary import SUSPECT_CPU_PCT, SUSPECT_LOOP_LAG_P99_US
+
+__all__ = ["GRID_PREFIX", "calibrate_grid", "grid_requested", "parse_values", "processes_cpu", "refuse_grid"]
+
+#: What precedes each configuration's :data:`bench.cli.calibrate_pairs.SUMMARY_FORMAT` line.
+GRID_PREFIX = "workers {workers}, batch {batch}, processes {processes}: "
+#: pgbench's side in the grid: its jobs/s (tps × batch) and its CPU over those jobs.
+PGBENCH_JOBS = Native("pgbench", "pgbench", "jobs_per_s", "jobs/s", "jobs", PGBENCH.cpu_window)
+
+
+def grid_requested(workers: str, batch: str, processes: str | None) -> str | None:
+    """The parameter that asks for the grid (``PROCESSES``, ``WORKERS`` as a list, ``BATCH`` other
+    than 1), or None: the pairs of :func:`bench.cli.calibrate.calibrate`, as before the grid."""
+    if processes is not None:
+        return "PROCESSES"
+    if "," in str(workers):
+        return "WORKERS"
+    return "BATCH" if str(batch).strip() != "1" else None
+
+
+def refuse_grid(workers: str, batch: str, processes: str | None) -> None:
+    """Raise ConfigError naming the parameter when the grid is asked for (:func:`grid_requested`) on an
+    engine whose calibration has only the pairs (MariaDB: mariadb-slap)."""
+    param = grid_requested(workers, batch, processes)
+    if param:
+        raise ConfigError(param, "lists of workers, batch sizes and process counts are calibrated against pgbench "
+                                 "only; allowed: ENGINE=postgres, or one worker count, batch 1 and no --processes")
+
+
+def parse_values(param: str, text: str) -> tuple[int, ...]:
+    """``"1,2,4"`` (or one value) as integers in the range of parameter ``param`` (``WORKERS``,
+    ``BATCH``, ``PROCESSES``: the parameter table's), in the order given. Raises ConfigError
+    naming ``param`` for a value that is not an integer, out of range, empty or given twice."""
+    p = BY_KEY[param.lower()]
+    allowed = f"an integer from {p.minimum} to {p.maximum}, or a comma-separated list of them (e.g. 1,2,4)"
+    values: list[int] = []
+    for item in str(text).split(","):
+        try:
+            value = parse_int(param, item.strip(), minimum=p.minimum, maximum=p.maximum)
+        except ConfigError:
+            raise ConfigError(param, f"{item.strip()!r} is not allowed; allowed: {allowed}") from None
+        if value in values:
+            raise ConfigError(param, f"{value} is given twice; allowed: {allowed}, each once")
+        values.append(value)
+    return tuple(values)
+
+
+def processes_cpu(run_dir: Path) -> dict:
+    """The CPU of every load generator process of a run over its measured window, summed.
+
+    Each ``processes.csv`` row is one process's one measured second (the master's, process 0,
+    included): its ``cpu_pct`` / 100 × the second's length (``measured_s`` over the measured
+    seconds of ``intervals.csv``) is CPU seconds. Returns ``{"cpu_s", "user_s", "system_s" (s,
+    summed over every row), "cpu_by_process" ({process: s}), "rows", "rows_expected" (processes ×
+    measured seconds: fewer when a process missed seconds, whose CPU is then not counted),
+    "master_cpu_max_pct" (None without a process 0)}``."""
+    summary = RunResult.load(run_dir).summary
+    with open(run_dir / "intervals.csv", newline="") as fh:
+        n_seconds = sum(1 for _ in csv.DictReader(fh))
+    with open(run_dir / "processes.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    second_s = summary["measured_s"] / n_seconds if n_seconds else 0.0
+    total = {part: sum(float(r[f"{part}_pct"]) for r in rows) / 100 * second_s for part in ("cpu", "user", "system")}
+    by_process: dict[int, float] = {}
+    for r in rows:
+        by_process[int(r["process"])] = by_process.get(int(r["process"]), 0.0) + float(r["cpu_pct"]) / 100 * second_s
+    master = [float(r["cpu_pct"]) for r in rows if int(r["process"]) == 0]
+    return {"cpu_s": total["cpu"], "user_s": total["user"], "system_s": total["system"],
+            "cpu_by_process": dict(sorted(by_process.items())), "rows": len(rows),
+            "rows_expected": len(by_process) * n_seconds, "master_cpu_max_pct": max(master) if master else None}
+
+
+def _processes_text(qb: dict) -> str:
+    """Each process's busiest second and loop lag, and which (if any) was saturated; sets
+    ``qb["saturated_processes"]``."""
+    parts, saturated = [], []
+    if qb.get("master_cpu_max_pct") is not None:
+        parts.append(f"master CPU max {qb['master_cpu_max_pct']:.0f} %")
+        if qb["master_cpu_max_pct"] > SUSPECT_CPU_PCT:
+            saturated.append(0)
+    for p in qb.get("processes") or []:
+        lag = p.get("loop_lag_p99_us")
+        parts.append(f"process {p['process']} CPU max {p.get('cpu_max_pct') or 0:.0f} %, loop lag p99 "
+                     + ("-" if lag is None else f"{lag / 1000:.1f} ms"))
+        if (p.get("cpu_max_pct") or 0) > SUSPECT_CPU_PCT or (lag or 0) > SUSPECT_LOOP_LAG_P99_US:
+            saturated.append(p["process"])
+    qb["saturated_processes"] = saturated
+    return "; ".join(parts) + (f"; saturated: process {', '.join(map(str, saturated))}" if saturated
+                               else "; no process saturated")
+
+
+def _swarm_side(pg: dict, cfg, dsn: str, cal_dir: Path, log) -> dict:
+    """One B of a round: queue-bench with ``cfg`` (its process count), its ratio over ``pg``'s jobs/s."""
+    entry = with_swarm_side({"processes": cfg.processes, "problems": []}, pg["jobs_per_s"], cfg, dsn, cal_dir, log)
+    qb = entry["queue_bench"]
+    summary = RunResult.load(cal_dir / qb["run_dir"]).summary
+    qb["processes"] = summary.get("processes")
+    qb["cpu_basis"] = "intervals.csv harness_cpu_pct"
+    if cfg.processes > 1:  # the sum over every process, not the busiest one's intervals.csv figure
+        cpu = processes_cpu(cal_dir / qb["run_dir"])
+        qb.update(cpu, cpu_basis=f"processes.csv, summed over {len(cpu['cpu_by_process'])} processes")
+        for part in ("cpu", "user", "system"):
+            qb[f"{part}_us_per_job"] = per_job_us(qb[f"{part}_s"], qb["jobs_completed"])
+        if cpu["rows"] < cpu["rows_expected"]:
+            entry["problems"].append(f"queue-bench: processes.csv lacks {cpu['rows_expected'] - cpu['rows']} of "
+                                     f"{cpu['rows_expected']} process-seconds (a process missed seconds), whose "
+                                     "CPU the harness CPU per job would not count")
+    return entry
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _round(i: int, order: list[int], conf: dict, pgbench: str, dsn: str, cal_dir: Path, log) -> dict:
+    """Round ``i``: pgbench, then queue-bench with each process count in ``order``; tried again
+    (fresh pgbench, then the process counts whose run had a problem) up to :data:`RETRIES_PER_PAIR`
+    times. Returns ``{"round", "order", "tries", "processes": [{"processes", "kept", "try", "ratio"}]}``."""
+    w, b = conf["workers"], conf["batch"]
+    pending, last, tries = list(order), {}, []
+    for attempt in range(1 + RETRIES_PER_PAIR):
+        label = f"w{w}-b{b}-round{i}-try{attempt + 1}"
+        tag = f"workers {w}, batch {b}, round {i}{f' (try {attempt + 1})' if attempt else ''}"
+        pg = pgbench_side(pgbench, dsn, conf["pgbench_cfg"], conf["backlog"], cal_dir / "pgbench" / label,
+                          count_jobs=True)
+        one = {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg,
+               "problems": [f"pgbench: {p}" for p in pg["problems"]], "queue_bench": []}
+        tries.append(one)
+        log(f"{tag}: pgbench {pg['jobs_per_s']:,.1f} jobs/s ({pg['tps']:,.1f} tps × {b}), CPU per job "
+            f"{_fmt(pg['cpu_us_per_job'], '.1f')} µs{not_kept(one['problems'])}")
+        if one["problems"]:
+            continue
+        for p in list(pending):
+            entry = _swarm_side(pg, conf["cfgs"][p], dsn, cal_dir, log)
+            one["queue_bench"].append(entry)
+            last[p] = (label, entry)
+            qb = entry["queue_bench"]
+            log(f"{tag}, processes {p}: {swarm_text(qb, entry['ratio'], 'pgbench', pg['cpu_us_per_job'])}; "
+                f"{_processes_text(qb)}{not_kept(entry['problems'])}")
+            stop_if_interrupted(qb)
+            if not entry["problems"]:
+                pending.remove(p)
+        if not pending:
+            break
+    return {"round": i, "order": order, "tries": tries,
+            "processes": [{"processes": p, "kept": p not in pending, "try": last[p][0] if p in last else None,
+                           "ratio": last[p][1]["ratio"] if p in last and p not in pending else None}
+                          for p in order]}
+
+
+def _results(conf: dict, log) -> list[dict]:
+    """Per process count: the ratios of the kept rounds, their median line and CPU per job."""
+    out = []
+    for p in conf["processes"]:
+        kept, every = [], []
+        for rnd in conf["rounds"]:
+            mine = next(x for x in rnd["processes"] if x["processes"] == p)
+            tried = [(t, e) for t in rnd["tries"] for e in t["queue_bench"] if e["processes"] == p]
+            every += [e["ratio"] for _t, e in tried if e["ratio"] is not None]
+            if mine["kept"]:
+                t, e = next((t, e) for t, e in tried if t["label"] == mine["try"])
+                kept.append({"pgbench": t["pgbench"], "queue_bench": e["queue_bench"], "ratio": e["ratio"]})
+        ratios = [k["ratio"] for k in kept]
+        left_out = len(conf["rounds"]) - len(kept)
+        prefix = GRID_PREFIX.format(workers=conf["workers"], batch=conf["batch"], processes=p)
+        cpu = cpu_per_job(kept, PGBENCH_JOBS)
+        out.append({"processes": p, "ratios": ratios, "ratios_every_try": every, **ratio_figures(ratios, left_out),
+                    "cpu_us_per_job": cpu, "summary_line": prefix + summary_line(ratios, left_out)})
+        log(f"{prefix}ratios {', '.join(f'{r:.2f}' for r in ratios) or '-'} ({len(kept)} kept, {left_out} left out"
+            + (f"; every try, left-out ones included: {', '.join(f'{r:.2f}' for r in every)}" if left_out and every
+               else "") + f"); CPU per job pgbench {_fmt(cpu['pgbench'], '.1f')} µs, harness "
+            f"{_fmt(cpu['harness'], '.1f')} µs ({_fmt(cpu['harness_over_pgbench'], '.2f')} × pgbench; goal <= "
+            f"{GOAL_CPU_FACTOR:g} ×), of which user / system pgbench {_fmt(cpu['pgbench_user'], '.1f')} / "
+            f"{_fmt(cpu['pgbench_system'], '.1f')} µs, harness {_fmt(cpu['harness_user'], '.1f')} / "
+            f"{_fmt(cpu['harness_system'], '.1f')} µs")
+    return out
+
+
+def _configurations(workers: tuple[int, ...], batches: tuple[int, ...], processes: tuple[int, ...],
+                    base: dict, dsn: str | None) -> list[dict]:
+    """Every configuration's RunConfigs (one per process count, and pgbench's), validated now:
+    ConfigError (``PROCESSES`` more than the workers, …) before anything is created."""
+    confs = []
+    for w in workers:
+        for b in batches:
+            def cfg(p: int):
+                return build_config("default", {**base, "workers": w, "batch": b, "processes": p}, dsn=dsn)
+            pg_cfg = cfg(1)
+            confs.append({"workers": w, "batch": b, "processes": list(processes), "pgbench_cfg": pg_cfg,
+                          "cfgs": {p: cfg(p) for p in processes}, "backlog": runner.compute_backlog(pg_cfg)[0]})
+    return confs
+
+
+def _calibrate_on(dsn: str, confs: list[dict], pairs: int, cal_dir: Path, figures: dict, log) -> None:
+    pgbench = find_pgbench()
+    figures.update(pgbench_binary=pgbench,
+                   pgbench_version=subprocess.run([pgbench, "--version"], capture_output=True, text=True).stdout.strip())
+    largest = max((c for conf in confs for c in conf["cfgs"].values()), key=lambda c: c.connections_needed())
+    with db.connect(dsn, application_name="queue-bench calibrate") as conn:  # refuse before anything is made
+        db.check_schema_usable(conn, largest.schema)
+        db.lock_schema(conn, largest.schema)
+        figures["server"] = db.check_capacity(conn, max(largest.workers + 2, largest.connections_needed()))
+    grid = figures["grid"]
+    log(f"calibration grid: workers {', '.join(map(str, grid['workers']))} × batch "
+        f"{', '.join(map(str, grid['batch']))}; {pairs} rounds each of pgbench (A) then queue-bench with "
+        f"{', '.join(map(str, grid['processes']))} processes (B, order rotated), {figures['measured_s']} s measured "
+        f"after {figures['warmup_s']} s warm-up, same monitor on every side -> {cal_dir}")
+    try:
+        for conf in confs:
+            entry = {k: conf[k] for k in ("workers", "batch", "backlog", "processes")}
+            entry.update(config=conf["pgbench_cfg"].public(), rounds=[])
+            figures["configurations"].append(entry)
+            ps = conf["processes"]
+            for i in range(1, pairs + 1):
+                order = ps[(i - 1) % len(ps):] + ps[:(i - 1) % len(ps)]
+                entry["rounds"].append(_round(i, order, conf, pgbench, dsn, cal_dir, log))
+            entry["results"] = _results(entry, log)
+    finally:
+        with db.connect(dsn) as conn:
+            db.drop_schema(conn, largest.schema)
+        _finish(figures, cal_dir, log)
+
+
+def _finish(figures: dict, cal_dir: Path, log) -> None:
+    """calibration.json, then the ``median ratio:`` line of every configuration and process count
+    measured (a configuration interrupted before its end has none)."""
+    lines = [r["summary_line"] for conf in figures["configurations"] for r in conf.get("results") or []]
+    figures.update(summary_lines=lines, cores=psutil.cpu_count())
+    cal_dir.mkdir(parents=True, exist_ok=True)
+    (cal_dir / "calibration.json").write_text(json.dumps(stamped(figures), indent=2) + "\n")
+    log(f"calibration: {(cal_dir / 'calibration.json').resolve()}")
+    for line in lines:
+        log(line)
+
+
+def calibrate_grid(*, workers: str, batch: str, processes: str | None, duration: str, warmup: str, n_pairs: int,
+                   dsn: str | None, schema: str, results: str, log=print) -> int:
+    """The grid calibration (module docstring) with ``workers``, ``batch`` and ``processes`` given as
+    a value or a comma list (``processes`` None: 1); prints the figures and returns the exit status:
+    0 when every configuration and process count kept at least one round, else 1. Bad input raises
+    ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) before anything is created."""
+    grid = {"workers": parse_values("WORKERS", workers), "batch": parse_values("BATCH", batch),
+            "processes": parse_values("PROCESSES", "1" if processes is None else processes)}
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    cal_dir = Path(results) / f"calibration-{stamp}"
+    base = {"policy": "skip_locked", "txn": "short", "work_ms": 0, "index": "partial", "history": 0,
+            "duration": duration, "warmup": warmup, "schema": schema, "results": str(cal_dir / "runs")}
+    confs = _configurations(grid["workers"], grid["batch"], grid["processes"], base, dsn)
+    cfg = confs[0]["pgbench_cfg"]
+    find_pgbench()
+    figures = {"mode": "grid", "grid": {k: list(v) for k, v in grid.items()},
+               "measured_s": max(1, int(round(cfg.duration_s))), "warmup_s": int(round(cfg.warmup_s)),
+               "pairs_requested": n_pairs, "retries_per_pair": RETRIES_PER_PAIR,
+               "goal": {"median_ratio_min": GOAL_MEDIAN_RATIO, "harness_cpu_per_job_max_x_pgbench": GOAL_CPU_FACTOR},
+               "configurations": []}
+    if cfg.dsn:
+        _calibrate_on(cfg.dsn, confs, n_pairs, cal_dir, figures, log)
+    else:
+        from bench.engines.postgres.embedded import embedded_postgres
+
+        # the pairs' sizing (2 × workers + 20), for the largest configuration
+        figures["embedded_max_connections"] = 2 * max(grid["workers"]) + 20
+        with embedded_postgres(max_connections=figures["embedded_max_connections"], log=lambda _m: None) as edsn:
+            _calibrate_on(edsn, confs, n_pairs, cal_dir, figures, log)
+    every = [r for conf in figures["configurations"] for r in conf.get("results") or []]
+    return 0 if every and all(r["pairs_kept"] for r in every) else 1
