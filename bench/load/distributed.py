@@ -162,6 +162,9 @@ class DistributedDriver:
         and stays)."""
         alive = []
         for i in sorted(self.stats):
+            if i in self.done:  # it reported as it stopped, and exits EXIT_AFTER_DONE_S later: not lost
+                alive.append(i)
+                continue
             proc = self.procs.get(i)
             missed = self.stats[i]["missing_seconds"]
             silent = len(missed) >= LOST_AFTER_S and missed[-LOST_AFTER_S:] == list(
@@ -242,6 +245,10 @@ class DistributedDriver:
             gevent.sleep(0.002)
         parts = self.parts.pop(index, {})
         cpus = self.cpu_parts.pop(index, {})
+        for late in [k for k in self.parts if k < index]:  # a part that came after its second was merged
+            for part in self.parts.pop(late).values():
+                part.release()
+            self.cpu_parts.pop(late, None)
         t_s = index - int(round(self.cfg.warmup_s))  # the measured window's seconds, as intervals.csv t_s
         for i in self.stats:  # a lost process misses every second from its loss on
             if i not in parts and t_s >= 0:
