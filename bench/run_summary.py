@@ -149,6 +149,12 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         if (process.get("cpu_max_pct") or 0) > SUSPECT_CPU_PCT:
             reasons.append(f"load generator process {process['process']}: CPU reached {process['cpu_max_pct']:.0f} % "
                            f"of a core (> {SUSPECT_CPU_PCT:.0f} %)")
+    details = audit_result.get("details") or {}
+    if counters["jobs_claimed"] and details.get("jobs_claimed_distinct") == 0:
+        # A claim log that reached the audit empty (its events were never gathered) checks nothing:
+        # its clean invariants would be a figure that was never measured.
+        reasons.append(f"the claim log holds none of the {counters['jobs_claimed']:,} jobs claimed: the audit's "
+                       "checks that read it (double claims, stale completions, redeliveries) checked nothing")
     for process in processes:
         if process.get("lost"):
             missed = process.get("missing_seconds") or []

@@ -200,6 +200,9 @@ def test_a_master_and_two_separately_started_workers(dsn, tmp_path):
     assert {p["pid"] for p in procs} == {w.pid for w in workers}
     assert sum(p["counters"]["jobs_completed"] for p in procs) == s["jobs_completed"] > 0
     assert s["invariants"] == CLEAN_INVARIANTS
+    # the audit read the workers' claim log (it once reached the audit empty and checked nothing)
+    assert s["audit"]["jobs_claimed_distinct"] >= s["jobs_claimed"] > 0, s["audit"]
+    assert s["audit"]["completions_applied"] >= s["jobs_completed"], s["audit"]
 
 
 def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
@@ -241,26 +244,40 @@ def test_an_extra_worker_is_refused_and_a_taken_port_is_one_line(dsn, tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: MASTER_PORT: cannot listen")
     assert not (tmp_path / "taken").exists()
 
+    import time
+
     cmd = [sys.executable, "-m", "bench.cli.main"]
     master = subprocess.Popen([*cmd, "master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
-                               "--master-port", str(port), "--dsn", dsn, "--workers", "2", "--backlog", "5000",
-                               "--duration", "3s", "--warmup", "1s", "--results", str(tmp_path / "run")],
+                               "--master-port", str(port), "--dsn", dsn, "--workers", "2", "--backlog", "20000",
+                               "--duration", "8s", "--warmup", "1s", "--results", str(tmp_path / "run")],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    logs = [tmp_path / f"worker-{i}.log" for i in (1, 2)]
-    workers = []
-    for log in logs:
-        workers.append(subprocess.Popen([*cmd, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                                         "--dsn", dsn], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT))
+    logs = [tmp_path / f"worker-{i}.log" for i in (1, 2, 3)]
+
+    def worker(log):
+        return subprocess.Popen([*cmd, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                                 "--dsn", dsn], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    workers = [worker(logs[0]), worker(logs[1])]
     try:
+        deadline = time.monotonic() + 60  # the third comes once the load runs (its run directory exists)
+        while not any((tmp_path / "run").glob("*/histograms")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(3)
+        workers.append(worker(logs[2]))
         out, err = master.communicate(timeout=180)
-        codes = sorted(w.wait(timeout=60) for w in workers)
+        codes = [w.wait(timeout=60) for w in workers]
     finally:
         for p in (master, *workers):
             p.kill()
     text = [log.read_text() for log in logs]
     assert master.returncode == 0, (out + err, text)
-    assert codes == [0, 2], text
-    assert any("refused by the master" in t and "expects 1 workers" in t for t in text), text
+    assert sorted(codes[:2]) == [0, 2] and codes[2] == 2, (codes, text)
+    assert any("refused by the master" in t and "expects 1 workers" in t for t in text[:2]), text
+    assert "the run has started" in text[2] and "Traceback" not in text[2], text[2]
+    # Locust's master would have handed the latecomer a share of the users: the run kept its 2 workers
+    run_dir = next((tmp_path / "run").iterdir())
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["worker_changes"] == [] and s["processes"][0]["workers"] == 2, (s["worker_changes"], s["processes"])
+    assert s["invariants"] == CLEAN_INVARIANTS
 
 
 def test_a_worker_that_cannot_reach_its_database_stops_the_master_in_one_line(dsn, tmp_path):

@@ -2,11 +2,12 @@
 every value, and merged they give the percentiles of the union of the values, not an average."""
 
 import random
+from collections import Counter
 
 import msgpack
 
 from bench.measure import interval_codec
-from bench.measure.metrics import Recorder
+from bench.measure.metrics import HISTOGRAM_NAMES, Interval, Recorder, new_histogram
 
 
 def _second(seed: int, n: int, scale: int, index: int = 3):
@@ -45,4 +46,8 @@ def test_merged_p99_is_the_p99_of_the_union_not_an_average():
     assert abs(mean_of_p99s - exact_p99) > 0.2 * exact_p99  # the wrong way gives another figure
     assert merged.counters["claims"] == 10_000 and merged.errors["55P03"] == 2
     assert merged.counters["nowait_retries"] == 4
-    assert (merged.start_s, merged.end_s) == (min(fast.start_s, slow.start_s), 2.0)
+    assert (merged.start_s, merged.end_s) == (fast.start_s, fast.end_s)  # the first part's (the master's) span
+    # a process's stop-phase part is stamped 0, 0: it must not stretch the run's second
+    stop_part = interval_codec.merge(3, [slow, Interval(3, 0.0, 0.0, {n: new_histogram(n) for n in HISTOGRAM_NAMES},
+                                                        Counter(), Counter(), 0)])
+    assert (stop_part.start_s, stop_part.end_s) == (slow.start_s, slow.end_s)

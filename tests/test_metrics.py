@@ -91,3 +91,16 @@ def test_mean_value_matches_hdrh(seed):
     metrics.record_values(hist, values, metrics.PICKUP_MAX_US)
     assert metrics.mean_value(hist) == hist.get_mean_value()
     assert metrics.mean_value(metrics.new_histogram("claim_latency_us")) == 0.0
+
+
+def test_recorded_counts_are_hdrhs_recorded_iterator():
+    import random
+
+    from bench.measure.metrics import new_histogram, recorded_counts
+
+    hist = new_histogram("claim_latency_us")
+    rng = random.Random(3)
+    for _ in range(5000):
+        hist.record_value(int(rng.lognormvariate(7, 1.5)) + 1)
+    expected = [(item.value_iterated_to, item.count_at_value_iterated_to) for item in hist.get_recorded_iterator()]
+    assert recorded_counts(hist) == expected and sum(n for _, n in expected) == 5000

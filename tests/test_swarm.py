@@ -11,6 +11,8 @@ import statistics
 import subprocess
 import sys
 
+import pytest
+
 from conftest import CLEAN_INVARIANTS, REPO, run_and_load
 
 
@@ -80,14 +82,18 @@ def test_refuses_blocking_wait_function():
     assert "NotCooperativeError" in proc.stderr and "wait_c" in proc.stderr
 
 
-def test_interrupt_writes_an_incomplete_run(dsn, tmp_path):
-    """SIGINT during the load: exit 130, the files are written with complete=false, invariants hold."""
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_interrupt_writes_an_incomplete_run(dsn, tmp_path, processes):
+    """SIGINT during the load: exit 130, the files are written with complete=false, invariants hold;
+    the measured window is the seconds measured (with 2 processes their stop-phase parts once
+    stretched it back to the load's start, halving the throughput), and the stop is no worker change."""
+    import datetime as dt
     import json
     import signal
     import time
 
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(tmp_path),
-                             "--duration", "60s", "--warmup", "1s", "--workers", "4"],
+                             "--duration", "60s", "--warmup", "1s", "--workers", "4", "--processes", processes],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     lines = []
@@ -112,6 +118,9 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path):
     with (run_dir / "intervals.csv").open(newline="") as fh:
         seconds = [int(r["t_s"]) for r in csv.DictReader(fh)]
     assert seconds == list(range(len(seconds))) and seconds[-1] < 30, seconds
+    window_s = (dt.datetime.fromisoformat(s["measured_end"]) - dt.datetime.fromisoformat(s["measured_start"])).total_seconds()
+    assert abs(s["measured_s"] - window_s) < 0.01 and s["measured_s"] < len(seconds) + 2, (s["measured_s"], window_s)
+    assert s["worker_changes"] == [], s["worker_changes"]
 
 
 def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):

@@ -73,7 +73,7 @@ class DistributedDriver:
     """``cfg.processes`` Locust worker processes under this process's Locust master, sharing ``ctx``'s
     configuration; ``dsn`` is the database they connect to (handed over in their environment).
 
-    ``processes`` after the run: one dict per process, ``{"process", "pid", "workers" (connected),
+    ``processes`` after the run: one dict per process, ``{"process", "pid", "workers" (connected as the load started),
     "lost" (bool), "missing_seconds" (seconds it did not answer), "cpu_max_pct", "counters"
     (its jobs_claimed, jobs_completed, claims, errors over the whole run)}``.
     """
@@ -94,6 +94,7 @@ class DistributedDriver:
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
         self.procs: dict[int, subprocess.Popen] = {}
         self.connected: dict[int, int] = {}
+        self._workers_at_stop: int | None = None
         self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
         self.parts: dict[int, dict[int, Interval]] = {}
         self.cpu_parts: dict[int, dict[int, tuple]] = {}
@@ -106,6 +107,8 @@ class DistributedDriver:
         self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's (the master's)
         self._own_lag_p99: int | None = None
         self._last_t_s = -1  # the last measured second asked for
+        self.started = False  # the users have been started (no worker may join from then on)
+        self.env.events.worker_connect.add_listener(self._on_worker_connect)
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
                               ("qbench_done", self._on_done), ("qbench_ready", self._on_ready),
                               ("qbench_hello", self._on_hello),
@@ -120,13 +123,29 @@ class DistributedDriver:
         client_id = msg.node_id
         if client_id in self.clients:
             return
-        if len(self.clients) >= self.cfg.processes:
-            self.master.send_message("qbench_refused", {"reason": f"the master expects {self.cfg.processes} "
-                                                                  "workers and has them all"}, client_id=client_id)
+        if self.started or len(self.clients) >= self.cfg.processes:
+            reason = ("the run has started: a worker cannot join it" if self.started else
+                      f"the master expects {self.cfg.processes} workers and has them all")
+            self.master.send_message("qbench_refused", {"reason": reason}, client_id=client_id)
             return
         index = len(self.clients) + 1
         self.clients[client_id] = index
         self.master.send_message("qbench_config", {"process": index, "config": self.cfg.public()}, client_id=client_id)
+
+    def _on_worker_connect(self, client_id, **_):
+        """A Locust worker connected once the users run: keep it out of the run. Locust's master would
+        hand it a share of the run's users at once, taking them from the run's processes; it fires this
+        event just before, so the master's dispatcher is hidden until Locust has filed the newcomer,
+        which is then dropped from its workers (``qbench_hello`` then refuses it)."""
+        dispatcher = self.master._users_dispatcher  # noqa: SLF001 - Locust has no switch for this
+        if not self.started or client_id in self.clients or dispatcher is None:
+            return
+        self.master._users_dispatcher = None
+
+        def restore():
+            self.master.clients.pop(client_id, None)
+            self.master._users_dispatcher = dispatcher
+        gevent.spawn(restore)  # runs once Locust's handler has finished with this message
 
     def _on_ready(self, environment, msg, **_):
         self.ready[int(msg.data["process"])] = msg.data
@@ -210,6 +229,9 @@ class DistributedDriver:
         # A process's number is the order its hello came in, not the order it was started.
         by_pid = {proc.pid: proc for proc in self.procs.values()}
         self.procs = {i: by_pid[r["pid"]] for i, r in self.ready.items() if r.get("pid") in by_pid}
+        for client_id in [c for c in self.master.clients if c not in self.clients]:  # refused ones: no users
+            self.master.clients.pop(client_id, None)
+        self.started = True
         self.master.start(self.users, spawn_rate=self.users * 10)
 
     def _stderr_tail(self, i: int) -> str:
@@ -293,6 +315,8 @@ class DistributedDriver:
     def running_workers(self) -> int:
         """Workers running in every process not lost, each as of the latest second it sent (a late
         process counts with its previous second's)."""
+        if self._workers_at_stop is not None:
+            return self._workers_at_stop
         return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
@@ -319,6 +343,7 @@ class DistributedDriver:
     def stop(self) -> None:
         """Let every process's workers finish their cycle, stop the users, collect what each
         process reports as it stops, and merge the claim logs into ``ctx.log``."""
+        self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it
         self.master.send_message("qbench_stopping")
         self.master.stop()
         deadline = time.monotonic() + stop_timeout_s(self.cfg) + 10
@@ -332,7 +357,7 @@ class DistributedDriver:
         for i in self.stats:
             if i not in self.done:
                 self.stats[i]["lost"] = True
-        merge_stamped([self.tmp / f"claims-{i}.log" for i in sorted(self.procs)
+        merge_stamped([self.tmp / f"claims-{i}.log" for i in sorted(self.stats)
                        if (self.tmp / f"claims-{i}.log").exists()], self.ctx.log)
 
     def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:

@@ -51,7 +51,8 @@ class RunDriver(Protocol):
         process's part, and write its row of ``processes.csv``."""
 
     def running_workers(self) -> int:
-        """Workers running as the second just closed ended (Locust's web UI can change it)."""
+        """Workers running as the second just closed ended (Locust's web UI can change it); after
+        :meth:`stop`, those running as it began."""
 
     def open_fault(self, fault, given_up) -> None:
         """Open a ``crash_after_claim`` or ``late_worker`` window (a :class:`bench.config.faults.Fault`)
@@ -129,6 +130,7 @@ class LocalDriver:
         self._last: Interval | None = None
         self._last_cpu = (0.0, 0.0, 0.0)
         self._per_second = None
+        self._workers_at_stop: int | None = None
 
     def start(self) -> None:
         """Start every user at once (spawn rate 10 × the users: all within 0.1 s)."""
@@ -143,6 +145,7 @@ class LocalDriver:
         while self.ctx.connected_workers < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
             gevent.sleep(0.02)
         self.ctx.go.set()  # the workers start claiming together
+        self._stats["workers"] = self.ctx.connected_workers  # as the load starts (intervals.csv has each second's)
         return time.monotonic() - started
 
     def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
@@ -158,8 +161,8 @@ class LocalDriver:
         return own
 
     def running_workers(self) -> int:
-        """This process's workers running now (see :meth:`RunDriver.running_workers`)."""
-        return self.ctx.running_workers
+        """This process's workers running now, or as the stop began (see :meth:`RunDriver.running_workers`)."""
+        return self._workers_at_stop if self._workers_at_stop is not None else self.ctx.running_workers
 
     def open_fault(self, fault, given_up) -> None:
         """Mark the chosen workers in this process's context (see :meth:`RunDriver.open_fault`)."""
@@ -193,10 +196,11 @@ class LocalDriver:
     @property
     def processes(self) -> list[dict]:
         """One entry, this process (the shape of :attr:`bench.load.distributed.DistributedDriver.processes`)."""
-        return [finish_process_stats(self._stats | {"workers": self.ctx.connected_workers})]
+        return [finish_process_stats(self._stats)]
 
     def stop(self) -> None:
         """Stop the users; Locust waits up to :func:`stop_timeout_s` for each cycle to finish."""
+        self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it
         self._runner.stop()
 
     def quit(self) -> None:

@@ -21,11 +21,12 @@ These statistics are the UI's only: the result files come from the run's own his
 from __future__ import annotations
 
 import sys
+import time
 
 import gevent
 
 from bench.errors import ConfigError
-from bench.measure.metrics import Interval
+from bench.measure.metrics import Interval, recorded_counts
 
 __all__ = ["DEFAULT_PORT", "UI_MAX_WORKERS", "WebUI", "max_workers_default"]
 
@@ -54,6 +55,26 @@ def parse_max_workers(value, workers: int) -> int:
         raise ConfigError("MAX_WORKERS", f"{value!r} is not allowed; allowed: an integer from WORKERS ({workers}) "
                                          f"to {UI_MAX_WORKERS}")
     return n
+
+
+def _log_many(entry, counts: dict[float, int], now: float) -> None:
+    """Add ``counts`` (latency in ms -> requests) to a Locust ``StatsEntry`` as its ``log`` would one
+    request at a time (Locust's own fields: requests, their second, total, min, max and its rounded
+    response-time buckets, ``locust.stats.StatsEntry.log``)."""
+    from locust.stats import bucket_response_time
+
+    if entry.use_response_times_cache and entry.last_request_timestamp and int(now) > int(entry.last_request_timestamp):
+        entry._cache_response_times(int(now) - 1)  # noqa: SLF001 - what log does first (the UI's current percentiles)
+    n = sum(counts.values())
+    entry.num_requests += n
+    entry.num_reqs_per_sec[int(now)] += n
+    entry.last_request_timestamp = now
+    entry.total_response_time += sum(ms * c for ms, c in counts.items())
+    low, high = min(counts), max(counts)
+    entry.min_response_time = low if entry.min_response_time is None else min(entry.min_response_time, low)
+    entry.max_response_time = max(entry.max_response_time, high)
+    for ms, c in counts.items():
+        entry.response_times[bucket_response_time(ms)] += c
 
 
 def _without_our_argv(call):
@@ -127,17 +148,19 @@ class WebUI:
         log(f"web UI: {self.url} (change the workers there; Stop ends the run and writes its report)")
 
     def feed(self, interval: Interval) -> None:
-        """Log ``interval`` (a merged second) into Locust's statistics: each claim and completion
-        with its latency (ms, one entry per HdrHistogram bucket value), each error by kind."""
+        """Log ``interval`` (a merged second) into Locust's statistics: its claims and completions
+        with their latencies (ms) and its errors by kind. Each latency bucket is added with its count
+        at once (:func:`_log_many`), from the non-empty buckets only (:func:`bench.measure.metrics.recorded_counts`):
+        one call per claim, or hdrh's own iterator, cost the event loop tens of ms a second."""
         stats = self.driver.env.stats
+        now = time.time()
         for name, key in (("claim", "claim_latency_us"), ("complete", "complete_latency_us")):
             hist = interval.histograms[key]
             if not hist.get_total_count():
                 continue
-            for item in hist.get_recorded_iterator():
-                ms = item.value_iterated_to / 1000.0
-                for _ in range(item.count_at_value_iterated_to):
-                    stats.log_request("SQL", name, ms, 0)
+            counts = {value_us / 1000.0: n for value_us, n in recorded_counts(hist)}
+            for entry in (stats.get(name, "SQL"), stats.total):
+                _log_many(entry, counts, now)
         for kind, count in interval.errors.items():
             for _ in range(count):
                 stats.log_error("SQL", "claim", kind)

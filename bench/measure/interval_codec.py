@@ -53,8 +53,10 @@ def decode(data: dict[str, Any]) -> Interval:
 
 def merge(index: int, parts: Iterable[Interval]) -> Interval:
     """One interval of second ``index`` holding every part's values: histograms added bucket by
-    bucket, counters and errors summed, the largest claim kept; it spans from the earliest part's
-    start to the latest one's end. With no parts, an empty interval of length 0."""
+    bucket, counters and errors summed, the largest claim kept. It spans the first part's start and
+    end: the run's clock closes the second (the master's own part comes first), and a process's
+    part is stamped with its own recorder's times (its stop phase's part with 0, 0), which must not
+    stretch the measured window. With no parts, an empty interval of length 0."""
     parts = list(parts)
     histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}
     counters, errors = Counter(), Counter()
@@ -63,7 +65,7 @@ def merge(index: int, parts: Iterable[Interval]) -> Interval:
             total.add(part.histograms[name])
         counters.update(part.counters)
         errors.update(part.errors)
-    start = min((p.start_s for p in parts), default=0.0)
-    end = max((p.end_s for p in parts), default=start)
+    start = parts[0].start_s if parts else 0.0
+    end = parts[0].end_s if parts else start
     return Interval(index, start, end, histograms, counters, errors,
                     max((p.max_rows_per_claim for p in parts), default=0))

@@ -94,6 +94,15 @@ def values_at_percentiles(hist: HdrHistogram, percentiles: "Iterable[float]") ->
     return values
 
 
+def recorded_counts(hist: HdrHistogram) -> list[tuple[int, int]]:
+    """``(value, count)`` of each non-empty bucket of ``hist``, in value order; the value is the
+    bucket's highest equivalent value, as hdrh's recorded iterator gives it (``value_iterated_to``),
+    found with numpy instead of that iterator, which walks every bucket in Python (tens of ms)."""
+    counts = np.ctypeslib.as_array(hist.counts)
+    return [(hist.get_highest_equivalent_value(hist.get_value_from_index(i)), int(counts[i]))
+            for i in np.flatnonzero(counts).tolist()]
+
+
 def mean_value(hist: HdrHistogram) -> float:
     """The mean of ``hist``, as ``hist.get_mean_value`` gives it (0.0 when empty).
 
