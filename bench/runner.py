@@ -113,7 +113,14 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     try:
         server = engine.server_info(admin)
         extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add
-        room = engine.claim_schema(admin, cfg.schema, cfg.connections_needed() + extra)  # locked until the run ends
+        try:
+            room = engine.claim_schema(admin, cfg.schema, cfg.connections_needed() + extra)  # locked until the run ends
+        except ConfigError as err:
+            if extra and err.param == "WORKERS":  # it is the web UI's most workers that do not fit
+                detail = str(err).split(": ", 1)[1].split("; allowed:")[0]
+                raise ConfigError("MAX_WORKERS", f"{detail} (for MAX_WORKERS {web_ui[2]}); allowed: a lower "
+                                                 "MAX_WORKERS, or a server with more connections") from None
+            raise
         handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             return _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded, state_schema,
@@ -227,7 +234,12 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     previous_handlers = {sig: signal.signal(sig, lambda *_: interrupted.set())
                          for sig in (signal.SIGINT, signal.SIGTERM)}
     pgss_reset = engine.statement_stats_reset(admin, cfg, pgss_missing) if n_warm == 0 else None
-    ui = WebUI(driver, *web_ui, cfg.producers if cfg.rate > 0 else 0, interrupted.set, log) if web_ui else None
+    try:
+        ui = WebUI(driver, *web_ui, cfg.producers if cfg.rate > 0 else 0, interrupted.set, log) if web_ui else None
+    except BaseException:  # its port was taken since the check: nothing was measured
+        driver.kill()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     try:
         for k in range(n_warm + n_meas):
             if interrupted.wait(timeout=max(0.0, k + 1 - clock.now_s())):

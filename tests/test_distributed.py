@@ -212,6 +212,8 @@ def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
         (["master", "--expect-workers", "0"], "EXPECT_WORKERS: '0' is not allowed"),
         (["master", "--expect-workers", "2", "--processes", "3"], "PROCESSES: is set by --expect-workers"),
         (["master", "--expect-workers", "2", "--master-port", "70000"], "MASTER_PORT: '70000' is not allowed"),
+        (["master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1", "--master-port", "5600", "--ui",
+          "--web-port", "5600"], "WEB_PORT: 5600 is the master's port"),
         (["worker", "--master-host", "127.0.0.1", "--dsn", "postgresql://x@10.1.1.1/db"], "DSN: host '10.1.1.1'"),
         (["run", "--processes", "3", "--workers", "2"], "PROCESSES: 3 processes for 2 workers"),
         (["run", "--engine", "mariadb", "--processes", "2", "--faults", "backend_kill@1-2", "--dsn",

@@ -63,6 +63,8 @@ def test_the_web_ui_changes_the_workers_and_its_stop_ends_a_complete_run(dsn, tm
         time.sleep(4)
         refused = requests.post(base + "/swarm", data={"user_count": 7, "spawn_rate": 50}, timeout=5).json()
         assert refused["success"] is False and "1 to 6 workers" in refused["message"], refused
+        refused = requests.post(base + "/swarm", data={"user_count": 3, "spawn_rate": 0}, timeout=5).json()
+        assert refused["success"] is False and refused["message"].startswith("spawn rate: 0"), refused
         assert requests.post(base + "/swarm", data={"user_count": 5, "spawn_rate": 50}, timeout=5).json()["success"]
         time.sleep(4)
         stats = requests.get(base + "/stats/requests", timeout=5).json()
@@ -101,6 +103,7 @@ def test_ui_options_without_ui_and_a_taken_port_are_one_line(dsn, tmp_path):
             (["--ui", "--web-port", "0"], "WEB_PORT: '0' is not allowed"),
             (["--ui", "--web-port", str(port)], f"WEB_PORT: cannot listen on 127.0.0.1:{port}"),
             (["--ui", "--workers", "4", "--max-workers", "3"], "MAX_WORKERS: '3' is not allowed"),
+            (["--ui", "--workers", "4", "--max-workers", "1000"], "MAX_WORKERS: "),  # the server has 100 connections
         ]
         for args, start in cases:
             proc = qbench("run", "--dsn", dsn, "--results", str(tmp_path), *args)

@@ -28,6 +28,11 @@ def master_command(args: argparse.Namespace, run) -> int:
     args.processes = str(expect)
     port = parse_port(args.master_port, "MASTER_PORT")
     check_can_listen(args.master_bind_host, port, "MASTER_PORT")  # before anything is prepared
+    if getattr(args, "ui", False):
+        from bench.load.web_ui import DEFAULT_PORT
+
+        if parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT") == port:
+            raise ConfigError("WEB_PORT", f"{port} is the master's port (--master-port); allowed: another free port")
     return run(args, external_workers=(args.master_bind_host, port))
 
 

@@ -198,7 +198,9 @@ PARAMETERS: tuple[Parameter, ...] = (
                "xmin age; on MariaDB a read view held open, so purge stalls, see the history list length), "
                "`backend_kill` (a random worker's connection killed every `every_s`: `pg_terminate_backend`, or "
                "`KILL CONNECTION` on MariaDB, counted as `57P01` / `connection_lost`; workers reconnect with "
-               "back-off). A window must start inside the measured window; one that runs past its "
+               "back-off). A `share` takes round(`share` × WORKERS) workers, at least one, chosen at random "
+               "over the whole swarm (with `PROCESSES > 1` too). A window must start inside the measured window; "
+               "one that runs past its "
                "end is clipped (noted in `summary.json`). In workload files: "
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
     _P("plan_cache", "choice", "auto", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "

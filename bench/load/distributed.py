@@ -189,6 +189,9 @@ class DistributedDriver:
             silent = len(missed) >= LOST_AFTER_S and missed[-LOST_AFTER_S:] == list(
                 range(missed[-1] - LOST_AFTER_S + 1, missed[-1] + 1)) and missed[-1] == self._last_t_s
             if (proc is not None and proc.poll() is not None) or silent:
+                if not self.stats[i]["lost"]:
+                    why = f"silent for {LOST_AFTER_S} s" if silent else "its process exited"
+                    self.log(f"load generator process {i} lost ({why}): its workers stop with it; the run goes on")
                 self.stats[i]["lost"] = True
             elif not self.stats[i]["lost"]:
                 alive.append(i)

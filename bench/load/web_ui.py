@@ -125,11 +125,15 @@ class WebUI:
             workers = users - self.producers
             if self.stop_pressed or driver.ctx.stopping:
                 return jsonify({"success": False, "message": "the run is stopping: its results are being written"})
-            if not 1 <= workers <= self.max_workers or not spawn_rate > 0:
-                extra = f" + {self.producers} producers" if self.producers else ""
+            if not spawn_rate > 0:
+                return jsonify({"success": False, "message": f"spawn rate: {spawn_rate:g} is not allowed; "
+                                                             "allowed: more than 0 users a second"})
+            if not 1 <= workers <= self.max_workers:
+                total = (f"; with RATE the users are the workers plus the {self.producers} producers: "
+                         f"{self.producers + 1} to {self.producers + self.max_workers}") if self.producers else ""
                 return jsonify({"success": False, "message": (
-                    f"users: {users} is not allowed; allowed: 1 to {self.max_workers} workers{extra} "
-                    "(the connections the database was checked for), spawn rate > 0")})
+                    f"users: {users} is not allowed; allowed: 1 to {self.max_workers} workers (the connections "
+                    f"the database was checked for){total}")})
             log(f"web UI: {workers} workers (spawn rate {spawn_rate:g}/s)")
             if self._starting is not None:  # as Locust's own route does: the newest count wins
                 self._starting.kill(block=True)

@@ -42,6 +42,7 @@ import gevent  # noqa: E402
 import gevent.event  # noqa: E402
 import psutil  # noqa: E402
 from locust.rpc import Message  # noqa: E402
+from locust.runners import CONNECT_RETRY_COUNT, CONNECT_TIMEOUT  # noqa: E402
 
 from bench.config.run_config import from_public  # noqa: E402
 from bench.engines import get_engine  # noqa: E402
@@ -67,15 +68,21 @@ CONFIG_WAIT_S = 120.0
 
 def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
     """Connect to the master at ``master_host:master_port`` and run its users on ``dsn`` until the
-    run ends; returns the exit status (0; 1 when the configuration never came or the sessions could
-    not be set up, after telling the master)."""
+    run ends; returns the exit status (0; 1 when no master answered within Locust's connection
+    retries, 300 s, the configuration never came, or the sessions could not be set up, after
+    telling the master)."""
     from locust.env import Environment
 
     # The users' classes by name (Locust's master tells a worker how many of each to start; the
     # counts are the master's): the run's context reaches them through the environment.
     classes = [type("QueueWorker", (swarm.QueueWorker,), {}), type("Producer", (Producer,), {})]
     env = Environment(user_classes=classes)
-    runner = env.create_worker_runner(master_host, master_port)
+    try:  # Locust's worker asks for the master every 5 s, 60 times (locust.runners.CONNECT_RETRY_COUNT)
+        runner = env.create_worker_runner(master_host, master_port)
+    except ConnectionError:
+        log(f"qbench worker: no master answered at {master_host}:{master_port} within "
+            f"{CONNECT_TIMEOUT * CONNECT_RETRY_COUNT} s")
+        return 1
     state: dict = {}
     cpu = CpuMeter(psutil.Process())
     greenlets: list = []

@@ -27,12 +27,16 @@ def headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]
     if workers is not None:
         items.append(("workers' claim plan", workers_plan_label(workers, config)))
     changes, ui = (summary or {}).get("worker_changes") or [], (summary or {}).get("web_ui")
+    lost = [p for p in (summary or {}).get("processes") or [] if p.get("lost")]
     if changes or ui:
-        text = "; ".join(f"{c['workers_before']} \u2192 {c['workers']} at {c['t_s']} s" for c in changes) or "none"
+        parts = ["; ".join(f"{c['workers_before']} \u2192 {c['workers']} at {c['t_s']} s" for c in changes) or "none"]
+        parts += [f"load generator process {p['process']} lost" + (f" from {p['missing_seconds'][0]} s"
+                                                                   if p.get("missing_seconds") else "") for p in lost]
         if ui:
             stop = ui.get("stopped_at_t_s")
-            text += " (Locust's web UI" + (f"; ended by its Stop at {stop:g} s)" if stop is not None else ")")
-        items.append(("worker count changes", text))
+            parts.append("the run had Locust's web UI"
+                         + (f", ended by its Stop at {stop:g} s" if stop is not None else ""))
+        items.append(("worker count changes", "; ".join(parts)))
     return items
 
 
