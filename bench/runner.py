@@ -88,7 +88,7 @@ def new_run_id(cfg: RunConfig) -> str:
 
 
 def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
-        state_schema: str | None = None, external_workers: tuple[str, int] | None = None,
+        state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
         web_ui: tuple[str, int, int] | None = None) -> Path:
     """Run one benchmark against ``dsn`` and return the run directory.
 
@@ -98,7 +98,7 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     A Ctrl-C during the load stops it, and the files are still written with
     ``complete: false``; one after the load waits until they are written. With ``state_schema`` the seeded history is restored from
     a saved state there (see :func:`bench.engines.postgres.db.ensure_history_state`). With
-    ``external_workers`` (bind host, port) this process is the master of ``cfg.processes`` worker
+    ``external_workers`` (bind host, port, seconds to wait for them) this process is the master of ``cfg.processes`` worker
     processes started elsewhere (``qbench worker``) instead of starting them itself. With ``web_ui``
     (host, port, max workers) Locust's web UI runs over the load (:class:`bench.load.web_ui.WebUI`):
     its Stop ends the measured window as a complete run, and the database is checked for the

@@ -212,6 +212,7 @@ def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
         (["master", "--expect-workers", "0"], "EXPECT_WORKERS: '0' is not allowed"),
         (["master", "--expect-workers", "2", "--processes", "3"], "PROCESSES: is set by --expect-workers"),
         (["master", "--expect-workers", "2", "--master-port", "70000"], "MASTER_PORT: '70000' is not allowed"),
+        (["master", "--expect-workers", "2", "--worker-wait-s", "0"], "WORKER_WAIT_S: '0' is not allowed"),
         (["master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1", "--master-port", "5600", "--ui",
           "--web-port", "5600"], "WEB_PORT: 5600 is the master's port"),
         (["worker", "--master-host", "127.0.0.1", "--dsn", "postgresql://x@10.1.1.1/db"], "DSN: host '10.1.1.1'"),
@@ -280,6 +281,31 @@ def test_an_extra_worker_is_refused_and_a_taken_port_is_one_line(dsn, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["worker_changes"] == [] and s["processes"][0]["workers"] == 2, (s["worker_changes"], s["processes"])
     assert s["invariants"] == CLEAN_INVARIANTS
+
+
+def test_a_master_whose_workers_never_come_exits_1_in_one_line_before_any_load(dsn, tmp_path):
+    """qbench master --worker-wait-s 3 and no worker: exit 1 with one line naming the wait, no run
+    directory, no claim files left in the temporary directory, no load on the table."""
+    import socket
+
+    from conftest import qbench
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tmp = tmp_path / "tmp"  # the master's own temporary directory
+    tmp.mkdir()
+    proc = qbench("master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1", "--master-port", str(port),
+                  "--worker-wait-s", "3", "--dsn", dsn, "--backlog", "100", "--results", str(tmp_path / "r"),
+                  timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr
+    assert lines[0].startswith("qbench: EXPECT_WORKERS: a load generator process did not start (0 of 1 reported "
+                               "within 3 s)"), lines
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+    assert list(tmp.iterdir()) == []
+    with psycopg.connect(dsn) as conn:  # prepared, never loaded
+        assert conn.execute("SELECT count(*) FROM qbench.jobs WHERE status <> 'pending'").fetchone()[0] == 0
 
 
 def test_a_worker_that_cannot_reach_its_database_stops_the_master_in_one_line(dsn, tmp_path):

@@ -33,7 +33,13 @@ def master_command(args: argparse.Namespace, run) -> int:
 
         if parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT") == port:
             raise ConfigError("WEB_PORT", f"{port} is the master's port (--master-port); allowed: another free port")
-    return run(args, external_workers=(args.master_bind_host, port))
+    try:
+        wait_s = float(args.worker_wait_s)
+    except ValueError:
+        wait_s = 0.0
+    if not 1 <= wait_s <= 86_400:
+        raise ConfigError("WORKER_WAIT_S", f"{args.worker_wait_s!r} is not allowed; allowed: seconds from 1 to 86400")
+    return run(args, external_workers=(args.master_bind_host, port, wait_s))
 
 
 def worker_command(args: argparse.Namespace) -> int:

@@ -58,7 +58,7 @@ def _workload(args: argparse.Namespace) -> str:
     return args.workload or "default"
 
 
-def _run(args: argparse.Namespace, external_workers: tuple[str, int] | None = None) -> int:
+def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | None = None) -> int:
     overrides = _overrides(args)
     cfg = build_config(_workload(args), overrides, dsn=chosen_dsn(args.dsn))  # validates before any heavy import
     check_results_dir(cfg.results)
@@ -325,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     mst.add_argument("--expect-workers", required=True, help="how many qbench worker processes to wait for (1-64)")
     mst.add_argument("--master-bind-host", default="0.0.0.0", help="interface to listen on, default all (0.0.0.0)")
     mst.add_argument("--master-port", default="5557", help="port to listen on, default 5557 (Locust's)")
+    mst.add_argument("--worker-wait-s", default="300", help="how long to wait for the workers before giving up "
+                                                            "(exit 1, no load), default 300")
     wrk = sub.add_parser("worker", help="one load generator process for a qbench master on another host")
     wrk.add_argument("--master-host", required=True, help="the host qbench master runs on")
     wrk.add_argument("--master-port", default="5557", help="its port, default 5557")

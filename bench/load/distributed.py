@@ -51,13 +51,14 @@ ROTATE_WAIT_S = 0.5
 START_WAIT_S = 60.0
 #: A process that answered none of this many consecutive seconds is lost.
 LOST_AFTER_S = 5
-#: How long a master waits for workers started elsewhere (``qbench worker``) to connect (s).
+#: How long a master waits for workers started elsewhere (``qbench worker``) to connect (s), unless
+#: ``external`` gives its own (``qbench master --worker-wait-s``).
 EXTERNAL_WAIT_S = 300.0
 
 
-def run_driver(cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, external: tuple[str, int] | None, log):
+def run_driver(cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, external: tuple[str, int, float] | None, log):
     """The run's driver: :class:`DistributedDriver` with ``PROCESSES > 1`` or workers started elsewhere
-    (``external``: bind host and port), else :class:`bench.load.driver.LocalDriver`."""
+    (``external``: bind host, port and, optionally, the seconds to wait for them), else :class:`bench.load.driver.LocalDriver`."""
     if cfg.processes > 1 or external:
         return DistributedDriver(cfg, ctx, dsn, external=external, log=log)
     return LocalDriver(cfg, ctx)
@@ -78,7 +79,7 @@ class DistributedDriver:
     (its jobs_claimed, jobs_completed, claims, errors over the whole run)}``.
     """
 
-    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int] | None = None,
+    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int, float] | None = None,
                  log=print):
         from locust.env import Environment  # imported late: locust patches at import (done by swarm)
 
@@ -86,7 +87,7 @@ class DistributedDriver:
         self.users = users(cfg)
         self.env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         self.env.run_context = ctx
-        bind_host, self.port = external if external else ("127.0.0.1", _free_port())
+        bind_host, self.port = external[:2] if external else ("127.0.0.1", _free_port())
         self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
         self.ready: dict[int, dict] = {}
@@ -212,7 +213,7 @@ class DistributedDriver:
         else:
             self.log(f"master: waiting for {self.cfg.processes} workers on {self.external[0]}:{self.port} "
                      f"(qbench worker --master-host <this host> --master-port {self.port} --dsn <DSN>)")
-            wait_s = EXTERNAL_WAIT_S
+            wait_s = float(self.external[2]) if len(self.external) > 2 else EXTERNAL_WAIT_S
         deadline = time.monotonic() + wait_s
         while len(self.ready) < self.cfg.processes:
             exited = [i for i, p in self.procs.items() if p.poll() is not None]
