@@ -60,15 +60,21 @@ def check_results_dir(path: str) -> None:
                                      "allowed: a writable directory path") from None
 
 
+def parse_bounded(value: str, name: str, low: float, high: float, allowed: str, convert=int):
+    """``convert(value)`` from ``low`` to ``high`` (inclusive), or ConfigError naming ``name`` with
+    ``allowed`` (e.g. ``a TCP port from 1 to 65535``) for anything else."""
+    try:
+        number = convert(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ConfigError(name, f"{value!r} is not allowed; allowed: {allowed}")
+    return number
+
+
 def parse_port(value: str, name: str) -> int:
     """A TCP port from the command line, or ConfigError naming ``name``."""
-    try:
-        port = int(value)
-    except ValueError:
-        port = 0
-    if not 1 <= port <= 65535:
-        raise ConfigError(name, f"{value!r} is not allowed; allowed: a TCP port from 1 to 65535")
-    return port
+    return parse_bounded(value, name, 1, 65535, "a TCP port from 1 to 65535")
 
 
 def check_can_listen(host: str, port: int, name: str) -> None:

@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 
-from bench.cli.checks import check_can_listen, check_loopback, chosen_dsn, parse_port
+from bench.cli.checks import check_can_listen, check_loopback, chosen_dsn, parse_bounded, parse_port
 from bench.errors import ConfigError
 
 __all__ = ["master_command", "worker_command"]
@@ -17,12 +17,7 @@ def master_command(args: argparse.Namespace, run) -> int:
     """``qbench master --expect-workers K …``: ``run`` (the ``qbench run`` command) whose K load generator
     processes are ``qbench worker`` processes started elsewhere. Raises ConfigError (exit 2) for a
     bad count, a ``--processes`` beside it, or a port this host cannot listen on."""
-    try:
-        expect = int(args.expect_workers)
-    except ValueError:
-        expect = 0
-    if not 1 <= expect <= 64:
-        raise ConfigError("EXPECT_WORKERS", f"{args.expect_workers!r} is not allowed; allowed: an integer from 1 to 64")
+    expect = parse_bounded(args.expect_workers, "EXPECT_WORKERS", 1, 64, "an integer from 1 to 64")
     if args.processes not in (None, ""):
         raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
     args.processes = str(expect)
@@ -33,12 +28,7 @@ def master_command(args: argparse.Namespace, run) -> int:
 
         if parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT") == port:
             raise ConfigError("WEB_PORT", f"{port} is the master's port (--master-port); allowed: another free port")
-    try:
-        wait_s = float(args.worker_wait_s)
-    except ValueError:
-        wait_s = 0.0
-    if not 1 <= wait_s <= 86_400:
-        raise ConfigError("WORKER_WAIT_S", f"{args.worker_wait_s!r} is not allowed; allowed: seconds from 1 to 86400")
+    wait_s = parse_bounded(args.worker_wait_s, "WORKER_WAIT_S", 1, 86_400, "seconds from 1 to 86400", float)
     return run(args, external_workers=(args.master_bind_host, port, wait_s))
 
 

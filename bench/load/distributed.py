@@ -9,7 +9,7 @@ second (``qbench_rotate``) and merges what they send back with its own recorder'
 percentile is the percentile of the union of the values. A process that does not answer within
 :data:`ROTATE_WAIT_S` is missing from that second, which is recorded (``missing_seconds``); one
 whose OS process has exited, or that answered none of :data:`LOST_AFTER_S` seconds in a row, is
-lost (Locust's master then gives its users to the other processes).
+lost (its users stop with it; Locust's master hands them to the others about 60 s later).
 
 Each second also carries that second's claim-log lines, stamped with the time they were written;
 the master keeps each process's lines in a file of its own. As the load stops, every process
@@ -36,6 +36,7 @@ from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
 from bench.errors import RunFailed
 from bench.load import swarm
+from bench.load.locust_master import drop_workers, keep_out_latecomers
 from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
 from bench.load.worker_process import DSN_ENV
 from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
@@ -109,7 +110,7 @@ class DistributedDriver:
         self._own_lag_p99: int | None = None
         self._last_t_s = -1  # the last measured second asked for
         self.started = False  # the users have been started (no worker may join from then on)
-        self.env.events.worker_connect.add_listener(self._on_worker_connect)
+        keep_out_latecomers(self.master, lambda client_id: self.started and client_id not in self.clients)
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
                               ("qbench_done", self._on_done), ("qbench_ready", self._on_ready),
                               ("qbench_hello", self._on_hello),
@@ -132,21 +133,6 @@ class DistributedDriver:
         index = len(self.clients) + 1
         self.clients[client_id] = index
         self.master.send_message("qbench_config", {"process": index, "config": self.cfg.public()}, client_id=client_id)
-
-    def _on_worker_connect(self, client_id, **_):
-        """A Locust worker connected once the users run: keep it out of the run. Locust's master would
-        hand it a share of the run's users at once, taking them from the run's processes; it fires this
-        event just before, so the master's dispatcher is hidden until Locust has filed the newcomer,
-        which is then dropped from its workers (``qbench_hello`` then refuses it)."""
-        dispatcher = self.master._users_dispatcher  # noqa: SLF001 - Locust has no switch for this
-        if not self.started or client_id in self.clients or dispatcher is None:
-            return
-        self.master._users_dispatcher = None
-
-        def restore():
-            self.master.clients.pop(client_id, None)
-            self.master._users_dispatcher = dispatcher
-        gevent.spawn(restore)  # runs once Locust's handler has finished with this message
 
     def _on_ready(self, environment, msg, **_):
         self.ready[int(msg.data["process"])] = msg.data
@@ -233,8 +219,7 @@ class DistributedDriver:
         # A process's number is the order its hello came in, not the order it was started.
         by_pid = {proc.pid: proc for proc in self.procs.values()}
         self.procs = {i: by_pid[r["pid"]] for i, r in self.ready.items() if r.get("pid") in by_pid}
-        for client_id in [c for c in self.master.clients if c not in self.clients]:  # refused ones: no users
-            self.master.clients.pop(client_id, None)
+        drop_workers(self.master, [c for c in self.master.clients if c not in self.clients])  # refused: no users
         self.started = True
         self.master.start(self.users, spawn_rate=self.users * 10)
 
