@@ -66,9 +66,21 @@ def test_littles_law_short_transactions(dsn, tmp_path):
 
 
 def test_convoy_hold_transaction(dsn, tmp_path):
-    """wait + hold, 20 workers, 50 ms jobs: the claim lock serialises the queue at about 1 / 0.050 s = 20 jobs/s."""
+    """wait + hold, 20 workers, 50 ms jobs: the claim lock serialises the queue, so completions/s
+    match 1 / (measured mean work + mean completion) within 5 %, whatever the worker count, and
+    the ideal 1 / 0.050 s = 20 jobs/s within 10 %.
+
+    The lock is held from the claim through the work to the completion's commit, so the serial
+    section per job is the work plus the completion; the other 19 workers only wait. The sessions
+    run with synchronous_commit off, as in the skip_locked test: on a slow disk each commit's WAL
+    flush (3 to 7 ms measured on CI) lies inside the serial section and would eat the 10 % bound
+    on the ideal; the first assertion, on the run's own means, holds either way."""
+    dsn = f"{dsn} options='-c synchronous_commit=off'"
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--policy", "wait", "--txn", "hold", "--workers", "20",
                                  "--work-ms", "50", "--duration", "8s", "--warmup", "2s")
+    serial_s = (s["work_duration_us"]["mean"] + s["complete_latency_us"]["mean"]) / 1e6
+    predicted = 1 / serial_s
+    assert abs(s["throughput_jobs_per_s"] - predicted) / predicted <= 0.05, (s["throughput_jobs_per_s"], predicted)
     assert abs(s["throughput_jobs_per_s"] - 20) / 20 <= 0.10, s["throughput_jobs_per_s"]
     assert s["invariants"]["double_claims"] == 0
 
