@@ -23,7 +23,7 @@ RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: bench bench-ui test calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
+.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +91,16 @@ SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $
 sweep: $(STAMP)
 	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
 	$(BIN)/qbench sweep $(call sq,$(SWEEP)) $(SWEEP_ARGS)
+
+# The experiments catalogue (workloads/experiments/): each known rule about table-backed queues
+# reproduced on this database with a verdict: make experiments [EXPERIMENTS="convoy 5"] [FULL=1].
+# The quick tier takes under 10 minutes; FULL=1 runs the long versions (soaks, 1M-row histories).
+# Running it again resumes the newest unfinished catalogue run; FRESH=1 starts over.
+EXPERIMENTS ?=
+FULL ?=
+experiments: $(STAMP)
+	$(BIN)/qbench experiments $(EXPERIMENTS) $(if $(call flag,FULL),--full) $(if $(call flag,FRESH),--fresh) \
+		$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # Every index variant against history 0 / 100k / 1M; prints the comparison report's path.
 compare-indexes: $(STAMP)

@@ -208,7 +208,7 @@ def test_a_parameter_both_fixed_and_swept_is_refused(tmp_path):
 def test_a_row_appended_after_the_columns_changed_keeps_the_earlier_rows(tmp_path):
     """A sweep resumed by a newer version: cells.csv is rewritten under the new header, the rows
     already measured keep their values and the new columns are empty for them."""
-    from bench.sweep import driver
+    from bench.sweep import cells_file as driver
 
     old = [c for c in driver.CELL_COLUMNS if not c.startswith("plan_explain")]
     with (tmp_path / "cells.csv").open("w", newline="") as fh:
@@ -216,7 +216,7 @@ def test_a_row_appended_after_the_columns_changed_keeps_the_earlier_rows(tmp_pat
         writer.writeheader()
         writer.writerow({c: "" for c in old} | {"cell_id": "c001", "rep": "1", "status": "done",
                                                 "throughput_jobs_per_s": "123.4"})
-    driver._append_row(tmp_path, {"cell_id": "c002", "rep": 1, "status": "done", "plan_explain_scan": "ref on jobs"})
+    driver.append_row(tmp_path, {"cell_id": "c002", "rep": 1, "status": "done", "plan_explain_scan": "ref on jobs"})
     rows = _cells(tmp_path)
     assert list(rows[0]) == list(driver.CELL_COLUMNS)
     assert [(r["cell_id"], r["throughput_jobs_per_s"], r["plan_explain_scan"]) for r in rows] == [

@@ -24,6 +24,7 @@ from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigEr
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
 from bench.cli.distributed import master_command, worker_command
+from bench.cli import experiments as experiments_cli
 
 #: ``qbench run`` options: (option, config key, help), one per row of the parameter table
 #: (:data:`bench.config.parameters.PARAMETERS`). Each is also a Make variable (the key in upper case).
@@ -367,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--dsn")
     cal.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
     cal.set_defaults(func=_calibrate)
+    experiments_cli.add_parser(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ A sweep file ``workloads/sweeps/<name>.toml`` (read with :mod:`tomllib`)::
     [matrix]                      # the axes; cells are their cartesian product, in file order
     index = ["none", "partial"]
     history = [0, 100000, 1000000]
+    # cells = [ { plan_cache = "auto" }, { prepared = 0 } ]   # instead of [matrix]: cells one by one
     [target]                      # optional: Little's law in the comparison report
     rate_jobs_per_s = 1000
     utilisation = 0.7
@@ -27,7 +28,6 @@ base parameters) continues the newest unfinished sweep of that name.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime as dt
 import hashlib
@@ -37,34 +37,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bench.config.parameters import SWEEP_AXES, check_file_value
+from bench.config.parameters import BY_KEY, SWEEP_AXES, check_file_value
+from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
 from bench.sweep.sweep_file import check_target, sweep_path
-from bench.results.model import ResultsError, RunResult, invariants_ok, read_result, stamped
+from bench.results.model import ResultsError, RunResult, read_result
 from bench.config.run_config import REPO_ROOT, RunConfig, build_config, read_toml
 from bench.errors import ConfigError, Interrupted
 
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
 SWEEP_KEYS = SWEEP_AXES
-_FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "target"}
-#: Columns of cells.csv, in order (the contract the comparison report reads).
-CELL_COLUMNS = (
-    "cell_id", "rep", "run_id", "run_dir", "status", "engine", "isolation",
-    "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
-    "plan_cache", "prepared", "autovacuum",
-    "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
-    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
-    "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
-    "plan_workers", "plan_workers_scan", "plan_workers_generic", "plan_workers_custom",
-    "plan_workers_buffers", "plan_workers_ms", "plan_workers_rows_examined",
-    "plan_explain_scan", "plan_explain_rows_examined",
-    "plan_auto", "plan_custom_scan", "plan_custom_buffers", "plan_custom_ms",
-    "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
-    "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
-    "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
-    "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated",
-)
-
-
+_FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "cells", "target"}
 class SweepInterrupted(Interrupted):
     """The sweep was interrupted (Ctrl-C / SIGTERM); ``sweep_dir`` can be resumed."""
 
@@ -89,15 +71,34 @@ class Sweep:
              dsn: str | None = None) -> "Sweep":
         """Read and validate a sweep file; raises ConfigError (one line, naming the parameter)."""
         path = sweep_path(name)
-        data = read_toml(path, "SWEEP")
+        return cls.from_data(path.stem, path, read_toml(path, "SWEEP"), overrides, repetitions, dsn)
+
+    @classmethod
+    def from_data(cls, name: str, path: Path, data: dict, overrides: dict[str, Any] | None = None,
+                  repetitions: int | None = None, dsn: str | None = None) -> "Sweep":
+        """Validate a sweep's table ``data`` (a sweep file's, or an experiment's ``[runs]``, which
+        :mod:`bench.experiments.catalogue` reads) named ``name``; ``path`` is the file it came from,
+        named in messages. Raises ConfigError (one line, naming the parameter)."""
         unknown = sorted(set(data) - _FILE_KEYS)
         if unknown:
             raise ConfigError("SWEEP", f"unknown key {unknown[0]!r} in {path.name}; allowed: {', '.join(sorted(_FILE_KEYS))}")
+        listed = data.get("cells")
+        if listed is not None:  # the cells one by one, instead of a cartesian product
+            if "matrix" in data or not isinstance(listed, list) or not listed or not all(
+                    isinstance(c, dict) and c for c in listed) or len({json.dumps(c, sort_keys=True) for c in listed}) != len(listed):
+                raise ConfigError("SWEEP", f"cells in {path.name} must be a list of distinct, non-empty tables of "
+                                           "run parameters, instead of a [matrix]")
+            data = {**data, "matrix": {}}
+            for cell in listed:
+                for axis, value in cell.items():
+                    data["matrix"].setdefault(axis, [])
+                    if value not in data["matrix"][axis]:
+                        data["matrix"][axis].append(value)
         matrix = data.get("matrix") or {}
         if not isinstance(matrix, dict) or not matrix:
             raise ConfigError("SWEEP", f"{path.name} has no [matrix] table; allowed: axes such as index = [\"none\", \"partial\"]")
         for axis, values in matrix.items():
-            if axis not in SWEEP_KEYS:
+            if axis not in (BY_KEY if listed else SWEEP_KEYS):  # cells one by one may set any parameter
                 raise ConfigError("SWEEP", f"axis {axis!r} in {path.name} cannot be swept; allowed: {', '.join(SWEEP_KEYS)}")
             if not isinstance(values, list) or not values or len(set(map(str, values))) != len(values):
                 raise ConfigError(axis.upper(), f"the sweep axis in {path.name} must be a non-empty list of distinct values")
@@ -124,10 +125,10 @@ class Sweep:
         workload = str(data.get("workload", "default"))
         base = build_config(workload, fixed, dsn=dsn)
         cells = []
-        for i, combo in enumerate(itertools.product(*matrix.values()), start=1):
-            params = dict(zip(matrix, combo))
+        combos = listed or [dict(zip(matrix, combo)) for combo in itertools.product(*matrix.values())]
+        for i, params in enumerate(combos, start=1):
             cells.append((f"c{i:03d}", params, build_config(workload, {**fixed, **params}, dsn=dsn)))
-        return cls(path.stem, path, data, cells, base, reps)
+        return cls(name, path, data, cells, base, reps)
 
     @staticmethod
     def measured_config(cfg: RunConfig) -> dict:
@@ -174,130 +175,19 @@ def find_resumable(results_dir: Path, sweep: Sweep) -> Path | None:
     return max(candidates, key=lambda p: p.name) if candidates else None
 
 
-def measured_runs(sweep_dir: Path) -> dict[tuple[str, int], dict]:
-    """Rows of ``cells.csv`` already measured (status ``done``), keyed by (cell_id, rep)."""
-    path = sweep_dir / "cells.csv"
-    if not path.is_file():
-        return {}
-    with path.open(newline="") as fh:
-        return {(r["cell_id"], int(r["rep"])): r for r in csv.DictReader(fh) if r["status"] == "done"}
-
-
-def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep_dir: Path,
-             summary: dict | None, status: str, seeded_backlog: int | None = None) -> dict:
-    """One ``cells.csv`` row from a run's ``summary.json`` (``summary`` None for a failed run);
-    ``backlog`` is the backlog really seeded (``run.json``), else the configured one."""
-    row = {"cell_id": cell_id, "rep": rep, "status": status,
-           "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
-           "engine": cfg.engine, "isolation": cfg.isolation,
-           "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
-           "layout": cfg.layout, "history": cfg.history,
-           "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
-           "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s,
-           "plan_cache": cfg.plan_cache, "prepared": cfg.prepared if isinstance(cfg.prepared, str) else int(cfg.prepared), "autovacuum": cfg.autovacuum}
-    if summary is None:
-        return row
-    claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}
-    plans = summary.get("plans") or {}
-    pgss = summary.get("pg_stat_statements") or {}
-    sizes = summary.get("table_sizes") or {}
-    row.update({
-        "throughput_jobs_per_s": summary["throughput_jobs_per_s"], "claims_per_s": summary["claims_per_s"],
-        "jobs_completed": summary["jobs_completed"], "empty_claims": summary["empty_claims"],
-        "empty_claims_while_work_waited": summary.get("empty_claims_while_work_waited"),
-        "errors_total": sum(summary["errors"].values()),
-        "claim_p50_us": claim["p50"], "claim_p95_us": claim["p95"], "claim_p99_us": claim["p99"],
-        "claim_mean_us": claim["mean"], "complete_p99_us": summary["complete_latency_us"]["p99"],
-        "batch_wait_p50_us": wait.get("p50"), "batch_wait_p99_us": wait.get("p99"),
-        "oldest_age_max_s": summary["oldest_eligible_age_s"]["max"],
-        "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
-        "plan_auto": plans.get("auto"),
-        **_workers_plan_columns(plans.get("workers") or {}),
-        # MariaDB: EXPLAIN FORMAT=JSON of the claim's SELECT as the load stopped (plans.explain)
-        "plan_explain_scan": (plans.get("explain") or {}).get("scan"),
-        "plan_explain_rows_examined": (plans.get("explain") or {}).get("rows_examined"),
-        "pgss_calls": pgss.get("calls"), "pgss_mean_ms": pgss.get("mean_ms"),
-        "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
-        "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
-        "invariants_ok": invariants_ok(summary),
-        "saturated": summary.get("saturated"),
-    })
-    for mode in ("custom", "generic"):
-        plan = plans.get(mode) or {}
-        row.update({f"plan_{mode}_scan": plan.get("scan"), f"plan_{mode}_buffers": plan.get("shared_buffers"),
-                    f"plan_{mode}_ms": plan.get("execution_ms")})
-    for when in ("before", "after"):
-        measured = sizes.get(when) or {}
-        row.update({f"table_bytes_{when}": measured.get("table_bytes"),
-                    f"indexes_bytes_{when}": measured.get("indexes_bytes")})
-    return row
-
-
-def _workers_plan_columns(workers: dict) -> dict:
-    """The ``plan_workers*`` columns: the plan the workers' own sessions ran (``plans.workers``)."""
-    return {"plan_workers": workers.get("plan"), "plan_workers_scan": workers.get("scan"),
-            "plan_workers_generic": workers.get("generic_executions"),
-            "plan_workers_custom": workers.get("custom_executions"),
-            "plan_workers_buffers": workers.get("shared_buffers"), "plan_workers_ms": workers.get("execution_ms"),
-            "plan_workers_rows_examined": workers.get("rows_examined")}
-
-
-def _append_row(sweep_dir: Path, row: dict) -> None:
-    path = sweep_dir / "cells.csv"
-    new = not path.is_file()
-    if not new:
-        with path.open(newline="") as fh:
-            header = next(csv.reader(fh), [])
-        if tuple(header) != CELL_COLUMNS:  # a sweep resumed after the columns changed: keep its rows
-            with path.open(newline="") as fh:
-                kept = list(csv.DictReader(fh))
-            _rewrite(path, kept)
-    with path.open("a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CELL_COLUMNS})
-
-
-def _keep_only(sweep_dir: Path, rows: dict[tuple[str, int], dict]) -> None:
-    """Rewrite ``cells.csv`` with just ``rows`` (in their order) if it holds any others."""
-    path = sweep_dir / "cells.csv"
-    if not path.is_file():
-        return
-    with path.open(newline="") as fh:
-        total = sum(1 for _ in csv.DictReader(fh))
-    if total == len(rows):
-        return
-    _rewrite(path, list(rows.values()))
-
-
-def _rewrite(path: Path, rows: list[dict]) -> None:
-    """Replace ``cells.csv`` at ``path`` with ``rows`` under the header :data:`CELL_COLUMNS`
-    (a column a row lacks is empty; one the header lacks is dropped)."""
-    tmp = path.with_name("cells.csv.tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CELL_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: r.get(k) or "" for k in CELL_COLUMNS} for r in rows)
-    tmp.replace(path)
-
-
-def _write_meta(sweep_dir: Path, meta: dict) -> None:
-    tmp = sweep_dir / "sweep.json.tmp"
-    tmp.write_text(json.dumps(stamped(meta), indent=2, default=str) + "\n")
-    tmp.replace(sweep_dir / "sweep.json")
-
-
 def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
-              log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None) -> Path:
+              log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None,
+              deadline: float | None = None) -> Path:
     """Run (or resume) ``sweep`` against ``dsn`` (one DSN, or one per engine name when the sweep has
     an ``engine`` axis); returns the sweep directory.
 
     ``on_run(run_dir)`` runs after each measured run (the command renders its report there).
+    ``deadline`` (``time.monotonic()`` seconds): no run starts that would end after it (an
+    experiment's budget); the sweep then stays unfinished, as after a failed run.
 
     Runs every (cell, repetition) not yet measured, in file order, one at a time,
     each through :func:`bench.runner.run` with the history restored from a saved
@@ -319,13 +209,13 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
         sweep_dir.mkdir(parents=True)
         meta = {"sweep_id": sweep_dir.name, **sweep.description(), "started_at": _now_iso(),
                 "ended_at": None, "complete": False}
-        _write_meta(sweep_dir, meta)
+        write_meta(sweep_dir, meta)
         log(f"sweep {sweep.name}: {len(sweep.cells)} cells x {sweep.repetitions} repetitions -> {sweep_dir}")
     else:
         meta = read_result(sweep_dir / "sweep.json")
         log(f"sweep {sweep.name}: resuming {sweep_dir}")
     done = measured_runs(sweep_dir)
-    _keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
+    keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
     todo = [(cid, params, cfg, rep) for cid, params, cfg in sweep.cells for rep in range(1, sweep.repetitions + 1)
             if (cid, rep) not in done]
     total = len(sweep.cells) * sweep.repetitions
@@ -339,6 +229,9 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     try:
         for cid, params, cfg, rep in todo:
             what = ", ".join(f"{k}={v}" for k, v in params.items())
+            if deadline is not None and time.monotonic() + cfg.warmup_s + cfg.duration_s > deadline:
+                bar.write(f"  {cid} rep {rep} ({what}): not run, the time budget is spent")
+                break
             bar.set_postfix_str(f"{cid} rep {rep}: {what}")
             cfg = _with_results(cfg, sweep_dir / "runs")
             run_log.write(f"== {cid} rep {rep}: {what}\n")
@@ -353,7 +246,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
                 raise SweepInterrupted(sweep_dir) from None
             except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
                 reason = engine.error_message(err)
-                _append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {reason}"))
+                append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {reason}"))
                 bar.write(f"  {cid} rep {rep} ({what}): failed: {reason}")
                 bar.update(1)
                 continue
@@ -364,7 +257,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
             status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
             on_run(run_dir)
             seeded = result.run.get("backlog")
-            _append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status, seeded))
+            append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status, seeded))
             claim = summary["claim_latency_us"]
             bar.write(f"  {cid} rep {rep} ({what}): {summary['throughput_jobs_per_s']:,} jobs/s, claim p50 "
                       f"{_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
@@ -376,7 +269,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
         run_log.close()
     failed = len(sweep.cells) * sweep.repetitions - len(measured_runs(sweep_dir))
     meta.update(complete=failed == 0, ended_at=_now_iso())
-    _write_meta(sweep_dir, meta)
+    write_meta(sweep_dir, meta)
     if failed:
         log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
     else:

@@ -1,0 +1,268 @@
+"""An experiment's figures, measured from its runs' result files (or its probe's facts).
+
+A figure is stated in the experiment file (``[[figures]]``, see :mod:`bench.experiments.catalogue`)::
+
+    name = "throughput at 16 workers / at 4"
+    measure = "ratio"             # value | ratio | probe (MEASURES)
+    key = "throughput_jobs_per_s"
+    of = { workers = 16 }         # the cell, by its matrix values (omitted: the only cell)
+    over = { workers = 4 }        # ratio: the denominator's cell (default: the same cell)
+    over_key = "..."              # ratio: the denominator's key (default: key)
+    holds_if = "<= 1.3"
+
+A ``key`` names a figure of one run (:func:`run_value`):
+
+- a ``summary.json`` value by its dotted path: ``claim_latency_us.p50``, ``invariants.lost_jobs``;
+- ``intervals.<column>.<aggregate>``: an ``intervals.csv`` column over the measured seconds,
+  aggregated by one of :data:`AGGREGATES` (``before`` / ``during`` / ``after``: the seconds before,
+  inside and after the run's fault windows);
+- ``derived.<name>``: one of :data:`DERIVED`, computed from the run's own figures.
+
+One value per repetition (a ratio pairs the two cells' runs by repetition), so the verdict
+(:mod:`bench.analysis.verdicts`) can tell a noisy figure. Reads only result files.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from bench.analysis.verdicts import Figure, Threshold
+from bench.results.model import ResultsError, RunResult
+from bench.results.sweep import Cell, SweepResults, norm_param
+
+MEASURES = ("value", "ratio", "probe")
+AGGREGATES = ("mean", "max", "min", "sum", "last", "first_third", "last_third", "before", "during", "after")
+
+
+class RunView:
+    """One run's ``summary.json`` and (read when first asked) ``intervals.csv``."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.result = RunResult.load(self.run_dir)
+        self._intervals: pd.DataFrame | None = None
+
+    @property
+    def summary(self) -> Mapping[str, Any]:
+        return self.result.summary
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        return self.result.config
+
+    @property
+    def intervals(self) -> pd.DataFrame:
+        """``intervals.csv``, numeric where it can be (an empty frame when the file is absent)."""
+        if self._intervals is None:
+            path = self.run_dir / "intervals.csv"
+            frame = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+            self._intervals = frame.apply(pd.to_numeric, errors="coerce")
+        return self._intervals
+
+    def fault_span_s(self) -> tuple[float, float] | None:
+        """(start, end) seconds since the measured start spanning the run's fault windows, or None."""
+        windows = [w for w in self.summary.get("faults") or [] if isinstance(w, Mapping)]
+        starts = [float(w["start_s"]) for w in windows if "start_s" in w and "end_s" in w]
+        ends = [float(w["end_s"]) for w in windows if "start_s" in w and "end_s" in w]
+        return (min(starts), max(ends)) if starts else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return float(value)
+    return None
+
+
+def _summary_path(summary: Mapping[str, Any], path: str) -> float | None:
+    node: Any = summary
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, Mapping) and path == "errors":
+        return float(sum(v for v in node.values() if isinstance(v, (int, float))))
+    return _number(node)
+
+
+def _aggregate(view: RunView, column: str, how: str) -> float | None:
+    frame = view.intervals
+    if column not in frame or "t_s" not in frame:
+        return None
+    series = frame[["t_s", column]].dropna()
+    if how in ("before", "during", "after"):
+        span = view.fault_span_s()
+        if span is None:
+            return None
+        t = series["t_s"]
+        pick = {"before": t < span[0], "during": (t >= span[0]) & (t < span[1]), "after": t >= span[1]}[how]
+        series = series[pick]
+        how = "mean"
+    elif how in ("first_third", "last_third"):
+        n = len(series) // 3
+        series = series.iloc[:n] if how == "first_third" else series.iloc[len(series) - n:]
+        how = "mean"
+    values = series[column]
+    if values.empty:
+        return None
+    return float({"mean": values.mean, "max": values.max, "min": values.min, "sum": values.sum,
+                  "last": lambda: values.iloc[-1]}[how]())
+
+
+def _work_s(view: RunView) -> float | None:
+    work_ms = _number(view.config.get("work_ms"))
+    return work_ms / 1000 if work_ms else None
+
+
+def _throughput_x_work_s(view: RunView) -> float | None:
+    """Jobs/s × the configured job duration (s): 1.0 when one job runs at a time, back to back."""
+    thr, work_s = _number(view.summary.get("throughput_jobs_per_s")), _work_s(view)
+    return None if thr is None or work_s is None else thr * work_s
+
+
+def _of_ideal(view: RunView) -> float | None:
+    """Jobs/s over the ideal WORKERS / job duration: 1.0 when every worker is busy all the time."""
+    x, workers = _throughput_x_work_s(view), _number(view.config.get("workers"))
+    return None if x is None or not workers else x / workers
+
+
+def _errors_per_s(view: RunView) -> float | None:
+    errors, measured = _summary_path(view.summary, "errors"), _number(view.summary.get("measured_s"))
+    return None if errors is None or not measured else errors / measured
+
+
+def _lock_waiters_per_other_worker(view: RunView) -> float | None:
+    """Mean sessions waiting on a lock, per second, over WORKERS − 1 (1.0: all but the holder wait)."""
+    waiters, workers = _aggregate(view, "lock_waiters", "mean"), _number(view.config.get("workers"))
+    return None if waiters is None or not workers or workers < 2 else waiters / (workers - 1)
+
+
+def _redeliveries_per_crashed_claim(view: RunView) -> float | None:
+    redelivered, crashed = _number(view.summary.get("redeliveries")), _number(view.summary.get("crashed_claims"))
+    return None if redelivered is None or not crashed else redelivered / crashed
+
+
+def _recovery_s(view: RunView) -> float | None:
+    """Seconds from the end of the fault windows until completions per second, over 3 s, are back
+    to 90 % of their mean before the windows; None when they never are within the run."""
+    span, frame = view.fault_span_s(), view.intervals
+    if span is None or "jobs_completed" not in frame:
+        return None
+    before = frame[frame["t_s"] < span[0]]["jobs_completed"].mean()
+    after = frame[frame["t_s"] >= span[1]][["t_s", "jobs_completed"]]
+    rolling = after["jobs_completed"].rolling(3).mean()
+    back = after["t_s"][rolling >= 0.9 * before]
+    return None if back.empty or math.isnan(before) else float(back.iloc[0] - 2 - span[1])
+
+
+def _generic_plan_share(view: RunView) -> float | None:
+    """The share of the workers' claim executions that ran a generic plan (their own sessions'
+    ``pg_prepared_statements`` counts, ``plans.workers``); None when the claim was not prepared."""
+    w = (view.summary.get("plans") or {}).get("workers") or {}
+    generic, custom = _number(w.get("generic_executions")), _number(w.get("custom_executions"))
+    return None if generic is None or custom is None or generic + custom == 0 else generic / (generic + custom)
+
+
+def _plan_scans_table(view: RunView) -> float | None:
+    """1.0 when the workers' claim plan (EXPLAIN on a worker's own connection) reads the queue
+    table with a sequential scan, else 0.0; None when no plan was captured."""
+    scan = ((view.summary.get("plans") or {}).get("workers") or {}).get("scan")
+    return None if not scan else float("Seq Scan" in scan)
+
+
+#: ``derived.<name>`` keys: figures computed from one run's own values.
+DERIVED: dict[str, Callable[[RunView], float | None]] = {
+    "throughput_x_work_s": _throughput_x_work_s,
+    "throughput_of_ideal": _of_ideal,
+    "errors_per_s": _errors_per_s,
+    "lock_waiters_per_other_worker": _lock_waiters_per_other_worker,
+    "redeliveries_per_crashed_claim": _redeliveries_per_crashed_claim,
+    "recovery_s": _recovery_s,
+    "generic_plan_share": _generic_plan_share,
+    "plan_scans_table": _plan_scans_table,
+}
+
+
+def check_key(key: str) -> None:
+    """Raise ValueError when ``key`` is not a figure key this module can read (see the module docstring)."""
+    parts = key.split(".")
+    if not key or any(not p for p in parts):
+        raise ValueError(f"{key!r} is not a figure key")
+    if parts[0] == "intervals" and (len(parts) != 3 or parts[2] not in AGGREGATES):
+        raise ValueError(f"{key!r}: allowed: intervals.<column>.<{'|'.join(AGGREGATES)}>")
+    if parts[0] == "derived" and (len(parts) != 2 or parts[1] not in DERIVED):
+        raise ValueError(f"{key!r}: allowed derived keys: {', '.join(sorted(DERIVED))}")
+
+
+def run_value(view: RunView, key: str) -> float | None:
+    """The figure ``key`` of one run (module docstring), or None when the run has no such value."""
+    parts = key.split(".")
+    if parts[0] == "intervals":
+        return _aggregate(view, parts[1], parts[2])
+    if parts[0] == "derived":
+        return DERIVED[parts[1]](view)
+    return _summary_path(view.summary, key)
+
+
+def matching_cell(sweep: SweepResults, selector: Mapping[str, Any] | None) -> Cell | None:
+    """The one cell whose matrix values match ``selector`` (None/empty: the sweep's only cell)."""
+    want = {k: norm_param(v) for k, v in (selector or {}).items()}
+    found = [c for c in sweep.cells if all(norm_param(c.params.get(k)) == v for k, v in want.items())]
+    return found[0] if len(found) == 1 else None
+
+
+def cell_runs(sweep: SweepResults, cell: Cell) -> list[RunView]:
+    """The cell's finished runs, by repetition (runs whose files cannot be read are left out)."""
+    views = []
+    for run_dir in cell.done["run_dir"].tolist():
+        try:
+            views.append(RunView(sweep.path / run_dir))
+        except (ResultsError, OSError):
+            continue
+    return views
+
+
+def _selector_text(selector: Mapping[str, Any] | None) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in (selector or {}).items()) or "the only cell"
+
+
+def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
+            probe: Mapping[str, Any] | None = None) -> Figure:
+    """Measure one figure stated by ``spec`` (a ``[[figures]]`` table, already validated) from
+    ``sweep`` (the experiment's runs) or ``probe`` (its probe's facts). Never raises on missing
+    data: the figure then has None values and ``missing`` says why."""
+    threshold = Threshold.parse(spec["holds_if"])
+    name, key, how = spec["name"], spec["key"], spec["measure"]
+    fig = Figure(name, threshold, [], unit=spec.get("unit", ""), detail=spec.get("note", ""))
+    if how == "probe":
+        value = None if probe is None else probe.get(key)
+        fig.values = [_number(value)]
+        fig.missing = "" if fig.values[0] is not None else f"the probe gave no {key}"
+        return fig
+    if sweep is None:
+        fig.missing = "no runs"
+        return fig
+    cell = matching_cell(sweep, spec.get("of"))
+    if cell is None:
+        fig.missing = f"no single cell with {_selector_text(spec.get('of'))}"
+        return fig
+    tops = [run_value(v, key) for v in cell_runs(sweep, cell)]
+    if how == "value":
+        fig.values = tops
+    else:
+        other = matching_cell(sweep, spec["over"]) if "over" in spec else cell
+        if other is None:
+            fig.missing = f"no single cell with {_selector_text(spec.get('over'))}"
+            return fig
+        bottoms = [run_value(v, spec.get("over_key", key)) for v in cell_runs(sweep, other)]
+        fig.values = [None if a is None or not b else a / b for a, b in zip(tops, bottoms)]
+    if not fig.values:
+        fig.missing = f"no finished run with {_selector_text(spec.get('of'))}"
+    elif any(v is None for v in fig.values):
+        fig.missing = f"{key} is missing or zero in a run"
+    return fig

@@ -1,0 +1,72 @@
+"""``qbench experiments [NAME…]`` (``make experiments [FULL=1]``): run the catalogue in
+``workloads/experiments/``, decide each verdict, and render ``experiments.html``.
+
+Exit status: 0 when every experiment reached a verdict (any of the four), 1 when the
+catalogue could not run, 2 on bad input, 130 when interrupted (run it again to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.cli.checks import check_results_dir, chosen_dsn
+from bench.config.run_config import build_config
+
+
+def add_parser(sub) -> None:
+    """Add the ``experiments`` subcommand to ``sub`` (argparse subparsers)."""
+    exp = sub.add_parser("experiments", help="run the experiments catalogue (known queue rules, each with a verdict)")
+    exp.add_argument("names", nargs="*", metavar="NAME", help="experiments to run, by name or number (default: all)")
+    exp.add_argument("--full", action="store_true", help="the long versions too: soaks, big histories, full sweeps")
+    exp.add_argument("--fresh", action="store_true", help="start a new catalogue run instead of resuming")
+    exp.add_argument("--results", default="results", help="experiments/<tier>-<stamp>/ is written here, default results")
+    exp.add_argument("--dsn", help="PostgreSQL or MariaDB DSN; default $DATABASE_URL, else an embedded throwaway server")
+    exp.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+    exp.set_defaults(func=experiments_command)
+
+
+def experiments_command(args: argparse.Namespace) -> int:
+    """Validate the selection, start or reuse the database, run the catalogue, render the page."""
+    from bench.cli.main import _database, _finish_first
+    from bench.experiments.catalogue import load_catalogue
+
+    dsn_given = chosen_dsn(args.dsn)
+    experiments = load_catalogue(args.names, full=args.full, dsn=dsn_given)  # validates every file and run
+    check_results_dir(args.results)
+    base = build_config("default", {}, dsn=dsn_given)
+    sweeps = [s for s in (e.sweep(dsn_given) for e in experiments if not e.reason_not_applicable(base.engine))
+              if s is not None]
+    connections = max([s.max_connections() for s in sweeps] + [base.connections_needed()])
+
+    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
+
+    from bench.engines import get_engine
+    from bench.experiments.driver import run_catalogue
+    from bench.report.experiments_page import render_experiments_page
+    from bench.report.run_page import render_report
+
+    engine = get_engine(base.engine)
+    database, _ = _database(dsn_given, args.allow_remote, connections, base.engine)
+    with database as dsn:
+        conn = engine.connect(dsn, "queue-bench experiments")
+        try:  # every run must be able to start: refuse before anything is created
+            engine.check_schema(conn, base.schema, connections)
+        finally:
+            conn.close()
+
+        def probe(kind: str) -> dict:
+            run_probe = getattr(engine, f"{kind}_probe", None)
+            if run_probe is None:
+                return {"not_applicable": f"the {base.engine} engine has no {kind} probe"}
+            return run_probe(dsn, base.schema)
+
+        def render_run(run_dir: Path) -> None:
+            with _finish_first("writing the run's report first"):
+                render_report(run_dir)
+
+        catalogue_dir = run_catalogue(experiments, dsn, base.engine, Path(args.results), probe_runner=probe,
+                                      fresh=args.fresh, on_run=render_run)
+    page = render_experiments_page(catalogue_dir)
+    print(f"report: {page.resolve()}")
+    return 0

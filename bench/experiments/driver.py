@@ -1,0 +1,217 @@
+"""Run (or resume) a catalogue of experiments and decide each one's verdict.
+
+A catalogue run lives in ``results/experiments/<tier>-<stamp>/``: ``experiments.json`` (what
+was asked, and each experiment's outcome as it is decided) and one directory per experiment,
+holding its runs as an ordinary sweep (``<name>/sweeps/<name>-<stamp>/``, the files
+:func:`bench.sweep.driver.run_sweep` writes) or its probe's facts (``<name>/probe.json``), and
+``<name>/outcome.json`` once its verdict is decided.
+
+Resume: the same selection run again continues the newest unfinished catalogue run of the same
+tier and files: decided experiments are kept, an interrupted one resumes its sweep where it
+stopped (the sweep's own resume). Each experiment has a time budget (``budget_s``, preparation
+included); no run starts that would end after it, and an experiment whose budget ran out
+before all its runs is ``inconclusive`` and says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from bench.analysis.experiment_figures import cell_runs, measure
+from bench.analysis.verdicts import decide
+from bench.errors import Interrupted
+from bench.experiments.catalogue import Experiment
+from bench.results.model import problems, read_result, write_result
+from bench.results.sweep import load_sweep
+from bench.sweep.driver import SweepInterrupted, run_sweep
+
+CATALOGUE_FILE = "experiments.json"
+OUTCOME_FILE = "outcome.json"
+
+
+class CatalogueInterrupted(Interrupted):
+    """Ctrl-C / SIGTERM during the catalogue; ``catalogue_dir`` resumes when run again."""
+
+    def __init__(self, catalogue_dir: Path):
+        self.catalogue_dir = catalogue_dir
+        super().__init__(f"experiments interrupted; run them again to resume: {catalogue_dir}")
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def selection_key(experiments: Sequence[Experiment], engine: str) -> str:
+    """Identifies what a catalogue run measures: the experiments' names, files and tier, and the engine."""
+    blob = json.dumps({"engine": engine, "experiments": [(e.name, e.full, e.path.read_bytes().hex()) for e in experiments]})
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def find_resumable(results_dir: Path, key: str) -> Path | None:
+    """The newest unfinished catalogue run under ``results_dir/experiments`` with selection ``key``."""
+    found = []
+    for path in (results_dir / "experiments").glob("*/" + CATALOGUE_FILE):
+        try:
+            meta = read_result(path)
+        except Exception:  # an unreadable file is not resumed (a new run is started)
+            continue
+        if meta.get("selection_key") == key and not meta.get("complete"):
+            found.append(path.parent)
+    return max(found, default=None)
+
+
+def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
+    """One sentence per run problem of the sweep that the experiment does not ``accept``
+    (:data:`bench.experiments.catalogue.ACCEPTABLE`): failed runs, and each run's
+    :func:`bench.results.model.problems`, plus "saturated" unless accepted."""
+    sweep = load_sweep(sweep_dir)
+    found = []
+    for _, row in sweep.runs.iterrows():
+        if not row["done"]:
+            found.append(f"run {row['cell_id']} rep {row['rep']:.0f}: {row['status']}")
+    for cell in sweep.cells:
+        for view in cell_runs(sweep, cell):
+            why = [p for p in problems(view.summary)
+                   if not ("invariants" in accept and p.startswith("invariants broken"))]
+            if view.summary.get("saturated") is True and "saturated" not in accept:
+                why.append("saturated: the arrivals outpaced the workers")
+            found.extend(f"{cell.label or cell.cell_id} ({view.result.run_id}): {w}" for w in why)
+    return found
+
+
+def _runs_table(sweep_dir: Path, catalogue_dir: Path) -> list[dict]:
+    sweep = load_sweep(sweep_dir)
+    rows = []
+    for cell in sweep.cells:
+        for view in cell_runs(sweep, cell):
+            s = view.summary
+            report = view.run_dir / "report.html"
+            rows.append({"cell": cell.label or cell.cell_id, "run_id": view.result.run_id,
+                         "throughput_jobs_per_s": s.get("throughput_jobs_per_s"),
+                         "claim_p50_us": (s.get("claim_latency_us") or {}).get("p50"),
+                         "claim_p99_us": (s.get("claim_latency_us") or {}).get("p99"),
+                         "problems": problems(s),
+                         "report": str(report.relative_to(catalogue_dir)) if report.is_file() else None})
+    return rows
+
+
+def decide_experiment(exp: Experiment, exp_dir: Path, catalogue_dir: Path, engine: str, *,
+                      sweep_dir: Path | None, probe: Mapping[str, Any] | None, unfinished: str,
+                      elapsed_s: float) -> dict:
+    """Measure ``exp``'s figures from its runs (or probe) and decide its verdict; returns the
+    outcome (also written to ``exp_dir/outcome.json``)."""
+    na = exp.reason_not_applicable(engine) or (str(probe.get("not_applicable") or "") if probe else "")
+    sweep = load_sweep(sweep_dir) if sweep_dir is not None else None
+    figures = [] if na else [measure(spec, sweep, probe) for spec in exp.figures]
+    untrusted = untrusted_runs(sweep_dir, exp.accept) if sweep_dir is not None and not na else []
+    verdict = decide(figures, untrusted, unfinished, na)
+    outcome = {
+        **exp.describe(), "engine": engine, "verdict": verdict.verdict, "reasons": verdict.reasons,
+        "figures": [{**spec, "values": f.values, "value": f.value, "threshold": str(f.threshold),
+                     "outcome": f.outcome()[0], "why": f.outcome()[1]} for spec, f in zip(exp.figures, figures)],
+        "sweep_dir": str(sweep_dir.relative_to(catalogue_dir)) if sweep_dir is not None else None,
+        "probe_result": dict(probe) if probe is not None else None,
+        "runs": _runs_table(sweep_dir, catalogue_dir) if sweep_dir is not None else [],
+        "elapsed_s": round(elapsed_s, 1), "decided_at": _now_iso(),
+    }
+    write_result(exp_dir / OUTCOME_FILE, outcome)
+    return outcome
+
+
+def _finished_sweep(exp_dir: Path, matrix_hash: str) -> Path | None:
+    """A finished sweep of the same matrix in ``exp_dir/sweeps`` (the catalogue was interrupted
+    after it, before the verdict), or None."""
+    for meta_path in sorted((exp_dir / "sweeps").glob("*/sweep.json"), reverse=True):
+        meta = read_result(meta_path)
+        if meta.get("complete") and meta.get("matrix_hash") == matrix_hash:
+            return meta_path.parent
+    return None
+
+
+def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, engine: str, dsn: str, log: Callable[[str], None],
+             on_run: Callable[[Path], None], probe_runner: Callable[[str], Mapping[str, Any]]) -> dict:
+    started = time.monotonic()
+    if exp.reason_not_applicable(engine):
+        return decide_experiment(exp, exp_dir, catalogue_dir, engine, sweep_dir=None, probe=None, unfinished="",
+                                 elapsed_s=0.0)
+    if exp.probe is not None:
+        probe = probe_runner(exp.probe)
+        write_result(exp_dir / "probe.json", probe)
+        return decide_experiment(exp, exp_dir, catalogue_dir, engine, sweep_dir=None, probe=probe, unfinished="",
+                                 elapsed_s=time.monotonic() - started)
+    sweep = exp.sweep(dsn)
+    planned = exp.planned_load_s(sweep)
+    if planned > exp.budget_s:
+        log(f"  needs about {planned:.0f} s, more than its budget of {exp.budget_s:.0f} s: not run")
+    sweep_dir = _finished_sweep(exp_dir, sweep.matrix_hash)  # interrupted after its last run
+    if sweep_dir is None and planned <= exp.budget_s:
+        sweep_dir = run_sweep(sweep, dsn, exp_dir, log=lambda line: log("  " + line), on_run=on_run,
+                              deadline=started + exp.budget_s)
+    total = len(sweep.cells) * sweep.repetitions
+    runs = load_sweep(sweep_dir).runs if sweep_dir is not None else None
+    measured = 0 if runs is None else int(runs["done"].sum())
+    failed = 0 if runs is None else int((~runs["done"]).sum())
+    unfinished = ""
+    if sweep_dir is None:
+        unfinished = f"its runs need about {planned:.0f} s, more than its budget of {exp.budget_s:.0f} s"
+    elif failed:
+        unfinished = f"{failed} of {total} runs failed (see cells.csv)"
+    elif measured < total:
+        unfinished = f"the budget of {exp.budget_s:.0f} s ran out after {measured} of {total} runs"
+    return decide_experiment(exp, exp_dir, catalogue_dir, engine, sweep_dir=sweep_dir, probe=None,
+                             unfinished=unfinished, elapsed_s=time.monotonic() - started)
+
+
+def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, results_dir: Path, *,
+                  probe_runner: Callable[[str], Mapping[str, Any]], fresh: bool = False,
+                  log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _d: None) -> Path:
+    """Run (or resume) ``experiments`` against ``dsn`` (an ``engine`` database); returns the
+    catalogue directory, whose ``experiments.json`` holds every outcome.
+
+    ``probe_runner(kind)`` runs the engine's probe ``kind`` and returns its facts;
+    ``on_run(run_dir)`` runs after each measured run (the command renders its report). Raises
+    :class:`CatalogueInterrupted` on Ctrl-C (the directory resumes).
+    """
+    key = selection_key(experiments, engine)
+    catalogue_dir = None if fresh else find_resumable(results_dir, key)
+    tier = "full" if any(e.full for e in experiments) else "quick"
+    if catalogue_dir is None:
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        catalogue_dir = results_dir / "experiments" / f"{tier}-{stamp}"
+        catalogue_dir.mkdir(parents=True)
+        meta = {"catalogue_id": catalogue_dir.name, "tier": tier, "engine": engine, "selection_key": key,
+                "experiments": [e.name for e in experiments], "started_at": _now_iso(), "ended_at": None,
+                "complete": False, "outcomes": []}
+        log(f"experiments ({tier} tier, {len(experiments)}): {catalogue_dir}")
+    else:
+        meta = read_result(catalogue_dir / CATALOGUE_FILE)
+        log(f"experiments: resuming {catalogue_dir}")
+    write_result(catalogue_dir / CATALOGUE_FILE, meta)
+    outcomes = []
+    try:
+        for exp in experiments:
+            exp_dir = catalogue_dir / exp.name
+            exp_dir.mkdir(exist_ok=True)
+            if (exp_dir / OUTCOME_FILE).is_file():
+                outcome = read_result(exp_dir / OUTCOME_FILE)
+                log(f"{exp.number:>2}. {exp.title}: {outcome['verdict']} (measured before)")
+            else:
+                log(f"{exp.number:>2}. {exp.title}: {exp.claim}")
+                try:
+                    outcome = _run_one(exp, exp_dir, catalogue_dir, engine, dsn, log, on_run, probe_runner)
+                except (SweepInterrupted, KeyboardInterrupt):
+                    raise CatalogueInterrupted(catalogue_dir) from None
+                log(f"    -> {outcome['verdict']}: {'; '.join(outcome['reasons'])}")
+            outcomes.append(outcome)
+            meta["outcomes"] = outcomes
+            write_result(catalogue_dir / CATALOGUE_FILE, meta)
+    finally:
+        write_result(catalogue_dir / CATALOGUE_FILE, meta)
+    meta.update(complete=True, ended_at=_now_iso())
+    write_result(catalogue_dir / CATALOGUE_FILE, meta)
+    return catalogue_dir

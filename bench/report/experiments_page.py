@@ -1,0 +1,111 @@
+"""The experiments page: ``experiments.html`` rendered from a catalogue run's files.
+
+For each experiment: its claim, its verdict (coloured), each figure against its threshold with
+one value per repetition, a plot of the figure's key in every cell of its runs (the cells the
+figure compares drawn solid, its threshold as a line where the figure is a value), the probe's
+facts, and links to every run's report. Reads ``experiments.json`` and each experiment's
+``outcome.json`` and sweep files only: data flows one way (result files → report).
+
+Public API:
+    render_experiments_page(catalogue_dir) -> Path of ``catalogue_dir/experiments.html``
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import matplotlib.pyplot as plt
+
+from bench.analysis.experiment_figures import cell_runs, matching_cell, run_value
+from bench.report.render import environment, png_uri, save_png
+from bench.results.model import read_result
+from bench.results.sweep import load_sweep, norm_param
+
+__all__ = ["render_experiments_page"]
+
+TEMPLATE = "experiments.html.j2"
+#: Verdict -> CSS class of its badge.
+VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "inconclusive": "unclear", "not applicable": "na"}
+
+
+def _selected(cell_params: Mapping[str, Any], selector: Mapping[str, Any] | None) -> bool:
+    return bool(selector) and all(norm_param(cell_params.get(k)) == norm_param(v) for k, v in selector.items())
+
+
+def figure_plot(catalogue_dir: Path, outcome: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+    """A bar chart (PNG data URI) of ``spec``'s key in every cell of the experiment's runs, one
+    dot per repetition; None for a probe, or when no run has the value."""
+    if not outcome.get("sweep_dir") or spec.get("measure") == "probe":
+        return None
+    sweep = load_sweep(catalogue_dir / outcome["sweep_dir"])
+    labels, means, dots, solid = [], [], [], []
+    for cell in sweep.cells:
+        values = [v for v in (run_value(view, spec["key"]) for view in cell_runs(sweep, cell)) if v is not None]
+        if not values:
+            continue
+        labels.append(cell.label or cell.cell_id)
+        means.append(sum(values) / len(values))
+        dots.append(values)
+        only = len(sweep.cells) == 1 or matching_cell(sweep, spec.get("of")) is cell
+        solid.append(only or _selected(cell.params, spec.get("of")) or _selected(cell.params, spec.get("over")))
+    if not labels:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 2.2 + 0.28 * len(labels)))
+    y = range(len(labels))
+    ax.barh(list(y), means, color=["#3b6ea8" if s else "#c5d3e6" for s in solid], height=0.6)
+    for i, values in enumerate(dots):
+        ax.plot(values, [i] * len(values), "o", color="#1b1b1b", markersize=3.5)
+    if spec.get("measure") == "value":
+        op, number = str(outcome_threshold(spec)).split()
+        ax.axvline(float(number), color="#b03030", linestyle="--", linewidth=1.2, label=f"holds if {op} {number}")
+        ax.legend(loc="lower right", fontsize="small", frameon=False)
+    ax.set_yticks(list(y), labels, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlabel(spec["key"] + (f" ({spec['unit']})" if spec.get("unit") else ""))
+    ax.set_title(spec["name"], fontsize="medium", loc="left")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return png_uri(save_png(fig))
+
+
+def outcome_threshold(spec: Mapping[str, Any]) -> str:
+    """The figure's threshold as written (``"<= 1.3"``)."""
+    return " ".join(str(spec["holds_if"]).split())
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def render_experiments_page(catalogue_dir: Path) -> Path:
+    """Render ``catalogue_dir/experiments.html`` from its files; returns its path.
+
+    Raises :class:`bench.results.model.ResultsError` when ``experiments.json`` is missing or unreadable."""
+    catalogue_dir = Path(catalogue_dir)
+    meta = read_result(catalogue_dir / "experiments.json")
+    sections = []
+    for outcome in meta.get("outcomes") or []:
+        figures = []
+        for spec in outcome.get("figures") or []:
+            figures.append({**spec, "values_text": ", ".join(_fmt(v) for v in spec.get("values") or []) or "—",
+                            "value_text": _fmt(spec.get("value")),
+                            "plot": figure_plot(catalogue_dir, outcome, spec)})
+        sections.append({**outcome, "css": VERDICT_CLASS.get(outcome["verdict"], "unclear"), "figure_rows": figures,
+                         "probe_rows": [(k, _fmt(v)) for k, v in (outcome.get("probe_result") or {}).items()
+                                        if k != "plan"],
+                         "probe_plan": (outcome.get("probe_result") or {}).get("plan"),
+                         "run_rows": [{**r, "tput": _fmt(r.get("throughput_jobs_per_s")),
+                                       "p50": _fmt((r.get("claim_p50_us") or 0) / 1000 if r.get("claim_p50_us") is not None else None),
+                                       "p99": _fmt((r.get("claim_p99_us") or 0) / 1000 if r.get("claim_p99_us") is not None else None)}
+                                      for r in outcome.get("runs") or []]})
+    counts = {v: sum(1 for s in sections if s["verdict"] == v) for v in VERDICT_CLASS}
+    missing = [n for n in meta.get("experiments") or [] if n not in {s["name"] for s in sections}]
+    html = environment().get_template(TEMPLATE).render(meta=meta, sections=sections, counts=counts, missing=missing)
+    out = catalogue_dir / "experiments.html"
+    out.write_text(html)
+    return out

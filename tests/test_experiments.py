@@ -1,0 +1,109 @@
+"""``qbench experiments``: the catalogue's files, bad input, and a real catalogue run that is
+interrupted and resumed (against the real PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.experiments.catalogue import EXPERIMENTS_DIR, load_catalogue, load_experiment
+from conftest import REPO, qbench
+
+GOOD = '''number = 99
+title = "t"
+claim = "c"
+measures = "m"
+budget_s = 30
+[runs]
+[runs.fixed]
+duration = "2s"
+warmup = "0s"
+[runs.matrix]
+workers = [2, 4]
+[[figures]]
+name = "f"
+measure = "ratio"
+key = "throughput_jobs_per_s"
+of = { workers = 4 }
+over = { workers = 2 }
+holds_if = ">= 1.2"
+'''
+
+
+def test_every_experiment_file_is_valid_in_both_tiers():
+    quick, full = load_catalogue(), load_catalogue(full=True)
+    assert [e.name for e in quick] == [e.name for e in full]
+    assert len({e.number for e in quick}) == len(quick) == len(list(EXPERIMENTS_DIR.glob("*.toml")))
+    for exp in quick + full:  # no plan is refused by its own budget
+        assert exp.planned_load_s(exp.sweep()) <= exp.budget_s, (exp.name, exp.full)
+
+
+@pytest.mark.parametrize("change, message", [
+    (("holds_if = \">= 1.2\"", "holds_if = \"about 1\""), "is not a threshold"),
+    (("of = { workers = 4 }", "of = { workers = 8 }"), "workers = 8 is not in [runs.matrix]"),
+    (("key = \"throughput_jobs_per_s\"", "key = \"derived.nonsense\""), "allowed derived keys"),
+    (("measure = \"ratio\"", "measure = \"guess\""), "allowed: value, ratio, probe"),
+    (("warmup = \"0s\"", "warmup = \"soon\""), "WARMUP"),
+    (("budget_s = 30", "budget_s = -1"), "budget_s"),
+    (("number = 99", "numbr = 99"), "unknown key 'numbr'"),
+])
+def test_a_bad_experiment_file_is_refused_naming_what_is_wrong(tmp_path, change, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(GOOD.replace(*change))
+    with pytest.raises(ConfigError) as err:
+        load_experiment(path)
+    assert message in str(err.value)
+    good = tmp_path / "good.toml"
+    good.write_text(GOOD)
+    assert load_experiment(good).figures[0]["holds_if"] == ">= 1.2"  # the same file, unchanged, is valid
+
+
+def test_an_unknown_experiment_is_refused_in_one_line(tmp_path):
+    proc = qbench("experiments", "no_such_rule", "--results", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "no_such_rule" in proc.stderr and "convoy" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_catalogue_interrupted_in_its_second_experiment_resumes(dsn, tmp_path):
+    """lease_reaper then fencing; SIGINT while fencing runs: exit 130. Run again: lease_reaper is
+    kept (measured before), fencing's sweep resumes in the same directory, and experiments.json
+    and experiments.html give both verdicts, each figure with its threshold."""
+    args = [sys.executable, "-m", "bench.cli.main", "experiments", "lease_reaper", "fencing", "--dsn", dsn,
+            "--results", str(tmp_path)]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(" 8. "):
+            time.sleep(4)  # inside fencing's run
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(lines) + rest
+    [catalogue] = list((tmp_path / "experiments").iterdir())
+    assert json.loads((catalogue / "experiments.json").read_text())["complete"] is False
+    assert (catalogue / "lease_reaper" / "outcome.json").is_file() and not (catalogue / "fencing" / "outcome.json").exists()
+
+    again = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming {catalogue}" in again.stdout and "measured before" in again.stdout
+    meta = json.loads((catalogue / "experiments.json").read_text())
+    assert meta["complete"] is True and [o["name"] for o in meta["outcomes"]] == ["lease_reaper", "fencing"]
+    fencing = meta["outcomes"][1]
+    assert len(list((catalogue / "fencing" / "sweeps").iterdir())) == 1  # resumed, not started again
+    assert fencing["verdict"] in ("holds", "does not hold", "inconclusive")
+    # The figures are the run's own: recomputed here from its summary.
+    [run] = fencing["runs"]
+    summary = json.loads((catalogue / Path(run["report"]).parent / "summary.json").read_text())
+    stale = next(f for f in fencing["figures"] if f["key"] == "stale_completions")
+    assert stale["values"] == [summary["stale_completions"]]
+    html = (catalogue / "experiments.html").read_text()
+    assert "A fencing token rejects a stale completion" in html and "&gt; 0" in html
