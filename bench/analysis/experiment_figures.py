@@ -147,6 +147,12 @@ def _redeliveries_per_crashed_claim(view: RunView) -> float | None:
     return None if redelivered is None or not crashed else redelivered / crashed
 
 
+def _crashed_jobs_not_redelivered(view: RunView) -> float | None:
+    """Jobs that crashed workers held, less the redeliveries counted: 0 when every one came back."""
+    crashed, redelivered = _number(view.summary.get("crashed_jobs")), _number(view.summary.get("redeliveries"))
+    return None if crashed is None or redelivered is None else max(0.0, crashed - redelivered)
+
+
 def _recovery_s(view: RunView) -> float | None:
     """Seconds from the end of the fault windows until completions per second, over 3 s, are back
     to 90 % of their mean before the windows; None when they never are within the run."""
@@ -183,6 +189,7 @@ DERIVED: dict[str, Callable[[RunView], float | None]] = {
     "lock_waiters_per_other_worker": _lock_waiters_per_other_worker,
     "redeliveries_per_crashed_claim": _redeliveries_per_crashed_claim,
     "recovery_s": _recovery_s,
+    "crashed_jobs_not_redelivered": _crashed_jobs_not_redelivered,
     "generic_plan_share": _generic_plan_share,
     "plan_scans_table": _plan_scans_table,
 }
