@@ -97,6 +97,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
     pickup = metrics.merge(measured, "pickup_latency_us")
     ages = [r["oldest_eligible_age_s"] for r in rows if r.get("oldest_eligible_age_s") is not None]
     costs = [r["monitor_query_us"] for r in rows if r.get("monitor_query_us") is not None]
+    notify_waiters = [r["notify_lock_waiters"] for r in rows if r.get("notify_lock_waiters") is not None]
     cpu_max = max((r["harness_cpu_pct"] for r in rows), default=0.0)
     # No eligible row at some sample (a count of 0, or no oldest eligible row at all).
     depth_zero = any(r.get("queue_depth") == 0 or r.get("oldest_eligible_age_s") == 0 for r in rows) or (
@@ -206,6 +207,11 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "producer_lag_ms": metrics.latency_summary(metrics.merge(measured, "producer_lag_us"), scale=1000.0),
         **saturation,
         "nowait_retries": counters["nowait_retries"],
+        # FR-10: idle waits ended by a producer's notification (WAKEUP=notify), and the sessions the
+        # monitor saw waiting on the notify lock at commit (Lock:object) in its per-second samples.
+        "notify_wakeups": counters["notify_wakeups"],
+        "notify_lock_waiters": {"max": max(notify_waiters) if notify_waiters else None,
+                                "mean": round(sum(notify_waiters) / len(notify_waiters), 3) if notify_waiters else None},
         "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,
                              "max": max(costs) if costs else None},
         "monitor_failures": monitor_failures,

@@ -40,6 +40,10 @@ LAYOUTS = ("same", "archive", "partitioned")
 PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 #: Autovacuum on the tool's queue table (a storage parameter of that table only).
 AUTOVACUUM_MODES = ("on", "off")
+#: How an idle worker waits for work after an empty claim: sleep ``POLL_MS`` and claim again, or wait
+#: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
+#: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).
+WAKEUPS = ("poll", "notify")
 #: Upper bound on workers from one load-generator process.
 MAX_WORKERS = 1000
 #: Upper bound on a job's simulated duration (ms): one hour; a stopping worker waits for its job.
@@ -228,6 +232,19 @@ PARAMETERS: tuple[Parameter, ...] = (
        meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
                "each analyze makes the workers plan their claim again"),
+    _P("wakeup", "choice", "poll", "poll | notify: how idle workers learn of new jobs, default poll",
+       choices=WAKEUPS, sweep=True, bad=("push", "listen"), engine_values={"mariadb": ("poll",)},
+       engine_reasons={"mariadb": "MariaDB has no LISTEN/NOTIFY"},
+       meaning="how an idle worker learns of new jobs (FR-10): `poll` sleeps `POLL_MS` after a claim that found "
+               "nothing, then claims again; `notify`: every worker `LISTEN`s on channel `<schema>_jobs` on its "
+               "own connection and, after an empty claim, waits at most `POLL_MS` for a notification; each "
+               "producer's insert sends `pg_notify('<schema>_jobs', '')` in its own transaction, so its commit "
+               "takes PostgreSQL's notification queue lock (sessions waiting on it: `notify_lock_waiters`). "
+               "The seeded backlog is not notified"),
+    _P("poll_ms", "number", 10.0, "the wait after a claim that found nothing, ms, default 10", unit="ms",
+       minimum=0.0, strict=True, maximum=60_000, sweep=True, bad=(0, -1, "often", 1e9),
+       meaning="after a claim that found no job, a worker sleeps this long before claiming again "
+               "(`WAKEUP=poll`), or waits at most this long for a notification (`WAKEUP=notify`)"),
     _P("schema", "text", "qbench", "the tool's own schema, default qbench", parse_value=parsers.parse_schema,
        allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
        bad=("Bad-Name", "public", "x" * 58, "qbench_state"),

@@ -73,6 +73,8 @@ class RunConfig:
     plan_cache: str
     prepared: bool | str
     autovacuum: str
+    wakeup: str
+    poll_ms: float
     schema: str
     results: str
     workload: str = "default"

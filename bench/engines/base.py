@@ -84,6 +84,13 @@ class WorkerSession(Protocol):
     def rollback(self) -> None:
         """Roll back the open transaction, if any; never raises."""
 
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """After a claim that found nothing: wait up to ``timeout_s`` seconds (``POLL_MS``) for new
+        work, yielding to the other greenlets. With ``WAKEUP=notify`` the wait ends as soon as a
+        notification from a producer's committed insert arrives (True; also when one came while the
+        worker was busy); otherwise it sleeps the whole time (False). Raises :class:`EngineError`
+        when the connection is lost while waiting."""
+
     def plan_counts(self) -> dict[str, int] | None:
         """How this session planned its claim so far: ``{"generic_plans", "custom_plans"}``,
         or None when the claim is not a prepared statement."""

@@ -18,6 +18,15 @@ INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "s
               "double_completions")
 
 
+def poll_wait(timeout_s: float) -> bool:
+    """:meth:`bench.engines.base.WorkerSession.wait_for_work` of a session that polls: sleep
+    ``timeout_s`` seconds (gevent's sleep, so the other greenlets run) and return False."""
+    import gevent
+
+    gevent.sleep(timeout_s)
+    return False
+
+
 def with_connection(connect: Callable[[], Any], use: Callable[[Any], T]) -> T:
     """``use(conn)`` on a connection opened by ``connect()`` for it alone and closed after, however it ends."""
     conn = connect()

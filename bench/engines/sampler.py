@@ -143,7 +143,7 @@ class TableSampler:
         return 0.0 if since is None else time.perf_counter() - since
 
     def sample_stats(self) -> dict:
-        """The statistics sample: ``{lock_waiters, dead_tuples, xmin_age, table_tuples,
+        """The statistics sample: ``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples,
         history_list_length, cost_s}``; a value is None when the query failed or the engine has no
         such figure (the report says which)."""
         raise NotImplementedError

@@ -32,8 +32,8 @@ from bench.workload import jobs  # noqa: E402
 # it (it still reaches the main greenlet as KeyboardInterrupt, and the command says one line).
 gevent.get_hub().NOT_ERROR = (*gevent.get_hub().NOT_ERROR, KeyboardInterrupt)
 
-#: Pause after a claim that found no eligible row, so an empty queue is polled, not spun.
-EMPTY_POLL_S = 0.010
+#: Pause after a claim or completion that failed with an error (not a lost connection), before the next claim.
+ERROR_PAUSE_S = 0.010
 #: Statement timeout of the EXPLAIN ANALYZE of the claim on a worker's own session as the load stops.
 EXPLAIN_TIMEOUT_MS = 30_000
 #: A user's wait between task runs once the run is stopping (s): longer than any stop takes.
@@ -115,6 +115,7 @@ class QueueWorker(User):
         self.records_work = jobs.expected_work_s(cfg) > 0
         self.poison_share = cfg.poison_share
         self.fail_prob = cfg.fail_prob
+        self.poll_s = cfg.poll_ms / 1000.0
         self.nowait_failures = 0
         self.session: WorkerSession | None = None
         self.events = self.ctx.log  # in hold mode, each transaction's Tentative buffer (see _claim)
@@ -208,7 +209,9 @@ class QueueWorker(User):
             if not rows:
                 if self.hold:
                     self.session.rollback()
-                gevent.sleep(EMPTY_POLL_S)
+                # Nothing eligible: sleep POLL_MS, or with WAKEUP=notify wait at most that long for a producer's notification.
+                if self.session.wait_for_work(self.poll_s):
+                    self.ctx.recorder.count("notify_wakeups")
                 return
             self.nowait_failures = max(0, self.nowait_failures - 1)
             if self._crash_after_claim(rows):
@@ -246,7 +249,7 @@ class QueueWorker(User):
                 self.session = None
             else:
                 self.session.rollback()
-                gevent.sleep(EMPTY_POLL_S)
+                gevent.sleep(ERROR_PAUSE_S)
 
     def _crash_after_claim(self, rows: list) -> bool:
         """Fault ``crash_after_claim``: drop the connection with the claimed rows unfinished (once per window)."""

@@ -120,9 +120,10 @@ class Monitor(TableSampler):
         return error_kind(err)
 
     def sample_stats(self) -> dict:
-        """``{lock_waiters, dead_tuples: None, xmin_age: None, table_tuples, history_list_length, cost_s}``
-        (see the module docstring); values None when the query failed."""
+        """``{lock_waiters, dead_tuples: None, xmin_age: None, table_tuples, history_list_length,
+        notify_lock_waiters: None, cost_s}`` (see the module docstring; MariaDB has no NOTIFY); values
+        None when the query failed."""
         row, cost = self._timed("stats", self.stats_query)
         value = (lambda i: None if row is None or row[i] is None else int(row[i]))
         return {"lock_waiters": value(0), "dead_tuples": None, "xmin_age": None, "table_tuples": value(2),
-                "history_list_length": value(1), "cost_s": cost}
+                "history_list_length": value(1), "notify_lock_waiters": None, "cost_s": cost}

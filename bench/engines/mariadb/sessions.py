@@ -15,6 +15,7 @@ import pymysql
 
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
+from bench.engines.common import poll_wait
 from bench.engines.mariadb import policies
 from bench.engines.mariadb.connection import cooperative_wait, open_connection, results
 from bench.engines.mariadb.error_kinds import LOCK_NOT_AVAILABLE, error_kind, first_line, is_lost
@@ -167,6 +168,10 @@ class MariaDBWorkerSession(_Session):
                 raise
             changed, status = out[1][0], out[2][1]
         return str(status[0][0]) if changed == 1 and status else None
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """Sleep ``timeout_s`` (MariaDB has no LISTEN/NOTIFY: workers poll); returns False."""
+        return poll_wait(timeout_s)
 
     def plan_counts(self) -> dict[str, int] | None:
         """None: MariaDB plans every statement sent as text (no plan cache to read)."""

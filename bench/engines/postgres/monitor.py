@@ -6,6 +6,9 @@ Every second:
   lock waiters, sessions of this database waiting on a heavyweight lock
   (``pg_stat_activity.wait_event_type = 'Lock'``: row and transaction locks, but
   also relation extension; https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE),
+  and among them the notify lock waiters (``wait_event = 'object'``: commits waiting for
+  the lock that a transaction which sent ``NOTIFY`` holds while it commits, FR-10),
+  both from one pass over ``pg_stat_activity``;
   dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which
   lags by up to a second: backends flush their counters at most once a second);
 - from the queue table: oldest eligible age, ``now() - min(run_at)`` over eligible
@@ -38,13 +41,15 @@ __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_sam
 
 _STATS = """\
 SELECT
-  (SELECT count(*) FROM pg_stat_activity
-     WHERE wait_event_type = 'Lock' AND datname = current_database()) AS lock_waiters,
+  w.lock_waiters,
   (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = {regclass}::regclass) AS dead_tuples,
   (SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE datname = current_database()) AS xmin_age,
   (SELECT sum(n_live_tup + n_dead_tup) FROM pg_stat_user_tables
      WHERE relid = {regclass}::regclass
-        OR relid IN (SELECT relid FROM pg_partition_tree({regclass}::regclass))) AS table_tuples"""
+        OR relid IN (SELECT relid FROM pg_partition_tree({regclass}::regclass))) AS table_tuples,
+  w.notify_lock_waiters
+FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
+      FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
 
 _AGE = """\
 SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8
@@ -115,8 +120,18 @@ class Monitor(TableSampler):
         return {"priorities": self.priorities}
 
     def sample_stats(self) -> dict:
-        """``{lock_waiters, dead_tuples, xmin_age, table_tuples, history_list_length, cost_s}`` (values
-        None when the query failed; ``history_list_length`` is InnoDB's, always None here).
+        """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, history_list_length,
+        cost_s}`` (values None when the query failed; ``history_list_length`` is InnoDB's, always None here).
+
+        ``notify_lock_waiters``: of the lock waiters, those waiting on a lock of type ``object``
+        (wait event ``Lock:object``, a lock on a database object other than a relation). In a run
+        the one such lock is the one a committing transaction that sent ``NOTIFY`` takes on
+        "database 0" (PostgreSQL's ``src/backend/commands/async.c``, ``PreCommit_Notify``:
+        ``LockSharedObject(DatabaseRelationId, InvalidOid, 0, AccessExclusiveLock)``, held until
+        the commit ends), so these are commits queued behind another one's notification: one lock
+        for the whole server. Other sessions of this database doing DDL on non-relation objects
+        would be counted too (wait events:
+        https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LOCK-TABLE).
 
         ``xmin_age``: the age in transactions of the oldest snapshot (``backend_xmin``)
         held by a session of this database: what stops vacuum removing dead rows.
@@ -127,4 +142,5 @@ class Monitor(TableSampler):
                 "dead_tuples": None if row is None or row[1] is None else int(row[1]),
                 "xmin_age": None if row is None or row[2] is None else int(row[2]),
                 "table_tuples": None if row is None or row[3] is None else int(row[3]),
+                "notify_lock_waiters": None if row is None else int(row[4]),
                 "history_list_length": None, "cost_s": cost}

@@ -218,11 +218,31 @@ FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)
 RETURNING id"""
 
 
-def insert_sql(schema: str, max_attempts: int) -> str:
+#: ``WAKEUP=notify``: the insert as a data-modifying CTE and one ``pg_notify`` in the same statement,
+#: so in the same transaction: the notification is queued at its commit, which takes the notification
+#: queue's lock (https://www.postgresql.org/docs/current/sql-notify.html). The ``wake`` CTE calls a
+#: volatile function, so PostgreSQL does not inline it: it runs once, whatever the join does.
+_INSERT_NOTIFY = """\
+WITH new AS (
+{insert}),
+wake AS (SELECT pg_notify({channel}, ''))
+SELECT new.id FROM new, wake"""
+
+
+def notify_channel(schema: str) -> str:
+    """The channel producers notify and workers ``LISTEN`` on with ``WAKEUP=notify``: ``<schema>_jobs``
+    (at most 62 characters: the schema has at most 57, within PostgreSQL's 63-byte names)."""
+    return f"{schema}_jobs"
+
+
+def insert_sql(schema: str, max_attempts: int, notify: bool = False) -> str:
     """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[]);
-    returns the new rows' ids (the claim log keeps them: the audit's expected ids)."""
-    return sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"),
-                                   max_attempts=sql.Literal(max_attempts)).as_string(None)
+    returns the new rows' ids (the claim log keeps them: the audit's expected ids). With ``notify``
+    the same statement also sends one notification on :func:`notify_channel` (empty payload)."""
+    insert = sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"), max_attempts=sql.Literal(max_attempts))
+    if notify:
+        insert = sql.SQL(_INSERT_NOTIFY).format(insert=insert, channel=sql.Literal(notify_channel(schema)))
+    return insert.as_string(None)
 
 
 def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float) -> str:

@@ -21,8 +21,10 @@ https://www.postgresql.org/docs/current/libpq-async.html
 
 from __future__ import annotations
 
+import time
+
 import psycopg
-from gevent import getcurrent
+from gevent import Timeout, getcurrent
 from gevent.hub import get_hub
 from gevent.socket import wait_write
 from psycopg import errors, pq
@@ -134,6 +136,39 @@ class PreparedSession:
             except KeyError:
                 pass
         return err if isinstance(err, psycopg.Error) else psycopg.OperationalError(str(err))
+
+    def _take_notifies(self) -> int:
+        """Take the notifications libpq has parsed so far (``PQnotifies`` parses what was read);
+        returns how many there were."""
+        taken = 0
+        while self.pgconn.notifies() is not None:
+            taken += 1
+        return taken
+
+    def wait_notification(self, timeout_s: float) -> bool:
+        """Wait at most ``timeout_s`` seconds for a notification on a channel this connection
+        ``LISTEN``s on (https://www.postgresql.org/docs/current/libpq-notify.html), yielding to the
+        other greenlets: the socket is watched by the same libev io watcher as a statement's
+        results, under a gevent :class:`~gevent.Timeout`. True as soon as one came, at once when
+        some arrived while a statement ran (libpq kept them); all pending ones are taken. False when
+        the time ran out. A lost connection raises as in :meth:`execute`. Only between statements."""
+        try:
+            self._read_idle_input()
+            if self._take_notifies():
+                return True
+            deadline = time.monotonic() + timeout_s
+            while (remaining := deadline - time.monotonic()) > 0:
+                with Timeout(remaining, False):  # False: the block just ends when the time is up
+                    self._wait_read()
+                self.pgconn.consume_input()
+                if self._take_notifies():
+                    return True
+            return False
+        except (psycopg.Error, OSError) as err:
+            lost = self._lost(err)
+            if lost is err:
+                raise
+            raise lost from err
 
     def execute(self, name: bytes, params: list[bytes | None]) -> pq.abc.PGresult:
         """Run prepared statement ``name`` with text ``params``; return its result."""

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
+from bench.engines.common import poll_wait
 from bench.engines.postgres import policies
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import PreparedSession, int_array, rows
@@ -72,11 +73,29 @@ class PgWorkerSession:
         if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
+        self.notify = cfg.wakeup == "notify"
+        if self.notify:
+            try:
+                self.session.command(sql.SQL("LISTEN {}").format(
+                    sql.Identifier(policies.notify_channel(cfg.schema))).as_string(None).encode())
+            except psycopg.Error as err:
+                self.session.close()
+                raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
 
     @property
     def broken(self) -> bool:
         """True once the connection is lost."""
         return self.session.broken
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """See :meth:`bench.engines.base.WorkerSession.wait_for_work`: with ``WAKEUP=notify`` a wait
+        for a notification on this session's ``LISTEN`` channel, else a sleep."""
+        if not self.notify:
+            return poll_wait(timeout_s)
+        try:
+            return self.session.wait_notification(timeout_s)
+        except psycopg.Error as err:
+            raise _translate(err, self.session) from None
 
     @property
     def in_transaction(self) -> bool:
@@ -177,11 +196,12 @@ class PgWorkerSession:
 
 
 class PgProducerSession:
-    """A producer's session: one prepared multi-row insert."""
+    """A producer's session: one prepared multi-row insert (which also notifies with ``WAKEUP=notify``)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
         self.session = _open(dsn, f"queue-bench {name}", {},
-                             {"insert": policies.insert_sql(cfg.schema, cfg.max_attempts)})
+                             {"insert": policies.insert_sql(cfg.schema, cfg.max_attempts,
+                                                            notify=cfg.wakeup == "notify")})
 
     @property
     def broken(self) -> bool:
