@@ -151,7 +151,9 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "relation extension; MariaDB: transactions waiting for an InnoDB row or gap lock) and jobs in the running state (counted "
      "as often as the count's cost allows; with TXN=hold the claim is not committed while the job "
      "runs, so other sessions, the monitor included, see no running rows). Lock "
-     "waiters above zero for long stretches point to a convoy; gaps are seconds without a sample or count.",
+     "waiters above zero for long stretches point to a convoy; gaps are seconds without a sample or count. "
+     "With WAKEUP=notify the dotted line counts the commits waiting on the lock that a committing transaction "
+     "which sent NOTIFY holds (wait event Lock:object, one lock for the whole server, FR-10).",
      draw_locks_running),
     ("dead_tuples", "Dead tuples",
      "Dead row versions in the queue table (pg_stat_user_tables.n_dead_tup, sampled each second; "

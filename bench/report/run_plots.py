@@ -141,13 +141,19 @@ def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
-    """Running jobs and sessions waiting on a heavyweight lock, per second (counts)."""
+    """Running jobs and sessions waiting on a heavyweight lock, per second (counts); with
+    ``WAKEUP=notify`` (or any sample above 0) also those of them waiting on the notify lock at
+    commit (``notify_lock_waiters``, FR-10)."""
     if _no_samples(ax, df, ("running", "lock_waiters"), "count"):
         return
     m = _marker(df)
     # counted only as often as their cost allows: gaps where a second has no count (see draw_oldest_age)
     ax.plot(df["t_s"], df["running"], marker=m or ".", label="running jobs")
     ax.plot(df["t_s"], df["lock_waiters"], marker=m, label="lock waiters (sessions)")
+    notify = df["notify_lock_waiters"] if "notify_lock_waiters" in df else None
+    if notify is not None and notify.notna().any() and (
+            (summary.get("config") or {}).get("wakeup") == "notify" or notify.max() > 0):
+        ax.plot(df["t_s"], notify, marker=m, linestyle=":", label="of them: on the notify lock at commit")
     ax.set_ylabel("count")
     _count_axis(ax)
     _legend(ax)

@@ -110,6 +110,11 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
                        ("backend_kills", "backends killed (fault)")):
         if key in summary:
             rows.append(_row(label, fmt_num(summary.get(key))))
+    if config.get("wakeup") == "notify":
+        waiters = summary.get("notify_lock_waiters") or {}
+        rows.append(_row("idle waits ended by a notification (WAKEUP=notify)", fmt_num(summary.get("notify_wakeups"))))
+        rows.append(_row("commits waiting on the notify lock max / mean (Lock:object)",
+                         f"{fmt_num(waiters.get('max'))} / {fmt_num(waiters.get('mean'), 2)} sessions"))
     invariants = summary.get("invariants") or {}
     for key in invariants:  # in the audit's order (summary.json keeps it)
         v = invariants[key]
