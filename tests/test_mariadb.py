@@ -288,7 +288,8 @@ def test_two_load_generator_processes_on_mariadb(maria_schema, tmp_path):
 
 
 @pytest.mark.parametrize("option,value", [("--layout", "partitioned"), ("--plan-cache", "force_custom_plan"),
-                                          ("--index", "partial"), ("--prepared", "0"), ("--autovacuum", "off")])
+                                          ("--index", "partial"), ("--prepared", "0"), ("--autovacuum", "off"),
+                                          ("--wakeup", "notify")])
 def test_what_mariadb_cannot_honour_is_refused_with_one_line(maria_schema, tmp_path, option, value):
     dsn, schema = maria_schema
     proc = qbench("run", "--dsn", dsn, "--schema", schema, option, value, "--results", str(tmp_path / "r"))

@@ -233,7 +233,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
                "each analyze makes the workers plan their claim again"),
     _P("wakeup", "choice", "poll", "poll | notify: how idle workers learn of new jobs, default poll",
-       choices=WAKEUPS, sweep=True, bad=("push", "listen"), engine_values={"mariadb": ("poll",)},
+       choices=WAKEUPS, sweep=True, bad=("push",), engine_values={"mariadb": ("poll",)},
        engine_reasons={"mariadb": "MariaDB has no LISTEN/NOTIFY"},
        meaning="how an idle worker learns of new jobs (FR-10): `poll` sleeps `POLL_MS` after a claim that found "
                "nothing, then claims again; `notify`: every worker `LISTEN`s on channel `<schema>_jobs` on its "
@@ -242,7 +242,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "takes PostgreSQL's notification queue lock (sessions waiting on it: `notify_lock_waiters`). "
                "The seeded backlog is not notified"),
     _P("poll_ms", "number", 10.0, "the wait after a claim that found nothing, ms, default 10", unit="ms",
-       minimum=0.0, strict=True, maximum=60_000, sweep=True, bad=(0, -1, "often", 1e9),
+       minimum=0.0, strict=True, maximum=60_000, sweep=True, bad=(0, "often", 1e9),
        meaning="after a claim that found no job, a worker sleeps this long before claiming again "
                "(`WAKEUP=poll`), or waits at most this long for a notification (`WAKEUP=notify`)"),
     _P("schema", "text", "qbench", "the tool's own schema, default qbench", parse_value=parsers.parse_schema,
