@@ -202,6 +202,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "dead_lettered": counters["dead_lettered"] + counters["reaper_dead_lettered"],
         "lease_expiries": counters["lease_expiries"],
         "redeliveries": audit_result["redeliveries"],
+        "fifo_out_of_order_share": audit_result.get("fifo_out_of_order_share"),
         "offered_rate_jobs_per_s": cfg.rate or None,
         "jobs_produced": counters["jobs_produced"],
         "producer_lag_ms": metrics.latency_summary(metrics.merge(measured, "producer_lag_us"), scale=1000.0),

@@ -333,7 +333,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         plans_when = plans_when or "not captured: the database went away"
         vacuum_after = None
         audit_result = {"invariants": dict.fromkeys(engine.invariants), "status_counts": {}, "details": {},
-                        "redeliveries": None, "retry_gaps": None}
+                        "redeliveries": None, "retry_gaps": None, "fifo_out_of_order_share": None}
         sizes_after = None
         pgss = pgss if "unavailable" not in pgss else {"unavailable": "the database went away"}
     monitor.close()

@@ -236,7 +236,10 @@ def test_clean_control_run_audits_all_zero(run):
     assert d["poison_dead_attempts_min"] == d["poison_dead_attempts_max"] == 2
     assert len(result["retry_gaps"]) == len(poison) + 1
     assert all(len(gaps) == 1 and gaps[0] >= 0 for gaps in result["retry_gaps"])
-    assert set(result) == {"invariants", "status_counts", "details", "redeliveries", "retry_gaps"}
+    # one worker starts jobs in claim order; the failed jobs' run_at moved past their first claim
+    assert d["fifo_jobs_compared"] == BACKLOG - len(poison) - 1 and result["fifo_out_of_order_share"] == 0.0
+    assert set(result) == {"invariants", "status_counts", "details", "redeliveries", "retry_gaps",
+                           "fifo_out_of_order_share"}
     _assert_audit_left_nothing(run)
 
 

@@ -76,10 +76,12 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
                  redeliveries: int, overlapping: int, attempts_short: int, double_claims: int, applied: int,
                  stale_applied: int, double_completions: int, expected: int, missing: int, not_durable: int,
                  lost: int, duplicated: int, over_claims: int, events: int, retry_gaps: list | None,
-                 poison: dict) -> dict:
+                 poison: dict, fifo_compared: int, fifo_out_of_order: int) -> dict:
     """The audit's result from its counts, the same shape on every engine: ``{"invariants" (the
-    :data:`INVARIANTS`), "status_counts", "details", "redeliveries", "retry_gaps"}``; every count an
-    int (see :mod:`bench.engines.postgres.audit` for what each one counts)."""
+    :data:`INVARIANTS`), "status_counts", "details", "redeliveries", "retry_gaps",
+    "fifo_out_of_order_share"}``; every count an int (see :mod:`bench.engines.postgres.audit` for
+    what each one counts). ``fifo_out_of_order_share`` is ``fifo_out_of_order / fifo_compared``
+    (0..1, not rounded: a single inversion never reads 0.0), None when no job was compared."""
     invariants = {
         "double_claims": double_claims,
         "lost_jobs": lost,
@@ -101,10 +103,13 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
         "double_completions": double_completions,
         "completions_not_durable": not_durable,
         "claim_log_events": events,
+        "fifo_jobs_compared": fifo_compared,
+        "fifo_jobs_out_of_order": fifo_out_of_order,
         **poison,
     }
     return {"invariants": invariants, "status_counts": status_counts, "details": details,
-            "redeliveries": redeliveries, "retry_gaps": retry_gaps}
+            "redeliveries": redeliveries, "retry_gaps": retry_gaps,
+            "fifo_out_of_order_share": fifo_out_of_order / fifo_compared if fifo_compared else None}
 
 
 class Periodic:

@@ -56,6 +56,13 @@ Invariants (all must be 0; see :mod:`bench.engines.postgres.audit` for the full 
 
 ``redeliveries`` (not an invariant) counts claims of a job beyond its first.
 
+``fifo_out_of_order_share`` (not an invariant) is the share of the compared jobs whose first
+claim came before the first claim of a job ahead of them in claim order (``priority, run_at,
+id``), by a window ``MAX`` over claim order (https://mariadb.com/kb/en/window-frames/), as on
+PostgreSQL (where the full definition is). Here ``claimed_at`` is the claim's ``UPDATE``
+statement's ``NOW(6)`` (one instant for every row of the claim, microseconds), so equal times
+(the rows of one batch, or claims within one microsecond) do not count.
+
 The poison-job details select the poison jobs with :func:`bench.workload.jobs.poison_sql`, an
 integer threshold, as the PostgreSQL audit does. The earlier form, the share as a decimal literal,
 runs on MariaDB but multiplies that literal exactly, and for a share on a multiple of 2^-32 (e.g.
@@ -177,6 +184,18 @@ SELECT s.fail_seq, c.claimed_at
 FROM rc_start s JOIN rc_claims c ON c.id = s.id AND c.seq >= s.from_seq
 ORDER BY s.fail_seq, c.seq"""
 
+# (compared jobs, jobs started out of claim order): see the PostgreSQL audit's ``_FIFO``.
+_FIFO = """\
+WITH first_claims AS (
+    SELECT id, MIN(claimed_at) AS claimed_at FROM {events} WHERE kind = 'c' GROUP BY id
+), ordered AS (
+    SELECT f.claimed_at, MAX(f.claimed_at) OVER (ORDER BY j.priority, j.run_at, j.id
+                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_claimed_at
+    FROM first_claims f JOIN {jobs} j ON j.id = f.id
+    WHERE UNIX_TIMESTAMP(GREATEST(j.run_at, j.created_at)) <= (SELECT MIN(claimed_at) FROM first_claims)
+)
+SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_at < ahead_claimed_at THEN 1 ELSE 0 END), 0) FROM ordered"""
+
 _POISON = """\
 SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END), 0),
@@ -240,13 +259,13 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
     ``POISON_SHARE``: when above 0 the details say how the poison jobs ended.
 
     Returns ``{"invariants": {...}, "status_counts": {...}, "details": {...},
-    "redeliveries": int, "retry_gaps": list | None}``, the shape of
+    "redeliveries": int, "retry_gaps": list | None, "fifo_out_of_order_share": float | None}``, the shape of
     :func:`bench.engines.postgres.audit.run_audit`: ``invariants`` maps every name of
     :data:`INVARIANTS` to an int; ``status_counts`` status -> rows; ``details`` the counts
     ``rows_expected``, ``rows_present``, ``rows_missing``, ``rows_duplicated``,
     ``jobs_claimed_distinct``, ``jobs_claimed_more_than_once``, ``claims_under_live_lease``,
     ``claims_beyond_attempts``, ``completions_applied``, ``double_completions``,
-    ``completions_not_durable``, ``claim_log_events`` and, with a poison share,
+    ``completions_not_durable``, ``claim_log_events``, ``fifo_jobs_compared``, ``fifo_jobs_out_of_order`` and, with a poison share,
     ``poison_jobs``, ``poison_done``, ``poison_dead``, ``poison_dead_attempts_min`` and
     ``_max`` (None when no poison job is dead); ``retry_gaps`` lists, per job that failed at
     least once and was claimed again, the seconds (database time, 6 decimals) between its
@@ -284,6 +303,7 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
         expected, missing, not_durable, not_durable_present, duplicated = map(
             int, query(conn, _ROW_CHECKS.format(**names))[0])
         lost = missing + not_durable_present
+        fifo_compared, fifo_out_of_order = map(int, query(conn, _FIFO.format(**names))[0])
         retry_gaps = None
         if query(conn, "SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')".format(**names))[0][0]:
             retry_gaps = []
@@ -313,4 +333,5 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
         redeliveries=redeliveries, overlapping=overlapping, attempts_short=attempts_short, double_claims=double_claims,
         applied=applied, stale_applied=stale_applied, double_completions=double_completions, expected=expected,
         missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
-        events=events, retry_gaps=retry_gaps, poison=poison)
+        events=events, retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
+        fifo_out_of_order=fifo_out_of_order)

@@ -36,6 +36,24 @@ Invariants (all must be 0):
 ``redeliveries`` (not an invariant: at-least-once delivery made visible) counts
 claims of a job beyond its first.
 
+``fifo_out_of_order_share`` (not an invariant: a property of the claim policy under
+contention, not a bug) is the share of the compared jobs whose first committed claim came
+*before* the first claim of a job ahead of them in claim order (``priority, run_at, id``):
+one window ``max`` of the first claim times over claim order, every row before the job's own.
+The times are the claim log's ``claimed_at``: the database's ``clock_timestamp()`` taken once
+per claim statement, after its rows are locked (the ``moment`` CTE of
+:mod:`bench.engines.postgres.policies`), in microseconds. Equal times do not count (strict
+``<``): every row of one batch carries the same instant by construction, and two claims within
+one microsecond are not ordered by that clock, so neither is evidence of an inversion.
+Compared jobs are those claimed in the run that were already present and eligible
+(``greatest(run_at, created_at)``) at the run's first claim: for them a job ahead in claim order
+was claimable whenever a job behind it was claimed, so an inversion is the claim policy's
+doing. That excludes jobs produced during the run (a later, higher-priority job is "ahead" of
+jobs claimed before it existed) and jobs whose ``run_at`` a failed attempt moved past their
+first claim (their place in claim order at that claim is no longer in the row). None when no
+job qualifies (e.g. a run that started on an empty table). Measured over the whole claim log,
+warm-up included, as every figure of the audit.
+
 The audit runs after the swarm has stopped, on its own connection, and reads
 only the tool's schema (plus its own temporary table).
 """
@@ -132,6 +150,24 @@ FROM start s JOIN claims c ON c.id = s.id AND c.seq >= s.from_seq
 GROUP BY s.id, s.fail_seq ORDER BY s.fail_seq"""
 
 
+# Jobs waiting at the run's first claim, each with its first claim and the latest first claim
+# of the jobs ahead of it in claim order: (compared jobs, jobs started out of claim order).
+_FIFO = """\
+WITH first AS (
+    SELECT id, min(claimed_at) AS claimed_at FROM {events} WHERE kind = 'c' GROUP BY id
+), compared AS (
+    SELECT f.id, f.claimed_at, j.priority, j.run_at
+    FROM first f
+    CROSS JOIN LATERAL (SELECT priority, run_at, created_at FROM {jobs} WHERE id = f.id LIMIT 1) AS j
+    WHERE extract(epoch FROM greatest(j.run_at, j.created_at)) <= (SELECT min(claimed_at) FROM first)
+), ordered AS (
+    SELECT claimed_at, max(claimed_at) OVER (ORDER BY priority, run_at, id
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_claimed_at
+    FROM compared
+)
+SELECT count(*), count(*) FILTER (WHERE claimed_at < ahead_claimed_at) FROM ordered"""
+
+
 def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, int]:
     rows = conn.execute(sql.SQL("SELECT status, count(*) FROM {} GROUP BY status").format(jobs)).fetchall()
     return {status: int(n) for status, n in rows}
@@ -158,7 +194,8 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
     archive tables of the ``archive`` layout.
 
     Returns ``{"invariants": {...}, "status_counts": {...}, "details": {...},
-    "redeliveries": int, "retry_gaps": list | None}``: counts are ints;
+    "redeliveries": int, "retry_gaps": list | None, "fifo_out_of_order_share": float | None}``:
+    counts are ints;
     ``retry_gaps`` lists, per job that failed at least once and was claimed
     again, the seconds (database time, 6 decimals) between its successive
     claims, or is None when no job failed. Raises ``psycopg.Error`` when the
@@ -177,6 +214,7 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
             sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
         expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
             sql.SQL(_ROW_CHECKS).format(**names), {"seeded": seeded_rows}).fetchone())
+        fifo_compared, fifo_out_of_order = map(int, conn.execute(sql.SQL(_FIFO).format(**names)).fetchone())
         failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
             **names)).fetchone()[0]
         retry_gaps = None
@@ -197,4 +235,5 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
         redeliveries=redeliveries, overlapping=overlapping, attempts_short=attempts_short, double_claims=double_claims,
         applied=applied, stale_applied=stale_applied, double_completions=double_completions, expected=expected,
         missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
-        events=events, retry_gaps=retry_gaps, poison=poison)
+        events=events, retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
+        fifo_out_of_order=fifo_out_of_order)
