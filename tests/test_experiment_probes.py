@@ -29,3 +29,79 @@ def test_fifo_out_of_order_share_is_zero_for_one_worker_and_positive_under_conte
     assert 0.0 < many["fifo_out_of_order_share"] < 1.0, many["audit"]
     assert many["fifo_out_of_order_share"] == (
         many["audit"]["fifo_jobs_out_of_order"] / many["audit"]["fifo_jobs_compared"])
+
+
+OFFSET_FACTS = {"offset_returned": 2, "skip_locked_got": 3, "locked_rows": [1, 2]}
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+def test_offset_in_a_locking_read_locks_the_rows_it_skips(engine, dsn, maria_schema):
+    """Experiment 4, measured on each engine: A's ``OFFSET 1 LIMIT 1 FOR UPDATE`` returns 2 and holds
+    1 and 2 (PostgreSQL: ``Limit`` above ``LockRows``; InnoDB: every record scanned), so B's
+    SKIP LOCKED claim gets 3. The probe leaves nothing behind: it made the absent schema itself."""
+    from bench.engines import get_engine
+
+    target, schema = (dsn, "qbench_probe_pg") if engine == "postgres" else maria_schema
+    result = get_engine(engine).offset_lock_probe(target, schema)
+    assert {k: result[k] for k in OFFSET_FACTS} == OFFSET_FACTS, result
+    assert result["method"] == "nowait probe"
+    if engine == "postgres":
+        assert result["plan"].index("Limit") < result["plan"].index("LockRows"), result["plan"]
+    assert _schema_absent(engine, target, schema)
+
+
+def test_offset_probe_reads_pgrowlocks_where_it_is_installed(dsn):
+    """Where ``pgrowlocks`` is installed already (here by the test, in its throwaway database; the
+    tool never creates an extension) the probe reads the rows A holds from it: the same 1 and 2."""
+    import psycopg
+
+    from bench.engines import get_engine
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION pgrowlocks")
+        try:
+            result = get_engine("postgres").offset_lock_probe(dsn, "qbench_probe_pg")
+        finally:
+            conn.execute("DROP EXTENSION pgrowlocks")
+    assert {k: result[k] for k in OFFSET_FACTS} == OFFSET_FACTS, result
+    assert result["method"] == "pgrowlocks"
+
+
+def _schema_absent(engine: str, target: str, schema: str) -> bool:
+    if engine == "postgres":
+        import psycopg
+
+        with psycopg.connect(target) as conn:
+            return conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()[0] == 0
+    from bench.engines.mariadb import db
+
+    conn = db.connect(target)
+    try:
+        return db.schema_state(conn, schema) == "absent"
+    finally:
+        conn.close()
+
+
+def test_the_probe_touches_only_the_tools_schema(dsn):
+    """In the tool's existing schema the probe adds and drops only its own table (the queue's rows
+    stay as they were); a schema someone else made is refused with one line, untouched."""
+    from bench.config.run_config import build_config
+    from bench.engines import get_engine
+    from bench.engines.postgres import db
+    from bench.errors import ConfigError
+
+    with db.connect(dsn) as conn:
+        db.prepare(conn, build_config("default", {"schema": "qbench_probe_own"}, dsn=dsn), backlog=5,
+                   log=lambda _msg: None)
+        conn.execute("CREATE SCHEMA qbench_probe_foreign")
+        tables = "SELECT relname FROM pg_class WHERE relnamespace = %s::regnamespace AND relkind = 'r' ORDER BY 1"
+        before = conn.execute(tables, ("qbench_probe_own",)).fetchall()
+        assert get_engine("postgres").offset_lock_probe(dsn, "qbench_probe_own")["locked_rows"] == [1, 2]
+        assert conn.execute(tables, ("qbench_probe_own",)).fetchall() == before
+        assert conn.execute("SELECT count(*) FROM qbench_probe_own.jobs WHERE status = 'pending'").fetchone()[0] == 5
+        with pytest.raises(ConfigError) as err:
+            get_engine("postgres").offset_lock_probe(dsn, "qbench_probe_foreign")
+        assert str(err.value).startswith("SCHEMA: schema 'qbench_probe_foreign' exists and was not created by queue-bench")
+        assert conn.execute(tables, ("qbench_probe_foreign",)).fetchall() == []
+        db.drop_schema(conn, "qbench_probe_own")
+        conn.execute("DROP SCHEMA qbench_probe_foreign")

@@ -271,6 +271,14 @@ class Engine(Protocol):
         """The invariants checked against the database's rows and the claim log: ``invariants``,
         ``status_counts``, ``details``, ``redeliveries``, ``retry_gaps``."""
 
+    # -- probes (the experiments catalogue): each on a throwaway table of its own in the tool's schema
+    def offset_lock_probe(self, dsn: str, schema: str) -> dict:
+        """Experiment 4: on ids 1, 2, 3, session A's ``ORDER BY id OFFSET 1 LIMIT 1 FOR UPDATE`` in an open
+        transaction; session B's ``LIMIT 1 FOR UPDATE SKIP LOCKED``; which rows A holds. Returns
+        ``{"offset_returned", "skip_locked_got", "locked_rows" (sorted ids), "method" ("nowait probe" or
+        "pgrowlocks"), "plan"}``, as measured, or ``{"not_applicable": why}``. Raises ConfigError
+        (``SCHEMA``, ``DSN``) and :attr:`database_errors`."""
+
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from bench.engines.base import Capabilities
 from bench.engines.common import with_connection
-from bench.engines.mariadb import cleanup, db, fault_actions, plans
+from bench.engines.mariadb import cleanup, db, fault_actions, plans, probes
 from bench.engines.mariadb.error_kinds import first_line
 from bench.engines.mariadb.monitor import Monitor, spawn_samplers
 from bench.engines.mariadb.reaper import Reaper
@@ -170,6 +170,11 @@ class MariaDBEngine:
 
         return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
                                poison_share=cfg.poison_share)
+
+    def offset_lock_probe(self, dsn: str, schema: str) -> dict:
+        """Experiment 4: does ``OFFSET`` in a locking read lock the rows it skips
+        (:func:`bench.engines.mariadb.probes.offset_lock_probe`)."""
+        return probes.offset_lock_probe(dsn, schema)
 
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """A transaction holding a read view (purge stalls; the history list grows)."""

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from bench.engines.base import Capabilities
 from bench.engines.common import with_connection
-from bench.engines.postgres import audit, captures, cleanup, db, fault_actions, pg_stat_statements, plans
+from bench.engines.postgres import audit, captures, cleanup, db, fault_actions, pg_stat_statements, plans, probes
 from bench.engines.postgres.error_kinds import first_line
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 from bench.engines.postgres.mover import Mover
@@ -160,6 +160,12 @@ class PostgresEngine:
         return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
                                poison_share=cfg.poison_share,
                                relation="jobs_all" if cfg.layout == "archive" else "jobs")
+
+    # -- probes
+    def offset_lock_probe(self, dsn: str, schema: str) -> dict:
+        """Experiment 4: does ``OFFSET`` in a locking read lock the rows it skips
+        (:func:`bench.engines.postgres.probes.offset_lock_probe`)."""
+        return probes.offset_lock_probe(dsn, schema)
 
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:

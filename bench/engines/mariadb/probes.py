@@ -1,0 +1,128 @@
+"""Probes of what InnoDB's locking reads really do, for the experiments catalogue: the same probes
+and result shapes as :mod:`bench.engines.postgres.probes`, each on a throwaway table of its own in
+the tool's database, created and dropped by the probe.
+
+:func:`offset_lock_probe` (experiment 4): InnoDB locks every index record a locking read scans
+(https://mariadb.com/kb/en/innodb-lock-modes/), and a ``LIMIT … OFFSET`` is applied by the server
+above the storage engine, so the rows the offset skips were scanned and are locked. The probe
+measures it by trying ``FOR UPDATE NOWAIT`` on each row: MariaDB has no view of the row locks a
+transaction holds (``INNODB_LOCKS`` lists only locks someone waits for), so the method is always
+``"nowait probe"``. A ``NOWAIT`` read of a locked row fails with error 1205
+(:mod:`bench.engines.mariadb.error_kinds`).
+
+The database: the tool's (its comment is :data:`bench.engines.mariadb.db.SCHEMA_MARK`), locked
+for the probe by the named lock a run takes (a run in progress refuses the probe, ConfigError
+``SCHEMA``); when absent it is created, marked, for the probe and dropped after it. A database
+someone else made is refused (ConfigError ``SCHEMA``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from typing import Iterator
+
+import pymysql
+
+from bench.engines.mariadb import db
+from bench.engines.mariadb.connection import ISOLATION_LEVELS, open_connection
+from bench.engines.mariadb.error_kinds import error_number
+from bench.engines.mariadb.policies import ident, literal
+
+#: Each probe session's ``innodb_lock_wait_timeout`` (s) and ``max_statement_time`` (s): none of
+#: its statements waits (NOWAIT, SKIP LOCKED), so this bound is a safety net, never reached.
+PROBE_TIMEOUT_S = 5
+#: The isolation of the probe's sessions: the engine's default ``ISOLATION`` (next-key locks).
+PROBE_ISOLATION = "repeatable_read"
+
+_CREATE = """\
+CREATE TABLE {table} (
+    id BIGINT NOT NULL PRIMARY KEY, priority SMALLINT NOT NULL DEFAULT 0,
+    run_at DATETIME(6) NOT NULL DEFAULT NOW(6), status VARCHAR(8) NOT NULL DEFAULT 'pending'
+) ENGINE = InnoDB"""
+
+
+def _session(dsn: str, name: str):
+    conn = open_connection(dsn, isolation=PROBE_ISOLATION, program=f"queue-bench probe {name}")
+    db.execute(conn, f"SET SESSION innodb_lock_wait_timeout = {PROBE_TIMEOUT_S}")
+    db.execute(conn, f"SET SESSION max_statement_time = {PROBE_TIMEOUT_S}")
+    return conn
+
+
+@contextlib.contextmanager
+def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple[object, str]]:
+    """A table ``<schema>.qbench_probe_<kind>_<hex>`` with ``rows`` pending rows (ids 1..rows, in
+    claim order); yields (the admin connection, the quoted table). It is dropped when the block
+    ends, however it ends; so is the database when this created it. Raises ConfigError
+    (``SCHEMA``) for a database that is not the tool's or that a run holds, ``DSN`` when it cannot
+    connect."""
+    admin = db.connect(dsn, application_name="queue-bench probe")
+    created_schema = False
+    table = ident(schema, f"qbench_probe_{kind}_{secrets.token_hex(4)}")
+    try:
+        db.check_schema_usable(admin, schema)
+        db.lock_schema(admin, schema)  # released when the connection closes
+        if db.schema_state(admin, schema) == "absent":
+            db.execute(admin, f"CREATE DATABASE {ident(schema)} CHARACTER SET utf8mb4 COMMENT {literal(db.SCHEMA_MARK)}")
+            created_schema = True
+        db.execute(admin, _CREATE.format(table=table))
+        db.execute(admin, f"INSERT INTO {table} (id, run_at) VALUES "
+                          + ",".join(f"({i}, NOW(6) - INTERVAL {(rows - i + 1) * 1000} MICROSECOND)" for i in range(1, rows + 1)))
+        yield admin, table
+    finally:
+        try:
+            db.execute(admin, f"DROP TABLE IF EXISTS {table}")
+            if created_schema:
+                db.drop_schema(admin, schema)
+        finally:
+            admin.close()
+
+
+def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:
+    """The ``ids`` that ``SELECT … FOR UPDATE NOWAIT`` on ``conn`` cannot lock (error 1205); each
+    probe runs in a transaction of its own, rolled back at once."""
+    locked = []
+    for job_id in ids:
+        db.execute(conn, "START TRANSACTION")
+        try:
+            db.query(conn, f"SELECT id FROM {table} WHERE id = {int(job_id)} FOR UPDATE NOWAIT")
+        except pymysql.err.MySQLError as err:
+            if error_number(err) != 1205:
+                raise
+            locked.append(job_id)
+        finally:
+            db.execute(conn, "ROLLBACK")
+    return locked
+
+
+def offset_lock_probe(dsn: str, schema: str) -> dict:
+    """Experiment 4 on a scratch table of ids 1, 2, 3 (:func:`scratch_table`), three sessions at
+    :data:`PROBE_ISOLATION`: A, in an open transaction, ``SELECT id … ORDER BY id LIMIT 1 OFFSET 1
+    FOR UPDATE``; B, while A holds it, ``SELECT id … ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED``
+    (rolled back at once); C, while A holds it and B is gone, ``FOR UPDATE NOWAIT`` on each row.
+
+    Returns ``{"offset_returned", "skip_locked_got", "locked_rows", "method": "nowait probe",
+    "plan": A's EXPLAIN (tab-separated rows), "isolation"}``, as measured. Raises ConfigError
+    (``SCHEMA``, ``DSN``) and PyMySQL's errors."""
+    with scratch_table(dsn, schema, "offset", rows=3) as (_admin, table):
+        a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
+        try:
+            offset_select = f"SELECT id FROM {table} ORDER BY id LIMIT 1 OFFSET 1 FOR UPDATE"
+            plan = "\n".join("\t".join(str(v) for v in r) for r in db.query(a, "EXPLAIN " + offset_select))
+            db.execute(a, "START TRANSACTION")
+            try:
+                row = db.query(a, offset_select)
+                db.execute(b, "START TRANSACTION")
+                try:
+                    got = db.query(b, f"SELECT id FROM {table} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
+                finally:
+                    db.execute(b, "ROLLBACK")
+                locked = _locked_by_nowait(c, table, [1, 2, 3])
+            finally:
+                db.execute(a, "ROLLBACK")
+        finally:
+            for conn in (a, b, c):
+                conn.close()
+    return {"offset_returned": int(row[0][0]) if row else None, "skip_locked_got": int(got[0][0]) if got else None,
+            "locked_rows": locked, "method": "nowait probe", "plan": plan,
+            "isolation": ISOLATION_LEVELS[PROBE_ISOLATION]}

@@ -1,0 +1,157 @@
+"""Probes of what PostgreSQL's locking reads really do, for the experiments catalogue: each runs on
+a throwaway table of its own inside the tool's schema, created and dropped by the probe, and
+returns what it measured there (never what the documentation says it should be).
+
+:func:`offset_lock_probe` (experiment 4): does ``OFFSET`` in a locking read lock the rows it skips?
+In PostgreSQL's plan the ``Limit`` node sits *above* ``LockRows`` (``Limit -> LockRows -> Index
+Scan``): ``LockRows`` locks every row it hands up, and ``Limit`` discards the first ``OFFSET`` of
+them, so the skipped rows are locked too. The SELECT page says so: "rows skipped over by OFFSET
+will get locked" (https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE).
+The probe measures it with three sessions, and returns the plan beside the facts.
+
+The schema: the tool's (:data:`bench.engines.postgres.db.SCHEMA_MARK`), locked for the probe as a
+run locks it (a run in progress refuses the probe, ConfigError ``SCHEMA``); when absent it is
+created, marked, for the probe and dropped after it. A schema someone else made is refused
+(ConfigError ``SCHEMA``). Nothing outside the schema is created: in particular no extension
+(``pgrowlocks`` is read only where it is installed already).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from typing import Iterator
+
+import psycopg
+from psycopg import sql
+
+from bench.engines.postgres import db
+
+#: Each probe session's ``lock_timeout`` and ``statement_timeout``: none of its statements waits
+#: (NOWAIT, SKIP LOCKED), so this bound is a safety net that is never reached when they do not.
+PROBE_TIMEOUT_MS = 5_000
+
+# The scratch table: the columns the tool's claim reads and writes, as in schemas/postgres/table.sql.
+_CREATE = """\
+CREATE TABLE {table} (
+    id bigint PRIMARY KEY, priority smallint NOT NULL DEFAULT 0, run_at timestamptz NOT NULL DEFAULT now(),
+    status text NOT NULL DEFAULT 'pending', attempts integer NOT NULL DEFAULT 0, attempt_token bigint,
+    locked_by text, lease_expires_at timestamptz, started_at timestamptz
+)"""
+_FILL = """\
+INSERT INTO {table} (id, run_at)
+SELECT g, now() - interval '1 s' + g * interval '1 ms' FROM generate_series(1, %(rows)s) AS g"""
+
+
+def _session(dsn: str, name: str) -> psycopg.Connection:
+    conn = db.connect(dsn, application_name=f"queue-bench probe {name}")
+    conn.execute(f"SET lock_timeout = {PROBE_TIMEOUT_MS}")
+    conn.execute(f"SET statement_timeout = {PROBE_TIMEOUT_MS}")
+    return conn
+
+
+@contextlib.contextmanager
+def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple[psycopg.Connection, sql.Identifier, str]]:
+    """A committed table ``<schema>.qbench_probe_<kind>_<hex>`` with ``rows`` pending rows (ids
+    1..rows, in claim order), and a sequence ``<name>_seq`` for a claim's tokens; yields (the
+    admin connection, the table, its name inside the schema). Both are dropped
+    when the block ends, however it ends; so is the schema when this created it. Raises
+    ConfigError (``SCHEMA``) for a schema that is not the tool's or that a run holds, ``DSN``
+    when it cannot connect."""
+    admin = db.connect(dsn, application_name="queue-bench probe")
+    created_schema = locked = False
+    name = f"qbench_probe_{kind}_{secrets.token_hex(4)}"
+    table = sql.Identifier(schema, name)
+    seq = sql.Identifier(schema, f"{name}_seq")
+    try:
+        db.check_schema_usable(admin, schema)
+        db.lock_schema(admin, schema)
+        locked = True
+        with admin.transaction():
+            if db.schema_state(admin, schema) == "absent":
+                admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+                admin.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(schema),
+                                                                           sql.Literal(db.SCHEMA_MARK)))
+                created_schema = True
+            admin.execute(sql.SQL(_CREATE).format(table=table))
+            admin.execute(sql.SQL("CREATE SEQUENCE {}").format(seq))
+            admin.execute(sql.SQL(_FILL).format(table=table), {"rows": rows})
+            admin.execute(sql.SQL("ANALYZE {}").format(table))
+        yield admin, table, name
+    finally:
+        if not admin.broken:
+            admin.rollback()
+            admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+            admin.execute(sql.SQL("DROP SEQUENCE IF EXISTS {}").format(seq))
+            if created_schema:
+                db.drop_schema(admin, schema)
+            if locked:
+                db.unlock_schema(admin, schema)
+        admin.close()
+
+
+def _explain(conn: psycopg.Connection, statement: sql.Composable, params=None) -> str:
+    return "\n".join(r[0] for r in conn.execute(sql.SQL("EXPLAIN ") + statement, params).fetchall())
+
+
+def _pgrowlocks_schema(conn: psycopg.Connection) -> str | None:
+    """The schema of the ``pgrowlocks`` extension where it is installed in this database, else None."""
+    row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                       "WHERE e.extname = 'pgrowlocks'").fetchone()
+    return row[0] if row else None
+
+
+def _locked_by_nowait(conn: psycopg.Connection, table: sql.Identifier, ids: list[int]) -> list[int]:
+    """The ``ids`` that ``SELECT … FOR UPDATE NOWAIT`` on ``conn`` cannot lock (SQLSTATE 55P03); each
+    probe's lock is released at once (its own transaction, rolled back)."""
+    locked = []
+    for job_id in ids:
+        try:
+            with conn.transaction(force_rollback=True):
+                conn.execute(sql.SQL("SELECT id FROM {} WHERE id = %s FOR UPDATE NOWAIT").format(table), (job_id,))
+        except psycopg.errors.LockNotAvailable:
+            locked.append(job_id)
+    return locked
+
+
+def offset_lock_probe(dsn: str, schema: str) -> dict:
+    """Experiment 4 on a scratch table of ids 1, 2, 3 (:func:`scratch_table`), three sessions:
+
+    A, in an open transaction: ``SELECT id … ORDER BY id OFFSET 1 LIMIT 1 FOR UPDATE``;
+    B, while A holds it: the SKIP LOCKED claim ``SELECT id … ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED``
+    (rolled back at once); C, while A holds it and B is gone: which rows A holds, read from
+    ``pgrowlocks`` (rows whose lockers include A's backend) where that extension is installed in
+    the database, else by trying ``FOR UPDATE NOWAIT`` on each row (55P03: locked).
+
+    Returns ``{"offset_returned": int | None, "skip_locked_got": int | None, "locked_rows":
+    [ids], "method": "pgrowlocks" | "nowait probe", "plan": A's EXPLAIN}``, every value as
+    measured. Raises ConfigError (``SCHEMA``, ``DSN``) and ``psycopg.Error``."""
+    with scratch_table(dsn, schema, "offset", rows=3) as (admin, table, _seq):
+        a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
+        try:
+            offset_select = sql.SQL("SELECT id FROM {} ORDER BY id OFFSET 1 LIMIT 1 FOR UPDATE").format(table)
+            plan = _explain(a, offset_select)
+            with a.transaction(force_rollback=True):
+                row = a.execute(offset_select).fetchone()
+                with b.transaction(force_rollback=True):
+                    got = b.execute(sql.SQL("SELECT id FROM {} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED").format(
+                        table)).fetchone()
+                method, locked = "nowait probe", None
+                extension = _pgrowlocks_schema(c)
+                if extension is not None:
+                    try:
+                        locked = [r[0] for r in c.execute(sql.SQL(
+                            "SELECT t.id FROM {table} t JOIN {fn}(%s) l ON l.locked_row = t.ctid "
+                            "WHERE %s = ANY(l.pids) ORDER BY t.id").format(
+                                table=table, fn=sql.Identifier(extension, "pgrowlocks")),
+                            (table.as_string(c), a.info.backend_pid)).fetchall()]
+                        method = "pgrowlocks"
+                    except psycopg.errors.InsufficientPrivilege:
+                        locked = None  # installed but not readable by this role: probe by NOWAIT
+                if locked is None:
+                    locked = _locked_by_nowait(c, table, [1, 2, 3])
+        finally:
+            for conn in (a, b, c):
+                conn.close()
+    return {"offset_returned": row[0] if row else None, "skip_locked_got": got[0] if got else None,
+            "locked_rows": locked, "method": method, "plan": plan}
