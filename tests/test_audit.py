@@ -27,13 +27,13 @@ from bench.engines.postgres import audit
 from bench.engines.postgres import db
 from bench.engines.postgres import policies
 from bench.engines.postgres.policies import insert_sql
+from bench.engines.postgres.probes import FR03_SETTINGS
 from bench.measure.claimlog import ClaimLog
 from bench.config.run_config import RunConfig, build_config
 from bench.engines.postgres.session import PreparedSession, int_array
 from bench.engines.postgres.session import rows as rows_of
 from bench.measure.metrics import Recorder
 from conftest import CLEAN_INVARIANTS, run_and_load
-from test_policies import FR03_SETTINGS
 
 SCHEMA = "qbench_audit"
 #: Violations injected per test.
@@ -49,16 +49,6 @@ def _without(text: str, safeguard: str, replacement: str = "") -> str:
     return text.replace(safeguard, replacement)
 
 
-def _naive_claim(claim: str) -> str:
-    """FR-03's naive form of the tool's own claim: the locking LIMIT as an ``IN`` sub-select of the
-    ``UPDATE`` instead of a materialized CTE; same SET, same RETURNING."""
-    _, rest = claim.split("AS MATERIALIZED (\n", 1)
-    picked, rest = rest.split("\n), moment AS MATERIALIZED (\n", 1)
-    _, update = rest.split("\n)\n", 1)
-    update = _without(update, "moment.at", "clock_timestamp()")
-    return _without(update, "FROM picked, moment\nWHERE j.id = picked.id", f"WHERE j.id IN ({picked.strip()})")
-
-
 def _statements(schema: str, policy: str) -> dict[str, str]:
     """The workers' statements, plus each one with a safeguard removed (the mutations)."""
     real = policies.prepared_statements(schema, policy)
@@ -67,7 +57,7 @@ def _statements(schema: str, policy: str) -> dict[str, str]:
         # a second session claims rows another holds under a live lease
         "claim_leased": _without(real["claim"], "WHERE status = 'pending' AND run_at <= now()",
                                  "WHERE status = 'running' AND lease_expires_at > now()"),
-        "claim_naive": _naive_claim(real["claim"]),
+        "claim_naive": policies.naive_subselect_claim(real["claim"]),
         "complete_untokened": _without(real["complete_many"], " AND j.attempt_token = c.token"),
         "complete_again": _without(real["complete_many"], " AND j.status = 'running'"),
         "insert": insert_sql(schema, 5),

@@ -105,3 +105,31 @@ def test_the_probe_touches_only_the_tools_schema(dsn):
         assert conn.execute(tables, ("qbench_probe_foreign",)).fetchall() == []
         db.drop_schema(conn, "qbench_probe_own")
         conn.execute("DROP SCHEMA qbench_probe_foreign")
+
+
+def test_subselect_probe_overclaims_on_postgres_and_the_tools_claim_takes_its_limit(dsn):
+    """Experiment 13 (FR-03) as an engine probe: under the FR-03 planner settings the sub-select
+    claim is a Nested Loop Semi Join re-running its LIMIT 2 locking sub-select per outer row and
+    updates all 11 rows; the tool's claim (its real claim_sql) returns exactly 2. Rolled back."""
+    from bench.engines import get_engine
+
+    result = get_engine("postgres").subselect_overclaim_probe(dsn, "qbench_probe_pg", rows=11, limit=2)
+    assert (result["limit"], result["subselect_rows"], result["tool_claim_rows"]) == (2, 11, 2), result
+    assert "Nested Loop Semi Join" in result["plan"], result["plan"]
+    assert result["plan"].index("Seq Scan on") < result["plan"].index("LockRows"), result["plan"]
+    assert "CTE picked" in result["tool_plan"]
+    assert "not_applicable" not in result
+    assert _schema_absent("postgres", dsn, "qbench_probe_pg")
+
+
+def test_subselect_probe_is_not_applicable_on_mariadb(maria_schema):
+    """MariaDB refuses LIMIT in an IN sub-query (error 1235), measured by sending it; the tool's
+    claim step still takes exactly its LIMIT."""
+    from bench.engines import get_engine
+
+    target, schema = maria_schema
+    result = get_engine("mariadb").subselect_overclaim_probe(target, schema, rows=11, limit=2)
+    assert "error 1235" in result["not_applicable"] and "LIMIT & IN/ALL/ANY/SOME subquery" in result["not_applicable"]
+    assert result["subselect_rows"] is None and result["plan"] is None
+    assert result["tool_claim_rows"] == 2
+    assert _schema_absent("mariadb", target, schema)

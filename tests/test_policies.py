@@ -23,6 +23,7 @@ from psycopg import sql
 
 from bench.engines.postgres import db
 from bench.engines.postgres import policies
+from bench.engines.postgres.probes import FR03_SETTINGS
 from bench.config.run_config import build_config
 
 SCHEMA = "qbench"
@@ -223,7 +224,6 @@ def test_completion_is_fenced_by_the_attempt_token(dsn, observer):
 #: de-duplicates the sub-select (Sort+Unique or HashAggregate) and makes it the outer
 #: side (evaluated once again); with sort and hashagg off as well it is the inner side
 #: of a Nested Loop Semi Join, rescanned per outer row.
-FR03_SETTINGS = ("enable_hashjoin", "enable_mergejoin", "enable_material", "enable_sort", "enable_hashagg")
 NAIVE_CLAIM = sql.SQL(
     "UPDATE {jobs} SET status = 'running' WHERE id IN "
     "(SELECT id FROM {jobs} WHERE status = 'pending' ORDER BY id LIMIT 2 FOR UPDATE SKIP LOCKED)"

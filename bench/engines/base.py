@@ -279,6 +279,14 @@ class Engine(Protocol):
         "pgrowlocks"), "plan"}``, as measured, or ``{"not_applicable": why}``. Raises ConfigError
         (``SCHEMA``, ``DSN``) and :attr:`database_errors`."""
 
+    def subselect_overclaim_probe(self, dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
+        """Experiment 13 (FR-03): on ``rows`` pending rows, the sub-select claim ``UPDATE … WHERE id IN
+        (SELECT … LIMIT limit FOR UPDATE SKIP LOCKED)`` under a forced nested loop, then the tool's own
+        claim, all rolled back. Returns ``{"limit", "subselect_rows", "tool_claim_rows", "plan"}`` as
+        measured; with ``"not_applicable": why`` where the engine refuses the sub-select form. Raises
+        ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` below 1) and
+        :attr:`database_errors`."""
+
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""

@@ -176,6 +176,11 @@ class MariaDBEngine:
         (:func:`bench.engines.mariadb.probes.offset_lock_probe`)."""
         return probes.offset_lock_probe(dsn, schema)
 
+    def subselect_overclaim_probe(self, dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
+        """Experiment 13 (FR-03): can the sub-select claim take more rows than its LIMIT
+        (:func:`bench.engines.mariadb.probes.subselect_overclaim_probe`)."""
+        return probes.subselect_overclaim_probe(dsn, schema, rows, limit)
+
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """A transaction holding a read view (purge stalls; the history list grows)."""
         return fault_actions.hold_snapshot(dsn, schema)

@@ -82,15 +82,16 @@ def _ids(ids: list[int | Var]) -> str:
     return ",".join(_value(i) for i in ids)
 
 
-def claim_select(schema: str, policy: str, index: str, batch: int) -> str:
+def claim_select(schema: str, policy: str, index: str, batch: int, *, table: str = "jobs") -> str:
     """Step 1 of the claim: the ids of at most ``batch`` eligible jobs in claim order, locked by
-    ``policy``'s clause. Raises KeyError for an unknown policy."""
+    ``policy``'s clause. ``table`` names the queue table inside ``schema`` (a probe's scratch
+    table: :mod:`bench.engines.mariadb.probes`). Raises KeyError for an unknown policy."""
     locking = LOCKING_CLAUSE[policy]
     if index == "ready_table":
         return (f"SELECT id FROM {ident(schema, 'jobs_ready')} WHERE run_at <= NOW(6) "
                 f"ORDER BY priority, run_at, id LIMIT {int(batch)} {locking}")
     eligible = "claim_pending = 1" if index == "generated" else "status = 'pending'"
-    return (f"SELECT id FROM {ident(schema, 'jobs')} WHERE {eligible} AND run_at <= NOW(6) "
+    return (f"SELECT id FROM {ident(schema, table)} WHERE {eligible} AND run_at <= NOW(6) "
             f"ORDER BY priority, run_at, id LIMIT {int(batch)} {locking}")
 
 

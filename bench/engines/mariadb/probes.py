@@ -10,6 +10,11 @@ transaction holds (``INNODB_LOCKS`` lists only locks someone waits for), so the 
 ``"nowait probe"``. A ``NOWAIT`` read of a locked row fails with error 1205
 (:mod:`bench.engines.mariadb.error_kinds`).
 
+:func:`subselect_overclaim_probe` (experiment 13, field case FR-03): MariaDB refuses ``LIMIT``
+in an ``IN`` sub-query (error 1235, "This version of MariaDB doesn't yet support 'LIMIT &
+IN/ALL/ANY/SOME subquery'": https://mariadb.com/kb/en/subquery-limitations/), so the sub-select
+claim cannot over-claim here: it cannot run at all. The probe finds that out by sending it.
+
 The database: the tool's (its comment is :data:`bench.engines.mariadb.db.SCHEMA_MARK`), locked
 for the probe by the named lock a run takes (a run in progress refuses the probe, ConfigError
 ``SCHEMA``); when absent it is created, marked, for the probe and dropped after it. A database
@@ -27,7 +32,7 @@ import pymysql
 from bench.engines.mariadb import db
 from bench.engines.mariadb.connection import ISOLATION_LEVELS, open_connection
 from bench.engines.mariadb.error_kinds import error_number
-from bench.engines.mariadb.policies import ident, literal
+from bench.engines.mariadb.policies import claim_select, ident, literal
 
 #: Each probe session's ``innodb_lock_wait_timeout`` (s) and ``max_statement_time`` (s): none of
 #: its statements waits (NOWAIT, SKIP LOCKED), so this bound is a safety net, never reached.
@@ -50,7 +55,7 @@ def _session(dsn: str, name: str):
 
 
 @contextlib.contextmanager
-def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple[object, str]]:
+def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple[object, str, str]]:
     """A table ``<schema>.qbench_probe_<kind>_<hex>`` with ``rows`` pending rows (ids 1..rows, in
     claim order); yields (the admin connection, the quoted table). It is dropped when the block
     ends, however it ends; so is the database when this created it. Raises ConfigError
@@ -58,7 +63,8 @@ def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple
     connect."""
     admin = db.connect(dsn, application_name="queue-bench probe")
     created_schema = False
-    table = ident(schema, f"qbench_probe_{kind}_{secrets.token_hex(4)}")
+    name = f"qbench_probe_{kind}_{secrets.token_hex(4)}"
+    table = ident(schema, name)
     try:
         db.check_schema_usable(admin, schema)
         db.lock_schema(admin, schema)  # released when the connection closes
@@ -68,7 +74,7 @@ def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple
         db.execute(admin, _CREATE.format(table=table))
         db.execute(admin, f"INSERT INTO {table} (id, run_at) VALUES "
                           + ",".join(f"({i}, NOW(6) - INTERVAL {(rows - i + 1) * 1000} MICROSECOND)" for i in range(1, rows + 1)))
-        yield admin, table
+        yield admin, table, name
     finally:
         try:
             db.execute(admin, f"DROP TABLE IF EXISTS {table}")
@@ -104,7 +110,7 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
     Returns ``{"offset_returned", "skip_locked_got", "locked_rows", "method": "nowait probe",
     "plan": A's EXPLAIN (tab-separated rows), "isolation"}``, as measured. Raises ConfigError
     (``SCHEMA``, ``DSN``) and PyMySQL's errors."""
-    with scratch_table(dsn, schema, "offset", rows=3) as (_admin, table):
+    with scratch_table(dsn, schema, "offset", rows=3) as (_admin, table, _name):
         a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
         try:
             offset_select = f"SELECT id FROM {table} ORDER BY id LIMIT 1 OFFSET 1 FOR UPDATE"
@@ -126,3 +132,44 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
     return {"offset_returned": int(row[0][0]) if row else None, "skip_locked_got": int(got[0][0]) if got else None,
             "locked_rows": locked, "method": "nowait probe", "plan": plan,
             "isolation": ISOLATION_LEVELS[PROBE_ISOLATION]}
+
+
+def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
+    """Experiment 13 (FR-03) on a scratch table of ``rows`` pending rows (:func:`scratch_table`), in a
+    transaction rolled back: the sub-select claim ``UPDATE … WHERE id IN (<the tool's locking
+    SELECT, LIMIT limit>)``, then the tool's own claim step (``claim_select``, batch ``limit``: the
+    ids its ``UPDATE`` then marks).
+
+    Returns ``{"limit", "subselect_rows", "tool_claim_rows", "plan", "not_applicable"}``: on
+    MariaDB's refusal (error 1235, measured) ``subselect_rows`` and ``plan`` are None and
+    ``not_applicable`` says why with the server's message; were it accepted, the rows it updated
+    and its EXPLAIN. Raises ConfigError (``SCHEMA``, ``DSN``), ValueError for ``rows`` or ``limit``
+    below 1, and PyMySQL's other errors."""
+    if rows < 1 or limit < 1:
+        raise ValueError(f"rows and limit must be >= 1, got rows={rows!r}, limit={limit!r}")
+    with scratch_table(dsn, schema, "subselect", rows=rows) as (_admin, table, name):
+        conn = _session(dsn, "subselect")
+        try:
+            picked = claim_select(schema, "skip_locked", "composite", limit, table=name)
+            naive = f"UPDATE {table} SET status = 'running' WHERE id IN ({picked})"
+            subselect_rows = plan = why = None
+            db.execute(conn, "START TRANSACTION")
+            try:
+                subselect_rows = db.execute(conn, naive)
+                plan = "\n".join("\t".join(str(v) for v in r) for r in db.query(conn, "EXPLAIN " + naive))
+            except pymysql.err.MySQLError as err:
+                if error_number(err) != 1235:
+                    raise
+                why = (f"MariaDB does not allow LIMIT in an IN sub-query, so the sub-select claim cannot run "
+                       f"(error 1235: {err.args[1]})")
+            finally:
+                db.execute(conn, "ROLLBACK")
+            db.execute(conn, "START TRANSACTION")
+            try:
+                tool_rows = len(db.query(conn, picked))
+            finally:
+                db.execute(conn, "ROLLBACK")
+        finally:
+            conn.close()
+    result = {"limit": int(limit), "subselect_rows": subselect_rows, "tool_claim_rows": tool_rows, "plan": plan}
+    return {**result, "not_applicable": why} if why else result

@@ -167,6 +167,11 @@ class PostgresEngine:
         (:func:`bench.engines.postgres.probes.offset_lock_probe`)."""
         return probes.offset_lock_probe(dsn, schema)
 
+    def subselect_overclaim_probe(self, dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
+        """Experiment 13 (FR-03): can the sub-select claim take more rows than its LIMIT
+        (:func:`bench.engines.postgres.probes.subselect_overclaim_probe`)."""
+        return probes.subselect_overclaim_probe(dsn, schema, rows, limit)
+
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""

@@ -102,10 +102,10 @@ WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
 RETURNING j.id, j.status"""
 
 
-def _names(schema: str) -> dict[str, sql.Composable]:
+def _names(schema: str, table: str = "jobs", token_seq: str = "attempt_token_seq") -> dict[str, sql.Composable]:
     return {
-        "jobs": sql.Identifier(schema, "jobs"),
-        "token_seq": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.attempt_token_seq"),
+        "jobs": sql.Identifier(schema, table),
+        "token_seq": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.{sql.Identifier(token_seq).as_string(None)}"),
     }
 
 
@@ -128,25 +128,48 @@ _PGBENCH_GATHER = ("WITH claimed AS ({claim}) SELECT coalesce(array_agg(id), '{{
                    "coalesce(array_agg(attempt_token), '{{}}') AS tokens, count(*) AS claimed FROM claimed")
 
 
-def _render(name: str, schema: str, policy: str, placeholder) -> sql.Composed:
+def _render(name: str, schema: str, policy: str, placeholder, **names: str) -> sql.Composed:
     """Statement ``name`` with each parameter rendered by ``placeholder(position, param)`` and cast."""
     template, params = _STATEMENTS[name]
     slots = {param: placeholder(i, param) + sql.SQL(f"::{cast}") for i, (param, cast) in enumerate(params, 1)}
-    return sql.SQL(template).format(locking=sql.SQL(LOCKING_CLAUSE[policy]), **slots, **_names(schema))
+    return sql.SQL(template).format(locking=sql.SQL(LOCKING_CLAUSE[policy]), **slots, **_names(schema, **names))
 
 
-def _named(name: str, schema: str, policy: str = "skip_locked") -> sql.Composed:
-    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param))
+def _named(name: str, schema: str, policy: str = "skip_locked", **names: str) -> sql.Composed:
+    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param), **names)
 
 
-def claim_sql(schema: str, policy: str) -> sql.Composed:
+def claim_sql(schema: str, policy: str, *, table: str = "jobs", token_seq: str = "attempt_token_seq") -> sql.Composed:
     """The claim statement for ``policy``, with named placeholders (for psycopg's ``execute``).
 
     Parameters: ``batch`` (int, the LIMIT), ``worker`` (str, ``locked_by``),
     ``lease_s`` (float seconds). Returns the rows described in
-    :func:`prepared_statements`. Raises KeyError for an unknown policy.
+    :func:`prepared_statements`. ``table`` and ``token_seq`` name the queue table and the token
+    sequence inside ``schema`` (a probe's scratch table: :mod:`bench.engines.postgres.probes`).
+    Raises KeyError for an unknown policy.
     """
-    return _named("claim", schema, policy)
+    return _named("claim", schema, policy, table=table, token_seq=token_seq)
+
+
+def naive_subselect_claim(claim: str) -> str:
+    """FR-03's naive form of the tool's claim text ``claim`` (from :func:`claim_sql` or
+    :func:`prepared_statements`, as a string): the locking ``SELECT … LIMIT n`` as an ``IN``
+    sub-select of the ``UPDATE`` instead of a materialized CTE, the claim's moment as
+    ``clock_timestamp()``; same SET, same RETURNING, same parameters. A planner that re-runs the
+    sub-select per outer row (a nested loop) makes it claim more than ``n`` rows. For probes and
+    tests only: the workers never send it. Raises ValueError when ``claim`` is not the claim."""
+    def without(text: str, part: str, replacement: str = "") -> str:
+        if part not in text:
+            raise ValueError(f"not the tool's claim: {part!r} is missing")
+        return text.replace(part, replacement)
+
+    _, sep, rest = claim.partition("AS MATERIALIZED (\n")
+    picked, sep2, rest = rest.partition("\n), moment AS MATERIALIZED (\n")
+    _, sep3, update = rest.partition("\n)\n")
+    if not (sep and sep2 and sep3):
+        raise ValueError("not the tool's claim: its picked and moment CTEs are missing")
+    update = without(update, "moment.at", "clock_timestamp()")
+    return without(update, "FROM picked, moment\nWHERE j.id = picked.id", f"WHERE j.id IN ({picked.strip()})")
 
 
 def complete_one_sql(schema: str) -> sql.Composed:

@@ -9,6 +9,10 @@ them, so the skipped rows are locked too. The SELECT page says so: "rows skipped
 will get locked" (https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE).
 The probe measures it with three sessions, and returns the plan beside the facts.
 
+:func:`subselect_overclaim_probe` (experiment 13, field case FR-03): the sub-select form of the
+claim (``UPDATE … WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)``) under a forced nested
+loop against the tool's own claim (:func:`bench.engines.postgres.policies.claim_sql`).
+
 The schema: the tool's (:data:`bench.engines.postgres.db.SCHEMA_MARK`), locked for the probe as a
 run locks it (a run in progress refuses the probe, ConfigError ``SCHEMA``); when absent it is
 created, marked, for the probe and dropped after it. A schema someone else made is refused
@@ -25,8 +29,12 @@ from typing import Iterator
 import psycopg
 from psycopg import sql
 
-from bench.engines.postgres import db
+from bench.engines.postgres import db, policies
 
+#: Planner settings of field case FR-03 (set on the probe's own transaction only, ``SET LOCAL``):
+#: with hash and merge joins (and material, sort, hashagg) off, the sub-select claim becomes a
+#: Nested Loop Semi Join that re-runs its locking sub-select for every outer row.
+FR03_SETTINGS = ("enable_hashjoin", "enable_mergejoin", "enable_material", "enable_sort", "enable_hashagg")
 #: Each probe session's ``lock_timeout`` and ``statement_timeout``: none of its statements waits
 #: (NOWAIT, SKIP LOCKED), so this bound is a safety net that is never reached when they do not.
 PROBE_TIMEOUT_MS = 5_000
@@ -38,6 +46,8 @@ CREATE TABLE {table} (
     status text NOT NULL DEFAULT 'pending', attempts integer NOT NULL DEFAULT 0, attempt_token bigint,
     locked_by text, lease_expires_at timestamptz, started_at timestamptz
 )"""
+#: The ``partial`` index variant (schemas/postgres/index_partial.sql) on the scratch table.
+_CLAIM_ORDER_INDEX = "CREATE INDEX {index} ON {table} (priority, run_at, id) WHERE status = 'pending'"
 _FILL = """\
 INSERT INTO {table} (id, run_at)
 SELECT g, now() - interval '1 s' + g * interval '1 ms' FROM generate_series(1, %(rows)s) AS g"""
@@ -155,3 +165,40 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
                 conn.close()
     return {"offset_returned": row[0] if row else None, "skip_locked_got": got[0] if got else None,
             "locked_rows": locked, "method": method, "plan": plan}
+
+
+def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
+    """Experiment 13 (FR-03) on a scratch table of ``rows`` pending rows (:func:`scratch_table`), in
+    one transaction of its own that is rolled back, with :data:`FR03_SETTINGS` off (``SET LOCAL``:
+    this transaction only), and the tool's default index variant (``partial``: claim order over the
+    pending rows, schemas/postgres/index_partial.sql): the sub-select form of the tool's claim
+    (:func:`bench.engines.postgres.policies.naive_subselect_claim` of
+    :func:`~bench.engines.postgres.policies.claim_sql`, ``LIMIT limit``) runs in a savepoint that
+    is rolled back, then the tool's own claim (``claim_sql``, batch ``limit``) on the same rows.
+
+    Returns ``{"limit", "subselect_rows" (rows the sub-select form updated), "tool_claim_rows"
+    (rows the tool's claim returned), "plan" (the sub-select form's EXPLAIN), "tool_plan"}``.
+    Raises ConfigError (``SCHEMA``, ``DSN``), ValueError for ``rows`` or ``limit`` below 1, and
+    ``psycopg.Error``."""
+    if rows < 1 or limit < 1:
+        raise ValueError(f"rows and limit must be >= 1, got rows={rows!r}, limit={limit!r}")
+    with scratch_table(dsn, schema, "subselect", rows=rows) as (admin, table, name):
+        admin.execute(sql.SQL(_CLAIM_ORDER_INDEX).format(index=sql.Identifier(f"{name}_claim_order"), table=table))
+        admin.execute(sql.SQL("ANALYZE {}").format(table))
+        conn = _session(dsn, "subselect")
+        try:
+            params = {"batch": int(limit), "worker": "probe", "lease_s": 60.0}
+            claim = policies.claim_sql(schema, "skip_locked", table=name, token_seq=f"{name}_seq")
+            naive = sql.SQL(policies.naive_subselect_claim(claim.as_string(conn)))
+            with conn.transaction(force_rollback=True):
+                for name in FR03_SETTINGS:
+                    conn.execute(sql.SQL("SET LOCAL {} = off").format(sql.Identifier(name)))
+                plan = _explain(conn, naive, params)
+                with conn.transaction(force_rollback=True):
+                    subselect_rows = conn.execute(naive, params).rowcount
+                tool_plan = _explain(conn, claim, params)
+                tool_rows = len(conn.execute(claim, params).fetchall())
+        finally:
+            conn.close()
+    return {"limit": int(limit), "subselect_rows": subselect_rows, "tool_claim_rows": tool_rows,
+            "plan": plan, "tool_plan": tool_plan}
