@@ -243,6 +243,8 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "claim_growth": growth,
         "plan_warnings": plan_warnings(run_info["claim_plans"]["workers"], growth),
         "autovacuum": run_info["autovacuum"],
+        "vacuum_passes": run_info.get("vacuum_passes"),
+        "claim_index_bytes": index_bytes(rows),
         "pg_stat_statements": run_info["pg_stat_statements"],
         "table_sizes": {"before": run_info["sizes_before"], "after": run_info["sizes_after"]},
         "audit": audit_result["details"],
@@ -254,18 +256,45 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
 
 def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
     """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
-    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt.
+    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt. With
+    ``settings`` (``AUTOVACUUM_SETTINGS`` by full name) and ``reloptions`` (what the server held for
+    each leaf of the queue table after prepare, ``{table: ["name=value", …]}``).
     ``{"not_applicable": why}`` on an engine without vacuum (its :meth:`~bench.engines.base.Engine.vacuum_counts`)."""
     if "not_applicable" in before:
         return {"not_applicable": before["not_applicable"]}
     enabled = cfg.autovacuum == "on" and before["server_autovacuum"]
+    settings = {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
+                "settings": cfg.public()["autovacuum_settings"], "reloptions": before.get("reloptions")}
     if after is None:
-        return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
-                "autovacuum_runs": None, "autoanalyze_runs": None}
-    return {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
+        return {**settings, "autovacuum_runs": None, "autoanalyze_runs": None}
+    return {**settings,
             "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
             "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
             "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
+
+
+def vacuum_passes(cfg: RunConfig, passes: list[tuple[float, float]], n_warm: int, rows: list[dict]) -> dict | None:
+    """``summary.json``'s ``vacuum_passes``: the periodic VACUUMs (``VACUUM_EVERY_S``) that started in the
+    measured window's seconds (``rows``' ``t_s``; second ``k`` of the load is ``t_s + n_warm``):
+    ``{"every_s", "count", "duration_ms": {"p50", "max"} (nearest rank; None without a pass),
+    "run_count"}`` (``run_count``: passes over the whole run, warm-up and stop phase included).
+    None when the run had no periodic VACUUM."""
+    if not cfg.vacuums():
+        return None
+    seconds_measured = {r["t_s"] + n_warm for r in rows}
+    ms = [d * 1000 for start, d in passes if int(start) in seconds_measured]
+    p50, top = percentile(ms, 50), max(ms, default=None)
+    return {"every_s": cfg.vacuum_every_s, "count": len(ms),
+            "duration_ms": {"p50": None if p50 is None else round(p50, 3), "max": None if top is None else round(top, 3)},
+            "run_count": len(passes)}
+
+
+def index_bytes(rows: list[dict]) -> dict | None:
+    """``summary.json``'s ``claim_index_bytes``: the size of the claim's index (bytes, sampled each second as
+    intervals.csv's ``claim_index_bytes``) at the first and last sample of the measured window and its
+    largest: ``{"first", "last", "max"}``; None when never sampled (``INDEX=none``, or MariaDB)."""
+    sizes = [r["claim_index_bytes"] for r in rows if r.get("claim_index_bytes") is not None]
+    return {"first": sizes[0], "last": sizes[-1], "max": max(sizes)} if sizes else None
 
 
 def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:

@@ -201,6 +201,10 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     if cfg.layout == "archive":
         mover = engine.mover(dsn, cfg, recorder)
         mover_greenlet = gevent.spawn(mover.run)
+    vacuumer = None
+    if cfg.vacuums():  # VACUUM_EVERY_S: in this (the master) process only, on its own connection
+        vacuumer = engine.vacuumer(dsn, cfg, recorder, clock.now_s)
+        vacuumer_greenlet = gevent.spawn(vacuumer.run)
     # Running totals, not the intervals: one second's histograms are held at a time (see metrics.Window).
     measured = metrics.Window()
     totals: Counter = Counter()  # warm-up, measured and stop phase: the invariants cover them all
@@ -296,6 +300,10 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         mover.stop()
         mover_greenlet.join(timeout=30)
         mover.conn.close()
+    if vacuumer is not None:
+        vacuumer.stop()  # cancels a pass in progress
+        vacuumer_greenlet.join(timeout=30)
+        vacuumer.conn.close()
     workers_plan = engine.workers_plan(ctx.plan_sessions, ctx.worker_explain, cfg)
     # The second the loop was in when it stopped (n_warm + n_meas on a complete run): an interrupted
     # run's partial last second keeps its own index, not the planned end's.
@@ -309,6 +317,8 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     # Samples join the rows only now: a table sample taken in second k may have returned after tick k.
     for row in rows:
         row.update(seconds.sample_columns(samples.get(row["t_s"] + n_warm)))
+        if vacuumer is not None:
+            row.update(seconds.vacuum_columns(vacuumer.passes, row["t_s"] + n_warm))
 
     database_lost = None
     try:
@@ -360,6 +370,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         "claim_plans": {**(engine.plans_summary(claim_plans) or {"auto": None}),
                         "workers": {k: v for k, v in workers_plan.items() if k not in ("text", "nodes")}},
         "autovacuum": run_summary.vacuum_during(vacuum_before, vacuum_after, cfg),
+        "vacuum_passes": run_summary.vacuum_passes(cfg, vacuumer.passes if vacuumer else [], n_warm, rows),
         "pg_stat_statements": pgss,
         "monitor_table_query_in_flight_s": round(table_query_in_flight_s, 3),
         "database_lost": database_lost,

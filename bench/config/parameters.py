@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from bench.config import parsers
+from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
 from bench.config.faults import parse_faults
 from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
 from bench.errors import ConfigError
@@ -245,6 +246,32 @@ PARAMETERS: tuple[Parameter, ...] = (
        minimum=0.0, strict=True, maximum=60_000, sweep=True, bad=(0, "often", 1e9),
        meaning="after a claim that found no job, a worker sleeps this long before claiming again "
                "(`WAKEUP=poll`), or waits at most this long for a notification (`WAKEUP=notify`)"),
+    _P("autovacuum_settings", "table", "", "per-table autovacuum settings on the queue table: name=value,... "
+                                         "e.g. vacuum_scale_factor=0,vacuum_threshold=1000",
+       parse_value=parse_autovacuum_settings, default_text="none (the server's)",
+       allowed=f"`name=value,…` or a TOML table; names: {autovacuum_setting_names()} (the `autovacuum_` prefix "
+               "optional)",
+       bad=("vacuum_speed=3", "vacuum_scale_factor=-0.1", "vacuum_threshold=1.5", "vacuum_cost_limit=0",
+            "vacuum_threshold=10,autovacuum_vacuum_threshold=20", "enabled=off", "vacuum_threshold"),
+       engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
+       meaning="autovacuum storage parameters set on the tool's queue table only (`ALTER TABLE … SET (…)` during "
+               "prepare, on each partition with `LAYOUT=partitioned`; not on `jobs_archive`), with the ranges "
+               "PostgreSQL accepts (https://www.postgresql.org/docs/current/sql-createtable.html#SQL-CREATETABLE-"
+               "STORAGE-PARAMETERS): e.g. `vacuum_scale_factor=0,vacuum_threshold=1000,vacuum_cost_delay=0` "
+               "makes the queue table due for autovacuum once it holds more than 1,000 dead tuples, whatever its "
+               "size, and vacuums it without cost sleeps (FR-12; the server checks every `autovacuum_naptime`, "
+               "1 s on the embedded server, 1 min by default). Recorded in `run.json` by "
+               "PostgreSQL's full names; with `AUTOVACUUM=off` refused (nothing would use them)"),
+    _P("vacuum_every_s", "number", 0.0, "seconds between plain VACUUMs of the queue table; 0 = never",
+       unit="s", minimum=0.0, maximum=86_400, bad=(-1, "often", 1e9), default_text="0 (never)",
+       engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
+       meaning="a plain `VACUUM` of the queue table (all its partitions; not `jobs_archive`) every this many "
+               "seconds after the previous pass ended, on a connection of its own in the master process, "
+               "whatever autovacuum does (FR-12). Each pass's duration "
+               "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
+               "`intervals.csv`"),
     _P("schema", "text", "qbench", "the tool's own schema, default qbench", parse_value=parsers.parse_schema,
        allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
        bad=("Bad-Name", "public", "x" * 58, "qbench_state"),

@@ -33,7 +33,9 @@ class RunConfig:
     milliseconds (``work_ms``). ``backlog`` 0 means "compute it" (see
     :func:`bench.runner.compute_backlog`). ``dsn`` None means "start the embedded database".
     ``notes`` are sentences about what validation changed (a fault or burst window clipped to the
-    measured window); the run's summary carries them. A parameter with no meaning on ``engine``
+    measured window); the run's summary carries them. ``autovacuum_settings`` holds
+    ``(full name, value)`` pairs (:func:`bench.config.autovacuum.parse_autovacuum_settings`),
+    a dict in :meth:`public`. A parameter with no meaning on ``engine``
     holds :data:`bench.config.parameters.NOT_APPLICABLE` (``"n/a"``). Build with :func:`build_config`.
     """
 
@@ -75,16 +77,22 @@ class RunConfig:
     autovacuum: str
     wakeup: str
     poll_ms: float
+    autovacuum_settings: tuple | str
+    vacuum_every_s: float | str
     schema: str
     results: str
     workload: str = "default"
     dsn: str | None = None
     notes: tuple = ()
 
+    def vacuums(self) -> bool:
+        """True when the run VACUUMs the queue table periodically (``VACUUM_EVERY_S`` > 0; n/a is not)."""
+        return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
+
     def connections_needed(self) -> int:
         """Connections a run opens besides its admin connection: the workers, the monitor's
-        two, the reaper, the producers, the archive mover and the fault windows' own."""
-        return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0)
+        two, the reaper, the periodic VACUUM, the producers, the archive mover and the fault windows' own."""
+        return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill")))
 
@@ -92,6 +100,8 @@ class RunConfig:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""
         out = dataclasses.asdict(self)
         out["dsn"] = mask_dsn(self.dsn) if self.dsn else None
+        if not isinstance(self.autovacuum_settings, str):
+            out["autovacuum_settings"] = dict(self.autovacuum_settings)
         return out
 
 
@@ -109,6 +119,8 @@ def from_public(data: Mapping[str, Any], dsn: str | None) -> RunConfig:
     values["bursts"] = tuple(tuple(b) for b in values["bursts"])
     values["faults"] = tuple(Fault(**f) for f in values["faults"])
     values["notes"] = tuple(values.get("notes") or ())
+    if isinstance(values["autovacuum_settings"], dict):
+        values["autovacuum_settings"] = tuple(sorted(values["autovacuum_settings"].items()))
     return RunConfig(**values)
 
 
@@ -236,6 +248,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("LEASE_S", f"{values['lease_s']:g} s is shorter than REAPER_INTERVAL_S "
                                      f"{values['reaper_interval_s']:g} s: leases would expire between reaper passes "
                                      "unnoticed; allowed: LEASE_S >= REAPER_INTERVAL_S")
+    if values["autovacuum_settings"] and values["autovacuum_settings"] != NOT_APPLICABLE and values["autovacuum"] == "off":
+        raise ConfigError("AUTOVACUUM_SETTINGS", "has no effect with AUTOVACUUM=off: autovacuum never takes the queue "
+                                                 "table; allowed: AUTOVACUUM=on with AUTOVACUUM_SETTINGS, or leave "
+                                                 "AUTOVACUUM_SETTINGS out")
     if values["retry_cap_s"] < values["retry_base_s"]:
         raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below RETRY_BASE_S "
                                          f"{values['retry_base_s']:g} s; allowed: RETRY_CAP_S >= RETRY_BASE_S")

@@ -227,7 +227,7 @@ class Engine(Protocol):
         (``in_use``) or objects outside it depend on it (``dependents``). Raises
         :attr:`database_errors` when the server cannot be reached."""
 
-    # -- during the load: monitor samples, reaper, archive mover
+    # -- during the load: monitor samples, reaper, archive mover, periodic VACUUM
     def monitor(self, dsn: str, cfg: Any) -> Any:
         """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
 
@@ -240,6 +240,10 @@ class Engine(Protocol):
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Any:
         """A periodic task that moves finished rows to the archive."""
+
+    def vacuumer(self, dsn: str, cfg: Any, recorder: Any, now_s: Callable[[], float]) -> Any:
+        """A periodic task (``run``, ``stop``, ``conn``) that VACUUMs the queue table every
+        ``cfg.vacuum_every_s`` seconds; ``passes`` holds ``(start_s by now_s(), duration_s)`` of each."""
 
     # -- plans and statement statistics
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:

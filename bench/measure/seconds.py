@@ -82,6 +82,15 @@ def sample_columns(sample: dict | None) -> dict:
     return {k: v for k, v in (sample or {}).items() if k != "age_by_priority"}
 
 
+def vacuum_columns(passes: list[tuple[float, float]], k: int) -> dict:
+    """intervals.csv's ``vacuum_passes`` (passes that started in second ``k`` of the load, 0 when
+    none) and ``vacuum_ms`` (their summed duration, ms; empty when none) from ``(start_s, duration_s)``
+    pairs (:class:`bench.engines.postgres.vacuum.Vacuumer`); a pass longer than a second is marked
+    in the second it started."""
+    durations = [d for start, d in passes if int(start) == k]
+    return {"vacuum_passes": len(durations), "vacuum_ms": round(sum(durations) * 1000, 3) if durations else None}
+
+
 def loop_lag_probe(recorder: metrics.Recorder, period_s: float = LOOP_LAG_PERIOD_S) -> None:
     """Sleep ``period_s`` over and over (run it in a greenlet until killed), recording in
     ``loop_lag_us`` how late each wake-up came beyond ``period_s`` (µs, at least 1): the time a

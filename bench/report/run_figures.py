@@ -161,7 +161,11 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "vacuum removes it; a climbing line means vacuum is not keeping up, or something (a long "
      "transaction) stops it, and claims have to step over them. The dashed line is the age of the "
      "oldest snapshot held in this database (backend_xmin), in transactions: while it grows, vacuum "
-     "can remove nothing newer. Gaps in either line are seconds the monitor missed. Shaded bands on "
+     "can remove nothing newer. Gaps in either line are seconds the monitor missed. Triangles along the "
+     "bottom mark the seconds a periodic VACUUM started (VACUUM_EVERY_S) and the seconds an autovacuum "
+     "of the queue table ended (pg_stat_user_tables.autovacuum_count rose); the note at the top right "
+     "gives the size of the claim's index (pg_relation_size), which dead entries at its head make "
+     "claims step over until vacuum removes them (FR-12). Shaded bands on "
      "every plot are fault-injection windows; a dotted line marks a second in which the number of "
      "running workers changed (the web UI, or a lost load generator process).",
      draw_dead_tuples),

@@ -211,7 +211,32 @@ def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
         xmin_ax.set_ylabel("xmin age (transactions)")
         _count_axis(xmin_ax)
         handles.append(xmin_line)
+    handles += _vacuum_markers(ax, df)
+    index = summary.get("claim_index_bytes")
+    if index:
+        ax.text(0.99, 0.97, f"claim's index: {index['first'] / 1e6:,.2f} MB at the start, {index['last'] / 1e6:,.2f} MB "
+                f"at the end (largest {index['max'] / 1e6:,.2f} MB)", transform=ax.transAxes, ha="right", va="top",
+                fontsize="small", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
     _legend(ax, handles)
+
+
+def _vacuum_markers(ax: plt.Axes, df: pd.DataFrame) -> list:
+    """Small markers along the bottom of ``ax`` at the seconds a periodic VACUUM started
+    (``vacuum_passes`` > 0) and the seconds autovacuum finished a run on the queue table
+    (``autovacuum_count`` rose since the previous sample); returns their legend handles."""
+    handles = []
+    at_bottom = ax.get_xaxis_transform()  # x in seconds, y in axes fractions
+    if "vacuum_passes" in df and (df["vacuum_passes"].fillna(0) > 0).any():
+        t = df.loc[df["vacuum_passes"].fillna(0) > 0, "t_s"]
+        handles.append(ax.scatter(t, [0.03] * len(t), transform=at_bottom, marker="^", s=18, color="C2", zorder=3,
+                                  label="VACUUM pass"))
+    if "autovacuum_count" in df:
+        counts = df[["t_s", "autovacuum_count"]].dropna()
+        t = counts.loc[counts["autovacuum_count"].diff() > 0, "t_s"]
+        if len(t):
+            handles.append(ax.scatter(t, [0.08] * len(t), transform=at_bottom, marker="v", s=18, color="C3",
+                                      zorder=3, label="autovacuum ended"))
+    return handles
 
 
 def draw_history_list(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:

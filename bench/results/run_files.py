@@ -26,6 +26,7 @@ INTERVAL_COLUMNS = (
     "harness_cpu_pct", "monitor_query_us", "jobs_produced", "producer_lag_p99_us", "xmin_age", "table_tuples",
     "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length", "workers",
     "notify_lock_waiters",
+    "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

@@ -130,6 +130,10 @@ class MariaDBEngine:
         """No archive layout on this engine (refused by the parameter table)."""
         raise NotImplementedError("LAYOUT=archive is not built for mariadb")
 
+    def vacuumer(self, dsn: str, cfg: Any, recorder: Any, now_s: Callable[[], float]) -> Any:
+        """No vacuum on this engine (``VACUUM_EVERY_S`` is refused by the parameter table)."""
+        raise NotImplementedError(NOT_MEASURED["autovacuum"])
+
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
         """``EXPLAIN FORMAT=JSON`` of the claim's SELECT now."""
         return plans.capture_plans(conn, cfg, when)

@@ -28,6 +28,9 @@ KEY_SETTINGS = (
     "max_connections", "superuser_reserved_connections", "shared_buffers", "work_mem",
     "effective_cache_size", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
     "checkpoint_timeout", "autovacuum", "random_page_cost", "jit", "server_encoding",
+    # what the queue table's autovacuum follows unless AUTOVACUUM_SETTINGS overrides it (FR-12)
+    "autovacuum_naptime", "autovacuum_max_workers", "autovacuum_vacuum_threshold", "autovacuum_vacuum_scale_factor",
+    "autovacuum_vacuum_cost_delay", "autovacuum_vacuum_cost_limit",
 )
 
 

@@ -1,6 +1,6 @@
 """PostgreSQL as a :class:`bench.engines.base.Engine`: each method hands the run's request to the
 module of this package that does it (``db``, ``captures``, ``plans``, ``monitor``, ``audit``,
-``reaper``, ``mover``, ``fault_actions``, ``sessions``).
+``reaper``, ``mover``, ``vacuum``, ``fault_actions``, ``sessions``).
 
 Import it after :mod:`bench.load.swarm` (gevent's monkey-patching must precede psycopg's import);
 :func:`bench.engines.get_engine` does so lazily.
@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from bench.engines.base import Capabilities
 from bench.engines.common import with_connection
-from bench.engines.postgres import audit, captures, cleanup, db, fault_actions, pg_stat_statements, plans, probes
+from bench.engines.postgres import audit, captures, cleanup, db, fault_actions, pg_stat_statements, plans, probes, vacuum
 from bench.engines.postgres.error_kinds import first_line
 from bench.engines.postgres.monitor import Monitor, spawn_samplers
 from bench.engines.postgres.mover import Mover
@@ -72,16 +72,19 @@ class PostgresEngine:
                 state_schema: str | None) -> Any:
         """Drop and create the run's schema (layout, index variant), seed history and backlog;
         returns the seed's figures (``history``, ``backlog``, ``seconds``, ``rows_per_s``,
-        ``index_seconds``, ``vacuum_seconds``)."""
-        return db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
+        ``index_seconds``, ``vacuum_seconds``); then the queue table's ``AUTOVACUUM_SETTINGS``."""
+        seed = db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
+        vacuum.apply_autovacuum_settings(conn, cfg.schema, cfg.autovacuum_settings, log)
+        return seed
 
     def table_sizes(self, conn: Any, schema: str) -> dict:
         """``{"table_bytes", "indexes_bytes"}`` of the queue's tables."""
         return db.table_sizes(conn, schema)
 
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
-        """Vacuum and analyze counts of the queue table (to diff across the run)."""
-        return db.vacuum_counts(conn, schema)
+        """Vacuum and analyze counts of the queue table (to diff across the run), and the storage
+        parameters of its leaves (``reloptions``: ``{table: ["name=value", …]}``)."""
+        return {**db.vacuum_counts(conn, schema), "reloptions": vacuum.reloptions(conn, schema)}
 
     def state_schema_for(self, schema: str) -> str:
         """The schema that holds saved seeded states for runs in ``schema``."""
@@ -116,6 +119,12 @@ class PostgresEngine:
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
         """A periodic task that moves finished rows to the archive."""
         return Mover(db.connect(dsn, application_name="queue-bench mover"), cfg.schema, recorder)
+
+    def vacuumer(self, dsn: str, cfg: Any, recorder: Any, now_s: Callable[[], float]) -> vacuum.Vacuumer:
+        """A periodic task (``run``, ``stop``, ``conn``, ``passes``) that VACUUMs the queue table every
+        ``cfg.vacuum_every_s`` seconds on its own connection."""
+        return vacuum.Vacuumer(db.connect(dsn, application_name="queue-bench vacuum"), cfg.schema,
+                               cfg.vacuum_every_s, recorder, now_s)
 
     # -- plans and statement statistics
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:

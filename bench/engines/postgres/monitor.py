@@ -2,15 +2,17 @@
 
 Every second:
 
-- from the statistics views only (never the queue table, so it always answers):
-  lock waiters, sessions of this database waiting on a heavyweight lock
+- from the statistics views and catalogs only (never the queue table's rows, so it always
+  answers), in one round trip: lock waiters, sessions of this database waiting on a heavyweight lock
   (``pg_stat_activity.wait_event_type = 'Lock'``: row and transaction locks, but
   also relation extension; https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE),
   and among them the notify lock waiters (``wait_event = 'object'``: commits waiting for
   the lock that a transaction which sent ``NOTIFY`` holds while it commits, FR-10),
   both from one pass over ``pg_stat_activity``;
   dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which
-  lags by up to a second: backends flush their counters at most once a second);
+  lags by up to a second: backends flush their counters at most once a second), the oldest
+  snapshot's xmin age, the table's tuples, the size of the claim's index and autovacuum runs on
+  the table so far (:meth:`Monitor.sample_stats`);
 - from the queue table: oldest eligible age, ``now() - min(run_at)`` over eligible
   rows (0 when none), computed as the minimum of each priority's oldest eligible
   row, so that with the ``partial`` and ``composite`` variants it is a handful of
@@ -40,13 +42,17 @@ from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, Tabl
 __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_samplers"]
 
 _STATS = """\
+WITH tree AS (SELECT {regclass}::regclass AS relid UNION SELECT relid FROM pg_partition_tree({regclass}::regclass)),
+queue AS (SELECT sum(n_dead_tup) AS dead, sum(n_live_tup + n_dead_tup) AS tuples, sum(autovacuum_count) AS autovacuums
+          FROM pg_stat_user_tables WHERE relid IN (SELECT relid FROM tree))
 SELECT
   w.lock_waiters,
-  (SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = {regclass}::regclass) AS dead_tuples,
+  (SELECT dead FROM queue) AS dead_tuples,
   (SELECT max(age(backend_xmin)) FROM pg_stat_activity WHERE datname = current_database()) AS xmin_age,
-  (SELECT sum(n_live_tup + n_dead_tup) FROM pg_stat_user_tables
-     WHERE relid = {regclass}::regclass
-        OR relid IN (SELECT relid FROM pg_partition_tree({regclass}::regclass))) AS table_tuples,
+  (SELECT tuples FROM queue) AS table_tuples,
+  (SELECT sum(pg_relation_size(indexrelid)) FROM pg_index
+     WHERE NOT indisprimary AND indrelid IN (SELECT relid FROM tree)) AS claim_index_bytes,
+  (SELECT autovacuums FROM queue) AS autovacuum_count,
   w.notify_lock_waiters
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
@@ -120,8 +126,9 @@ class Monitor(TableSampler):
         return {"priorities": self.priorities}
 
     def sample_stats(self) -> dict:
-        """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, history_list_length,
-        cost_s}`` (values None when the query failed; ``history_list_length`` is InnoDB's, always None here).
+        """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
+        autovacuum_count, history_list_length, cost_s}`` (values None when the query failed;
+        ``history_list_length`` is InnoDB's, always None here). One round trip.
 
         ``notify_lock_waiters``: of the lock waiters, those waiting on a lock of type ``object``
         (wait event ``Lock:object``, a lock on a database object other than a relation). In a run
@@ -133,14 +140,24 @@ class Monitor(TableSampler):
         would be counted too (wait events:
         https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LOCK-TABLE).
 
+        ``dead_tuples``: ``n_dead_tup`` of the queue table, summed over its partitions (a
+        partitioned table's own row counts nothing).
         ``xmin_age``: the age in transactions of the oldest snapshot (``backend_xmin``)
         held by a session of this database: what stops vacuum removing dead rows.
         ``table_tuples``: live + dead heap tuples of the queue table (all its partitions),
-        from the same statistics view: what a sequential scan of the table reads."""
+        from the same statistics view: what a sequential scan of the table reads.
+        ``claim_index_bytes``: ``pg_relation_size`` of the index variant's index (every index of
+        the queue table and its partitions but the primary key; None with ``INDEX=none``): dead
+        entries at its head stay until vacuum removes them (FR-12), and the file does not shrink
+        after that, so a growing size shows pages the claim's scan may step through.
+        ``autovacuum_count``: autovacuum runs on the queue table so far (``pg_stat_user_tables``,
+        partitions summed; it counts up when a run ends): the seconds it rises in are the runs.
+        https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
+        https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE.
+        ``pgstatindex`` (leaf density) is not read: it needs ``CREATE EXTENSION pgstattuple``
+        outside the tool's schema, and it reads the whole index on every call."""
         row, cost = self._timed("stats", self.stats_query)
-        return {"lock_waiters": None if row is None else int(row[0]),
-                "dead_tuples": None if row is None or row[1] is None else int(row[1]),
-                "xmin_age": None if row is None or row[2] is None else int(row[2]),
-                "table_tuples": None if row is None or row[3] is None else int(row[3]),
-                "notify_lock_waiters": None if row is None else int(row[4]),
-                "history_list_length": None, "cost_s": cost}
+        names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",
+                 "notify_lock_waiters")
+        values = dict.fromkeys(names) if row is None else {k: None if v is None else int(v) for k, v in zip(names, row)}
+        return {**values, "history_list_length": None, "cost_s": cost}

@@ -1,0 +1,102 @@
+"""Vacuum of the queue table (field case FR-12): the per-table autovacuum settings
+(``AUTOVACUUM_SETTINGS``) applied during prepare, and the periodic plain ``VACUUM``
+(``VACUUM_EVERY_S``) run on a connection of its own in the master process.
+
+Every claim of a FIFO queue moves the row at the head of the eligible-rows index; its old index
+entry stays until vacuum removes it, so the next claims step over it. Both knobs here act on the
+queue table only: ``jobs``, or its partitions with ``LAYOUT=partitioned``; never ``jobs_archive``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import psycopg
+from psycopg import sql
+
+from bench.engines.postgres.periodic import Periodic
+
+#: The queue table's leaf relations, with their storage parameters: ``jobs`` itself, or its
+#: partitions (a partitioned table takes no storage parameters:
+#: https://www.postgresql.org/docs/current/sql-createtable.html).
+_LEAVES = """\
+SELECT c.relname, coalesce(c.reloptions, '{}') FROM pg_class c
+WHERE c.relkind = 'r' AND c.oid IN (SELECT relid FROM pg_partition_tree(%(t)s::regclass) WHERE isleaf
+                                    UNION SELECT %(t)s::regclass)
+ORDER BY c.relname"""
+
+
+def _regclass(schema: str) -> str:
+    return f'"{schema}"."jobs"'
+
+
+def apply_autovacuum_settings(conn: psycopg.Connection, schema: str, settings: tuple,
+                              log: Callable[[str], None]) -> None:
+    """``ALTER TABLE … SET (name = value, …)`` on each leaf of the queue table, for ``settings``
+    (``(full name, value)`` pairs, already checked by
+    :func:`bench.config.autovacuum.parse_autovacuum_settings`); nothing when empty. Logs a note when
+    the server's ``autovacuum`` is off (then no table is autovacuumed, whatever its settings). Raises
+    psycopg.Error when the server refuses one (a version without that setting)."""
+    if not settings:
+        return
+    options = sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(name), sql.Literal(value))
+                                 for name, value in settings)
+    leaves = list(reloptions(conn, schema))  # jobs, or its partitions
+    for name in leaves:
+        conn.execute(sql.SQL("ALTER TABLE {} SET ({})").format(sql.Identifier(schema, name), options))
+    log(f"autovacuum settings on {', '.join(leaves)}: " + ", ".join(f"{n} = {v:g}" for n, v in settings))
+    if conn.execute("SELECT current_setting('autovacuum')").fetchone()[0] != "on":
+        log("note: this server runs with autovacuum = off, so autovacuum never takes the queue table and "
+            "AUTOVACUUM_SETTINGS change nothing")
+
+
+def reloptions(conn: psycopg.Connection, schema: str) -> dict[str, list[str]]:
+    """The storage parameters the server holds for each leaf of the queue table
+    (``pg_class.reloptions``, ``["autovacuum_vacuum_threshold=1000", …]``; ``[]`` when none)."""
+    rows = conn.execute(_LEAVES, {"t": _regclass(schema)}).fetchall()
+    return {name: list(options) for name, options in rows}
+
+
+class Vacuumer(Periodic):
+    """A plain ``VACUUM`` of the queue table every ``interval_s`` seconds after the previous pass
+    ended, until :meth:`stop` (run :meth:`run` in a greenlet), on ``conn`` (autocommit: VACUUM
+    cannot run inside a transaction block).
+
+    ``passes`` holds ``(start_s, duration_s)`` of each pass that finished: ``start_s`` from
+    ``now_s()`` (the run's clock, seconds since the load started), ``duration_s`` its wall time
+    (lock waits included). A failed pass is counted in ``recorder`` by SQLSTATE; a pass that
+    :meth:`stop` cancels is neither a pass nor an error.
+    """
+
+    def __init__(self, conn: psycopg.Connection, schema: str, interval_s: float, recorder,
+                 now_s: Callable[[], float]):
+        super().__init__(conn, interval_s, recorder)
+        self.query = sql.SQL("VACUUM {}").format(sql.Identifier(schema, "jobs"))
+        self.now_s = now_s
+        self.passes: list[tuple[float, float]] = []
+        self._in_pass = False
+
+    def once(self) -> float | None:
+        """One pass; returns its duration (s), or None when :meth:`stop` cancelled it."""
+        start_s = self.now_s()
+        started = time.perf_counter()
+        self._in_pass = True
+        try:
+            self.conn.execute(self.query)
+        except psycopg.errors.QueryCanceled:
+            if self.stopping:
+                return None
+            raise
+        finally:
+            self._in_pass = False
+        duration_s = time.perf_counter() - started
+        self.query_us_total += int(duration_s * 1e6)
+        self.passes.append((start_s, duration_s))
+        return duration_s
+
+    def stop(self) -> None:
+        """End the loop; a pass in progress is cancelled (a VACUUM of a large table takes long)."""
+        super().stop()
+        if self._in_pass:
+            self.conn.cancel_safe(timeout=5)
