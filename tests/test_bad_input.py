@@ -295,6 +295,8 @@ CONTRADICTIONS = [
     ("sigma-without-lognormal", ["--work-sigma", "1"], "WORK_SIGMA", "WORK_DIST=lognormal"),
     ("slow-share-without-bimodal", ["--slow-share", "0.5"], "SLOW_SHARE", "WORK_DIST=bimodal"),
     ("crash-without-reaper", ["--faults", "crash_after_claim@1-2"], "FAULTS", "REAPER_INTERVAL_S > 0"),
+    ("autovacuum-settings-with-autovacuum-off", ["--autovacuum", "off", "--autovacuum-settings", "vacuum_threshold=100"],
+     "AUTOVACUUM_SETTINGS", "AUTOVACUUM=on"),
     ("fault-option-its-kind-ignores", ["--faults", "backend_kill@1-2:share=0.5"], "FAULTS", "every_s"),
     ("empty-option-value", ["--workers="], "WORKERS", "1–1,000"),
     ("empty-policy", ["--policy="], "POLICY", "skip_locked"),

@@ -144,7 +144,8 @@ class TableSampler:
 
     def sample_stats(self) -> dict:
         """The statistics sample: ``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples,
-        history_list_length, cost_s}``; a value is None when the query failed or the engine has no
+        history_list_length, cost_s}`` (PostgreSQL's adds ``claim_index_bytes`` and
+        ``autovacuum_count``); a value is None when the query failed or the engine has no
         such figure (the report says which)."""
         raise NotImplementedError
 

@@ -1,0 +1,129 @@
+"""Vacuum of the queue table (field case FR-12): AUTOVACUUM_SETTINGS reach pg_class.reloptions of
+the queue table only, with the ranges the server itself accepts; VACUUM_EVERY_S runs timed passes
+that intervals.csv marks and that keep dead tuples down against the same run without them."""
+
+from __future__ import annotations
+
+import csv
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from bench.config.autovacuum import SETTINGS, parse_autovacuum_settings, short_names
+from bench.config.run_config import build_config
+from bench.errors import ConfigError
+from conftest import CLEAN_INVARIANTS, qbench, run_and_load
+
+AGGRESSIVE = "vacuum_scale_factor=0,autovacuum_vacuum_threshold=1000,vacuum_cost_delay=0"
+AGGRESSIVE_RELOPTIONS = {"autovacuum_vacuum_scale_factor=0.0", "autovacuum_vacuum_threshold=1000",
+                         "autovacuum_vacuum_cost_delay=0.0"}
+
+
+def _rows(run_dir) -> list[dict]:
+    with (run_dir / "intervals.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def _reloptions(dsn: str, schema: str = "qbench") -> dict[str, set[str]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT relname, coalesce(reloptions, '{}') FROM pg_class WHERE relkind = 'r' "
+                            "AND relnamespace = %s::regnamespace", (schema,)).fetchall()
+    return {name: set(options) for name, options in rows}
+
+
+def test_each_settings_range_is_the_servers(dsn):
+    """Every setting's bounds are accepted by the server and by the parser, and the value just outside
+    each bound is refused by both: the parser's table is PostgreSQL's, not a guess."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE ranges (id int)")
+        for name, (kind, low, high, _) in SETTINGS.items():
+            step = 1 if kind == "int" else 0.001
+            for value, ok in ((low, True), (high, True), (low - step, False), (high + step, False)):
+                statement = sql.SQL("ALTER TABLE ranges SET ({} = {})").format(sql.Identifier(name), sql.Literal(value))
+                try:
+                    conn.execute(statement)
+                    server_ok = True
+                except (psycopg.errors.InvalidParameterValue, psycopg.errors.NumericValueOutOfRange):  # 22023, 22003
+                    server_ok = False
+                assert server_ok is ok, (name, value)
+                if ok:
+                    assert parse_autovacuum_settings(f"{name}={value}") == ((name, value),)
+                else:
+                    with pytest.raises(ConfigError):
+                        parse_autovacuum_settings(f"{name}={value}")
+
+
+@pytest.mark.parametrize("layout, tables", [("partitioned", ("jobs_history", "jobs_live")), ("archive", ("jobs",))])
+def test_autovacuum_settings_reach_the_queue_tables_reloptions_only(dsn, tmp_path, layout, tables):
+    """Set on each leaf of the queue table (partitions; not the archive), read back from pg_class and
+    recorded in run.json's config by PostgreSQL's full names; the monitor's dead tuples and index size
+    are the partitions' sums."""
+    run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "2", "--backlog", "3000", "--duration", "2s", "--warmup", "0s",
+                           "--layout", layout, "--autovacuum-settings", AGGRESSIVE)
+    held = _reloptions(dsn)
+    for table in tables:
+        assert held[table] == AGGRESSIVE_RELOPTIONS, held
+    others = {name: options for name, options in held.items() if name not in tables}
+    assert all(not options for options in others.values()), others  # jobs_archive keeps none
+    assert {t: set(o) for t, o in s["autovacuum"]["reloptions"].items()} == {t: held[t] for t in tables}
+    assert s["config"]["autovacuum_settings"] == {"autovacuum_vacuum_cost_delay": 0.0,
+                                                  "autovacuum_vacuum_scale_factor": 0.0,
+                                                  "autovacuum_vacuum_threshold": 1000}
+    assert s["monitor_errors"] == {} and s["claim_index_bytes"]["max"] > 0  # the stats query on this layout
+    # claims and completions leave dead tuples in the partitions (the partitioned parent's own count is 0)
+    assert max(int(r["dead_tuples"] or 0) for r in _rows(run_dir)) > 0
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
+def test_periodic_vacuum_passes_are_timed_marked_and_keep_dead_tuples_down(dsn, tmp_path):
+    """VACUUM_EVERY_S=1 over a 5 s window: at least 3 passes with durations, each marked in
+    intervals.csv; with autovacuum off on the table, the last second's dead tuples are under half of
+    the same run's without the passes."""
+    common = ("--workers", "4", "--backlog", "20000", "--duration", "5s", "--warmup", "1s", "--autovacuum", "off")
+    vac_dir, vac, _ = run_and_load(dsn, tmp_path / "with", *common, "--vacuum-every-s", "1")
+    plain_dir, plain, _ = run_and_load(dsn, tmp_path / "without", *common)
+
+    passes = vac["vacuum_passes"]
+    assert passes["every_s"] == 1.0 and passes["count"] >= 3, passes
+    assert 0 < passes["duration_ms"]["p50"] <= passes["duration_ms"]["max"], passes
+    assert passes["run_count"] >= passes["count"]
+    rows = _rows(vac_dir)
+    marked = [r for r in rows if int(r["vacuum_passes"]) > 0]
+    assert sum(int(r["vacuum_passes"]) for r in rows) == passes["count"]
+    assert len(marked) >= 3 and all(float(r["vacuum_ms"]) > 0 for r in marked), marked
+    assert max(float(r["vacuum_ms"]) for r in marked) == pytest.approx(passes["duration_ms"]["max"], abs=0.01)
+    assert plain["vacuum_passes"] is None
+    assert all(r["vacuum_passes"] == "" for r in _rows(plain_dir))
+
+    dead_with = int(rows[-1]["dead_tuples"])
+    dead_without = int(_rows(plain_dir)[-1]["dead_tuples"])
+    assert dead_without > 1000 and dead_with < 0.5 * dead_without, (dead_with, dead_without)
+    # the claim's index is sampled every second (INDEX=partial)
+    assert all(int(r["claim_index_bytes"]) > 0 for r in rows) and vac["claim_index_bytes"]["max"] > 0
+    assert vac["invariants"] == plain["invariants"] == CLEAN_INVARIANTS
+
+
+def test_an_unknown_setting_names_the_parameter_and_lists_every_allowed_name(tmp_path):
+    proc = qbench("run", "--autovacuum-settings", "vacuum_speed=3", "--results", str(tmp_path / "r"), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("qbench: AUTOVACUUM_SETTINGS: unknown setting 'vacuum_speed'; allowed: ") and short_names() in line
+
+
+def test_settings_with_autovacuum_off_are_refused_in_one_line(tmp_path):
+    proc = qbench("run", "--autovacuum", "off", "--autovacuum-settings", "vacuum_threshold=100",
+                  "--results", str(tmp_path / "r"), timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("qbench: AUTOVACUUM_SETTINGS: has no effect with AUTOVACUUM=off") and "allowed:" in line
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+@pytest.mark.parametrize("key, value", [("vacuum_every_s", "5"), ("autovacuum_settings", "vacuum_threshold=10")])
+def test_vacuum_parameters_do_not_apply_on_mariadb(key, value):
+    with pytest.raises(ConfigError) as err:
+        build_config("default", {"engine": "mariadb", key: value})
+    assert err.value.param == key.upper() and "does not apply on mariadb" in str(err.value)
+    cfg = build_config("default", {"engine": "mariadb"})
+    assert cfg.vacuum_every_s == cfg.autovacuum_settings == "n/a" and not cfg.vacuums()
