@@ -153,6 +153,13 @@ def _crashed_jobs_not_redelivered(view: RunView) -> float | None:
     return None if crashed is None or redelivered is None else max(0.0, crashed - redelivered)
 
 
+def _pickup_p50_over_half_poll(view: RunView) -> float | None:
+    """Pickup p50 over half the polling interval (``POLL_MS``): about 1 when idle workers poll."""
+    p50 = _number((view.summary.get("pickup_latency_ms") or {}).get("p50"))
+    poll_ms = _number(view.config.get("poll_ms"))
+    return None if p50 is None or not poll_ms else p50 / (poll_ms / 2)
+
+
 def _recovery_s(view: RunView) -> float | None:
     """Seconds from the end of the fault windows until completions per second, over 3 s, are back
     to 90 % of their mean before the windows; None when they never are within the run."""
@@ -189,6 +196,7 @@ DERIVED: dict[str, Callable[[RunView], float | None]] = {
     "lock_waiters_per_other_worker": _lock_waiters_per_other_worker,
     "redeliveries_per_crashed_claim": _redeliveries_per_crashed_claim,
     "recovery_s": _recovery_s,
+    "pickup_p50_over_half_poll": _pickup_p50_over_half_poll,
     "crashed_jobs_not_redelivered": _crashed_jobs_not_redelivered,
     "generic_plan_share": _generic_plan_share,
     "plan_scans_table": _plan_scans_table,
@@ -238,6 +246,18 @@ def _selector_text(selector: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k} = {v}" for k, v in (selector or {}).items()) or "the only cell"
 
 
+def probe_value(probe: Mapping[str, Any] | None, key: str) -> float | None:
+    """A probe's fact ``key`` as a number; ``name[v]`` is 1.0 when the list ``name`` holds ``v``,
+    else 0.0 (``locked_rows[1]``: row 1 was found locked)."""
+    if probe is None:
+        return None
+    if key.endswith("]") and "[" in key:
+        name, wanted = key[:-1].split("[", 1)
+        found = probe.get(name)
+        return None if not isinstance(found, list) else float(any(str(v) == wanted for v in found))
+    return _number(probe.get(key))
+
+
 def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
             probe: Mapping[str, Any] | None = None) -> Figure:
     """Measure one figure stated by ``spec`` (a ``[[figures]]`` table, already validated) from
@@ -247,8 +267,7 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
     name, key, how = spec["name"], spec["key"], spec["measure"]
     fig = Figure(name, threshold, [], unit=spec.get("unit", ""), detail=spec.get("note", ""))
     if how == "probe":
-        value = None if probe is None else probe.get(key)
-        fig.values = [_number(value)]
+        fig.values = [probe_value(probe, key)]
         fig.missing = "" if fig.values[0] is not None else f"the probe gave no {key}"
         return fig
     if sweep is None:
