@@ -5,6 +5,7 @@ that intervals.csv marks and that keep dead tuples down against the same run wit
 from __future__ import annotations
 
 import csv
+import json
 
 import psycopg
 import pytest
@@ -127,3 +128,19 @@ def test_vacuum_parameters_do_not_apply_on_mariadb(key, value):
     assert err.value.param == key.upper() and "does not apply on mariadb" in str(err.value)
     cfg = build_config("default", {"engine": "mariadb"})
     assert cfg.vacuum_every_s == cfg.autovacuum_settings == "n/a" and not cfg.vacuums()
+
+
+def test_aggressive_settings_make_autovacuum_take_the_queue_table_within_a_quick_run(tmp_path):
+    """On the embedded server (autovacuum_naptime 1 s) the aggressive settings make autovacuum run on
+    the queue table at least twice in 6 s, and intervals.csv's autovacuum_count rises with them."""
+    proc = qbench("run", "--results", str(tmp_path), "--workers", "4", "--backlog", "40000", "--duration", "6s",
+                  "--warmup", "1s", "--autovacuum-settings", AGGRESSIVE, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    s = json.loads((run_dir / "summary.json").read_text())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["embedded_database"] and run["server_settings"]["autovacuum_naptime"] == "1s"
+    assert s["autovacuum"]["enabled"] and s["autovacuum"]["autovacuum_runs"] >= 2, s["autovacuum"]
+    counts = [int(r["autovacuum_count"]) for r in _rows(run_dir) if r["autovacuum_count"]]
+    assert counts == sorted(counts) and counts[-1] - counts[0] >= 1, counts
+    assert counts[-1] - counts[0] <= s["autovacuum"]["autovacuum_runs"]  # the window's rises, within the run's
