@@ -144,3 +144,17 @@ def test_aggressive_settings_make_autovacuum_take_the_queue_table_within_a_quick
     counts = [int(r["autovacuum_count"]) for r in _rows(run_dir) if r["autovacuum_count"]]
     assert counts == sorted(counts) and counts[-1] - counts[0] >= 1, counts
     assert counts[-1] - counts[0] <= s["autovacuum"]["autovacuum_runs"]  # the window's rises, within the run's
+
+
+def test_the_reports_vacuum_note_names_the_passes_and_the_settings():
+    from bench.report.run_notes import vacuum_note
+
+    passes = {"every_s": 1.0, "count": 5, "duration_ms": {"p50": 8.5, "max": 17.9}, "run_count": 7}
+    off = vacuum_note({"autovacuum": {"enabled": False, "server_autovacuum": False}, "vacuum_passes": passes})
+    assert "started 5 times" in off and "8.5 ms at the median and 17.9 ms at most" in off
+    assert "dead tuples stayed" not in off  # the passes removed them
+    on = vacuum_note({"autovacuum": {"enabled": True, "server_autovacuum": True, "autovacuum_runs": 3,
+                                     "autoanalyze_runs": 1, "settings": {"autovacuum_vacuum_threshold": 1000}},
+                      "vacuum_passes": None})
+    assert "ran 3 and autoanalyze 1 times" in on and "autovacuum_vacuum_threshold = 1000" in on
+    assert "VACUUM_EVERY_S" not in on

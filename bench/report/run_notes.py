@@ -72,24 +72,39 @@ def banners(summary: dict) -> list[str]:
 
 
 def vacuum_note(summary: dict) -> str | None:
-    """One sentence on autovacuum/autoanalyze runs on the queue table during the run."""
+    """One or two sentences on vacuum of the queue table during the run: autovacuum/autoanalyze runs
+    (with the run's ``AUTOVACUUM_SETTINGS``) and the periodic VACUUM passes of ``VACUUM_EVERY_S``."""
     av = summary.get("autovacuum")
     if not av:
         return None
     if av.get("not_applicable"):
         return f"Autovacuum does not apply on this engine: {av['not_applicable']}."
+    passes = summary.get("vacuum_passes")
+    passes_text = ""
+    if passes:
+        duration = passes["duration_ms"]
+        passes_text = (f" A plain VACUUM of the queue table every {passes['every_s']:g} s (VACUUM_EVERY_S) started "
+                       f"{passes['count']} times in the measured window"
+                       + (f", taking {duration['p50']:,.1f} ms at the median and {duration['max']:,.1f} ms at most."
+                          if passes["count"] else "."))
+    settings = av.get("settings")
+    settings_text = (" with its own settings (" + ", ".join(f"{k} = {v:g}" for k, v in settings.items()) + ")"
+                     if isinstance(settings, dict) and settings else "")
     if av.get("server_autovacuum") is False:
-        return ("Autovacuum is off on this server (autovacuum = off): nothing vacuumed or analyzed the queue "
-                "table during the run, so cached claim plans were never rebuilt and dead tuples stayed.")
-    if not av.get("enabled"):
-        return "Autovacuum was off on the queue table for this run (AUTOVACUUM=off)."
-    if av.get("autovacuum_runs") is None:
-        return "Whether autovacuum ran during the run is unknown (the database went away)."
-    if not av.get("autovacuum_runs") and not av.get("autoanalyze_runs"):
-        return "Autovacuum and autoanalyze did not run on the queue table during the run."
-    return (f"During the run autovacuum ran {av['autovacuum_runs']} and autoanalyze {av['autoanalyze_runs']} "
-            "times on the queue table; each analyze invalidates the workers' cached claim plans, which "
-            "PostgreSQL then plans again on the table as it is.")
+        first = ("Autovacuum is off on this server (autovacuum = off): nothing autovacuumed or autoanalyzed the "
+                 "queue table during the run" + ("." if passes else ", so cached claim plans were never rebuilt and "
+                                                                    "dead tuples stayed."))
+    elif not av.get("enabled"):
+        first = "Autovacuum was off on the queue table for this run (AUTOVACUUM=off)."
+    elif av.get("autovacuum_runs") is None:
+        first = "Whether autovacuum ran during the run is unknown (the database went away)."
+    elif not av.get("autovacuum_runs") and not av.get("autoanalyze_runs"):
+        first = f"Autovacuum and autoanalyze did not run on the queue table{settings_text} during the run."
+    else:
+        first = (f"During the run autovacuum ran {av['autovacuum_runs']} and autoanalyze {av['autoanalyze_runs']} "
+                 f"times on the queue table{settings_text}; each analyze invalidates the workers' cached claim "
+                 "plans, which PostgreSQL then plans again on the table as it is.")
+    return first + passes_text
 
 
 def claim_plan(run_dir: Path) -> str | None:
