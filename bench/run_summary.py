@@ -225,6 +225,8 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "web_ui": run_info.get("web_ui"),
         "crashed_claims": counters["crashed_claims"],
         "crashed_jobs": counters["crashed_jobs"],
+        "rolled_back_claims": counters["rolled_back_claims"],
+        "in_doubt_claims": counters["in_doubt_claims"],
         "late_completions": counters["late_completions"],
         "backend_kills": counters["backend_kills"],
         "status_counts": audit_result["status_counts"],

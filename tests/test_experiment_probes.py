@@ -133,3 +133,24 @@ def test_subselect_probe_is_not_applicable_on_mariadb(maria_schema):
     assert result["subselect_rows"] is None and result["plan"] is None
     assert result["tool_claim_rows"] == 2
     assert _schema_absent("mariadb", target, schema)
+
+
+def test_a_crash_under_txn_hold_returns_jobs_by_rollback_that_no_lease_accounts_for(dsn, tmp_path):
+    """Experiment 6: 4 workers, a crash window. Under TXN=hold a crashed worker's claim rolls back:
+    the jobs come back to pending with no lease expiry and attempts not raised, and the run counts
+    them as rolled_back_claims. Under TXN=short the same window rolls nothing back: the crashed
+    jobs stay running until their lease expires and the reaper's lease expiries account for them."""
+    common = ("--workers", "4", "--backlog", "3000", "--work-ms", "5", "--lease-s", "1",
+              "--reaper-interval-s", "0.2", "--faults", "crash_after_claim@0-2:share=0.5",
+              "--duration", "4s", "--warmup", "0s")
+    _, hold, _ = run_and_load(dsn, tmp_path / "hold", "--txn", "hold", *common)
+    _, short, _ = run_and_load(dsn, tmp_path / "short", "--txn", "short", *common)
+    for s in (hold, short):
+        assert s["invariants"] == CLEAN_INVARIANTS
+        assert s["crashed_jobs"] >= 2, s["crashed_jobs"]  # half of 4 workers, once each
+        assert s["in_doubt_claims"] == 0
+    assert hold["rolled_back_claims"] >= hold["crashed_jobs"]
+    assert hold["lease_expiries"] == 0 and hold["audit"]["claims_beyond_attempts"] == 0
+    assert short["rolled_back_claims"] == 0
+    assert short["lease_expiries"] >= short["crashed_jobs"]
+    assert short["redeliveries"] >= short["crashed_jobs"]

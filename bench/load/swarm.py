@@ -142,6 +142,23 @@ class QueueWorker(User):
         self.ctx.running_workers -= 1
         if self.session is not None:
             self.session.close()
+        self._abandon_claims(in_doubt=False)
+
+    def _abandon_claims(self, *, in_doubt: bool) -> None:
+        """``TXN=hold``: the open transaction ended without its ``COMMIT`` returning, so its claims are
+        dropped from the log (:class:`bench.measure.claimlog.Tentative`) and counted: the database rolled
+        them back and the jobs went back to ``pending`` with no lease expiry and ``attempts`` not raised,
+        so their next claim is a redelivery that neither ``lease_expiries``, the audit's ``redeliveries``
+        (committed claims only) nor ``attempts`` shows. ``rolled_back_claims`` counts those jobs;
+        ``in_doubt_claims`` those whose ``COMMIT`` was sent and whose connection was lost before the
+        reply (the database may have committed them). Nothing to count in ``TXN=short``: each claim
+        commits before its rows are returned."""
+        events = self.events
+        if not self.hold or events is self.ctx.log or not events.claims:
+            return
+        self.ctx.recorder.count("in_doubt_claims" if in_doubt and events.commit_sent else "rolled_back_claims",
+                                events.claims)
+        self.events = self.ctx.log.tentative()
 
     def _backoff_nowait(self, kind: str) -> None:
         self.nowait_failures = min(self.nowait_failures + 1, jobs.NOWAIT_BACKOFF_MAX_LEVEL)
@@ -238,6 +255,7 @@ class QueueWorker(User):
             if succeeded:
                 self._complete(succeeded)
             elif self.hold:
+                self.events.commit_sent = True
                 self.session.commit()
                 self.events.commit()
         except LockNotAvailable as err:
@@ -245,10 +263,13 @@ class QueueWorker(User):
             self._backoff_nowait(err.kind)
         except EngineError as err:
             self.ctx.recorder.error(err.kind)
-            if err.lost or self.session.broken:
+            lost = err.lost or self.session.broken
+            if lost:
                 self.session = None
             else:
                 self.session.rollback()
+            self._abandon_claims(in_doubt=lost)
+            if not lost:
                 gevent.sleep(ERROR_PAUSE_S)
 
     def _crash_after_claim(self, rows: list) -> bool:
@@ -263,6 +284,7 @@ class QueueWorker(User):
         # is a double claim. Hold mode: the close rolls them back; their Tentative buffer is dropped.
         self.session.close()
         self.session = None
+        self._abandon_claims(in_doubt=False)
         return True
 
     def _late_by_s(self) -> float:
@@ -277,6 +299,7 @@ class QueueWorker(User):
         """Claim; returns ``[(id, token, pickup_us, attempts, lease_until, claimed_at)]``."""
         started = time.perf_counter()
         if self.hold:
+            self._abandon_claims(in_doubt=False)  # a transaction that ended some other way than above
             self.session.begin()
             self.events = self.ctx.log.tentative()  # logged only once the COMMIT returns
         claimed = self.session.claim()
@@ -303,6 +326,7 @@ class QueueWorker(User):
         started = time.perf_counter()
         applied_ids = self.session.complete([(job[0], job[1]) for job in claimed])
         if self.hold:
+            self.events.commit_sent = True
             self.session.commit()
             self.events.commit()
         latency_us = int((time.perf_counter() - started) * 1e6)

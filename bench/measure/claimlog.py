@@ -140,9 +140,16 @@ class Tentative(_EventSink):
     def __init__(self, log: ClaimLog):
         self.log = log
         self.lines: list[str] = []
+        #: set by the worker just before it sends the ``COMMIT`` (a lost reply leaves the commit in doubt)
+        self.commit_sent = False
 
     def _write(self, line: str) -> None:
         self.lines.append(line)
+
+    @property
+    def claims(self) -> int:
+        """Claimed jobs held in this buffer (not yet committed)."""
+        return sum(1 for line in self.lines if line.startswith("c,"))
 
     def commit(self) -> None:
         """The transaction committed: its events become the log's (once)."""
