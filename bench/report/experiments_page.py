@@ -63,7 +63,9 @@ def figure_plot(catalogue_dir: Path, outcome: Mapping[str, Any], spec: Mapping[s
     ax.set_yticks(list(y), labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel(spec["key"] + (f" ({spec['unit']})" if spec.get("unit") else ""))
-    ax.set_title(spec["name"], fontsize="medium", loc="left")
+    measured = spec.get("value")
+    ax.set_title(spec["name"] + ("" if measured is None else f" = {measured:.3g}") + f"  (holds if {outcome_threshold(spec)})",
+                 fontsize="medium", loc="left")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return png_uri(save_png(fig))
