@@ -226,11 +226,13 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True,
                bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
     run_log = (sweep_dir / "sweep.log").open("a")
+    out_of_time = False
     try:
         for cid, params, cfg, rep in todo:
             what = ", ".join(f"{k}={v}" for k, v in params.items())
             if deadline is not None and time.monotonic() + cfg.warmup_s + cfg.duration_s > deadline:
                 bar.write(f"  {cid} rep {rep} ({what}): not run, the time budget is spent")
+                out_of_time = True
                 break
             bar.set_postfix_str(f"{cid} rep {rep}: {what}")
             cfg = _with_results(cfg, sweep_dir / "runs")
@@ -270,9 +272,11 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     failed = len(sweep.cells) * sweep.repetitions - len(measured_runs(sweep_dir))
     meta.update(complete=failed == 0, ended_at=_now_iso())
     write_meta(sweep_dir, meta)
-    if failed:
+    if out_of_time:  # an experiment's budget: its verdict is decided without these runs
+        log(f"the time budget ran out: {failed} runs not measured")
+    elif failed:
         log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
-    else:
+    if out_of_time or not failed:
         for name, schema in state_schema.items():
             get_engine(name).drop_schema_at(dsn_of(name), schema)
     return sweep_dir
