@@ -11,6 +11,7 @@ from bench.analysis.queue_verdict import saturation as _saturation
 from bench.config.run_config import RunConfig
 from bench.analysis.claim_growth import claim_growth
 from bench.analysis.empty_claims import empty_while_work_waited
+from bench.analysis import fairness
 from bench.config.faults import OPTIONS as FAULT_OPTIONS
 from bench.measure import metrics, seconds
 from bench.measure.rss import RSS_REPORTED_MIN
@@ -252,6 +253,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "audit": audit_result["details"],
         "harness_rss_mb": run_info["harness_rss_mb"],
         "processes": run_info.get("processes"),
+        **fairness.per_queue_figures(audit_result.get("completed_per_queue")),
     }
     return summary
 

@@ -41,6 +41,7 @@ from bench.load.fault_windows import fault_window
 from bench.load.web_ui import WebUI
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
+from bench.workload.queues import queue_count
 
 #: Assumed claim+complete ceiling per batch row when the job does no work (jobs/s),
 #: a little above the pgbench reference figures in docs/design.md (about 4,100 jobs/s at
@@ -332,6 +333,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
             claim_plans, plans_when = engine.capture_plans(admin, cfg, "on the table as the load left it")
         audit_result = engine.audit(admin, cfg, claim_log, seeded_rows=cfg.history + backlog,
                                     over_claims=totals["over_claims"])
+        if queue_count(cfg) > 1 and measured.intervals:  # NAMED_QUEUES, TENANTS: per queue, from the table
+            audit_result["completed_per_queue"] = engine.completed_per_queue(
+                admin, cfg, clock.unix0 + measured.start_s, clock.unix0 + measured.end_s)
         sizes_after = engine.table_sizes(admin, cfg.schema)
     except (ConfigError, *engine.database_errors) as err:
         # The database went away during the run: write what was measured, with nothing audited.

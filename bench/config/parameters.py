@@ -51,6 +51,8 @@ MAX_WORKERS = 1000
 MAX_JOB_MS = 3_600_000
 #: Upper bound on seeded rows (history, backlog).
 MAX_ROWS = 100_000_000
+#: Upper bound on distinct queue names (``NAMED_QUEUES``, ``TENANTS``): every claim carries the list.
+MAX_QUEUES = 10_000
 
 #: The TOML types each kind accepts in a workload or sweep file (bool is never a number there).
 _FILE_TYPES = {
@@ -130,6 +132,20 @@ PARAMETERS: tuple[Parameter, ...] = (
        default_text="0 = computed",
        meaning="pending rows seeded; by default enough that the run cannot drain it (claim-rate ceiling × run "
                "time × 1.25, printed and stored in `run.json`). With `RATE`, `BACKLOG` defaults to 0"),
+    _P("named_queues", "int", 1, "distinct queue names the jobs are spread over; the workers claim from all of "
+                                 "them, default 1", minimum=1, maximum=MAX_QUEUES, sweep=True,
+       bad=(0, -2, MAX_QUEUES + 1, "many", 2.5), allowed=f"1–{MAX_QUEUES:,}",
+       meaning="queue names `q0 … q<N-1>` in the table's `queue` column: seeded backlog and history (by a "
+               "golden-ratio hash of the id, `bench/workload/queues.py`) and produced jobs (at random) are spread "
+               "evenly over them, and every worker serves the whole list, as queue libraries do for a worker "
+               "given several queues: the claim adds `queue = ANY($4::text[])` with the N names (MariaDB: "
+               "`queue IN (…)` inlined), so each claim carries and tests the list. No index variant has the "
+               "queue column: `partial`, `composite` and `covering` still give claim order and the test is a "
+               "filter on each entry the scan reads (every entry passes, as every name is listed), `status` and "
+               "`none` filter before their sort; on MariaDB `ready_table` is refused (its table has no queue "
+               "column). `summary.json` gets the jobs completed per queue in the measured window "
+               "(`jobs_completed_per_queue`, by `finished_at`, read from the table after the load) and Jain's "
+               "fairness index of them (`fairness_jain`). With 1 the claim is unchanged"),
     _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", unit="s", minimum=1, maximum=7 * 86_400,
        sweep=True, field="duration_s", bad=("soon", "0s", "2500ms", True, "9999999999s"),
        allowed="whole seconds, 1 s – 7 days, e.g. `30s`, `2m`",

@@ -51,6 +51,7 @@ class RunConfig:
     layout: str
     history: int
     backlog: int
+    named_queues: int
     duration_s: float
     warmup_s: float
     lease_s: float
@@ -255,6 +256,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     if values["retry_cap_s"] < values["retry_base_s"]:
         raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below RETRY_BASE_S "
                                          f"{values['retry_base_s']:g} s; allowed: RETRY_CAP_S >= RETRY_BASE_S")
+    if values["named_queues"] > 1 and values.get("index") == "ready_table":
+        raise ConfigError("NAMED_QUEUES", "the ready_table variant's table of pending rows has no queue column, so "
+                                          "its claim cannot test the queue name; allowed: NAMED_QUEUES=1 with "
+                                          "INDEX=ready_table, or another INDEX")
     if values["bursts"] and values["rate"] <= 0:
         raise ConfigError("BURSTS", "bursts change the producers' rate, and there are no producers without RATE; "
                                     "allowed: BURSTS with RATE > 0")

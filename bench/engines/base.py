@@ -275,6 +275,11 @@ class Engine(Protocol):
         """The invariants checked against the database's rows and the claim log: ``invariants``,
         ``status_counts``, ``details``, ``redeliveries``, ``retry_gaps``."""
 
+    def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
+        """``{queue name: jobs done}`` by ``finished_at`` within [``start_unix``, ``end_unix``) (client
+        epoch seconds, moved to the server's clock), for each of the run's queue names
+        (``NAMED_QUEUES``/``TENANTS`` > 1), 0 for a queue with none; read after the load."""
+
     # -- probes (the experiments catalogue): each on a throwaway table of its own in the tool's schema
     def offset_lock_probe(self, dsn: str, schema: str) -> dict:
         """Experiment 4: on ids 1, 2, 3, session A's ``ORDER BY id OFFSET 1 LIMIT 1 FOR UPDATE`` in an open

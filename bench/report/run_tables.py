@@ -115,6 +115,7 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
         rows.append(_row("idle waits ended by a notification (WAKEUP=notify)", fmt_num(summary.get("notify_wakeups"))))
         rows.append(_row("commits waiting on the notify lock max / mean (Lock:object)",
                          f"{fmt_num(waiters.get('max'))} / {fmt_num(waiters.get('mean'), 2)} sessions"))
+    rows.extend(queue_rows(summary))
     invariants = summary.get("invariants") or {}
     for key in invariants:  # in the audit's order (summary.json keeps it)
         v = invariants[key]
@@ -137,6 +138,27 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
                      bad=not is_none_or_nan(cpu) and limit is not None and float(cpu) > limit))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
+    return rows
+
+
+def queue_rows(summary: dict) -> list[dict]:
+    """Rows on queues and tenants (``NAMED_QUEUES``/``TENANTS`` > 1; none otherwise): jobs completed
+    per queue in the window (count, min, max), Jain's index of them, and with tenants the flooder's
+    oldest eligible age against the largest of the others'."""
+    per_queue = summary.get("jobs_completed_per_queue")
+    if not per_queue:
+        return []
+    if "queues" in per_queue:  # the compact form
+        n, low, high = per_queue["queues"], per_queue["min"], per_queue["max"]
+    else:
+        n, low, high = len(per_queue), min(per_queue.values()), max(per_queue.values())
+    rows = [_row(f"jobs completed per queue min / max ({fmt_num(n)} queues)", f"{fmt_num(low)} / {fmt_num(high)}"),
+            _row("fairness: Jain's index of per-queue throughput (1 = equal)", fmt_num(summary.get("fairness_jain"), 3))]
+    ages = summary.get("tenant_oldest_eligible_age_s")
+    if ages:
+        rows.append(_row("oldest eligible age mean / max: flooder (q0) | others (largest)",
+                         " | ".join(" / ".join(fmt_num((ages.get(who) or {}).get(k), 3) for k in ("mean", "max"))
+                                    for who in ("flooder", "others")) + " s"))
     return rows
 
 

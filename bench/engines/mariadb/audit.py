@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from typing import Iterable
 
 import pymysql
@@ -335,3 +336,18 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
         missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
         events=events, retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
         fifo_out_of_order=fifo_out_of_order)
+
+
+def completed_per_queue(conn, schema: str, names: list[str], start_unix: float, end_unix: float) -> dict[str, int]:
+    """Jobs of each queue in ``names`` that reached ``done`` in the measured window by ``finished_at``
+    (``{name: count}``, 0 for none): one scan after the load. The window's client epoch seconds are
+    moved to the server's clock by the offset read here (``UNIX_TIMESTAMP(NOW(6))`` against the middle
+    of the client's round trip); every session of the tool is in UTC."""
+    before = time.time()
+    server_now = float(query(conn, "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0])
+    offset = server_now - (before + time.time()) / 2
+    rows = query(conn, f"SELECT queue, COUNT(*) FROM {ident(schema, 'jobs')} WHERE status = 'done' "
+                       f"AND finished_at >= FROM_UNIXTIME(%s) AND finished_at < FROM_UNIXTIME(%s) GROUP BY queue",
+                 (round(start_unix + offset, 6), round(end_unix + offset, 6)))
+    counts = {str(name): int(n) for name, n in rows}
+    return {name: counts.get(name, 0) for name in names}

@@ -20,6 +20,7 @@ from bench.engines.mariadb.connection import open_connection
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.common import SeedResult
 from bench.errors import ConfigError
+from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 SCHEMA_DIR = REPO_ROOT / "schemas" / "mariadb"
 SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
@@ -258,18 +259,26 @@ def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = pri
     jobs = ident(schema, "jobs")
     started = time.perf_counter()
     n = cfg.history
+    n_queues, flood = queue_count(cfg), flood_share(cfg)
+    # Each seeded row's queue, from its id (bench.workload.queues); none with one queue.
+    queue_column = ", queue" if n_queues > 1 else ""
+
+    def queue_of(id_sql: str) -> str:
+        return (f", CONCAT('q', CAST({queue_sql(seeded_u_sql(id_sql), n_queues, flood)} AS UNSIGNED))"
+                if n_queues > 1 else "")
+
     for a, b in _chunks(n):
         execute(conn, f"""
             INSERT INTO {jobs} (id, priority, run_at, status, attempts, attempt_token, locked_by,
-                                created_at, started_at, finished_at)
-            SELECT seq, 0, t, 'done', 1, 0, 'history', t, t, t + INTERVAL 10000 MICROSECOND
+                                created_at, started_at, finished_at{queue_column})
+            SELECT seq, 0, t, 'done', 1, 0, 'history', t, t, t + INTERVAL 10000 MICROSECOND{queue_of("seq")}
             FROM (SELECT seq, NOW(6) - INTERVAL 1 DAY + INTERVAL (seq * 86400000000 DIV {n}) MICROSECOND AS t
                   FROM {ident(schema)}.seq_{a}_to_{b}) AS s""")
     for a, b in _chunks(backlog):  # explicit ids: AUTO_INCREMENT would leave gaps between statements
         execute(conn, f"""
-            INSERT INTO {jobs} (id, priority, run_at, status, max_attempts)
+            INSERT INTO {jobs} (id, priority, run_at, status, max_attempts{queue_column})
             SELECT {n} + seq, 0, NOW(6) - INTERVAL 1000 MICROSECOND + INTERVAL (seq * 1000 DIV {backlog}) MICROSECOND,
-                   'pending', {int(cfg.max_attempts)}
+                   'pending', {int(cfg.max_attempts)}{queue_of(f"{n} + seq")}
             FROM {ident(schema)}.seq_{a}_to_{b}""")
     seed_s = time.perf_counter() - started
     rows = cfg.history + backlog

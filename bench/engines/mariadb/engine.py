@@ -175,6 +175,13 @@ class MariaDBEngine:
         return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
                                poison_share=cfg.poison_share)
 
+    def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
+        """Jobs completed per queue name in the measured window (client epoch seconds), from the table."""
+        from bench.engines.mariadb import audit
+        from bench.workload.queues import queue_count, queue_names
+
+        return audit.completed_per_queue(conn, cfg.schema, queue_names(queue_count(cfg)), start_unix, end_unix)
+
     def offset_lock_probe(self, dsn: str, schema: str) -> dict:
         """Experiment 4: does ``OFFSET`` in a locking read lock the rows it skips
         (:func:`bench.engines.mariadb.probes.offset_lock_probe`)."""

@@ -17,6 +17,7 @@ import pymysql
 from bench.analysis.claim_growth import growth_warning
 from bench.engines.mariadb import policies
 from bench.engines.mariadb.error_kinds import first_line
+from bench.workload.queues import queue_count, queue_names
 
 #: Access types that read a whole table or index (MariaDB's ``access_type``): a claim that uses one
 #: grows with the table, history included.
@@ -62,7 +63,7 @@ def summarize_plan(text: str) -> dict:
 def capture_plans(conn, cfg, when: str) -> tuple[dict | None, str]:
     """``EXPLAIN FORMAT=JSON`` of the claim's SELECT on ``conn`` now: ``({"auto": None, "explain": PLAN}, when)``
     or ``(None, reason)`` when it failed."""
-    select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch)
+    select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch, queue_names(queue_count(cfg)))
     try:
         with conn.cursor() as cur:
             cur.execute("EXPLAIN FORMAT=JSON " + select)

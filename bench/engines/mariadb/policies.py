@@ -82,16 +82,20 @@ def _ids(ids: list[int | Var]) -> str:
     return ",".join(_value(i) for i in ids)
 
 
-def claim_select(schema: str, policy: str, index: str, batch: int, *, table: str = "jobs") -> str:
+def claim_select(schema: str, policy: str, index: str, batch: int, queues: list[str] = (), *,
+                 table: str = "jobs") -> str:
     """Step 1 of the claim: the ids of at most ``batch`` eligible jobs in claim order, locked by
-    ``policy``'s clause. ``table`` names the queue table inside ``schema`` (a probe's scratch
-    table: :mod:`bench.engines.mariadb.probes`). Raises KeyError for an unknown policy."""
+    ``policy``'s clause; with more than one name in ``queues``, only jobs of those queues
+    (``queue IN (…)``, the names inlined; not with ``ready_table``, whose table has no queue
+    column). ``table`` names the queue table inside ``schema`` (a probe's scratch table:
+    :mod:`bench.engines.mariadb.probes`). Raises KeyError for an unknown policy."""
     locking = LOCKING_CLAUSE[policy]
     if index == "ready_table":
         return (f"SELECT id FROM {ident(schema, 'jobs_ready')} WHERE run_at <= NOW(6) "
                 f"ORDER BY priority, run_at, id LIMIT {int(batch)} {locking}")
     eligible = "claim_pending = 1" if index == "generated" else "status = 'pending'"
-    return (f"SELECT id FROM {ident(schema, table)} WHERE {eligible} AND run_at <= NOW(6) "
+    in_queues = f" AND queue IN ({','.join(map(literal, queues))})" if len(queues) > 1 else ""
+    return (f"SELECT id FROM {ident(schema, table)} WHERE {eligible} AND run_at <= NOW(6){in_queues} "
             f"ORDER BY priority, run_at, id LIMIT {int(batch)} {locking}")
 
 
@@ -159,10 +163,12 @@ def reaped(schema: str, ids: list[int]) -> str:
             f"AND last_error = 'lease expired' AND status IN ('pending', 'dead') AND lease_expires_at IS NULL")
 
 
-def insert(schema: str, priorities: list[int], run_at_s: list[float], max_attempts: int) -> str:
-    """The producers' multi-row insert (``run_at`` in epoch seconds); returns the new ids
-    (``INSERT … RETURNING``, MariaDB 10.5+)."""
-    values = ",".join(f"({int(p)}, FROM_UNIXTIME({float(t)!r}), {int(max_attempts)})"
-                      for p, t in zip(priorities, run_at_s))
-    return (f"INSERT INTO {ident(schema, 'jobs')} (priority, run_at, max_attempts) VALUES {values} "
-            f"RETURNING id")
+def insert(schema: str, priorities: list[int], run_at_s: list[float], max_attempts: int,
+           queues: list[str] | None = None) -> str:
+    """The producers' multi-row insert (``run_at`` in epoch seconds), with ``queues`` each job's
+    queue name; returns the new ids (``INSERT … RETURNING``, MariaDB 10.5+)."""
+    names = [f", {literal(q)}" for q in queues] if queues else [""] * len(priorities)
+    values = ",".join(f"({int(p)}, FROM_UNIXTIME({float(t)!r}), {int(max_attempts)}{q})"
+                      for p, t, q in zip(priorities, run_at_s, names))
+    return (f"INSERT INTO {ident(schema, 'jobs')} (priority, run_at, max_attempts{', queue' if queues else ''}) "
+            f"VALUES {values} RETURNING id")

@@ -9,6 +9,7 @@ plan cache and ``PREPARED``/``PLAN_CACHE`` do not apply. Every PyMySQL error lea
 
 from __future__ import annotations
 
+import random
 import threading
 
 import pymysql
@@ -20,6 +21,7 @@ from bench.engines.mariadb import policies
 from bench.engines.mariadb.connection import cooperative_wait, open_connection, results
 from bench.engines.mariadb.error_kinds import LOCK_NOT_AVAILABLE, error_kind, first_line, is_lost
 from bench.errors import RunFailed
+from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 #: Connection ids of this process's open worker sessions (the ``backend_kill`` fault picks from them:
 #: MariaDB shows no application name, so the workers' connections are known only here).
@@ -103,7 +105,8 @@ class MariaDBWorkerSession(_Session):
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
         super().__init__(dsn, cfg, name, isolation=cfg.isolation)
-        self.select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch)
+        self.select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch,
+                                            queue_names(queue_count(cfg)))
         with _IDS_LOCK:
             WORKER_CONNECTION_IDS.add(self.connection_id)
 
@@ -202,10 +205,14 @@ class MariaDBProducerSession(_Session):
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
         super().__init__(dsn, cfg, name, isolation=None)
+        self.queues, self.flood, self.rng = queue_names(queue_count(cfg)), flood_share(cfg), random.Random()
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
-        """See :meth:`bench.engines.base.ProducerSession.insert`."""
-        rows = self.run(policies.insert(self.cfg.schema, priorities, run_at_s, self.cfg.max_attempts))[0][1]
+        """See :meth:`bench.engines.base.ProducerSession.insert`; each job's queue is drawn here
+        (:mod:`bench.workload.queues`)."""
+        n = len(self.queues)
+        queues = [self.queues[queue_index(self.rng.random(), n, self.flood)] for _ in priorities] if n > 1 else None
+        rows = self.run(policies.insert(self.cfg.schema, priorities, run_at_s, self.cfg.max_attempts, queues))[0][1]
         return [int(r[0]) for r in rows]
 
 

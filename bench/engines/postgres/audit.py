@@ -60,6 +60,8 @@ only the tool's schema (plus its own temporary table).
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 from psycopg import sql
 
@@ -237,3 +239,20 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
         missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
         events=events, retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
         fifo_out_of_order=fifo_out_of_order)
+
+
+def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str], start_unix: float,
+                        end_unix: float, relation: str = "jobs") -> dict[str, int]:
+    """Jobs of each queue in ``names`` that reached ``done`` in the measured window, by their
+    ``finished_at`` (``{name: count}``, 0 for a queue with none): one scan of ``relation`` after the
+    load. The window's bounds are client epoch seconds, moved to the server's clock by the offset
+    read here (the server's ``clock_timestamp()`` against the middle of the client's round trip)."""
+    before = time.time()
+    server_now = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0])
+    offset = server_now - (before + time.time()) / 2
+    rows = conn.execute(sql.SQL(
+        "SELECT queue, count(*) FROM {} WHERE status = 'done' AND finished_at >= to_timestamp(%s) "
+        "AND finished_at < to_timestamp(%s) GROUP BY queue").format(sql.Identifier(schema, relation)),
+        (start_unix + offset, end_unix + offset)).fetchall()
+    counts = {name: int(n) for name, n in rows}
+    return {name: counts.get(name, 0) for name in names}

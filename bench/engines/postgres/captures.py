@@ -8,6 +8,7 @@ import psycopg
 from bench.config.run_config import RunConfig
 from bench.engines.postgres import pg_stat_statements, plans
 from bench.engines.postgres.error_kinds import first_line
+from bench.workload.queues import queue_count, queue_names
 
 
 def capture_plans(conn: psycopg.Connection, cfg: RunConfig, when: str) -> tuple[dict | None, str]:
@@ -15,7 +16,8 @@ def capture_plans(conn: psycopg.Connection, cfg: RunConfig, when: str) -> tuple[
     (:func:`bench.engines.postgres.plans.capture_claim_plans`), and when they were taken
     (or why the capture failed)."""
     try:
-        return plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s), when
+        return plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s,
+                                         queues=queue_names(queue_count(cfg))), when
     except psycopg.Error as err:
         return None, f"{when}: capture failed: {first_line(err)}"
 

@@ -17,6 +17,7 @@ from psycopg import sql
 from bench.config.run_config import REPO_ROOT, RunConfig
 from bench.engines.common import SeedResult
 from bench.errors import ConfigError
+from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 SCHEMA_DIR = REPO_ROOT / "schemas" / "postgres"
 SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
@@ -207,6 +208,12 @@ _HISTORY_ROWS = """
           FROM generate_series(1, %(n)s) AS g) AS s"""
 
 
+def _queue_of(cfg: RunConfig) -> Callable[[str], sql.Composable]:
+    """``queue_of(id_sql)``: the SQL queue name of a seeded row with that id (:mod:`bench.workload.queues`)."""
+    n, flood = queue_count(cfg), flood_share(cfg)
+    return lambda id_sql: sql.SQL(f"'q' || ({queue_sql(seeded_u_sql(id_sql), n, flood)})::int")
+
+
 def drop_schema_at(dsn: str, schema: str) -> None:
     """:func:`drop_schema` on a connection of its own (opened and closed here)."""
     conn = connect(dsn, application_name="queue-bench cleanup")
@@ -291,22 +298,25 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
         saved = ensure_history_state(conn, state_schema, cfg.history, log)
         source = f"restored from {state_schema}.history_{cfg.history}"
     started = time.perf_counter()
+    n_queues, queue_of = queue_count(cfg), _queue_of(cfg)  # each seeded row's queue: from its id
     if cfg.history:
-        if state_schema:
-            conn.execute(sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE SELECT {} FROM {}").format(
-                history_table, cols, cols, saved))
-        else:
-            conn.execute(sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE " + _HISTORY_ROWS).format(
-                history_table, cols), {"n": cfg.history})
+        rows_sql = sql.SQL("SELECT {} FROM {}").format(cols, saved) if state_schema else sql.SQL(_HISTORY_ROWS)
+        if n_queues > 1:
+            rows_sql = sql.SQL("SELECT h.*, {} FROM ({}) AS h ({})").format(queue_of("h.id"), rows_sql, cols)
+            cols_in = sql.SQL(", ").join(map(sql.Identifier, (*_HISTORY_COLUMNS, "queue")))
+        conn.execute(sql.SQL("INSERT INTO {} ({}) OVERRIDING SYSTEM VALUE {}").format(
+            history_table, cols_in if n_queues > 1 else cols, rows_sql), None if state_schema else {"n": cfg.history})
         # The identity continues after the seeded ids.
         conn.execute(sql.SQL("SELECT setval(pg_get_serial_sequence({}, 'id'), %s)").format(
             sql.Literal(f'"{schema}"."jobs"')), (cfg.history,))
     if backlog:
         conn.execute(sql.SQL("""
-            INSERT INTO {jobs} (priority, run_at, status, max_attempts)
-            SELECT 0, now() - interval '1 ms' + g * (interval '1 ms' / %(n)s), 'pending', %(max_attempts)s
+            INSERT INTO {jobs} (priority, run_at, status, max_attempts{queue_column})
+            SELECT 0, now() - interval '1 ms' + g * (interval '1 ms' / %(n)s), 'pending', %(max_attempts)s{queue_of}
             FROM generate_series(1, %(n)s) AS g
-        """).format(jobs=jobs), {"n": backlog, "max_attempts": cfg.max_attempts})
+        """).format(jobs=jobs, queue_column=sql.SQL(", queue" if n_queues > 1 else ""),
+                    queue_of=sql.SQL(", ") + queue_of(f"g + {int(cfg.history)}") if n_queues > 1 else sql.SQL("")),
+            {"n": backlog, "max_attempts": cfg.max_attempts})
     seed_s = time.perf_counter() - started
     rows = cfg.history + backlog
     log(f"seeded {rows:,} rows (history {cfg.history:,} {source}, backlog {backlog:,}) in {seed_s:.1f} s "

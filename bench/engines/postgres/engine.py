@@ -18,6 +18,7 @@ from bench.engines.postgres.monitor import Monitor, spawn_samplers
 from bench.engines.postgres.mover import Mover
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.sessions import PostgresSessions
+from bench.workload.queues import queue_count, queue_names
 
 #: PostgreSQL honours every value the parameter table allows (partial indexes, plan_cache_mode,
 #: server-side prepared statements, autovacuum as a table storage parameter).
@@ -169,6 +170,11 @@ class PostgresEngine:
         return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
                                poison_share=cfg.poison_share,
                                relation="jobs_all" if cfg.layout == "archive" else "jobs")
+
+    def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
+        """Jobs completed per queue name in the measured window (client epoch seconds), from the table."""
+        return audit.completed_per_queue(conn, cfg.schema, queue_names(queue_count(cfg)), start_unix, end_unix,
+                                         relation="jobs_all" if cfg.layout == "archive" else "jobs")
 
     # -- probes
     def offset_lock_probe(self, dsn: str, schema: str) -> dict:

@@ -38,10 +38,10 @@ _BUFFERS_RE = re.compile(r"Buffers: shared((?: \w+=\d+)+)")
 _EXECUTION_RE = re.compile(r"Execution Time: ([\d.]+) ms")
 
 
-def _execute(conn: psycopg.Connection, batch: int, lease_s: float, explain: bool) -> list[str]:
-    """Execute the prepared claim once; with ``explain`` return the EXPLAIN (ANALYZE, BUFFERS) lines."""
-    stmt = sql.SQL("EXECUTE {}({}, {}, {})").format(sql.Identifier(_STATEMENT), sql.Literal(batch),
-                                                    sql.Literal("plan-capture"), sql.Literal(float(lease_s)))
+def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[str]:
+    """Execute the prepared claim once with ``args`` (SQL literals, :func:`policies.claim_arguments`);
+    with ``explain`` return the EXPLAIN (ANALYZE, BUFFERS) lines."""
+    stmt = sql.SQL("EXECUTE {}({})").format(sql.Identifier(_STATEMENT), sql.SQL(", ".join(args)))
     if explain:
         return [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + stmt, prepare=False).fetchall()]
     # prepare=False: psycopg would otherwise prepare a repeated statement itself, and its
@@ -51,7 +51,7 @@ def _execute(conn: psycopg.Connection, batch: int, lease_s: float, explain: bool
 
 
 def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batch: int, lease_s: float,
-                        statement_timeout_ms: int = 60_000) -> dict:
+                        statement_timeout_ms: int = 60_000, queues: list[str] = ("default",)) -> dict:
     """Plans of one claim as a prepared statement; returns
     ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` where
     PLAN is ``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` (see
@@ -61,7 +61,8 @@ def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batc
     ``conn`` must be in autocommit mode. Raises psycopg.OperationalError only when
     the connection itself fails.
     """
-    claim = policies.prepared_statements(schema, policy)["claim"]
+    claim = policies.prepared_statements(schema, policy, len(queues))["claim"]
+    args = policies.claim_arguments(batch, "plan-capture", lease_s, list(queues))
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}
     # PREPARE is not transactional: deallocate whatever happens to the transactions.
@@ -72,17 +73,17 @@ def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batc
                 with conn.transaction(force_rollback=True):
                     conn.execute(timeout)
                     conn.execute(sql.SQL("SET LOCAL plan_cache_mode = {}").format(sql.Literal(f"force_{mode}_plan")))
-                    text = "\n".join(_execute(conn, batch, lease_s, explain=True))
+                    text = "\n".join(_execute(conn, args, explain=True))
                 out[mode] = summarize_plan(text)
             except psycopg.errors.QueryCanceled as err:
                 out[mode] = {"error": str(err).strip().splitlines()[0]}
-        out["auto"] = _auto_choice(conn, batch, lease_s, timeout)
+        out["auto"] = _auto_choice(conn, args, timeout)
     finally:
         conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(_STATEMENT)))
     return out
 
 
-def _auto_choice(conn: psycopg.Connection, batch: int, lease_s: float, timeout: sql.Composed) -> str | None:
+def _auto_choice(conn: psycopg.Connection, args: list[str], timeout: sql.Composed) -> str | None:
     """Which plan ``plan_cache_mode = auto`` uses from the sixth execution on (None if unknown)."""
     counts = sql.SQL("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = {}").format(
         sql.Literal(_STATEMENT))
@@ -91,9 +92,9 @@ def _auto_choice(conn: psycopg.Connection, batch: int, lease_s: float, timeout: 
             conn.execute(timeout)
             conn.execute("SET LOCAL plan_cache_mode = auto")
             for _ in range(CUSTOM_PLANS_BEFORE_GENERIC):
-                _execute(conn, batch, lease_s, explain=False)
+                _execute(conn, args, explain=False)
             before = conn.execute(counts).fetchone()
-            _execute(conn, batch, lease_s, explain=False)
+            _execute(conn, args, explain=False)
             after = conn.execute(counts).fetchone()
     except (psycopg.errors.QueryCanceled, psycopg.errors.UndefinedColumn):
         return None  # too slow to run six times, or a server before 14 (no plan counters)

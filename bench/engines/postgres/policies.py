@@ -38,7 +38,7 @@ _CLAIM = """\
 WITH picked AS MATERIALIZED (
     SELECT id
     FROM {jobs}
-    WHERE status = 'pending' AND run_at <= now()
+    WHERE status = 'pending' AND run_at <= now(){queue_filter}
     ORDER BY priority, run_at, id
     LIMIT {batch}
     {locking}
@@ -109,7 +109,8 @@ def _names(schema: str, table: str = "jobs", token_seq: str = "attempt_token_seq
     }
 
 
-#: Each statement's template and its parameters, in ``$n`` order, with their types.
+#: Each statement's template and its parameters, in ``$n`` order, with their types. With more than one
+#: queue name the claim takes a fourth, the names (:func:`_statement`).
 _STATEMENTS = {
     "claim": (_CLAIM, (("batch", "int"), ("worker", "text"), ("lease_s", "float8"))),
     "complete_one": (_COMPLETE_ONE, (("id", "bigint"), ("token", "bigint"))),
@@ -128,27 +129,40 @@ _PGBENCH_GATHER = ("WITH claimed AS ({claim}) SELECT coalesce(array_agg(id), '{{
                    "coalesce(array_agg(attempt_token), '{{}}') AS tokens, count(*) AS claimed FROM claimed")
 
 
-def _render(name: str, schema: str, policy: str, placeholder, **names: str) -> sql.Composed:
-    """Statement ``name`` with each parameter rendered by ``placeholder(position, param)`` and cast."""
+def _statement(name: str, queues: int) -> tuple[str, tuple]:
+    """Template and parameters of statement ``name``; a claim over ``queues`` > 1 names tests
+    ``queue = ANY($4::text[])``."""
     template, params = _STATEMENTS[name]
+    if name == "claim":
+        filter_ = "\n      AND queue = ANY({queues})" if queues > 1 else ""
+        template = template.replace("{queue_filter}", filter_)
+        params = params + ((("queues", "text[]"),) if queues > 1 else ())
+    return template, params
+
+
+def _render(name: str, schema: str, policy: str, placeholder, queues: int = 1, **names: str) -> sql.Composed:
+    """Statement ``name`` with each parameter rendered by ``placeholder(position, param)`` and cast."""
+    template, params = _statement(name, queues)
     slots = {param: placeholder(i, param) + sql.SQL(f"::{cast}") for i, (param, cast) in enumerate(params, 1)}
     return sql.SQL(template).format(locking=sql.SQL(LOCKING_CLAUSE[policy]), **slots, **_names(schema, **names))
 
 
-def _named(name: str, schema: str, policy: str = "skip_locked", **names: str) -> sql.Composed:
-    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param), **names)
+def _named(name: str, schema: str, policy: str = "skip_locked", queues: int = 1, **names: str) -> sql.Composed:
+    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param), queues, **names)
 
 
-def claim_sql(schema: str, policy: str, *, table: str = "jobs", token_seq: str = "attempt_token_seq") -> sql.Composed:
+def claim_sql(schema: str, policy: str, queues: int = 1, *, table: str = "jobs",
+              token_seq: str = "attempt_token_seq") -> sql.Composed:
     """The claim statement for ``policy``, with named placeholders (for psycopg's ``execute``).
 
     Parameters: ``batch`` (int, the LIMIT), ``worker`` (str, ``locked_by``),
-    ``lease_s`` (float seconds). Returns the rows described in
+    ``lease_s`` (float seconds), and with ``queues`` > 1 ``queues`` (list[str], the names served).
+    Returns the rows described in
     :func:`prepared_statements`. ``table`` and ``token_seq`` name the queue table and the token
     sequence inside ``schema`` (a probe's scratch table: :mod:`bench.engines.postgres.probes`).
     Raises KeyError for an unknown policy.
     """
-    return _named("claim", schema, policy, table=table, token_seq=token_seq)
+    return _named("claim", schema, policy, queues, table=table, token_seq=token_seq)
 
 
 def naive_subselect_claim(claim: str) -> str:
@@ -218,10 +232,11 @@ def pgbench_script(schema: str, policy: str, lease_s: float, batch: int = 1) -> 
             f"{_PGBENCH_GATHER.format(claim=claim)} \\gset\n{one_line(complete)};\n")
 
 
-def prepared_statements(schema: str, policy: str) -> dict[str, str]:
+def prepared_statements(schema: str, policy: str, queues: int = 1) -> dict[str, str]:
     """The worker's statements with positional ``$n`` parameters, for ``PQprepare``.
 
-    ``claim``: $1 batch (int), $2 worker (text), $3 lease_s (float8 seconds);
+    ``claim``: $1 batch (int), $2 worker (text), $3 lease_s (float8 seconds), with ``queues`` > 1
+    $4 the queue names served (text[]);
     returns ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``,
     ``pickup_us`` being database time from ``run_at`` to the claim and the last
     two database epoch seconds.
@@ -230,14 +245,14 @@ def prepared_statements(schema: str, policy: str) -> dict[str, str]:
     ``pending`` at ``now() + delay``, or ``dead`` once ``attempts >= max_attempts``;
     returns the new status (no row when the token moved on).
     """
-    return {name: _render(name, schema, policy, lambda i, _param: sql.SQL(f"${i}")).as_string(None)
+    return {name: _render(name, schema, policy, lambda i, _param: sql.SQL(f"${i}"), queues).as_string(None)
             for name in _STATEMENTS}
 
 
 _INSERT = """\
-INSERT INTO {jobs} (priority, run_at, max_attempts)
-SELECT p, to_timestamp(t), {max_attempts}
-FROM unnest($1::smallint[], $2::float8[]) AS a(p, t)
+INSERT INTO {jobs} (priority, run_at, max_attempts{queue_column})
+SELECT p, to_timestamp(t), {max_attempts}{queue_column}
+FROM unnest($1::smallint[], $2::float8[]{queue_array}) AS a(p, t{queue_column})
 RETURNING id"""
 
 
@@ -258,22 +273,42 @@ def notify_channel(schema: str) -> str:
     return f"{schema}_jobs"
 
 
-def insert_sql(schema: str, max_attempts: int, notify: bool = False) -> str:
-    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[]);
-    returns the new rows' ids (the claim log keeps them: the audit's expected ids). With ``notify``
-    the same statement also sends one notification on :func:`notify_channel` (empty payload)."""
-    insert = sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"), max_attempts=sql.Literal(max_attempts))
+def insert_sql(schema: str, max_attempts: int, notify: bool = False, queues: int = 1) -> str:
+    """The producers' insert: $1 priorities (smallint[]), $2 run_at (epoch seconds, float8[]), with
+    ``queues`` > 1 $3 each job's queue name (text[]); returns the new rows' ids (the claim log keeps
+    them: the audit's expected ids). With ``notify`` the same statement also sends one notification
+    on :func:`notify_channel` (empty payload)."""
+    many = queues > 1
+    insert = sql.SQL(_INSERT).format(jobs=sql.Identifier(schema, "jobs"), max_attempts=sql.Literal(max_attempts),
+                                     queue_column=sql.SQL(", queue" if many else ""),
+                                     queue_array=sql.SQL(", $3::text[]" if many else ""))
     if notify:
         insert = sql.SQL(_INSERT_NOTIFY).format(insert=insert, channel=sql.Literal(notify_channel(schema)))
     return insert.as_string(None)
 
 
-def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float) -> str:
+def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float,
+                  queues: list[str] = ("default",)) -> str:
     """The claim with its values inlined as SQL literals, as psycopg 2 sends every statement
     (client-side interpolation): sent unprepared, it is planned with these values on every
-    execution. Used with ``PREPARED=0``; same columns as the prepared ``claim``."""
-    values = {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s)}
-    return _render("claim", schema, policy, lambda _i, param: sql.Literal(values[param])).as_string(None)
+    execution. Used with ``PREPARED=0``; same columns as the prepared ``claim``. ``queues``: the
+    names served (tested only when there are more than one)."""
+    values = {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s), "queues": text_array(queues)}
+    return _render("claim", schema, policy, lambda _i, param: sql.Literal(values[param]),
+                   len(queues)).as_string(None)
+
+
+def text_array(names: list[str]) -> str:
+    """A PostgreSQL text-format array literal of plain names (``{q0,q1}``; the names need no quoting)."""
+    return "{" + ",".join(names) + "}"
+
+
+def claim_arguments(batch: int, worker: str, lease_s: float, queues: list[str]) -> list[str]:
+    """The prepared claim's arguments as SQL literals, in ``$n`` order (for ``EXECUTE claim(…)``)."""
+    args = [str(int(batch)), sql.Literal(str(worker)).as_string(None), repr(float(lease_s))]
+    if len(queues) > 1:
+        args.append(sql.Literal(text_array(queues)).as_string(None))
+    return args
 
 
 def reap_sql(schema: str, limit: int = 1000) -> sql.Composed:

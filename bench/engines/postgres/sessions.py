@@ -11,6 +11,8 @@ wait function cooperates: :meth:`PostgresSessions.check_cooperative` verifies it
 
 from __future__ import annotations
 
+import random
+
 import psycopg
 import psycopg.waiting
 from gevent import monkey
@@ -23,17 +25,13 @@ from bench.engines.postgres import policies
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import PreparedSession, int_array, rows
 from bench.errors import RunFailed
+from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 
 #: ``ISOLATION`` values and PostgreSQL's names for them
 #: (https://www.postgresql.org/docs/current/runtime-config-client.html#GUC-DEFAULT-TRANSACTION-ISOLATION).
 ISOLATION_LEVELS = {"read_committed": "read committed", "repeatable_read": "repeatable read",
                     "serializable": "serializable"}
-
-
-def _quote(text: str) -> str:
-    """``text`` as an SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _translate(err: psycopg.Error, session: PreparedSession) -> EngineError:
@@ -63,12 +61,16 @@ class PgWorkerSession:
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
         self.cfg = cfg
         self.name = name
-        statements = policies.prepared_statements(cfg.schema, cfg.policy)
+        self.queues = queue_names(queue_count(cfg))
+        statements = policies.prepared_statements(cfg.schema, cfg.policy, len(self.queues))
         self.claim_params = [str(cfg.batch).encode(), name.encode(), repr(float(cfg.lease_s)).encode()]
+        if len(self.queues) > 1:
+            self.claim_params.append(policies.text_array(self.queues).encode())
         self.claim_text = None
         if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
-            self.claim_text = policies.literal_claim(cfg.schema, cfg.policy, cfg.batch, name, cfg.lease_s).encode()
+            self.claim_text = policies.literal_claim(cfg.schema, cfg.policy, cfg.batch, name, cfg.lease_s,
+                                                     self.queues).encode()
         settings = {"plan_cache_mode": cfg.plan_cache} if cfg.plan_cache != "auto" else {}
         if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
@@ -177,7 +179,8 @@ class PgWorkerSession:
         gives it; it adds one execution, so read :meth:`plan_counts` first), else the literal claim."""
         if self.claim_text is None:
             cfg = self.cfg
-            target = f"EXECUTE claim({cfg.batch}, {_quote(self.name)}, {float(cfg.lease_s)!r})".encode()
+            args = policies.claim_arguments(cfg.batch, self.name, cfg.lease_s, self.queues)
+            target = f"EXECUTE claim({', '.join(args)})".encode()
         else:
             target = self.claim_text
         self.rollback()
@@ -199,9 +202,12 @@ class PgProducerSession:
     """A producer's session: one prepared multi-row insert (which also notifies with ``WAKEUP=notify``)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
+        self.queues = queue_names(queue_count(cfg))
+        self.flood = flood_share(cfg)
+        self.rng = random.Random()
         self.session = _open(dsn, f"queue-bench {name}", {},
                              {"insert": policies.insert_sql(cfg.schema, cfg.max_attempts,
-                                                            notify=cfg.wakeup == "notify")})
+                                                            notify=cfg.wakeup == "notify", queues=len(self.queues))})
 
     @property
     def broken(self) -> bool:
@@ -210,9 +216,14 @@ class PgProducerSession:
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
         """See :meth:`bench.engines.base.ProducerSession.insert`."""
+        params = [("{" + ",".join(map(str, priorities)) + "}").encode(),
+                  ("{" + ",".join(repr(t) for t in run_at_s) + "}").encode()]
+        if len(self.queues) > 1:  # each job's queue drawn here (bench.workload.queues)
+            n = len(self.queues)
+            params.append(policies.text_array([self.queues[queue_index(self.rng.random(), n, self.flood)]
+                                               for _ in priorities]).encode())
         try:
-            result = self.session.execute(b"insert", [("{" + ",".join(map(str, priorities)) + "}").encode(),
-                                                      ("{" + ",".join(repr(t) for t in run_at_s) + "}").encode()])
+            result = self.session.execute(b"insert", params)
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
         return [int(r[0]) for r in rows(result)]
