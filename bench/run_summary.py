@@ -254,6 +254,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "harness_rss_mb": run_info["harness_rss_mb"],
         "processes": run_info.get("processes"),
         **fairness.per_queue_figures(audit_result.get("completed_per_queue")),
+        "tenant_oldest_eligible_age_s": fairness.tenant_ages(rows, cfg.tenants),
     }
     return summary
 

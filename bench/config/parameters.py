@@ -51,6 +51,8 @@ MAX_WORKERS = 1000
 MAX_JOB_MS = 3_600_000
 #: Upper bound on seeded rows (history, backlog).
 MAX_ROWS = 100_000_000
+#: The claim's order across tenants (``TENANT_ORDER``): see the parameter's meaning.
+TENANT_ORDERS = ("plain", "round_robin")
 #: Upper bound on distinct queue names (``NAMED_QUEUES``, ``TENANTS``): every claim carries the list.
 MAX_QUEUES = 10_000
 
@@ -146,6 +148,40 @@ PARAMETERS: tuple[Parameter, ...] = (
                "column). `summary.json` gets the jobs completed per queue in the measured window "
                "(`jobs_completed_per_queue`, by `finished_at`, read from the table after the load) and Jain's "
                "fairness index of them (`fairness_jain`). With 1 the claim is unchanged"),
+    _P("tenants", "int", 1, "tenants, one queue name each (q0 is tenant 0, the flooder); default 1", minimum=1,
+       maximum=MAX_QUEUES, sweep=True, bad=(0, MAX_QUEUES + 1, "all"), allowed=f"1–{MAX_QUEUES:,}",
+       engine_values={"mariadb": (1,)},
+       engine_reasons={"mariadb": "the fair claim and the per-tenant ages are built for PostgreSQL only"},
+       meaning="tenants in one table, each one queue name (a tenant is a queue: the schema is unchanged, "
+               "tenant i is queue `q<i>`): jobs are spread as with `NAMED_QUEUES` but tenant 0, the flooder, "
+               "takes `TENANT_FLOOD` of them, and the claim's order is `TENANT_ORDER`. With tenants the variants "
+               "`partial`, `composite` and `covering` get a second index that leads with the queue column "
+               "(`schemas/postgres/tenant_index_<variant>.sql`: (queue, priority, run_at, id) `WHERE status = "
+               "'pending'`; (status, queue, priority, run_at, id); (status, queue, priority, run_at) `INCLUDE (id)`), "
+               "in both orders, so that the fair claim's per-tenant heads and the monitor's per-tenant ages are "
+               "index probes; the plain claim still reads the claim-order index. Per second `intervals.csv` gets "
+               "the flooder's oldest eligible age and the largest of the others' (`oldest_eligible_age_flooder_s`, "
+               "`oldest_eligible_age_others_s`: one probe per tenant and priority, in the monitor's age query); "
+               "`summary.json` the jobs completed per tenant, `fairness_jain` and `tenant_oldest_eligible_age_s`. "
+               "Not with `NAMED_QUEUES` > 1"),
+    _P("tenant_flood", "share", 0.0, "share of jobs (backlog, history, arrivals) that go to tenant 0; 0 = even",
+       sweep=True, bad=(-0.1, 1.5, "most"), engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "TENANTS is built for PostgreSQL only"}, default_text="0 (even)",
+       meaning="the share of every job source (seeded backlog and history, produced jobs) that goes to tenant 0, "
+               "the flooder; the other tenants split the rest evenly. 0: no flooder, every tenant gets 1/N. "
+               "Needs `TENANTS` > 1"),
+    _P("tenant_order", "choice", "plain", "plain | round_robin: the claim's order across tenants",
+       choices=TENANT_ORDERS, sweep=True, bad=("fair", "wfq"), engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "TENANTS is built for PostgreSQL only"},
+       meaning="`plain`: the usual claim order (priority, run_at, id) over all tenants' eligible rows "
+               "(`queue = ANY(…)`), so a tenant is served in proportion to its share of the head. `round_robin`: "
+               "each claim takes a turn from a sequence (`queue_turn_seq`, one `nextval` per claim) and takes up "
+               "to `BATCH` eligible heads of tenant `turn mod N` in claim order, moving on to the next tenants "
+               "in turn only when that one has fewer (one statement: the tenants in rotation, each a `LATERAL` "
+               "locking read with the policy's clause and `LIMIT BATCH`, under an outer `LIMIT BATCH`, in the "
+               "claim's `MATERIALIZED` CTE; a row is locked only when the outer limit takes it). Concurrent "
+               "claims hold consecutive turns, so tenants are served in rotation whatever their backlog; a tenant "
+               "with nothing eligible passes its turn to the next one, which then gets two. Needs `TENANTS` > 1"),
     _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", unit="s", minimum=1, maximum=7 * 86_400,
        sweep=True, field="duration_s", bad=("soon", "0s", "2500ms", True, "9999999999s"),
        allowed="whole seconds, 1 s – 7 days, e.g. `30s`, `2m`",

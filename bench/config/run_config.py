@@ -52,6 +52,9 @@ class RunConfig:
     history: int
     backlog: int
     named_queues: int
+    tenants: int
+    tenant_flood: float | str
+    tenant_order: str
     duration_s: float
     warmup_s: float
     lease_s: float
@@ -210,6 +213,8 @@ def _clip_windows(values: dict[str, Any]) -> list[str]:
 #: what it needs). Setting the key explicitly without its condition is refused: it would do nothing.
 _NEEDS = (
     ("producers", "RATE > 0", lambda v: v["rate"] > 0),
+    ("tenant_flood", "TENANTS > 1", lambda v: v["tenants"] > 1),
+    ("tenant_order", "TENANTS > 1", lambda v: v["tenants"] > 1),
     ("arrival", "RATE > 0", lambda v: v["rate"] > 0),
     ("priority_mix", "RATE > 0", lambda v: v["rate"] > 0),
     ("future_share", "RATE > 0", lambda v: v["rate"] > 0),
@@ -256,6 +261,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     if values["retry_cap_s"] < values["retry_base_s"]:
         raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below RETRY_BASE_S "
                                          f"{values['retry_base_s']:g} s; allowed: RETRY_CAP_S >= RETRY_BASE_S")
+    if values["named_queues"] > 1 and values["tenants"] > 1:
+        raise ConfigError("TENANTS", "a tenant is a queue name, and NAMED_QUEUES already spreads the jobs over "
+                                     f"{values['named_queues']} names; allowed: NAMED_QUEUES or TENANTS above 1, "
+                                     "not both")
     if values["named_queues"] > 1 and values.get("index") == "ready_table":
         raise ConfigError("NAMED_QUEUES", "the ready_table variant's table of pending rows has no queue column, so "
                                           "its claim cannot test the queue name; allowed: NAMED_QUEUES=1 with "

@@ -157,7 +157,9 @@ class TableSampler:
         """The table queries that are due (all of them with ``force``).
 
         Returns ``{oldest_eligible_age_s, age_by_priority, queue_depth, running, cost_s}``
-        (``age_by_priority`` maps each priority to its oldest eligible age, 0 when none); a
+        (``age_by_priority`` maps each priority to its oldest eligible age, 0 when none), and
+        ``oldest_eligible_age_flooder_s``, ``oldest_eligible_age_others_s`` when the age query
+        returns them (four columns a row: with tenants); a
         value is None when its query was not due or failed. After each query the
         next one of its kind is scheduled ``max(1 s, cost / budget)`` later (1 s after the first).
         """
@@ -168,8 +170,11 @@ class TableSampler:
             rows, cost = self._table_query("age", now, self.age_query, self._age_params(), all_rows=True)
             out["cost_s"] += cost
             if rows is not None:
-                out["age_by_priority"] = {int(p): float(a) for p, a in rows}
+                out["age_by_priority"] = {int(r[0]): float(r[1]) for r in rows}
                 out["oldest_eligible_age_s"] = max(out["age_by_priority"].values(), default=0.0)
+                if rows and len(rows[0]) == 4:  # with tenants: the flooder's and the others' largest
+                    out["oldest_eligible_age_flooder_s"] = max(float(r[2]) for r in rows)
+                    out["oldest_eligible_age_others_s"] = max(float(r[3]) for r in rows)
         if force or now >= self._next["counts"]:
             row, cost = self._table_query("counts", now, self.count_query)
             out["cost_s"] += cost

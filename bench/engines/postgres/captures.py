@@ -17,7 +17,8 @@ def capture_plans(conn: psycopg.Connection, cfg: RunConfig, when: str) -> tuple[
     (or why the capture failed)."""
     try:
         return plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s,
-                                         queues=queue_names(queue_count(cfg))), when
+                                         queues=queue_names(queue_count(cfg)),
+                                         order=cfg.tenant_order if cfg.tenants > 1 else "plain"), when
     except psycopg.Error as err:
         return None, f"{when}: capture failed: {first_line(err)}"
 

@@ -104,7 +104,8 @@ class PostgresEngine:
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
         """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
-                       priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
+                       priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
+                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else ())
 
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
                        note: Callable[[int, dict], None]) -> list:

@@ -65,6 +65,30 @@ LEFT JOIN LATERAL (
   WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
   ORDER BY run_at LIMIT 1) AS h ON true"""
 
+# TENANTS > 1: the same per-priority rows with two more columns, the flooder's (q0) oldest eligible
+# age and the oldest of the other tenants' heads: one probe per tenant and priority, each an index
+# probe on the tenant index (schemas/postgres/tenant_index_<variant>.sql).
+_TENANT_AGE = """\
+SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8,
+       coalesce(extract(epoch FROM now() - f.run_at), 0)::float8,
+       coalesce(extract(epoch FROM now() - o.run_at), 0)::float8
+FROM unnest(%(priorities)s::smallint[]) AS p(priority)
+LEFT JOIN LATERAL (
+  SELECT run_at FROM {jobs}
+  WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
+  ORDER BY run_at LIMIT 1) AS h ON true
+LEFT JOIN LATERAL (
+  SELECT run_at FROM {jobs}
+  WHERE status = 'pending' AND queue = %(flooder)s AND priority = p.priority AND run_at <= now()
+  ORDER BY run_at LIMIT 1) AS f ON true
+LEFT JOIN LATERAL (
+  SELECT min(t.run_at) AS run_at
+  FROM unnest(%(others)s::text[]) AS q(name)
+  CROSS JOIN LATERAL (
+    SELECT run_at FROM {jobs}
+    WHERE status = 'pending' AND queue = q.name AND priority = p.priority AND run_at <= now()
+    ORDER BY run_at LIMIT 1) AS t) AS o ON true"""
+
 _COUNTS = """\
 SELECT
   (SELECT count(*) FROM {jobs} WHERE status = 'pending' AND run_at <= now()) AS queue_depth,
@@ -77,7 +101,8 @@ class Monitor(TableSampler):
 
     ``connect(application_name)`` opens its connections (and reopens one whose
     backend went away). ``priorities``: the priority values jobs can have (the oldest-age
-    probe looks at each). Table statements are bounded by ``table_timeout_ms`` (default
+    probe looks at each); ``tenants``: with ``TENANTS`` > 1 the tenants' queue names, the first the
+    flooder (the age query then also returns its age and the largest of the others'). Table statements are bounded by ``table_timeout_ms`` (default
     30 s), stats statements by 5 s. Errors are counted by
     :func:`bench.engines.postgres.error_kinds.error_kind` (SQLSTATE, e.g. ``57014`` for a statement
     timeout, or ``connect_failed`` when the connection could not be reopened).
@@ -86,12 +111,13 @@ class Monitor(TableSampler):
     driver_errors = (psycopg.Error,)
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
-                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
+                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000, tenants: list[str] = ()):
         self._connect = connect
+        self.tenants = list(tenants)  # with two or more: the flooder's and the others' ages too
         names = {"jobs": sql.Identifier(schema, "jobs"),
                  "regclass": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.jobs")}
         self.stats_query = sql.SQL(_STATS).format(**names)
-        self.age_query = sql.SQL(_AGE).format(**names)
+        self.age_query = sql.SQL(_TENANT_AGE if len(self.tenants) > 1 else _AGE).format(**names)
         self.count_query = sql.SQL(_COUNTS).format(**names)
         self._table_timeout_ms = table_timeout_ms
         self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
@@ -123,6 +149,8 @@ class Monitor(TableSampler):
         return error_kind(err, lost=conn.broken)
 
     def _age_params(self):
+        if len(self.tenants) > 1:
+            return {"priorities": self.priorities, "flooder": self.tenants[0], "others": self.tenants[1:]}
         return {"priorities": self.priorities}
 
     def sample_stats(self) -> dict:

@@ -51,7 +51,8 @@ def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[s
 
 
 def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batch: int, lease_s: float,
-                        statement_timeout_ms: int = 60_000, queues: list[str] = ("default",)) -> dict:
+                        statement_timeout_ms: int = 60_000, queues: list[str] = ("default",),
+                        order: str = "plain") -> dict:
     """Plans of one claim as a prepared statement; returns
     ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` where
     PLAN is ``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` (see
@@ -61,7 +62,7 @@ def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batc
     ``conn`` must be in autocommit mode. Raises psycopg.OperationalError only when
     the connection itself fails.
     """
-    claim = policies.prepared_statements(schema, policy, len(queues))["claim"]
+    claim = policies.prepared_statements(schema, policy, len(queues), order)["claim"]
     args = policies.claim_arguments(batch, "plan-capture", lease_s, list(queues))
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}

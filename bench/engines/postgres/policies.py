@@ -59,6 +59,26 @@ RETURNING j.id, j.attempt_token,
           j.attempts, extract(epoch FROM j.lease_expires_at)::float8 AS lease_until,
           extract(epoch FROM j.started_at)::float8 AS claimed_at"""
 
+# TENANT_ORDER=round_robin: the picked CTE's body. The turn is one nextval per claim (its subquery
+# holds a volatile function, so it is not pulled up, and generate_series reads it, so it is the
+# outermost side of the joins: evaluated once). Tenant (turn + i) mod N is read i-th, each a LATERAL
+# locking read in claim order; the outer LIMIT stops the nested loop once it has the batch, and a row
+# is locked only when it is pulled through, so no row is locked that the claim does not take.
+_ROUND_ROBIN_PICK = """\
+    SELECT h.id
+    FROM (SELECT nextval({turn_seq}) AS k) AS turn,
+         generate_series(turn.k, turn.k + cardinality({queues}) - 1) AS s(i),
+         LATERAL (
+             SELECT id
+             FROM {jobs}
+             WHERE status = 'pending' AND run_at <= now()
+               AND queue = ({queues})[mod(s.i, cardinality({queues}))::int + 1]
+             ORDER BY priority, run_at, id
+             LIMIT {batch}
+             {locking}
+         ) AS h
+    LIMIT {batch}"""
+
 _COMPLETE_ONE = """\
 UPDATE {jobs}
 SET status = 'done', finished_at = clock_timestamp(), lease_expires_at = NULL
@@ -106,6 +126,7 @@ def _names(schema: str, table: str = "jobs", token_seq: str = "attempt_token_seq
     return {
         "jobs": sql.Identifier(schema, table),
         "token_seq": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.{sql.Identifier(token_seq).as_string(None)}"),
+        "turn_seq": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.queue_turn_seq"),
     }
 
 
@@ -129,40 +150,47 @@ _PGBENCH_GATHER = ("WITH claimed AS ({claim}) SELECT coalesce(array_agg(id), '{{
                    "coalesce(array_agg(attempt_token), '{{}}') AS tokens, count(*) AS claimed FROM claimed")
 
 
-def _statement(name: str, queues: int) -> tuple[str, tuple]:
-    """Template and parameters of statement ``name``; a claim over ``queues`` > 1 names tests
-    ``queue = ANY($4::text[])``."""
+def _statement(name: str, queues: int, order: str = "plain") -> tuple[str, tuple]:
+    """Template and parameters of statement ``name``; a claim over ``queues`` > 1 names takes them as
+    ``$4`` (text[]) and tests ``queue = ANY($4)`` (``order`` ``plain``), or takes tenants in rotation
+    (``round_robin``: :data:`_ROUND_ROBIN_PICK` in place of the picked CTE's body)."""
     template, params = _STATEMENTS[name]
     if name == "claim":
         filter_ = "\n      AND queue = ANY({queues})" if queues > 1 else ""
         template = template.replace("{queue_filter}", filter_)
         params = params + ((("queues", "text[]"),) if queues > 1 else ())
+        if queues > 1 and order == "round_robin":
+            head, rest = template.split("AS MATERIALIZED (\n", 1)
+            _, tail = rest.split("\n), moment AS MATERIALIZED (", 1)
+            template = head + "AS MATERIALIZED (\n" + _ROUND_ROBIN_PICK + "\n), moment AS MATERIALIZED (" + tail
     return template, params
 
 
-def _render(name: str, schema: str, policy: str, placeholder, queues: int = 1, **names: str) -> sql.Composed:
+def _render(name: str, schema: str, policy: str, placeholder, queues: int = 1, order: str = "plain",
+            **names: str) -> sql.Composed:
     """Statement ``name`` with each parameter rendered by ``placeholder(position, param)`` and cast."""
-    template, params = _statement(name, queues)
+    template, params = _statement(name, queues, order)
     slots = {param: placeholder(i, param) + sql.SQL(f"::{cast}") for i, (param, cast) in enumerate(params, 1)}
     return sql.SQL(template).format(locking=sql.SQL(LOCKING_CLAUSE[policy]), **slots, **_names(schema, **names))
 
 
-def _named(name: str, schema: str, policy: str = "skip_locked", queues: int = 1, **names: str) -> sql.Composed:
-    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param), queues, **names)
+def _named(name: str, schema: str, policy: str = "skip_locked", queues: int = 1, order: str = "plain",
+           **names: str) -> sql.Composed:
+    return _render(name, schema, policy, lambda _i, param: sql.Placeholder(param), queues, order, **names)
 
 
-def claim_sql(schema: str, policy: str, queues: int = 1, *, table: str = "jobs",
+def claim_sql(schema: str, policy: str, queues: int = 1, *, order: str = "plain", table: str = "jobs",
               token_seq: str = "attempt_token_seq") -> sql.Composed:
     """The claim statement for ``policy``, with named placeholders (for psycopg's ``execute``).
 
     Parameters: ``batch`` (int, the LIMIT), ``worker`` (str, ``locked_by``),
-    ``lease_s`` (float seconds), and with ``queues`` > 1 ``queues`` (list[str], the names served).
-    Returns the rows described in
+    ``lease_s`` (float seconds), and with ``queues`` > 1 ``queues`` (list[str], the names served,
+    in ``order``: ``plain`` or ``round_robin``, see :func:`_statement`). Returns the rows described in
     :func:`prepared_statements`. ``table`` and ``token_seq`` name the queue table and the token
     sequence inside ``schema`` (a probe's scratch table: :mod:`bench.engines.postgres.probes`).
     Raises KeyError for an unknown policy.
     """
-    return _named("claim", schema, policy, queues, table=table, token_seq=token_seq)
+    return _named("claim", schema, policy, queues, order, table=table, token_seq=token_seq)
 
 
 def naive_subselect_claim(claim: str) -> str:
@@ -232,11 +260,11 @@ def pgbench_script(schema: str, policy: str, lease_s: float, batch: int = 1) -> 
             f"{_PGBENCH_GATHER.format(claim=claim)} \\gset\n{one_line(complete)};\n")
 
 
-def prepared_statements(schema: str, policy: str, queues: int = 1) -> dict[str, str]:
+def prepared_statements(schema: str, policy: str, queues: int = 1, order: str = "plain") -> dict[str, str]:
     """The worker's statements with positional ``$n`` parameters, for ``PQprepare``.
 
     ``claim``: $1 batch (int), $2 worker (text), $3 lease_s (float8 seconds), with ``queues`` > 1
-    $4 the queue names served (text[]);
+    $4 the queue names served (text[]), in ``order`` (``plain``, ``round_robin``);
     returns ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``,
     ``pickup_us`` being database time from ``run_at`` to the claim and the last
     two database epoch seconds.
@@ -245,7 +273,7 @@ def prepared_statements(schema: str, policy: str, queues: int = 1) -> dict[str, 
     ``pending`` at ``now() + delay``, or ``dead`` once ``attempts >= max_attempts``;
     returns the new status (no row when the token moved on).
     """
-    return {name: _render(name, schema, policy, lambda i, _param: sql.SQL(f"${i}"), queues).as_string(None)
+    return {name: _render(name, schema, policy, lambda i, _param: sql.SQL(f"${i}"), queues, order).as_string(None)
             for name in _STATEMENTS}
 
 
@@ -288,14 +316,14 @@ def insert_sql(schema: str, max_attempts: int, notify: bool = False, queues: int
 
 
 def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float,
-                  queues: list[str] = ("default",)) -> str:
+                  queues: list[str] = ("default",), order: str = "plain") -> str:
     """The claim with its values inlined as SQL literals, as psycopg 2 sends every statement
     (client-side interpolation): sent unprepared, it is planned with these values on every
     execution. Used with ``PREPARED=0``; same columns as the prepared ``claim``. ``queues``: the
     names served (tested only when there are more than one)."""
     values = {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s), "queues": text_array(queues)}
     return _render("claim", schema, policy, lambda _i, param: sql.Literal(values[param]),
-                   len(queues)).as_string(None)
+                   len(queues), order).as_string(None)
 
 
 def text_array(names: list[str]) -> str:

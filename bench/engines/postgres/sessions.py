@@ -62,7 +62,8 @@ class PgWorkerSession:
         self.cfg = cfg
         self.name = name
         self.queues = queue_names(queue_count(cfg))
-        statements = policies.prepared_statements(cfg.schema, cfg.policy, len(self.queues))
+        order = cfg.tenant_order if cfg.tenants > 1 else "plain"
+        statements = policies.prepared_statements(cfg.schema, cfg.policy, len(self.queues), order)
         self.claim_params = [str(cfg.batch).encode(), name.encode(), repr(float(cfg.lease_s)).encode()]
         if len(self.queues) > 1:
             self.claim_params.append(policies.text_array(self.queues).encode())
@@ -70,7 +71,7 @@ class PgWorkerSession:
         if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
             self.claim_text = policies.literal_claim(cfg.schema, cfg.policy, cfg.batch, name, cfg.lease_s,
-                                                     self.queues).encode()
+                                                     self.queues, order).encode()
         settings = {"plan_cache_mode": cfg.plan_cache} if cfg.plan_cache != "auto" else {}
         if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
