@@ -99,7 +99,8 @@ sweep: $(STAMP)
 EXPERIMENTS ?=
 FULL ?=
 experiments: $(STAMP)
-	$(BIN)/qbench experiments $(EXPERIMENTS) $(if $(call flag,FULL),--full) $(if $(call flag,FRESH),--fresh) \
+	$(if $(EXPERIMENT),$(error EXPERIMENT is not a variable of make experiments; allowed: EXPERIMENTS="convoy 5"))
+	$(BIN)/qbench experiments $(foreach name,$(EXPERIMENTS),$(call sq,$(name))) $(if $(call flag,FULL),--full) $(if $(call flag,FRESH),--fresh) \
 		$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # Every index variant against history 0 / 100k / 1M; prints the comparison report's path.

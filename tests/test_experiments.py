@@ -53,6 +53,11 @@ def test_every_experiment_file_is_valid_in_both_tiers():
     (("warmup = \"0s\"", "warmup = \"soon\""), "WARMUP"),
     (("budget_s = 30", "budget_s = -1"), "budget_s"),
     (("number = 99", "numbr = 99"), "unknown key 'numbr'"),
+    (("key = \"throughput_jobs_per_s\"", "key = \"intervals.nosuch.mean\""), "is not an intervals.csv column"),
+    (("of = { workers = 4 }\n", ""), "the runs have 2 cells; name the figure's cell"),
+    (("holds_if = \">= 1.2\"\n", "holds_if = \">= 1.2\"\n[full]\nbudget_s = \"x\"\n"), "budget_s must be"),
+    (("holds_if = \">= 1.2\"\n", "holds_if = \">= 1.2\"\n[full]\nruns = { matrix = { workers = [8] } }\n"),
+     "workers = 4 is not in [runs.matrix]"),
 ])
 def test_a_bad_experiment_file_is_refused_naming_what_is_wrong(tmp_path, change, message):
     path = tmp_path / "bad.toml"
@@ -63,6 +68,19 @@ def test_a_bad_experiment_file_is_refused_naming_what_is_wrong(tmp_path, change,
     good = tmp_path / "good.toml"
     good.write_text(GOOD)
     assert load_experiment(good).figures[0]["holds_if"] == ">= 1.2"  # the same file, unchanged, is valid
+
+
+def test_the_catalogue_loads_for_mariadb_with_its_own_parameters_and_reasons():
+    """Read for a MariaDB DSN (nothing connects): every file loads, the PostgreSQL-only ones say
+    why, and [runs.postgres] parameters stay out of MariaDB's runs."""
+    experiments = load_catalogue(dsn="mysql://root@127.0.0.1:3306/")
+    assert all(e.engine == "mariadb" for e in experiments)
+    reasons = {e.name: e.reason_not_applicable("mariadb") for e in experiments}
+    assert "LISTEN/NOTIFY" in reasons["notify_wakeup"] and "plan cache" in reasons["generic_plan"]
+    assert reasons["convoy"] == "" and reasons["long_transaction"] == ""
+    long_txn = next(e for e in experiments if e.name == "long_transaction")
+    assert long_txn.sweep("mysql://root@127.0.0.1:3306/").base.plan_cache != "force_custom_plan"
+    assert long_txn.sweep(None, "postgres").base.plan_cache == "force_custom_plan"
 
 
 def test_an_unknown_experiment_is_refused_in_one_line(tmp_path):
@@ -105,6 +123,12 @@ def test_a_catalogue_interrupted_in_its_second_experiment_resumes(dsn, tmp_path)
     summary = json.loads((catalogue / Path(run["report"]).parent / "summary.json").read_text())
     stale = next(f for f in fencing["figures"] if f["key"] == "stale_completions")
     assert stale["values"] == [summary["stale_completions"]]
+    # Every summary.json key a figure of the catalogue reads is one a run writes (a misspelt one
+    # would only show as an inconclusive figure after its runs).
+    named = {k.split(".")[0] for e in load_catalogue() + load_catalogue(full=True) if e.probe is None
+             for f in e.figures for k in (f["key"], f.get("over_key", f["key"]))
+             if k.split(".")[0] not in ("intervals", "derived")}
+    assert named and named <= set(summary), sorted(named - set(summary))
     html = (catalogue / "experiments.html").read_text()
     assert "A fencing token rejects a stale completion" in html and "&gt; 0" in html
 

@@ -290,5 +290,10 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
     if not fig.values:
         fig.missing = f"no finished run with {_selector_text(spec.get('of'))}"
     elif any(v is None for v in fig.values):
-        fig.missing = f"{key} is missing or zero in a run"
+        top = key.split(".")[0]
+        views = cell_runs(sweep, cell)
+        if top not in ("intervals", "derived") and views and top not in views[0].summary:
+            fig.missing = f"{top!r} is not in summary.json"
+        else:
+            fig.missing = f"{key} has no value (or its denominator is 0) in a run"
     return fig

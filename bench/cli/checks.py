@@ -47,6 +47,8 @@ def check_results_dir(path: str) -> None:
 
     Nothing is created: the nearest existing ancestor must be a writable directory.
     """
+    if not str(path).strip():
+        raise ConfigError("RESULTS", "is empty; allowed: a writable directory path")
     target = Path(path).expanduser().absolute()
     probe = target
     while not probe.exists():

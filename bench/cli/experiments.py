@@ -16,9 +16,19 @@ from bench.config.run_config import build_config
 
 def add_parser(sub) -> None:
     """Add the ``experiments`` subcommand to ``sub`` (argparse subparsers)."""
-    exp = sub.add_parser("experiments", help="run the experiments catalogue (known queue rules, each with a verdict)")
-    exp.add_argument("names", nargs="*", metavar="NAME", help="experiments to run, by name or number (default: all)")
-    exp.add_argument("--full", action="store_true", help="the long versions too: soaks, big histories, full sweeps")
+    exp = sub.add_parser(
+        "experiments", help="run the experiments catalogue (known queue rules, each with a verdict)",
+        description="Run the experiments in workloads/experiments/ (see docs/experiments.md). Each states a rule "
+                    "about queues kept in a table, runs what tests it on this database, and gives a verdict: holds, "
+                    "does not hold, inconclusive (with the reasons) or not applicable on the engine. The page is "
+                    "RESULTS/experiments/<tier>-<stamp>/experiments.html, beside experiments.json; running the same "
+                    "selection again resumes an interrupted catalogue.")
+    exp.add_argument("names", nargs="*", metavar="NAME",
+                     help="an experiment by file name (convoy) or number (1), or a path to an experiment file of "
+                          "your own; default: the whole catalogue")
+    exp.add_argument("--full", action="store_true",
+                     help="run each experiment's long version (its [full] table: soaks, big histories, wider "
+                          "matrices) instead of the quick one")
     exp.add_argument("--fresh", action="store_true", help="start a new catalogue run instead of resuming")
     exp.add_argument("--results", default="results", help="experiments/<tier>-<stamp>/ is written here, default results")
     exp.add_argument("--dsn", help="PostgreSQL or MariaDB DSN; default $DATABASE_URL, else an embedded throwaway server")

@@ -17,6 +17,8 @@ An experiment file (read with :mod:`tomllib`) states::
     policy = "wait"
     [runs.matrix]
     workers = [4, 16]
+    [runs.postgres]                # run parameters for one engine only, laid over [runs.fixed]
+    plan_cache = "force_custom_plan"
 
     [probe]                        # instead of [runs]: a probe the engine runs (PROBES)
     kind = "offset_lock"
@@ -46,20 +48,23 @@ from typing import Any, Mapping, Sequence
 from bench.analysis.experiment_figures import MEASURES, check_key
 from bench.analysis.verdicts import Threshold
 from bench.config.parameters import ENGINES
-from bench.config.run_config import WORKLOADS_DIR, read_toml
+from bench.config.run_config import WORKLOADS_DIR, build_config, read_toml
 from bench.errors import ConfigError
+from bench.results.run_files import INTERVAL_COLUMNS
 from bench.sweep.driver import Sweep
 
 EXPERIMENTS_DIR = WORKLOADS_DIR / "experiments"
-#: Probes an experiment may ask the engine for (``Engine.<kind>_probe(dsn, schema) -> dict``).
-PROBES = ("offset_lock", "subselect_overclaim")
+#: Probes an experiment may ask the engine for (``Engine.<kind>_probe(dsn, schema) -> dict``), each
+#: with the facts it returns (a figure's key; ``name[v]`` asks whether the list ``name`` holds ``v``).
+PROBES = {"offset_lock": ("offset_returned", "skip_locked_got", "locked_rows"),
+          "subselect_overclaim": ("limit", "subselect_rows", "tool_claim_rows")}
 #: Run problems an experiment may accept because they are what it shows.
 ACCEPTABLE = ("saturated", "invariants")
 _KEYS = {"number", "title", "claim", "measures", "budget_s", "engines", "not_applicable", "accept", "runs", "probe",
          "figures", "full"}
 _FIGURE_KEYS = {"name", "measure", "key", "of", "over", "over_key", "holds_if", "unit", "note"}
 _FULL_KEYS = {"budget_s", "runs"}
-_RUN_KEYS = {"workload", "repetitions", "fixed", "matrix", "cells"}
+_RUN_KEYS = {"workload", "repetitions", "fixed", "matrix", "cells", *ENGINES}
 #: Seconds a run costs beyond its warm-up and measured window (prepare, audit, files, report),
 #: measured on the 2-core reference machine; used only to refuse a plan that cannot fit its budget.
 RUN_OVERHEAD_S = 6.0
@@ -87,12 +92,19 @@ class Experiment:
     probe: str | None
     figures: tuple[Mapping[str, Any], ...]
     full: bool
+    engine: str = "postgres"
 
-    def sweep(self, dsn: str | None = None) -> Sweep | None:
-        """The experiment's runs as a sweep named after it (None for a probe); raises ConfigError."""
+    def sweep(self, dsn: str | None = None, engine: str | None = None) -> Sweep | None:
+        """The experiment's runs on ``engine`` (default: the one it was loaded for) as a sweep named
+        after it, with that engine's ``[runs.<engine>]`` parameters; None for a probe. Raises ConfigError."""
         if self.runs is None:
             return None
-        return Sweep.from_data(self.name, self.path, dict(self.runs), dsn=dsn)
+        engine = engine or self.engine
+        data = {k: v for k, v in self.runs.items() if k not in ENGINES}
+        data["fixed"] = {**(data.get("fixed") or {}), **(self.runs.get(engine) or {})}
+        if not dsn:
+            data["fixed"]["engine"] = engine
+        return Sweep.from_data(self.name, self.path, data, dsn=dsn)
 
     def planned_load_s(self, sweep: Sweep | None) -> float:
         """Seconds the runs need at least: warm-up + measured window + :data:`RUN_OVERHEAD_S` per run."""
@@ -126,7 +138,21 @@ def _merge_full(quick: Mapping[str, Any], full: Mapping[str, Any]) -> dict:
     return merged
 
 
-def _check_figure(path: Path, fig: Any, i: int, matrix: Mapping[str, Sequence], probe: bool) -> dict:
+def _check_key(key: str, probe: str | None) -> None:
+    """Raise ValueError when ``key`` cannot name a figure of this experiment's runs or probe."""
+    if probe is not None:
+        name = key.split("[", 1)[0] if key.endswith("]") else key
+        if name not in PROBES[probe]:
+            raise ValueError(f"{key!r} is not a fact of the {probe} probe; allowed: {', '.join(PROBES[probe])}")
+        return
+    check_key(key)
+    parts = key.split(".")
+    if parts[0] == "intervals" and parts[1] not in INTERVAL_COLUMNS:
+        raise ValueError(f"{key!r}: {parts[1]!r} is not an intervals.csv column; allowed: {', '.join(INTERVAL_COLUMNS)}")
+
+
+def _check_figure(path: Path, fig: Any, i: int, matrix: Mapping[str, Sequence], probe: str | None,
+                  cells: int) -> dict:
     where = f"[[figures]] {i}"
     if not isinstance(fig, Mapping):
         raise _bad(path, f"{where} is not a table")
@@ -138,15 +164,17 @@ def _check_figure(path: Path, fig: Any, i: int, matrix: Mapping[str, Sequence], 
             raise _bad(path, f"{where} needs {key} (text)")
     if fig["measure"] not in MEASURES:
         raise _bad(path, f"{where} measure {fig['measure']!r}; allowed: {', '.join(MEASURES)}")
-    if (fig["measure"] == "probe") != probe:
+    if (fig["measure"] == "probe") != (probe is not None):
         raise _bad(path, f"{where}: measure 'probe' goes with a [probe] and only with one")
     try:
         Threshold.parse(fig["holds_if"])
-        if not probe:
-            check_key(fig["key"])
-            check_key(fig.get("over_key", fig["key"]))
+        _check_key(fig["key"], probe)
+        if "over_key" in fig:
+            _check_key(fig["over_key"], probe)
     except ValueError as err:
         raise _bad(path, f"{where}: {err}") from None
+    if probe is None and cells > 1 and "of" not in fig:
+        raise _bad(path, f"{where}: the runs have {cells} cells; name the figure's cell with of = {{ <axis> = <value> }}")
     if fig["measure"] == "ratio" and "over" not in fig and "over_key" not in fig:
         raise _bad(path, f"{where}: a ratio needs over = {{ <axis> = <value> }} or over_key")
     for sel in ("of", "over"):
@@ -161,9 +189,17 @@ def _check_figure(path: Path, fig: Any, i: int, matrix: Mapping[str, Sequence], 
     return dict(fig)
 
 
-def load_experiment(path: Path, full: bool = False, dsn: str | None = None) -> Experiment:
-    """Read and validate one experiment file (its runs too); raises ConfigError (``EXPERIMENT``, or
-    the run parameter at fault)."""
+def load_experiment(path: Path, full: bool = False, dsn: str | None = None, engine: str | None = None) -> Experiment:
+    """Read and validate one experiment file, both tiers (``full`` says which one is returned) and
+    its runs on every engine it applies to (on ``engine``, default the DSN's, with ``dsn``);
+    raises ConfigError (``EXPERIMENT``, or the run parameter at fault)."""
+    engine = engine or build_config("default", {}, dsn=dsn).engine
+    other = _load(path, not full, dsn, engine)  # the other tier must be valid too
+    del other
+    return _load(path, full, dsn, engine)
+
+
+def _load(path: Path, full: bool, dsn: str | None, engine: str) -> Experiment:
     data = read_toml(path, "EXPERIMENT")
     unknown = sorted(set(data) - _KEYS)
     if unknown:
@@ -198,22 +234,36 @@ def load_experiment(path: Path, full: bool = False, dsn: str | None = None) -> E
         if not isinstance(runs, Mapping) or set(runs) - _RUN_KEYS:
             raise _bad(path, f"[runs] may set only {', '.join(sorted(_RUN_KEYS))}")
         if full and "runs" in extra:
+            if not isinstance(extra["runs"], Mapping) or set(extra["runs"]) - _RUN_KEYS:
+                raise _bad(path, f"[full] runs may set only {', '.join(sorted(_RUN_KEYS))}")
             runs = _merge_full(runs, extra["runs"])
         matrix = runs.get("matrix") or {}
         for cell in runs.get("cells") or []:
             for axis, value in (cell.items() if isinstance(cell, Mapping) else ()):
                 matrix = {**matrix, axis: [*matrix.get(axis, []), value]}
-    elif not isinstance(probe, Mapping) or set(probe) != {"kind"} or probe["kind"] not in PROBES:
+    elif not isinstance(probe, Mapping) or set(probe) != {"kind"} or probe.get("kind") not in PROBES:
         raise _bad(path, f"[probe] must be {{ kind = … }}; allowed kinds: {', '.join(PROBES)}")
     figures = data.get("figures")
     if not isinstance(figures, list) or not figures:
         raise _bad(path, "needs at least one [[figures]] table")
-    checked = tuple(_check_figure(path, f, i, matrix, probe is not None) for i, f in enumerate(figures, 1))
+    cells = 0
+    if runs is not None:
+        cells = len(runs.get("cells") or []) or _product_size(runs.get("matrix") or {})
+    checked = tuple(_check_figure(path, f, i, matrix, probe["kind"] if probe else None, cells)
+                    for i, f in enumerate(figures, 1))
     exp = Experiment(path.stem, path, number, data["title"].strip(), " ".join(data["claim"].split()),
                      " ".join(data["measures"].split()), float(budget), tuple(engines), dict(not_applicable),
-                     tuple(accept), runs, probe["kind"] if probe else None, checked, full)
-    exp.sweep(dsn)  # validates every cell's run parameters
+                     tuple(accept), runs, probe["kind"] if probe else None, checked, full, engine)
+    for name in exp.engines:  # every cell's run parameters, on each engine it applies to
+        exp.sweep(dsn if name == engine else None, name)
     return exp
+
+
+def _product_size(matrix: Mapping[str, Any]) -> int:
+    size = 1
+    for values in matrix.values():
+        size *= len(values) if isinstance(values, list) else 1
+    return size
 
 
 def experiment_names() -> list[str]:
@@ -222,23 +272,33 @@ def experiment_names() -> list[str]:
 
 
 def load_catalogue(names: Sequence[str] = (), full: bool = False, dsn: str | None = None) -> list[Experiment]:
-    """The experiments ``names`` (all when empty), validated, in catalogue order (``number``).
+    """The experiments ``names`` (all of the catalogue when empty), validated, in catalogue order
+    (``number``), for the engine of ``dsn``.
 
-    A name may be the file's stem (``convoy``) or its number (``1``). Raises ConfigError
-    (``EXPERIMENT``) naming the unknown name and listing the known ones, or the file at fault.
+    A name is a file's stem in ``workloads/experiments/`` (``convoy``), its number (``1``), or a path
+    to an experiment file of one's own (``my_rule.toml``). Raises ConfigError: ``EXPERIMENTS`` for
+    an unknown name (listing the names and numbers there are), ``EXPERIMENT`` for a bad file.
     """
-    paths = {p.stem: p for p in EXPERIMENTS_DIR.glob("*.toml")}
-    experiments = [load_experiment(p, full, dsn) for p in paths.values()]
-    by_number = {str(e.number): e for e in experiments}
-    numbers = sorted(e.number for e in experiments)
-    if len(set(numbers)) != len(numbers):
-        raise ConfigError("EXPERIMENT", f"two files in {EXPERIMENTS_DIR.name}/ share a number")
+    engine = build_config("default", {}, dsn=dsn).engine
+    experiments = [load_experiment(p, full, dsn, engine) for p in sorted(EXPERIMENTS_DIR.glob("*.toml"))]
+    by_number: dict[str, Experiment] = {}
+    for exp in experiments:
+        if str(exp.number) in by_number:
+            raise ConfigError("EXPERIMENT", f"{by_number[str(exp.number)].path.name} and {exp.path.name} in "
+                                            f"{EXPERIMENTS_DIR.name}/ share the number {exp.number}")
+        by_number[str(exp.number)] = exp
+    ordered = sorted(experiments, key=lambda e: e.number)
     chosen = []
     for name in names:
         exp = next((e for e in experiments if e.name == name), None) or by_number.get(str(name))
+        if exp is None and str(name).endswith(".toml"):
+            if not Path(name).is_file():
+                raise ConfigError("EXPERIMENTS", f"no experiment file {name!r}")
+            exp = load_experiment(Path(name), full, dsn, engine)
         if exp is None:
-            raise ConfigError("EXPERIMENT", f"{name!r} is not in the catalogue; allowed: "
-                                            f"{', '.join(e.name for e in sorted(experiments, key=lambda e: e.number))}")
+            raise ConfigError("EXPERIMENTS", f"{name!r} is not in the catalogue; allowed: a name ("
+                                             f"{', '.join(e.name for e in ordered)}), a number "
+                                             f"({', '.join(str(e.number) for e in ordered)}) or a path to a .toml file")
         if exp not in chosen:
             chosen.append(exp)
-    return sorted(chosen or experiments, key=lambda e: e.number)
+    return sorted(chosen, key=lambda e: e.number) if chosen else ordered

@@ -25,6 +25,12 @@ from bench.results.sweep import load_sweep, norm_param
 __all__ = ["render_experiments_page"]
 
 TEMPLATE = "experiments.html.j2"
+#: Captions of the plans a probe returns, by (probe kind, fact).
+PLAN_CAPTIONS = {
+    ("offset_lock", "plan"): "EXPLAIN of the OFFSET 1 LIMIT 1 FOR UPDATE read",
+    ("subselect_overclaim", "plan"): "EXPLAIN of the sub-select form, with the planner steered to a nested loop",
+    ("subselect_overclaim", "tool_plan"): "EXPLAIN of the tool's own claim (ids picked in a MATERIALIZED CTE)",
+}
 #: Verdict -> CSS class of its badge.
 VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "inconclusive": "unclear", "not applicable": "na"}
 
@@ -99,8 +105,10 @@ def render_experiments_page(catalogue_dir: Path) -> Path:
                             "plot": figure_plot(catalogue_dir, outcome, spec)})
         sections.append({**outcome, "css": VERDICT_CLASS.get(outcome["verdict"], "unclear"), "figure_rows": figures,
                          "probe_rows": [(k, _fmt(v)) for k, v in (outcome.get("probe_result") or {}).items()
-                                        if k != "plan"],
-                         "probe_plan": (outcome.get("probe_result") or {}).get("plan"),
+                                        if not k.endswith("plan")],
+                         "probe_plans": [(PLAN_CAPTIONS.get((outcome.get("probe"), k), f"{k} (EXPLAIN)"), v)
+                                         for k, v in (outcome.get("probe_result") or {}).items()
+                                         if k.endswith("plan") and v],
                          "run_rows": [{**r, "tput": _fmt(r.get("throughput_jobs_per_s")),
                                        "p50": _fmt((r.get("claim_p50_us") or 0) / 1000 if r.get("claim_p50_us") is not None else None),
                                        "p99": _fmt((r.get("claim_p99_us") or 0) / 1000 if r.get("claim_p99_us") is not None else None)}
