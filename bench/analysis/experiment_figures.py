@@ -160,6 +160,17 @@ def _pickup_p50_over_half_poll(view: RunView) -> float | None:
     return None if p50 is None or not poll_ms else p50 / (poll_ms / 2)
 
 
+def _depth_growth_share_of_arrivals(view: RunView) -> float | None:
+    """How much the queue depth grew over the measured window (last second's depth less the
+    first's), as a share of the jobs that arrived in it (``jobs_produced``): near 0 when the depth
+    looks stable, 1 when no arrival was served."""
+    frame, produced = view.intervals, _number(view.summary.get("jobs_produced"))
+    if "queue_depth" not in frame or not produced:
+        return None
+    depth = frame["queue_depth"].dropna()
+    return None if len(depth) < 2 else float(depth.iloc[-1] - depth.iloc[0]) / produced
+
+
 def _recovery_s(view: RunView) -> float | None:
     """Seconds from the end of the fault windows until completions per second, over 3 s, are back
     to 90 % of their mean before the windows; None when they never are within the run."""
@@ -196,6 +207,7 @@ DERIVED: dict[str, Callable[[RunView], float | None]] = {
     "lock_waiters_per_other_worker": _lock_waiters_per_other_worker,
     "redeliveries_per_crashed_claim": _redeliveries_per_crashed_claim,
     "recovery_s": _recovery_s,
+    "depth_growth_share_of_arrivals": _depth_growth_share_of_arrivals,
     "pickup_p50_over_half_poll": _pickup_p50_over_half_poll,
     "crashed_jobs_not_redelivered": _crashed_jobs_not_redelivered,
     "generic_plan_share": _generic_plan_share,
