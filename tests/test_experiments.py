@@ -81,6 +81,9 @@ def test_the_catalogue_loads_for_mariadb_with_its_own_parameters_and_reasons():
     long_txn = next(e for e in experiments if e.name == "long_transaction")
     assert long_txn.sweep("mysql://root@127.0.0.1:3306/").base.plan_cache != "force_custom_plan"
     assert long_txn.sweep(None, "postgres").base.plan_cache == "force_custom_plan"
+    keys = {engine: [f["key"] for f in long_txn.figures_on(engine)] for engine in ("postgres", "mariadb")}
+    assert "intervals.dead_tuples.during" in keys["postgres"] and "intervals.dead_tuples.during" not in keys["mariadb"]
+    assert "intervals.history_list_length.during" in keys["mariadb"]
 
 
 def test_an_unknown_experiment_is_refused_in_one_line(tmp_path):

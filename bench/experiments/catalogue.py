@@ -30,6 +30,7 @@ An experiment file (read with :mod:`tomllib`) states::
     of = { workers = 16 }
     over = { workers = 4 }
     holds_if = "<= 1.3"
+    # engine = "postgres"          # a figure measured on one engine only
 
     [full]                         # FULL=1: the long version; each key replaces or extends the quick one
     budget_s = 900
@@ -62,7 +63,7 @@ PROBES = {"offset_lock": ("offset_returned", "skip_locked_got", "locked_rows"),
 ACCEPTABLE = ("saturated", "invariants")
 _KEYS = {"number", "title", "claim", "measures", "budget_s", "engines", "not_applicable", "accept", "runs", "probe",
          "figures", "full"}
-_FIGURE_KEYS = {"name", "measure", "key", "of", "over", "over_key", "holds_if", "unit", "note"}
+_FIGURE_KEYS = {"name", "measure", "key", "of", "over", "over_key", "holds_if", "unit", "note", "engine"}
 _FULL_KEYS = {"budget_s", "runs"}
 _RUN_KEYS = {"workload", "repetitions", "fixed", "matrix", "cells", *ENGINES}
 #: Seconds a run costs beyond its warm-up and measured window (prepare, audit, files, report),
@@ -111,6 +112,10 @@ class Experiment:
         if sweep is None:
             return RUN_OVERHEAD_S
         return sum(cfg.warmup_s + cfg.duration_s + RUN_OVERHEAD_S for _, _, cfg in sweep.cells) * sweep.repetitions
+
+    def figures_on(self, engine: str) -> list[Mapping[str, Any]]:
+        """The figures measured on ``engine`` (those without an ``engine`` key, and its own)."""
+        return [f for f in self.figures if f.get("engine", engine) == engine]
 
     def reason_not_applicable(self, engine: str) -> str:
         """Why the experiment does not apply on ``engine``, or "" when it does."""
@@ -162,6 +167,8 @@ def _check_figure(path: Path, fig: Any, i: int, matrix: Mapping[str, Sequence], 
     for key in ("name", "measure", "key", "holds_if"):
         if not isinstance(fig.get(key), str) or not fig[key]:
             raise _bad(path, f"{where} needs {key} (text)")
+    if "engine" in fig and fig["engine"] not in ENGINES:
+        raise _bad(path, f"{where} engine {fig['engine']!r}; allowed: {', '.join(ENGINES)} (the figure is measured there only)")
     if fig["measure"] not in MEASURES:
         raise _bad(path, f"{where} measure {fig['measure']!r}; allowed: {', '.join(MEASURES)}")
     if (fig["measure"] == "probe") != (probe is not None):

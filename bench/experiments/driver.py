@@ -107,13 +107,14 @@ def decide_experiment(exp: Experiment, exp_dir: Path, catalogue_dir: Path, engin
     outcome (also written to ``exp_dir/outcome.json``)."""
     na = exp.reason_not_applicable(engine) or (str(probe.get("not_applicable") or "") if probe else "")
     sweep = load_sweep(sweep_dir) if sweep_dir is not None else None
-    figures = [] if na else [measure(spec, sweep, probe) for spec in exp.figures]
+    specs = exp.figures_on(engine)
+    figures = [] if na else [measure(spec, sweep, probe) for spec in specs]
     untrusted = untrusted_runs(sweep_dir, exp.accept) if sweep_dir is not None and not na else []
     verdict = decide(figures, untrusted, unfinished, na)
     outcome = {
         **exp.describe(), "engine": engine, "verdict": verdict.verdict, "reasons": verdict.reasons,
         "figures": [{**spec, "values": f.values, "value": f.value, "threshold": str(f.threshold),
-                     "outcome": f.outcome()[0], "why": f.outcome()[1]} for spec, f in zip(exp.figures, figures)],
+                     "outcome": f.outcome()[0], "why": f.outcome()[1]} for spec, f in zip(specs, figures)],
         "sweep_dir": str(sweep_dir.relative_to(catalogue_dir)) if sweep_dir is not None else None,
         "probe_result": dict(probe) if probe is not None else None,
         "runs": _runs_table(sweep_dir, catalogue_dir) if sweep_dir is not None else [],
