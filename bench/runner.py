@@ -71,11 +71,10 @@ def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
 
 def _git_sha() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        return out.stdout.strip() or None
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
+    return out.stdout.strip() or None
 
 
 def _now_iso() -> str:
@@ -345,10 +344,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         complete = False
         final_sample = {"queue_depth": None}
         plans_when = plans_when or "not captured: the database went away"
-        vacuum_after = None
+        vacuum_after = sizes_after = None
         audit_result = {"invariants": dict.fromkeys(engine.invariants), "status_counts": {}, "details": {},
                         "redeliveries": None, "retry_gaps": None, "fifo_out_of_order_share": None}
-        sizes_after = None
         pgss = pgss if "unavailable" not in pgss else {"unavailable": "the database went away"}
     monitor.close()
     claim_log.close()
