@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import platform
+import re
 import secrets
 import shutil
 import signal
@@ -29,7 +30,7 @@ import psutil
 
 from bench.load import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
 from bench import __version__
-from bench.engines import get_engine
+from bench.engines import engine_for
 from bench.measure import metrics, seconds
 from bench import run_summary
 from bench.results import run_files
@@ -82,9 +83,14 @@ def _now_iso() -> str:
 
 
 def new_run_id(cfg: RunConfig) -> str:
-    """``<UTC time>-<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique."""
+    """``<UTC time>-[<queue>-]<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique; the
+    queue definition's name (its directory's, for a path) when ``QUEUE`` is not ``builtin``, ``na`` for
+    a parameter that does not apply."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}-{secrets.token_hex(2)}"
+    part = lambda value: re.sub(r"[^A-Za-z0-9_]+", "", str(value).replace("n/a", "na")) or "q"  # noqa: E731
+    path = Path(cfg.queue)
+    queue = "" if cfg.queue == "builtin" else part(path.parent.name if path.suffix == ".toml" else path.name) + "-"
+    return f"{stamp}-{queue}{part(cfg.policy)}-w{cfg.workers}-b{cfg.batch}-{part(cfg.index)}-{secrets.token_hex(2)}"
 
 
 def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
@@ -104,7 +110,7 @@ def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedde
     its Stop ends the measured window as a complete run, and the database is checked for the
     connections of max workers.
     """
-    engine = get_engine(cfg.engine)
+    engine = engine_for(cfg)
     engine.capabilities.check(cfg.public())
     sessions = engine.sessions(dsn, cfg)
     wait_fn = sessions.check_cooperative()

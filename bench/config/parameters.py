@@ -23,6 +23,7 @@ from bench.config import parsers
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
 from bench.config.faults import parse_faults
 from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
+from bench.config.queue_definition import BUILTIN, parse_queue
 from bench.errors import ConfigError
 
 POLICIES = ("wait", "nowait", "skip_locked")
@@ -73,6 +74,14 @@ PARAMETERS: tuple[Parameter, ...] = (
                "throwaway server is started. Parameters have per-engine defaults (`INDEX=composite` on MariaDB); a "
                "value set that an engine cannot honour is refused, and `run.json` records `n/a` for parameters "
                "with no meaning on the engine"),
+    _P("queue", "text", BUILTIN, "builtin | a queue definition's name (queues/<name>/) or path to its queue.toml",
+       parse_value=parse_queue, allowed="`builtin`, a name under `queues/`, or a path to a `queue.toml`", sweep=True,
+       bad=("no_such_queue", "../etc", "bad name!"),
+       meaning="the queue under test: `builtin` is the tool's own reference table and claim, every part of it a "
+               "parameter; any other value is a queue definition (`queues/<name>/queue.toml`: your table's DDL, "
+               "seed, claim, completion, failure, reaper and enqueue statements, the columns and predicates the "
+               "monitor and the audit read; see docs/queues.md). A parameter that does not apply to a definition "
+               "is refused when set, and `n/a` otherwise; the definition's `[defaults]` replace the table's"),
     _P("isolation", "choice", "read_committed", "read_committed | repeatable_read | serializable: the workers' "
                                                 "transaction isolation; default: the engine's own",
        choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),

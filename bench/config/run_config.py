@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS, check_file_value
+from bench.config.queue_parameters import QueueParameters
 from bench.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +41,7 @@ class RunConfig:
     """
 
     engine: str
+    queue: str
     isolation: str
     policy: str
     workers: int
@@ -347,10 +349,13 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
     engine = choose_engine(raw.get("engine"), dsn)
     if dsn is None:
         dsn = engine_dsn(engine)
+    defined = QueueParameters.of(raw, given, engine, workload)
     values, engine_notes = {}, []
     for p in PARAMETERS:
         if p.key == "engine":
             values[p.attribute] = engine
+        elif defined.takes(p):
+            values[p.attribute] = defined.value(p, raw, engine_notes)
         elif p.key in raw and p.key not in given and p.applies_on(engine) is False:
             # A workload file written for another engine (PLAN_CACHE in long_transaction): the
             # parameter has no meaning here, so the engine's n/a stands, with a note.
@@ -364,7 +369,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
             default = p.default_on(engine)
             values[p.attribute] = default if default == NOT_APPLICABLE else p.parse(default)
     for p in PARAMETERS:
-        if p.key in raw:
+        if p.key in raw and not defined.takes(p):
             try:
                 p.check_on(engine, values[p.attribute])
             except ConfigError as err:

@@ -25,3 +25,22 @@ def get_engine(name: str = "postgres"):
     from bench.errors import ConfigError
 
     raise ConfigError("ENGINE", f"unknown engine {name!r}; allowed: {', '.join(ENGINES)}")
+
+
+_DEFINED: dict = {}
+
+
+def engine_for(cfg):
+    """The :class:`bench.engines.base.Engine` a run of ``cfg`` (a RunConfig) uses: the engine of
+    ``cfg.engine`` for ``QUEUE=builtin``, else the queue definition's
+    (:class:`bench.engines.postgres.defined_engine.DefinedQueueEngine`, one per definition and process).
+    Raises ConfigError (``ENGINE``, ``QUEUE``)."""
+    from bench.config.queue_definition import is_builtin, load_queue
+
+    if is_builtin(cfg.queue):
+        return get_engine(cfg.engine)
+    if cfg.queue not in _DEFINED:
+        from bench.engines.postgres.defined_engine import DefinedQueueEngine
+
+        _DEFINED[cfg.queue] = DefinedQueueEngine(load_queue(cfg.queue))
+    return _DEFINED[cfg.queue]

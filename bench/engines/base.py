@@ -22,8 +22,9 @@ from bench.config.parameters import BY_KEY, NOT_APPLICABLE, PARAMETERS
 from bench.errors import ConfigError, RunFailed
 
 #: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
-#: lease_until, claimed_at); the last two are database epoch seconds (for the claim log).
-ClaimedRow = tuple[int, int, int, int, float, float]
+#: lease_until, claimed_at); the last two are database epoch seconds (for the claim log). Pickup is
+#: None when the claim cannot tell it (a queue definition whose claim does not return its eligible time).
+ClaimedRow = tuple[int, int, int | None, int, float, float]
 
 
 class EngineError(RunFailed):

@@ -307,7 +307,8 @@ class QueueWorker(User):
         log = self.events
         for job in claimed:
             log.claimed(job[0], job[1], job[4], job[5])
-        self.ctx.recorder.claim(latency_us, len(claimed), [job[2] for job in claimed])
+        # pickup is None for a queue definition whose claim does not return its eligible_at column
+        self.ctx.recorder.claim(latency_us, len(claimed), [job[2] for job in claimed if job[2] is not None])
         return claimed
 
     def _fail(self, job: tuple, error: str) -> None:

@@ -45,7 +45,7 @@ from locust.rpc import Message  # noqa: E402
 from locust.runners import CONNECT_RETRY_COUNT, CONNECT_TIMEOUT  # noqa: E402
 
 from bench.config.run_config import from_public  # noqa: E402
-from bench.engines import get_engine  # noqa: E402
+from bench.engines import engine_for  # noqa: E402
 from bench.errors import QBenchError  # noqa: E402
 from bench.load.driver import stop_timeout_s  # noqa: E402
 from bench.load.fault_windows import mark_workers  # noqa: E402
@@ -93,7 +93,7 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
         state["index"] = index
         try:
             cfg = from_public(msg.data["config"], dsn)
-            engine = get_engine(cfg.engine)
+            engine = engine_for(cfg)
             sessions = engine.sessions(dsn, cfg)
             sessions.check_cooperative()
             engine.connect(dsn, "queue-bench worker check").close()  # a DSN this host cannot use fails here

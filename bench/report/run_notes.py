@@ -18,11 +18,14 @@ BACKLOG_DRY_TEXT = ("backlog ran dry: throughput is bounded by the seeded backlo
 
 
 def headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]:
-    """(label, value) pairs under the title: policy, workers, batch and index from ``config``, then
+    """(label, value) pairs under the title: the queue definition when ``config`` names one, policy,
+    workers, batch and index from ``config``, then
     the workers' claim plan (see :func:`workers_plan_label`) when ``summary`` recorded one, and the
     seconds in which the running workers changed (``worker_changes``: the web UI, or a lost load
     generator process) with how a web UI run ended."""
     items = [(k, fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
+    if config.get("queue") not in (None, "builtin"):  # a queue definition (queues/<name>/queue.toml)
+        items.insert(0, ("queue", f"{config['queue']} (queue definition)"))
     workers = ((summary or {}).get("plans") or {}).get("workers")
     if workers is not None:
         items.append(("workers' claim plan", workers_plan_label(workers, config)))
@@ -57,13 +60,16 @@ def workers_plan_label(workers: dict, config: dict) -> str:
 def banners(summary: dict) -> list[str]:
     """The red lines above the report, in this order: plan warnings, windows clipped by validation
     (``config_notes``), fault windows that never opened (runs written before such windows were
-    refused), every reason the run cannot be trusted (:func:`bench.results.model.problems`), a
-    backlog that ran dry, a saturated queue."""
+    refused), every reason the run cannot be trusted (:func:`bench.results.model.problems`), the
+    invariants a queue definition's audit cannot check (``uncheckable_invariants``), a backlog that ran
+    dry, a saturated queue."""
     lines = list(summary.get("plan_warnings") or [])
     lines.extend(f"note: {n}" for n in summary.get("config_notes") or [])
     lines.extend(f"fault window {f} never opened: it starts after the measured window ended"
                  for f in summary.get("faults_not_opened") or [])
     lines.extend(problems(summary))
+    lines.extend(f"the audit cannot check {key} on this queue: {why}"
+                 for key, why in (summary.get("uncheckable_invariants") or {}).items())
     if summary.get("backlog_exhausted"):
         lines.append(BACKLOG_DRY_TEXT)
     if summary.get("saturated"):

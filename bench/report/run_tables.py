@@ -121,6 +121,8 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
         v = invariants[key]
         rows.append(_row(f"invariant: {key}", fmt_num(v),
                          bad=is_none_or_nan(v) or v != 0))
+    for key, why in (summary.get("uncheckable_invariants") or {}).items():  # a queue definition's audit
+        rows.append(_row(f"invariant: {key}", f"not checked: {why}", bad=True))
     batch_wait = summary.get("batch_wait_us") or {}
     if (batch or 1) > 1 and batch_wait.get("p50") is not None:
         rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",

@@ -199,7 +199,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     """
     from tqdm import tqdm  # the progress bar: a well-kept library, not our own
 
-    from bench.engines import get_engine
+    from bench.engines import engine_for, get_engine
     from bench import runner
 
     sweep_dir = None if fresh else find_resumable(results_dir, sweep)
@@ -238,7 +238,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
             cfg = _with_results(cfg, sweep_dir / "runs")
             run_log.write(f"== {cid} rep {rep}: {what}\n")
             started = time.monotonic()
-            engine = get_engine(cfg.engine)
+            engine = engine_for(cfg)
             state_schema[cfg.engine] = engine.state_schema_for(sweep.base.schema)
             try:
                 run_dir = runner.run(cfg, dsn_of(cfg.engine),

@@ -175,7 +175,7 @@ def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, 
     return {status: int(n) for status, n in rows}
 
 
-def _load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
+def load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
     """COPY the log's events into the session's temporary events table; return how many."""
     conn.execute(sql.SQL(_CREATE_EVENTS).format(events=_EVENTS))
     columns = sql.SQL(", ").join(map(sql.Identifier, EVENT_COLUMNS))
@@ -183,6 +183,29 @@ def _load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
         events = log.copy_to(copy)
     conn.execute(sql.SQL("ANALYZE {}").format(_EVENTS))  # autovacuum never analyzes temporary tables
     return events
+
+
+def invariant_counts(conn: psycopg.Connection, names: dict, *, claim_checks: str = _CLAIM_CHECKS,
+                     create_applied: str = _CREATE_APPLIED, row_checks: str = _ROW_CHECKS,
+                     row_params: dict | None = None) -> dict[str, int]:
+    """The counts behind the invariants, from the events table already loaded (:func:`load_events`),
+    inside the caller's transaction: the claims (:data:`_CREATE_CLAIMS`, then ``claim_checks``), the
+    applied completions (``create_applied``, then :data:`_COMPLETION_CHECKS`) and the rows
+    (``row_checks`` with ``row_params``). ``names`` fills the templates' ``{…}``. Returns the keyword
+    arguments :func:`bench.engines.common.audit_result` takes for them. Raises psycopg.Error."""
+    conn.execute(sql.SQL(_CREATE_CLAIMS).format(**names))
+    (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
+     double_claims) = map(int, conn.execute(sql.SQL(claim_checks).format(**names)).fetchone())
+    conn.execute(sql.SQL(create_applied).format(**names))
+    applied, stale_applied, double_completions = map(int, conn.execute(
+        sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
+    expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
+        sql.SQL(row_checks).format(**names), row_params).fetchone())
+    return {"claimed_distinct": claimed_distinct, "claimed_more_than_once": claimed_more_than_once,
+            "redeliveries": redeliveries, "overlapping": overlapping, "attempts_short": attempts_short,
+            "double_claims": double_claims, "applied": applied, "stale_applied": stale_applied,
+            "double_completions": double_completions, "expected": expected, "missing": missing,
+            "not_durable": not_durable, "lost": lost, "duplicated": duplicated}
 
 
 def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims: int,
@@ -206,16 +229,9 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
     jobs = sql.Identifier(schema, relation)
     names = {"events": _EVENTS, "claims": _CLAIMS, "applied": _APPLIED, "jobs": jobs}
     with conn.transaction():
-        events = _load_events(conn, log)
+        events = load_events(conn, log)
         status_counts = _status_counts(conn, jobs)
-        conn.execute(sql.SQL(_CREATE_CLAIMS).format(**names))
-        (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
-         double_claims) = map(int, conn.execute(sql.SQL(_CLAIM_CHECKS).format(**names)).fetchone())
-        conn.execute(sql.SQL(_CREATE_APPLIED).format(**names))
-        applied, stale_applied, double_completions = map(int, conn.execute(
-            sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
-        expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
-            sql.SQL(_ROW_CHECKS).format(**names), {"seeded": seeded_rows}).fetchone())
+        counts = invariant_counts(conn, names, row_params={"seeded": seeded_rows})
         fifo_compared, fifo_out_of_order = map(int, conn.execute(sql.SQL(_FIFO).format(**names)).fetchone())
         failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
             **names)).fetchone()[0]
@@ -232,13 +248,9 @@ def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_ro
             poison = {"poison_jobs": row[0], "poison_done": row[1], "poison_dead": row[2],
                       "poison_dead_attempts_min": row[3], "poison_dead_attempts_max": row[4]}
 
-    return audit_result(
-        status_counts=status_counts, claimed_distinct=claimed_distinct, claimed_more_than_once=claimed_more_than_once,
-        redeliveries=redeliveries, overlapping=overlapping, attempts_short=attempts_short, double_claims=double_claims,
-        applied=applied, stale_applied=stale_applied, double_completions=double_completions, expected=expected,
-        missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
-        events=events, retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
-        fifo_out_of_order=fifo_out_of_order)
+    return audit_result(status_counts=status_counts, **counts, over_claims=over_claims, events=events,
+                        retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
+                        fifo_out_of_order=fifo_out_of_order)
 
 
 def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str], start_unix: float,

@@ -356,28 +356,34 @@ def queue_tables(conn: psycopg.Connection, schema: str) -> list[sql.Identifier]:
     return [sql.Identifier(schema, name) for (name,) in rows]
 
 
-def vacuum_counts(conn: psycopg.Connection, schema: str) -> dict:
+#: The tool's own job tables (the layouts' names).
+_JOB_TABLES = ("jobs", "jobs_live", "jobs_history", "jobs_archive")
+
+
+def vacuum_counts(conn: psycopg.Connection, schema: str, tables: tuple[str, ...] = _JOB_TABLES) -> dict:
     """Autovacuum and autoanalyze runs so far on the tool's job tables (``pg_stat_user_tables``,
     https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW):
     ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None),
-    and ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it)."""
+    and ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it).
+    ``tables``: the job tables' names in ``schema`` (a queue definition's table)."""
     row = conn.execute("""
         SELECT coalesce(sum(autovacuum_count), 0)::bigint, coalesce(sum(autoanalyze_count), 0)::bigint,
                max(last_autovacuum)::text, max(last_autoanalyze)::text, current_setting('autovacuum')
         FROM pg_stat_user_tables
-        WHERE schemaname = %s AND relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')""",
-        (schema,)).fetchone()
+        WHERE schemaname = %s AND relname = ANY(%s)""",
+        (schema, list(tables))).fetchone()
     return {"autovacuum_count": int(row[0]), "autoanalyze_count": int(row[1]),
             "last_autovacuum": row[2], "last_autoanalyze": row[3], "server_autovacuum": row[4] == "on"}
 
 
-def table_sizes(conn: psycopg.Connection, schema: str) -> dict[str, int]:
+def table_sizes(conn: psycopg.Connection, schema: str, table: str = "jobs") -> dict[str, int]:
     """Bytes of the queue table's heap (all partitions) and of all its indexes, and of
-    the archive table (heap + indexes, 0 when the layout has none)."""
+    the archive table (heap + indexes, 0 when the layout has none). ``table``: the queue table's
+    name in ``schema`` (a queue definition's)."""
     row = conn.execute("""
         WITH parts AS (SELECT relid FROM pg_partition_tree(%(t)s::regclass) UNION SELECT %(t)s::regclass)
         SELECT coalesce(sum(pg_table_size(relid)), 0)::bigint, coalesce(sum(pg_indexes_size(relid)), 0)::bigint
-        FROM parts""", {"t": f'"{schema}"."jobs"'}).fetchone()
+        FROM parts""", {"t": sql.Identifier(schema, table).as_string(None)}).fetchone()
     archive = conn.execute("SELECT coalesce(pg_total_relation_size(to_regclass(%s)), 0)::bigint",
                            (f'"{schema}"."jobs_archive"',)).fetchone()[0]
     return {"table_bytes": int(row[0]), "indexes_bytes": int(row[1]), "archive_bytes": int(archive)}

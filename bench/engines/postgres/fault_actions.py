@@ -9,13 +9,13 @@ from psycopg import sql
 from bench.engines.postgres import db
 
 
-def hold_snapshot(dsn: str, schema: str) -> psycopg.Connection:
-    """Open a ``REPEATABLE READ`` transaction that has read the queue table: from here on its
-    snapshot holds back the xmin horizon (vacuum cannot remove rows that died after it). Close
-    the returned connection (:func:`release`) to end it."""
+def hold_snapshot(dsn: str, schema: str, table: str = "jobs") -> psycopg.Connection:
+    """Open a ``REPEATABLE READ`` transaction that has read the queue table (``table`` in ``schema``):
+    from here on its snapshot holds back the xmin horizon (vacuum cannot remove rows that died after
+    it). Close the returned connection (:func:`release`) to end it."""
     conn = db.connect(dsn, autocommit=False, application_name="queue-bench long transaction")
     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "jobs")))
+    conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table)))
     return conn
 
 

@@ -41,7 +41,8 @@ _EXECUTION_RE = re.compile(r"Execution Time: ([\d.]+) ms")
 def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[str]:
     """Execute the prepared claim once with ``args`` (SQL literals, :func:`policies.claim_arguments`);
     with ``explain`` return the EXPLAIN (ANALYZE, BUFFERS) lines."""
-    stmt = sql.SQL("EXECUTE {}({})").format(sql.Identifier(_STATEMENT), sql.SQL(", ".join(args)))
+    stmt = (sql.SQL("EXECUTE {}({})").format(sql.Identifier(_STATEMENT), sql.SQL(", ".join(args))) if args
+            else sql.SQL("EXECUTE {}").format(sql.Identifier(_STATEMENT)))
     if explain:
         return [r[0] for r in conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) ") + stmt, prepare=False).fetchall()]
     # prepare=False: psycopg would otherwise prepare a repeated statement itself, and its
@@ -64,6 +65,14 @@ def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batc
     """
     claim = policies.prepared_statements(schema, policy, len(queues), order)["claim"]
     args = policies.claim_arguments(batch, "plan-capture", lease_s, list(queues))
+    return capture_prepared_plans(conn, claim, args, statement_timeout_ms)
+
+
+def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str],
+                           statement_timeout_ms: int = 60_000) -> dict:
+    """:func:`capture_claim_plans` of any claim: ``claim`` with ``$n`` parameters, ``args`` its values as
+    SQL literals in ``$n`` order (a queue definition's claim, under the connection's ``search_path``).
+    Same result and errors."""
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}
     # PREPARE is not transactional: deallocate whatever happens to the transactions.
@@ -209,16 +218,18 @@ def workers_plan(sessions: list[dict], explain: dict | None, *, prepared: bool, 
     return out
 
 
-def scans_table(scan: str | None) -> bool:
-    """True when a plan's scans (:func:`summarize_plan` ``scan``) include a sequential scan of the queue table."""
-    return bool(scan) and any(part.startswith("Seq Scan on jobs") for part in scan.split(" + "))
+def scans_table(scan: str | None, table: str = "jobs") -> bool:
+    """True when a plan's scans (:func:`summarize_plan` ``scan``) include a sequential scan of the queue
+    table (``table``: its name, ``jobs`` for the built-in queue; its partitions' names start with it)."""
+    return bool(scan) and any(part.startswith(f"Seq Scan on {table}") for part in scan.split(" + "))
 
 
-def plan_warnings(workers: dict | None, growth: dict) -> list[str]:
-    """The red lines at the top of the report: the workers' plan scans the whole queue table, or
-    claim latency grew with the table (:func:`bench.analysis.claim_growth.claim_growth`); each with the measured cost per claim."""
+def plan_warnings(workers: dict | None, growth: dict, table: str = "jobs") -> list[str]:
+    """The red lines at the top of the report: the workers' plan scans the whole queue table (``table``),
+    or claim latency grew with the table (:func:`bench.analysis.claim_growth.claim_growth`); each with the
+    measured cost per claim."""
     warnings = []
-    if workers and scans_table(workers.get("scan")):
+    if workers and scans_table(workers.get("scan"), table):
         cost = []
         if workers.get("shared_buffers") is not None:
             cost.append(f"{workers['shared_buffers']:,} shared buffers")

@@ -105,16 +105,18 @@ class PgWorkerSession:
         """True while a transaction is open (or failed)."""
         return self.session.in_transaction
 
-    def claim(self) -> list[ClaimedRow]:
-        """See :meth:`bench.engines.base.WorkerSession.claim`."""
+    def _claim_rows(self) -> list[tuple[bytes | None, ...]]:
+        """Run the claim (prepared, or the literal claim); its rows as raw text values."""
         try:
             if self.claim_text is None:
-                result = self.session.execute(b"claim", self.claim_params)
-            else:
-                result = self.session.query(self.claim_text)
+                return rows(self.session.execute(b"claim", self.claim_params))
+            return rows(self.session.query(self.claim_text))
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
-        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(r[5])) for r in rows(result)]
+
+    def claim(self) -> list[ClaimedRow]:
+        """See :meth:`bench.engines.base.WorkerSession.claim`."""
+        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(r[5])) for r in self._claim_rows()]
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
         """See :meth:`bench.engines.base.WorkerSession.complete`."""
@@ -178,12 +180,7 @@ class PgWorkerSession:
         """``EXPLAIN (ANALYZE, BUFFERS)`` of the claim as this session runs it, in a transaction
         rolled back: ``EXECUTE`` of its cached statement when prepared (the plan the plan cache
         gives it; it adds one execution, so read :meth:`plan_counts` first), else the literal claim."""
-        if self.claim_text is None:
-            cfg = self.cfg
-            args = policies.claim_arguments(cfg.batch, self.name, cfg.lease_s, self.queues)
-            target = f"EXECUTE claim({', '.join(args)})".encode()
-        else:
-            target = self.claim_text
+        target = self._explained_claim()
         self.rollback()
         try:
             result = self.session.query(b"BEGIN; SET LOCAL statement_timeout = '%d'; EXPLAIN (ANALYZE, BUFFERS) "
@@ -193,6 +190,14 @@ class PgWorkerSession:
             raise _translate(err, self.session) from None
         finally:
             self.rollback()
+
+    def _explained_claim(self) -> bytes:
+        """The claim as :meth:`explain_claim` runs it: ``EXECUTE`` of the prepared claim with this
+        session's values, or the literal claim."""
+        if self.claim_text is not None:
+            return self.claim_text
+        cfg = self.cfg
+        return f"EXECUTE claim({', '.join(policies.claim_arguments(cfg.batch, self.name, cfg.lease_s, self.queues))})".encode()
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,0 +1,364 @@
+"""A user's own queue, described without Python: ``queues/<name>/queue.toml`` (``QUEUE=<name>``).
+
+A queue definition gives the queue table's DDL, how to seed it, the claim as the team wrote it, the
+completion, failure, reaper and enqueue statements, and which columns and predicates the monitor and
+the audit read. The tool runs it with every run parameter that still applies (:func:`applicability`)
+and refuses, in one line, a parameter set explicitly that does not. ``QUEUE=builtin`` (the default)
+runs the tool's own reference queue, whose every part is a parameter; ``queues/model/`` is that same
+queue written as a definition.
+
+Statements use named parameters ``:name`` (as pgbench and psql variables do), turned into ``$n``
+placeholders for a server-side prepared statement or into SQL literals (``PREPARED=0``); ``::`` casts,
+quoted strings, quoted identifiers, dollar-quoted bodies and comments are left alone
+(:func:`scan_parameters`). Each statement may use only its own parameters (:data:`STATEMENT_PARAMETERS`).
+The claim may hold ``{locking}``, replaced by the policy's locking clause (``POLICY``).
+
+Standard library only (tomllib): the definition is read before any database is reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from bench.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+QUEUES_DIR = REPO_ROOT / "queues"
+#: ``QUEUE``'s default: the tool's own reference queue, run by the engine's built-in SQL.
+BUILTIN = "builtin"
+#: The placeholder in a claim that the policy's locking clause replaces.
+LOCKING_PLACEHOLDER = "{locking}"
+
+#: The named parameters each statement may use, with what the tool binds to them.
+STATEMENT_PARAMETERS: dict[str, dict[str, str]] = {
+    "claim": {"batch": "BATCH, rows per claim (integer)", "worker": "the worker's name (text)",
+              "lease_s": "LEASE_S, seconds (float8)"},
+    "complete": {"id": "the job's id", "token": "its attempt token, as the claim returned it"},
+    "complete_many": {"ids": "the claimed ids (bigint[])", "tokens": "their attempt tokens (bigint[])"},
+    "fail": {"id": "the job's id", "token": "its attempt token", "delay_s": "the retry back-off, seconds (float8)",
+             "error": "the error text"},
+    "reaper": {"lease_s": "LEASE_S, seconds (float8)"},
+    "enqueue": {"priority": "the job's priority (smallint)", "run_at": "when it is due, epoch seconds (float8)",
+                "max_attempts": "MAX_ATTEMPTS (integer)"},
+    "seed": {"history": "HISTORY, finished rows", "backlog": "BACKLOG, pending rows",
+             "max_attempts": "MAX_ATTEMPTS (integer)"},
+}
+#: Statements a definition must give; the others are optional.
+REQUIRED_STATEMENTS = ("claim", "complete")
+#: ``[columns]`` keys: what each names (columns of the claim's result, and of the table).
+COLUMNS = {
+    "id": "the job's id, returned by the claim (required)",
+    "token": "the attempt (fencing) token the claim returns, matched by complete and fail",
+    "attempts": "the attempt count the claim returns",
+    "lease": "the lease's end (timestamptz) the claim returns",
+    "eligible_at": "the time a job became eligible (a column of the table): oldest eligible age, and pickup "
+                   "latency when the claim returns it too (required)",
+}
+#: ``[predicates]`` keys: SQL conditions over the queue table's rows.
+PREDICATES = {
+    "eligible": "a job waiting and due (required)",
+    "running": "a claimed job not finished",
+    "done": "a finished job, or \"deleted\" when a completion deletes its row (required)",
+}
+#: Keys at the top of a definition.
+_TOP_KEYS = {"description", "engine", "table", "indexes", "columns", "predicates", "statements", "defaults",
+             "settings"}
+_SETTING_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
+_TABLE_KEYS = {"name", "ddl"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+#: Run parameters that never apply to a defined queue: they shape the tool's own table.
+_NEVER = {
+    "layout": "the archive and partitioned layouts are the tool's own table's",
+    "named_queues": "queue names are the tool's own table's column",
+    "tenants": "tenants are the tool's own table's queue names",
+    "tenant_flood": "tenants are the tool's own table's queue names",
+    "tenant_order": "tenants are the tool's own table's queue names",
+    "wakeup": "the producers' NOTIFY is the tool's own insert's",
+    "autovacuum": "autovacuum settings are applied to the tool's own table only",
+    "autovacuum_settings": "autovacuum settings are applied to the tool's own table only",
+    "vacuum_every_s": "the periodic VACUUM runs on the tool's own table only",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueDefinition:
+    """One queue definition, checked for shape (not yet against a database).
+
+    ``name``: what ``QUEUE`` named; ``path``: the ``queue.toml``; ``table``: the queue table's name
+    inside the tool's schema; ``ddl``: its DDL (run with ``search_path`` set to the tool's schema, so
+    unqualified names land there); ``indexes``: index variant name -> DDL (``INDEX``), with
+    ``default_index``; ``columns``, ``predicates``: see :data:`COLUMNS`, :data:`PREDICATES`;
+    ``statements``: name -> SQL with ``:name`` parameters; ``defaults``: run parameter key -> value
+    (the definition's own defaults, e.g. ``lease_s``); ``settings``: server settings (GUC name -> text
+    value) of the workers' sessions, as the team's application sets them (``SET name = value`` on each
+    worker's connection before its statements are prepared)."""
+
+    name: str
+    path: Path
+    description: str
+    table: str
+    ddl: str
+    indexes: dict[str, str]
+    default_index: str | None
+    columns: dict[str, str]
+    predicates: dict[str, str]
+    statements: dict[str, str]
+    defaults: dict[str, Any]
+    settings: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def uses(self, statement: str, parameter: str) -> bool:
+        """True when ``statement`` exists and binds ``:parameter``."""
+        text = self.statements.get(statement)
+        return text is not None and parameter in {name for _, _, name in scan_parameters(text)}
+
+    @property
+    def deletes_done(self) -> bool:
+        """True when a completion deletes the job's row (``done = "deleted"``)."""
+        return self.predicates["done"].strip().lower() == "deleted"
+
+    @property
+    def locking(self) -> bool:
+        """True when the claim holds ``{locking}`` (``POLICY`` applies)."""
+        return LOCKING_PLACEHOLDER in self.statements["claim"]
+
+
+def is_builtin(queue: str) -> bool:
+    """True for ``QUEUE=builtin`` (the tool's own queue and SQL)."""
+    return queue == BUILTIN
+
+
+def known_queues() -> list[str]:
+    """The names of the shipped definitions (``queues/*/queue.toml``), sorted."""
+    return sorted(p.parent.name for p in QUEUES_DIR.glob("*/queue.toml"))
+
+
+def queue_path(name: str) -> Path:
+    """``queues/<name>/queue.toml``, or ``name`` itself when it is a path to a ``.toml`` file or to a
+    directory holding ``queue.toml``. Raises ConfigError (``QUEUE``) naming the shipped ones."""
+    allowed = f"allowed: {BUILTIN}, " + ", ".join(known_queues()) + ", or a path to a queue.toml"
+    path = Path(name)
+    if name.endswith(".toml"):
+        pass
+    elif "/" in name or name.startswith("."):
+        path = path / "queue.toml"
+    elif _NAME_RE.match(name):
+        path = QUEUES_DIR / name / "queue.toml"
+    else:
+        raise ConfigError("QUEUE", f"{name!r} is not a queue name; {allowed}")
+    if not path.is_file():
+        raise ConfigError("QUEUE", f"no queue definition {name!r}; {allowed}")
+    return path
+
+
+def parse_queue(value: Any) -> str:
+    """``QUEUE``'s value: ``builtin`` or the name or path of a definition that exists and is well
+    formed (:func:`load_queue`). Raises ConfigError (``QUEUE``)."""
+    name = str(value).strip()
+    if name != BUILTIN:
+        load_queue(name)
+    return name
+
+
+def scan_parameters(text: str) -> list[tuple[int, int, str]]:
+    """The ``:name`` parameters of SQL ``text`` as ``(start, end, name)`` (character offsets, the
+    colon included), skipping ``::`` casts, '…' strings (E'…' too), "…" identifiers, $tag$…$tag$
+    bodies and comments."""
+    found = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "'":
+            backslash = i > 0 and text[i - 1] in "eE"
+            i += 1
+            while i < n:
+                if backslash and text[i] == "\\":
+                    i += 2
+                    continue
+                if text[i] == "'":
+                    if i + 1 < n and text[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif c == '"':
+            end = text.find('"', i + 1)
+            i = n if end < 0 else end + 1
+        elif c == "-" and text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif c == "/" and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif c == "$" and (m := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", text[i:])) and not (
+                i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            tag = m.group(0)
+            end = text.find(tag, i + len(tag))
+            i = n if end < 0 else end + len(tag)
+        elif c == ":":
+            if i + 1 < n and text[i + 1] == ":":
+                i += 2
+                continue
+            m = re.match(r":([A-Za-z_][A-Za-z0-9_]*)", text[i:])
+            if m:
+                found.append((i, i + len(m.group(0)), m.group(1)))
+                i += len(m.group(0))
+            else:
+                i += 1
+        else:
+            i += 1
+    return found
+
+
+def render(text: str, placeholder) -> tuple[str, list[str]]:
+    """``text`` with each ``:name`` replaced by ``placeholder(position, name)`` (positions from 1, one
+    per distinct name, in order of first use); returns the text and the names in position order."""
+    order: list[str] = []
+    out, last = [], 0
+    for start, end, name in scan_parameters(text):
+        if name not in order:
+            order.append(name)
+        out.append(text[last:start])
+        out.append(placeholder(order.index(name) + 1, name))
+        last = end
+    out.append(text[last:])
+    return "".join(out), order
+
+
+def _fail(defn: str, what: str, allowed: str) -> ConfigError:
+    return ConfigError("QUEUE", f"{defn}: {what}; allowed: {allowed}")
+
+
+def _text(data: dict, key: str, defn: str, where: str, *, required: bool) -> str | None:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise _fail(defn, f"{where}{key} is missing", f"{where}{key} = \"...\" (a string)")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(defn, f"{where}{key} is {value!r}", "a non-empty string")
+    return value
+
+
+def _only(data: Any, allowed: set | dict, defn: str, where: str) -> dict:
+    if not isinstance(data, dict):
+        raise _fail(defn, f"[{where}] is not a table", f"a [{where}] table")
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise _fail(defn, f"unknown key {unknown[0]!r} in [{where}]", ", ".join(sorted(allowed)))
+    return data
+
+
+def load_queue(name: str) -> QueueDefinition:
+    """Read and check the definition ``name`` (see :func:`queue_path`): TOML, known keys, required
+    parts, each statement's parameters (:data:`STATEMENT_PARAMETERS`), ``{locking}`` in the claim only,
+    index variants and defaults. Raises ConfigError (``QUEUE``) with one line naming what is wrong.
+    The statements are checked against a database later, before any load
+    (:mod:`bench.engines.postgres.defined_engine`)."""
+    path = queue_path(name)
+    defn = f"queue {name!r} ({path})"
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise _fail(defn, f"not valid TOML: {err}", "UTF-8 TOML") from None
+    _only(data, _TOP_KEYS, defn, "top level")
+    engine = data.get("engine", "postgres")
+    if engine != "postgres":
+        raise _fail(defn, f"engine = {engine!r}", "postgres (queue definitions run on PostgreSQL)")
+    table = _only(data.get("table", {}), _TABLE_KEYS, defn, "table")
+    table_name = _text(table, "name", defn, "table.", required=True)
+    if not _IDENT_RE.match(table_name) or len(table_name) > 63:
+        raise _fail(defn, f"table.name {table_name!r}", "a lower-case SQL identifier")
+    ddl = _text(table, "ddl", defn, "table.", required=True)
+    statements = _only(data.get("statements", {}), STATEMENT_PARAMETERS, defn, "statements")
+    texts = {key: _text(statements, key, defn, "statements.", required=key in REQUIRED_STATEMENTS)
+             for key in STATEMENT_PARAMETERS}
+    texts = {k: v for k, v in texts.items() if v is not None}
+    for key, text in texts.items():
+        allowed = STATEMENT_PARAMETERS[key]
+        for _, _, param in scan_parameters(text):
+            if param not in allowed:
+                raise _fail(defn, f"statements.{key} uses :{param}",
+                            f"in {key}: " + ", ".join(f":{p}" for p in allowed) if allowed else "no parameters")
+        if key != "claim" and LOCKING_PLACEHOLDER in text:
+            raise _fail(defn, f"statements.{key} holds {LOCKING_PLACEHOLDER}", "{locking} in the claim only")
+    for key, text in (("table.ddl", ddl),):
+        if scan_parameters(text):
+            raise _fail(defn, f"{key} uses :{scan_parameters(text)[0][2]}", "no parameters in the DDL")
+    columns = _only(data.get("columns", {}), COLUMNS, defn, "columns")
+    for key in ("id", "eligible_at"):
+        _text(columns, key, defn, "columns.", required=True)
+    for key, value in columns.items():
+        _text(columns, key, defn, "columns.", required=False)
+    predicates = _only(data.get("predicates", {}), PREDICATES, defn, "predicates")
+    for key in ("eligible", "done"):
+        _text(predicates, key, defn, "predicates.", required=True)
+    for key in predicates:
+        _text(predicates, key, defn, "predicates.", required=False)
+        if scan_parameters(predicates[key]):
+            raise _fail(defn, f"predicates.{key} uses a :parameter", "a condition on the table's columns")
+    if "token" in columns:
+        for key in ("complete", "fail"):
+            if key in texts and not ({"token", "tokens"} & {p for _, _, p in scan_parameters(texts[key])}):
+                raise _fail(defn, f"statements.{key} does not match :token although columns.token is set",
+                            f"{key} fenced by :token (a stale worker must not finish a re-claimed job)")
+    indexes = dict(_only(data.get("indexes", {}), set(data.get("indexes", {})), defn, "indexes"))
+    default_index = indexes.pop("default", None)
+    for key, value in indexes.items():
+        if not _NAME_RE.match(key) or not isinstance(value, str):
+            raise _fail(defn, f"indexes.{key}", "variant names of letters, digits, _ and -, each a string of DDL "
+                                                "(\"\" for none)")
+    if indexes and default_index not in indexes:
+        raise _fail(defn, f"indexes.default is {default_index!r}", "one of " + ", ".join(indexes))
+    if not indexes and default_index is not None:
+        raise _fail(defn, "indexes.default without variants", "name = \"CREATE INDEX ...\" entries beside it")
+    defaults = _only(data.get("defaults", {}), set(data.get("defaults", {})), defn, "defaults")
+    settings = _only(data.get("settings", {}), set(data.get("settings", {})), defn, "settings")
+    for key, value in settings.items():
+        if not _SETTING_RE.match(key) or not isinstance(value, (str, int, float, bool)):
+            raise _fail(defn, f"settings.{key} = {value!r}", "server setting names (enable_hashjoin) with a string, "
+                                                             "number or boolean value")
+    settings = {k: ("on" if v is True else "off" if v is False else str(v)) for k, v in settings.items()}
+    description = data.get("description", "")
+    return QueueDefinition(name=name, path=path, description=str(description), table=table_name, ddl=ddl,
+                           indexes=indexes, default_index=default_index, columns=dict(columns),
+                           predicates=dict(predicates), statements=texts, defaults=dict(defaults),
+                           settings=settings)
+
+
+def applicability(defn: QueueDefinition) -> dict[str, str]:
+    """Run parameter key -> why it does not apply to ``defn``, for every parameter that does not.
+    A parameter not listed applies. ``BATCH`` is listed when the claim has no ``:batch`` (it claims
+    what it claims: BATCH stays 1 and the audit counts every row above it as an over-claim)."""
+    out = dict(_NEVER)
+    if not defn.locking:
+        out["policy"] = "its claim has no {locking} placeholder: the locking clause is written into it"
+    if not defn.uses("claim", "batch"):
+        out["batch"] = "its claim has no :batch parameter"
+    if not (defn.uses("claim", "lease_s") or defn.uses("reaper", "lease_s")):
+        out["lease_s"] = "neither its claim nor its reaper has a :lease_s parameter"
+    if "reaper" not in defn.statements:
+        out["reaper_interval_s"] = "it has no reaper statement"
+    if "enqueue" not in defn.statements:
+        for key in ("rate", "producers", "arrival", "bursts", "future_share", "future_delay_ms", "priority_mix"):
+            out[key] = "it has no enqueue statement"
+    elif not defn.uses("enqueue", "priority"):
+        out["priority_mix"] = "its enqueue statement has no :priority parameter"
+    if "fail" not in defn.statements:
+        for key in ("fail_prob", "poison_share", "retry_base_s", "retry_cap_s"):
+            out[key] = "it has no fail statement"
+    if not (defn.uses("seed", "max_attempts") or defn.uses("enqueue", "max_attempts")):
+        out["max_attempts"] = "neither its seed nor its enqueue statement has a :max_attempts parameter"
+    if not defn.indexes:
+        out["index"] = "it has no [indexes] variants"
+    if not defn.uses("seed", "history"):
+        out["history"] = "its seed statement has no :history parameter"
+    if not defn.uses("seed", "backlog"):
+        out["backlog"] = "its seed statement has no :backlog parameter"
+    return out

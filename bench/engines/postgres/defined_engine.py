@@ -1,0 +1,252 @@
+"""A queue definition on PostgreSQL (``QUEUE=<name>``): the :class:`bench.engines.base.Engine` the run
+uses for a user's own queue, built on the built-in engine and changing what touches the queue table.
+
+Before any load, :meth:`DefinedQueueEngine.prepare` checks the definition against the database:
+it creates the tool's schema, runs the DDL with ``search_path`` set to that schema, ``PREPARE``\\s
+and ``DEALLOCATE``\\s every statement (the claim in its wrapper too), seeds, builds the index
+variant, and runs one claim in a transaction that it rolls back. A statement that fails is refused
+with the database's own message (``ConfigError`` naming ``QUEUE``, or ``INDEX`` for an index
+variant: one line, exit 2) and the schema is dropped: nothing is left behind. Nothing outside the
+tool's schema is created, changed or dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import psycopg
+from psycopg import sql
+
+from bench.config.queue_definition import QueueDefinition
+from bench.engines.base import Capabilities
+from bench.engines.common import SeedResult
+from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, pg_stat_statements, plans
+from bench.engines.postgres.defined_monitor import DefinedMonitor, DefinedReaper
+from bench.engines.postgres.defined_sessions import DefinedSessions
+from bench.engines.postgres.engine import PostgresEngine
+from bench.engines.postgres.error_kinds import first_line
+from bench.errors import ConfigError
+
+#: The statements checked with PREPARE before the load, in this order.
+_CHECKED = ("claim", "complete", "complete_many", "fail", "reaper", "enqueue")
+
+
+class DefinitionRefused(ConfigError):
+    """A statement of the definition failed on the database (one line: which, and the database's message)."""
+
+
+class DefinedQueueEngine(PostgresEngine):
+    """The PostgreSQL engine over ``defn``'s table and statements (see :class:`bench.engines.base.Engine`
+    for every method's contract; those not written here are the built-in engine's)."""
+
+    capabilities = Capabilities(engine="postgres", nowait_error="55P03",
+                                features={"plan_cache": True, "partial_index": True, "vacuum": False})
+
+    def __init__(self, defn: QueueDefinition):
+        self.defn = defn
+
+    # -- sessions
+    def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
+        """The worker and producer sessions of the run, over the definition's statements."""
+        return DefinedSessions(dsn, cfg, self.defn)
+
+    # -- prepare and check
+    def _refuse(self, conn: psycopg.Connection, schema: str, param: str, what: str, err: BaseException) -> None:
+        db.drop_schema(conn, schema)
+        raise DefinitionRefused(param, f"queue {self.defn.name!r}: {what} failed on the database: {first_line(err)}; "
+                                       f"allowed: a statement this server runs (the definition is {self.defn.path})")
+
+    def _check_statements(self, conn: psycopg.Connection, cfg: Any) -> None:
+        """PREPARE and DEALLOCATE each statement under the schema's search_path (names resolved, types
+        inferred, nothing executed). Raises DefinitionRefused."""
+        defn = self.defn
+        for key in _CHECKED:
+            if key not in defn.statements:
+                continue
+            if key == "claim":
+                body, _ = defined_sql.positional(defined_sql.claim_body(defn, cfg.policy))
+                try:
+                    returned = defined_sql.describe_columns(conn, body)
+                except psycopg.Error as err:
+                    self._refuse(conn, cfg.schema, "QUEUE", "statements.claim", err)
+                missing = [defn.columns[c] for c in ("id", "token", "attempts", "lease")
+                           if c in defn.columns and defn.columns[c] not in returned]
+                if missing:
+                    db.drop_schema(conn, cfg.schema)
+                    raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: the claim returns {', '.join(returned) or 'no column'}"
+                                                     f" but not {', '.join(missing)} ([columns]); allowed: a claim whose "
+                                                     "RETURNING gives every column [columns] names but eligible_at")
+                text = defined_sql.wrapped_claim(defn, body, returned)
+            else:
+                text, _ = defined_sql.positional(defn.statements[key])
+            if key == "complete_many":  # its returned ids are the completions applied: it must return them
+                try:
+                    returned = defined_sql.describe_columns(conn, text)
+                except psycopg.Error as err:
+                    self._refuse(conn, cfg.schema, "QUEUE", f"statements.{key}", err)
+                if not returned:
+                    db.drop_schema(conn, cfg.schema)
+                    raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: statements.complete_many returns no "
+                                                     "column; allowed: RETURNING the ids it completed (the others "
+                                                     "were stale)")
+            try:
+                conn.execute("PREPARE qbench_check AS " + text)  # no parameters: psycopg sends it as it is
+                conn.execute("DEALLOCATE qbench_check")
+            except psycopg.Error as err:
+                self._refuse(conn, cfg.schema, "QUEUE", f"statements.{key}", err)
+
+    def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
+                state_schema: str | None) -> SeedResult:
+        """Create the tool's schema with the definition's table, check every statement, seed (``:history``,
+        ``:backlog``, ``:max_attempts``), build the index variant, VACUUM ANALYZE, and run one claim rolled
+        back. Returns the seed's figures (rows by the definition's predicates). Raises ConfigError
+        (``SCHEMA``, ``QUEUE``, ``INDEX``) and leaves no schema behind when a statement fails."""
+        defn, schema = self.defn, cfg.schema
+        ident = sql.Identifier(schema)
+        db.check_schema_usable(conn, schema)
+        db.drop_schema(conn, schema)
+        with conn.transaction():
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
+            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(db.SCHEMA_MARK)))
+        conn.execute(defined_sql.set_search_path(schema))
+        try:
+            self._prepare(conn, cfg, backlog, log)
+            return self._seeded(conn, cfg, backlog, log)
+        finally:
+            if not conn.broken:
+                conn.execute("RESET search_path")
+
+    def _prepare(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> None:
+        defn, schema = self.defn, cfg.schema
+        try:
+            with conn.transaction():
+                conn.execute(defn.ddl)
+        except psycopg.Error as err:
+            self._refuse(conn, schema, "QUEUE", "table.ddl", err)
+        if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(schema, defn.table).as_string(None),)).fetchone()[0] is None:
+            db.drop_schema(conn, schema)
+            raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: table.ddl does not create table {defn.table!r} in "
+                                             f"the tool's schema; allowed: DDL that creates table.name")
+        self._check_statements(conn, cfg)
+        self._started = time.perf_counter()
+        if "seed" in defn.statements:
+            values = {"history": int(cfg.history), "backlog": int(backlog), "max_attempts": int(cfg.max_attempts)}
+            try:
+                with conn.transaction():
+                    conn.execute(defined_sql.literal(defn.statements["seed"], values))
+            except psycopg.Error as err:
+                self._refuse(conn, schema, "QUEUE", "statements.seed", err)
+        self._seed_s = time.perf_counter() - self._started
+        defined_audit.record_seeded(conn, schema, defn)
+        started = time.perf_counter()
+        index = defn.indexes.get(cfg.index, "") if isinstance(cfg.index, str) else ""
+        if index.strip():
+            try:
+                with conn.transaction():
+                    conn.execute(index)
+            except psycopg.Error as err:
+                self._refuse(conn, schema, "INDEX", f"index variant {cfg.index!r}", err)
+        self._index_s = time.perf_counter() - started
+        started = time.perf_counter()
+        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(schema, defn.table)))
+        self._vacuum_s = time.perf_counter() - started
+        self._claim_once(conn, cfg)
+
+    def _claim_once(self, conn: psycopg.Connection, cfg: Any) -> None:
+        """One claim, as the workers send it, in a transaction rolled back. Raises DefinitionRefused."""
+        body = defined_sql.claim_body(self.defn, cfg.policy)
+        values = defined_sql.claim_values(cfg.batch, "queue-bench check", cfg.lease_s)
+        text = defined_sql.literal(body, values)
+        try:
+            with conn.transaction(force_rollback=True):
+                conn.execute("SET LOCAL statement_timeout = '60s'")
+                for name, value in self.defn.settings.items():  # as the workers' sessions have them
+                    conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+                conn.execute(defined_sql.wrapped_claim(self.defn, text, [])).fetchall()
+        except psycopg.Error as err:
+            self._refuse(conn, cfg.schema, "QUEUE", "one claim (rolled back)", err)
+
+    def _seeded(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> SeedResult:
+        counts = defined_audit.status_counts(conn, cfg.schema, self.defn)
+        rows = sum(counts.values())
+        log(f"queue {self.defn.name!r}: seeded {rows:,} rows ({counts['pending']:,} eligible, {counts['done']:,} done) "
+            f"in {self._seed_s:.1f} s; index variant {cfg.index!r} built in {self._index_s:.1f} s, "
+            f"VACUUM ANALYZE in {self._vacuum_s:.1f} s; every statement checked with PREPARE and one claim rolled back")
+        return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s,
+                          f"the seed statement of queue {self.defn.name!r}")
+
+    def table_sizes(self, conn: Any, schema: str) -> dict:
+        """``{"table_bytes", "indexes_bytes", "archive_bytes"}`` of the definition's table."""
+        return db.table_sizes(conn, schema, self.defn.table)
+
+    def vacuum_counts(self, conn: Any, schema: str) -> dict:
+        """Vacuum and analyze counts of the definition's table (no storage parameters are set on it)."""
+        return {**db.vacuum_counts(conn, schema, (self.defn.table,)), "reloptions": {}}
+
+    # -- during the load
+    def monitor(self, dsn: str, cfg: Any) -> DefinedMonitor:
+        """The per-second sampler over the definition's table and predicates."""
+        return DefinedMonitor(lambda name: db.connect(dsn, application_name=name), cfg.schema, self.defn)
+
+    def reaper(self, dsn: str, cfg: Any, recorder: Any) -> DefinedReaper:
+        """The definition's reaper statement every ``REAPER_INTERVAL_S``."""
+        return DefinedReaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema, self.defn,
+                             cfg.lease_s, cfg.reaper_interval_s, recorder)
+
+    # -- plans and statement statistics
+    def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
+        """The wrapped claim's custom and generic plans on a fresh statement, under the schema's search_path."""
+        body, names = defined_sql.positional(defined_sql.claim_body(self.defn, cfg.policy))
+        values = defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s)
+        try:
+            conn.execute(defined_sql.set_search_path(cfg.schema))
+            for name, value in self.defn.settings.items():  # as the workers' sessions have them
+                conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+            try:
+                returned = defined_sql.describe_columns(conn, body)
+                claim = defined_sql.wrapped_claim(self.defn, body, returned)
+                args = [sql.Literal(values[n]).as_string(None) for n in names]
+                return plans.capture_prepared_plans(conn, claim, args), when
+            finally:
+                for name in ("search_path", *self.defn.settings):
+                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
+        except psycopg.Error as err:
+            return None, f"{when}: capture failed: {first_line(err)}"
+
+    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
+        """Red lines for the report: the workers' claim scans the definition's table, claim latency grew."""
+        return plans.plan_warnings(workers, growth, self.defn.table)
+
+    def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
+        """Reset the wrapped claim's pg_stat_statements entries at the measured window's start."""
+        if missing:
+            return missing
+        try:
+            pg_stat_statements.reset_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
+        except psycopg.Error as err:
+            return f"reset failed: {first_line(err)}"
+        return None
+
+    def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
+        """The wrapped claim's pg_stat_statements figures over the measured window."""
+        if missing or isinstance(reset, str):
+            return {"unavailable": missing or reset}
+        try:
+            return pg_stat_statements.read_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
+        except psycopg.Error as err:
+            return {"unavailable": f"read failed: {first_line(err)}"}
+
+    # -- audit
+    def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
+        """The invariants the definition lets the audit check (:mod:`bench.engines.postgres.defined_audit`)."""
+        return defined_audit.run_audit(conn, cfg.schema, self.defn, claim_log, over_claims=over_claims)
+
+    def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
+        """Named queues are the built-in table's: none here."""
+        return {}
+
+    # -- fault actions
+    def hold_snapshot(self, dsn: str, schema: str) -> Any:
+        """A connection holding a snapshot that has read the definition's table."""
+        return fault_actions.hold_snapshot(dsn, schema, self.defn.table)

@@ -1,0 +1,108 @@
+"""A queue definition's statements as PostgreSQL runs them (:mod:`bench.config.queue_definition`).
+
+Each statement's ``:name`` parameters become ``$1..$n`` for a server-side prepared statement, or SQL
+literals (the seed, which may hold several statements, and the claim with ``PREPARED=0``). The claim
+is sent inside one wrapper that reads what the audit and the measurement need from the rows the
+user's claim returns, in the same statement (a data-modifying statement may sit in a ``WITH`` and its
+``RETURNING`` rows are what the outer query reads:
+https://www.postgresql.org/docs/current/queries-with.html#QUERIES-WITH-MODIFYING):
+
+``id``, the attempt token (NULL when the queue has none), pickup µs (database time from the
+``eligible_at`` column the claim returned to now; NULL when it returned none), attempts (1 when
+none), the lease's end in epoch seconds (``Infinity`` when the queue has no lease: a job is never
+taken back, so a second claim of an unfinished job is always a double claim) and the database's
+``clock_timestamp()`` after the claim's rows were returned (epoch seconds): the same six columns
+as the built-in claim (:data:`bench.engines.base.ClaimedRow`).
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from bench.config.queue_definition import LOCKING_PLACEHOLDER, QueueDefinition, render
+from bench.engines.postgres.policies import LOCKING_CLAUSE
+
+#: The wrapper's CTE name (pg_stat_statements finds the claim by it).
+CLAIMED_CTE = "qbench_claimed"
+
+_WRAPPER = """\
+WITH {cte} AS (
+{claim}
+)
+SELECT ({id})::bigint, {token}, {pickup}, {attempts}, {lease}, extract(epoch FROM clock_timestamp())::float8
+FROM {cte}"""
+
+
+def _strip(text: str) -> str:
+    """A statement without the blank lines and ``;`` around it (it is wrapped or prepared alone)."""
+    return text.strip().rstrip(";").strip()
+
+
+def positional(text: str) -> tuple[str, list[str]]:
+    """``text`` with ``$n`` for each ``:name`` and the names in ``$n`` order."""
+    return render(_strip(text), lambda i, _name: f"${i}")
+
+
+def literal(text: str, values: dict) -> str:
+    """``text`` with each ``:name`` replaced by ``values[name]`` as an SQL literal. Raises KeyError
+    for a name ``values`` lacks."""
+    return render(text, lambda _i, name: sql.Literal(values[name]).as_string(None))[0]
+
+
+def claim_body(defn: QueueDefinition, policy: str) -> str:
+    """The user's claim with ``{locking}`` replaced by ``policy``'s locking clause (when it has one)."""
+    text = _strip(defn.statements["claim"])
+    if defn.locking:
+        text = text.replace(LOCKING_PLACEHOLDER, LOCKING_CLAUSE[policy])
+    return text
+
+
+def wrapped_claim(defn: QueueDefinition, body: str, returned: list[str]) -> str:
+    """``body`` (the claim, with parameters already rendered) inside the wrapper; ``returned``: the
+    column names the claim itself returns (whether it returns ``eligible_at`` decides pickup)."""
+    cols = defn.columns
+    ident = lambda name: sql.Identifier(name).as_string(None)  # noqa: E731
+    return _WRAPPER.format(
+        cte=CLAIMED_CTE, claim=body, id=ident(cols["id"]),
+        token=f"({ident(cols['token'])})::bigint" if "token" in cols else "NULL::bigint",
+        pickup=(f"(extract(epoch FROM clock_timestamp() - {ident(cols['eligible_at'])}) * 1000000)::bigint"
+                if cols["eligible_at"] in returned else "NULL::bigint"),
+        attempts=f"({ident(cols['attempts'])})::int" if "attempts" in cols else "1",
+        lease=(f"extract(epoch FROM {ident(cols['lease'])})::float8" if "lease" in cols
+               else "'Infinity'::float8"))
+
+
+def claim_values(batch: int, worker: str, lease_s: float) -> dict:
+    """The claim's parameter values by name."""
+    return {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s)}
+
+
+def text_param(value) -> bytes:
+    """One parameter in PostgreSQL's text format: lists as array literals of integers."""
+    if isinstance(value, (list, tuple)):
+        return ("{" + ",".join(str(int(v)) for v in value) + "}").encode()
+    return (repr(value) if isinstance(value, float) else str(value)).encode()
+
+
+def schema_path(schema: str) -> str:
+    """The ``search_path`` value the definition's statements run under (as a string setting): the tool's
+    schema alone, so an unqualified name can only be one of its own (``pg_catalog`` is always searched
+    first). The schema is a lower-case identifier (``SCHEMA``'s rule), so its name needs no quoting."""
+    return schema
+
+
+def set_search_path(schema: str) -> sql.Composed:
+    """``SET search_path = <schema>`` (:func:`schema_path`) as a statement."""
+    return sql.SQL("SET search_path = {}").format(sql.Identifier(schema))
+
+
+def describe_columns(conn: psycopg.Connection, body: str) -> list[str]:
+    """The names of the columns statement ``body`` (``$n`` parameters) returns, from the server's
+    description of it as the unnamed prepared statement (nothing is executed), under ``conn``'s
+    ``search_path``. Raises psycopg.Error (the database's message when it does not parse or plan)."""
+    result = conn.pgconn.prepare(b"", body.encode())
+    if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
+        raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
+    described = conn.pgconn.describe_prepared(b"")
+    return [described.fname(i).decode() for i in range(described.nfields)]
