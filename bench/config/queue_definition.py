@@ -34,13 +34,15 @@ BUILTIN = "builtin"
 LOCKING_PLACEHOLDER = "{locking}"
 
 #: The named parameters each statement may use, with what the tool binds to them.
+_WORKER_ID = {"worker_id": "the value the register statement returned for this worker's connection"}
 STATEMENT_PARAMETERS: dict[str, dict[str, str]] = {
+    "register": {},
     "claim": {"batch": "BATCH, rows per claim (integer)", "worker": "the worker's name (text)",
-              "lease_s": "LEASE_S, seconds (float8)"},
-    "complete": {"id": "the job's id", "token": "its attempt token, as the claim returned it"},
-    "complete_many": {"ids": "the claimed ids (bigint[])", "tokens": "their attempt tokens (bigint[])"},
+              "lease_s": "LEASE_S, seconds (float8)", **_WORKER_ID},
+    "complete": {"id": "the job's id", "token": "its attempt token, as the claim returned it", **_WORKER_ID},
+    "complete_many": {"ids": "the claimed ids (bigint[])", "tokens": "their attempt tokens (bigint[])", **_WORKER_ID},
     "fail": {"id": "the job's id", "token": "its attempt token", "delay_s": "the retry back-off, seconds (float8)",
-             "error": "the error text"},
+             "error": "the error text", **_WORKER_ID},
     "reaper": {"lease_s": "LEASE_S, seconds (float8)"},
     "enqueue": {"priority": "the job's priority (smallint)", "run_at": "when it is due, epoch seconds (float8)",
                 "max_attempts": "MAX_ATTEMPTS (integer)"},
@@ -55,8 +57,9 @@ COLUMNS = {
     "token": "the attempt (fencing) token the claim returns, matched by complete and fail",
     "attempts": "the attempt count the claim returns",
     "lease": "the lease's end (timestamptz) the claim returns",
-    "eligible_at": "the time a job became eligible (a column of the table): oldest eligible age, and pickup "
-                   "latency when the claim returns it too (required)",
+    "eligible_at": "the time a job became eligible (a column of the table, or an SQL expression over its "
+                   "columns): oldest eligible age, and pickup latency when the claim returns a column of that "
+                   "name too (required)",
 }
 #: ``[predicates]`` keys: SQL conditions over the queue table's rows.
 PREDICATES = {
@@ -66,7 +69,9 @@ PREDICATES = {
 }
 #: Keys at the top of a definition.
 _TOP_KEYS = {"description", "engine", "table", "indexes", "columns", "predicates", "statements", "defaults",
-             "settings"}
+             "settings", "library"}
+#: ``[library]`` keys: a queue library's own schema and SQL (see :func:`library_of`).
+_LIBRARY_KEYS = {"package", "version", "ddl_file", "generated", "parameters", "measurement", "plans"}
 _SETTING_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _TABLE_KEYS = {"name", "ddl"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -110,11 +115,23 @@ class QueueDefinition:
     statements: dict[str, str]
     defaults: dict[str, Any]
     settings: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: ``[library]``: ``package``, ``version``, ``generated`` (statements the library's own code writes at
+    #: run time), ``measurement`` and ``plans`` (what the report says of them); None for a team's own queue
+    library: dict | None = None
 
     def uses(self, statement: str, parameter: str) -> bool:
-        """True when ``statement`` exists and binds ``:parameter``."""
+        """True when ``statement`` exists and binds ``:parameter`` (for a statement the library generates,
+        when ``[library] parameters`` says it does)."""
+        if statement in self.generated:
+            return parameter in self.library.get("parameters", {}).get(statement, [])
         text = self.statements.get(statement)
         return text is not None and parameter in {name for _, _, name in scan_parameters(text)}
+
+    @property
+    def generated(self) -> tuple[str, ...]:
+        """The statements (and ``ddl``) a queue library's own code writes at run time
+        (:mod:`bench.engines.postgres.libraries`)."""
+        return tuple((self.library or {}).get("generated", ()))
 
     @property
     def deletes_done(self) -> bool:
@@ -124,7 +141,20 @@ class QueueDefinition:
     @property
     def locking(self) -> bool:
         """True when the claim holds ``{locking}`` (``POLICY`` applies)."""
-        return LOCKING_PLACEHOLDER in self.statements["claim"]
+        return LOCKING_PLACEHOLDER in self.statements.get("claim", "")
+
+
+def describe_queue(queue: str) -> dict | None:
+    """What a run records of its queue definition (``run.json`` and ``summary.json``
+    ``queue_definition``; the report's "The queue under test"): ``name``, ``path``, ``description``,
+    ``table``, and for a queue library ``library`` {``package``, ``version``, ``measurement``,
+    ``plans``}. None for ``QUEUE=builtin``."""
+    if is_builtin(queue):
+        return None
+    defn = load_queue(queue)
+    library = defn.library and {k: defn.library.get(k) for k in ("package", "version", "measurement", "plans")}
+    return {"name": defn.name, "path": str(defn.path), "description": defn.description, "table": defn.table,
+            "library": library}
 
 
 def is_builtin(queue: str) -> bool:
@@ -164,43 +194,51 @@ def parse_queue(value: Any) -> str:
     return name
 
 
+def skip_quoted(text: str, i: int) -> int | None:
+    """When a quoted or commented token starts at ``text[i]`` ('…' strings, E'…' too, "…"
+    identifiers, $tag$…$tag$ bodies, -- and /* */ comments): the index just after it; else None."""
+    n, c = len(text), text[i]
+    if c == "'":
+        backslash = i > 0 and text[i - 1] in "eE"
+        i += 1
+        while i < n:
+            if backslash and text[i] == "\\":
+                i += 2
+                continue
+            if text[i] == "'":
+                if i + 1 < n and text[i + 1] == "'":
+                    i += 2
+                    continue
+                break
+            i += 1
+        return i + 1
+    if c == '"':
+        end = text.find('"', i + 1)
+        return n if end < 0 else end + 1
+    if text.startswith("--", i):
+        end = text.find("\n", i)
+        return n if end < 0 else end + 1
+    if text.startswith("/*", i):
+        end = text.find("*/", i + 2)
+        return n if end < 0 else end + 2
+    if c == "$" and (m := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", text[i:])) and not (
+            i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")):
+        tag = m.group(0)
+        end = text.find(tag, i + len(tag))
+        return n if end < 0 else end + len(tag)
+    return None
+
+
 def scan_parameters(text: str) -> list[tuple[int, int, str]]:
     """The ``:name`` parameters of SQL ``text`` as ``(start, end, name)`` (character offsets, the
-    colon included), skipping ``::`` casts, '…' strings (E'…' too), "…" identifiers, $tag$…$tag$
-    bodies and comments."""
+    colon included), skipping ``::`` casts and what :func:`skip_quoted` skips."""
     found = []
     i, n = 0, len(text)
     while i < n:
-        c = text[i]
-        if c == "'":
-            backslash = i > 0 and text[i - 1] in "eE"
-            i += 1
-            while i < n:
-                if backslash and text[i] == "\\":
-                    i += 2
-                    continue
-                if text[i] == "'":
-                    if i + 1 < n and text[i + 1] == "'":
-                        i += 2
-                        continue
-                    break
-                i += 1
-            i += 1
-        elif c == '"':
-            end = text.find('"', i + 1)
-            i = n if end < 0 else end + 1
-        elif c == "-" and text.startswith("--", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif c == "/" and text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        elif c == "$" and (m := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", text[i:])) and not (
-                i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")):
-            tag = m.group(0)
-            end = text.find(tag, i + len(tag))
-            i = n if end < 0 else end + len(tag)
-        elif c == ":":
+        after = skip_quoted(text, i)
+        if after is not None:
+            i = after
+        elif text[i] == ":":
             if i + 1 < n and text[i + 1] == ":":
                 i += 2
                 continue
@@ -268,16 +306,23 @@ def load_queue(name: str) -> QueueDefinition:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise _fail(defn, f"not valid TOML: {err}", "UTF-8 TOML") from None
     _only(data, _TOP_KEYS, defn, "top level")
+    library = library_of(data.get("library"), defn)
     engine = data.get("engine", "postgres")
     if engine != "postgres":
         raise _fail(defn, f"engine = {engine!r}", "postgres (queue definitions run on PostgreSQL)")
     table = _only(data.get("table", {}), _TABLE_KEYS, defn, "table")
     table_name = _text(table, "name", defn, "table.", required=True)
+    generated = set((library or {}).get("generated", ()))
     if not _IDENT_RE.match(table_name) or len(table_name) > 63:
         raise _fail(defn, f"table.name {table_name!r}", "a lower-case SQL identifier")
-    ddl = _text(table, "ddl", defn, "table.", required=True)
+    ddl = _text(table, "ddl", defn, "table.", required=not (library and ("ddl_file" in library or "ddl" in generated)))
+    if ddl is None and library and "ddl_file" in library:
+        ddl = library_file(library, defn)
     statements = _only(data.get("statements", {}), STATEMENT_PARAMETERS, defn, "statements")
-    texts = {key: _text(statements, key, defn, "statements.", required=key in REQUIRED_STATEMENTS)
+    for key in generated & set(statements):
+        raise _fail(defn, f"statements.{key} is given and generated by the library", "one of the two")
+    texts = {key: _text(statements, key, defn, "statements.",
+                        required=key in REQUIRED_STATEMENTS and key not in generated)
              for key in STATEMENT_PARAMETERS}
     texts = {k: v for k, v in texts.items() if v is not None}
     for key, text in texts.items():
@@ -286,10 +331,13 @@ def load_queue(name: str) -> QueueDefinition:
             if param not in allowed:
                 raise _fail(defn, f"statements.{key} uses :{param}",
                             f"in {key}: " + ", ".join(f":{p}" for p in allowed) if allowed else "no parameters")
+        if "register" not in texts and "worker_id" in {p for _, _, p in scan_parameters(text)}:
+            raise _fail(defn, f"statements.{key} uses :worker_id without a register statement",
+                        "statements.register, run once per worker connection, returning the worker id")
         if key != "claim" and LOCKING_PLACEHOLDER in text:
             raise _fail(defn, f"statements.{key} holds {LOCKING_PLACEHOLDER}", "{locking} in the claim only")
-    for key, text in (("table.ddl", ddl),):
-        if scan_parameters(text):
+    for key, text in (("table.ddl", ddl or ""),):
+        if library is None and scan_parameters(text):
             raise _fail(defn, f"{key} uses :{scan_parameters(text)[0][2]}", "no parameters in the DDL")
     columns = _only(data.get("columns", {}), COLUMNS, defn, "columns")
     for key in ("id", "eligible_at"):
@@ -304,7 +352,7 @@ def load_queue(name: str) -> QueueDefinition:
         if scan_parameters(predicates[key]):
             raise _fail(defn, f"predicates.{key} uses a :parameter", "a condition on the table's columns")
     if "token" in columns:
-        for key in ("complete", "fail"):
+        for key in sorted({"complete", "fail"} - generated):
             if key in texts and not ({"token", "tokens"} & {p for _, _, p in scan_parameters(texts[key])}):
                 raise _fail(defn, f"statements.{key} does not match :token although columns.token is set",
                             f"{key} fenced by :token (a stale worker must not finish a re-claimed job)")
@@ -326,10 +374,58 @@ def load_queue(name: str) -> QueueDefinition:
                                                              "number or boolean value")
     settings = {k: ("on" if v is True else "off" if v is False else str(v)) for k, v in settings.items()}
     description = data.get("description", "")
-    return QueueDefinition(name=name, path=path, description=str(description), table=table_name, ddl=ddl,
+    return QueueDefinition(name=name, path=path, description=str(description), table=table_name, ddl=ddl or "",
                            indexes=indexes, default_index=default_index, columns=dict(columns),
                            predicates=dict(predicates), statements=texts, defaults=dict(defaults),
-                           settings=settings)
+                           settings=settings, library=library)
+
+
+def library_of(data: Any, defn: str) -> dict | None:
+    """The ``[library]`` table of a definition that drives a queue library's own schema and SQL, checked:
+    ``package`` (its distribution and import name), ``version`` (the one the definition was written
+    for: another installed version is refused, so the library's SQL is what the definition describes),
+    ``ddl_file`` (the library's own schema file, relative to its installed package directory: its
+    migration), ``generated`` (statement names, and ``ddl``, that the library's code writes at run
+    time: :mod:`bench.engines.postgres.libraries`), ``parameters`` (for each generated statement, the
+    ``:name`` parameters it takes), ``measurement`` and ``plans`` (what the report says about how
+    the library is driven and what its plan figures mean). None when ``data`` is None. The package is
+    located without being imported (it may import a database driver). Raises ConfigError (``QUEUE``)."""
+    from importlib import metadata
+
+    if data is None:
+        return None
+    library = dict(_only(data, _LIBRARY_KEYS, defn, "library"))
+    for key in ("package", "version", "measurement"):
+        _text(library, key, defn, "library.", required=True)
+    try:
+        installed = metadata.version(library["package"])
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed != library["version"]:
+        raise _fail(defn, f"it drives {library['package']} {library['version']}, and "
+                          + (f"{installed} is installed" if installed else "it is not installed"),
+                    f"pip install '{library['package']}=={library['version']}' (make install installs it)")
+    generated = library.get("generated", [])
+    if not isinstance(generated, list) or not set(generated) <= set(STATEMENT_PARAMETERS) | {"ddl"}:
+        raise _fail(defn, f"library.generated is {generated!r}", "a list of statement names (and ddl)")
+    parameters = library.get("parameters", {})
+    for key, names in parameters.items():
+        if key not in generated or not isinstance(names, list) or not set(names) <= set(STATEMENT_PARAMETERS[key]):
+            raise _fail(defn, f"library.parameters.{key} is {names!r}",
+                        "for a generated statement, a list of its parameters")
+    return library
+
+
+def library_file(library: dict, defn: str) -> str:
+    """The text of ``library["ddl_file"]`` inside the installed package (located, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(library["package"])
+    path = Path(spec.origin).parent / library["ddl_file"] if spec and spec.origin else None
+    if path is None or not path.is_file():
+        raise _fail(defn, f"library.ddl_file {library['ddl_file']!r} is not in the installed {library['package']}",
+                    "a file of the installed package, e.g. sql/schema.sql")
+    return path.read_text()
 
 
 def applicability(defn: QueueDefinition) -> dict[str, str]:
@@ -343,14 +439,15 @@ def applicability(defn: QueueDefinition) -> dict[str, str]:
         out["batch"] = "its claim has no :batch parameter"
     if not (defn.uses("claim", "lease_s") or defn.uses("reaper", "lease_s")):
         out["lease_s"] = "neither its claim nor its reaper has a :lease_s parameter"
-    if "reaper" not in defn.statements:
+    present = set(defn.statements) | set(defn.generated)
+    if "reaper" not in present:
         out["reaper_interval_s"] = "it has no reaper statement"
-    if "enqueue" not in defn.statements:
+    if "enqueue" not in present:
         for key in ("rate", "producers", "arrival", "bursts", "future_share", "future_delay_ms", "priority_mix"):
             out[key] = "it has no enqueue statement"
     elif not defn.uses("enqueue", "priority"):
         out["priority_mix"] = "its enqueue statement has no :priority parameter"
-    if "fail" not in defn.statements:
+    if "fail" not in present:
         for key in ("fail_prob", "poison_share", "retry_base_s", "retry_cap_s"):
             out[key] = "it has no fail statement"
     if not (defn.uses("seed", "max_attempts") or defn.uses("enqueue", "max_attempts")):

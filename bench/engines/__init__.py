@@ -41,6 +41,7 @@ def engine_for(cfg):
         return get_engine(cfg.engine)
     if cfg.queue not in _DEFINED:
         from bench.engines.postgres.defined_engine import DefinedQueueEngine
+        from bench.engines.postgres.libraries import resolve
 
-        _DEFINED[cfg.queue] = DefinedQueueEngine(load_queue(cfg.queue))
+        _DEFINED[cfg.queue] = DefinedQueueEngine(resolve(load_queue(cfg.queue)))
     return _DEFINED[cfg.queue]

@@ -11,7 +11,8 @@ from pathlib import Path
 from bench.report.run_format import fmt_value
 from bench.results.model import problems
 
-__all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "vacuum_note", "workers_plan_label"]
+__all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "queue_notes", "vacuum_note",
+           "workers_plan_label"]
 
 BACKLOG_DRY_TEXT = ("backlog ran dry: throughput is bounded by the seeded backlog, "
                     "not by the queue")
@@ -117,3 +118,21 @@ def claim_plan(run_dir: Path) -> str | None:
     """The captured EXPLAIN text of one claim, if the run has one."""
     path = run_dir / "claim_plan.txt"
     return path.read_text(encoding="utf-8").rstrip() if path.is_file() else None
+
+
+def queue_notes(summary: dict) -> list[tuple[str, str]]:
+    """(term, text) pairs of "The queue under test" for a queue definition (``queue_definition``):
+    its file and table, and for a queue library how it was driven (``measurement``: how this
+    measurement differs from the library's own worker loop) and what the plan figures mean for it;
+    [] for the built-in queue."""
+    q = summary.get("queue_definition")
+    if not q:
+        return []
+    out = [("definition", f"{q['name']}: {q.get('description') or ''} ({q['path']}; queue table {q['table']})")]
+    library = q.get("library")
+    if library:
+        out.append(("queue library", f"{library['package']} {library['version']}"))
+        out.append(("how it was driven", library.get("measurement") or ""))
+        if library.get("plans"):
+            out.append(("what the plan figures mean here", library["plans"]))
+    return out

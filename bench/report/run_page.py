@@ -24,7 +24,7 @@ from bench.report.render import environment
 from bench.report.run_data import ReportError, load_run
 from bench.report.run_figures import run_figures
 from bench.report.run_format import fmt_value
-from bench.report.run_notes import banners, claim_plan, headline, vacuum_note
+from bench.report.run_notes import banners, claim_plan, headline, queue_notes, vacuum_note
 from bench.report.run_tables import env_rows, latency_rows, plan_rows, process_rows, summary_rows
 
 __all__ = ["ReportError", "render_report"]
@@ -59,6 +59,7 @@ def render_report(run_dir: Path) -> Path:
         "engine": config.get("engine") or "postgres",
         "headline": headline(config, summary),
         "banners": banners(summary),
+        "queue_notes": queue_notes(summary),
         "monitor_notes": list(summary.get("monitor_notes") or []),
         "vacuum_note": vacuum_note(summary),
         "claim_plan": claim_plan(run_dir),

@@ -29,7 +29,7 @@ from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
 
 #: The statements checked with PREPARE before the load, in this order.
-_CHECKED = ("claim", "complete", "complete_many", "fail", "reaper", "enqueue")
+_CHECKED = ("register", "claim", "complete", "complete_many", "fail", "reaper", "enqueue")
 
 
 class DefinitionRefused(ConfigError):
@@ -157,22 +157,30 @@ class DefinedQueueEngine(PostgresEngine):
         """One claim, as the workers send it, in a transaction rolled back. Raises DefinitionRefused."""
         body = defined_sql.claim_body(self.defn, cfg.policy)
         values = defined_sql.claim_values(cfg.batch, "queue-bench check", cfg.lease_s)
-        text = defined_sql.literal(body, values)
         try:
             with conn.transaction(force_rollback=True):
                 conn.execute("SET LOCAL statement_timeout = '60s'")
                 for name, value in self.defn.settings.items():  # as the workers' sessions have them
                     conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+                values["worker_id"] = self._register(conn)
+                text = defined_sql.literal(body, values)
                 conn.execute(defined_sql.wrapped_claim(self.defn, text, [])).fetchall()
         except psycopg.Error as err:
             self._refuse(conn, cfg.schema, "QUEUE", "one claim (rolled back)", err)
+
+    def _register(self, conn: psycopg.Connection) -> int:
+        """The definition's register statement run on ``conn`` (its worker id), or 0 without one."""
+        if "register" not in self.defn.statements:
+            return 0
+        return int(conn.execute(defined_sql.literal(self.defn.statements["register"], {})).fetchone()[0])
 
     def _seeded(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> SeedResult:
         counts = defined_audit.status_counts(conn, cfg.schema, self.defn)
         rows = sum(counts.values())
         log(f"queue {self.defn.name!r}: seeded {rows:,} rows ({counts['pending']:,} eligible, {counts['done']:,} done) "
-            f"in {self._seed_s:.1f} s; index variant {cfg.index!r} built in {self._index_s:.1f} s, "
-            f"VACUUM ANALYZE in {self._vacuum_s:.1f} s; every statement checked with PREPARE and one claim rolled back")
+            f"in {self._seed_s:.1f} s; "
+            + (f"index variant {cfg.index!r} built in {self._index_s:.1f} s, " if self.defn.indexes else "")
+            + f"VACUUM ANALYZE in {self._vacuum_s:.1f} s; every statement checked with PREPARE and one claim rolled back")
         return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s,
                           f"the seed statement of queue {self.defn.name!r}")
 
@@ -201,6 +209,7 @@ class DefinedQueueEngine(PostgresEngine):
         values = defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s)
         try:
             conn.execute(defined_sql.set_search_path(cfg.schema))
+            values["worker_id"] = self._register(conn)  # a library's worker row, left in the tool's schema
             for name, value in self.defn.settings.items():  # as the workers' sessions have them
                 conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
             try:

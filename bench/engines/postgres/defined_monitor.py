@@ -42,7 +42,7 @@ class DefinedMonitor(Monitor):
         jobs = sql.Identifier(schema, defn.table)
         regclass = sql.Literal(jobs.as_string(None))
         self.stats_query = sql.SQL(_STATS).format(regclass=regclass, jobs=jobs)
-        self.age_query = sql.SQL(_AGE).format(eligible_at=sql.Identifier(defn.columns["eligible_at"]), jobs=jobs,
+        self.age_query = sql.SQL(_AGE).format(eligible_at=defined_sql.eligible_at(defn), jobs=jobs,
                                               eligible=sql.SQL(defn.predicates["eligible"]))
         running = (sql.SQL("(SELECT count(*) FROM {} WHERE {})").format(jobs, sql.SQL(defn.predicates["running"]))
                    if "running" in defn.predicates else sql.SQL("NULL::bigint"))

@@ -63,8 +63,29 @@ class DefinedWorkerSession(PgWorkerSession):
         if cfg.isolation != "read_committed":
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
+        self.worker_id = self._register() if "register" in defn.statements else None
+        if self.worker_id is not None:
+            values["worker_id"] = self.worker_id
+            self.claim_params = [defined_sql.text_param(values[n]) for n in names]
+            if self.claim_text is not None:
+                self.claim_text = defined_sql.wrapped_claim(
+                    defn, defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), values), returned).encode()
+
+    def _register(self) -> int:
+        """Run the definition's register statement once on this connection (a library's worker
+        registration); its first value is ``:worker_id``. Raises ConnectFailed."""
+        from bench.engines.base import ConnectFailed
+        from bench.engines.postgres.error_kinds import error_kind, first_line
+
+        try:
+            found = rows(self.session.query(defined_sql.literal(self.defn.statements["register"], {}).encode()))
+        except psycopg.Error as err:
+            self.session.close()
+            raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+        return int(found[0][0])
 
     def _run(self, key: str, values: dict):
+        values = {**values, "worker_id": self.worker_id}
         try:
             return self.session.execute(key.encode(), [defined_sql.text_param(values[n]) for n in self.params[key]])
         except psycopg.Error as err:
@@ -138,7 +159,9 @@ class DefinedProducerSession:
                 result = self.session.execute(b"enqueue", [defined_sql.text_param(values[n]) for n in self.names])
             except psycopg.Error as err:
                 raise _translate(err, self.session) from None
-            ids.extend(int(r[0]) for r in rows(result))
+            names = [result.fname(i).decode() for i in range(result.nfields)]
+            column = names.index("id") if "id" in names else 0  # a library's insert may return (ord, id)
+            ids.extend(int(r[column]) for r in rows(result))
         return ids
 
     def close(self) -> None:

@@ -12,7 +12,8 @@ https://www.postgresql.org/docs/current/queries-with.html#QUERIES-WITH-MODIFYING
 none), the lease's end in epoch seconds (``Infinity`` when the queue has no lease: a job is never
 taken back, so a second claim of an unfinished job is always a double claim) and the database's
 ``clock_timestamp()`` after the claim's rows were returned (epoch seconds): the same six columns
-as the built-in claim (:data:`bench.engines.base.ClaimedRow`).
+as the built-in claim (:data:`bench.engines.base.ClaimedRow`). A row whose id is NULL is no job
+(a claim function that found nothing may return one row of NULLs: procrastinate's does).
 """
 
 from __future__ import annotations
@@ -20,18 +21,21 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from bench.config.queue_definition import LOCKING_PLACEHOLDER, QueueDefinition, render
+import re
+
+from bench.config.queue_definition import LOCKING_PLACEHOLDER, QueueDefinition, render, skip_quoted
 from bench.engines.postgres.policies import LOCKING_CLAUSE
 
 #: The wrapper's CTE name (pg_stat_statements finds the claim by it).
 CLAIMED_CTE = "qbench_claimed"
 
 _WRAPPER = """\
-WITH {cte} AS (
+WITH {ctes}{cte} AS (
 {claim}
 )
 SELECT ({id})::bigint, {token}, {pickup}, {attempts}, {lease}, extract(epoch FROM clock_timestamp())::float8
-FROM {cte}"""
+FROM {cte}
+WHERE ({id}) IS NOT NULL"""
 
 
 def _strip(text: str) -> str:
@@ -63,8 +67,9 @@ def wrapped_claim(defn: QueueDefinition, body: str, returned: list[str]) -> str:
     column names the claim itself returns (whether it returns ``eligible_at`` decides pickup)."""
     cols = defn.columns
     ident = lambda name: sql.Identifier(name).as_string(None)  # noqa: E731
+    ctes, body = split_with(body)
     return _WRAPPER.format(
-        cte=CLAIMED_CTE, claim=body, id=ident(cols["id"]),
+        ctes=ctes, cte=CLAIMED_CTE, claim=body, id=ident(cols["id"]),
         token=f"({ident(cols['token'])})::bigint" if "token" in cols else "NULL::bigint",
         pickup=(f"(extract(epoch FROM clock_timestamp() - {ident(cols['eligible_at'])}) * 1000000)::bigint"
                 if cols["eligible_at"] in returned else "NULL::bigint"),
@@ -73,9 +78,50 @@ def wrapped_claim(defn: QueueDefinition, body: str, returned: list[str]) -> str:
                else "'Infinity'::float8"))
 
 
+def split_with(text: str) -> tuple[str, str]:
+    """``(ctes, main)`` of a statement that starts with ``WITH``: its CTE list without the ``WITH``
+    (``RECURSIVE`` kept, each CTE and a comma after the last) and its main statement; ``("", text)`` otherwise. The wrapper puts the
+    claim's own CTEs beside its own instead of nesting them: PostgreSQL refuses a data-modifying CTE in
+    a ``WITH`` that is not at the top level (pgqueuer's dequeue has two)."""
+    m = re.match(r"\s*WITH\s+(RECURSIVE\s+)?", text, re.IGNORECASE)
+    if m is None:
+        return "", text
+    i, n = m.end(), len(text)
+    body_opener = re.compile(r"\b(AS|MATERIALIZED)\s*$", re.IGNORECASE)
+    while True:
+        depth, start, body_done = 0, i, False
+        while i < n and not body_done:  # to the end of this CTE's body: the group after AS [MATERIALIZED]
+            after = skip_quoted(text, i)
+            if after is not None:
+                i = after
+                continue
+            if text[i] == "(":
+                if depth == 0:
+                    opened = i
+                depth += 1
+            elif text[i] == ")":
+                depth -= 1
+                if depth == 0:  # a column list closes here too: the body is the group after AS
+                    body_done = bool(body_opener.search(text[start:opened]))
+            i += 1
+        if not body_done:
+            return "", text  # not a CTE list this scan understands: wrap it whole
+        rest = text[i:].lstrip()
+        if rest.startswith(","):
+            i = n - len(rest) + 1
+            continue
+        return (m.group(1) or "") + text[m.end():n - len(rest)].strip() + ",\n", rest
+
+
 def claim_values(batch: int, worker: str, lease_s: float) -> dict:
-    """The claim's parameter values by name."""
-    return {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s)}
+    """The claim's parameter values by name (``worker_id`` is added by the session that registered)."""
+    return {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s), "worker_id": 0}
+
+
+def eligible_at(defn: QueueDefinition) -> sql.Composable:
+    """The definition's ``eligible_at``: a quoted column when it is a plain name, else its SQL expression."""
+    text = defn.columns["eligible_at"]
+    return sql.Identifier(text) if text.isidentifier() else sql.SQL(text)
 
 
 def text_param(value) -> bytes:

@@ -1,0 +1,70 @@
+"""Real queue libraries as queue definitions (``queues/procrastinate``, ``queues/pgqueuer``) on the real
+PostgreSQL: their tables made by their own schema, driven through their own claim path, 10 workers
+draining 1,000 jobs, and every job done exactly once according to the library's own tables (not the
+tool's audit: the library's record of what it did)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from bench.config.queue_definition import load_queue
+from bench.config.run_config import build_config
+from bench.errors import ConfigError
+from conftest import run_and_load
+
+JOBS = 1000
+DRAIN = ("--workers", "10", "--backlog", str(JOBS), "--duration", "4s", "--warmup", "0s")
+
+
+def _rows(dsn: str, schema: str, query: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
+        return conn.execute(query).fetchall()
+
+
+def test_procrastinate_runs_every_job_exactly_once_by_its_own_tables(dsn, tmp_path):
+    schema = "qb_procrastinate"
+    run_dir, summary, _ = run_and_load(dsn, tmp_path / "r", "--queue", "procrastinate", "--schema", schema, *DRAIN)
+    assert _rows(dsn, schema, "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1") == [("succeeded", JOBS)]
+    # procrastinate's events (written by its own triggers): one start and one success per job
+    per_job = _rows(dsn, schema, """
+        SELECT count(*) FILTER (WHERE type = 'started'), count(*) FILTER (WHERE type = 'succeeded')
+        FROM procrastinate_events GROUP BY job_id""")
+    assert len(per_job) == JOBS and set(per_job) == {(1, 1)}
+    # its workers' registrations: one per worker connection (and the check's and the plan capture's)
+    assert _rows(dsn, schema, "SELECT count(*) FROM procrastinate_workers")[0][0] >= 10
+    assert summary["invariants"] == {k: 0 for k in ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims",
+                                                    "double_completions")}
+    assert set(summary["uncheckable_invariants"]) == {"stale_completions_applied"}
+    report = (run_dir / "report.html").read_text()
+    assert "procrastinate_fetch_job_v2" in report and "PL/pgSQL" in report  # how it was driven, what plans mean
+
+
+def test_pgqueuer_runs_every_job_exactly_once_by_its_own_tables(dsn, tmp_path):
+    schema = "qb_pgqueuer"
+    run_dir, summary, _ = run_and_load(dsn, tmp_path / "r", "--queue", "pgqueuer", "--schema", schema, "--batch", "5",
+                                       *DRAIN)
+    assert _rows(dsn, schema, "SELECT count(*) FROM pgqueuer")[0][0] == 0  # done jobs leave the queue table
+    per_job = _rows(dsn, schema, """
+        SELECT count(*) FILTER (WHERE status = 'queued'), count(*) FILTER (WHERE status = 'picked'),
+               count(*) FILTER (WHERE status = 'successful')
+        FROM pgqueuer_log GROUP BY job_id""")
+    assert len(per_job) == JOBS and set(per_job) == {(1, 1, 1)}
+    assert summary["invariants"]["lost_jobs"] == 0 and summary["invariants"]["double_claims"] == 0
+    assert summary["invariants"]["over_claims"] == 0 and summary["max_rows_per_claim"] == 5
+    report = (run_dir / "report.html").read_text()
+    assert "pgqueuer" in report and "QueueManager loop is not run" in report
+
+
+def test_a_library_version_other_than_the_definitions_is_refused(tmp_path):
+    text = (Path(load_queue("procrastinate").path)).read_text().replace('version = "3.10.0"', 'version = "2.0.0"')
+    path = tmp_path / "old" / "queue.toml"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        build_config("default", {"queue": str(path)})
+    assert err.value.param == "QUEUE" and "procrastinate 2.0.0" in str(err.value) and "3.10.0 is installed" in str(err.value)
