@@ -200,3 +200,41 @@ def test_a_queue_without_token_is_audited_for_what_it_can_be(dsn, tmp_path):
     report = (run_dir / "report.html").read_text()
     assert re.search(r"cannot check stale_completions_applied on this queue: the queue has no attempt token", report)
     assert "tasks (queue definition)" in report
+
+
+@pytest.mark.parametrize("what, replace, message", [
+    ("a predicate naming no column", {'eligible = "status = \'pending\' AND run_at <= now()"':
+                                      'eligible = "statu = \'pending\'"'}, "predicates.eligible failed on the database"),
+    ("eligible_at naming no column", {'eligible_at = "run_at"': 'eligible_at = "queued_at"'},
+     "columns.eligible_at failed on the database"),
+    ("a text id", {"id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY":
+                   "id               text PRIMARY KEY DEFAULT md5(random()::text)"},
+     "the claim's id column 'id' is text; allowed: an integer id"),
+    ("a bad setting", {}, "settings.work_mem failed on the database"),
+])
+def test_what_the_monitor_and_audit_read_is_checked_before_the_load(dsn, tmp_path, what, replace, message):
+    """Mistakes the statements' PREPARE alone would not see: refused in one line, exit 2, nothing left."""
+    extra = '\n[settings]\nwork_mem = "lots"\n' if "setting" in what else ""
+    path = _variant(tmp_path, "wrong", replace, extra)
+    before = _schemas(dsn)
+    proc = qbench("run", "--dsn", dsn, "--results", str(tmp_path / "r"), "--queue", path, "--schema", "qb_wrong")
+    assert proc.returncode == 2, (what, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], (what, proc.stderr)
+    assert _schemas(dsn) == before and not (tmp_path / "r").exists()
+
+
+def test_future_arrivals_need_the_enqueue_to_take_run_at(tmp_path):
+    """FUTURE_SHARE schedules produced jobs later through the enqueue's :run_at: without it, refused."""
+    path = _variant(tmp_path, "no_run_at", {"VALUES (:priority, to_timestamp(:run_at), :max_attempts)":
+                                            "VALUES (:priority, now(), :max_attempts)"})
+    with pytest.raises(ConfigError) as err:
+        build_config("default", {"queue": path, "rate": "100", "future_share": "0.5"})
+    assert err.value.param == "FUTURE_SHARE" and ":run_at" in str(err.value)
+    assert build_config("default", {"queue": path, "rate": "100"}).future_share == 0.0
+
+
+def test_locking_placeholder_in_a_comment_is_left_alone(tmp_path):
+    path = _variant(tmp_path, "commented", {COMPLETE_WHERE: "WHERE id = :id AND attempt_token = :token -- no {locking}\n"
+                                                            "  AND status = 'running'\n\"\"\""})
+    assert load_queue(path).locking

@@ -141,7 +141,7 @@ class QueueDefinition:
     @property
     def locking(self) -> bool:
         """True when the claim holds ``{locking}`` (``POLICY`` applies)."""
-        return LOCKING_PLACEHOLDER in self.statements.get("claim", "")
+        return has_locking(self.statements.get("claim", ""))
 
 
 def describe_queue(queue: str) -> dict | None:
@@ -227,6 +227,21 @@ def skip_quoted(text: str, i: int) -> int | None:
         end = text.find(tag, i + len(tag))
         return n if end < 0 else end + len(tag)
     return None
+
+
+def has_locking(text: str) -> bool:
+    """True when ``{locking}`` stands in SQL ``text`` outside quoted strings, identifiers, dollar-quoted
+    bodies and comments."""
+    i, n = 0, len(text)
+    while i < n:
+        after = skip_quoted(text, i)
+        if after is not None:
+            i = after
+        elif text.startswith(LOCKING_PLACEHOLDER, i):
+            return True
+        else:
+            i += 1
+    return False
 
 
 def scan_parameters(text: str) -> list[tuple[int, int, str]]:
@@ -334,7 +349,7 @@ def load_queue(name: str) -> QueueDefinition:
         if "register" not in texts and "worker_id" in {p for _, _, p in scan_parameters(text)}:
             raise _fail(defn, f"statements.{key} uses :worker_id without a register statement",
                         "statements.register, run once per worker connection, returning the worker id")
-        if key != "claim" and LOCKING_PLACEHOLDER in text:
+        if key != "claim" and has_locking(text):
             raise _fail(defn, f"statements.{key} holds {LOCKING_PLACEHOLDER}", "{locking} in the claim only")
     for key, text in (("table.ddl", ddl or ""),):
         if library is None and scan_parameters(text):
@@ -445,8 +460,12 @@ def applicability(defn: QueueDefinition) -> dict[str, str]:
     if "enqueue" not in present:
         for key in ("rate", "producers", "arrival", "bursts", "future_share", "future_delay_ms", "priority_mix"):
             out[key] = "it has no enqueue statement"
-    elif not defn.uses("enqueue", "priority"):
-        out["priority_mix"] = "its enqueue statement has no :priority parameter"
+    else:
+        if not defn.uses("enqueue", "priority"):
+            out["priority_mix"] = "its enqueue statement has no :priority parameter"
+        if not defn.uses("enqueue", "run_at"):
+            for key in ("future_share", "future_delay_ms"):
+                out[key] = "its enqueue statement has no :run_at parameter (a job is due when it is inserted)"
     if "fail" not in present:
         for key in ("fail_prob", "poison_share", "retry_base_s", "retry_cap_s"):
             out[key] = "it has no fail statement"

@@ -35,7 +35,7 @@ __all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_j
 DERIVED_COLUMNS = ("isolation", "index", "layout")
 
 #: Run parameters carried as columns of cells.csv.
-PARAM_COLUMNS = ("engine", "isolation", "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
+PARAM_COLUMNS = ("engine", "queue", "isolation", "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
                  "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
 NUMERIC_COLUMNS = (
     "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
@@ -46,7 +46,7 @@ NUMERIC_COLUMNS = (
     "plan_custom_buffers", "plan_custom_ms", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
-    "harness_cpu_max_pct",
+    "harness_cpu_max_pct", "pickup_p50_us",
 )
 BOOL_COLUMNS = ("suspect", "invariants_ok", "saturated")
 _EMPTY_COLUMNS = ["cell_id", "rep", "run_id", "run_dir", "status"]

@@ -12,7 +12,7 @@ from bench.results.model import invariants_ok, stamped
 
 #: Columns of cells.csv, in order (the contract the comparison report reads).
 CELL_COLUMNS = (
-    "cell_id", "rep", "run_id", "run_dir", "status", "engine", "isolation",
+    "cell_id", "rep", "run_id", "run_dir", "status", "engine", "queue", "isolation",
     "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
     "plan_cache", "prepared", "autovacuum",
     "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
@@ -25,7 +25,7 @@ CELL_COLUMNS = (
     "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
-    "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated",
+    "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "pickup_p50_us",
 )
 
 
@@ -44,7 +44,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
     ``backlog`` is the backlog really seeded (``run.json``), else the configured one."""
     row = {"cell_id": cell_id, "rep": rep, "status": status,
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
-           "engine": cfg.engine, "isolation": cfg.isolation,
+           "engine": cfg.engine, "queue": cfg.queue, "isolation": cfg.isolation,
            "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
            "layout": cfg.layout, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
@@ -76,6 +76,10 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
         "invariants_ok": invariants_ok(summary),
         "saturated": summary.get("saturated"),
+        # a queue definition's audit: the invariants it could not check there (space-separated names)
+        "invariants_unchecked": " ".join(sorted(summary.get("uncheckable_invariants") or {})),
+        "pickup_p50_us": None if (summary.get("pickup_latency_ms") or {}).get("p50") is None
+        else round(summary["pickup_latency_ms"]["p50"] * 1000.0, 1),
     })
     for mode in ("custom", "generic"):
         plan = plans.get(mode) or {}

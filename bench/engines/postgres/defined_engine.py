@@ -57,26 +57,63 @@ class DefinedQueueEngine(PostgresEngine):
         raise DefinitionRefused(param, f"queue {self.defn.name!r}: {what} failed on the database: {first_line(err)}; "
                                        f"allowed: a statement this server runs (the definition is {self.defn.path})")
 
+    def _check_reads(self, conn: psycopg.Connection, cfg: Any) -> None:
+        """PREPARE and DEALLOCATE what the monitor and the audit read of the table: each predicate and
+        ``eligible_at``; and each ``[settings]`` value, set in a transaction rolled back. Raises
+        DefinitionRefused naming the key."""
+        defn = self.defn
+        table = sql.Identifier(defn.table).as_string(None)
+        reads = [(f"predicates.{k}", f"SELECT count(*) FROM {table} WHERE {v}")
+                 for k, v in defn.predicates.items() if not (k == "done" and defn.deletes_done)]
+        reads.append(("columns.eligible_at", f"SELECT min({defined_sql.eligible_at(defn).as_string(None)}) "
+                                             f"- now() FROM {table}"))
+        for what, text in reads:
+            try:
+                conn.execute("PREPARE qbench_check AS " + text)
+                conn.execute("DEALLOCATE qbench_check")
+            except psycopg.Error as err:
+                self._refuse(conn, cfg.schema, "QUEUE", what, err)
+        for name, value in defn.settings.items():
+            try:
+                with conn.transaction(force_rollback=True):
+                    conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+            except psycopg.Error as err:
+                self._refuse(conn, cfg.schema, "QUEUE", f"settings.{name}", err)
+
+    def _check_claim_columns(self, conn: psycopg.Connection, cfg: Any, body: str) -> list[str]:
+        """The columns the claim returns; refused unless it returns every ``[columns]`` column it must
+        (named by key) and its id is an integer. Raises DefinitionRefused."""
+        defn = self.defn
+        try:
+            described = defined_sql.describe_claim(conn, body)
+        except psycopg.Error as err:
+            self._refuse(conn, cfg.schema, "QUEUE", "statements.claim", err)
+        returned = list(described)
+        missing = [f"{defn.columns[c]} (columns.{c})" for c in ("id", "token", "attempts", "lease")
+                   if c in defn.columns and defn.columns[c] not in returned]
+        if missing:
+            db.drop_schema(conn, cfg.schema)
+            raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: the claim returns {', '.join(returned) or 'no column'}"
+                                             f" but not {', '.join(missing)}; allowed: a claim whose RETURNING gives "
+                                             "every column [columns] names but eligible_at")
+        id_type = described[defn.columns["id"]]
+        if id_type not in defined_sql.INTEGER_TYPES:
+            db.drop_schema(conn, cfg.schema)
+            raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: the claim's id column {defn.columns['id']!r} is "
+                                             f"{id_type}; allowed: an integer id (smallint, integer, bigint)")
+        return returned
+
     def _check_statements(self, conn: psycopg.Connection, cfg: Any) -> None:
         """PREPARE and DEALLOCATE each statement under the schema's search_path (names resolved, types
         inferred, nothing executed). Raises DefinitionRefused."""
         defn = self.defn
+        self._check_reads(conn, cfg)
         for key in _CHECKED:
             if key not in defn.statements:
                 continue
             if key == "claim":
                 body, _ = defined_sql.positional(defined_sql.claim_body(defn, cfg.policy))
-                try:
-                    returned = defined_sql.describe_columns(conn, body)
-                except psycopg.Error as err:
-                    self._refuse(conn, cfg.schema, "QUEUE", "statements.claim", err)
-                missing = [defn.columns[c] for c in ("id", "token", "attempts", "lease")
-                           if c in defn.columns and defn.columns[c] not in returned]
-                if missing:
-                    db.drop_schema(conn, cfg.schema)
-                    raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: the claim returns {', '.join(returned) or 'no column'}"
-                                                     f" but not {', '.join(missing)} ([columns]); allowed: a claim whose "
-                                                     "RETURNING gives every column [columns] names but eligible_at")
+                returned = self._check_claim_columns(conn, cfg, body)
                 text = defined_sql.wrapped_claim(defn, body, returned)
             else:
                 text, _ = defined_sql.positional(defn.statements[key])

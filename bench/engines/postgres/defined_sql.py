@@ -57,8 +57,20 @@ def literal(text: str, values: dict) -> str:
 def claim_body(defn: QueueDefinition, policy: str) -> str:
     """The user's claim with ``{locking}`` replaced by ``policy``'s locking clause (when it has one)."""
     text = _strip(defn.statements["claim"])
-    if defn.locking:
-        text = text.replace(LOCKING_PLACEHOLDER, LOCKING_CLAUSE[policy])
+    if defn.locking:  # the placeholder in the SQL itself (one in a comment or a string is left alone)
+        out, i, n = [], 0, len(text)
+        while i < n:
+            after = skip_quoted(text, i)
+            if after is not None:
+                out.append(text[i:after])
+                i = after
+            elif text.startswith(LOCKING_PLACEHOLDER, i):
+                out.append(LOCKING_CLAUSE[policy])
+                i += len(LOCKING_PLACEHOLDER)
+            else:
+                out.append(text[i])
+                i += 1
+        text = "".join(out)
     return text
 
 
@@ -141,6 +153,20 @@ def schema_path(schema: str) -> str:
 def set_search_path(schema: str) -> sql.Composed:
     """``SET search_path = <schema>`` (:func:`schema_path`) as a statement."""
     return sql.SQL("SET search_path = {}").format(sql.Identifier(schema))
+
+
+#: Integer types an id column may have (``pg_type.typname``).
+INTEGER_TYPES = ("int2", "int4", "int8")
+
+
+def describe_claim(conn: psycopg.Connection, body: str) -> dict[str, str]:
+    """``{column name: its type's name}`` of what statement ``body`` returns, in order (described, not
+    executed; see :func:`describe_columns`). Raises psycopg.Error."""
+    names = describe_columns(conn, body)
+    described = conn.pgconn.describe_prepared(b"")
+    oids = [described.ftype(i) for i in range(described.nfields)]
+    types = dict(conn.execute("SELECT oid::int, typname::text FROM pg_type WHERE oid = ANY(%s)", (oids,)).fetchall())
+    return {name: types.get(oid, str(oid)) for name, oid in zip(names, oids)}
 
 
 def describe_columns(conn: psycopg.Connection, body: str) -> list[str]:

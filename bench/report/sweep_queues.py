@@ -1,0 +1,53 @@
+"""A sweep with a ``queue`` axis: the queues side by side (the tool's own queue, queue definitions and
+queue libraries), one row per cell, for the same database, arrival rate and work time.
+
+Used by :mod:`bench.report.sweep_page`. :func:`queue_rows` gives the table: throughput, claim p50 and
+p99, pickup p50, the oldest eligible age and the invariants, each cell's audit as it checked them.
+"""
+
+from __future__ import annotations
+
+from bench.report.format import ci_text
+from bench.results.sweep import SweepResults
+from bench.results.values import fmt_label
+
+__all__ = ["queue_rows"]
+
+
+def _invariants(cell) -> tuple[str, bool]:
+    """What the cell's runs' audits found, and whether it is bad: ``0 broken`` (every checked invariant
+    0 in every run), ``broken in N of M runs`` or ``not checked`` (a run whose database went away),
+    with the invariants a definition's audit cannot check named after it."""
+    runs = cell.done
+    oks = runs["invariants_ok"].tolist() if "invariants_ok" in runs else []
+    broken = sum(1 for v in oks if v is False)
+    unknown = sum(1 for v in oks if v is not True and v is not False)
+    text = (f"broken in {broken} of {len(oks)} runs" if broken else
+            f"not checked in {unknown} of {len(oks)} runs" if unknown else "0 broken" if oks else "no run")
+    unchecked = sorted({name for v in (runs["invariants_unchecked"].tolist() if "invariants_unchecked" in runs else [])
+                        if isinstance(v, str) for name in v.split()})
+    if unchecked:
+        text += "; cannot check " + ", ".join(unchecked)
+    return text, bool(broken or unknown or not oks)
+
+
+def queue_rows(sweep: SweepResults) -> list[dict] | None:
+    """One row per cell of a sweep whose ``queue`` varies, else None: ``{"cell_id", "queue", "rate",
+    "throughput", "claim_p50", "claim_p99", "pickup_p50", "oldest_age", "invariants", "bad"}``; times in
+    ms (oldest eligible age, its largest sample, in s) as 'mean (95 % CI)' over repetitions."""
+    if "queue" not in sweep.varying:
+        return None
+    rows = []
+    for cell in sweep.cells:
+        invariants, broken = _invariants(cell)
+        rate = sweep.value(cell, "rate")
+        rows.append({
+            "cell_id": cell.cell_id, "queue": fmt_label(sweep.value(cell, "queue")),
+            "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",
+            "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
+            "claim_p50": ci_text(cell.stat("claim_p50_us"), 1000.0),
+            "claim_p99": ci_text(cell.stat("claim_p99_us"), 1000.0),
+            "pickup_p50": ci_text(cell.stat("pickup_p50_us"), 1000.0),
+            "oldest_age": ci_text(cell.stat("oldest_age_max_s")),
+            "invariants": invariants, "bad": cell.bad or broken})
+    return rows
