@@ -34,6 +34,13 @@ SUSPECT_CPU_PCT = 90.0
 #: behind the choice are in the README ("Event-loop lag").
 SUSPECT_LOOP_LAG_P99_US = 10_000
 
+#: Above this producer schedule lag p50 (ms) over the measured window, the open-loop producers ran
+#: more than a second behind their schedule for most of their inserts: the queue was not offered
+#: ``RATE`` (pgbench ``--rate`` reports the same schedule lag as the sign that the offered rate was
+#: not sustained: https://www.postgresql.org/docs/current/pgbench.html, "--rate"), so the run
+#: cannot answer what that rate does. Latencies stay honest: they are measured from the schedule.
+SUSPECT_PRODUCER_LAG_P50_MS = 1000.0
+
 
 def percentile(values: list[float], pct: float) -> float | None:
     """The ``pct`` percentile of ``values`` (nearest rank), None when empty."""
@@ -137,6 +144,15 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         reasons.append(f"the work per claim (about {work_s * cfg.batch:,.2f} s) outlasts the lease "
                        f"({cfg.lease_s:g} s): completions arrive after the lease expired"
                        + ("" if cfg.reaper_interval_s > 0 else ", and with no reaper nothing takes the jobs back"))
+    producer_lag = metrics.merge(measured, "producer_lag_us")
+    if cfg.rate > 0 and producer_lag.get_total_count():
+        lag_p50_ms = producer_lag.get_value_at_percentile(50) / 1000.0
+        if lag_p50_ms > SUSPECT_PRODUCER_LAG_P50_MS:
+            arrived = counters["jobs_produced"] / measured_s if measured_s else 0.0
+            reasons.append(f"the producers ran {lag_p50_ms / 1000:,.1f} s behind their schedule (lag p50 > "
+                           f"{SUSPECT_PRODUCER_LAG_P50_MS / 1000:g} s): {arrived:,.1f} jobs/s arrived of RATE "
+                           f"{cfg.rate:g}, so the queue was not offered RATE (each insert takes longer than "
+                           "PRODUCERS / RATE allows: add PRODUCERS, or the database is saturated)")
     if run_info.get("database_lost"):
         reasons.append(f"the database went away during the run ({run_info['database_lost']}); "
                        "the end-of-run audit could not run, so the invariants are unknown")

@@ -68,3 +68,15 @@ def test_a_library_version_other_than_the_definitions_is_refused(tmp_path):
     with pytest.raises(ConfigError) as err:
         build_config("default", {"queue": str(path)})
     assert err.value.param == "QUEUE" and "procrastinate 2.0.0" in str(err.value) and "3.10.0 is installed" in str(err.value)
+
+
+def test_producers_that_cannot_keep_the_rate_make_the_run_suspect(dsn, tmp_path):
+    """One producer asked for far more arrivals than its inserts allow falls behind its schedule: the
+    run says the queue was not offered RATE; at a rate it keeps, it does not."""
+    args = ("--queue", "pgqueuer", "--workers", "4", "--duration", "3s", "--warmup", "1s", "--producers", "1")
+    _, behind, _ = run_and_load(dsn, tmp_path / "behind", *args, "--rate", "20000")
+    assert any("behind their schedule" in r and "was not offered RATE" in r for r in behind["suspect_reasons"])
+    assert behind["producer_lag_ms"]["p50"] > 1000
+    _, kept, _ = run_and_load(dsn, tmp_path / "kept", *args, "--rate", "50")
+    assert not any("behind their schedule" in r for r in kept["suspect_reasons"])
+    assert kept["producer_lag_ms"]["p50"] < 1000 and kept["invariants"]["lost_jobs"] == 0
