@@ -212,6 +212,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         # a queue definition's audit: the invariants it cannot check there, with why (never reported as 0)
         "uncheckable_invariants": audit_result.get("uncheckable") or {},
         "queue_definition": run_info.get("queue_definition"),
+        "audit_notes": audit_result.get("notes") or [],
         "harness_cpu_max_pct": cpu_max,
         "harness_cpu_limit_pct": SUSPECT_CPU_PCT,
         "suspect": bool(reasons),

@@ -238,3 +238,17 @@ def test_locking_placeholder_in_a_comment_is_left_alone(tmp_path):
     path = _variant(tmp_path, "commented", {COMPLETE_WHERE: "WHERE id = :id AND attempt_token = :token -- no {locking}\n"
                                                             "  AND status = 'running'\n\"\"\""})
     assert load_queue(path).locking
+
+
+def test_without_a_lease_a_rescued_crashed_job_counts_as_a_double_claim_and_the_report_says_why(dsn, tmp_path):
+    """The tasks queue has no lease column: its rescuer (the reaper statement) takes back a crashed
+    worker's task, another worker claims it, and the audit, which cannot tell a dead worker from a slow
+    one, counts it; at most once per crashed job, and the report says how to read the count."""
+    run_dir, summary, _ = run_and_load(
+        dsn, tmp_path / "r", "--queue", "tasks", "--index", "queued_created", "--workers", "8", "--work-ms", "20",
+        "--lease-s", "1", "--reaper-interval-s", "0.5", "--faults", "crash_after_claim@1-3:share=0.5",
+        "--duration", "6s", "--warmup", "1s")
+    assert summary["crashed_jobs"] > 0 and summary["lease_expiries"] > 0
+    assert 0 < summary["invariants"]["double_claims"] <= summary["crashed_jobs"]
+    assert any("no lease column" in n for n in summary["audit_notes"])
+    assert "note on the audit: the queue has no lease column" in (run_dir / "report.html").read_text()

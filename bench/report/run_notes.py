@@ -71,6 +71,7 @@ def banners(summary: dict) -> list[str]:
     lines.extend(problems(summary))
     lines.extend(f"the audit cannot check {key} on this queue: {why}"
                  for key, why in (summary.get("uncheckable_invariants") or {}).items())
+    lines.extend(f"note on the audit: {n}" for n in summary.get("audit_notes") or [])
     if summary.get("backlog_exhausted"):
         lines.append(BACKLOG_DRY_TEXT)
     if summary.get("saturated"):

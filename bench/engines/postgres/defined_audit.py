@@ -104,7 +104,8 @@ def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log:
               over_claims: int) -> dict:
     """Check the invariants against the events of ``log`` on ``defn``'s table in ``schema``; the
     result has :func:`bench.engines.common.audit_result`'s shape, without the invariants in
-    :func:`uncheckable` and with ``uncheckable`` beside them. Raises ``psycopg.Error`` when the
+    :func:`uncheckable` and with ``uncheckable`` beside them, and ``notes`` (sentences on how to read
+    a count the definition makes conservative). Raises ``psycopg.Error`` when the
     database cannot be read."""
     cols = defn.columns
     ident = sql.Identifier
@@ -129,6 +130,12 @@ def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log:
     result = audit_result(status_counts=status, **counts, over_claims=over_claims, events=events, retry_gaps=None,
                           poison={}, fifo_compared=0, fifo_out_of_order=0)
     result["uncheckable"] = uncheckable(defn)
+    result["notes"] = []
+    if "lease" not in cols and result["invariants"]["double_claims"]:
+        result["notes"].append("the queue has no lease column, so double_claims counts every claim of a job whose "
+                               "previous claim had not finished, a job a rescuer took back from a crashed worker "
+                               "included: the audit cannot tell a dead worker from a slow one, and neither can a "
+                               "time-based rescuer without a fencing token (FR-06)")
     for name in result["uncheckable"]:
         del result["invariants"][name]
     if "attempts" not in cols:
