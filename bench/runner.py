@@ -13,8 +13,6 @@ import logging
 import math
 import os
 import platform
-import re
-import secrets
 import shutil
 import signal
 import socket
@@ -83,17 +81,6 @@ def _now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def new_run_id(cfg: RunConfig) -> str:
-    """``<UTC time>-[<queue>-]<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique; the
-    queue definition's name (its directory's, for a path) when ``QUEUE`` is not ``builtin``, ``na`` for
-    a parameter that does not apply."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    part = lambda value: re.sub(r"[^A-Za-z0-9_]+", "", str(value).replace("n/a", "na")) or "q"  # noqa: E731
-    path = Path(cfg.queue)
-    queue = "" if cfg.queue == "builtin" else part(path.parent.name if path.suffix == ".toml" else path.name) + "-"
-    return f"{stamp}-{queue}{part(cfg.policy)}-w{cfg.workers}-b{cfg.batch}-{part(cfg.index)}-{secrets.token_hex(2)}"
-
-
 def run(cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
         state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
         web_ui: tuple[str, int, int] | None = None) -> Path:
@@ -145,7 +132,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
         backlog, backlog_how = cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
     else:
         backlog, backlog_how = compute_backlog(cfg)
-    run_id = new_run_id(cfg)
+    run_id = run_files.new_run_id(cfg)
     started_at = _now_iso()
     log(f"queue-bench {__version__}: run {run_id}")
     log(f"policy {cfg.policy}, workers {cfg.workers}, batch {cfg.batch}, txn {cfg.txn}, work {cfg.work_ms:g} ms, "

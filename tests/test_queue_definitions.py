@@ -19,7 +19,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bench.config.queue_definition import applicability, load_queue, render, scan_parameters
+from bench.config.queue_definition import applicability, load_queue
+from bench.config.sql_text import render, scan_parameters
 from bench.config.run_config import build_config
 from bench.errors import ConfigError
 from bench.results.model import problems

@@ -10,7 +10,10 @@ lag and counters per measured second) and ``summary.json``. The report reads onl
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
+import re
+import secrets
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -151,3 +154,14 @@ class HistogramLogs:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def new_run_id(cfg) -> str:
+    """The directory name of a new run of ``cfg`` (a RunConfig): ``<UTC time>-[<queue>-]<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique; the
+    queue definition's name (its directory's, for a path) when ``QUEUE`` is not ``builtin``, ``na`` for
+    a parameter that does not apply."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    part = lambda value: re.sub(r"[^A-Za-z0-9_]+", "", str(value).replace("n/a", "na")) or "q"  # noqa: E731
+    path = Path(cfg.queue)
+    queue = "" if cfg.queue == "builtin" else part(path.parent.name if path.suffix == ".toml" else path.name) + "-"
+    return f"{stamp}-{queue}{part(cfg.policy)}-w{cfg.workers}-b{cfg.batch}-{part(cfg.index)}-{secrets.token_hex(2)}"

@@ -52,10 +52,14 @@ class DefinedQueueEngine(PostgresEngine):
         return DefinedSessions(dsn, cfg, self.defn)
 
     # -- prepare and check
-    def _refuse(self, conn: psycopg.Connection, schema: str, param: str, what: str, err: BaseException) -> None:
+    def _reject(self, conn: psycopg.Connection, schema: str, param: str, message: str) -> None:
+        """Drop the schema (nothing left behind) and raise DefinitionRefused naming ``param``."""
         db.drop_schema(conn, schema)
-        raise DefinitionRefused(param, f"queue {self.defn.name!r}: {what} failed on the database: {first_line(err)}; "
-                                       f"allowed: a statement this server runs (the definition is {self.defn.path})")
+        raise DefinitionRefused(param, f"queue {self.defn.name!r}: {message}")
+
+    def _refuse(self, conn: psycopg.Connection, schema: str, param: str, what: str, err: BaseException) -> None:
+        self._reject(conn, schema, param, f"{what} failed on the database: {first_line(err)}; allowed: a statement "
+                                          f"this server runs (the definition is {self.defn.path})")
 
     def _check_reads(self, conn: psycopg.Connection, cfg: Any) -> None:
         """PREPARE and DEALLOCATE what the monitor and the audit read of the table: each predicate and
@@ -92,15 +96,13 @@ class DefinedQueueEngine(PostgresEngine):
         missing = [f"{defn.columns[c]} (columns.{c})" for c in ("id", "token", "attempts", "lease")
                    if c in defn.columns and defn.columns[c] not in returned]
         if missing:
-            db.drop_schema(conn, cfg.schema)
-            raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: the claim returns {', '.join(returned) or 'no column'}"
-                                             f" but not {', '.join(missing)}; allowed: a claim whose RETURNING gives "
-                                             "every column [columns] names but eligible_at")
+            self._reject(conn, cfg.schema, "QUEUE", f"the claim returns {', '.join(returned) or 'no column'}"
+                                                    f" but not {', '.join(missing)}; allowed: a claim whose RETURNING gives "
+                                                    "every column [columns] names but eligible_at")
         id_type = described[defn.columns["id"]]
         if id_type not in defined_sql.INTEGER_TYPES:
-            db.drop_schema(conn, cfg.schema)
-            raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: the claim's id column {defn.columns['id']!r} is "
-                                             f"{id_type}; allowed: an integer id (smallint, integer, bigint)")
+            self._reject(conn, cfg.schema, "QUEUE", f"the claim's id column {defn.columns['id']!r} is "
+                                                    f"{id_type}; allowed: an integer id (smallint, integer, bigint)")
         return returned
 
     def _check_statements(self, conn: psycopg.Connection, cfg: Any) -> None:
@@ -123,10 +125,9 @@ class DefinedQueueEngine(PostgresEngine):
                 except psycopg.Error as err:
                     self._refuse(conn, cfg.schema, "QUEUE", f"statements.{key}", err)
                 if not returned:
-                    db.drop_schema(conn, cfg.schema)
-                    raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: statements.complete_many returns no "
-                                                     "column; allowed: RETURNING the ids it completed (the others "
-                                                     "were stale)")
+                    self._reject(conn, cfg.schema, "QUEUE", "statements.complete_many returns no "
+                                                            "column; allowed: RETURNING the ids it completed "
+                                                            "(the others were stale)")
             try:
                 conn.execute("PREPARE qbench_check AS " + text)  # no parameters: psycopg sends it as it is
                 conn.execute("DEALLOCATE qbench_check")
@@ -139,7 +140,7 @@ class DefinedQueueEngine(PostgresEngine):
         ``:backlog``, ``:max_attempts``), build the index variant, VACUUM ANALYZE, and run one claim rolled
         back. Returns the seed's figures (rows by the definition's predicates). Raises ConfigError
         (``SCHEMA``, ``QUEUE``, ``INDEX``) and leaves no schema behind when a statement fails."""
-        defn, schema = self.defn, cfg.schema
+        schema = cfg.schema
         ident = sql.Identifier(schema)
         db.check_schema_usable(conn, schema)
         db.drop_schema(conn, schema)
@@ -162,9 +163,8 @@ class DefinedQueueEngine(PostgresEngine):
         except psycopg.Error as err:
             self._refuse(conn, schema, "QUEUE", "table.ddl", err)
         if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(schema, defn.table).as_string(None),)).fetchone()[0] is None:
-            db.drop_schema(conn, schema)
-            raise DefinitionRefused("QUEUE", f"queue {defn.name!r}: table.ddl does not create table {defn.table!r} in "
-                                             f"the tool's schema; allowed: DDL that creates table.name")
+            self._reject(conn, schema, "QUEUE", f"table.ddl does not create table {defn.table!r} in "
+                                                f"the tool's schema; allowed: DDL that creates table.name")
         self._check_statements(conn, cfg)
         self._started = time.perf_counter()
         if "seed" in defn.statements:

@@ -16,8 +16,9 @@ import psycopg
 
 from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
-from bench.engines.base import ClaimedRow, EngineError
+from bench.engines.base import ClaimedRow, ConnectFailed, EngineError
 from bench.engines.postgres import defined_sql
+from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import rows
 from bench.engines.postgres.sessions import ISOLATION_LEVELS, PgWorkerSession, PostgresSessions, _open, _translate
 
@@ -74,9 +75,6 @@ class DefinedWorkerSession(PgWorkerSession):
     def _register(self) -> int:
         """Run the definition's register statement once on this connection (a library's worker
         registration); its first value is ``:worker_id``. Raises ConnectFailed."""
-        from bench.engines.base import ConnectFailed
-        from bench.engines.postgres.error_kinds import error_kind, first_line
-
         try:
             found = rows(self.session.query(defined_sql.literal(self.defn.statements["register"], {}).encode()))
         except psycopg.Error as err:
@@ -85,7 +83,8 @@ class DefinedWorkerSession(PgWorkerSession):
         return int(found[0][0])
 
     def _run(self, key: str, values: dict):
-        values = {**values, "worker_id": self.worker_id}
+        """Execute prepared ``key`` with ``values`` (the caller's own dict: ``worker_id`` is set in it)."""
+        values["worker_id"] = self.worker_id
         try:
             return self.session.execute(key.encode(), [defined_sql.text_param(values[n]) for n in self.params[key]])
         except psycopg.Error as err:
@@ -198,8 +197,6 @@ class DefinedSessions(PostgresSessions):
             try:
                 self.returned = claim_columns(self.dsn, self.cfg.schema, body)
             except psycopg.Error as err:
-                from bench.engines.base import ConnectFailed
-                from bench.engines.postgres.error_kinds import error_kind, first_line
                 raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
         return DefinedWorkerSession(self.dsn, self.cfg, self.defn, self.returned, name)
 

@@ -18,12 +18,13 @@ as the built-in claim (:data:`bench.engines.base.ClaimedRow`). A row whose id is
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 from psycopg import sql
 
-import re
-
-from bench.config.queue_definition import LOCKING_PLACEHOLDER, QueueDefinition, render, skip_quoted
+from bench.config.queue_definition import QueueDefinition
+from bench.config.sql_text import render, replace_locking, skip_quoted
 from bench.engines.postgres.policies import LOCKING_CLAUSE
 
 #: The wrapper's CTE name (pg_stat_statements finds the claim by it).
@@ -58,19 +59,7 @@ def claim_body(defn: QueueDefinition, policy: str) -> str:
     """The user's claim with ``{locking}`` replaced by ``policy``'s locking clause (when it has one)."""
     text = _strip(defn.statements["claim"])
     if defn.locking:  # the placeholder in the SQL itself (one in a comment or a string is left alone)
-        out, i, n = [], 0, len(text)
-        while i < n:
-            after = skip_quoted(text, i)
-            if after is not None:
-                out.append(text[i:after])
-                i = after
-            elif text.startswith(LOCKING_PLACEHOLDER, i):
-                out.append(LOCKING_CLAUSE[policy])
-                i += len(LOCKING_PLACEHOLDER)
-            else:
-                out.append(text[i])
-                i += 1
-        text = "".join(out)
+        text = replace_locking(text, LOCKING_CLAUSE[policy])
     return text
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from bench.config.queue_definition import QueueDefinition, scan_parameters
+from bench.config.queue_definition import QueueDefinition
+from bench.config.sql_text import scan_parameters
 from bench.errors import ConfigError
 
 
