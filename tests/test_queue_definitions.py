@@ -253,3 +253,15 @@ def test_without_a_lease_a_rescued_crashed_job_counts_as_a_double_claim_and_the_
     assert 0 < summary["invariants"]["double_claims"] <= summary["crashed_jobs"]
     assert any("no lease column" in n for n in summary["audit_notes"])
     assert "note on the audit: the queue has no lease column" in (run_dir / "report.html").read_text()
+
+
+def test_the_plan_warning_names_the_definitions_table_when_the_workers_claim_scans_it(dsn, tmp_path):
+    """The tasks queue's own index on status leaves the workers' claim a sequential scan of `tasks` (read
+    from their own sessions): the red plan line says so; with the partial index in claim order it does not."""
+    args = ("--queue", "tasks", "--workers", "4", "--duration", "3s", "--warmup", "1s", "--backlog", "20000")
+    _, theirs, _ = run_and_load(dsn, tmp_path / "status", *args, "--index", "status")
+    assert theirs["plans"]["workers"]["scan"].startswith("Seq Scan on tasks")
+    assert any("scans the whole queue table" in w for w in theirs["plan_warnings"])
+    _, better, _ = run_and_load(dsn, tmp_path / "partial", *args, "--index", "queued_created")
+    assert "tasks_queued_created_idx" in better["plans"]["workers"]["scan"]
+    assert not any("scans the whole queue table" in w for w in better["plan_warnings"])
