@@ -274,7 +274,12 @@ def test_an_extra_worker_is_refused_and_a_taken_port_is_one_line(dsn, tmp_path):
     text = [log.read_text() for log in logs]
     assert master.returncode == 0, (out + err, text)
     assert sorted(codes[:2]) == [0, 2] and codes[2] == 2, (codes, text)
-    assert any("refused by the master" in t and "expects 1 workers" in t for t in text[:2]), text
+    # The second of the two that start together is refused as one too many, or, when the master has
+    # started the run by the time it is heard (seen on a fresh clone at 590ad45), as a latecomer: either
+    # way one line and exit 2, and the run keeps one process (below).
+    refused = [t for t in text[:2] if "refused by the master" in t]
+    assert len(refused) == 1 and ("expects 1 workers" in refused[0] or "the run has started" in refused[0]), text
+    assert len(refused[0].strip().splitlines()) == 1 and "Traceback" not in refused[0], text
     assert "the run has started" in text[2] and "Traceback" not in text[2], text[2]
     # Locust's master would have handed the latecomer a share of the users: the run kept its 2 workers
     run_dir = next((tmp_path / "run").iterdir())
