@@ -5,6 +5,8 @@ tool's audit: the library's record of what it did)."""
 
 from __future__ import annotations
 
+import csv
+import html
 from pathlib import Path
 
 import psycopg
@@ -14,7 +16,7 @@ from psycopg import sql
 from bench.config.queue_definition import load_queue
 from bench.config.run_config import build_config
 from bench.errors import ConfigError
-from conftest import run_and_load
+from conftest import qbench, run_and_load
 
 JOBS = 1000
 DRAIN = ("--workers", "10", "--backlog", str(JOBS), "--duration", "4s", "--warmup", "0s")
@@ -80,3 +82,31 @@ def test_producers_that_cannot_keep_the_rate_make_the_run_suspect(dsn, tmp_path)
     _, kept, _ = run_and_load(dsn, tmp_path / "kept", *args, "--rate", "50")
     assert not any("behind their schedule" in r for r in kept["suspect_reasons"])
     assert kept["producer_lag_ms"]["p50"] < 1000 and kept["invariants"]["lost_jobs"] == 0
+
+
+def test_a_library_measured_on_its_sql_path_says_so_in_its_report_and_beside_the_other_queues(dsn, tmp_path):
+    """A queue library driven through its SQL from queue-bench's own workers is not the library's own worker
+    (its client can be several times slower): its run report says so in red, cells.csv records how it was
+    driven, and the comparison page's queues table labels its row and warns against ranking libraries by it;
+    the tool's own queue gets neither."""
+    spec = tmp_path / "queues.toml"
+    spec.write_text('description = "test"\nworkload = "default"\nrepetitions = 1\n'
+                    '[fixed]\nworkers = 4\nbacklog = 2000\nduration = "2s"\nwarmup = "0s"\n'
+                    '[matrix]\nqueue = ["builtin", "procrastinate"]\n')
+    proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "results"), timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sweep_dir = next((tmp_path / "results" / "sweeps").iterdir())
+    with (sweep_dir / "cells.csv").open(newline="") as fh:
+        cells = {r["queue"]: r for r in csv.DictReader(fh)}
+    assert cells["procrastinate"]["library_mode"] == "sql" and cells["builtin"]["library_mode"] == ""
+    library_report = html.unescape((sweep_dir / cells["procrastinate"]["run_dir"] / "report.html").read_text())
+    own_report = (sweep_dir / cells["builtin"]["run_dir"] / "report.html").read_text()
+    assert "procrastinate driven on its SQL path" in library_report and "not the library's own worker" in library_report
+    assert "driven on its SQL path" not in own_report
+    compare = (sweep_dir / "compare.html").read_text()
+    table = compare.split('<table id="queues">', 1)[1].split("</table>", 1)[0]
+    rows = {line.split("</td>")[0].rsplit(">", 1)[1]: line for line in table.splitlines() if "<td>" in line}
+    assert "procrastinate (its SQL path, not its own worker)" in rows and "builtin" in rows, list(rows)
+    assert 'id="library-sql-path"' in compare and "do not choose a library from them" in compare
+    assert "procrastinate: a queue library measured on its SQL path" in compare  # the page's red lines
+    assert "builtin: a queue library" not in compare

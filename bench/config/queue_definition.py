@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.config.sql_text import LOCKING_PLACEHOLDER, has_locking, scan_parameters
 from bench.errors import ConfigError
+from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUEUES_DIR = REPO_ROOT / "queues"
@@ -147,11 +148,14 @@ def describe_queue(queue: str) -> dict | None:
     """What a run records of its queue definition (``run.json`` and ``summary.json``
     ``queue_definition``; the report's "The queue under test"): ``name``, ``path``, ``description``,
     ``table``, and for a queue library ``library`` {``package``, ``version``, ``measurement``,
-    ``plans``}. None for ``QUEUE=builtin``."""
+    ``plans``, ``mode`` (``sql``: its statements sent by queue-bench's workers), ``caveat`` (what
+    that means for its figures, :data:`bench.results.values.LIBRARY_SQL_PATH_CAVEAT`)}. None for ``QUEUE=builtin``."""
     if is_builtin(queue):
         return None
     defn = load_queue(queue)
     library = defn.library and {k: defn.library.get(k) for k in ("package", "version", "measurement", "plans")}
+    if library:
+        library.update(mode="sql", caveat=LIBRARY_SQL_PATH_CAVEAT)
     return {"name": defn.name, "path": str(defn.path), "description": defn.description, "table": defn.table,
             "library": library}
 

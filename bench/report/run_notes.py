@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.report.run_format import fmt_value
 from bench.results.model import problems
+from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
 
 __all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "queue_notes", "vacuum_note",
            "workers_plan_label"]
@@ -61,7 +62,8 @@ def workers_plan_label(workers: dict, config: dict) -> str:
 def banners(summary: dict) -> list[str]:
     """The red lines above the report, in this order: plan warnings, windows clipped by validation
     (``config_notes``), fault windows that never opened (runs written before such windows were
-    refused), every reason the run cannot be trusted (:func:`bench.results.model.problems`), the
+    refused), every reason the run cannot be trusted (:func:`bench.results.model.problems`), what a
+    queue library's figures are when its SQL path was measured (``queue_definition.library.caveat``), the
     invariants a queue definition's audit cannot check (``uncheckable_invariants``), a backlog that ran
     dry, a saturated queue."""
     lines = list(summary.get("plan_warnings") or [])
@@ -69,6 +71,9 @@ def banners(summary: dict) -> list[str]:
     lines.extend(f"fault window {f} never opened: it starts after the measured window ended"
                  for f in summary.get("faults_not_opened") or [])
     lines.extend(problems(summary))
+    library = (summary.get("queue_definition") or {}).get("library") or {}
+    if library:  # a summary written before ``mode``: a library was always driven on its SQL path
+        lines.append(f"{library['package']} driven on its SQL path: {library.get('caveat') or LIBRARY_SQL_PATH_CAVEAT}")
     lines.extend(f"the audit cannot check {key} on this queue: {why}"
                  for key, why in (summary.get("uncheckable_invariants") or {}).items())
     lines.extend(f"note on the audit: {n}" for n in summary.get("audit_notes") or [])

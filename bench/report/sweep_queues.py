@@ -31,18 +31,30 @@ def _invariants(cell) -> tuple[str, bool]:
     return text, bool(broken or unknown or not oks)
 
 
+def _library_mode(cell) -> str | None:
+    """How the cell's queue library was driven (``sql``), from its runs' ``library_mode``; None for a
+    queue that is not a library (or runs written before the column existed)."""
+    runs = cell.done
+    modes = {v for v in (runs["library_mode"].tolist() if "library_mode" in runs else []) if isinstance(v, str) and v}
+    return ", ".join(sorted(modes)) or None
+
+
 def queue_rows(sweep: SweepResults) -> list[dict] | None:
     """One row per cell of a sweep whose ``queue`` varies, else None: ``{"cell_id", "queue", "rate",
-    "throughput", "claim_p50", "claim_p99", "pickup_p50", "oldest_age", "invariants", "bad"}``; times in
-    ms (oldest eligible age, its largest sample, in s) as 'mean (95 % CI)' over repetitions."""
+    "throughput", "claim_p50", "claim_p99", "pickup_p50", "oldest_age", "invariants", "library_mode",
+    "bad"}``; times in ms (oldest eligible age, its largest sample, in s) as 'mean (95 % CI)' over
+    repetitions. A queue library measured on its SQL path (``library_mode`` ``sql``) says so in its
+    queue label."""
     if "queue" not in sweep.varying:
         return None
     rows = []
     for cell in sweep.cells:
         invariants, broken = _invariants(cell)
         rate = sweep.value(cell, "rate")
+        mode = _library_mode(cell)
+        label = fmt_label(sweep.value(cell, "queue")) + (" (its SQL path, not its own worker)" if mode == "sql" else "")
         rows.append({
-            "cell_id": cell.cell_id, "queue": fmt_label(sweep.value(cell, "queue")),
+            "cell_id": cell.cell_id, "queue": label, "library_mode": mode,
             "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",
             "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
             "claim_p50": ci_text(cell.stat("claim_p50_us"), 1000.0),

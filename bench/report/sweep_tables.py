@@ -20,7 +20,8 @@ __all__ = ["banners", "cell_rows", "plan_rows", "run_rows", "size_rows", "text_p
 
 
 def banners(sweep: SweepResults) -> list[str]:
-    """The red lines above the report: an incomplete sweep, failed runs, suspect runs, broken invariants."""
+    """The red lines above the report: an incomplete sweep, failed runs, suspect runs, queue libraries measured
+    on their SQL path (``library_mode`` ``sql``), broken invariants."""
     lines = []
     n_cells = len(sweep.cells)
     missing = [c for c in sweep.cells if len(c.runs) == 0]
@@ -38,6 +39,12 @@ def banners(sweep: SweepResults) -> list[str]:
     if suspect:
         lines.append(f"{suspect} suspect run{'s' if suspect > 1 else ''} (load generator or monitor limits; "
                      "see each run's report)")
+    library = sorted({str(q) for q, m in zip(sweep.runs.get("queue", []), sweep.runs.get("library_mode", []))
+                      if m == "sql"})
+    if library:
+        lines.append(f"{', '.join(library)}: a queue library measured on its SQL path (its statements sent by "
+                     "queue-bench's workers), not by its own worker: its figures here are not what the library "
+                     "does, and do not rank libraries")
     bad_inv = int(sum(1 for d, i in zip(sweep.runs["done"], sweep.runs["invariants_ok"]) if d and i is not True)) \
         if len(sweep.runs) else 0
     if bad_inv:

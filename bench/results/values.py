@@ -9,6 +9,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: What a queue library's figures are when queue-bench's own workers send its SQL (``mode`` ``sql``, the
+#: only way a library is driven so far): the run report's red line, the comparison page's note.
+LIBRARY_SQL_PATH_CAVEAT = (
+    "these figures measure the library's SQL statements sent by queue-bench's own workers, not the library's "
+    "own worker: its event loop, its fetch, dispatch and completion strategy, job context, heartbeats and "
+    "wake-ups are not run. Its own worker may do much better or much worse on the same database; do not "
+    "choose a library from these figures")
+
 
 def is_missing(v: Any) -> bool:
     """True for None and for anything that converts to float NaN; False for any other value (text too)."""

@@ -26,6 +26,7 @@ CELL_COLUMNS = (
     "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
     "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "pickup_p50_us",
+    "library_mode",
 )
 
 
@@ -78,6 +79,8 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         "saturated": summary.get("saturated"),
         # a queue definition's audit: the invariants it could not check there (space-separated names)
         "invariants_unchecked": " ".join(sorted(summary.get("uncheckable_invariants") or {})),
+        # a queue library: how it was driven (``sql``: its statements from queue-bench's workers)
+        "library_mode": _library_mode(summary),
         "pickup_p50_us": None if (summary.get("pickup_latency_ms") or {}).get("p50") is None
         else round(summary["pickup_latency_ms"]["p50"] * 1000.0, 1),
     })
@@ -90,6 +93,13 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
         row.update({f"table_bytes_{when}": measured.get("table_bytes"),
                     f"indexes_bytes_{when}": measured.get("indexes_bytes")})
     return row
+
+
+def _library_mode(summary: dict) -> str | None:
+    """How a run's queue library was driven (``sql``), None for a queue that is not a library; a summary
+    written before ``mode`` was recorded is ``sql``, the only way a library was ever driven."""
+    library = (summary.get("queue_definition") or {}).get("library")
+    return (library.get("mode") or "sql") if library else None
 
 
 def _workers_plan_columns(workers: dict) -> dict:
