@@ -344,7 +344,8 @@ def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: f
 
 
 def final_lines(log, s: dict) -> None:
-    """Log the summary lines a run ends with (throughput, latency, age, errors, RSS, SUSPECT)."""
+    """Log the summary lines a run ends with (throughput, latency, age, errors, a queue library's SQL-path
+    caveat, RSS, SUSPECT)."""
     c = s["claim_latency_us"]
     if not s["measured_s"]:
         log("nothing was measured: the run stopped during the warm-up")
@@ -358,6 +359,9 @@ def final_lines(log, s: dict) -> None:
         f"invariants {s['invariants']}")
     if s.get("saturation_verdict"):
         log(f"queue: {s['saturation_verdict']}")
+    library = (s.get("queue_definition") or {}).get("library") or {}
+    if library.get("caveat"):
+        log(f"{library['package']} driven on its SQL path: {library['caveat']}")
     rss = s["harness_rss_mb"]
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
     growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"

@@ -30,7 +30,9 @@ def _rows(dsn: str, schema: str, query: str) -> list[tuple]:
 
 def test_procrastinate_runs_every_job_exactly_once_by_its_own_tables(dsn, tmp_path):
     schema = "qb_procrastinate"
-    run_dir, summary, _ = run_and_load(dsn, tmp_path / "r", "--queue", "procrastinate", "--schema", schema, *DRAIN)
+    run_dir, summary, proc = run_and_load(dsn, tmp_path / "r", "--queue", "procrastinate", "--schema", schema, *DRAIN)
+    assert summary["queue_definition"]["library"]["mode"] == "sql"
+    assert "procrastinate driven on its SQL path" in proc.stdout  # the terminal's last block says it too
     assert _rows(dsn, schema, "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1") == [("succeeded", JOBS)]
     # procrastinate's events (written by its own triggers): one start and one success per job
     per_job = _rows(dsn, schema, """
