@@ -15,6 +15,7 @@ from bench.analysis import fairness
 from bench.config.faults import OPTIONS as FAULT_OPTIONS
 from bench.measure import metrics, seconds
 from bench.measure.rss import RSS_REPORTED_MIN
+from bench.results.values import library_caveat_line
 from bench.workload import jobs
 
 
@@ -359,9 +360,8 @@ def final_lines(log, s: dict) -> None:
         f"invariants {s['invariants']}")
     if s.get("saturation_verdict"):
         log(f"queue: {s['saturation_verdict']}")
-    library = (s.get("queue_definition") or {}).get("library") or {}
-    if library.get("caveat"):
-        log(f"{library['package']} driven on its SQL path: {library['caveat']}")
+    if caveat := library_caveat_line(s):
+        log(caveat)
     rss = s["harness_rss_mb"]
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
     growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"

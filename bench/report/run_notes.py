@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.report.run_format import fmt_value
 from bench.results.model import problems
-from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
+from bench.results.values import library_caveat_line
 
 __all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "queue_notes", "vacuum_note",
            "workers_plan_label"]
@@ -71,9 +71,8 @@ def banners(summary: dict) -> list[str]:
     lines.extend(f"fault window {f} never opened: it starts after the measured window ended"
                  for f in summary.get("faults_not_opened") or [])
     lines.extend(problems(summary))
-    library = (summary.get("queue_definition") or {}).get("library") or {}
-    if library:  # a summary written before ``mode``: a library was always driven on its SQL path
-        lines.append(f"{library['package']} driven on its SQL path: {library.get('caveat') or LIBRARY_SQL_PATH_CAVEAT}")
+    if caveat := library_caveat_line(summary):
+        lines.append(caveat)
     lines.extend(f"the audit cannot check {key} on this queue: {why}"
                  for key, why in (summary.get("uncheckable_invariants") or {}).items())
     lines.extend(f"note on the audit: {n}" for n in summary.get("audit_notes") or [])

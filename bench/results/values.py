@@ -18,6 +18,16 @@ LIBRARY_SQL_PATH_CAVEAT = (
     "choose a library from these figures")
 
 
+def library_caveat_line(summary: dict) -> str | None:
+    """The line a queue library's run is shown with (report banner, terminal), or None for a queue that is
+    not a library. A summary written before ``mode``/``caveat`` were recorded gets
+    :data:`LIBRARY_SQL_PATH_CAVEAT`: a library was always driven on its SQL path."""
+    library = (summary.get("queue_definition") or {}).get("library")
+    if not library:
+        return None
+    return f"{library['package']} driven on its SQL path: {library.get('caveat') or LIBRARY_SQL_PATH_CAVEAT}"
+
+
 def is_missing(v: Any) -> bool:
     """True for None and for anything that converts to float NaN; False for any other value (text too)."""
     if v is None:
