@@ -251,11 +251,14 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "in_doubt_claims": counters["in_doubt_claims"],
         "late_completions": counters["late_completions"],
         "backend_kills": counters["backend_kills"],
+        "process_kills": counters["process_kills"],
+        "stalled_jobs_retried": counters["stalled_retried"],  # procrastinate's own retry of stalled jobs
         "status_counts": audit_result["status_counts"],
         "empty_claims_while_work_waited": empty_while_work_waited(
             cfg.public(), [r.get("jobs_claimed") for r in rows], [r.get("empty_claims") for r in rows],
             audit_result["status_counts"].get("pending", 0) if audit_result["status_counts"] else None)[0],
         "batch_wait_us": metrics.latency_summary(metrics.merge(measured, "batch_wait_us")),
+        "dispatch_delay_us": metrics.latency_summary(metrics.merge(measured, "dispatch_delay_us")),
         "work_duration_us": metrics.latency_summary(work_h),
         "work_expected_ms": round(jobs.expected_work_s(cfg) * 1000.0, 3),
         "loop_lag_us": metrics.latency_summary(loop_lag),

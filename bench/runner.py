@@ -37,6 +37,7 @@ from bench.config.queue_definition import describe_queue
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
 from bench.load.distributed import run_driver
+from bench.load.library_driver import LibraryWorkersDriver
 from bench.load.fault_windows import fault_window
 from bench.load.web_ui import WebUI
 from bench.measure.cpu_meter import CpuMeter
@@ -156,7 +157,9 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
     ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claim_log)
     monitor = engine.monitor(dsn, cfg)
 
-    driver = run_driver(cfg, ctx, dsn, external_workers, log)
+    library_command = engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
+    driver = (LibraryWorkersDriver(cfg, ctx, library_command, log) if library_command
+              else run_driver(cfg, ctx, dsn, external_workers, log))
     proc = psutil.Process()
     cpu_meter = CpuMeter(proc)
 
@@ -356,7 +359,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
                    "python": platform.python_version(), "platform": platform.platform(),
                    "hostname": socket.gethostname(), "driver_wait": wait_fn},
         "dsn_masked": mask_dsn(dsn), "embedded_database": embedded,
-        "config": cfg.public(), "queue_definition": describe_queue(cfg.queue),
+        "config": cfg.public(), "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
         "backlog": backlog, "backlog_computed": backlog_how,
         "seed": {"rows": seed.history + seed.backlog, "history": seed.history, "backlog": seed.backlog,
                  "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),

@@ -1,7 +1,9 @@
 """Real queue libraries as queue definitions (``queues/procrastinate``, ``queues/pgqueuer``) on the real
-PostgreSQL: their tables made by their own schema, driven through their own claim path, 10 workers
-draining 1,000 jobs, and every job done exactly once according to the library's own tables (not the
-tool's audit: the library's record of what it did)."""
+PostgreSQL, on their SQL path (``LIBRARY_MODE=sql``: their statements sent by the tool's workers): their
+tables made by their own schema, driven through their own claim path, 10 workers draining 1,000 jobs,
+and every job done exactly once according to the library's own tables (not the tool's audit: the
+library's record of what it did). The libraries' own workers (``LIBRARY_MODE=worker``):
+tests/test_library_workers.py."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from bench.errors import ConfigError
 from conftest import qbench, run_and_load
 
 JOBS = 1000
-DRAIN = ("--workers", "10", "--backlog", str(JOBS), "--duration", "4s", "--warmup", "0s")
+DRAIN = ("--library-mode", "sql", "--workers", "10", "--backlog", str(JOBS), "--duration", "4s", "--warmup", "0s")
 
 
 def _rows(dsn: str, schema: str, query: str) -> list[tuple]:
@@ -77,7 +79,8 @@ def test_a_library_version_other_than_the_definitions_is_refused(tmp_path):
 def test_producers_that_cannot_keep_the_rate_make_the_run_suspect(dsn, tmp_path):
     """One producer asked for far more arrivals than its inserts allow falls behind its schedule: the
     run says the queue was not offered RATE; at a rate it keeps, it does not."""
-    args = ("--queue", "pgqueuer", "--workers", "4", "--duration", "3s", "--warmup", "1s", "--producers", "1")
+    args = ("--queue", "pgqueuer", "--library-mode", "sql", "--workers", "4", "--duration", "3s", "--warmup", "1s",
+            "--producers", "1")
     _, behind, _ = run_and_load(dsn, tmp_path / "behind", *args, "--rate", "20000")
     assert any("behind their schedule" in r and "was not offered RATE" in r for r in behind["suspect_reasons"])
     assert behind["producer_lag_ms"]["p50"] > 1000
@@ -93,8 +96,8 @@ def test_a_library_measured_on_its_sql_path_says_so_in_its_report_and_beside_the
     the tool's own queue gets neither."""
     spec = tmp_path / "queues.toml"
     spec.write_text('description = "test"\nworkload = "default"\nrepetitions = 1\n'
-                    '[fixed]\nworkers = 4\nbacklog = 2000\nduration = "2s"\nwarmup = "0s"\n'
-                    '[matrix]\nqueue = ["builtin", "procrastinate"]\n')
+                    'cells = [{ queue = "builtin" }, { queue = "procrastinate", library_mode = "sql" }]\n'
+                    '[fixed]\nworkers = 4\nbacklog = 2000\nduration = "2s"\nwarmup = "0s"\n')
     proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "results"), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sweep_dir = next((tmp_path / "results" / "sweeps").iterdir())

@@ -63,6 +63,10 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
     overrides = _overrides(args)
     cfg = build_config(_workload(args), overrides, dsn=chosen_dsn(args.dsn))  # validates before any heavy import
     check_results_dir(cfg.results)
+    if cfg.library_mode == "worker" and (external_workers or getattr(args, "ui", False)):
+        what = "qbench master" if external_workers else "the web UI"
+        raise ConfigError("LIBRARY_MODE", f"worker runs the library's own worker processes, which {what} cannot "
+                                          "drive; allowed: LIBRARY_MODE=sql with it, or leave it out")
 
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 

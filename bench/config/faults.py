@@ -17,6 +17,11 @@ every time-series plot, where they are shaded). Kinds:
 ``backend_kill``
     every ``every_s`` in the window, ``pg_terminate_backend`` on a random worker
     connection; the worker reconnects with back-off and the error is counted.
+``process_kill``
+    at the window's start, ``SIGKILL`` to one of a queue library's own worker
+    processes (``LIBRARY_MODE=worker``, ``PROCESSES >= 2``), chosen at random:
+    its jobs in progress come back only through the library's own recovery,
+    and the run names the lost process.
 
 Workload files give them as ``[[faults]]`` tables (``kind``, ``start_s``,
 ``end_s`` and the kind's options); the command line as
@@ -31,10 +36,10 @@ from typing import Any
 
 from bench.errors import ConfigError
 
-KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill")
+KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill", "process_kill")
 #: The options each kind uses; giving another is refused (it would do nothing).
 OPTIONS = {"crash_after_claim": {"share"}, "late_worker": {"share", "extra_s"}, "long_transaction": set(),
-           "backend_kill": {"every_s"}}
+           "backend_kill": {"every_s"}, "process_kill": set()}
 
 
 @dataclasses.dataclass(frozen=True)

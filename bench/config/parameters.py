@@ -82,6 +82,16 @@ PARAMETERS: tuple[Parameter, ...] = (
                "seed, claim, completion, failure, reaper and enqueue statements, the columns and predicates the "
                "monitor and the audit read; see docs/queues.md). A parameter that does not apply to a definition "
                "is refused when set, and `n/a` otherwise; the definition's `[defaults]` replace the table's"),
+    _P("library_mode", "choice", "worker", "worker | sql: a queue library's own worker, or its SQL from the "
+                                           "tool's workers; n/a for other queues",
+       choices=("worker", "sql"), sweep=True, bad=("client",), default_text="`worker` for a queue library, else n/a",
+       meaning="for a queue library (`QUEUE=procrastinate`, `QUEUE=pgqueuer`): `worker` runs the library's own "
+               "worker as its documentation tells users to (procrastinate's worker with its concurrency, pgqueuer's "
+               "`QueueManager` over its asyncpg driver) in `PROCESSES` processes of their own, measured at the "
+               "library's public seams; `sql` sends the library's statements from the tool's workers, which measures "
+               "what those statements cost the database (the ceiling its client could reach), not the library. "
+               "n/a for `QUEUE=builtin` and queue definitions that are not libraries; docs/queues.md maps the other "
+               "parameters"),
     _P("isolation", "choice", "read_committed", "read_committed | repeatable_read | serializable: the workers' "
                                                 "transaction isolation; default: the engine's own",
        choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),
@@ -254,7 +264,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "start; a window must start inside the measured window, one that runs past its end is clipped "
                "(noted in `summary.json`)"),
     _P("faults", "list", "", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
-                             "(crash_after_claim, late_worker, long_transaction, backend_kill)",
+                             "(crash_after_claim, late_worker, long_transaction, backend_kill, process_kill)",
        parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
        bad=("meltdown@1-2", "long_transaction@5-2"),
        meaning="fault windows, seconds since the measured start, shaded on every plot: `crash_after_claim` (a "
@@ -264,7 +274,9 @@ PARAMETERS: tuple[Parameter, ...] = (
                "xmin age; on MariaDB a read view held open, so purge stalls, see the history list length), "
                "`backend_kill` (a random worker's connection killed every `every_s`: `pg_terminate_backend`, or "
                "`KILL CONNECTION` on MariaDB, counted as `57P01` / `connection_lost`; workers reconnect with "
-               "back-off). A `share` takes round(`share` × WORKERS) workers, at least one, chosen at random "
+               "back-off), `process_kill` (at the window's start, one of a queue library's own worker processes "
+               "killed with SIGKILL, `LIBRARY_MODE=worker` and `PROCESSES >= 2`: its jobs come back only through "
+               "the library's own recovery, and the run names the lost process). A `share` takes round(`share` × WORKERS) workers, at least one, chosen at random "
                "over the whole swarm (with `PROCESSES > 1` too). A window must start inside the measured window; "
                "one that runs past its "
                "end is clipped (noted in `summary.json`). In workload files: "

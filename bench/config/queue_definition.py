@@ -48,6 +48,11 @@ STATEMENT_PARAMETERS: dict[str, dict[str, str]] = {
                 "max_attempts": "MAX_ATTEMPTS (integer)"},
     "seed": {"history": "HISTORY, finished rows", "backlog": "BACKLOG, pending rows",
              "max_attempts": "MAX_ATTEMPTS (integer)"},
+    # For a queue whose completion deletes the row: the ids of the jobs that finished, from a record the
+    # queue itself keeps (a library's log table), one column named id. The audit counts a missing row
+    # it names finished, not lost, when the claim log has no completion for it (a worker process killed
+    # after its completion committed and before it reported it).
+    "finished_ids": {},
 }
 #: Statements a definition must give; the others are optional.
 REQUIRED_STATEMENTS = ("claim", "complete")
@@ -71,7 +76,24 @@ PREDICATES = {
 _TOP_KEYS = {"description", "engine", "table", "indexes", "columns", "predicates", "statements", "defaults",
              "settings", "library"}
 #: ``[library]`` keys: a queue library's own schema and SQL (see :func:`library_of`).
-_LIBRARY_KEYS = {"package", "version", "ddl_file", "generated", "parameters", "measurement", "plans"}
+_LIBRARY_KEYS = {"package", "version", "ddl_file", "generated", "parameters", "measurement", "plans", "worker"}
+#: ``[library.worker]`` keys: how ``LIBRARY_MODE=worker`` runs the library's own worker (see :func:`library_of`).
+_WORKER_KEYS = {"requires", "install", "defaults", "wakeup", "workers_per_batch", "measurement"}
+#: Run parameters that do not apply with ``LIBRARY_MODE=worker``: the library's own worker decides them.
+WORKER_NOT_APPLICABLE = {
+    "isolation": "the library's own connections run at the server's default isolation",
+    "policy": "the library's own worker sends its own claim",
+    "txn": "the library's own worker commits each claim on its own",
+    "prepared": "the library's own driver decides how its statements are sent",
+    "plan_cache": "the library's own driver decides how its statements are sent",
+    "reaper_interval_s": "the library's own recovery runs: see LEASE_S",
+    "bursts": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "future_share": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "future_delay_ms": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "priority_mix": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+}
+#: What worker mode takes back from the definition's SQL-path rules: the library's worker maps them.
+_WORKER_APPLIES = ("lease_s", "wakeup")
 _SETTING_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _TABLE_KEYS = {"name", "ddl"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -144,17 +166,21 @@ class QueueDefinition:
         return has_locking(self.statements.get("claim", ""))
 
 
-def describe_queue(queue: str) -> dict | None:
+def describe_queue(queue: str, mode: str = "sql") -> dict | None:
     """What a run records of its queue definition (``run.json`` and ``summary.json``
     ``queue_definition``; the report's "The queue under test"): ``name``, ``path``, ``description``,
     ``table``, and for a queue library ``library`` {``package``, ``version``, ``measurement``,
-    ``plans``, ``mode`` (``sql``: its statements sent by queue-bench's workers), ``caveat`` (what
-    that means for its figures, :data:`bench.results.values.LIBRARY_SQL_PATH_CAVEAT`)}. None for ``QUEUE=builtin``."""
+    ``plans``, ``mode`` (``LIBRARY_MODE``: ``worker``, the library's own worker, whose ``measurement``
+    is then its worker's; ``sql``, its statements sent by queue-bench's workers), ``caveat`` (for ``sql``,
+    what that means for its figures, :data:`bench.results.values.LIBRARY_SQL_PATH_CAVEAT`; else None)}.
+    None for ``QUEUE=builtin``."""
     if is_builtin(queue):
         return None
     defn = load_queue(queue)
     library = defn.library and {k: defn.library.get(k) for k in ("package", "version", "measurement", "plans")}
-    if library:
+    if library and mode == "worker":
+        library.update(mode="worker", caveat=None, measurement=defn.library["worker"]["measurement"])
+    elif library:
         library.update(mode="sql", caveat=LIBRARY_SQL_PATH_CAVEAT)
     return {"name": defn.name, "path": str(defn.path), "description": defn.description, "table": defn.table,
             "library": library}
@@ -334,6 +360,7 @@ def library_of(data: Any, defn: str) -> dict | None:
         raise _fail(defn, f"it drives {library['package']} {library['version']}, and "
                           + (f"{installed} is installed" if installed else "it is not installed"),
                     f"pip install '{library['package']}=={library['version']}' (make install installs it)")
+    library["worker"] = _worker_of(library.get("worker"), defn)
     generated = library.get("generated", [])
     if not isinstance(generated, list) or not set(generated) <= set(STATEMENT_PARAMETERS) | {"ddl"}:
         raise _fail(defn, f"library.generated is {generated!r}", "a list of statement names (and ddl)")
@@ -343,6 +370,37 @@ def library_of(data: Any, defn: str) -> dict | None:
             raise _fail(defn, f"library.parameters.{key} is {names!r}",
                         "for a generated statement, a list of its parameters")
     return library
+
+
+def _worker_of(data: Any, defn: str) -> dict:
+    """``[library.worker]``, checked: ``requires`` (import names its own worker needs beyond the package:
+    a driver), ``install`` (the pip requirement that brings them), ``defaults`` (run parameters set as the
+    library's own defaults are, unless the user sets them), ``wakeup`` (the ``WAKEUP`` values it has),
+    ``workers_per_batch`` (its least concurrency per batch row, 0 for none), ``measurement`` (how its worker is measured, for the report). Raises ConfigError (``QUEUE``)."""
+    if not isinstance(data, dict):
+        raise _fail(defn, "[library.worker] is missing", "a [library.worker] table (docs/queues.md)")
+    worker = dict(_only(data, _WORKER_KEYS, defn, "library.worker"))
+    for key in ("install", "measurement"):
+        _text(worker, key, defn, "library.worker.", required=True)
+    worker.setdefault("requires", [])
+    worker.setdefault("defaults", {})
+    worker.setdefault("wakeup", ["notify"])
+    worker.setdefault("workers_per_batch", 0)
+    return worker
+
+
+def missing_worker_module(library: dict) -> str | None:
+    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) that cannot
+    be imported here (located, not imported), or None."""
+    import importlib.util
+
+    for name in (library["package"], *library["worker"]["requires"]):
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
 
 
 def library_file(library: dict, defn: str) -> str:
@@ -357,10 +415,22 @@ def library_file(library: dict, defn: str) -> str:
     return path.read_text()
 
 
-def applicability(defn: QueueDefinition) -> dict[str, str]:
-    """Run parameter key -> why it does not apply to ``defn``, for every parameter that does not.
-    A parameter not listed applies. ``BATCH`` is listed when the claim has no ``:batch`` (it claims
-    what it claims: BATCH stays 1 and the audit counts every row above it as an over-claim)."""
+def applicability(defn: QueueDefinition, mode: str = "sql") -> dict[str, str]:
+    """Run parameter key -> why it does not apply to ``defn`` (a library's under ``LIBRARY_MODE`` ``mode``),
+    for every parameter that does not. A parameter not listed applies. ``BATCH`` is listed when the claim
+    has no ``:batch`` (it claims what it claims: BATCH stays 1 and the audit counts every row above it as
+    an over-claim)."""
+    out = _sql_applicability(defn)
+    if defn.library is None:
+        out["library_mode"] = "it is not a queue library"
+    elif mode == "worker":
+        for key in _WORKER_APPLIES:
+            out.pop(key, None)
+        out.update(WORKER_NOT_APPLICABLE)
+    return out
+
+
+def _sql_applicability(defn: QueueDefinition) -> dict[str, str]:
     out = dict(_NEVER)
     if not defn.locking:
         out["policy"] = "its claim has no {locking} placeholder: the locking clause is written into it"

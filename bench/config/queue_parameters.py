@@ -7,7 +7,10 @@ With ``QUEUE=builtin`` nothing changes. With a definition (:mod:`bench.config.qu
   value is ``n/a`` for a choice (``POLICY``, ``LAYOUT``, ...) and the table's default otherwise (a number
   the run still reads, such as ``RATE`` 0 or ``BATCH`` 1);
 - ``INDEX`` takes the definition's own variant names (``[indexes]``), its ``default`` unless set;
-- the definition's ``[defaults]`` replace the table's default of a parameter the user did not set.
+- the definition's ``[defaults]`` replace the table's default of a parameter the user did not set;
+- ``LIBRARY_MODE`` (a queue library's: ``worker`` unless set, n/a for every other queue) decides which
+  parameters apply (:func:`~bench.config.queue_definition.applicability`), and under ``worker`` the
+  library's own defaults (``[library.worker] defaults``) come on top of ``[defaults]``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import dataclasses
 from typing import Any
 
 from bench.config.parameter import NOT_APPLICABLE, Parameter
-from bench.config.queue_definition import BUILTIN, QueueDefinition, applicability, load_queue
+from bench.config.queue_definition import BUILTIN, QueueDefinition, applicability, load_queue, missing_worker_module
 from bench.errors import ConfigError
 
 
@@ -30,6 +33,8 @@ class QueueParameters:
     given: frozenset
     workload: str
     not_applicable: dict
+    defaults: dict = dataclasses.field(default_factory=dict)
+    mode: str | None = None  # a library's LIBRARY_MODE; None for any other queue
 
     @classmethod
     def of(cls, raw: dict, given: set, engine: str, workload: str) -> "QueueParameters":
@@ -40,13 +45,19 @@ class QueueParameters:
 
         queue = BY_KEY["queue"].parse(raw["queue"]) if raw.get("queue") not in (None, "") else BUILTIN
         if queue == BUILTIN:
-            return cls(queue, None, frozenset(given), workload, {})
+            if "library_mode" in given:
+                raise ConfigError("LIBRARY_MODE", "applies to queue libraries only; allowed: LIBRARY_MODE with "
+                                                  "QUEUE=procrastinate or QUEUE=pgqueuer, or leave it out")
+            raw.pop("library_mode", None)
+            return cls(queue, None, frozenset(given), workload, {"library_mode": "QUEUE=builtin is not a library"})
         defn = load_queue(queue)
         if engine != "postgres":
             raise ConfigError("QUEUE", f"{queue!r} is a queue definition, and definitions run on PostgreSQL; "
                                        f"allowed: QUEUE={queue} with ENGINE=postgres (a postgresql:// DSN), or "
                                        f"QUEUE={BUILTIN} on {engine}")
-        not_applicable = applicability(defn)
+        mode = cls._library_mode(defn, raw)
+        not_applicable = applicability(defn, mode)
+        defaults = {**defn.defaults, **(defn.library["worker"]["defaults"] if mode == "worker" else {})}
         for key in defn.defaults:
             if key not in BY_KEY or key in ("queue", "engine", "schema", "results"):
                 raise ConfigError("QUEUE", f"{defn.path}: [defaults] sets {key!r}; allowed: run parameters "
@@ -54,17 +65,40 @@ class QueueParameters:
             if key in not_applicable:
                 raise ConfigError("QUEUE", f"{defn.path}: [defaults] sets {key!r}, which does not apply to it "
                                            f"({not_applicable[key]}); allowed: leave it out")
-        return cls(queue, defn, frozenset(given), workload, not_applicable)
+        return cls(queue, defn, frozenset(given), workload, not_applicable, defaults, mode)
+
+    @staticmethod
+    def _library_mode(defn: QueueDefinition, raw: dict) -> str | None:
+        """A library's ``LIBRARY_MODE`` (``worker`` unless set), None for a definition that is not one.
+        Raises ConfigError (``LIBRARY_MODE``) for a value not allowed, or ``worker`` when what the
+        library's own worker imports is not installed (naming what to install)."""
+        from bench.config.parameters import BY_KEY
+
+        if defn.library is None:
+            return None
+        mode = BY_KEY["library_mode"].parse(raw.get("library_mode", "worker"))
+        missing = missing_worker_module(defn.library) if mode == "worker" else None
+        if missing:
+            package = defn.library["package"]
+            raise ConfigError("LIBRARY_MODE", f"worker runs {package}'s own worker, which needs {missing!r}, not "
+                                              f"installed here; allowed: pip install "
+                                              f"'{defn.library['worker']['install']}' (make install installs it), or "
+                                              "LIBRARY_MODE=sql")
+        return mode
 
     def takes(self, p: Parameter) -> bool:
-        """True when the definition decides ``p``'s value (:meth:`value`)."""
-        return self.defn is not None and (p.key in self.not_applicable or p.key == "index" or p.key in self.defn.defaults)
+        """True when the definition decides ``p``'s value (:meth:`value`); ``LIBRARY_MODE`` is always decided here."""
+        if p.key == "library_mode":
+            return True
+        return self.defn is not None and (p.key in self.not_applicable or p.key == "index" or p.key in self.defaults)
 
     def value(self, p: Parameter, raw: dict, notes: list[str]) -> Any:
         """``p``'s value under the definition; a note is added to ``notes`` when a workload file's value
         is dropped. Raises ConfigError naming ``p`` for a value set that does not apply or that the
         definition does not offer."""
         defn = self.defn
+        if p.key == "library_mode" and defn is None:
+            return NOT_APPLICABLE
         if p.key in self.not_applicable:
             why = self.not_applicable[p.key]
             if p.key in self.given:
@@ -82,8 +116,47 @@ class QueueParameters:
                                            + ", ".join(defn.indexes))
             return value
         if p.key in raw:
-            return p.parse(raw[p.key])
+            return self._worker_value(p, p.parse(raw[p.key]))
+        if p.key == "library_mode":
+            return "worker"
         try:
-            return p.parse(defn.defaults[p.key])
+            return p.parse(self.defaults[p.key])
         except ConfigError as err:
             raise ConfigError("QUEUE", f"{defn.path}: [defaults] {p.key}: {str(err).split(': ', 1)[1]}") from None
+
+    def check(self, values: dict) -> None:
+        """Refuse what a library's own worker cannot run (ConfigError naming the parameter): fewer
+        ``WORKERS`` per process than its ``workers_per_batch`` × ``BATCH``; a fault window on the tool's own workers
+        (``crash_after_claim``, ``late_worker``: its worker is not the tool's); ``process_kill`` outside
+        worker mode or with one process (the run would end with it)."""
+        kills = any(f.kind == "process_kill" for f in values["faults"])
+        if self.mode != "worker":
+            if kills:
+                raise ConfigError("FAULTS", "process_kill kills one of a queue library's own worker processes; "
+                                            "allowed: process_kill with LIBRARY_MODE=worker (a queue library)")
+            return
+        worker = self.defn.library["worker"]
+        least = worker["workers_per_batch"] * values["batch"] * values["processes"]
+        if values["workers"] < least:
+            per = f" in each of PROCESSES {values['processes']}" if values["processes"] > 1 else ""
+            raise ConfigError("WORKERS", f"{values['workers']} is fewer than {worker['workers_per_batch']} x BATCH "
+                                         f"{values['batch']}{per}, which {self.defn.library['package']}'s own worker "
+                                         f"refuses; allowed: WORKERS >= {least}, or a smaller BATCH")
+        tool_faults = sorted({f.kind for f in values["faults"]} & {"crash_after_claim", "late_worker"})
+        if tool_faults:
+            raise ConfigError("FAULTS", f"{', '.join(tool_faults)} acts on the tool's own workers, and "
+                                        f"LIBRARY_MODE=worker runs the library's; allowed: process_kill, "
+                                        "backend_kill, long_transaction, or LIBRARY_MODE=sql")
+        if kills and values["processes"] < 2:
+            raise ConfigError("FAULTS", "process_kill with PROCESSES=1 would end the run with its only worker "
+                                        "process; allowed: PROCESSES >= 2")
+
+    def _worker_value(self, p: Parameter, value: Any) -> Any:
+        """``value`` of ``p``, refused (ConfigError naming ``p``) when the library's own worker has no such
+        value: a ``WAKEUP`` it does not offer."""
+        if p.key == "wakeup" and self.mode == "worker":
+            offered = self.defn.library["worker"]["wakeup"]
+            if value not in offered:
+                raise ConfigError("WAKEUP", f"{value!r}: {self.defn.library['package']}'s own worker has no such "
+                                            f"wake-up; allowed: {', '.join(offered)}, or LIBRARY_MODE=sql")
+        return value

@@ -297,6 +297,12 @@ class Engine(Protocol):
         ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` below 1) and
         :attr:`database_errors`."""
 
+    # -- a queue library's own worker
+    def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
+        """How to start one of a queue library's own worker processes (``LIBRARY_MODE=worker``): its argv and
+        the environment it needs besides this one's (the DSN: never on a command line); None when the
+        queue has no such worker. The protocol it speaks: :mod:`bench.engines.postgres.library_workers`."""
+
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""

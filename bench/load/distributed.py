@@ -39,9 +39,9 @@ from bench.load import swarm
 from bench.load.locust_master import drop_workers, keep_out_latecomers
 from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
 from bench.load.worker_process import DSN_ENV
-from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
-from bench.measure import interval_codec, metrics
-from bench.measure.claimlog import merge_stamped
+from bench.load.process_merge import MergedProcesses
+from bench.load.process_stats import finish_process_stats, new_process_stats
+from bench.measure import interval_codec
 from bench.measure.metrics import Interval, Recorder
 
 __all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S", "run_driver"]
@@ -71,7 +71,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class DistributedDriver:
+class DistributedDriver(MergedProcesses):
     """``cfg.processes`` Locust worker processes under this process's Locust master, sharing ``ctx``'s
     configuration; ``dsn`` is the database they connect to (handed over in their environment).
 
@@ -98,16 +98,9 @@ class DistributedDriver:
         self.connected: dict[int, int] = {}
         self._workers_at_stop: int | None = None
         self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
-        self.parts: dict[int, dict[int, Interval]] = {}
-        self.cpu_parts: dict[int, dict[int, tuple]] = {}
+        self._init_merge()
         self.done: dict[int, dict] = {}
         self.stats = {i: new_process_stats(i) for i in range(1, cfg.processes + 1)}
-        self.measured_parts = MeasuredParts()
-        self.logs: dict = {}
-        self.per_second = None  # processes.csv (open_process_logs)
-        self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
-        self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's (the master's)
-        self._own_lag_p99: int | None = None
         self._last_t_s = -1  # the last measured second asked for
         self.started = False  # the users have been started (no worker may join from then on)
         keep_out_latecomers(self.master, lambda client_id: self.started and client_id not in self.clients)
@@ -142,12 +135,6 @@ class DistributedDriver:
 
     def _on_connected(self, environment, msg, **_):
         self.connected[int(msg.data["process"])] = int(msg.data["workers"])
-
-    def _append_events(self, process: int, text: str | None) -> None:
-        """Keep a process's stamped claim-log lines, in arrival order (which is theirs), in its own file."""
-        if text:
-            with open(self.tmp / f"claims-{process}.log", "a", encoding="utf-8") as fh:
-                fh.write(text)
 
     def _on_interval(self, environment, msg, **_):
         process, interval = int(msg.data["process"]), interval_codec.decode(msg.data["interval"])
@@ -251,55 +238,7 @@ class DistributedDriver:
         alive = self._alive()
         self._last_t_s = index - int(round(self.cfg.warmup_s))
         self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
-        deadline = time.monotonic() + ROTATE_WAIT_S
-        while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:
-            gevent.sleep(0.002)
-        parts = self.parts.pop(index, {})
-        cpus = self.cpu_parts.pop(index, {})
-        for late in [k for k in self.parts if k < index]:  # a part that came after its second was merged
-            for part in self.parts.pop(late).values():
-                part.release()
-            self.cpu_parts.pop(late, None)
-        t_s = index - int(round(self.cfg.warmup_s))  # the measured window's seconds, as intervals.csv t_s
-        for i in self.stats:  # a lost process misses every second from its loss on
-            if i not in parts and t_s >= 0:
-                self.stats[i]["missing_seconds"].append(t_s)
-        merged = interval_codec.merge(index, [own, *parts.values()])
-        self.measured_parts.hold(parts, {i: float(c[0]) for i, c in cpus.items()})
-        self._cpus = cpus
-        lag = own.histograms["loop_lag_us"]  # this process's row of processes.csv
-        self._own_lag_p99 = metrics.values_at_percentiles(lag, (99,))[0] if lag.get_total_count() else None
-        own.release()
-        return merged
-
-    def measured(self, t_s: int) -> None:
-        """The second just closed is measured second ``t_s``: count each process's part of it, write it
-        to that process's histogram logs and its row of ``processes.csv`` (the master's, process 0:
-        its CPU and loop lag; its users are none) (:meth:`open_process_logs`)."""
-        self.measured_parts.count(self.stats)
-        for i, part in sorted(self.measured_parts.parts.items()):
-            if i in self.logs:
-                self.logs[i].write(part)
-        if self.per_second is not None:
-            self.per_second.write(t_s, 0, self._own_cpu, loop_lag_p99_us=self._own_lag_p99)
-            for i, part in sorted(self.measured_parts.parts.items()):
-                self.per_second.write(t_s, i, self._cpus.get(i, (0.0, 0.0, 0.0)), part)
-
-    def open_process_logs(self, open_logs, per_second) -> None:
-        """Write each process's measured seconds to logs of its own too: ``open_logs(i)`` returns the
-        :class:`bench.results.run_files.HistogramLogs` of process ``i`` (its ``write`` and ``close``
-        are used), so that a reader can check the merged logs against the union of the processes';
-        and each second's CPU and loop lag of every process to ``per_second`` (a
-        :class:`bench.results.run_files.ProcessSeconds`)."""
-        self.logs = {i: open_logs(i) for i in sorted(self.stats)}
-        self.per_second = per_second
-
-    def close_process_logs(self) -> None:
-        """Close what :meth:`open_process_logs` opened."""
-        for logs in self.logs.values():
-            logs.close()
-        if self.per_second is not None:
-            self.per_second.close()
+        return self._merge_second(own, index, alive, ROTATE_WAIT_S)
 
     def running_workers(self) -> int:
         """Workers running in every process not lost, each as of the latest second it sent (a late
@@ -323,12 +262,6 @@ class DistributedDriver:
         """Close fault ``kind``'s window in every process."""
         self.master.send_message("qbench_fault", {"kind": kind, "open": False})
 
-    def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
-        """The busiest process's CPU over the second just closed (% of a core), this one included:
-        one saturated process is enough to make the generator, not the database, set the pace."""
-        self._own_cpu = own
-        return max([own, *self._cpus.values()], key=lambda c: c[0])
-
     def stop(self) -> None:
         """Let every process's workers finish their cycle, stop the users, collect what each
         process reports as it stops, and merge the claim logs into ``ctx.log``."""
@@ -343,20 +276,7 @@ class DistributedDriver:
             self.ctx.plan_sessions.extend(report.get("plan_sessions") or [])
             if self.ctx.worker_explain is None and report.get("worker_explain"):
                 self.ctx.worker_explain = report["worker_explain"]
-        for i in self.stats:
-            if i not in self.done:
-                self.stats[i]["lost"] = True
-        merge_stamped([self.tmp / f"claims-{i}.log" for i in sorted(self.stats)
-                       if (self.tmp / f"claims-{i}.log").exists()], self.ctx.log)
-
-    def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
-        """The stop phase's interval: this process's and every process's last one."""
-        own = recorder.rotate(index, start_s, end_s)
-        parts = {i: interval_codec.decode(self.done[i]["tail"]) for i in sorted(self.done) if self.done[i].get("tail")}
-        merged = interval_codec.merge(index, [own, *parts.values()])
-        self.measured_parts.hold(parts, {})
-        own.release()
-        return merged
+        self._merge_claim_logs()
 
     def quit(self) -> None:
         """Quit the master and wait for the processes (each exits once it has reported as it stopped);

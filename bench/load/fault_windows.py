@@ -50,6 +50,10 @@ def fault_window(engine, fault, driver, dsn: str, clock: "seconds.Clock", n_warm
         elif fault.kind == "long_transaction":
             conn = engine.hold_snapshot(dsn, driver.cfg.schema)  # holds xmin from here
             clock.sleep_until(n_warm + fault.end_s)
+        elif fault.kind == "process_kill":  # a library's own worker process (bench.load.library_driver)
+            if driver.kill_process() is not None:
+                recorder.count("process_kills")
+            clock.sleep_until(n_warm + fault.end_s)
         elif fault.kind == "backend_kill":
             conn = engine.killer(dsn)
             while clock.now_s() < n_warm + fault.end_s:

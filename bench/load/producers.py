@@ -25,24 +25,8 @@ from locust import User, task
 
 from bench.engines.base import EngineError
 from bench.load import swarm
+from bench.workload.arrivals import MAX_DUE_PER_INSERT, next_gap_s, rate_at
 
-#: Largest number of due jobs one insert carries when a producer catches up.
-MAX_INSERT_ROWS = 1000
-
-
-def rate_at(t_s: float, base_rate: float, bursts: tuple) -> float:
-    """Offered rate (jobs/s) at ``t_s`` seconds since the measured start: a burst's rate inside its window."""
-    for start_s, end_s, rate in bursts:
-        if start_s <= t_s < end_s:
-            return rate
-    return base_rate
-
-
-def next_gap_s(rate: float, arrival: str, rng: random.Random) -> float:
-    """Gap (s) to the next intended arrival at ``rate`` per second (exponential for Poisson arrivals)."""
-    if rate <= 0:
-        return 0.1  # no arrivals now: look again shortly (a burst may start)
-    return rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
 
 
 class Producer(User):
@@ -99,7 +83,7 @@ class Producer(User):
                 continue
             now = time.time()
             due = []
-            while intended <= now and len(due) < MAX_INSERT_ROWS:
+            while intended <= now and len(due) < MAX_DUE_PER_INSERT:
                 if rate_at(intended - self.ctx.measured_start_unix, cfg.rate, cfg.bursts) > 0:
                     due.append(intended)
                 intended += gap(intended)

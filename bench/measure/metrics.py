@@ -31,8 +31,11 @@ SIGNIFICANT_DIGITS = 3
 #: ``gevent.sleep`` can take several ms when the event loop is busy).
 #: ``loop_lag_us``: how late the event loop's periodic timer woke (beyond its period).
 #: ``nowait_backoff_us``: each back-off sleep actually taken after a 55P03 (NOWAIT).
+#: ``dispatch_delay_us``: per job, under a queue library's own worker (``LIBRARY_MODE=worker``), from the
+#: fetch that claimed it returning to its task starting (the library's dispatch: its buffers, its task
+#: creation, its event loop).
 HISTOGRAM_NAMES = ("claim_latency_us", "complete_latency_us", "pickup_latency_us", "producer_lag_us",
-                   "batch_wait_us", "work_duration_us", "loop_lag_us", "nowait_backoff_us")
+                   "batch_wait_us", "work_duration_us", "loop_lag_us", "nowait_backoff_us", "dispatch_delay_us")
 
 
 def new_histogram(name: str) -> HdrHistogram:
@@ -220,6 +223,10 @@ class Recorder:
     def batch_wait(self, wait_us: int) -> None:
         """Record one job's wait inside its batch: claimed, not yet started (µs)."""
         self._batch_wait_us.append(wait_us)
+
+    def dispatch_delay(self, delay_us: int) -> None:
+        """Record one job's dispatch delay under a library's own worker: its task's start minus its fetch's return (µs)."""
+        self._values["dispatch_delay_us"].append(delay_us)
 
     def work_duration(self, elapsed_us: int) -> None:
         """Record one job's simulated work as it really took (µs, measured around the sleep)."""

@@ -127,6 +127,10 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     if (batch or 1) > 1 and batch_wait.get("p50") is not None:
         rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",
                          " / ".join(fmt_num(batch_wait.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
+    dispatch = summary.get("dispatch_delay_us") or {}
+    if dispatch.get("p50") is not None:  # a queue library's own worker
+        rows.append(_row("dispatch delay p50 / p99 (the library's fetch returned, its task not started)",
+                         " / ".join(fmt_num(dispatch.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
     if config.get("layout") == "archive":
         rows.append(_row("jobs moved to the archive (mover)", fmt_num(summary.get("archived_jobs"))))
     sizes = summary.get("table_sizes") or {}

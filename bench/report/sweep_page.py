@@ -24,7 +24,7 @@ from bench.report.format import NA
 from bench.report.render import environment, png_uri
 from bench.report.sweep_answer import capacity_answer
 from bench.report.sweep_engines import engine_rows, engines_figure
-from bench.report.sweep_queues import queue_rows
+from bench.report.sweep_queues import client_overhead_rows, queue_rows
 from bench.report.sweep_plots import batch_figure, history_figure, latency_vs_workers_figure, scaling_figure
 from bench.report.sweep_tables import banners, cell_rows, plan_rows, run_rows, size_rows, text_plan_rows
 from bench.results.sweep import SweepResults, axis_fields, load_sweep
@@ -98,6 +98,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         "columns": sweep.columns,
         "engine_table": engine_rows(sweep),
         "queue_table": queue_rows(sweep),
+        "client_overhead": client_overhead_rows(sweep) if "queue" in sweep.varying else [],
         "text_plan_rows": text_plan_rows(sweep),
         "engines": sorted({str(sweep.value(c, "engine")) for c in sweep.cells}),
     }

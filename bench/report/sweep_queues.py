@@ -2,7 +2,10 @@
 queue libraries), one row per cell, for the same database, arrival rate and work time.
 
 Used by :mod:`bench.report.sweep_page`. :func:`queue_rows` gives the table: throughput, claim p50 and
-p99, pickup p50, the oldest eligible age and the invariants, each cell's audit as it checked them.
+p99, pickup p50, the oldest eligible age and the invariants, each cell's audit as it checked them. A
+queue library is shown by its own worker (``LIBRARY_MODE=worker``) where the sweep ran it; its SQL path
+(``sql``) at the same rate goes to :func:`client_overhead_rows`, the two side by side: the gap is the
+library's client.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from bench.report.format import ci_text
 from bench.results.sweep import SweepResults
 from bench.results.values import fmt_label
 
-__all__ = ["queue_rows"]
+__all__ = ["client_overhead_rows", "queue_rows"]
 
 
 def _invariants(cell) -> tuple[str, bool]:
@@ -32,27 +35,59 @@ def _invariants(cell) -> tuple[str, bool]:
 
 
 def _library_mode(cell) -> str | None:
-    """How the cell's queue library was driven (``sql``), from its runs' ``library_mode``; None for a
+    """How the cell's queue library was driven (``worker``, ``sql``), from its runs' ``library_mode``; None for a
     queue that is not a library (or runs written before the column existed)."""
     runs = cell.done
     modes = {v for v in (runs["library_mode"].tolist() if "library_mode" in runs else []) if isinstance(v, str) and v}
     return ", ".join(sorted(modes)) or None
 
 
+def _paired(sweep: SweepResults) -> dict:
+    """(queue, rate) -> {mode: cell} for each queue library the sweep ran in both modes at one rate."""
+    by = {}
+    for cell in sweep.cells:
+        mode = _library_mode(cell)
+        if mode in ("worker", "sql"):
+            by.setdefault((str(sweep.value(cell, "queue")), sweep.value(cell, "rate")), {})[mode] = cell
+    return {k: v for k, v in by.items() if len(v) == 2}
+
+
+def client_overhead_rows(sweep: SweepResults) -> list[dict]:
+    """One row per queue library and rate the sweep ran in both modes: ``{"queue", "rate", "worker", "sql",
+    "ratio", "claim_worker", "claim_sql"}``: jobs/s of its own worker and of its SQL path (mean, 95 % CI),
+    the SQL path's mean over the worker's (its client's overhead: above 1, the client loses that much), and
+    their claim p50 (ms)."""
+    rows = []
+    for (queue, rate), cells in sorted(_paired(sweep).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        worker, sql_path = cells["worker"].stat("throughput_jobs_per_s"), cells["sql"].stat("throughput_jobs_per_s")
+        ratio = (sql_path["mean"] / worker["mean"] if worker and sql_path and worker.get("mean") and
+                 sql_path.get("mean") is not None else None)
+        rows.append({"queue": fmt_label(queue), "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",
+                     "worker": ci_text(worker), "sql": ci_text(sql_path),
+                     "ratio": "-" if ratio is None else f"{ratio:.2f}x",
+                     "claim_worker": ci_text(cells["worker"].stat("claim_p50_us"), 1000.0),
+                     "claim_sql": ci_text(cells["sql"].stat("claim_p50_us"), 1000.0)})
+    return rows
+
+
 def queue_rows(sweep: SweepResults) -> list[dict] | None:
     """One row per cell of a sweep whose ``queue`` varies, else None: ``{"cell_id", "queue", "rate",
     "throughput", "claim_p50", "claim_p99", "pickup_p50", "oldest_age", "invariants", "library_mode",
     "bad"}``; times in ms (oldest eligible age, its largest sample, in s) as 'mean (95 % CI)' over
-    repetitions. A queue library measured on its SQL path (``library_mode`` ``sql``) says so in its
-    queue label."""
+    repetitions. A queue library run in both modes at a rate is shown by its own worker (its SQL path is in
+    :func:`client_overhead_rows`); one measured on its SQL path alone says so in its queue label."""
     if "queue" not in sweep.varying:
         return None
+    paired_sql = {id(cells["sql"]) for cells in _paired(sweep).values()}
     rows = []
     for cell in sweep.cells:
+        if id(cell) in paired_sql:
+            continue
         invariants, broken = _invariants(cell)
         rate = sweep.value(cell, "rate")
         mode = _library_mode(cell)
-        label = fmt_label(sweep.value(cell, "queue")) + (" (its SQL path, not its own worker)" if mode == "sql" else "")
+        label = fmt_label(sweep.value(cell, "queue")) + {"sql": " (its SQL path, not its own worker)",
+                                                         "worker": " (its own worker)"}.get(mode, "")
         rows.append({
             "cell_id": cell.cell_id, "queue": label, "library_mode": mode,
             "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",

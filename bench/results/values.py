@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: What a queue library's figures are when queue-bench's own workers send its SQL (``mode`` ``sql``, the
-#: only way a library is driven so far): the run report's red line, the comparison page's note.
+#: What a queue library's figures are when queue-bench's own workers send its SQL (``LIBRARY_MODE=sql``):
+#: the run report's red line, the comparison page's note.
 LIBRARY_SQL_PATH_CAVEAT = (
     "these figures measure the library's SQL statements sent by queue-bench's own workers, not the library's "
     "own worker: its event loop, its fetch, dispatch and completion strategy, job context, heartbeats and "
@@ -19,11 +19,12 @@ LIBRARY_SQL_PATH_CAVEAT = (
 
 
 def library_caveat_line(summary: dict) -> str | None:
-    """The line a queue library's run is shown with (report banner, terminal), or None for a queue that is
-    not a library. A summary written before ``mode``/``caveat`` were recorded gets
-    :data:`LIBRARY_SQL_PATH_CAVEAT`: a library was always driven on its SQL path."""
+    """The line a queue library's run on its SQL path is shown with (report banner, terminal), or None for a
+    queue that is not a library or a library's own worker (``mode`` ``worker``). A summary written before
+    ``mode``/``caveat`` were recorded gets :data:`LIBRARY_SQL_PATH_CAVEAT`: a library was always driven on
+    its SQL path then."""
     library = (summary.get("queue_definition") or {}).get("library")
-    if not library:
+    if not library or library.get("mode") == "worker":
         return None
     return f"{library['package']} driven on its SQL path: {library.get('caveat') or LIBRARY_SQL_PATH_CAVEAT}"
 

@@ -192,6 +192,10 @@ class MariaDBEngine:
         (:func:`bench.engines.mariadb.probes.subselect_overclaim_probe`)."""
         return probes.subselect_overclaim_probe(dsn, schema, rows, limit)
 
+    def library_worker_command(self, dsn: str, cfg: Any) -> None:
+        """None: queue libraries run on PostgreSQL."""
+        return None
+
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """A transaction holding a read view (purge stalls; the history list grows)."""
         return fault_actions.hold_snapshot(dsn, schema)

@@ -65,6 +65,18 @@ SELECT count(*) FILTER (WHERE {eligible}), count(*) FILTER (WHERE {running}), co
 FROM {jobs}"""
 
 
+def _finished_away(defn: QueueDefinition) -> sql.Composable:
+    """What a missing row may have left by (a queue whose completion deletes the row): a completion in the
+    claim log, or the definition's ``finished_ids`` (the queue's own record, e.g. a library's log table)."""
+    if not defn.deletes_done:
+        return sql.SQL("")
+    away = sql.SQL("EXCEPT SELECT id FROM {}").format(_APPLIED)
+    if "finished_ids" in defn.statements:
+        away = sql.SQL("{} EXCEPT SELECT (id)::bigint FROM ({}) AS finished_ids").format(
+            away, sql.SQL(defn.statements["finished_ids"]))
+    return away
+
+
 def uncheckable(defn: QueueDefinition) -> dict[str, str]:
     """Invariant -> why the audit cannot check it on ``defn``'s queue ({} when it checks them all)."""
     out = {}
@@ -120,9 +132,10 @@ def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log:
              "id": id_col, "seeded": ident(schema, SEEDED_TABLE),
              "attempts": ident(cols["attempts"]) if "attempts" in cols else sql.SQL("NULL::int"),
              "current": sql.SQL("{} = a.token").format(ident(cols["token"])) if "token" in cols else sql.SQL("true"),
-             "finished_away": sql.SQL("EXCEPT SELECT id FROM {}").format(_APPLIED) if defn.deletes_done else sql.SQL(""),
+             "finished_away": _finished_away(defn),
              "done": done}
     with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL search_path = {}").format(ident(schema)))  # finished_ids is unqualified
         events = load_events(conn, log)
         status = status_counts(conn, schema, defn)
         counts = invariant_counts(conn, names, claim_checks=_CLAIM_CHECKS, create_applied=_CREATE_APPLIED,

@@ -21,7 +21,7 @@ from psycopg import sql
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Capabilities
 from bench.engines.common import SeedResult
-from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, pg_stat_statements, plans
+from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
 from bench.engines.postgres.defined_monitor import DefinedMonitor, DefinedReaper
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.engine import PostgresEngine
@@ -29,7 +29,7 @@ from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
 
 #: The statements checked with PREPARE before the load, in this order.
-_CHECKED = ("register", "claim", "complete", "complete_many", "fail", "reaper", "enqueue")
+_CHECKED = ("register", "claim", "complete", "complete_many", "fail", "reaper", "enqueue", "finished_ids")
 
 
 class DefinitionRefused(ConfigError):
@@ -291,6 +291,14 @@ class DefinedQueueEngine(PostgresEngine):
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Named queues are the built-in table's: none here."""
         return {}
+
+    # -- a queue library's own worker
+    def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
+        """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a
+        queue library under ``LIBRARY_MODE=worker``; None otherwise."""
+        if self.defn.library is None or cfg.library_mode != "worker":
+            return None
+        return library_workers.command(self.defn.library["package"]), {library_workers.DSN_ENV: dsn}
 
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:

@@ -189,6 +189,10 @@ class PostgresEngine:
         return probes.subselect_overclaim_probe(dsn, schema, rows, limit)
 
     # -- fault actions
+    def library_worker_command(self, dsn: str, cfg: Any) -> None:
+        """None: the built-in queue is no library."""
+        return None
+
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
         """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""
         return fault_actions.hold_snapshot(dsn, schema)

@@ -1,0 +1,87 @@
+"""What a library worker process measures: the same per-second histograms and counters as the tool's
+workers (:class:`bench.measure.metrics.Recorder`), the claim log the audit reads (stamped lines,
+:class:`bench.measure.claimlog.StampedLog`), its CPU, and the database's clock.
+
+Times the database compares (a job's eligible time, the time a fetch claimed it) are database epoch
+seconds: a library's fetch returns no claim time of its own (procrastinate's) or the row's own
+``updated`` (pgqueuer's). :meth:`Meter.db_now` is this host's clock plus the offset to the server's
+``clock_timestamp()`` measured once as the process starts (the midpoint of the round trip), so on the
+database's host it is the server's clock itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import psutil
+
+from bench.measure import interval_codec
+from bench.measure.claimlog import StampedLog
+from bench.measure.cpu_meter import CpuMeter
+from bench.measure.metrics import Recorder
+
+#: How often the loop-lag probe wakes (s): as the tool's own (bench.measure.seconds.LOOP_LAG_PERIOD_S).
+LOOP_LAG_PERIOD_S = 0.010
+
+
+class Meter:
+    """One process's measurements. ``lease_s``: how long a claim is the claimer's (the library's stall or
+    heartbeat timeout), for the claim log's ``lease_until``."""
+
+    def __init__(self, batch: int, lease_s: float):
+        self.recorder = Recorder(batch)
+        self.log = StampedLog()
+        self.cpu = CpuMeter(psutil.Process())
+        self.lease_s = lease_s
+        self.offset_s = 0.0
+        self.tokens: dict[int, int] = {}  # job id -> the random token of its claim (the library has none)
+
+    def set_offset(self, before_s: float, server_s: float, after_s: float) -> None:
+        """The server's clock minus this host's, from one ``clock_timestamp()`` read between two local times."""
+        self.offset_s = server_s - (before_s + after_s) / 2
+
+    def db_now(self) -> float:
+        """Now on the database's clock (epoch seconds)."""
+        return time.time() + self.offset_s
+
+    def claimed(self, latency_us: int, jobs: list[tuple[int, float, float | None]]) -> None:
+        """One fetch that returned after ``latency_us`` with ``jobs``: (id, claimed at, eligible at), database
+        epoch seconds (eligible None: unknown, no pickup). Each job gets a random token in the claim log."""
+        pickups = [max(1, int((at - eligible) * 1e6)) for _, at, eligible in jobs if eligible is not None]
+        self.recorder.claim(latency_us, len(jobs), pickups)
+        for job_id, at, _ in jobs:
+            token = -random.getrandbits(62) - 1
+            self.tokens[job_id] = token
+            self.log.claimed(job_id, token, at + self.lease_s, at)
+
+    def completed(self, latency_us: int, job_ids: list[int]) -> None:
+        """One completion statement that returned after ``latency_us`` and finished ``job_ids``."""
+        self.recorder.complete(latency_us, len(job_ids), 0)
+        for job_id in job_ids:
+            token = self.tokens.pop(job_id, None)
+            if token is not None:
+                self.log.finished(job_id, token, True)
+
+    def rotate(self, index: int, start_s: float, end_s: float, workers: int) -> dict:
+        """Close second ``index``: the ``interval`` message (see the package's docstring)."""
+        interval = self.recorder.rotate(index, start_s, end_s)
+        message = {"type": "interval", "interval": interval_codec.encode(interval), "cpu": list(self.cpu.read()),
+                   "events": self.log.take(), "workers": workers}
+        interval.release()
+        return message
+
+    def tail(self) -> dict:
+        """The stop phase's values: the ``done`` message."""
+        interval = self.recorder.rotate(self.recorder.rotations, 0.0, 0.0)
+        message = {"type": "done", "tail": interval_codec.encode(interval), "events": self.log.take()}
+        interval.release()
+        return message
+
+    async def loop_lag_probe(self) -> None:
+        """Record how late each wake-up of a :data:`LOOP_LAG_PERIOD_S` sleep comes (``loop_lag_us``), until cancelled."""
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(LOOP_LAG_PERIOD_S)
+            self.recorder.loop_lag(max(1, int((time.perf_counter() - started - LOOP_LAG_PERIOD_S) * 1e6)))

@@ -1,0 +1,144 @@
+"""procrastinate's own worker (``LIBRARY_MODE=worker``): ``App.run_worker_async`` as its docs run it, measured at
+its public seams only.
+
+- A subclass of the connector the app is given (:class:`procrastinate.PsycopgConnector`) times the two
+  statements of a job's life: ``fetch_job`` (the claim: procrastinate fetches one job per statement, from
+  one loop per worker, whatever its concurrency) and ``finish_job`` (the completion). A fetch returns
+  the job's ``scheduled_at`` and no claim time: its pickup is the midpoint of the fetch's round trip, on
+  the database's clock, minus that (the built-in claim's is ``clock_timestamp()`` as it claims the row).
+- A worker middleware (``worker_middleware``) sees each job start: its dispatch delay is that start minus
+  its fetch's return.
+- Stalled jobs are retried as procrastinate's docs tell users to: every ``LEASE_S``,
+  ``job_manager.get_stalled_jobs(seconds_since_heartbeat=LEASE_S)`` then ``retry_job`` for each (its
+  worker gives no retry of its own), in every worker process.
+
+Parameter mapping: ``WORKERS`` (this process's share) is ``concurrency``; ``WAKEUP=notify`` is
+``listen_notify=True``; ``POLL_MS`` is ``fetch_job_polling_interval``; ``LEASE_S`` is
+``stalled_worker_timeout``, with a heartbeat every third of it (at most procrastinate's default 10 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+
+import procrastinate
+from procrastinate import sql as procrastinate_sql
+
+from bench.engines.postgres.library_workers.meter import Meter
+from bench.workload.jobs import duration_sampler
+
+#: The task every job of the run belongs to (the definition's seed and enqueue write it).
+TASK_NAME = "qbench.job"
+#: procrastinate's own heartbeat interval (``update_heartbeat_interval``'s default, s).
+HEARTBEAT_DEFAULT_S = 10.0
+
+logging.getLogger("procrastinate").setLevel(logging.CRITICAL)  # its per-job INFO lines would cost the loop
+
+
+class TimedConnector(procrastinate.PsycopgConnector):
+    """procrastinate's psycopg connector, timing ``fetch_job`` and ``finish_job`` into ``meter``."""
+
+    def __init__(self, meter: Meter, fetched: dict, **kwargs):
+        super().__init__(**kwargs)
+        self.meter, self.fetched = meter, fetched
+
+    async def execute_query_one_async(self, query, **arguments):
+        if query is not procrastinate_sql.queries["fetch_job"]:
+            return await super().execute_query_one_async(query, **arguments)
+        started = time.perf_counter()
+        row = await super().execute_query_one_async(query, **arguments)
+        returned = time.perf_counter()
+        jobs = []
+        if row["id"] is not None:
+            scheduled = row["scheduled_at"]
+            at = self.meter.db_now() - (returned - started) / 2  # the fetch's midpoint: when the server ran it
+            jobs.append((int(row["id"]), at, scheduled.timestamp() if scheduled else None))
+            self.fetched[int(row["id"])] = returned
+        self.meter.claimed(int((returned - started) * 1e6), jobs)
+        return row
+
+    async def execute_query_async(self, query, **arguments):
+        if query is not procrastinate_sql.queries["finish_job"]:
+            return await super().execute_query_async(query, **arguments)
+        started = time.perf_counter()
+        await super().execute_query_async(query, **arguments)
+        done = [int(arguments["job_id"])] if arguments.get("status") == "succeeded" else []
+        self.meter.completed(int((time.perf_counter() - started) * 1e6), done)
+
+
+class LibraryWorker:
+    """procrastinate's worker (or its producers) in this process: ``workers`` of concurrency, process
+    number ``process`` (its connections are named ``queue-bench p<process>-worker-1``)."""
+
+    def __init__(self, cfg, dsn: str, meter: Meter, process: int, workers: int):
+        self.cfg, self.meter, self.process, self.workers = cfg, meter, process, workers
+        self.fetched: dict[int, float] = {}  # job id -> its fetch's return (perf_counter)
+        connector = TimedConnector(meter, self.fetched, conninfo=dsn, kwargs={
+            "options": f"-c search_path={cfg.schema}", "application_name": f"queue-bench p{process}-worker-1"})
+        self.app = procrastinate.App(connector=connector)
+        self.work_s = duration_sampler(cfg)
+        self.task = self.app.task(name=TASK_NAME)(self._job)
+
+    async def _job(self) -> None:
+        started = time.perf_counter()
+        await asyncio.sleep(self.work_s())
+        self.meter.recorder.work_duration(int((time.perf_counter() - started) * 1e6))
+
+    async def _started(self, call_next, context, worker):
+        fetched = self.fetched.pop(context.job.id, None)
+        if fetched is not None:
+            self.meter.recorder.dispatch_delay(int((time.perf_counter() - fetched) * 1e6))
+        return await call_next()
+
+    async def open(self) -> None:
+        """Open the app's pool and read the database's clock once. Raises what procrastinate raises."""
+        await self.app.open_async()
+        before = time.time()
+        row = await self.app.connector.execute_query_one_async(
+            "SELECT extract(epoch FROM clock_timestamp())::float8 AS now")
+        self.meter.set_offset(before, float(row["now"]), time.time())
+
+    async def work(self, stop: asyncio.Event) -> None:
+        """Run procrastinate's worker until ``stop``; then stop it as a signal would (jobs in progress finish)."""
+        cfg = self.cfg
+        worker = asyncio.create_task(self.app.run_worker_async(
+            concurrency=self.workers, name=f"qbench-p{self.process}", install_signal_handlers=False,
+            listen_notify=cfg.wakeup == "notify", fetch_job_polling_interval=cfg.poll_ms / 1000.0,
+            stalled_worker_timeout=cfg.lease_s, update_heartbeat_interval=min(HEARTBEAT_DEFAULT_S, cfg.lease_s / 3),
+            worker_middleware=[self._started]))
+        retrier = asyncio.create_task(self._retry_stalled(stop))
+        await stop.wait()
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+        await retrier
+
+    async def _retry_stalled(self, stop: asyncio.Event) -> None:
+        """Every ``LEASE_S``: procrastinate's stalled jobs retried with its own calls (another process may
+        retry one first: then this one's call fails, and that job is left to it)."""
+        manager = self.app.job_manager
+        while not stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.cfg.lease_s)
+            if stop.is_set():
+                return
+            for job in await manager.get_stalled_jobs(seconds_since_heartbeat=self.cfg.lease_s):
+                try:
+                    await manager.retry_job(job)
+                    self.meter.recorder.count("stalled_retried")
+                except procrastinate.exceptions.ConnectorException:
+                    pass
+
+    async def enqueue(self, run_at_s: list[float]) -> list[int]:
+        """Defer one job per ``run_at_s`` (its intended time, database epoch seconds) in one statement, as
+        ``defer_async(schedule_at=...)`` writes each; returns their ids."""
+        jobs = [self.task.configure(schedule_at=dt.datetime.fromtimestamp(t, dt.timezone.utc)).job for t in run_at_s]
+        return [int(job.id) for job in await self.app.job_manager.batch_defer_jobs_async(jobs)]
+
+    async def close(self) -> None:
+        """Close the app's pool."""
+        await self.app.close_async()

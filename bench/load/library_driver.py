@@ -1,0 +1,225 @@
+"""The run driver of ``LIBRARY_MODE=worker``: a queue library's own worker in ``PROCESSES`` processes of its
+own, and with ``RATE`` one more process of the library's own producers.
+
+The processes are started fresh (``engine.library_worker_command``: no gevent, no Locust, the library's
+own asyncio event loop) and spoken to over their standard streams, one JSON line per message (the
+protocol: :mod:`bench.engines.postgres.library_workers`). Each second this process asks every one to
+close that second and merges what they send back with its own recorder's second
+(:func:`bench.measure.interval_codec.merge`), as :class:`bench.load.distributed.DistributedDriver` does
+with Locust's processes; each second carries that second's claim-log lines, stamped, which are merged in
+the order of their stamps into the run's claim log for the audit as the load stops. A process whose OS
+process exits before it reported as it stopped is lost, and the run says which (its pid and exit status).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import gevent
+
+from bench.config.run_config import RunConfig
+from bench.errors import RunFailed
+from bench.load import swarm
+from bench.load.driver import stop_timeout_s
+from bench.load.process_merge import MergedProcesses
+from bench.load.process_stats import finish_process_stats, new_process_stats
+from bench.measure import interval_codec
+from bench.measure.metrics import Interval, Recorder
+
+#: How long the run waits for the processes' share of a second before merging without the late ones (s).
+ROTATE_WAIT_S = 0.5
+#: How long the processes may take to open their library's app (s).
+START_WAIT_S = 60.0
+
+
+def split_workers(workers: int, processes: int) -> list[int]:
+    """``workers`` split over ``processes`` as evenly as whole numbers allow, the first ones taking one more."""
+    return [workers // processes + (1 if i < workers % processes else 0) for i in range(processes)]
+
+
+class LibraryWorkersDriver(MergedProcesses):
+    """The library's own processes for one run: ``command`` is ``(argv, environment)`` from the engine."""
+
+    def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, command: tuple[list[str], dict[str, str]], log=print):
+        self.cfg, self.ctx, self.log = cfg, ctx, log
+        self.argv, self.env = command
+        self.users = cfg.workers
+        shares = split_workers(cfg.workers, cfg.processes)
+        self.roles = {i + 1: ("worker", n) for i, n in enumerate(shares)}
+        if cfg.rate > 0:
+            self.roles[cfg.processes + 1] = ("producer", 0)
+        self.tmp = Path(tempfile.mkdtemp(prefix="qbench-library-"))
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.ready: dict[int, dict] = {}
+        self.failed: dict[int, str] = {}
+        self.done: dict[int, dict] = {}
+        self._init_merge()
+        self.process_workers: dict[int, int] = {}
+        self.stats = {i: new_process_stats(i) for i in self.roles}
+        self._workers_at_stop: int | None = None
+        self._readers: list = []
+
+    # -- the processes' streams
+    def _send(self, i: int, message: dict) -> None:
+        proc = self.procs.get(i)
+        if proc is None or proc.poll() is not None or self.stats[i]["lost"]:
+            return
+        try:
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it has gone: _alive says so
+
+    def _read(self, i: int) -> None:
+        """Handle process ``i``'s messages until its stdout closes."""
+        for raw in self.procs[i].stdout:
+            message = json.loads(raw)
+            kind = message["type"]
+            if kind == "ready":
+                self.ready[i] = message
+            elif kind == "failed":
+                self.failed[i] = message["error"]
+            elif kind == "interval":
+                interval = interval_codec.decode(message["interval"])
+                self._append_events(i, message.get("events"))
+                self.parts.setdefault(interval.index, {})[i] = interval
+                self.cpu_parts.setdefault(interval.index, {})[i] = tuple(message.get("cpu") or (0.0, 0.0, 0.0))
+                self.process_workers[i] = int(message.get("workers") or 0)
+            elif kind == "done":
+                self._append_events(i, message.get("events"))
+                self.done[i] = message
+
+    def _stderr_tail(self, i: int) -> str:
+        try:
+            lines = (self.tmp / f"process-{i}.err").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            lines = []
+        return lines[-1] if lines else f"it exited with status {self.procs[i].returncode}"
+
+    def _alive(self) -> list[int]:
+        """The processes still running; one whose OS process exited before it reported as it stopped is
+        marked lost, once, with a line naming it."""
+        alive = []
+        for i, proc in sorted(self.procs.items()):
+            if i in self.done:
+                alive.append(i)
+            elif proc.poll() is not None:
+                if not self.stats[i]["lost"]:
+                    self.stats[i]["lost"] = True
+                    self.log(f"library worker process {i} (pid {proc.pid}) lost: it exited with status "
+                             f"{proc.returncode} ({self._stderr_tail(i)}); its jobs in progress are left to the "
+                             "library's own recovery, and the run goes on")
+            else:
+                alive.append(i)
+        return alive
+
+    # -- the run driver
+    def start(self) -> None:
+        """Start every process and wait until each has opened its library's app. Raises RunFailed naming
+        the process that failed (its own line) or did not start."""
+        env = {**os.environ, **self.env}
+        for i, (role, workers) in self.roles.items():
+            self.procs[i] = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=open(self.tmp / f"process-{i}.err", "wb"), env=env)
+            self._readers.append(gevent.spawn(self._read, i))
+            self._send(i, {"process": i, "role": role, "workers": workers, "config": self.cfg.public()})
+        deadline = time.monotonic() + START_WAIT_S
+        while len(self.ready) < len(self.roles):
+            exited = [i for i, p in self.procs.items() if p.poll() is not None and i not in self.ready]
+            if self.failed or exited or time.monotonic() > deadline:
+                self.kill()
+                if self.failed:
+                    i, why = next(iter(self.failed.items()))
+                    raise RunFailed(f"LIBRARY_MODE: library worker process {i} could not start ({why})")
+                why = self._stderr_tail(exited[0]) if exited else (
+                    f"{len(self.ready)} of {len(self.roles)} reported within {START_WAIT_S:g} s")
+                raise RunFailed(f"LIBRARY_MODE: a library worker process did not start ({why})")
+            gevent.sleep(0.02)
+        for i, report in self.ready.items():
+            self.stats[i].update(pid=report.get("pid"), host=report.get("host"))
+
+    def wait_connected(self) -> float:
+        """Every process is ready once :meth:`start` returns: let them all work; 0 s waited."""
+        for i, (_, workers) in self.roles.items():
+            self.stats[i]["workers"] = workers
+            self._send(i, {"cmd": "go"})
+        self.ctx.go.set()
+        return 0.0
+
+    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """Close second ``index`` here and in every live process; merge what arrives within :data:`ROTATE_WAIT_S`."""
+        own = recorder.rotate(index, start_s, end_s)
+        alive = self._alive()
+        for i in alive:
+            self._send(i, {"cmd": "rotate", "index": index, "start_s": start_s, "end_s": end_s})
+        return self._merge_second(own, index, alive, ROTATE_WAIT_S)
+
+    def running_workers(self) -> int:
+        """The library's workers (its concurrency) in every process not lost, as of its latest second."""
+        if self._workers_at_stop is not None:
+            return self._workers_at_stop
+        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
+
+    def open_fault(self, fault, given_up) -> None:
+        """Not used: the configuration refuses the tool's own worker faults under ``LIBRARY_MODE=worker``."""
+        raise RunFailed(f"FAULTS: {fault.kind} does not apply to a library's own worker")
+
+    def close_fault(self, kind: str) -> None:
+        """Nothing to close (see :meth:`open_fault`)."""
+
+    def kill_process(self) -> int | None:
+        """``SIGKILL`` one live worker process chosen at random (``process_kill``); its number, None when none is left."""
+        alive = [i for i in self._alive() if self.roles[i][0] == "worker" and i not in self.done]
+        if not alive:
+            return None
+        i = random.choice(alive)
+        self.log(f"fault: process_kill sends SIGKILL to library worker process {i} (pid {self.procs[i].pid})")
+        self.procs[i].send_signal(signal.SIGKILL)
+        return i
+
+    def stop(self) -> None:
+        """Stop every process as the library stops (jobs in progress finish), collect what each reports, and
+        merge the claim logs into ``ctx.log``."""
+        self._workers_at_stop = self.running_workers()
+        alive = self._alive()
+        for i in alive:
+            self._send(i, {"cmd": "stop"})
+        deadline = time.monotonic() + stop_timeout_s(self.cfg) + 10
+        while set(self.done) < set(self._alive()) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        self._merge_claim_logs()
+
+    def quit(self) -> None:
+        """Wait for the processes to exit (each does once it has reported), and remove the claim log files."""
+        for proc in self.procs.values():
+            try:
+                if proc.stdin:
+                    proc.stdin.close()
+                proc.wait(timeout=15)
+            except (subprocess.TimeoutExpired, OSError):
+                proc.kill()
+                proc.wait(timeout=5)
+        gevent.joinall(self._readers, timeout=5)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Stop every process now; remove the claim log files."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @property
+    def processes(self) -> list[dict]:
+        """What each process did (the shape of :attr:`bench.load.distributed.DistributedDriver.processes`), with
+        its ``role`` (``worker`` or ``producer``)."""
+        self.measured_parts.hold({}, {})
+        return [finish_process_stats(self.stats[i]) | {"role": self.roles[i][0]} for i in sorted(self.stats)]

@@ -1,0 +1,119 @@
+"""What the drivers of several load processes share (:class:`bench.load.distributed.DistributedDriver`, Locust's
+processes; :class:`bench.load.library_driver.LibraryWorkersDriver`, a queue library's own): each second, the
+processes' parts merged exactly with this process's own (:func:`bench.measure.interval_codec.merge`), each
+process's part counted, written to its own histogram logs and its row of ``processes.csv``, and the busiest
+process's CPU.
+
+A driver that mixes :class:`MergedProcesses` in sets ``cfg``, ``stats`` (process -> its figures,
+:func:`bench.load.process_stats.new_process_stats`), ``parts`` and ``cpu_parts`` (second -> process -> what
+it sent), ``done`` (process -> its last report, with ``tail``), ``tmp`` (a directory for each process's
+stamped claim-log lines) and ``ctx`` (the run's :class:`bench.load.swarm.SwarmContext`), and calls
+:meth:`_init_merge`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+
+from bench.load.process_stats import MeasuredParts
+from bench.measure import interval_codec, metrics
+from bench.measure.claimlog import merge_stamped
+from bench.measure.metrics import Interval, Recorder
+
+
+class MergedProcesses:
+    """The per-second merge of several processes' parts (see the module's docstring)."""
+
+    def _init_merge(self) -> None:
+        self.parts: dict[int, dict[int, Interval]] = {}
+        self.cpu_parts: dict[int, dict[int, tuple]] = {}
+        self.measured_parts = MeasuredParts()
+        self.logs: dict = {}
+        self.per_second = None  # processes.csv (open_process_logs)
+        self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
+        self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's
+        self._own_lag_p99: int | None = None
+
+    def _merge_second(self, own: Interval, index: int, alive: list[int], wait_s: float) -> Interval:
+        """Second ``index``: ``own`` and what the ``alive`` processes send within ``wait_s`` (a process later
+        than that is missing from it, which its ``missing_seconds`` record), merged; ``own`` is released."""
+        deadline = time.monotonic() + wait_s
+        while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:
+            gevent.sleep(0.002)
+        parts, cpus = self.parts.pop(index, {}), self.cpu_parts.pop(index, {})
+        for late in [k for k in self.parts if k < index]:  # a part that came after its second was merged
+            for part in self.parts.pop(late).values():
+                part.release()
+            self.cpu_parts.pop(late, None)
+        t_s = index - int(round(self.cfg.warmup_s))  # the measured window's seconds, as intervals.csv t_s
+        for i in self.stats:  # a lost process misses every second from its loss on
+            if i not in parts and t_s >= 0:
+                self.stats[i]["missing_seconds"].append(t_s)
+        merged = interval_codec.merge(index, [own, *parts.values()])
+        self.measured_parts.hold(parts, {i: float(c[0]) for i, c in cpus.items()})
+        self._cpus = cpus
+        lag = own.histograms["loop_lag_us"]  # this process's row of processes.csv
+        self._own_lag_p99 = metrics.values_at_percentiles(lag, (99,))[0] if lag.get_total_count() else None
+        own.release()
+        return merged
+
+    def _append_events(self, process: int, text: str | None) -> None:
+        """Keep a process's stamped claim-log lines, in arrival order (which is theirs), in its own file."""
+        if text:
+            with open(self.tmp / f"claims-{process}.log", "a", encoding="utf-8") as fh:
+                fh.write(text)
+
+    def _merge_claim_logs(self) -> None:
+        """As the load stops: a process that did not report is lost; every process's lines go into the run's
+        claim log in the order of their stamps (:func:`bench.measure.claimlog.merge_stamped`)."""
+        for i in self.stats:
+            if i not in self.done:
+                self.stats[i]["lost"] = True
+        merge_stamped([self.tmp / f"claims-{i}.log" for i in sorted(self.stats)
+                       if (self.tmp / f"claims-{i}.log").exists()], self.ctx.log)
+
+    def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """The stop phase's interval: this process's and every process's last one (``done[i]["tail"]``)."""
+        own = recorder.rotate(index, start_s, end_s)
+        parts = {i: interval_codec.decode(d["tail"]) for i, d in sorted(self.done.items()) if d.get("tail")}
+        merged = interval_codec.merge(index, [own, *parts.values()])
+        self.measured_parts.hold(parts, {})
+        own.release()
+        return merged
+
+    def measured(self, t_s: int) -> None:
+        """The second just closed is measured second ``t_s``: count each process's part of it, write it
+        to that process's histogram logs and its row of ``processes.csv`` (this process's, process 0: its
+        CPU and loop lag) (:meth:`open_process_logs`)."""
+        self.measured_parts.count(self.stats)
+        for i, part in sorted(self.measured_parts.parts.items()):
+            if i in self.logs:
+                self.logs[i].write(part)
+        if self.per_second is not None:
+            self.per_second.write(t_s, 0, self._own_cpu, loop_lag_p99_us=self._own_lag_p99)
+            for i, part in sorted(self.measured_parts.parts.items()):
+                self.per_second.write(t_s, i, self._cpus.get(i, (0.0, 0.0, 0.0)), part)
+
+    def open_process_logs(self, open_logs, per_second) -> None:
+        """Write each process's measured seconds to logs of its own too: ``open_logs(i)`` returns the
+        :class:`bench.results.run_files.HistogramLogs` of process ``i`` (its ``write`` and ``close``
+        are used), so that a reader can check the merged logs against the union of the processes';
+        and each second's CPU and loop lag of every process to ``per_second`` (a
+        :class:`bench.results.run_files.ProcessSeconds`)."""
+        self.logs = {i: open_logs(i) for i in sorted(self.stats)}
+        self.per_second = per_second
+
+    def close_process_logs(self) -> None:
+        """Close what :meth:`open_process_logs` opened."""
+        for logs in self.logs.values():
+            logs.close()
+        if self.per_second is not None:
+            self.per_second.close()
+
+    def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
+        """The busiest process's CPU over the second just closed (% of a core), this one included:
+        one saturated process is enough to make the generator, not the database, set the pace."""
+        self._own_cpu = own
+        return max([own, *self._cpus.values()], key=lambda c: c[0])
