@@ -184,3 +184,34 @@ def test_library_worker_parameters_are_refused_in_one_line_where_its_worker_has_
         proc = qbench("run", "--dsn", "postgresql://postgres@127.0.0.1:5432/qbench_never_created", *args)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: " + prefix), (args, proc.stderr)
+
+
+def test_the_comparison_page_shows_a_library_by_its_own_worker_and_its_two_modes_side_by_side(dsn, tmp_path):
+    """A sweep of one library in both modes beside the tool's queue: the queues table shows the library by its
+    own worker and says so in its heading; its SQL path goes to the modes table, whose ratio is the SQL path's
+    jobs/s over its own worker's, from the runs' own figures (cells.csv)."""
+    import csv
+    import html
+    import re
+
+    spec = tmp_path / "modes.toml"
+    spec.write_text('description = "test"\nworkload = "default"\nrepetitions = 1\n'
+                    'cells = [{ queue = "builtin" }, { queue = "procrastinate", library_mode = "worker" },'
+                    ' { queue = "procrastinate", library_mode = "sql" }]\n'
+                    '[fixed]\nworkers = 4\nwork_ms = 2\nbacklog = 3000\nduration = "2s"\nwarmup = "0s"\n')
+    proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "results"), timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sweep_dir = next((tmp_path / "results" / "sweeps").iterdir())
+    with (sweep_dir / "cells.csv").open(newline="") as fh:
+        cells = {(r["queue"], r["library_mode"]): r for r in csv.DictReader(fh)}
+    assert set(cells) == {("builtin", ""), ("procrastinate", "worker"), ("procrastinate", "sql")}
+    compare = html.unescape((sweep_dir / "compare.html").read_text())
+    heading = compare.split("<h2>Queues side by side", 1)[1].split("</h2>", 1)[0]
+    assert "by their own workers (LIBRARY_MODE=worker)" in heading
+    queues = compare.split('<table id="queues">', 1)[1].split("</table>", 1)[0]
+    assert "procrastinate (its own worker)" in queues and "its SQL path" not in queues
+    modes = compare.split('<table id="library-modes">', 1)[1].split("</table>", 1)[0]
+    ratio = float(re.search(r"<td>([0-9.]+)x</td>", modes).group(1))
+    expected = (float(cells[("procrastinate", "sql")]["throughput_jobs_per_s"])
+                / float(cells[("procrastinate", "worker")]["throughput_jobs_per_s"]))
+    assert abs(ratio - expected) <= 0.006, (ratio, expected)

@@ -92,6 +92,10 @@ WORKER_NOT_APPLICABLE = {
     "future_delay_ms": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
     "priority_mix": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
 }
+#: What a run's plan figures are under ``LIBRARY_MODE=worker`` (the report's plan section says it).
+WORKER_PLANS = ("Under LIBRARY_MODE=worker the library's own worker sends its own statements on its own connections, "
+                "which the tool does not EXPLAIN: the plans shown are the definition's claim prepared on the tool's "
+                "own session, not the worker's statement.")
 #: What worker mode takes back from the definition's SQL-path rules: the library's worker maps them.
 _WORKER_APPLIES = ("lease_s", "wakeup")
 _SETTING_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
@@ -179,7 +183,8 @@ def describe_queue(queue: str, mode: str = "sql") -> dict | None:
     defn = load_queue(queue)
     library = defn.library and {k: defn.library.get(k) for k in ("package", "version", "measurement", "plans")}
     if library and mode == "worker":
-        library.update(mode="worker", caveat=None, measurement=defn.library["worker"]["measurement"])
+        library.update(mode="worker", caveat=None, measurement=defn.library["worker"]["measurement"],
+                       plans=WORKER_PLANS)
     elif library:
         library.update(mode="sql", caveat=LIBRARY_SQL_PATH_CAVEAT)
     return {"name": defn.name, "path": str(defn.path), "description": defn.description, "table": defn.table,

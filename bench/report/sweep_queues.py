@@ -60,8 +60,7 @@ def client_overhead_rows(sweep: SweepResults) -> list[dict]:
     rows = []
     for (queue, rate), cells in sorted(_paired(sweep).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         worker, sql_path = cells["worker"].stat("throughput_jobs_per_s"), cells["sql"].stat("throughput_jobs_per_s")
-        ratio = (sql_path["mean"] / worker["mean"] if worker and sql_path and worker.get("mean") and
-                 sql_path.get("mean") is not None else None)
+        ratio = sql_path.mean / worker.mean if worker.n and sql_path.n and worker.mean > 0 else None
         rows.append({"queue": fmt_label(queue), "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",
                      "worker": ci_text(worker), "sql": ci_text(sql_path),
                      "ratio": "-" if ratio is None else f"{ratio:.2f}x",
