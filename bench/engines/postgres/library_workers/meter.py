@@ -17,6 +17,7 @@ import time
 
 import psutil
 
+from bench.engines.postgres.error_kinds import error_kind
 from bench.measure import interval_codec
 from bench.measure.claimlog import StampedLog
 from bench.measure.cpu_meter import CpuMeter
@@ -63,6 +64,14 @@ class Meter:
             token = self.tokens.pop(job_id, None)
             if token is not None:
                 self.log.finished(job_id, token, True)
+
+    def error(self, err: BaseException) -> None:
+        """Count one error a library's statement raised: its SQLSTATE (the cause's, for a library that wraps
+        its driver's errors), else a lost connection or a client error (:mod:`bench.engines.postgres.error_kinds`)."""
+        cause = err.__cause__ or err
+        sqlstate = getattr(cause, "sqlstate", None) or getattr(err, "sqlstate", None)
+        lost = "closed" in str(cause).lower() or "connection" in type(cause).__name__.lower()
+        self.recorder.error(sqlstate or error_kind(cause, lost=lost))
 
     def rotate(self, index: int, start_s: float, end_s: float, workers: int) -> dict:
         """Close second ``index``: the ``interval`` message (see the package's docstring)."""

@@ -46,11 +46,19 @@ class TimedDriver:
         self.inner, self.meter, self.fetched = inner, meter, fetched
         self.dequeue_sql, self.log_sql = dequeue_sql, log_sql
 
+    async def _counted(self, statement):
+        """Await ``statement``; an error it raises is counted (then raised on, for pgqueuer to handle)."""
+        try:
+            return await statement
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as err:
+            self.meter.error(err)
+            raise
+
     async def fetch(self, query: str, *args):
         if query != self.dequeue_sql:
-            return await self.inner.fetch(query, *args)
+            return await self._counted(self.inner.fetch(query, *args))
         started = time.perf_counter()
-        rows = await self.inner.fetch(query, *args)
+        rows = await self._counted(self.inner.fetch(query, *args))
         returned = time.perf_counter()
         for row in rows:
             self.fetched[int(row["id"])] = returned
@@ -60,9 +68,9 @@ class TimedDriver:
 
     async def execute(self, query: str, *args):
         if query != self.log_sql:
-            return await self.inner.execute(query, *args)
+            return await self._counted(self.inner.execute(query, *args))
         started = time.perf_counter()
-        result = await self.inner.execute(query, *args)
+        result = await self._counted(self.inner.execute(query, *args))
         done = [int(i) for i, status in zip(args[0], args[1]) if status == "successful"]
         self.meter.completed(int((time.perf_counter() - started) * 1e6), done)
         return result

@@ -48,9 +48,9 @@ class TimedConnector(procrastinate.PsycopgConnector):
 
     async def execute_query_one_async(self, query, **arguments):
         if query is not procrastinate_sql.queries["fetch_job"]:
-            return await super().execute_query_one_async(query, **arguments)
+            return await self._counted(super().execute_query_one_async(query, **arguments))
         started = time.perf_counter()
-        row = await super().execute_query_one_async(query, **arguments)
+        row = await self._counted(super().execute_query_one_async(query, **arguments))
         returned = time.perf_counter()
         jobs = []
         if row["id"] is not None:
@@ -61,11 +61,19 @@ class TimedConnector(procrastinate.PsycopgConnector):
         self.meter.claimed(int((returned - started) * 1e6), jobs)
         return row
 
+    async def _counted(self, statement):
+        """Await ``statement``; an error it raises is counted (then raised on, for procrastinate to handle)."""
+        try:
+            return await statement
+        except procrastinate.exceptions.ConnectorException as err:
+            self.meter.error(err)
+            raise
+
     async def execute_query_async(self, query, **arguments):
         if query is not procrastinate_sql.queries["finish_job"]:
-            return await super().execute_query_async(query, **arguments)
+            return await self._counted(super().execute_query_async(query, **arguments))
         started = time.perf_counter()
-        await super().execute_query_async(query, **arguments)
+        await self._counted(super().execute_query_async(query, **arguments))
         done = [int(arguments["job_id"])] if arguments.get("status") == "succeeded" else []
         self.meter.completed(int((time.perf_counter() - started) * 1e6), done)
 
