@@ -87,9 +87,11 @@ def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_it
     schema = f"qb_{library}_worker"
     run_dir, summary, proc = run_and_load(
         dsn, tmp_path / "drain", "--queue", library, "--schema", schema, "--workers", "10", "--work-ms", "5",
-        "--backlog", str(JOBS), "--duration", "10s", "--warmup", "0s", *EXTRA[library])
+        "--backlog", str(JOBS), "--duration", "20s", "--warmup", "0s", *EXTRA[library])
     assert summary["queue_definition"]["library"]["mode"] == "worker"
-    assert "SQL path" not in proc.stdout  # the caveat of LIBRARY_MODE=sql is not this run's
+    assert "driven on its SQL path" not in proc.stdout  # the caveat of LIBRARY_MODE=sql is not this run's
+    assert f"{library} {summary['queue_definition']['library']['version']}: its own worker, in 1 process (0 lost)" \
+        in proc.stdout
     # every job done exactly once, by the library's own record
     done = _query(dsn, schema, TABLES[library]["done"])
     assert len(done) == JOBS and {times for _, times in done} == {1}
