@@ -174,8 +174,19 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         # its clean invariants would be a figure that was never measured.
         reasons.append(f"the claim log holds none of the {counters['jobs_claimed']:,} jobs claimed: the audit's "
                        "checks that read it (double claims, stale completions, redeliveries) checked nothing")
+    killed = counters["process_kills"]  # FAULTS=process_kill: a library worker process lost on purpose
     for process in processes:
-        if process.get("lost"):
+        if process.get("lost") and process.get("role"):  # a queue library's own worker process
+            if killed:
+                killed -= 1
+                continue
+            missed = process.get("missing_seconds") or []
+            reasons.append(f"library worker process {process['process']} exited with status "
+                           f"{process.get('exit_status')} ({process.get('exit_reason')})"
+                           + (f" from second {missed[0]} of the measured window on" if missed else "")
+                           + ": the rest of the window ran without its workers, and the jobs it held waited for "
+                             "the library's own recovery")
+        elif process.get("lost"):
             missed = process.get("missing_seconds") or []
             reasons.append(f"load generator process {process['process']} was lost"
                            + (f" from second {missed[0]} of the measured window on" if missed else "")
@@ -232,7 +243,8 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         "nowait_retries": counters["nowait_retries"],
         # FR-10: idle waits ended by a producer's notification (WAKEUP=notify), and the sessions the
         # monitor saw waiting on the notify lock at commit (Lock:object) in its per-second samples.
-        "notify_wakeups": counters["notify_wakeups"],
+        # the tool's own workers' count; a library's own worker wakes by itself, uncounted (None)
+        "notify_wakeups": None if cfg.library_mode == "worker" else counters["notify_wakeups"],
         "notify_lock_waiters": {"max": max(notify_waiters) if notify_waiters else None,
                                 "mean": round(sum(notify_waiters) / len(notify_waiters), 3) if notify_waiters else None},
         "monitor_query_us": {"mean": round(sum(costs) / len(costs), 1) if costs else None,

@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
     if cfg.library_mode == "worker" and (external_workers or getattr(args, "ui", False)):
         what = "qbench master" if external_workers else "the web UI"
         raise ConfigError("LIBRARY_MODE", f"worker runs the library's own worker processes, which {what} cannot "
-                                          "drive; allowed: LIBRARY_MODE=sql with it, or leave it out")
+                                          f"drive; allowed: LIBRARY_MODE=sql with {what}, or run without {what}")
 
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
 

@@ -432,6 +432,8 @@ def applicability(defn: QueueDefinition, mode: str = "sql") -> dict[str, str]:
         for key in _WORKER_APPLIES:
             out.pop(key, None)
         out.update(WORKER_NOT_APPLICABLE)
+        if "batch" in out:
+            out["batch"] = "its own worker fetches one job per statement"
     return out
 
 

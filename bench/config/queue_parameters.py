@@ -124,19 +124,26 @@ class QueueParameters:
         except ConfigError as err:
             raise ConfigError("QUEUE", f"{defn.path}: [defaults] {p.key}: {str(err).split(': ', 1)[1]}") from None
 
-    def check(self, values: dict) -> None:
+    def check(self, values: dict) -> list[str]:
         """Refuse what a library's own worker cannot run (ConfigError naming the parameter): fewer
-        ``WORKERS`` per process than its ``workers_per_batch`` × ``BATCH``; a fault window on the tool's own workers
+        ``WORKERS`` per process than its ``workers_per_batch`` × ``BATCH`` (unless ``WORKERS`` was left to
+        its default, which is raised to that, with a note: the notes are returned); a fault window on the tool's own workers
         (``crash_after_claim``, ``late_worker``: its worker is not the tool's); ``process_kill`` outside
         worker mode or with one process (the run would end with it)."""
         kills = any(f.kind == "process_kill" for f in values["faults"])
+        notes: list[str] = []
         if self.mode != "worker":
             if kills:
                 raise ConfigError("FAULTS", "process_kill kills one of a queue library's own worker processes; "
                                             "allowed: process_kill with LIBRARY_MODE=worker (a queue library)")
-            return
+            return notes
         worker = self.defn.library["worker"]
         least = worker["workers_per_batch"] * values["batch"] * values["processes"]
+        if values["workers"] < least and "workers" not in self.given:  # the default: as many as it needs
+            notes.append(f"WORKERS {least} ({worker['workers_per_batch']} x BATCH {values['batch']} in each of "
+                         f"PROCESSES {values['processes']}, the least {self.defn.library['package']}'s own worker "
+                         f"takes) instead of its default {values['workers']}")
+            values["workers"] = least
         if values["workers"] < least:
             per = f" in each of PROCESSES {values['processes']}" if values["processes"] > 1 else ""
             raise ConfigError("WORKERS", f"{values['workers']} is fewer than {worker['workers_per_batch']} x BATCH "
@@ -150,6 +157,7 @@ class QueueParameters:
         if kills and values["processes"] < 2:
             raise ConfigError("FAULTS", "process_kill with PROCESSES=1 would end the run with its only worker "
                                         "process; allowed: PROCESSES >= 2")
+        return notes
 
     def _worker_value(self, p: Parameter, value: Any) -> Any:
         """``value`` of ``p``, refused (ConfigError naming ``p``) when the library's own worker has no such

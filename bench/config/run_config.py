@@ -379,5 +379,5 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                 raise ConfigError(p.name, f"{str(err).split(': ', 1)[1]} (the value is from workload {workload!r}: "
                                           f"set {p.name} to override it)") from None
     notes = check_combinations(values, set(raw))
-    defined.check(values)
+    notes += defined.check(values)
     return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)

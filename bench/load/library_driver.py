@@ -3,11 +3,14 @@ own, and with ``RATE`` one more process of the library's own producers.
 
 The processes are started fresh (``engine.library_worker_command``: no gevent, no Locust, the library's
 own asyncio event loop) and spoken to over their standard streams, one JSON line per message (the
-protocol: :mod:`bench.engines.postgres.library_workers`). Each second this process asks every one to
-close that second and merges what they send back with its own recorder's second
+protocol: :mod:`bench.engines.postgres.library_workers`), each in a session of its own (a terminal's
+Ctrl-C reaches the run, which stops them in order). Each second this process asks every one to close
+that second and merges what they send back with its own recorder's second
 (:func:`bench.measure.interval_codec.merge`), as :class:`bench.load.distributed.DistributedDriver` does
-with Locust's processes; each second carries that second's claim-log lines, stamped, which are merged in
-the order of their stamps into the run's claim log for the audit as the load stops. A process whose OS
+with Locust's processes; their claim-log lines, stamped, are merged in
+the order of their stamps into the run's claim log for the audit as the load stops: each process writes
+its lines to its own file as it writes them (one ``write`` each), so a process killed mid-second loses
+none of the events it had written. A process whose OS
 process exits before it reported as it stopped is lost, and the run says which (its pid and exit status).
 """
 
@@ -87,14 +90,12 @@ class LibraryWorkersDriver(MergedProcesses):
                 self.ready[i] = message
             elif kind == "failed":
                 self.failed[i] = message["error"]
-            elif kind == "interval":
+            elif kind == "interval":  # its claim-log lines it writes to claims-<i>.log itself, as they happen
                 interval = interval_codec.decode(message["interval"])
-                self._append_events(i, message.get("events"))
                 self.parts.setdefault(interval.index, {})[i] = interval
                 self.cpu_parts.setdefault(interval.index, {})[i] = tuple(message.get("cpu") or (0.0, 0.0, 0.0))
                 self.process_workers[i] = int(message.get("workers") or 0)
             elif kind == "done":
-                self._append_events(i, message.get("events"))
                 self.done[i] = message
 
     def _stderr_tail(self, i: int) -> str:
@@ -102,7 +103,7 @@ class LibraryWorkersDriver(MergedProcesses):
             lines = (self.tmp / f"process-{i}.err").read_text(errors="replace").strip().splitlines()
         except OSError:
             lines = []
-        return lines[-1] if lines else f"it exited with status {self.procs[i].returncode}"
+        return lines[-1] if lines else "nothing on its stderr"
 
     def _alive(self) -> list[int]:
         """The processes still running; one whose OS process exited before it reported as it stopped is
@@ -113,10 +114,12 @@ class LibraryWorkersDriver(MergedProcesses):
                 alive.append(i)
             elif proc.poll() is not None:
                 if not self.stats[i]["lost"]:
-                    self.stats[i]["lost"] = True
+                    why = self._stderr_tail(i)
+                    self.stats[i].update(lost=True, exit_status=proc.returncode, exit_reason=why)
+                    then = "as the run stopped" if self._workers_at_stop is not None else "and the run goes on"
                     self.log(f"library worker process {i} (pid {proc.pid}) lost: it exited with status "
-                             f"{proc.returncode} ({self._stderr_tail(i)}); its jobs in progress are left to the "
-                             "library's own recovery, and the run goes on")
+                             f"{proc.returncode} ({why}); its jobs in progress are left to the library's own "
+                             f"recovery, {then}")
             else:
                 alive.append(i)
         return alive
@@ -127,10 +130,13 @@ class LibraryWorkersDriver(MergedProcesses):
         the process that failed (its own line) or did not start."""
         env = {**os.environ, **self.env}
         for i, (role, workers) in self.roles.items():
+            # A session of its own: a terminal's Ctrl-C reaches this process only, which stops them in order.
             self.procs[i] = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=open(self.tmp / f"process-{i}.err", "wb"), env=env)
+                                             stderr=open(self.tmp / f"process-{i}.err", "wb"), env=env,
+                                             start_new_session=True)
             self._readers.append(gevent.spawn(self._read, i))
-            self._send(i, {"process": i, "role": role, "workers": workers, "config": self.cfg.public()})
+            self._send(i, {"process": i, "role": role, "workers": workers, "config": self.cfg.public(),
+                           "claims_path": str(self.tmp / f"claims-{i}.log")})
         deadline = time.monotonic() + START_WAIT_S
         while len(self.ready) < len(self.roles):
             exited = [i for i, p in self.procs.items() if p.poll() is not None and i not in self.ready]

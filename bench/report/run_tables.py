@@ -112,7 +112,8 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
             rows.append(_row(label, fmt_num(summary.get(key))))
     if config.get("wakeup") == "notify":
         waiters = summary.get("notify_lock_waiters") or {}
-        rows.append(_row("idle waits ended by a notification (WAKEUP=notify)", fmt_num(summary.get("notify_wakeups"))))
+        if summary.get("notify_wakeups") is not None:  # None: a library's own worker (its wake-ups are its own)
+            rows.append(_row("idle waits ended by a notification (WAKEUP=notify)", fmt_num(summary.get("notify_wakeups"))))
         rows.append(_row("commits waiting on the notify lock max / mean (Lock:object)",
                          f"{fmt_num(waiters.get('max'))} / {fmt_num(waiters.get('mean'), 2)} sessions"))
     rows.extend(queue_rows(summary))

@@ -186,7 +186,14 @@ class DefinedQueueEngine(PostgresEngine):
                 self._refuse(conn, schema, "INDEX", f"index variant {cfg.index!r}", err)
         self._index_s = time.perf_counter() - started
         started = time.perf_counter()
-        conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(schema, defn.table)))
+        table = sql.Identifier(schema, defn.table)
+        # A table seeded with no row is not analyzed: its statistics stay a new table's (never analyzed, so the
+        # planner assumes some rows), as a new queue's are in production until autovacuum analyzes it. Analyzed
+        # empty, it tells the planner "no rows", and a claim planned and cached on that (procrastinate's, in its
+        # PL/pgSQL function) is a nested loop whose cost grows with the backlog (docs/queues.md, "Measured").
+        self._analyzed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(table)).fetchone()[0]
+        if self._analyzed:
+            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
         self._vacuum_s = time.perf_counter() - started
         self._claim_once(conn, cfg)
 
@@ -217,7 +224,8 @@ class DefinedQueueEngine(PostgresEngine):
         log(f"queue {self.defn.name!r}: seeded {rows:,} rows ({counts['pending']:,} eligible, {counts['done']:,} done) "
             f"in {self._seed_s:.1f} s; "
             + (f"index variant {cfg.index!r} built in {self._index_s:.1f} s, " if self.defn.indexes else "")
-            + f"VACUUM ANALYZE in {self._vacuum_s:.1f} s; every statement checked with PREPARE and one claim rolled back")
+            + (f"VACUUM ANALYZE in {self._vacuum_s:.1f} s" if self._analyzed else "not analyzed (empty, as a new table)")
+            + "; every statement checked with PREPARE and one claim rolled back")
         return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s,
                           f"the seed statement of queue {self.defn.name!r}")
 

@@ -6,16 +6,17 @@ Each process is ``python -m bench.engines.postgres.library_workers <package>``, 
 its standard streams, one JSON object per line:
 
 run → process (stdin)
-    first ``{"process", "role", "workers", "config"}`` (its number, ``worker`` or ``producer``, its share
-    of ``WORKERS``, the run's configuration as :meth:`bench.config.run_config.RunConfig.public` gives it);
+    first ``{"process", "role", "workers", "config", "claims_path"}`` (its number, ``worker`` or
+    ``producer``, its share of ``WORKERS``, the run's configuration as
+    :meth:`bench.config.run_config.RunConfig.public` gives it, the file its claim-log lines go to, each
+    stamped with its time, :class:`bench.measure.claimlog.StampedLog`, as it writes them);
     then ``{"cmd": "go"}`` (start working), ``{"cmd": "rotate", "index", "start_s", "end_s"}`` (close that
     second and send it), ``{"cmd": "stop"}`` (stop as the library stops: jobs in progress finish).
 process → run (stdout)
     ``{"type": "ready", "pid", "host"}`` (the library's app is open), ``{"type": "failed", "error"}``,
-    ``{"type": "interval", "interval", "cpu", "events", "workers"}`` (the second, encoded by
-    :func:`bench.measure.interval_codec.encode`, its CPU in % of a core, its claim-log lines stamped
-    with their time, :class:`bench.measure.claimlog.StampedLog`, and its workers), and once stopped
-    ``{"type": "done", "tail", "events"}``.
+    ``{"type": "interval", "interval", "cpu", "workers"}`` (the second, encoded by
+    :func:`bench.measure.interval_codec.encode`, its CPU in % of a core, and its workers), and once
+    stopped ``{"type": "done", "tail"}``.
 
 What is measured, and where (the library's public seams only), is each adapter's:
 :mod:`.procrastinate_worker`, :mod:`.pgqueuer_worker`.

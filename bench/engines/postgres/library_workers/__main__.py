@@ -34,7 +34,7 @@ async def serve(package: str) -> int:
     if first is None:
         return 1
     cfg = from_public(first["config"], os.environ[DSN_ENV])
-    meter = Meter(cfg.batch, cfg.lease_s)
+    meter = Meter(cfg.batch, cfg.lease_s, first["claims_path"])
     module = importlib.import_module(f"{__package__}.{ADAPTERS[package]}")
     worker = module.LibraryWorker(cfg, cfg.dsn, meter, int(first["process"]), int(first["workers"]))
     try:
@@ -65,6 +65,7 @@ async def serve(package: str) -> int:
     with contextlib.suppress(asyncio.CancelledError):
         await probe
     channel.send(meter.tail())
+    meter.log.close()
     await worker.close()
     return 0
 

@@ -1,6 +1,6 @@
 """What a library worker process measures: the same per-second histograms and counters as the tool's
-workers (:class:`bench.measure.metrics.Recorder`), the claim log the audit reads (stamped lines,
-:class:`bench.measure.claimlog.StampedLog`), its CPU, and the database's clock.
+workers (:class:`bench.measure.metrics.Recorder`), the claim log the audit reads (stamped lines written
+to a file as they happen, :class:`FileStampedLog`), its CPU, and the database's clock.
 
 Times the database compares (a job's eligible time, the time a fetch claimed it) are database epoch
 seconds: a library's fetch returns no claim time of its own (procrastinate's) or the row's own
@@ -12,6 +12,7 @@ database's host it is the server's clock itself.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 
@@ -27,13 +28,35 @@ from bench.measure.metrics import Recorder
 LOOP_LAG_PERIOD_S = 0.010
 
 
+class FileStampedLog(StampedLog):
+    """The claim log of a library worker process: each stamped line written to ``path`` as it happens (one
+    unbuffered ``write``, appended), so a process killed with SIGKILL loses none of the events it wrote."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def _write(self, line: str) -> None:
+        os.write(self._fd, f"{time.time()!r},{line}".encode())
+        self.events += 1
+
+    def write_lines(self, lines: list[str]) -> None:
+        stamp = f"{time.time()!r},"
+        os.write(self._fd, "".join(stamp + line for line in lines).encode())
+        self.events += len(lines)
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+
 class Meter:
     """One process's measurements. ``lease_s``: how long a claim is the claimer's (the library's stall or
-    heartbeat timeout), for the claim log's ``lease_until``."""
+    heartbeat timeout), for the claim log's ``lease_until``; ``claims_path``: the claim log's file."""
 
-    def __init__(self, batch: int, lease_s: float):
+    def __init__(self, batch: int, lease_s: float, claims_path: str):
         self.recorder = Recorder(batch)
-        self.log = StampedLog()
+        self.log = FileStampedLog(claims_path)
         self.cpu = CpuMeter(psutil.Process())
         self.lease_s = lease_s
         self.offset_s = 0.0
@@ -77,14 +100,14 @@ class Meter:
         """Close second ``index``: the ``interval`` message (see the package's docstring)."""
         interval = self.recorder.rotate(index, start_s, end_s)
         message = {"type": "interval", "interval": interval_codec.encode(interval), "cpu": list(self.cpu.read()),
-                   "events": self.log.take(), "workers": workers}
+                   "workers": workers}
         interval.release()
         return message
 
     def tail(self) -> dict:
         """The stop phase's values: the ``done`` message."""
         interval = self.recorder.rotate(self.recorder.rotations, 0.0, 0.0)
-        message = {"type": "done", "tail": interval_codec.encode(interval), "events": self.log.take()}
+        message = {"type": "done", "tail": interval_codec.encode(interval)}
         interval.release()
         return message
 
