@@ -380,9 +380,10 @@ def final_lines(log, s: dict) -> None:
     library = (s.get("queue_definition") or {}).get("library") or {}
     if library.get("mode") == "worker":
         workers = [p for p in s.get("processes") or [] if p.get("role") == "worker"]
+        dispatch = s.get("dispatch_delay_us") or {}
         log(f"{library['package']} {library['version']}: its own worker, in {len(workers)} process"
             f"{'es' if len(workers) != 1 else ''} ({sum(1 for p in workers if p.get('lost'))} lost); "
-            f"dispatch delay p50 {_ms(s.get('dispatch_delay_us'), 'p50')}, p99 {_ms(s.get('dispatch_delay_us'), 'p99')}"
+            f"dispatch delay p50 {seconds.fmt_ms(dispatch.get('p50'))}, p99 {seconds.fmt_ms(dispatch.get('p99'))}"
             " (LIBRARY_MODE=sql sends its SQL from the tool's workers instead)")
     rss = s["harness_rss_mb"]
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
@@ -390,9 +391,3 @@ def final_lines(log, s: dict) -> None:
     log(f"harness RSS {(at + ', ') if at else ''}{rss['end']:,.1f} MB at the end, peak {rss['max']:,.1f} MB{growth}")
     if s["suspect"]:
         log("SUSPECT: " + "; ".join(s["suspect_reasons"]))
-
-
-def _ms(summary_us: dict | None, key: str) -> str:
-    """``summary_us[key]`` (µs) as milliseconds for the terminal, ``-`` when missing."""
-    value = (summary_us or {}).get(key)
-    return "-" if value is None else f"{value / 1000:.3f} ms"

@@ -82,16 +82,12 @@ PARAMETERS: tuple[Parameter, ...] = (
                "seed, claim, completion, failure, reaper and enqueue statements, the columns and predicates the "
                "monitor and the audit read; see docs/queues.md). A parameter that does not apply to a definition "
                "is refused when set, and `n/a` otherwise; the definition's `[defaults]` replace the table's"),
-    _P("library_mode", "choice", "worker", "worker | sql: a queue library's own worker, or its SQL from the "
-                                           "tool's workers; n/a for other queues",
+    _P("library_mode", "choice", "worker", "worker | sql: a library's own worker, or its SQL sent by the tool's workers",
        choices=("worker", "sql"), sweep=True, bad=("client",), default_text="`worker` for a queue library, else n/a",
-       meaning="for a queue library (`QUEUE=procrastinate`, `QUEUE=pgqueuer`): `worker` runs the library's own "
-               "worker as its documentation tells users to (procrastinate's worker with its concurrency, pgqueuer's "
-               "`QueueManager` over its asyncpg driver) in `PROCESSES` processes of their own, measured at the "
-               "library's public seams; `sql` sends the library's statements from the tool's workers, which measures "
-               "what those statements cost the database (the ceiling its client could reach), not the library. "
-               "n/a for `QUEUE=builtin` and queue definitions that are not libraries; docs/queues.md maps the other "
-               "parameters"),
+       meaning="for a queue library (`QUEUE=procrastinate`, `QUEUE=pgqueuer`): `worker` runs the library's own worker "
+               "as its docs tell users to, in `PROCESSES` processes of its own, measured at its public seams; `sql` sends "
+               "its statements from the tool's workers: what they cost the database, not the library. n/a for other "
+               "queues; docs/queues.md maps the other parameters"),
     _P("isolation", "choice", "read_committed", "read_committed | repeatable_read | serializable: the workers' "
                                                 "transaction isolation; default: the engine's own",
        choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),

@@ -24,6 +24,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from bench.config.definition_fields import fail as _fail, only as _only, text as _text
+from bench.config.queue_library import (WORKER_NOT_APPLICABLE, WORKER_PLANS, WORKER_APPLIES, library_file,
+                                        library_of, missing_worker_module)
 from bench.config.sql_text import LOCKING_PLACEHOLDER, has_locking, scan_parameters
 from bench.errors import ConfigError
 from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
@@ -75,29 +78,6 @@ PREDICATES = {
 #: Keys at the top of a definition.
 _TOP_KEYS = {"description", "engine", "table", "indexes", "columns", "predicates", "statements", "defaults",
              "settings", "library"}
-#: ``[library]`` keys: a queue library's own schema and SQL (see :func:`library_of`).
-_LIBRARY_KEYS = {"package", "version", "ddl_file", "generated", "parameters", "measurement", "plans", "worker"}
-#: ``[library.worker]`` keys: how ``LIBRARY_MODE=worker`` runs the library's own worker (see :func:`library_of`).
-_WORKER_KEYS = {"requires", "install", "defaults", "wakeup", "workers_per_batch", "measurement"}
-#: Run parameters that do not apply with ``LIBRARY_MODE=worker``: the library's own worker decides them.
-WORKER_NOT_APPLICABLE = {
-    "isolation": "the library's own connections run at the server's default isolation",
-    "policy": "the library's own worker sends its own claim",
-    "txn": "the library's own worker commits each claim on its own",
-    "prepared": "the library's own driver decides how its statements are sent",
-    "plan_cache": "the library's own driver decides how its statements are sent",
-    "reaper_interval_s": "the library's own recovery runs: see LEASE_S",
-    "bursts": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-    "future_share": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-    "future_delay_ms": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-    "priority_mix": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-}
-#: What a run's plan figures are under ``LIBRARY_MODE=worker`` (the report's plan section says it).
-WORKER_PLANS = ("Under LIBRARY_MODE=worker the library's own worker sends its own statements on its own connections, "
-                "which the tool does not EXPLAIN: the plans shown are the definition's claim prepared on the tool's "
-                "own session, not the worker's statement.")
-#: What worker mode takes back from the definition's SQL-path rules: the library's worker maps them.
-_WORKER_APPLIES = ("lease_s", "wakeup")
 _SETTING_RE = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _TABLE_KEYS = {"name", "ddl"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -228,30 +208,6 @@ def parse_queue(value: Any) -> str:
     return name
 
 
-def _fail(defn: str, what: str, allowed: str) -> ConfigError:
-    return ConfigError("QUEUE", f"{defn}: {what}; allowed: {allowed}")
-
-
-def _text(data: dict, key: str, defn: str, where: str, *, required: bool) -> str | None:
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise _fail(defn, f"{where}{key} is missing", f"{where}{key} = \"...\" (a string)")
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise _fail(defn, f"{where}{key} is {value!r}", "a non-empty string")
-    return value
-
-
-def _only(data: Any, allowed: set | dict, defn: str, where: str) -> dict:
-    if not isinstance(data, dict):
-        raise _fail(defn, f"[{where}] is not a table", f"a [{where}] table")
-    unknown = sorted(set(data) - set(allowed))
-    if unknown:
-        raise _fail(defn, f"unknown key {unknown[0]!r} in [{where}]", ", ".join(sorted(allowed)))
-    return data
-
-
 def load_queue(name: str) -> QueueDefinition:
     """Read and check the definition ``name`` (see :func:`queue_path`): TOML, known keys, required
     parts, each statement's parameters (:data:`STATEMENT_PARAMETERS`), ``{locking}`` in the claim only,
@@ -266,7 +222,7 @@ def load_queue(name: str) -> QueueDefinition:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise _fail(defn, f"not valid TOML: {err}", "UTF-8 TOML") from None
     _only(data, _TOP_KEYS, defn, "top level")
-    library = library_of(data.get("library"), defn)
+    library = library_of(data.get("library"), defn, STATEMENT_PARAMETERS)
     engine = data.get("engine", "postgres")
     if engine != "postgres":
         raise _fail(defn, f"engine = {engine!r}", "postgres (queue definitions run on PostgreSQL)")
@@ -340,86 +296,6 @@ def load_queue(name: str) -> QueueDefinition:
                            settings=settings, library=library)
 
 
-def library_of(data: Any, defn: str) -> dict | None:
-    """The ``[library]`` table of a definition that drives a queue library's own schema and SQL, checked:
-    ``package`` (its distribution and import name), ``version`` (the one the definition was written
-    for: another installed version is refused, so the library's SQL is what the definition describes),
-    ``ddl_file`` (the library's own schema file, relative to its installed package directory: its
-    migration), ``generated`` (statement names, and ``ddl``, that the library's code writes at run
-    time: :mod:`bench.engines.postgres.libraries`), ``parameters`` (for each generated statement, the
-    ``:name`` parameters it takes), ``measurement`` and ``plans`` (what the report says about how
-    the library is driven and what its plan figures mean). None when ``data`` is None. The package is
-    located without being imported (it may import a database driver). Raises ConfigError (``QUEUE``)."""
-    from importlib import metadata
-
-    if data is None:
-        return None
-    library = dict(_only(data, _LIBRARY_KEYS, defn, "library"))
-    for key in ("package", "version", "measurement"):
-        _text(library, key, defn, "library.", required=True)
-    try:
-        installed = metadata.version(library["package"])
-    except metadata.PackageNotFoundError:
-        installed = None
-    if installed != library["version"]:
-        raise _fail(defn, f"it drives {library['package']} {library['version']}, and "
-                          + (f"{installed} is installed" if installed else "it is not installed"),
-                    f"pip install '{library['package']}=={library['version']}' (make install installs it)")
-    library["worker"] = _worker_of(library.get("worker"), defn)
-    generated = library.get("generated", [])
-    if not isinstance(generated, list) or not set(generated) <= set(STATEMENT_PARAMETERS) | {"ddl"}:
-        raise _fail(defn, f"library.generated is {generated!r}", "a list of statement names (and ddl)")
-    parameters = library.get("parameters", {})
-    for key, names in parameters.items():
-        if key not in generated or not isinstance(names, list) or not set(names) <= set(STATEMENT_PARAMETERS[key]):
-            raise _fail(defn, f"library.parameters.{key} is {names!r}",
-                        "for a generated statement, a list of its parameters")
-    return library
-
-
-def _worker_of(data: Any, defn: str) -> dict:
-    """``[library.worker]``, checked: ``requires`` (import names its own worker needs beyond the package:
-    a driver), ``install`` (the pip requirement that brings them), ``defaults`` (run parameters set as the
-    library's own defaults are, unless the user sets them), ``wakeup`` (the ``WAKEUP`` values it has),
-    ``workers_per_batch`` (its least concurrency per batch row, 0 for none), ``measurement`` (how its worker is measured, for the report). Raises ConfigError (``QUEUE``)."""
-    if not isinstance(data, dict):
-        raise _fail(defn, "[library.worker] is missing", "a [library.worker] table (docs/queues.md)")
-    worker = dict(_only(data, _WORKER_KEYS, defn, "library.worker"))
-    for key in ("install", "measurement"):
-        _text(worker, key, defn, "library.worker.", required=True)
-    worker.setdefault("requires", [])
-    worker.setdefault("defaults", {})
-    worker.setdefault("wakeup", ["notify"])
-    worker.setdefault("workers_per_batch", 0)
-    return worker
-
-
-def missing_worker_module(library: dict) -> str | None:
-    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) that cannot
-    be imported here (located, not imported), or None."""
-    import importlib.util
-
-    for name in (library["package"], *library["worker"]["requires"]):
-        try:
-            if importlib.util.find_spec(name) is None:
-                return name
-        except (ImportError, ValueError):
-            return name
-    return None
-
-
-def library_file(library: dict, defn: str) -> str:
-    """The text of ``library["ddl_file"]`` inside the installed package (located, not imported)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(library["package"])
-    path = Path(spec.origin).parent / library["ddl_file"] if spec and spec.origin else None
-    if path is None or not path.is_file():
-        raise _fail(defn, f"library.ddl_file {library['ddl_file']!r} is not in the installed {library['package']}",
-                    "a file of the installed package, e.g. sql/schema.sql")
-    return path.read_text()
-
-
 def applicability(defn: QueueDefinition, mode: str = "sql") -> dict[str, str]:
     """Run parameter key -> why it does not apply to ``defn`` (a library's under ``LIBRARY_MODE`` ``mode``),
     for every parameter that does not. A parameter not listed applies. ``BATCH`` is listed when the claim
@@ -429,7 +305,7 @@ def applicability(defn: QueueDefinition, mode: str = "sql") -> dict[str, str]:
     if defn.library is None:
         out["library_mode"] = "it is not a queue library"
     elif mode == "worker":
-        for key in _WORKER_APPLIES:
+        for key in WORKER_APPLIES:
             out.pop(key, None)
         out.update(WORKER_NOT_APPLICABLE)
         if "batch" in out:

@@ -1,0 +1,118 @@
+"""A queue library's part of a queue definition: its ``[library]`` table (the library's own schema and SQL,
+checked against the installed release) and ``[library.worker]`` (how ``LIBRARY_MODE=worker`` runs the
+library's own worker, and the run parameters that do not apply to it). Standard library only: the
+library is located, never imported (it may import a database driver).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.config.definition_fields import fail as _fail, only as _only, text as _text
+
+#: ``[library]`` keys: a queue library's own schema and SQL (see :func:`library_of`).
+_LIBRARY_KEYS = {"package", "version", "ddl_file", "generated", "parameters", "measurement", "plans", "worker"}
+#: ``[library.worker]`` keys: how ``LIBRARY_MODE=worker`` runs the library's own worker (see :func:`library_of`).
+_WORKER_KEYS = {"requires", "install", "defaults", "wakeup", "workers_per_batch", "measurement"}
+#: Run parameters that do not apply with ``LIBRARY_MODE=worker``: the library's own worker decides them.
+WORKER_NOT_APPLICABLE = {
+    "isolation": "the library's own connections run at the server's default isolation",
+    "policy": "the library's own worker sends its own claim",
+    "txn": "the library's own worker commits each claim on its own",
+    "prepared": "the library's own driver decides how its statements are sent",
+    "plan_cache": "the library's own driver decides how its statements are sent",
+    "reaper_interval_s": "the library's own recovery runs: see LEASE_S",
+    "bursts": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "future_share": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "future_delay_ms": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "priority_mix": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+}
+#: What a run's plan figures are under ``LIBRARY_MODE=worker`` (the report's plan section says it).
+WORKER_PLANS = ("Under LIBRARY_MODE=worker the library's own worker sends its own statements on its own connections, "
+                "which the tool does not EXPLAIN: the plans shown are the definition's claim prepared on the tool's "
+                "own session, not the worker's statement.")
+#: What worker mode takes back from the definition's SQL-path rules: the library's worker maps them.
+WORKER_APPLIES = ("lease_s", "wakeup")
+
+
+def library_of(data: Any, defn: str, statements: dict) -> dict | None:
+    """The ``[library]`` table of a definition that drives a queue library's own schema and SQL, checked:
+    ``package`` (its distribution and import name), ``version`` (the one the definition was written
+    for: another installed version is refused, so the library's SQL is what the definition describes),
+    ``ddl_file`` (the library's own schema file, relative to its installed package directory: its
+    migration), ``generated`` (statement names, and ``ddl``, that the library's code writes at run
+    time: :mod:`bench.engines.postgres.libraries`), ``parameters`` (for each generated statement, the
+    ``:name`` parameters it takes), ``measurement`` and ``plans`` (what the report says about how
+    the library is driven and what its plan figures mean). None when ``data`` is None. The package is
+    located without being imported (it may import a database driver). ``statements``: the statement names
+    and their parameters (:data:`bench.config.queue_definition.STATEMENT_PARAMETERS`). Raises ConfigError
+    (``QUEUE``)."""
+    from importlib import metadata
+
+    if data is None:
+        return None
+    library = dict(_only(data, _LIBRARY_KEYS, defn, "library"))
+    for key in ("package", "version", "measurement"):
+        _text(library, key, defn, "library.", required=True)
+    try:
+        installed = metadata.version(library["package"])
+    except metadata.PackageNotFoundError:
+        installed = None
+    if installed != library["version"]:
+        raise _fail(defn, f"it drives {library['package']} {library['version']}, and "
+                          + (f"{installed} is installed" if installed else "it is not installed"),
+                    f"pip install '{library['package']}=={library['version']}' (make install installs it)")
+    library["worker"] = _worker_of(library.get("worker"), defn)
+    generated = library.get("generated", [])
+    if not isinstance(generated, list) or not set(generated) <= set(statements) | {"ddl"}:
+        raise _fail(defn, f"library.generated is {generated!r}", "a list of statement names (and ddl)")
+    parameters = library.get("parameters", {})
+    for key, names in parameters.items():
+        if key not in generated or not isinstance(names, list) or not set(names) <= set(statements[key]):
+            raise _fail(defn, f"library.parameters.{key} is {names!r}",
+                        "for a generated statement, a list of its parameters")
+    return library
+
+
+def _worker_of(data: Any, defn: str) -> dict:
+    """``[library.worker]``, checked: ``requires`` (import names its own worker needs beyond the package:
+    a driver), ``install`` (the pip requirement that brings them), ``defaults`` (run parameters set as the
+    library's own defaults are, unless the user sets them), ``wakeup`` (the ``WAKEUP`` values it has),
+    ``workers_per_batch`` (its least concurrency per batch row, 0 for none), ``measurement`` (how its worker is measured, for the report). Raises ConfigError (``QUEUE``)."""
+    if not isinstance(data, dict):
+        raise _fail(defn, "[library.worker] is missing", "a [library.worker] table (docs/queues.md)")
+    worker = dict(_only(data, _WORKER_KEYS, defn, "library.worker"))
+    for key in ("install", "measurement"):
+        _text(worker, key, defn, "library.worker.", required=True)
+    worker.setdefault("requires", [])
+    worker.setdefault("defaults", {})
+    worker.setdefault("wakeup", ["notify"])
+    worker.setdefault("workers_per_batch", 0)
+    return worker
+
+
+def missing_worker_module(library: dict) -> str | None:
+    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) that cannot
+    be imported here (located, not imported), or None."""
+    import importlib.util
+
+    for name in (library["package"], *library["worker"]["requires"]):
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):
+            return name
+    return None
+
+
+def library_file(library: dict, defn: str) -> str:
+    """The text of ``library["ddl_file"]`` inside the installed package (located, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(library["package"])
+    path = Path(spec.origin).parent / library["ddl_file"] if spec and spec.origin else None
+    if path is None or not path.is_file():
+        raise _fail(defn, f"library.ddl_file {library['ddl_file']!r} is not in the installed {library['package']}",
+                    "a file of the installed package, e.g. sql/schema.sql")
+    return path.read_text()
