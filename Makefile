@@ -23,7 +23,7 @@ RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity compare sweep-report soak report-bench
+.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity plan compare sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# STRICT=1: exit 5 when the run is suspect. Exit statuses: README, "Exit statuses".
+STRICT ?=
 bench: $(STAMP)
-	$(BIN)/qbench run $(RUN_ARGS)
+	$(BIN)/qbench run $(RUN_ARGS) $(if $(call flag,STRICT),--strict)
 
 # Locust's web UI over one run (http://127.0.0.1:8089/, or WEB_PORT): change the number of workers
 # while it runs (up to MAX_WORKERS, default 4 x WORKERS); its Stop ends the measured window and the
@@ -112,6 +114,17 @@ compare-indexes: $(STAMP)
 RATE_START ?= 100
 capacity: $(STAMP)
 	$(BIN)/qbench capacity --rate-start='$(RATE_START)' $(RUN_ARGS)
+
+# The capacity plan: the fewest workers that meet SLO at RATE, and the headroom above it, for each
+# candidate design (comma lists: POLICY=skip_locked,nowait BATCH=1,10); resumes an unfinished plan
+# with the same inputs (FRESH=1 starts over). Exit 4 when nothing meets the SLO.
+# make plan RATE=500 WORK_MS=5 SLO='pickup_p99<=500ms'
+PLAN_MAX_WORKERS ?=
+CONFIRM_S ?=
+plan: $(STAMP)
+	$(BIN)/qbench plan $(RUN_ARGS) $(if $(PLAN_MAX_WORKERS),--plan-max-workers=$(call sq,$(PLAN_MAX_WORKERS))) \
+		$(if $(REPETITIONS),--repetitions=$(call sq,$(REPETITIONS))) $(if $(CONFIRM_S),--confirm-s=$(call sq,$(CONFIRM_S))) \
+		$(if $(call flag,FRESH),--fresh)
 
 # Relative differences with a significance test: make compare A=results/<run> B=results/<run>
 compare: $(STAMP)

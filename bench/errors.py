@@ -14,6 +14,10 @@ class                  status  meaning
                                failed, the environment cannot run the load faithfully)
 =====================  ======  ==============================================================
 
+A finished run's outcomes are not errors: broken invariants (3), an SLO missed (4), a suspect run
+under ``--strict`` (5); :data:`EXIT_MEANINGS` lists every status. A command may have several
+outcomes at once; :func:`first_status` picks the one it exits with, in :data:`PRECEDENCE` order.
+
 This module imports nothing from queue-bench, so every layer may import it.
 """
 
@@ -22,8 +26,51 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+#: The audit found a lost, doubled or over-claimed job (or another invariant broken).
+EXIT_INVARIANTS = 3
+#: An SLO was missed or could not be shown to hold, a plan found nothing that meets it, or a gate
+#: found a regression.
+EXIT_SLO = 4
+#: The run was suspect (its figures cannot be trusted), and ``--strict`` was given.
+EXIT_SUSPECT = 5
 #: Interrupted (SIGINT/SIGTERM): the shell convention 128 + SIGINT.
 EXIT_INTERRUPTED = 130
+
+
+#: When several statuses apply, the first of these wins: interrupted, failed, bad input,
+#: invariants, SLO, suspect.
+PRECEDENCE = (EXIT_INTERRUPTED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT)
+
+
+#: Every exit status and what it means, in :data:`PRECEDENCE` order after success; the README's
+#: "Exit statuses" table is :func:`exit_status_table` (a test checks it).
+EXIT_MEANINGS = (
+    (EXIT_OK, "success: the run (plan, gate) finished, its invariants hold and its SLO, if any, passed"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGTERM): the files written say `complete: false`"),
+    (EXIT_FAILED, "failed: the run could not be measured as asked (the database went away, a sweep cell "
+                  "failed, a driver that would block)"),
+    (EXIT_BAD_INPUT, "bad input: one line names the parameter and what is allowed; nothing was created"),
+    (EXIT_INVARIANTS, "broken invariants: the audit found a lost, doubled or over-claimed job"),
+    (EXIT_SLO, "an SLO missed or not shown to hold (`inconclusive`), a plan with no configuration that "
+               "meets it, or a regression beyond `--max-regression`"),
+    (EXIT_SUSPECT, "a suspect run (its figures cannot be trusted), under `--strict` (`STRICT=1`)"),
+)
+
+
+def exit_status_table() -> str:
+    """:data:`EXIT_MEANINGS` as a Markdown table (the README's)."""
+    return "| status | meaning |\n| --- | --- |\n" + "".join(f"| {s} | {m} |\n" for s, m in EXIT_MEANINGS)
+
+
+def first_status(statuses) -> int:
+    """The exit status of a command whose outcomes gave ``statuses`` (an iterable of ints from
+    :data:`PRECEDENCE`): the first of them in that order, or :data:`EXIT_OK` when there is none.
+    Raises ValueError for a status that is not in :data:`PRECEDENCE`."""
+    given = set(statuses) - {EXIT_OK}
+    unknown = given - set(PRECEDENCE)
+    if unknown:
+        raise ValueError(f"not an exit status of queue-bench: {sorted(unknown)}")
+    return next((s for s in PRECEDENCE if s in given), EXIT_OK)
 
 
 class QBenchError(Exception):

@@ -15,7 +15,9 @@ from bench.analysis import fairness
 from bench.config.faults import OPTIONS as FAULT_OPTIONS
 from bench.measure import metrics, seconds
 from bench.measure.rss import RSS_REPORTED_MIN
+from bench.results import slo
 from bench.results.values import library_caveat_line
+from bench.results.verdict import end_block
 from bench.workload import jobs
 
 
@@ -292,6 +294,7 @@ def summarize(run_id, cfg, measured: metrics.Window, rows, complete, max_rows_pe
         **fairness.per_queue_figures(audit_result.get("completed_per_queue")),
         "tenant_oldest_eligible_age_s": fairness.tenant_ages(rows, cfg.tenants),
     }
+    summary["slo"] = slo.judge(cfg.slo, summary)  # last: it reads the trust rule over the whole summary
     return summary
 
 
@@ -360,21 +363,13 @@ def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: f
 
 
 def final_lines(log, s: dict) -> None:
-    """Log the summary lines a run ends with (throughput, latency, age, errors, a queue library's SQL-path
-    caveat, RSS, SUSPECT)."""
-    c = s["claim_latency_us"]
+    """Log the lines a run ends with: the end block (:func:`bench.results.verdict.end_block`), a queue
+    library's SQL-path caveat or own-worker line, RSS, SUSPECT."""
     if not s["measured_s"]:
         log("nothing was measured: the run stopped during the warm-up")
         return
-    log(f"throughput {s['throughput_jobs_per_s']} jobs/s over {s['measured_s']} s "
-        f"({s['jobs_completed']:,} jobs completed, {s['claims_per_s']} claims/s, {s['empty_claims']:,} empty claims)")
-    log(f"claim latency p50 {seconds.fmt_ms(c['p50'])}, p95 {seconds.fmt_ms(c['p95'])}, p99 {seconds.fmt_ms(c['p99'])}, max {seconds.fmt_ms(c['max'])}")
-    age_max = s["oldest_eligible_age_s"]["max"]
-    log(f"oldest eligible age max {'not sampled' if age_max is None else f'{age_max:.3f} s'}; "
-        f"errors {s['errors'] or 'none'}; "
-        f"invariants {s['invariants']}")
-    if s.get("saturation_verdict"):
-        log(f"queue: {s['saturation_verdict']}")
+    for line in end_block(s):
+        log(line)
     if caveat := library_caveat_line(s):
         log(caveat)
     library = (s.get("queue_definition") or {}).get("library") or {}
@@ -389,5 +384,4 @@ def final_lines(log, s: dict) -> None:
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
     growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"
     log(f"harness RSS {(at + ', ') if at else ''}{rss['end']:,.1f} MB at the end, peak {rss['max']:,.1f} MB{growth}")
-    if s["suspect"]:
-        log("SUSPECT: " + "; ".join(s["suspect_reasons"]))
+

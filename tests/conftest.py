@@ -48,13 +48,15 @@ def qbench(*args: str, timeout: float = 300, cwd: Path | None = None,
                           timeout=timeout, cwd=cwd or REPO, env=env)
 
 
-def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300) -> tuple[Path, dict, subprocess.CompletedProcess]:
+def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300,
+                 expect: int = 0) -> tuple[Path, dict, subprocess.CompletedProcess]:
     """Run ``qbench run`` against ``dsn`` writing into ``results``; return (run_dir, summary, process).
 
-    Fails the test with qbench's output when it exits non-zero.
+    Fails the test with qbench's output when it exits with another status than ``expect``
+    (3: invariants broken, 4: an SLO missed; ``bench.errors``).
     """
     proc = qbench("run", "--dsn", dsn, "--results", str(results), *args, timeout=timeout)
-    assert proc.returncode == 0, f"qbench run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == expect, f"qbench run exited {proc.returncode}, not {expect}:\n{proc.stdout}\n{proc.stderr}"
     runs = sorted(p for p in results.iterdir() if p.is_dir())
     assert runs, "no run directory written"
     run_dir = runs[-1]

@@ -6,7 +6,7 @@ Rules:
 3. ``bench.analysis`` and ``bench.report`` import only ``bench.results``, ``bench.analysis`` and
    ``bench.report`` (and nothing that runs load or talks to a database), and ``bench.errors``.
 6. ``bench.errors`` imports nothing from queue-bench (every layer may import it).
-7. ``bench.runner``, ``bench.run_summary`` and ``bench.sweep`` reach an engine only through
+7. ``bench.runner``, ``bench.run_summary``, ``bench.sweep`` and ``bench.plan`` reach an engine only through
    ``bench.engines`` (``get_engine``) and ``bench.engines.base`` (the ``Engine`` interface).
 8. An engine does not reach up the chain: ``bench.engines`` imports neither ``bench.runner``,
    ``bench.run_summary``, ``bench.sweep`` nor ``bench.load``.
@@ -74,7 +74,7 @@ def broken_rules(importer: str, imported: str) -> list[str]:
         broken.append("5: a layer importing cli")
     if importer == "bench.errors" and imported != "bench.errors":
         broken.append("6: bench.errors importing queue-bench")
-    if (any(_within(importer, p) for p in ("bench.runner", "bench.run_summary", "bench.sweep"))
+    if (any(_within(importer, p) for p in ("bench.runner", "bench.run_summary", "bench.sweep", "bench.plan"))
             and _within(imported, "bench.engines") and imported not in ("bench.engines", "bench.engines.base")):
         broken.append("7: the run or a sweep past the Engine interface")
     if _within(importer, "bench.engines") and any(

@@ -133,7 +133,7 @@ def test_the_fr03_subselect_claim_is_caught_as_over_claims(dsn, tmp_path):
                  "RETURNING id, attempt_token, attempts, lease_expires_at, run_at\n")
     wrong = _variant(tmp_path, "fr03", {claim: subselect}, settings)
     args = ("--workers", "2", "--batch", "2", "--duration", "2s", "--warmup", "0s", "--backlog", "40")
-    _, summary, _ = run_and_load(dsn, tmp_path / "wrong", "--queue", wrong, *args)
+    _, summary, _ = run_and_load(dsn, tmp_path / "wrong", "--queue", wrong, *args, expect=3)
     assert summary["invariants"]["over_claims"] >= 1
     assert summary["max_rows_per_claim"] > 2
     assert any("over_claims" in p for p in problems(summary))
@@ -157,9 +157,10 @@ def test_a_completion_that_does_not_finish_the_job_is_lost_jobs(dsn, tmp_path):
     path = _variant(tmp_path, "no_done", {"UPDATE jobs SET status = 'done', finished_at = clock_timestamp(), "
                                           "lease_expires_at = NULL\nWHERE id = :id":
                                           "UPDATE jobs SET finished_at = clock_timestamp()\nWHERE id = :id"})
-    _, summary, _ = run_and_load(dsn, tmp_path / "r", "--queue", path, *SMALL)
+    _, summary, proc = run_and_load(dsn, tmp_path / "r", "--queue", path, *SMALL, expect=3)
     assert summary["jobs_completed"] > 0
     assert summary["invariants"]["lost_jobs"] >= summary["jobs_completed"]
+    assert f"invariants broken: lost_jobs = {summary['invariants']['lost_jobs']}" in proc.stderr, proc.stderr
     assert summary["invariants"]["double_claims"] == 0
 
 
@@ -169,8 +170,9 @@ def test_a_claim_that_ignores_leases_is_double_claims(dsn, tmp_path):
     path = _variant(tmp_path, "steal", {"    WHERE status = 'pending' AND run_at <= now()\n    ORDER BY priority":
                                         "    WHERE status IN ('pending', 'running') AND run_at <= now()\n"
                                         "    ORDER BY priority"})
-    _, summary, _ = run_and_load(dsn, tmp_path / "r", "--queue", path, "--work-ms", "20", *SMALL)
+    _, summary, proc = run_and_load(dsn, tmp_path / "r", "--queue", path, "--work-ms", "20", *SMALL, expect=3)
     assert summary["invariants"]["double_claims"] > 0
+    assert "invariants broken: " in proc.stderr and "(exit 3)" in proc.stderr, proc.stderr
 
 
 def test_a_statement_that_does_not_parse_is_refused_and_leaves_nothing(dsn, tmp_path):
@@ -248,7 +250,7 @@ def test_without_a_lease_a_rescued_crashed_job_counts_as_a_double_claim_and_the_
     run_dir, summary, _ = run_and_load(
         dsn, tmp_path / "r", "--queue", "tasks", "--index", "queued_created", "--workers", "8", "--work-ms", "20",
         "--lease-s", "1", "--reaper-interval-s", "0.5", "--faults", "crash_after_claim@1-3:share=0.5",
-        "--duration", "6s", "--warmup", "1s")
+        "--duration", "6s", "--warmup", "1s", expect=3)
     assert summary["crashed_jobs"] > 0 and summary["lease_expiries"] > 0
     assert 0 < summary["invariants"]["double_claims"] <= summary["crashed_jobs"]
     assert any("no lease column" in n for n in summary["audit_notes"])

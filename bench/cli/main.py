@@ -19,8 +19,9 @@ from pathlib import Path
 from bench import __version__
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
-from bench.results.model import RunResult, read_result
-from bench.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status
+from bench.results.model import RunResult, outcomes, read_result
+from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status,
+                          first_status)
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
 from bench.cli.distributed import master_command, worker_command
@@ -82,11 +83,11 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
         report = render_report(run_dir)
     result = RunResult.load(run_dir)
     print(f"report: {report.resolve()}")
-    if result.summary.get("database_lost"):
-        sys.stderr.write(f"qbench: the database went away during the run ({result.summary['database_lost']}); "
-                         "the results above are incomplete and unaudited\n")
-        return EXIT_FAILED
-    return 0 if result.complete else EXIT_INTERRUPTED
+    found = outcomes(result.summary, strict=getattr(args, "strict", False))
+    for status, sentence in found:
+        if status != EXIT_INTERRUPTED:  # the run's own last lines said it stopped
+            sys.stderr.write(f"qbench: {sentence} (exit {status})\n")
+    return first_status(status for status, _ in found)
 
 
 def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
@@ -246,56 +247,32 @@ def _clean_command(args: argparse.Namespace) -> int:
 
 
 def _capacity(args: argparse.Namespace) -> int:
-    import datetime as dt
+    from bench.cli.capacity import capacity_command
 
-    from bench.sweep import capacity_search
-
-    cfg = build_config(_workload(args), _overrides(args), dsn=chosen_dsn(args.dsn))
+    overrides = _overrides(args)
+    for key, why in (("rate", "the capacity search sets the arrival rate itself; allowed: leave RATE unset (use "
+                              "RATE_START)"),
+                     ("bursts", "the capacity search offers one constant rate per step; allowed: leave BURSTS unset")):
+        if overrides.get(key) not in (None, ""):
+            raise ConfigError(key.upper(), why)
     try:
         start_rate = float(args.rate_start)
     except ValueError:
         start_rate = float("nan")
     if not 0 < start_rate < float("inf"):
-        return _bad(f"RATE_START: {args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
-    if cfg.rate > 0:
-        return _bad("RATE: the capacity search sets the arrival rate itself; allowed: leave RATE unset (use RATE_START)")
-    if cfg.bursts:
-        return _bad("BURSTS: the capacity search offers one constant rate per step; allowed: leave BURSTS unset")
-    check_results_dir(cfg.results)
-
-    from bench.load import swarm  # noqa: F401
-    from bench.engines import get_engine
-    from bench import runner
-    from bench.report.run_page import render_report
-
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = Path(cfg.results) / "capacity" / f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"
-    database, _ = _database(cfg.dsn, args.allow_remote, dataclasses.replace(cfg, rate=1.0).connections_needed(),
-                            cfg.engine)
-    state_schema = get_engine(cfg.engine).state_schema_for(cfg.schema)
-    with database as dsn:
-        def run_step(step_cfg):
-            run_dir = runner.run(dataclasses.replace(step_cfg, results=str(out_dir / "runs")), dsn,
-                                 log=lambda line: None, state_schema=state_schema)
-            render_report(run_dir)
-            return run_dir
-
-        print(f"capacity search for {capacity_search.describe_design(cfg)} with {cfg.workers} workers, "
-              f"from {start_rate:g} jobs/s -> {out_dir}")
-        try:
-            result = capacity_search.search(cfg, run_step, start_rate, out_dir)
-        except (capacity_search.SearchStopped, KeyboardInterrupt) as err:
-            sys.stderr.write(f"qbench: {err or 'capacity search interrupted'}; the steps measured so far are in "
-                             f"{out_dir / 'capacity.json'}\n")
-            return exit_status(err)
-        finally:
-            get_engine(cfg.engine).drop_schema_at(dsn, state_schema)
-    print(result["sentence"])
-    print(f"capacity: {(out_dir / 'capacity.json').resolve()}")
-    return 0
+        raise ConfigError("RATE_START", f"{args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
+    # The first step's rate stands in for RATE, so rules that need arrivals (a pickup SLO) hold.
+    cfg = build_config(_workload(args), {**overrides, "rate": repr(start_rate)}, dsn=chosen_dsn(args.dsn))
+    return capacity_command(args, cfg, _database)
 
 
 WORKLOAD_HELP = "a workload name in workloads/ or a path to a .toml file (default: default)"
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from bench.cli.plan import plan_command
+
+    return plan_command(args, _overrides(args), _workload(args), chosen_dsn(args.dsn), _database, check_results_dir)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run one benchmark and render its report")
     run.add_argument("--workload", help=WORKLOAD_HELP)
+    run.add_argument("--strict", action="store_true", help="exit 5 when the run is suspect (its figures cannot be "
+                                                           "trusted), as a CI script wants")
 
     rep = sub.add_parser("report", help="re-render report.html from a run directory's files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
@@ -341,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
     cap.add_argument("--workload", help=WORKLOAD_HELP)
     cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
+    from bench.cli.plan import add_parser as add_plan_parser
+
+    add_plan_parser(sub, RUN_OPTIONS, WORKLOAD_HELP).set_defaults(func=_plan)
     for parser_ in (run, mst):
         add_web_ui_options(parser_)
     for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity), (mst, lambda a: master_command(a, _run))):  # take run parameters

@@ -20,42 +20,16 @@ import sys
 from typing import Any
 
 from bench.config import parsers
+from bench.config.choices import (  # noqa: F401 - ENGINES, MAX_WORKERS: read from the table's module too
+    ARRIVALS, AUTOVACUUM_MODES, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
+    MAX_WORKERS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
+)
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
 from bench.config.faults import parse_faults
 from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
 from bench.config.queue_definition import BUILTIN, parse_queue
 from bench.errors import ConfigError
-
-POLICIES = ("wait", "nowait", "skip_locked")
-WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
-ARRIVALS = ("constant", "poisson")
-TXN_MODES = ("short", "hold")
-INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering", "generated", "ready_table")
-#: Database engines (``bench.engines``): the DSN's scheme picks one when ``ENGINE`` is not given.
-ENGINES = ("postgres", "mariadb")
-#: Transaction isolation of the workers' sessions (both engines offer all three).
-ISOLATION_LEVELS = ("read_committed", "repeatable_read", "serializable")
-#: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
-LAYOUTS = ("same", "archive", "partitioned")
-#: How a prepared claim is planned: PostgreSQL's ``plan_cache_mode`` values, set on the workers'
-#: sessions (https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-PLAN-CACHE-MODE).
-PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
-#: Autovacuum on the tool's queue table (a storage parameter of that table only).
-AUTOVACUUM_MODES = ("on", "off")
-#: How an idle worker waits for work after an empty claim: sleep ``POLL_MS`` and claim again, or wait
-#: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
-#: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).
-WAKEUPS = ("poll", "notify")
-#: Upper bound on workers from one load-generator process.
-MAX_WORKERS = 1000
-#: Upper bound on a job's simulated duration (ms): one hour; a stopping worker waits for its job.
-MAX_JOB_MS = 3_600_000
-#: Upper bound on seeded rows (history, backlog).
-MAX_ROWS = 100_000_000
-#: The claim's order across tenants (``TENANT_ORDER``): see the parameter's meaning.
-TENANT_ORDERS = ("plain", "round_robin")
-#: Upper bound on distinct queue names (``NAMED_QUEUES``, ``TENANTS``): every claim carries the list.
-MAX_QUEUES = 10_000
+from bench.results import slo
 
 #: The TOML types each kind accepts in a workload or sweep file (bool is never a number there).
 _FILE_TYPES = {
@@ -277,6 +251,15 @@ PARAMETERS: tuple[Parameter, ...] = (
                "one that runs past its "
                "end is clipped (noted in `summary.json`). In workload files: "
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
+    _P("slo", "text", "", "service-level objectives: key<=value,..., e.g. pickup_p99<=1s,claim_p99<=50ms",
+       parse_value=slo.canonical, allowed="`key<=value,…`: " + ", ".join(f"`{k}`" for k in slo.KEYS)
+       + "; units `us`, `ms`, `s`, `%`", default_text="none",
+       bad=("pickup_p99<1s", "claim_p99<=50", "latency<=1s", "claim_p99<=1s,claim_p99<=2s", "error_rate<=150%"),
+       meaning="what the run must show, judged in `summary.json` `slo` (each threshold, the measured value, "
+               "`pass`/`fail`) and by the exit status (4 when one is missed). Pickup (eligible time to claim, "
+               "database time) and `throughput_share` (completed over offered, written `>=`) need `RATE`; "
+               "`error_rate` leaves a policy's normal refusals out. Measured in a run that cannot be trusted, "
+               "an objective is `inconclusive`, never `pass`"),
     _P("plan_cache", "choice", "auto", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
                                        "force_generic_plan, default auto", choices=PLAN_CACHE_MODES, sweep=True,
        bad=("always",), engine_values={"mariadb": ()},

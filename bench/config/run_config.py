@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS, check_file_value
 from bench.config.queue_parameters import QueueParameters
 from bench.errors import ConfigError
+from bench.results.slo import open_loop_keys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS_DIR = REPO_ROOT / "workloads"
@@ -79,6 +80,7 @@ class RunConfig:
     future_delay_ms: float
     bursts: tuple
     faults: tuple
+    slo: str
     plan_cache: str
     prepared: bool | str
     autovacuum: str
@@ -272,6 +274,11 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("NAMED_QUEUES", "the ready_table variant's table of pending rows has no queue column, so "
                                           "its claim cannot test the queue name; allowed: NAMED_QUEUES=1 with "
                                           "INDEX=ready_table, or another INDEX")
+    open_loop = open_loop_keys(values["slo"])
+    if open_loop and values["rate"] <= 0:
+        raise ConfigError("SLO", f"{', '.join(open_loop)} needs arrivals: in a closed-loop drain pickup is only the "
+                                 "seeded backlog's age and nothing is offered; allowed: SLO with RATE > 0, or "
+                                 "claim_*, complete_*, age_*, error_rate keys")
     if values["bursts"] and values["rate"] <= 0:
         raise ConfigError("BURSTS", "bursts change the producers' rate, and there are no producers without RATE; "
                                     "allowed: BURSTS with RATE > 0")

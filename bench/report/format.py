@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
-from bench.results.values import is_missing
+from bench.results.values import fmt_sig, is_missing  # noqa: F401 - fmt_sig: read from here too
 
 if TYPE_CHECKING:
     from bench.results.sweep import Stat
@@ -27,17 +27,6 @@ def fmt_num(v: Any, decimals: int = 0) -> str:
         return f"{float(v):,.{decimals}f}"
     except (TypeError, ValueError):
         return str(v)
-
-
-def fmt_sig(v: Any) -> str:
-    """About three significant figures, never in exponent form: 3354.2 -> '3,354', 0.01234 -> '0.0123'."""
-    if is_missing(v):
-        return NA
-    v = float(v)
-    if v == 0 or abs(v) >= 100:
-        return f"{v:,.0f}"
-    decimals = max(0, 2 - int(math.floor(math.log10(abs(v)))))
-    return f"{v:,.{decimals}f}"
 
 
 def ci_text(stat: Stat, scale: float = 1.0, fmt: Callable[[Any], str] = fmt_sig) -> str:

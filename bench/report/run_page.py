@@ -26,6 +26,7 @@ from bench.report.run_figures import run_figures
 from bench.report.run_format import fmt_value
 from bench.report.run_notes import banners, claim_plan, headline, queue_notes, vacuum_note
 from bench.report.run_tables import env_rows, latency_rows, plan_rows, process_rows, summary_rows
+from bench.results import verdict
 
 __all__ = ["ReportError", "render_report"]
 
@@ -64,7 +65,9 @@ def render_report(run_dir: Path) -> Path:
         "vacuum_note": vacuum_note(summary),
         "claim_plan": claim_plan(run_dir),
         "plan_rows": plan_rows(summary),
-        "summary_rows": summary_rows(summary, config),
+        "verdict": verdict.items(summary),
+        "operations": verdict.operations(summary),
+        **_split_rows(summary_rows(summary, config)),
         "latency_rows": latency_rows(summary),
         "process_rows": process_rows(summary),
         "figures": figures,
@@ -77,3 +80,14 @@ def render_report(run_dir: Path) -> Path:
     out = run_dir / "report.html"
     out.write_text(html, encoding="utf-8")
     return out
+
+
+#: What a counter that did not count anything reads as in the summary table.
+_NOTHING = {"0", "0.0", "0.00", "0.000", "0 %", "0.0 %", "none", "n/a", "no", "0 B"}
+
+
+def _split_rows(rows: list[dict]) -> dict[str, list[dict]]:
+    """The summary table's rows: ``summary_rows`` those that say something (or are red), ``quiet_rows`` the
+    counters that stayed at zero or none, shown folded."""
+    quiet = [r for r in rows if not r.get("bad") and str(r["value"]).strip() in _NOTHING]
+    return {"summary_rows": [r for r in rows if r not in quiet], "quiet_rows": quiet}

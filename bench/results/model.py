@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.errors import BadInput
+from bench.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT, BadInput,
+                          first_status)
 
 #: The version of the result files' format this queue-bench writes and reads.
 FORMAT_VERSION = 1
@@ -111,6 +112,54 @@ def problems(summary: Mapping[str, Any]) -> list[str]:
         broken = {k: v for k, v in summary["invariants"].items() if v != 0}
         found.append("invariants broken: " + ", ".join(f"{k} = {v}" for k, v in broken.items()))
     return found
+
+
+def harness_limited(summary: Mapping[str, Any]) -> str | None:
+    """Why the load generator, not the database, may have set the pace of a run (one sentence), or None:
+    the producers offered under 95 % of ``RATE``, or a load-generator process's CPU or event-loop lag
+    went past the run's own limits (``harness_cpu_limit_pct``, ``loop_lag_limit_us``). A run on one host
+    shares its cores with the database: the cure is ``PROCESSES`` or a load generator on another host."""
+    rate = summary.get("offered_rate_jobs_per_s") or 0.0
+    measured_s = summary.get("measured_s") or 0.0
+    if rate and measured_s and summary.get("jobs_produced", 0) / measured_s < 0.95 * rate:
+        return (f"the producers offered {summary['jobs_produced'] / measured_s:,.0f} of {rate:,.0f} jobs/s")
+    cpu_limit, lag_limit = summary.get("harness_cpu_limit_pct"), summary.get("loop_lag_limit_us")
+    cpu = [summary.get("harness_cpu_max_pct")] + [p.get("cpu_max_pct") for p in summary.get("processes") or []]
+    lag = [(summary.get("loop_lag_us") or {}).get("p99")] + [p.get("loop_lag_p99_us")
+                                                              for p in summary.get("processes") or []]
+    if cpu_limit is not None and max((c for c in cpu if c is not None), default=0) > cpu_limit:
+        return f"a load-generator process used more than {cpu_limit:g} % of a core"
+    if lag_limit is not None and max((v for v in lag if v is not None), default=0) > lag_limit:
+        return f"a load-generator process's event-loop lag p99 exceeded {lag_limit / 1000:g} ms"
+    return None
+
+
+def outcomes(summary: Mapping[str, Any], strict: bool = False) -> list[tuple[int, str]]:
+    """What a finished run's command must report, as (exit status, one sentence) pairs, in the
+    order of :data:`bench.errors.PRECEDENCE`; empty for a run that succeeded. ``strict``: a suspect
+    run is an outcome too (:data:`bench.errors.EXIT_SUSPECT`)."""
+    found = []
+    if summary.get("complete") is not True and not summary.get("database_lost"):
+        found.append((EXIT_INTERRUPTED, "the run was interrupted: its figures cover part of the window"))
+    if summary.get("database_lost"):
+        found.append((EXIT_FAILED, f"the database went away during the run ({summary['database_lost']}); "
+                                   "the results are incomplete and unaudited"))
+    if invariants_ok(summary) is False:
+        broken = {k: v for k, v in summary["invariants"].items() if v != 0}
+        found.append((EXIT_INVARIANTS, "invariants broken: " + ", ".join(f"{k} = {v}" for k, v in broken.items())))
+    verdict = summary.get("slo")
+    if verdict and verdict["status"] != "pass":
+        missed = [f"{o['threshold_text']} measured {o['measured_text']} ({o['status']})"
+                  for o in verdict["objectives"] if o["status"] != "pass"]
+        found.append((EXIT_SLO, f"SLO {verdict['status']}: " + "; ".join(missed)))
+    if strict and summary.get("suspect"):
+        found.append((EXIT_SUSPECT, "suspect run (--strict): " + "; ".join(summary.get("suspect_reasons") or [])))
+    return found
+
+
+def exit_status_of(summary: Mapping[str, Any], strict: bool = False) -> int:
+    """The exit status of a command that ran one run: :func:`bench.errors.first_status` of its :func:`outcomes`."""
+    return first_status(status for status, _ in outcomes(summary, strict))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,32 @@ def as_float(v: Any) -> float:
         return math.nan
 
 
+def fmt_sig(v: Any) -> str:
+    """About three significant figures, never in exponent form: 3354.2 -> '3,354', 0.01234 -> '0.0123';
+    'n/a' when missing. The one number style of the terminal's end block and the reports."""
+    if is_missing(v):
+        return "n/a"
+    v = float(v)
+    if v == 0 or abs(v) >= 100:
+        return f"{v:,.0f}"
+    decimals = max(0, 2 - int(math.floor(math.log10(abs(v)))))
+    return f"{v:,.{decimals}f}"
+
+
+def fmt_seconds(v: Any) -> str:
+    """A time in seconds with the unit that keeps it at or above 1 (s, ms, µs), three significant
+    figures: 0.008815 -> '8.82 ms', 2.5 -> '2.50 s'; 'n/a' when missing."""
+    if is_missing(v):
+        return "n/a"
+    v = float(v)
+    if v == 0:
+        return "0 s"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms")):
+        if abs(v) >= scale:
+            return f"{fmt_sig(v / scale)} {unit}"
+    return f"{fmt_sig(v / 1e-6)} µs"
+
+
 def fmt_label(v: Any) -> str:
     """A parameter value for labels: 1000000 -> '1,000,000', 2.5 -> '2.5', 'skip_locked' as is."""
     if isinstance(v, bool) or v is None:

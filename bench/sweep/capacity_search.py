@@ -6,8 +6,8 @@ step. A step *keeps up* when the oldest eligible age stays flat over the
 measured window (its least-squares slope is at most :data:`FLAT_SLOPE_S_PER_S`
 seconds per second and its last sample at most :data:`FLAT_AGE_S`), the workers
 complete at least :data:`COMPLETED_SHARE` of what arrived, the producers really
-offered the rate (at least :data:`OFFERED_SHARE` of it), and the run is not
-suspect. The search doubles the rate from ``start_rate`` until a step falls
+offered the rate (at least :data:`OFFERED_SHARE` of it), the run is not
+suspect, and its ``SLO`` (when one is given) passes. The search doubles the rate from ``start_rate`` until a step falls
 behind (the step ramp), then bisects between the last rate that kept up and the
 first that did not until they are within :data:`RESOLUTION` of each other.
 The answer is the highest rate that kept up, with the claim p99 measured at it.
@@ -65,7 +65,12 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
         return False, f"oldest eligible age grows {slope:+.3f} s per s, {final_age:.2f} s at the end"
     if completed_s < COMPLETED_SHARE * produced_s:
         return False, f"completed {completed_s:,.1f} of {produced_s:,.1f} jobs/s arrived"
-    return True, f"keeps up: age slope {slope:+.3f} s per s, {completed_s:,.1f} jobs/s completed"
+    verdict = summary.get("slo")
+    if verdict and verdict["status"] != "pass":
+        return False, "SLO " + verdict["status"] + ": " + "; ".join(
+            f"{o['threshold_text']} measured {o['measured_text']}" for o in verdict["objectives"] if o["status"] != "pass")
+    return True, (f"keeps up: age slope {slope:+.3f} s per s, {completed_s:,.1f} jobs/s completed"
+                  + (f"; SLO pass ({verdict['spec']})" if verdict else ""))
 
 
 def describe_design(cfg: RunConfig) -> str:
@@ -77,6 +82,26 @@ def describe_design(cfg: RunConfig) -> str:
         sent = "unprepared claim (PREPARED=0)" if not cfg.prepared else f"prepared claim with PLAN_CACHE={cfg.plan_cache}"
     return (f"{cfg.engine}, {cfg.policy}, batch {cfg.batch}, index {cfg.index}, layout {cfg.layout}, "
             f"{cfg.history:,} history rows, {cfg.work_ms:g} ms jobs, {sent}")
+
+
+def ramp_and_bisect(passes: Callable[[float], bool], start: float, known_good: float | None = None,
+                    max_steps: int = MAX_STEPS) -> tuple[float | None, float | None]:
+    """(highest value that passed, lowest that failed above it) of ``passes``, assumed to hold below a
+    threshold and fail above it: double from ``start`` until a value fails (the ramp), then bisect
+    until the two are within :data:`RESOLUTION` of each other; at most ``max_steps`` calls. Either
+    may be None (nothing passed; nothing failed). ``known_good``: a value already known to pass."""
+    good, bad, calls, value = known_good, None, 0, start
+    while calls < max_steps:
+        calls += 1
+        if not passes(value):
+            bad = value
+            break
+        good, value = value, value * 2
+    while good is not None and bad is not None and bad / good > 1 + RESOLUTION and calls < max_steps:
+        calls += 1
+        middle = (good + bad) / 2
+        good, bad = (middle, bad) if passes(middle) else (good, middle)
+    return good, bad
 
 
 def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: float,
@@ -111,24 +136,11 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
         log(f"step {len(steps)}: {cfg.rate:,.1f} jobs/s offered -> {'KEEPS UP' if ok else 'FALLS BEHIND'} ({why})")
         return ok
 
-    good, bad = None, None
-    rate = start_rate
+    bad = None
     try:
-        while len(steps) < MAX_STEPS:  # the step ramp
-            if measure(rate):
-                good = rate
-                rate *= 2
-            else:
-                bad = rate
-                break
-        while good is not None and bad is not None and bad / good > 1 + RESOLUTION and len(steps) < MAX_STEPS:
-            middle = (good + bad) / 2  # bisection
-            if measure(middle):
-                good = middle
-            else:
-                bad = middle
+        _, bad = ramp_and_bisect(measure, start_rate)
     except (SearchStopped, KeyboardInterrupt):
-        _write(base, steps, bad, start_rate, out_dir, complete=False)  # keep the steps measured so far
+        _write(base, steps, None, start_rate, out_dir, complete=False)  # keep the steps measured so far
         raise
     return _write(base, steps, bad, start_rate, out_dir, complete=True)
 

@@ -1,0 +1,118 @@
+"""A capacity plan's answer, from its ``plan.json`` records alone: the cheapest design that meets
+the SLO (fewest workers, then most headroom; a tie within noise goes to the simpler design, batch 1
+before skip_locked), the sentence that says it, or the closest miss.
+
+Two designs tie when their worker counts are within the workers search's resolution (10 % or one
+worker) and their headroom within :data:`HEADROOM_NOISE`, the spread two plans of one design may show.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from bench.errors import EXIT_OK, EXIT_SLO
+from bench.results.values import fmt_sig
+
+#: Headroom rates within 15 % of each other are not told apart (the plan's repeatability goal).
+HEADROOM_NOISE = 0.15
+WORKERS_NOISE = 0.10
+
+
+def short_design(config: Mapping[str, Any]) -> str:
+    """'skip_locked, batch 1, partial index' (with the queue's name when it is not the built-in one)."""
+    queue = config.get("queue")
+    named = "" if queue in (None, "builtin") else f"queue {queue}: "
+    return f"{named}{config['policy']}, batch {config['batch']}, {config['index']} index"
+
+
+def _ties(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    wa, wb = a["workers"]["needed"], b["workers"]["needed"]
+    ha, hb = a["headroom"]["rate_jobs_per_s"], b["headroom"]["rate_jobs_per_s"]
+    return abs(wa - wb) <= max(1, math.floor(WORKERS_NOISE * max(wa, wb))) and abs(ha - hb) <= HEADROOM_NOISE * max(ha, hb)
+
+
+def _step_at(record: Mapping[str, Any], workers: int) -> Mapping[str, Any]:
+    return next(s for s in record["workers"]["steps"] if s["workers"] == workers)
+
+
+def slo_at(step: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each objective at a step, the worst repetition's value: ``[{"key", "threshold_text", "measured",
+    "measured_text", "status"}]`` (status ``fail`` when one repetition failed, ``inconclusive`` when one was)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for run in step["runs"]:
+        for o in (run.get("slo") or {}).get("objectives", []):
+            worse = o["measured"] is not None and (
+                o["key"] not in rows or rows[o["key"]]["measured"] is None
+                or (o["measured"] > rows[o["key"]]["measured"] if o["op"] == "<=" else o["measured"] < rows[o["key"]]["measured"]))
+            order = {"pass": 0, "inconclusive": 1, "fail": 2}
+            status = max(o["status"], rows.get(o["key"], {}).get("status", "pass"), key=order.get)
+            if o["key"] not in rows or worse:
+                rows[o["key"]] = dict(o)
+            rows[o["key"]]["status"] = status
+    return list(rows.values())
+
+
+def _slo_text(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{r['key']} {r['measured_text']} (SLO {r['threshold_text'].split(r['op'])[1]})" for r in rows)
+
+
+def choose(designs: list[Mapping[str, Any]], target_rate: float,
+           confirmation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The plan's answer: ``{"met", "exit_status", "design_index", "workers", "headroom", "slo", "sentence",
+    "harness_note"}``; ``confirmation`` is the confirmation step's record, when it ran."""
+    met = [i for i, d in enumerate(designs) if (d.get("workers") or {}).get("needed") and d.get("headroom")]
+    note = harness_note(designs, confirmation)
+    if not met:
+        return {"met": False, "exit_status": EXIT_SLO, "design_index": None, **_closest(designs, target_rate),
+                "harness_note": note}
+    ranked = sorted(met, key=lambda i: (designs[i]["workers"]["needed"], -designs[i]["headroom"]["rate_jobs_per_s"]))
+    tied = [i for i in ranked if _ties(designs[i], designs[ranked[0]])]
+    best = min(tied, key=lambda i: (designs[i]["batch"] != 1, designs[i]["policy"] != "skip_locked", ranked.index(i)))
+    d = designs[best]
+    workers, head = d["workers"]["needed"], d["headroom"]
+    rows = slo_at(_step_at(d, workers))
+    sentence = (f"{workers} workers of {d['short']} hold {fmt_sig(target_rate)} jobs/s with {_slo_text(rows)}; "
+                f"this design holds {'at least' if head['at_least'] else 'up to'} {fmt_sig(head['rate_jobs_per_s'])} "
+                f"jobs/s, {head['factor']:.1f}x the target")
+    confirmed = None
+    if confirmation is not None:
+        confirmed = confirmation["passed"]
+        crows = slo_at(confirmation)
+        sentence += (f"; confirmed over {confirmation['duration_s']:g} s ({_slo_text(crows)})" if confirmed else
+                     f"; NOT confirmed: the {confirmation['duration_s']:g} s run at the answer failed "
+                     f"({confirmation['runs'][0]['why']})")
+    return {"met": confirmed is not False, "exit_status": EXIT_OK if confirmed is not False else EXIT_SLO,
+            "design_index": best, "label": d["label"], "workers": workers, "headroom": head, "slo": rows,
+            "confirmed": confirmed, "sentence": sentence + ".", "harness_note": note}
+
+
+def _closest(designs: list[Mapping[str, Any]], target_rate: float) -> dict[str, Any]:
+    """The step nearest the SLO over every design, and the sentence that says what it missed."""
+    best = None
+    for d in designs:
+        for s in (d.get("workers") or {}).get("steps", []):
+            ratio = s["slo_ratio"] if s["slo_ratio"] is not None else math.inf
+            if best is None or ratio < best[0]:
+                best = (ratio, d, s)
+    if best is None:
+        return {"sentence": "No step was measured.", "slo": []}
+    _, d, s = best
+    missed = [r for r in slo_at(s) if r["status"] != "pass"] or slo_at(s)
+    why = next((r["why"] for r in s["runs"] if not r["passed"]), "")
+    stopped = "; ".join(x["workers"]["stopped"] for x in designs if (x.get("workers") or {}).get("stopped"))
+    return {"sentence": f"No design met the SLO at {fmt_sig(target_rate)} jobs/s. Closest: {s['workers']} workers of "
+                        f"{d['short']}, {why or _slo_text(missed)}" + (f"; the search stopped: {stopped}" if stopped else "") + ".",
+            "slo": missed, "closest": {"label": d["label"], "workers": s["workers"]}}
+
+
+def harness_note(designs: list[Mapping[str, Any]], confirmation: Mapping[str, Any] | None = None) -> str | None:
+    """What to do when steps were harness-limited (the load generator shares its cores with the database)."""
+    steps = [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
+    steps += [confirmation] if confirmation else []
+    limited = [s for s in steps if s.get("harness_limited")]
+    if not limited:
+        return None
+    return (f"{len(limited)} of {len(steps)} steps were harness-limited ({limited[0]['harness_limited']}): the load "
+            "generator shares its cores with the database, so those steps measured it too; run with PROCESSES=2 "
+            "or more, or put the load generator on another host (qbench master / qbench worker)")

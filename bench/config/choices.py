@@ -1,0 +1,35 @@
+"""The values and bounds the parameter table (:mod:`bench.config.parameters`) allows, one constant each.
+Standard library only, as the table is."""
+
+from __future__ import annotations
+
+POLICIES = ("wait", "nowait", "skip_locked")
+WORK_DISTS = ("fixed", "exponential", "lognormal", "bimodal")
+ARRIVALS = ("constant", "poisson")
+TXN_MODES = ("short", "hold")
+INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering", "generated", "ready_table")
+#: Database engines (``bench.engines``): the DSN's scheme picks one when ``ENGINE`` is not given.
+ENGINES = ("postgres", "mariadb")
+#: Transaction isolation of the workers' sessions (both engines offer all three).
+ISOLATION_LEVELS = ("read_committed", "repeatable_read", "serializable")
+#: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.
+LAYOUTS = ("same", "archive", "partitioned")
+#: How a prepared claim is planned: PostgreSQL's ``plan_cache_mode`` values, set on the workers'
+#: sessions (https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-PLAN-CACHE-MODE).
+PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
+#: Autovacuum on the tool's queue table (a storage parameter of that table only).
+AUTOVACUUM_MODES = ("on", "off")
+#: How an idle worker waits for work after an empty claim: sleep ``POLL_MS`` and claim again, or wait
+#: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
+#: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).
+WAKEUPS = ("poll", "notify")
+#: Upper bound on workers from one load-generator process.
+MAX_WORKERS = 1000
+#: Upper bound on a job's simulated duration (ms): one hour; a stopping worker waits for its job.
+MAX_JOB_MS = 3_600_000
+#: Upper bound on seeded rows (history, backlog).
+MAX_ROWS = 100_000_000
+#: The claim's order across tenants (``TENANT_ORDER``): see the parameter's meaning.
+TENANT_ORDERS = ("plain", "round_robin")
+#: Upper bound on distinct queue names (``NAMED_QUEUES``, ``TENANTS``): every claim carries the list.
+MAX_QUEUES = 10_000

@@ -1,0 +1,118 @@
+"""The two searches of a plan, for one design: the fewest workers that pass at the target rate, and
+the highest rate those workers still pass (the headroom).
+
+Workers: start from Little's law (workers = rate x the cycle time a short closed-loop probe measured),
+double until a step passes, then bisect down to :data:`WORKERS_RESOLUTION` of the answer or one worker.
+Doubling stops early when it no longer helps: the SLO measure (:func:`bench.results.slo.worst_ratio`)
+does not fall by :data:`MIN_GAIN` and throughput does not rise by it, so an SLO no worker count can meet
+costs two steps, not every one up to ``PLAN_MAX_WORKERS``.
+Headroom: the capacity search's ramp and bisection from twice the target
+(:func:`bench.sweep.capacity_search.ramp_and_bisect`), every step judged by the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from bench.plan.steps import Step
+from bench.sweep.capacity_search import RESOLUTION, ramp_and_bisect
+
+#: The workers search stops when the passing and failing counts are within 10 % (or one worker).
+WORKERS_RESOLUTION = 0.10
+#: Doubling the workers "helps" when the SLO measure falls, or throughput rises, by at least this share:
+#: the search's own resolution, below which two steps are not told apart.
+MIN_GAIN = 0.10
+#: The headroom search's largest multiple of the target rate (2^6).
+MAX_HEADROOM_STEPS = 8
+
+
+def little_estimate(target_rate: float, probe_workers: int, probe_throughput: float) -> float:
+    """Workers Little's law needs for ``target_rate`` jobs/s (L = λW): the probe's cycle time per job and
+    worker, ``probe_workers / probe_throughput`` seconds, times the rate. Raises ValueError for a probe
+    that completed nothing."""
+    if probe_throughput <= 0:
+        raise ValueError("the probe completed no job: no cycle time to estimate from")
+    return target_rate * probe_workers / probe_throughput
+
+
+def helps(before: Step, after: Step) -> bool:
+    """True when ``after`` (more workers) improves on ``before`` by :data:`MIN_GAIN`."""
+    if after.throughput_jobs_per_s >= (1 + MIN_GAIN) * before.throughput_jobs_per_s > 0:
+        return True
+    if before.slo_ratio is None or after.slo_ratio is None:
+        return before.slo_ratio is None  # an unmeasured SLO before: doubling may yet measure it
+    return after.slo_ratio <= (1 - MIN_GAIN) * before.slo_ratio
+
+
+@dataclass
+class WorkersAnswer:
+    """``needed``: the fewest workers that passed (None: none did); ``failed_below``: the most that
+    failed under it (0: none tried); ``stopped``: why the search gave up, when it did; ``steps`` by workers."""
+
+    needed: int | None
+    failed_below: int
+    stopped: str | None
+    steps: dict[int, Step] = field(default_factory=dict)
+
+
+def search_workers(step: Callable[[int], Step], start: int, least: int, most: int) -> WorkersAnswer:
+    """The fewest workers in ``least..most`` for which ``step(workers)`` passes, from ``start``."""
+    steps: dict[int, Step] = {}
+
+    def at(n: int) -> Step:
+        if n not in steps:
+            steps[n] = step(n)
+        return steps[n]
+
+    n, low, previous = min(max(start, least), most), least - 1, None  # low: the most workers known to fail
+    while not at(n).passed:
+        low = n
+        if n >= most:
+            return WorkersAnswer(None, low, f"{most} workers (PLAN_MAX_WORKERS) did not meet it", steps)
+        if previous is not None and not helps(steps[previous], steps[n]):
+            return WorkersAnswer(None, low, f"doubling from {previous} to {n} workers did not help: the SLO "
+                                            f"measure fell, and throughput rose, by less than {MIN_GAIN:.0%}", steps)
+        previous, n = n, min(2 * n, most)
+    high = n
+    while low < least < high:  # the first step passed: halve until one fails
+        m = max(least, high // 2)
+        high, low = (m, low) if at(m).passed else (high, m)
+    while low >= least and high - low > max(1, math.floor(WORKERS_RESOLUTION * high)):
+        m = (low + high) // 2
+        high, low = (m, low) if at(m).passed else (high, m)
+    return WorkersAnswer(high, max(low, 0), None, steps)
+
+
+@dataclass
+class Headroom:
+    """``rate``: the highest rate that passed (jobs/s); ``factor``: it over the target; ``at_least``: the
+    search could not see the end (the failing step was harness-limited, or nothing failed)."""
+
+    rate: float
+    factor: float
+    at_least: bool
+    first_failed: float | None
+    why: str
+    steps: dict[float, Step] = field(default_factory=dict)
+
+
+def search_headroom(step: Callable[[float], Step], target_rate: float) -> Headroom:
+    """The highest rate for which ``step(rate)`` passes, ramping from twice ``target_rate`` (which passed)."""
+    steps: dict[float, Step] = {}
+
+    def passes(rate: float) -> bool:
+        rate = round(rate, 1)
+        steps[rate] = step(rate)
+        return steps[rate].passed
+
+    good, bad = ramp_and_bisect(passes, 2 * target_rate, known_good=target_rate, max_steps=MAX_HEADROOM_STEPS)
+    limited = steps[round(bad, 1)].harness_limited if bad is not None else None
+    if bad is None:
+        why = f"every step up to {good:,.0f} jobs/s passed: the search stopped before one failed"
+    elif limited:
+        why = f"the first step that failed ({bad:,.0f} jobs/s) was harness-limited: {limited}"
+    else:
+        why = f"{bad:,.0f} jobs/s failed (within {RESOLUTION:.0%})"
+    return Headroom(good, good / target_rate, bad is None or bool(limited), bad, why, steps)

@@ -1,0 +1,107 @@
+"""One step of a plan: a design at a worker count and an arrival rate, run ``REPETITIONS`` times.
+
+A step passes only if every repetition keeps up and meets the SLO in a trusted run
+(:func:`bench.sweep.capacity_search.step_verdict`: the capacity search's keep-up rule, the SLO in it).
+Runs already made (a resumed plan) are read back instead of run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.config.run_config import RunConfig
+from bench.results import slo
+from bench.results.model import RunResult, harness_limited, problems
+from bench.sweep.capacity_search import SearchStopped, step_verdict
+
+#: Config fields a step sets itself, left out of a design's identity.
+STEP_FIELDS = ("workers", "rate", "duration_s", "warmup_s", "results", "dsn", "notes", "backlog")
+
+
+def design_id(cfg: RunConfig) -> str:
+    """A short stable identity of a design (every parameter but those a step sets)."""
+    public = {k: v for k, v in cfg.public().items() if k not in STEP_FIELDS}
+    return hashlib.sha256(json.dumps(public, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """What a plan keeps of one run: its directory, verdict and the figures the plan page shows."""
+    ok, why = step_verdict(summary)
+    return {"run_dir": str(run_dir), "passed": ok, "why": why, "slo": summary.get("slo"),
+            "slo_ratio": slo.worst_ratio(summary.get("slo")), "trusted": not problems(summary),
+            "harness_limited": harness_limited(summary),
+            "throughput_jobs_per_s": summary["throughput_jobs_per_s"],
+            "oldest_age_max_s": (summary.get("oldest_eligible_age_s") or {}).get("max"),
+            "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s")}
+
+
+@dataclass
+class Step:
+    """A design at ``workers`` and ``rate`` jobs/s: ``runs`` holds one :func:`run_record` per repetition."""
+
+    workers: int
+    rate: float
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """Every repetition kept up and met the SLO in a trusted run."""
+        return bool(self.runs) and all(r["passed"] for r in self.runs)
+
+    @property
+    def slo_ratio(self) -> float | None:
+        """The worst repetition's :func:`bench.results.slo.worst_ratio` (None when one is unmeasured)."""
+        ratios = [r["slo_ratio"] for r in self.runs]
+        return None if not ratios or None in ratios else max(ratios)
+
+    @property
+    def throughput_jobs_per_s(self) -> float:
+        """The lowest repetition's jobs completed per second."""
+        return min((r["throughput_jobs_per_s"] or 0.0 for r in self.runs), default=0.0)
+
+    @property
+    def harness_limited(self) -> str | None:
+        """Why the load generator may have set the pace of a repetition, or None."""
+        return next((r["harness_limited"] for r in self.runs if r["harness_limited"]), None)
+
+    def record(self) -> dict[str, Any]:
+        """The step as ``plan.json`` holds it."""
+        return {"workers": self.workers, "rate_jobs_per_s": self.rate, "passed": self.passed,
+                "slo_ratio": self.slo_ratio, "throughput_jobs_per_s": self.throughput_jobs_per_s,
+                "harness_limited": self.harness_limited, "runs": self.runs}
+
+
+class Stepper:
+    """Runs a plan's steps: ``run(cfg)`` makes one run and returns its directory; ``done`` maps a run's
+    key to a directory already made (a resumed plan); ``on_run(key, run_dir)`` is told of each new run."""
+
+    def __init__(self, run: Callable[[RunConfig], Path], repetitions: int, done: dict[str, str],
+                 on_run: Callable[[str, str], None], log: Callable[[str], None]):
+        self.run, self.repetitions, self.done, self.on_run, self.log = run, repetitions, done, on_run, log
+
+    def measure(self, cfg: RunConfig, phase: str, repetitions: int | None = None) -> Step:
+        """``cfg`` run ``repetitions`` (default the plan's) times, as the step of ``phase``. Raises
+        :class:`SearchStopped` when a run did not complete (KeyboardInterrupt outside a run's load)."""
+        step = Step(cfg.workers, cfg.rate)
+        for rep in range(repetitions or self.repetitions):
+            key = f"{design_id(cfg)}|{phase}|w{cfg.workers}|r{cfg.rate:g}|d{cfg.duration_s:g}|{rep}"
+            run_dir = self.done.get(key)
+            if run_dir is None or not (Path(run_dir) / "summary.json").is_file():
+                run_dir = str(self.run(cfg))
+            summary = RunResult.load(Path(run_dir)).summary
+            if not summary["complete"]:
+                raise SearchStopped(Path(run_dir))
+            if key not in self.done:
+                self.done[key] = run_dir
+                self.on_run(key, run_dir)
+            step.runs.append(run_record(Path(run_dir), summary))
+        if cfg.rate <= 0:  # the closed-loop probe has no keep-up verdict, only its throughput
+            self.log(f"  {phase}: {cfg.workers} workers, closed loop -> {step.throughput_jobs_per_s:,.1f} jobs/s")
+            return step
+        why = next((r["why"] for r in step.runs if not r["passed"]), step.runs[0]["why"])
+        self.log(f"  {phase}: {cfg.workers} workers at {cfg.rate:,.1f} jobs/s -> {'PASS' if step.passed else 'FAIL'} ({why})")
+        return step

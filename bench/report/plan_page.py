@@ -1,0 +1,129 @@
+"""``plan.html``: a capacity plan's page, from its ``plan.json`` alone (and the step runs' directories for
+links): the answer first, the designs, every step's SLO table, and per design two figures: the SLO's
+figures against workers at the target rate, and against rate at the workers found (headroom marked).
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+
+from bench.analysis.plan_answer import slo_at
+from bench.report.render import environment, legend_above, png_uri, save_png
+from bench.results.model import read_result
+from bench.results.values import fmt_seconds, fmt_sig
+
+def _objective_series(steps: list[Mapping[str, Any]], x_key: str) -> dict[str, dict[str, Any]]:
+    """Per SLO key: x values, the worst repetition's measured values and the threshold."""
+    series: dict[str, dict[str, Any]] = {}
+    for step in sorted(steps, key=lambda s: s[x_key]):
+        for row in slo_at(step):
+            entry = series.setdefault(row["key"], {"x": [], "y": [], "threshold": row["threshold"], "op": row["op"]})
+            if row["measured"] is not None:
+                entry["x"].append(step[x_key])
+                entry["y"].append(row["measured"])
+    return series
+
+
+def _draw(series: dict[str, dict[str, Any]], title: str, xlabel: str, marks: list[tuple[float, str]],
+          ages: tuple[list[float], list[float]] | None = None) -> bytes:
+    """One axes per SLO key: measured (markers and line), the threshold (dashed), ``marks`` as vertical lines."""
+    keys = list(series)
+    fig, axes = plt.subplots(1, len(keys), figsize=(max(8.0, 5.2 * len(keys)), 4.0), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        s = series[key]
+        time_key = key not in ("error_rate", "throughput_share", "age_slope")
+        ax.plot(s["x"], s["y"], "o-", color="#1565c0", label=f"{key} measured (worst repetition)")
+        shown = fmt_seconds(s["threshold"]) if time_key else fmt_sig(s["threshold"])
+        ax.axhline(s["threshold"], color="#c62828", linestyle="--", label=f"SLO: {key} {s['op']} {shown}")
+        for x, text in marks:
+            ax.axvline(x, color="#555", linestyle=":", linewidth=1)
+            ax.annotate(text, (x, 1), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
+                        fontsize="x-small", color="#555")
+        if all(v > 0 for v in s["y"] + [s["threshold"]]) and time_key:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        if xlabel == "workers":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(key + (" (s, log scale)" if time_key else ""))
+        if ages is not None and ages[0]:
+            twin = ax.twinx()
+            twin.plot(ages[0], ages[1], "s:", color="#6d4c41", label="oldest eligible age max (s)")
+            twin.set_ylabel("oldest eligible age max (s)", color="#6d4c41")
+            handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+            legend_above(ax, handles)
+        else:
+            legend_above(ax)
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(textwrap.fill(title, 90), fontsize="medium", y=0.995)
+    fig.tight_layout()
+    return save_png(fig)
+
+
+def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dict[str, str]]:
+    figures = []
+    workers = design.get("workers") or {}
+    steps = workers.get("steps") or []
+    if steps:
+        title = f"{design['short']}: SLO against workers at {fmt_sig(target)} jobs/s (plan {plan_id})"
+        marks = [(workers["needed"], f"needed: {workers['needed']}")] if workers.get("needed") else []
+        figures.append({"title": title, "src": png_uri(_draw(_objective_series(steps, "workers"), title, "workers", marks)),
+                        "caption": "Each point is the worst of the step's repetitions; a step passes only when every "
+                                   "repetition meets every objective, keeps up and is trusted."})
+    head = design.get("headroom")
+    if head and head.get("steps"):
+        at_target = next(s for s in steps if s["workers"] == workers["needed"])
+        rate_steps = [at_target, *head["steps"]]
+        title = (f"{design['short']}: SLO and oldest age against rate at {workers['needed']} workers (plan {plan_id})")
+        ages = ([s["rate_jobs_per_s"] for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])],
+                [max((r["oldest_age_max_s"] or 0) for r in s["runs"])
+                 for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])])
+        marks = [(target, "target"), (head["rate_jobs_per_s"], f"headroom {head['factor']:.1f}x")]
+        figures.append({"title": title, "src": png_uri(_draw(_objective_series(rate_steps, "rate_jobs_per_s"), title,
+                                                           "arrival rate (jobs/s)", marks, ages)),
+                        "caption": f"Headroom: {head['why']}."})
+    return figures
+
+
+def _step_rows(plan_dir: Path, phase: str, steps: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for s in steps:
+        links = []
+        for i, r in enumerate(s["runs"]):
+            report = Path(r["run_dir"]) / "report.html"
+            links.append({"text": f"run {i + 1}", "href": os.path.relpath(report, plan_dir)})
+        rows.append({"phase": phase, "workers": s["workers"], "rate": fmt_sig(s["rate_jobs_per_s"]),
+                     "passed": s["passed"], "objectives": slo_at(s), "throughput": fmt_sig(s["throughput_jobs_per_s"]),
+                     "harness": s.get("harness_limited"), "links": links,
+                     "why": next((r["why"] for r in s["runs"] if not r["passed"]), s["runs"][0]["why"] if s["runs"] else "")})
+    return rows
+
+
+def render_plan(plan_dir: Path) -> Path:
+    """Write ``plan_dir/plan.html`` from ``plan.json``; returns its path. Raises ResultsError when
+    ``plan.json`` is missing or unreadable."""
+    plan_dir = Path(plan_dir)
+    state = read_result(plan_dir / "plan.json")
+    target = float(state["inputs"]["overrides"]["rate"])
+    designs = []
+    for d in state["designs"]:
+        steps = _step_rows(plan_dir, "workers", (d.get("workers") or {}).get("steps") or [])
+        steps += _step_rows(plan_dir, "headroom", (d.get("headroom") or {}).get("steps") or [])
+        probe = d.get("probe") or {}
+        designs.append({**d, "rows": steps, "figures": _figures(plan_dir.name, d, target) if d.get("workers") else [],
+                        "probe_text": (f"{probe['workers']} workers, closed loop: {fmt_sig(probe['throughput_jobs_per_s'])} "
+                                       f"jobs/s, a cycle of {fmt_seconds(probe['cycle_ms'] / 1000)} per job and worker; "
+                                       f"Little's law: {fmt_sig(probe['little_estimate_workers'])} workers") if probe else ""})
+    confirmation = state.get("confirmation")
+    confirm_rows = _step_rows(plan_dir, "confirm", [confirmation]) if confirmation else []
+    html = environment().get_template("plan.html.j2").render(
+        plan_id=plan_dir.name, state=state, answer=state.get("answer") or {}, designs=designs,
+        confirm_rows=confirm_rows, target=fmt_sig(target), slo=state["inputs"]["overrides"].get("slo"))
+    out = plan_dir / "plan.html"
+    out.write_text(html, encoding="utf-8")
+    return out

@@ -1,0 +1,134 @@
+"""A run's verdict, read from its ``summary.json`` alone: the items the report's verdict card shows
+(green or red, each with its reason) and the terminal's end block, aligned like pgbench's and k6's
+summaries. Both use one number style (:func:`bench.results.values.fmt_sig`, :func:`fmt_seconds`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from bench.results.model import invariants_ok, problems
+from bench.results.values import fmt_seconds, fmt_sig
+
+#: How each invariant is named in the end block's one line.
+INVARIANT_WORDS = {"lost_jobs": "lost", "double_claims": "doubled", "duplicated_jobs": "duplicated",
+                   "over_claims": "over-claimed", "stale_completions_applied": "stale applied",
+                   "double_completions": "completed twice"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of the verdict: ``ok`` True (green), False (red) or None (not applicable, grey)."""
+
+    name: str
+    value: str
+    ok: bool | None
+    reason: str
+
+
+def _latency(summary: Mapping[str, Any]) -> Item:
+    open_loop = bool(summary.get("offered_rate_jobs_per_s"))
+    if open_loop:
+        value = (summary.get("pickup_latency_ms") or {}).get("p99")
+        return Item("pickup p99", fmt_seconds(None if value is None else value / 1000), None,
+                    "the job's eligible time to its claim, database time")
+    value = (summary.get("claim_latency_us") or {}).get("p99")
+    return Item("claim p99", fmt_seconds(None if value is None else value / 1e6), None,
+                "commit included; closed loop, so pickup is only the backlog's age")
+
+
+def _slo(summary: Mapping[str, Any]) -> list[Item]:
+    verdict = summary.get("slo")
+    if not verdict:
+        return []
+    missed = [o for o in verdict["objectives"] if o["status"] != "pass"]
+    reason = "; ".join(f"{o['threshold_text']} measured {o['measured_text']} ({o['status']})" for o in missed)
+    if verdict["status"] == "inconclusive" and verdict.get("inconclusive_because"):
+        reason += " because " + "; ".join(verdict["inconclusive_because"])
+    return [Item("SLO", verdict["status"], verdict["status"] == "pass",
+                 reason or ", ".join(f"{o['threshold_text']} measured {o['measured_text']}" for o in verdict["objectives"]))]
+
+
+def _keeping_up(summary: Mapping[str, Any]) -> Item:
+    if not summary.get("offered_rate_jobs_per_s"):
+        return Item("keeps up", "n/a", None, "closed loop, no RATE: the workers drain a seeded backlog")
+    return Item("keeps up", "no" if summary.get("saturated") else "yes", not summary.get("saturated"),
+                summary.get("saturation_verdict") or "")
+
+
+def _errors(summary: Mapping[str, Any]) -> Item:
+    errors = dict(summary.get("errors") or {})
+    refusals = summary.get("nowait_retries") or 0
+    total = sum(errors.values()) - refusals
+    kinds = ", ".join(f"{k}: {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
+    note = f" ({refusals:,} NOWAIT refusals, the policy's normal, not counted)" if refusals else ""
+    return Item("errors", f"{total:,}", total == 0, (kinds or "none") + note)
+
+
+def _invariants(summary: Mapping[str, Any]) -> Item:
+    ok = invariants_ok(summary)
+    invariants = summary.get("invariants") or {}
+    if ok is None:
+        return Item("invariants", "not checked", False, "the audit did not run (the database went away)")
+    counts = ", ".join(f"{v:,} {INVARIANT_WORDS.get(k, k)}" for k, v in invariants.items())
+    return Item("invariants", f"{len(invariants)} hold" if ok else "broken", ok, counts)
+
+
+def _trust(summary: Mapping[str, Any]) -> Item:
+    found = problems(summary)
+    found = [p for p in found if not p.startswith("invariants broken")]  # its own line
+    return Item("trust", "trusted" if not found else "suspect", not found, "; ".join(found) or
+                f"load generator CPU max {fmt_sig(summary.get('harness_cpu_max_pct'))} %, event-loop lag p99 "
+                f"{fmt_seconds(((summary.get('loop_lag_us') or {}).get('p99') or 0) / 1e6)}")
+
+
+def items(summary: Mapping[str, Any]) -> list[Item]:
+    """The verdict card's items, in order: throughput, pickup or claim p99, keeping up, the SLO (when one
+    was given), errors, invariants, trust."""
+    throughput = Item("throughput", f"{fmt_sig(summary.get('throughput_jobs_per_s'))} jobs/s", None,
+                      f"{summary.get('jobs_completed', 0):,} jobs completed over {fmt_sig(summary.get('measured_s'))} s")
+    return [throughput, _latency(summary), _keeping_up(summary), *_slo(summary), _errors(summary),
+            _invariants(summary), _trust(summary)]
+
+
+def operations(summary: Mapping[str, Any]) -> list[list[str]]:
+    """One row per operation (claim, completion, pickup): name, count, rate/s, p50, p95, p99, max, errors."""
+    measured_s = summary.get("measured_s") or 0.0
+    claims = round((summary.get("claims_per_s") or 0) * measured_s)
+    rows = []
+    for name, key, scale, count, errors in (
+            ("claim", "claim_latency_us", 1e-6, claims, _errors(summary).value),
+            ("completion", "complete_latency_us", 1e-6, summary.get("jobs_completed") or 0,
+             f"{summary.get('stale_completions') or 0:,} stale"),
+            ("pickup", "pickup_latency_ms", 1e-3, summary.get("jobs_claimed") or 0, "")):
+        latency = summary.get(key) or {}
+        if name == "pickup" and not summary.get("offered_rate_jobs_per_s"):
+            continue  # closed loop: pickup is the seeded backlog's age, not a latency
+        rows.append([name, f"{count:,}", fmt_sig(count / measured_s if measured_s else None),
+                     *(fmt_seconds(None if latency.get(p) is None else latency[p] * scale)
+                       for p in ("p50", "p95", "p99", "max")), errors])
+    return rows
+
+
+def end_block(summary: Mapping[str, Any]) -> list[str]:
+    """The terminal's end block: a throughput line, the operations table, then invariants, trust and
+    keeping up (or the SLO), one line each."""
+    head = ["", "count", "rate/s", "p50", "p95", "p99", "max", "errors"]
+    table = [head, *operations(summary)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    lines = [f"throughput {fmt_sig(summary.get('throughput_jobs_per_s'))} jobs/s over "
+             f"{fmt_sig(summary.get('measured_s'))} s ({summary.get('jobs_completed', 0):,} jobs completed, "
+             f"{summary.get('empty_claims', 0):,} empty claims)"]
+    for row in table:
+        lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
+    age = summary.get("oldest_eligible_age_s") or {}
+    slope = summary.get("oldest_age_slope_s_per_s")
+    lines.append(f"oldest eligible age: max {fmt_seconds(age.get('max'))}, final {fmt_seconds(age.get('final'))}"
+                 + ("" if slope is None else f", trend {slope:+.3f} s per s"))
+    by_name = {item.name: item for item in items(summary)}
+    for name in ("invariants", "trust", "keeps up", "SLO"):
+        if (item := by_name.get(name)) is None:
+            continue
+        lines.append(f"{item.name}: {item.value}" + (f" ({item.reason})" if item.reason else ""))
+    return lines

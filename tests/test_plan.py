@@ -1,0 +1,166 @@
+"""The capacity plan (``qbench plan``) against the real PostgreSQL: its answer is checked by separate
+runs, an SLO nothing meets stops early with exit 4, a resumed plan runs nothing twice, bad input is
+refused before anything is created. The searches' own rules are checked on made-up steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.analysis import plan_answer
+from bench.plan.search import search_workers
+from bench.plan.steps import Step
+from conftest import qbench, run_and_load
+
+RATE, SLO = "200", "pickup_p99<=200ms"
+PLAN = ("--rate", RATE, "--work-ms", "5", "--slo", SLO, "--duration", "5s", "--warmup", "1s")
+
+
+def _plan(dsn: str, results: Path, *args: str, timeout: float = 900):
+    proc = qbench("plan", "--dsn", dsn, "--results", str(results), *args, timeout=timeout)
+    plans = sorted((results / "plans").glob("*/plan.json")) if (results / "plans").is_dir() else []
+    return proc, (json.loads(plans[-1].read_text()) if plans else None), plans
+
+
+@pytest.fixture(scope="module")
+def planned(dsn, tmp_path_factory):
+    """One plan at 200 jobs/s of 5 ms jobs, pickup p99 <= 200 ms, 2 repetitions per step."""
+    results = tmp_path_factory.mktemp("plan")
+    proc, state, plans = _plan(dsn, results, *PLAN, "--repetitions", "2", "--confirm-s", "8s")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return results, state, plans[-1].parent, proc
+
+
+def test_the_planned_workers_meet_the_slo_and_one_fewer_does_not(planned, dsn, tmp_path):
+    _, state, _, proc = planned
+    answer = state["answer"]
+    needed = answer["workers"]
+    assert answer["met"] and answer["confirmed"] and needed >= 1
+    assert f"{needed} workers of skip_locked, batch 1, partial index hold 200 jobs/s" in proc.stdout
+    _, summary, _ = run_and_load(dsn, tmp_path / "at", *PLAN, "--workers", str(needed))
+    assert summary["slo"]["status"] == "pass", summary["slo"]
+    if needed > 1:  # one resolution step lower (one worker at this size), twice: a repetition fails it
+        statuses = []
+        for rep in range(2):
+            proc = qbench("run", "--dsn", dsn, "--results", str(tmp_path / f"below{rep}"), *PLAN,
+                          "--workers", str(needed - 1))
+            assert proc.returncode in (0, 4), proc.stdout + proc.stderr
+            run = next((tmp_path / f"below{rep}").iterdir())
+            summary = json.loads((run / "summary.json").read_text())
+            statuses.append(summary["slo"]["status"] == "pass" and not summary["saturated"])
+        assert not all(statuses), "one worker fewer than the plan's answer met the SLO in every repetition"
+
+
+def test_the_plan_records_its_searches_and_its_page_shows_them(planned):
+    _, state, plan_dir, _ = planned
+    design = state["designs"][0]
+    steps = {s["workers"]: s for s in design["workers"]["steps"]}
+    needed = design["workers"]["needed"]
+    assert steps[needed]["passed"] and all(len(s["runs"]) == 2 for s in steps.values())
+    assert all(not s["passed"] for w, s in steps.items() if w < needed)
+    assert design["probe"]["little_estimate_workers"] == pytest.approx(
+        200 * design["probe"]["workers"] / design["probe"]["throughput_jobs_per_s"])
+    head = design["headroom"]
+    assert head["rate_jobs_per_s"] >= 200 and head["factor"] == pytest.approx(head["rate_jobs_per_s"] / 200)
+    failed = [s for s in head["steps"] if not s["passed"]]
+    assert failed and min(s["rate_jobs_per_s"] for s in failed) > head["rate_jobs_per_s"]
+    assert state["complete"] and state["format_version"] >= 1
+    page = (plan_dir / "plan.html").read_text()
+    assert state["answer"]["sentence"].split(";")[0] in page.replace("&#39;", "'")
+    assert page.count("<img ") == 2
+    for href in {line.split('href="')[1].split('"')[0] for line in page.splitlines() if 'href="' in line}:
+        assert (plan_dir / href).is_file(), href
+
+
+def test_a_resumed_plan_runs_nothing_it_already_measured(planned, dsn):
+    results, state, plan_dir, _ = planned
+    runs_before = sorted((plan_dir / "runs").iterdir())
+    state_path = plan_dir / "plan.json"
+    state["complete"] = False
+    state_path.write_text(json.dumps(state))
+    proc, resumed, _ = _plan(dsn, results, *PLAN, "--repetitions", "2", "--confirm-s", "8s")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"-> {plan_dir}" in proc.stdout
+    assert sorted((plan_dir / "runs").iterdir()) == runs_before
+    assert resumed["answer"]["workers"] == state["answer"]["workers"] and resumed["complete"]
+
+
+def test_an_slo_nothing_meets_exits_4_and_stops_early(dsn, tmp_path):
+    proc, state, _ = _plan(dsn, tmp_path, "--rate", "100", "--work-ms", "1", "--slo", "claim_p99<=1us",
+                           "--duration", "3s", "--warmup", "1s", "--repetitions", "1", "--confirm-s", "0")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert not state["answer"]["met"] and state["answer"]["sentence"].startswith("No design met the SLO")
+    assert "claim_p99" in state["answer"]["sentence"] and "did not help" in state["answer"]["sentence"]
+    # Doubling stops as soon as it stops helping: two or three steps, not the eight up to 200 workers.
+    steps = state["designs"][0]["workers"]["steps"]
+    assert 2 <= len(steps) <= 3 and "did not help" in state["designs"][0]["workers"]["stopped"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--rate", "100"), "SLO: a plan needs the objective"),
+    (("--slo", "claim_p99<=1s"), "RATE: a plan needs the target arrival rate"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--workers", "5"), "WORKERS: the plan searches"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--policy", "skip_locked,bogus"), "POLICY:"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--batch", "1,2,3", "--policy", "wait,nowait,skip_locked"),
+     "9 candidate designs"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", "0"), "REPETITIONS:"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--duration", "5s,10s"), "DURATION:"),
+])
+def test_bad_plan_input_is_refused_and_creates_nothing(args, says, tmp_path):
+    proc = qbench("plan", "--results", str(tmp_path / "r"), *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def _steps(needed: int, ratio=lambda n: 1.0, throughput=lambda n: 100.0):
+    calls: list[int] = []
+
+    def step(n: int) -> Step:
+        calls.append(n)
+        return Step(n, 100.0, [{"passed": n >= needed, "slo_ratio": ratio(n), "throughput_jobs_per_s": throughput(n),
+                                "harness_limited": None, "why": ""}])
+    return step, calls
+
+
+@pytest.mark.parametrize("needed, start", [(18, 2), (18, 40), (1, 3), (5, 5), (37, 1)])
+def test_the_workers_search_finds_the_fewest_within_its_resolution(needed, start):
+    step, calls = _steps(needed, ratio=lambda n: needed / n)
+    answer = search_workers(step, start, 1, 200)
+    assert needed <= answer.needed <= needed + max(1, needed // 10)
+    assert answer.failed_below < needed and answer.needed - answer.failed_below <= max(1, answer.needed // 10)
+    assert len(calls) == len(set(calls))  # no step measured twice
+
+
+def test_the_workers_search_stops_when_doubling_does_not_help():
+    step, calls = _steps(10**6, ratio=lambda n: 500.0 + n)
+    answer = search_workers(step, 2, 1, 200)
+    assert answer.needed is None and calls == [2, 4] and "did not help" in answer.stopped
+    step, calls = _steps(10**6, ratio=lambda n: 1000.0 / n)  # helps every time: up to the ceiling
+    answer = search_workers(step, 2, 1, 50)
+    assert answer.needed is None and calls[-1] == 50 and "PLAN_MAX_WORKERS" in answer.stopped
+
+
+def _design(label, workers, headroom, policy="skip_locked", batch=1):
+    step = {"workers": workers, "rate_jobs_per_s": 100.0, "passed": True, "slo_ratio": 0.5,
+            "throughput_jobs_per_s": 100.0, "harness_limited": None,
+            "runs": [{"passed": True, "why": "", "slo": {"objectives": [
+                {"key": "claim_p99", "op": "<=", "threshold": 0.01, "threshold_text": "claim_p99<=10ms",
+                 "measured": 0.005, "measured_text": "5.00 ms", "status": "pass"}]}}]}
+    return {"label": label, "short": label, "policy": policy, "batch": batch,
+            "workers": {"needed": workers, "steps": [step], "stopped": None},
+            "headroom": {"rate_jobs_per_s": headroom, "factor": headroom / 100, "at_least": False}}
+
+
+def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
+    designs = [_design("nowait", 10, 300, policy="nowait"), _design("batch 10", 6, 500, batch=10),
+               _design("plain", 6, 460)]
+    answer = plan_answer.choose(designs, 100)
+    assert answer["label"] == "plain"  # 6 workers either way, headroom within 15 %: batch 1 is simpler
+    designs[2]["headroom"]["rate_jobs_per_s"] = 300
+    assert plan_answer.choose(designs, 100)["label"] == "batch 10"  # now more headroom by far
+    designs[1]["workers"]["needed"] = 9
+    assert plan_answer.choose(designs, 100)["label"] == "plain"  # fewest workers first

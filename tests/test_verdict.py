@@ -1,0 +1,83 @@
+"""The run's verdict (``bench.results.verdict``): the terminal's end block against a golden file made
+from a real run's ``summary.json``, and the verdict card's colours and reasons for a clean run, a
+suspect one, one with broken invariants and one that missed its SLO (in the rendered report too)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.report.run_page import render_report
+from bench.results import slo
+from bench.results.verdict import end_block, items
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SUMMARY = json.loads((FIXTURES / "verdict" / "summary.json").read_text())
+
+
+def test_the_end_block_matches_its_golden_file():
+    golden = (FIXTURES / "verdict" / "end_block.txt").read_text().splitlines()
+    assert end_block(SUMMARY) == golden
+
+
+def test_the_end_block_reads_its_numbers_from_the_summary():
+    lines = end_block(SUMMARY)
+    claim = next(line for line in lines if line.startswith("claim "))
+    cells = claim.split()
+    claims = round(SUMMARY["claims_per_s"] * SUMMARY["measured_s"])
+    assert cells[1] == f"{claims:,}"
+    p99 = re.split(r"\s{2,}", claim)[5]
+    assert p99.endswith(" ms") and float(p99[:-3]) == pytest.approx(SUMMARY["claim_latency_us"]["p99"] / 1000, abs=0.006)
+    # one aligned table: every row's p99 column ends where the header's does
+    end = lines[1].index("p99") + len("p99")
+    assert all(line[end - 7:end].strip().endswith("ms") for line in lines[2:5]), lines[1:5]
+    assert [len(re.split(r"\s{2,}", line.strip())) for line in lines[2:5]] == [8, 8, 7]
+
+
+def _card(summary: dict) -> dict[str, tuple[bool | None, str, str]]:
+    return {i.name: (i.ok, i.value, i.reason) for i in items(summary)}
+
+
+def test_a_clean_run_is_green_and_each_fault_turns_its_item_red():
+    clean = copy.deepcopy(SUMMARY)
+    clean["slo"] = slo.judge("pickup_p99<=1s,claim_p99<=1s", clean)
+    card = _card(clean)
+    assert card["SLO"][0] and card["invariants"][0] and card["trust"][0] and card["errors"][0]
+    assert card["keeps up"][0] is True and card["pickup p99"][1] == "8.81 ms"
+
+    suspect = copy.deepcopy(clean)
+    suspect["suspect"], suspect["suspect_reasons"] = True, ["load generator CPU reached 97 % of a core"]
+    suspect["slo"] = slo.judge("pickup_p99<=1s", suspect)
+    card = _card(suspect)
+    assert card["trust"][:2] == (False, "suspect") and "97 %" in card["trust"][2]
+    assert card["SLO"][:2] == (False, "inconclusive") and "97 %" in card["SLO"][2]
+
+    broken = copy.deepcopy(clean)
+    broken["invariants"]["lost_jobs"] = 3
+    card = _card(broken)
+    assert card["invariants"][:2] == (False, "broken") and "3 lost" in card["invariants"][2]
+
+    missed = copy.deepcopy(clean)
+    missed["slo"] = slo.judge("claim_p99<=100us", missed)
+    card = _card(missed)
+    assert card["SLO"][:2] == (False, "fail") and "claim_p99<=100us measured 1.67 ms" in card["SLO"][2]
+
+
+@pytest.mark.parametrize("case", ["clean", "missed"])
+def test_the_report_opens_with_the_verdict_card(case, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURES / "verdict", run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["slo"] = slo.judge("claim_p99<=10s" if case == "clean" else "claim_max<=1us", summary)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    page = render_report(run_dir).read_text()
+    card = page[page.index('id="verdict"'):page.index('id="operations"')]
+    assert page.index('id="verdict"') < page.index("<h2>")
+    slo_item = re.search(r'class="item (\w+)" data-name="SLO"', card).group(1)
+    assert slo_item == ("ok" if case == "clean" else "failed")
+    assert 'class="item ok" data-name="invariants"' in card
