@@ -23,7 +23,7 @@ RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity plan compare sweep-report soak report-bench
+.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -130,6 +130,16 @@ plan: $(STAMP)
 compare: $(STAMP)
 	@test -n '$(A)' -a -n '$(B)' || { echo "make compare: A and B are required; allowed: results/<run_id> or results/sweeps/<sweep_id> directories" >&2; exit 2; }
 	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B))
+
+# The regression gate for CI: exit 4 when B is worse than A by more than MAX_REGRESSION (default 10%)
+# and significantly (p < 0.05) on GATE_METRICS (default throughput,claim_p99).
+# make gate A=results/<run> B=results/<run> [MAX_REGRESSION=5%]
+MAX_REGRESSION ?= 10%
+GATE_METRICS ?=
+gate: $(STAMP)
+	@test -n '$(A)' -a -n '$(B)' || { echo "make gate: A and B are required; allowed: results/<run_id> or results/sweeps/<sweep_id> directories" >&2; exit 2; }
+	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B)) --max-regression=$(call sq,$(MAX_REGRESSION)) \
+		$(if $(GATE_METRICS),--gate-metrics=$(call sq,$(GATE_METRICS)))
 
 # Re-render a sweep's comparison report from its files: make sweep-report SWEEP_DIR=results/sweeps/<id>
 sweep-report: $(STAMP)

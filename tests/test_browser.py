@@ -127,3 +127,58 @@ def test_page_loads_in_chromium_with_its_images_and_no_console_error(name, brows
         heads = [r.find_element(By.TAG_NAME, "th").text for r in rows]
         assert heads[:1] == ["throughput"] and rows[0].find_element(By.TAG_NAME, "td").text.endswith("jobs/s"), \
             f"{page}: summary table rows {heads}"
+
+
+FIT_WIDTH = 1280
+
+
+@pytest.mark.parametrize("name", sorted(SUMMARY_TABLE))
+def test_page_fits_a_1280_px_window(name, browser, pages):
+    """No table pushes the page wider than the window: wide tables scroll inside themselves."""
+    browser.set_window_size(FIT_WIDTH, HEIGHT)
+    browser.get(pages[name].as_uri())
+    width = browser.execute_script("return document.documentElement.scrollWidth")
+    assert width <= FIT_WIDTH, f"{pages[name]}: the page is {width} px wide"
+
+
+GREEN, RED = "rgba(46, 125, 50, 1)", "rgba(198, 40, 40, 1)"
+
+
+@pytest.mark.parametrize("case, item", [("clean", "invariants"), ("suspect", "trust"), ("broken", "invariants"),
+                                        ("missed", "SLO")])
+def test_the_verdict_card_is_green_or_red_with_its_reason(case, item, browser, tmp_path):
+    """The report's first block, as Chromium draws it: a clean run's items green; a suspect run's trust, a
+    run's broken invariants and a missed SLO red, each with its reason shown."""
+    import json
+    import shutil
+
+    from selenium.webdriver.common.by import By
+
+    from bench.report.run_page import render_report
+    from bench.results import slo
+
+    run_dir = tmp_path / case
+    shutil.copytree(Path(__file__).parent / "fixtures" / "verdict", run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["slo"] = slo.judge("claim_p99<=1s", summary)
+    if case == "suspect":
+        summary["suspect"], summary["suspect_reasons"] = True, ["load generator CPU reached 97 % of a core"]
+    elif case == "broken":
+        summary["invariants"]["lost_jobs"] = 3
+    elif case == "missed":
+        summary["slo"] = slo.judge("claim_p99<=100us", summary)
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    browser.set_window_size(WIDTH, HEIGHT)
+    browser.get(render_report(run_dir).as_uri())
+    card = browser.find_element(By.ID, "verdict")
+    assert card.location["y"] < browser.find_element(By.TAG_NAME, "h2").location["y"]
+    element = card.find_element(By.CSS_SELECTOR, f'[data-name="{item}"]')
+    colour = element.value_of_css_property("border-left-color")
+    reason = element.find_element(By.CLASS_NAME, "reason")
+    assert reason.is_displayed() and reason.text
+    if case == "clean":
+        assert colour == GREEN and all(e.value_of_css_property("border-left-color") != RED
+                                       for e in card.find_elements(By.CLASS_NAME, "item"))
+    else:
+        assert colour == RED, (case, item, colour)
+        assert {"suspect": "97 %", "broken": "3 lost", "missed": "claim_p99<=100us measured"}[case] in reason.text

@@ -164,3 +164,49 @@ def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
     assert plan_answer.choose(designs, 100)["label"] == "batch 10"  # now more headroom by far
     designs[1]["workers"]["needed"] = 9
     assert plan_answer.choose(designs, 100)["label"] == "plain"  # fewest workers first
+
+
+def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
+    """Near saturation 10 s steps can pass a worker count that a 120 s run shows falling behind: the plan then
+    confirms one resolution step more. The runs here are result files written by a stand-in for the load
+    (a real run's summary, its figures set to pass or fail), to check the planner's orchestration alone."""
+    import copy as _copy
+
+    from bench.config.run_config import build_config
+    from bench.plan.options import PlanOptions
+    from bench.plan.planner import Design, Planner
+    from bench.results import slo as slo_rules
+
+    template = json.loads((Path(__file__).parent / "fixtures" / "verdict" / "summary.json").read_text())
+    run_json = (Path(__file__).parent / "fixtures" / "verdict" / "run.json").read_text()
+    made = []
+
+    def run(cfg):
+        passes = cfg.workers >= (4 if cfg.duration_s > 10 else 3) and cfg.rate <= 150
+        s = _copy.deepcopy(template)
+        s.update(measured_s=cfg.duration_s, offered_rate_jobs_per_s=cfg.rate or None,
+                 jobs_produced=int(cfg.rate * cfg.duration_s), saturated=not passes,
+                 saturation_verdict="keeping up" if passes else "saturated: falls behind",
+                 throughput_jobs_per_s=(cfg.rate if passes else 0.8 * cfg.rate) or 60.0 * cfg.workers)
+        s["jobs_completed"] = int(s["throughput_jobs_per_s"] * cfg.duration_s)
+        s["slo"] = slo_rules.judge(cfg.slo, s)
+        run_dir = tmp_path / "runs" / f"{len(made):03d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text(run_json)
+        (run_dir / "summary.json").write_text(json.dumps(s))
+        made.append((cfg.workers, cfg.rate, cfg.duration_s))
+        return run_dir
+
+    def config(workers, rate):
+        return build_config("default", {"workers": str(workers), "rate": str(rate), "slo": "claim_p99<=1s",
+                                        "duration": "10s", "warmup": "1s"})
+
+    planner = Planner([Design("the design", {}, config)], 100.0, PlanOptions(None, 1, 120.0), 50, run,
+                      tmp_path / "plan", {"inputs": "test"}, log=lambda line: None)
+    state = planner.run()
+    assert state["designs"][0]["workers"]["needed"] == 3
+    assert [c["workers"] for c in state["confirmations"]] == [3, 4]
+    answer = state["answer"]
+    assert answer["workers"] == 4 and answer["confirmed"] and answer["exit_status"] == 0
+    assert "4 workers of" in answer["sentence"] and "3 workers passed the 10 s steps" in answer["sentence"]
+    assert "at least 150 jobs/s" in answer["sentence"]

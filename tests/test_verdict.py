@@ -5,6 +5,7 @@ suspect one, one with broken invariants and one that missed its SLO (in the rend
 from __future__ import annotations
 
 import copy
+import html
 import json
 import re
 import shutil
@@ -81,3 +82,46 @@ def test_the_report_opens_with_the_verdict_card(case, tmp_path):
     slo_item = re.search(r'class="item (\w+)" data-name="SLO"', card).group(1)
     assert slo_item == ("ok" if case == "clean" else "failed")
     assert 'class="item ok" data-name="invariants"' in card
+
+
+def test_every_figure_has_a_title_and_no_series_hides_under_another(tmp_path):
+    """At batch 1 with no empty claim, claims/s equals jobs/s: the two must still be told apart."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from bench.report.run_data import load_run
+    from bench.report.run_figures import FIGURES, draw_figure, figure_label
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURES / "verdict", run_dir)
+    _, summary, df = load_run(run_dir)
+    df["claims"], df["empty_claims"] = df["jobs_completed"], 0
+    for name, title, _, draw in FIGURES:
+        fig = draw_figure(draw, df, summary, f"{title}: {figure_label(summary)}")
+        try:
+            assert summary["run_id"] in fig._suptitle.get_text() and title in fig._suptitle.get_text(), name
+            for ax in fig.axes:
+                lines = [ln for ln in ax.get_lines() if len(ln.get_ydata()) > 1]
+                for i, a in enumerate(lines):
+                    for b in lines[i + 1:]:
+                        same = np.array_equal(np.asarray(a.get_ydata(), float), np.asarray(b.get_ydata(), float),
+                                              equal_nan=True)
+                        style = lambda ln: (ln.get_linestyle(), ln.get_marker(), ln.get_color())  # noqa: E731
+                        assert not same or style(a) != style(b), (name, a.get_label(), b.get_label())
+                        if same:
+                            assert (a.get_linestyle(), a.get_marker()) != (b.get_linestyle(), b.get_marker()), \
+                                f"{name}: {a.get_label()} and {b.get_label()} are equal and drawn alike"
+        finally:
+            plt.close(fig)
+
+
+def test_the_oldest_age_caption_fits_the_run_mode(tmp_path):
+    from bench.report.run_figures import CLOSED_LOOP_AGE_SENTENCE, OPEN_LOOP_AGE_SENTENCE
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURES / "verdict", run_dir)
+    assert OPEN_LOOP_AGE_SENTENCE in render_report(run_dir).read_text()
+    closed = tmp_path / "closed"
+    shutil.copytree(FIXTURES / "run_small", closed)
+    page = html.unescape(render_report(closed).read_text())
+    assert CLOSED_LOOP_AGE_SENTENCE in page and OPEN_LOOP_AGE_SENTENCE not in page

@@ -70,21 +70,33 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
     tied = [i for i in ranked if _ties(designs[i], designs[ranked[0]])]
     best = min(tied, key=lambda i: (designs[i]["batch"] != 1, designs[i]["policy"] != "skip_locked", ranked.index(i)))
     d = designs[best]
-    workers, head = d["workers"]["needed"], d["headroom"]
-    rows = slo_at(_step_at(d, workers))
+    needed, head = d["workers"]["needed"], d["headroom"]
+    confirmed = None if confirmation is None else confirmation["passed"]
+    workers = confirmation["workers"] if confirmed else needed
+    rows = slo_at(confirmation) if confirmed else slo_at(_step_at(d, needed))
+    more = confirmed and workers > needed
     sentence = (f"{workers} workers of {d['short']} hold {fmt_sig(target_rate)} jobs/s with {_slo_text(rows)}; "
-                f"this design holds {'at least' if head['at_least'] else 'up to'} {fmt_sig(head['rate_jobs_per_s'])} "
-                f"jobs/s, {head['factor']:.1f}x the target")
-    confirmed = None
-    if confirmation is not None:
-        confirmed = confirmation["passed"]
-        crows = slo_at(confirmation)
-        sentence += (f"; confirmed over {confirmation['duration_s']:g} s ({_slo_text(crows)})" if confirmed else
-                     f"; NOT confirmed: the {confirmation['duration_s']:g} s run at the answer failed "
-                     f"({confirmation['runs'][0]['why']})")
+                f"this design holds {'at least' if head['at_least'] or more else 'up to'} "
+                f"{fmt_sig(head['rate_jobs_per_s'])} jobs/s, {head['factor']:.1f}x the target"
+                + (f" (measured at {needed} workers)" if more else ""))
+    if confirmed:
+        sentence += f"; confirmed over {confirmation['duration_s']:g} s"
+        if more:
+            step_s = _step_s(d, needed)
+            sentence += (f" ({needed} workers passed the {'' if step_s is None else f'{step_s:g} s '}steps but fell "
+                         "behind in the longer run)")
+    elif confirmed is False:
+        sentence += (f"; NOT confirmed: the {confirmation['duration_s']:g} s run at {confirmation['workers']} workers "
+                     f"failed ({confirmation['runs'][0]['why']})")
     return {"met": confirmed is not False, "exit_status": EXIT_OK if confirmed is not False else EXIT_SLO,
-            "design_index": best, "label": d["label"], "workers": workers, "headroom": head, "slo": rows,
-            "confirmed": confirmed, "sentence": sentence + ".", "harness_note": note}
+            "design_index": best, "label": d["label"], "workers": workers, "workers_from_steps": needed,
+            "headroom": head, "slo": rows, "confirmed": confirmed, "sentence": sentence + ".", "harness_note": note}
+
+
+def _step_s(design: Mapping[str, Any], workers: int) -> float | None:
+    """The measured window of the workers search's step at ``workers`` (its first run's), seconds."""
+    run = _step_at(design, workers)["runs"][0]
+    return run.get("measured_s")
 
 
 def _closest(designs: list[Mapping[str, Any]], target_rate: float) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from bench import __version__
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, outcomes, read_result
-from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError, exit_status,
-                          first_status)
+from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SLO, ConfigError, QBenchError,
+                          exit_status, first_status)
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
 from bench.cli.distributed import master_command, worker_command
@@ -128,20 +128,34 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """``qbench compare A B [--out PATH]``: the table, then ``report: <path>`` as the last line."""
-    from bench.report.compare_page import CompareError, compare
+    """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
+    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression."""
+    from bench.analysis.regression import parse_limit, parse_metrics
+    from bench.report.compare_page import CompareError, compare, gate
 
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
         if not value.strip():
             return _bad(f"{name}: empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
                         "(Make: A=... B=...)")
+    limit = None if args.max_regression is None else parse_limit(args.max_regression)
+    metrics = parse_metrics(args.gate_metrics)
+    if args.gate_metrics is not None and limit is None:
+        raise ConfigError("GATE_METRICS", "names what --max-regression gates on; allowed: with --max-regression")
     try:
         text, page = compare(args.a, args.b, args.out)
+        found, untested = gate(args.a, args.b, limit, metrics) if limit is not None else ([], [])
     except CompareError as err:
         return _bad(str(err))
     print(text)
+    if limit is not None:
+        for line in untested:
+            print(f"gate: cannot judge {line}")
+        for line in found:
+            print(f"gate: REGRESSION {line}")
+        if not found:
+            print(f"gate: no regression beyond {limit:.0%} on {', '.join(metrics)}")
     print(f"report: {page.resolve()}")
-    return 0
+    return EXIT_SLO if found else 0
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
@@ -293,6 +307,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("a", metavar="RUN_OR_SWEEP_A")
     cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
     cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
+    cmp_.add_argument("--max-regression", help="the regression gate: exit 4 when B is worse than A by more than this "
+                                               "(e.g. 10%%) and significantly (p < 0.05) on a gated metric")
+    cmp_.add_argument("--gate-metrics", help="what the gate checks, a comma list of throughput, claim_p50, claim_p95, "
+                                             "claim_p99, age_max; default throughput,claim_p99")
     cmp_.set_defaults(func=_compare)
 
     swr = sub.add_parser("sweep-report", help="re-render compare.html from a sweep directory's files")

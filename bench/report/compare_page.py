@@ -30,6 +30,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from bench.analysis.regression import regresses  # noqa: E402
 from bench.analysis.statistics import compare_samples  # noqa: E402
 from bench.report.format import NA, fmt_sig  # noqa: E402
 from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
@@ -37,7 +38,7 @@ from bench.report.render import environment, legend_above, png_uri, save_png  # 
 from bench.results.model import problems  # noqa: E402
 from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
 
-__all__ = ["CompareError", "compare"]
+__all__ = ["CompareError", "compare", "gate"]
 
 PAIR_TEMPLATE = "compare_pair.html.j2"
 PER_SECOND_NOTE = ("Per-second samples are autocorrelated (consecutive seconds share the queue's "
@@ -59,6 +60,7 @@ class _Row:
     samples: str
     higher_is_better: bool
     scale: float = 1.0  # divide a/b by this for display (µs -> ms)
+    key: str = ""  # the regression gate's name of the metric (bench.analysis.regression.GATE_METRICS)
 
 
 def _kind(path: Path, arg: str) -> str:
@@ -123,7 +125,7 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
             samples = f"{len(xa)}/{len(xb)} s"
         else:
             p, sig, samples = None, None, "max: no test"
-        rows.append(_Row(label, unit, va, vb, _rel(va, vb), p, sig, samples, higher, scale))
+        rows.append(_Row(label, unit, va, vb, _rel(va, vb), p, sig, samples, higher, scale, _GATE_KEYS.get(label, "")))
     notes = [
         "A and B are the run's whole-window figures (summary.json); relative difference = (B − A) / A.",
         "p-value: Welch's unequal-variance t-test on the per-second samples of intervals.csv (jobs_completed "
@@ -144,6 +146,12 @@ _SWEEP_METRICS = (
     ("claim p99", "ms", "claim_p99_us", "claim_p99_us", False, 1000.0),
     ("oldest age max", "s", "oldest_age_max_s", None, False, 1.0),
 )
+
+
+#: The regression gate's name of each compared metric (runs' and sweeps' labels).
+_GATE_KEYS = {"throughput": "throughput", "claim latency p50": "claim_p50", "claim latency p95": "claim_p95",
+              "claim latency p99": "claim_p99", "oldest eligible age max": "age_max", "claim p50": "claim_p50",
+              "claim p99": "claim_p99", "oldest age max": "age_max"}
 
 
 #: Run parameters that say where results went or which database was used, not what was measured.
@@ -191,7 +199,8 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
                 fallback.append(name)
             else:
                 p, sig, samples = None, None, "1 rep: no test"
-            rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale))
+            rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale,
+                             _GATE_KEYS.get(label, "")))
     unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(sb, c) not in matched_b]
     if not matched_b:
         raise CompareError(f"RUN_OR_SWEEP_B: no cell of {b} has the parameters of a cell of {a} (A varies "
@@ -289,6 +298,23 @@ def _draw_rel_diff(rows: list[_Row]) -> bytes:
     legend_above(ax, [Patch(color="#2e7d32", label="B better"), Patch(color="#c62828", label="B worse"),
                       Patch(color="#999", alpha=0.35, label="pale: not significant or untested")], ncol=3)
     return save_png(fig)
+
+
+def gate(a_path: Path | str, b_path: Path | str, limit: float, metrics: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The regression gate (:mod:`bench.analysis.regression`) of B against A: (regressions, untested), one
+    line each, for the compared rows whose gate name is in ``metrics``. Raises CompareError like :func:`compare`."""
+    a, b = Path(a_path), Path(b_path)
+    kind = _kind(a, "RUN_OR_SWEEP_A")
+    rows, _ = (_compare_runs if kind == "run" else _compare_sweeps)(a, b)
+    found, untested = [], []
+    for r in (r for r in rows if r.key in metrics):
+        if r.significant is None:
+            untested.append(f"{r.metric}: no test ({r.samples})")
+        elif regresses(r.rel_diff, r.significant, r.higher_is_better, limit):
+            p = _fmt_p(r.p_value)
+            found.append(f"{r.metric}: {_fmt_value(r, r.a)} -> {_fmt_value(r, r.b)} ({_fmt_rel(r.rel_diff)}, "
+                         f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit:.0%} allowed")
+    return found, untested
 
 
 def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None = None) -> tuple[str, Path]:

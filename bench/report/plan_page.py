@@ -119,8 +119,8 @@ def render_plan(plan_dir: Path) -> Path:
                         "probe_text": (f"{probe['workers']} workers, closed loop: {fmt_sig(probe['throughput_jobs_per_s'])} "
                                        f"jobs/s, a cycle of {fmt_seconds(probe['cycle_ms'] / 1000)} per job and worker; "
                                        f"Little's law: {fmt_sig(probe['little_estimate_workers'])} workers") if probe else ""})
-    confirmation = state.get("confirmation")
-    confirm_rows = _step_rows(plan_dir, "confirm", [confirmation]) if confirmation else []
+    confirmations = state.get("confirmations") or ([state["confirmation"]] if state.get("confirmation") else [])
+    confirm_rows = _step_rows(plan_dir, "confirm", confirmations)
     html = environment().get_template("plan.html.j2").render(
         plan_id=plan_dir.name, state=state, answer=state.get("answer") or {}, designs=designs,
         confirm_rows=confirm_rows, target=fmt_sig(target), slo=state["inputs"]["overrides"].get("slo"))

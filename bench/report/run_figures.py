@@ -27,7 +27,7 @@ from bench.report.run_plots import (  # noqa: E402
     draw_oldest_age, draw_priority_ages, draw_throughput,
 )
 
-__all__ = ["FIGURES", "run_figures"]
+__all__ = ["FIGURES", "draw_figure", "figure_label", "run_figures"]
 
 X_LABEL = "time since measured start (s)"
 
@@ -60,7 +60,9 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
             "(lower number = claimed first); gaps are seconds without a sample.",
             lambda ax, df, summ: draw_priority_ages(ax, by_priority, df["t_s"])))
     for name, title, caption, draw in figure_specs:
-        png = _draw_png(draw, intervals, summary)
+        if name == "oldest_age" and not summary.get("offered_rate_jobs_per_s"):
+            caption = caption.replace(OPEN_LOOP_AGE_SENTENCE, CLOSED_LOOP_AGE_SENTENCE)
+        png = save_png(draw_figure(draw, intervals, summary, f"{title}: {figure_label(summary)}"))
         (plots_dir / f"{name}.png").write_bytes(png)
         figures.append({
             "name": name,
@@ -71,10 +73,20 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
     return figures
 
 
-def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
-              df: pd.DataFrame, summary: dict) -> bytes:
-    """Run one figure-drawing function on fresh axes (9 × 3.6 in at 100 dpi) and return PNG bytes."""
-    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=100, layout="constrained")
+def figure_label(summary: dict) -> str:
+    """What every figure's title says after its own: the design and the run, so a figure pasted alone
+    still says what it shows ('skip_locked, batch 1, partial index, 10 workers, run <id>')."""
+    c = summary.get("config") or {}
+    return (f"{c.get('policy')}, batch {c.get('batch')}, {c.get('index')} index, {c.get('workers')} workers, "
+            f"run {summary.get('run_id')}")
+
+
+def draw_figure(draw: Callable[[plt.Axes, pd.DataFrame, dict], None], df: pd.DataFrame, summary: dict,
+                title: str) -> plt.Figure:
+    """Run one figure-drawing function on fresh axes (9 × 3.8 in at 100 dpi) titled ``title``; returns the
+    figure (the caller saves and closes it; it is closed here when drawing fails)."""
+    fig, ax = plt.subplots(figsize=(9, 3.8), dpi=100, layout="constrained")
+    fig.suptitle(title, fontsize="small", color="#333")
     try:
         ax.set_xlabel(X_LABEL)
         ax.grid(True, alpha=0.3)
@@ -96,9 +108,10 @@ def _draw_png(draw: Callable[[plt.Axes, pd.DataFrame, dict], None],
                     bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
         if time_axis:
             _worker_markers(ax, summary.get("worker_changes") or [])
-        return save_png(fig)
-    finally:
-        plt.close(fig)  # when drawing failed (save_png closes it otherwise; closing twice does nothing)
+        return fig
+    except BaseException:
+        plt.close(fig)
+        raise
 
 
 def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
@@ -110,6 +123,12 @@ def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
                 transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom", color="#333", zorder=5,
                 bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
 
+
+#: The oldest-age caption's last sentence with arrivals (RATE), and without: in a closed-loop drain the
+#: age is the seeded backlog's, which grows as the workers work through it whatever they do.
+OPEN_LOOP_AGE_SENTENCE = "Age rising while depth looks flat means the queue is falling behind."
+CLOSED_LOOP_AGE_SENTENCE = ("This run drains a seeded backlog (no RATE): the age is the backlog's oldest job "
+                            "ageing as the workers work through it, not the queue falling behind.")
 
 #: (file name, title, caption, drawing function) of each figure every run has; the report shows them
 #: in this order (a run with priority_ages.csv has one more, last).
@@ -143,8 +162,7 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
      "(right axis, an exact count taken as often as its cost stays within 2 % of the time); "
      "gaps in the age line are seconds the monitor missed, gaps in the depth line seconds it was not "
-     "counted (no line is drawn through them). Age rising while depth looks flat means the queue is "
-     "falling behind.",
+     "counted (no line is drawn through them). " + OPEN_LOOP_AGE_SENTENCE,
      draw_oldest_age),
     ("locks_running", "Lock waiters and running jobs",
      "Sessions waiting on a lock, sampled each second (PostgreSQL: a heavyweight lock wait: row, transaction or "

@@ -60,7 +60,8 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     the run's mean throughput (``summary["throughput_jobs_per_s"]``, jobs/s) as a dashed line."""
     m = _marker(df)
     ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
-    ax.plot(df["t_s"], df["claims"], marker=m, label="claims / s")
+    # dashed over the solid line: at batch 1 with no empty claim the two are equal, and both must show
+    ax.plot(df["t_s"], df["claims"], marker="x" if m else None, linestyle="--", label="claims / s")
     if "jobs_produced" in df and df["jobs_produced"].fillna(0).sum() > 0:  # open-loop arrivals
         ax.plot(df["t_s"], df["jobs_produced"].fillna(0), marker=m, color="C2", label="jobs produced / s")
     if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
