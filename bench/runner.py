@@ -33,6 +33,7 @@ from bench.measure import metrics, seconds
 from bench import run_summary
 from bench.results import run_files
 from bench.results.model import RunResult
+from bench.config.parameters import defaults_on
 from bench.config.queue_definition import describe_queue
 from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
 from bench.errors import ConfigError
@@ -359,7 +360,7 @@ def _run(engine, cfg, dsn, sessions, admin, server, room, wait_fn, log, embedded
                    "python": platform.python_version(), "platform": platform.platform(),
                    "hostname": socket.gethostname(), "driver_wait": wait_fn},
         "dsn_masked": mask_dsn(dsn), "embedded_database": embedded,
-        "config": cfg.public(), "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
+        "config": cfg.public(), "config_defaults": defaults_on(cfg.engine), "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
         "backlog": backlog, "backlog_computed": backlog_how,
         "seed": {"rows": seed.history + seed.backlog, "history": seed.history, "backlog": seed.backlog,
                  "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),

@@ -159,12 +159,13 @@ def test_histogram_log_timestamps_fall_in_the_measured_window(run):
 
 
 def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
-    """report.html holds its 6 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
+    """report.html holds its 8 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
     exits 0, prints the path, writes it back with the same PNGs and leaves summary.json
     byte for byte unchanged."""
     src = run[0]
     images = PNG_URI.findall((src / "report.html").read_text(encoding="utf-8"))
-    assert len(images) == 7  # throughput, claim latency, claim vs table size, loop lag, oldest age, locks/running, dead tuples
+    assert len(images) == 8  # throughput, claim latency, claim vs table size, loop lag, oldest age, locks/running,
+    # dead tuples, latency by percentile
     assert all(base64.b64decode(img).startswith(PNG_SIGNATURE) for img in images)
 
     run_dir = tmp_path / src.name

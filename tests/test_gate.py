@@ -43,6 +43,7 @@ def test_the_rule_needs_both_size_and_significance():
 
 
 @pytest.mark.parametrize("args, says", [(("--max-regression", "0"), "MAX_REGRESSION"),
+                                        (("--max-regression", "10"), "MAX_REGRESSION"),  # would be 1,000 %
                                         (("--max-regression", "ten"), "MAX_REGRESSION"),
                                         (("--max-regression=-5%",), "MAX_REGRESSION"),
                                         (("--max-regression", "5%", "--gate-metrics", "p99"), "GATE_METRICS"),

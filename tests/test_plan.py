@@ -107,6 +107,10 @@ def test_an_slo_nothing_meets_exits_4_and_stops_early(dsn, tmp_path):
      "9 candidate designs"),
     (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", "0"), "REPETITIONS:"),
     (("--rate", "100", "--slo", "claim_p99<=1s", "--duration", "5s,10s"), "DURATION:"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", ""), "REPETITIONS: empty"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--batch", "1,01"), "BATCH: the lists give the same design twice"),
+    (("--workload", "steady"), "SLO: a plan needs the objective"),  # steady.toml sets RATE: SLO is what is missing
+    (("--slo", "pickup_p99<=1s"), "RATE: a plan needs the target arrival rate"),
 ])
 def test_bad_plan_input_is_refused_and_creates_nothing(args, says, tmp_path):
     proc = qbench("plan", "--results", str(tmp_path / "r"), *args)
@@ -179,11 +183,16 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
 
     template = json.loads((Path(__file__).parent / "fixtures" / "verdict" / "summary.json").read_text())
     run_json = (Path(__file__).parent / "fixtures" / "verdict" / "run.json").read_text()
-    made = []
+    made, spoiled = [], {4}  # the first run at 4 workers is harness-limited (its event loop lagged)
 
     def run(cfg):
         passes = cfg.workers >= (4 if cfg.duration_s > 10 else 3) and cfg.rate <= 150
         s = _copy.deepcopy(template)
+        if cfg.workers in spoiled and cfg.rate > 0:
+            spoiled.discard(cfg.workers)
+            passes = False
+            s.update(suspect=True, suspect_reasons=["event-loop lag p99 20 ms (> 10 ms)"])
+            s["loop_lag_us"] = {**s["loop_lag_us"], "p99": 20000.0}
         s.update(measured_s=cfg.duration_s, offered_rate_jobs_per_s=cfg.rate or None,
                  jobs_produced=int(cfg.rate * cfg.duration_s), saturated=not passes,
                  saturation_verdict="keeping up" if passes else "saturated: falls behind",
@@ -205,8 +214,40 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
                       tmp_path / "plan", {"inputs": "test"}, log=lambda line: None)
     state = planner.run()
     assert state["designs"][0]["workers"]["needed"] == 3
+    at_4 = next(s for s in state["designs"][0]["workers"]["steps"] if s["workers"] == 4)
+    assert at_4["passed"] and len(at_4["retried"]) == 1 and at_4["retried"][0]["harness_limited"]
     assert [c["workers"] for c in state["confirmations"]] == [3, 4]
     answer = state["answer"]
     assert answer["workers"] == 4 and answer["confirmed"] and answer["exit_status"] == 0
     assert "4 workers of" in answer["sentence"] and "3 workers passed the 10 s steps" in answer["sentence"]
     assert "at least 150 jobs/s" in answer["sentence"]
+
+
+def test_ctrl_c_keeps_what_was_measured_and_the_same_command_resumes(dsn, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    args = ["--dsn", dsn, "--results", str(tmp_path), "--rate", "100", "--work-ms", "2", "--slo", "claim_p99<=5s",
+            "--duration", "3s", "--warmup", "1s", "--repetitions", "1", "--confirm-s", "0"]
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "plan", *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(tmp_path.glob("plans/*/runs/*/summary.json")):
+        time.sleep(0.2)  # the probe's run is written: the plan is in its first step after it
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    (state_path,) = tmp_path.glob("plans/*/plan.json")
+    state = json.loads(state_path.read_text())
+    assert state["complete"] is False and state["runs"], state
+    measured = set(state["runs"].values())
+    assert "run the same command again to resume" in err
+    proc2, resumed, _ = _plan(dsn, tmp_path, *args[4:])
+    assert proc2.returncode == 0, proc2.stdout + proc2.stderr
+    assert resumed["complete"] and measured <= set(resumed["runs"].values())
+    assert len(list(tmp_path.glob("plans/*/plan.json"))) == 1  # resumed in place, not a new plan

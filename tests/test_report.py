@@ -17,7 +17,7 @@ from bench.report.run_page import ReportError, render_report
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
 PLOT_NAMES = ("throughput", "claim_latency", "claim_vs_table", "loop_lag", "oldest_age", "locks_running",
-              "dead_tuples")
+              "dead_tuples", "latency_spectrum")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

@@ -125,3 +125,15 @@ def test_the_oldest_age_caption_fits_the_run_mode(tmp_path):
     shutil.copytree(FIXTURES / "run_small", closed)
     page = html.unescape(render_report(closed).read_text())
     assert CLOSED_LOOP_AGE_SENTENCE in page and OPEN_LOOP_AGE_SENTENCE not in page
+
+
+def test_the_percentile_spectrum_is_read_from_the_runs_histogram_logs():
+    from bench.results.histograms import read_hlog, spectrum
+
+    claim = read_hlog(FIXTURES / "verdict" / "histograms" / "claim_latency_us.hlog")
+    assert claim.get_total_count() == round(SUMMARY["claims_per_s"] * SUMMARY["measured_s"])
+    points = dict(spectrum(claim))
+    assert points[99.0] == pytest.approx(SUMMARY["claim_latency_us"]["p99"], rel=0.002)
+    assert points[100.0] == pytest.approx(SUMMARY["claim_latency_us"]["max"], rel=0.002)
+    assert 99.99 not in points  # 3,766 claims cannot resolve the 99.99th percentile
+    assert read_hlog(FIXTURES / "verdict" / "histograms" / "no_such.hlog") is None

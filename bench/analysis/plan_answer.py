@@ -77,7 +77,7 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
     more = confirmed and workers > needed
     sentence = (f"{workers} workers of {d['short']} hold {fmt_sig(target_rate)} jobs/s with {_slo_text(rows)}; "
                 f"this design holds {'at least' if head['at_least'] or more else 'up to'} "
-                f"{fmt_sig(head['rate_jobs_per_s'])} jobs/s, {head['factor']:.1f}x the target"
+                f"{fmt_sig(head['rate_jobs_per_s'])} jobs/s, {fmt_sig(head['factor'])}x the target"
                 + (f" (measured at {needed} workers)" if more else ""))
     if confirmed:
         sentence += f"; confirmed over {confirmation['duration_s']:g} s"
@@ -125,6 +125,7 @@ def harness_note(designs: list[Mapping[str, Any]], confirmation: Mapping[str, An
     limited = [s for s in steps if s.get("harness_limited")]
     if not limited:
         return None
-    return (f"{len(limited)} of {len(steps)} steps were harness-limited ({limited[0]['harness_limited']}): the load "
+    return (f"{len(limited)} of {len(steps)} steps {'was' if len(limited) == 1 else 'were'} harness-limited "
+            f"({limited[0]['harness_limited']}): the load "
             "generator shares its cores with the database, so those steps measured it too; run with PROCESSES=2 "
             "or more, or put the load generator on another host (qbench master / qbench worker)")

@@ -17,15 +17,23 @@ DEFAULT_GATE_METRICS = ("throughput", "claim_p99")
 
 
 def parse_limit(text: str) -> float:
-    """``--max-regression``: ``10%`` or ``0.1`` as a fraction in (0, 10]. Raises ConfigError (MAX_REGRESSION)."""
+    """``--max-regression``: ``10%`` (0 to 1,000 %) or a fraction ``0.1`` (0 to 1), as a fraction. A bare number
+    above 1 is refused rather than read as a multiple: ``10`` would mean 1,000 %. Raises ConfigError (MAX_REGRESSION)."""
     raw = str(text).strip()
+    percent = raw.endswith("%")
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        value = float(raw[:-1]) / 100 if percent else float(raw)
     except ValueError:
         value = math.nan
-    if not 0 < value <= 10:
-        raise ConfigError("MAX_REGRESSION", f"{text!r} is not allowed; allowed: a share above 0, e.g. 10% or 0.1")
+    if not 0 < value <= (10 if percent else 1):
+        hint = f" ({raw} without % would be {value:.0%})" if not percent and value > 1 else ""
+        raise ConfigError("MAX_REGRESSION", f"{text!r} is not allowed{hint}; allowed: a share above 0, e.g. 10% or 0.1")
     return value
+
+
+def limit_text(limit: float) -> str:
+    """The limit as the user wrote it, in %: 0.105 -> '10.5%'."""
+    return f"{limit * 100:g}%"
 
 
 def parse_metrics(text: str | None) -> tuple[str, ...]:

@@ -130,7 +130,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
     line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression."""
-    from bench.analysis.regression import parse_limit, parse_metrics
+    from bench.analysis.regression import limit_text, parse_limit, parse_metrics
     from bench.report.compare_page import CompareError, compare, gate
 
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
@@ -153,7 +153,7 @@ def _compare(args: argparse.Namespace) -> int:
         for line in found:
             print(f"gate: REGRESSION {line}")
         if not found:
-            print(f"gate: no regression beyond {limit:.0%} on {', '.join(metrics)}")
+            print(f"gate: no regression beyond {limit_text(limit)} on {', '.join(metrics)}")
     print(f"report: {page.resolve()}")
     return EXIT_SLO if found else 0
 

@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.config.run_config import RunConfig, build_config
+from bench.config.choices import MAX_WORKERS
+from bench.config.run_config import RunConfig, build_config, mask_dsn
+from bench.plan.steps import design_id
 from bench.errors import ConfigError, exit_status
 from bench.plan.options import (EMBEDDED_MAX_WORKERS, PLAN_OPTIONS, STEP_DURATION, STEP_WARMUP, candidates,
                                 plan_options, varied)
 from bench.results.model import read_result
+from bench.sweep.capacity_search import SearchStopped
 
 
 def add_parser(sub, run_options, workload_help: str) -> argparse.ArgumentParser:
@@ -41,8 +44,19 @@ def _design_builder(workload: str, overrides: dict[str, Any], dsn: str | None) -
 
     def config(workers: int | None, rate: float | None) -> RunConfig:
         chosen = {k: v for k, v in (("workers", workers), ("rate", rate)) if v is not None}
-        return build_config(workload, {**overrides, **step, **{k: str(v) for k, v in chosen.items()}}, dsn=dsn)
+        cfg = build_config(workload, {**overrides, **step, **{k: str(v) for k, v in chosen.items()}}, dsn=dsn)
+        return dataclasses.replace(cfg, backlog=0)  # open loop: no seeded backlog, a workload file's included
     return config
+
+
+def _first(builder) -> RunConfig:
+    """The first design at its given values; an open-loop-only SLO key with RATE missing is named as RATE's absence."""
+    try:
+        return builder(None, None)
+    except ConfigError as err:
+        if err.param == "SLO" and "needs arrivals" in str(err):
+            raise ConfigError("RATE", "a plan needs the target arrival rate; allowed: RATE > 0 jobs/s, e.g. RATE=500") from None
+        raise
 
 
 def _label(design: dict[str, Any], keys: list[str]) -> str:
@@ -61,89 +75,115 @@ def _resumable(plans_dir: Path, inputs: dict[str, Any]) -> Path | None:
     return None
 
 
-def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
-                 database: Callable[[str | None, bool, int, str], Any], check_results_dir) -> int:
-    """Run ``qbench plan``; ``database(dsn, allow_remote, connections, engine)`` gives the CLI's (context
-    manager for the database, embedded?): the DSN after the loopback check, or an embedded server."""
-    from bench.plan.planner import Design, Planner, least_workers
+@dataclasses.dataclass
+class _Checked:
+    """A plan's inputs, every one checked before anything is created."""
+
+    designs: list
+    rate: float
+    options: Any
+    first: RunConfig
+    most: int
+    inputs: dict[str, Any]
+    out_dir: Path
+    done: dict[str, str]
+
+
+def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
+           check_results_dir) -> _Checked:
+    """Every input of ``qbench plan`` checked (ConfigError, exit 2, nothing created), and the plan directory
+    chosen: an unfinished plan with the same inputs is resumed unless ``--fresh``."""
+    from bench.plan.planner import Design, least_workers
 
     options = plan_options({p.key: getattr(args, p.key) for p in PLAN_OPTIONS})
     given = {k: v for k, v in overrides.items() if v not in (None, "")}
-    if "slo" not in given:
-        raise ConfigError("SLO", "a plan needs the objective it plans for; allowed: e.g. SLO='pickup_p99<=1s'")
-    if "rate" not in given:
-        raise ConfigError("RATE", "a plan needs the target arrival rate; allowed: RATE > 0 jobs/s, e.g. RATE=500")
     designs_given = candidates(given)
     keys = varied(designs_given)
     builders = [_design_builder(workload, d, dsn) for d in designs_given]
-    first = builders[0](None, None)  # validates RATE, SLO and every other given value
-    rate = first.rate
-    if rate <= 0:
-        raise ConfigError("RATE", "a plan needs the target arrival rate; allowed: RATE > 0 jobs/s")
-    most = options.max_workers or EMBEDDED_MAX_WORKERS
+    if given.get("slo") is None and given.get("rate") is not None:
+        builders[0](None, None)  # a RATE that is not allowed is named before the missing SLO
+    first = _first(builders[0])  # validates RATE, SLO (given or from the workload file) and every other value
+    if not first.slo:
+        raise ConfigError("SLO", "a plan needs the objective it plans for; allowed: e.g. SLO='pickup_p99<=1s'")
+    if first.rate <= 0:
+        raise ConfigError("RATE", "a plan needs the target arrival rate; allowed: RATE > 0 jobs/s, e.g. RATE=500")
+    ids = [design_id(b(None, first.rate)) for b in builders]
+    if len(set(ids)) < len(ids):
+        raise ConfigError(keys[0].upper() if keys else "POLICY", "the lists give the same design twice (e.g. 1 and 01); "
+                                                                 "allowed: distinct values")
+    # The ceiling: PLAN_MAX_WORKERS, else with a DSN what the server's free connections allow (read later),
+    # else the embedded server's default, which it is started with room for.
+    most = options.max_workers or (MAX_WORKERS if first.dsn else EMBEDDED_MAX_WORKERS)
     designs = [Design(_label(d, keys), d, b) for d, b in zip(designs_given, builders)]
     for design in designs:  # every design must be able to run: refuse before anything is created
-        least_workers(design, rate, most)
+        least_workers(design, first.rate, most)
     check_results_dir(first.results)
-    overhead = first.connections_needed() - first.workers
-    inputs = {"workload": workload, "overrides": {k: v for k, v in given.items() if k != "results"},
+    inputs = {"workload": workload, "database": mask_dsn(first.dsn) if first.dsn else "embedded",
+              "overrides": {k: v for k, v in given.items() if k != "results"},
               "options": {"max_workers": options.max_workers, "repetitions": options.repetitions,
                           "confirm_s": options.confirm_s}}
     plans_dir = Path(first.results) / "plans"
     out_dir = None if args.fresh else _resumable(plans_dir, inputs)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = out_dir or plans_dir / f"{stamp}-rate{rate:g}-{len(designs)}design{'s' if len(designs) > 1 else ''}"
+    out_dir = out_dir or plans_dir / f"{stamp}-rate{first.rate:g}-{len(designs)}design{'s' if len(designs) > 1 else ''}"
     done = read_result(out_dir / "plan.json")["runs"] if (out_dir / "plan.json").is_file() else {}
+    return _Checked(designs, first.rate, options, first, most, inputs, out_dir, done)
 
+
+def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
+                 database: Callable[[str | None, bool, int, str], Any], check_results_dir) -> int:
+    """Run ``qbench plan``; ``database(dsn, allow_remote, connections, engine)`` gives the CLI's (context
+    manager for the database, embedded?): the DSN after the loopback check, or an embedded server."""
+    c = _check(args, overrides, workload, dsn, check_results_dir)
     from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver is imported
     from bench import runner
     from bench.engines import get_engine
+    from bench.plan.planner import Planner
     from bench.report.plan_page import render_plan
     from bench.report.run_page import render_report
 
-    engine = get_engine(first.engine)
-    with database(first.dsn, args.allow_remote, most + overhead, first.engine)[0] as db_dsn:
-        if options.max_workers is None and first.dsn:
+    engine, overhead, most = get_engine(c.first.engine), c.first.connections_needed() - c.first.workers, c.most
+    context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine)
+    with context as db_dsn:
+        if c.first.dsn:
             conn = engine.connect(db_dsn, "queue-bench plan")
             try:
-                most = max(1, min(most, engine.check_schema(conn, first.schema, 0)["available"] - overhead))
+                free = engine.check_schema(conn, c.first.schema, 0)["available"] - overhead
             finally:
                 conn.close()
-        state_schema = engine.state_schema_for(first.schema)
+            if c.options.max_workers is not None and c.options.max_workers > free:
+                raise ConfigError("PLAN_MAX_WORKERS", f"{c.options.max_workers} workers need more connections than the "
+                                                      f"server has free ({free} beside the run's own {overhead}); "
+                                                      f"allowed: at most {max(free, 1)}, or leave it out")
+            most = max(1, min(most, free))
+        state_schema = engine.state_schema_for(c.first.schema)
 
         def run_step(cfg: RunConfig) -> Path:
-            run_dir = runner.run(_in(cfg, out_dir / "runs"), db_dsn, log=lambda line: None, state_schema=state_schema)
+            run_dir = runner.run(_in(cfg, c.out_dir / "runs"), db_dsn, log=lambda line: None, embedded=embedded,
+                                 state_schema=state_schema)
             render_report(run_dir)
             return run_dir
 
-        print(f"capacity plan for {rate:g} jobs/s under SLO {first.slo}, {len(designs)} design"
-              f"{'s' if len(designs) > 1 else ''}, up to {most} workers, {options.repetitions} repetition"
-              f"{'s' if options.repetitions > 1 else ''} per step -> {out_dir}")
-        planner = Planner(designs, rate, options, most, run_step, out_dir, inputs, done)
+        n = len(c.designs)
+        print(f"capacity plan for {c.rate:g} jobs/s under SLO {c.first.slo}, {n} design{'s' if n > 1 else ''}, up to "
+              f"{most} workers, {c.options.repetitions} repetition{'s' if c.options.repetitions > 1 else ''} per step "
+              f"-> {c.out_dir}")
         try:
-            state = planner.run()
-        except KeyboardInterrupt as err:
-            sys.stderr.write(f"qbench: plan interrupted; what was measured is in {out_dir / 'plan.json'} "
-                             "(run the same command again to resume)\n")
+            state = Planner(c.designs, c.rate, c.options, most, run_step, c.out_dir, c.inputs, c.done).run()
+        except (KeyboardInterrupt, SearchStopped) as err:
+            sys.stderr.write(f"qbench: {'plan interrupted' if isinstance(err, KeyboardInterrupt) else err}; what was "
+                             f"measured is in {c.out_dir / 'plan.json'} (run the same command again to resume)\n")
             with contextlib.suppress(Exception):
-                render_plan(out_dir)
+                render_plan(c.out_dir)
             return exit_status(err)
-        except Exception as err:  # SearchStopped is an Interrupted
-            if hasattr(err, "run_dir"):
-                sys.stderr.write(f"qbench: {err}; what was measured is in {out_dir / 'plan.json'} "
-                                 "(run the same command again to resume)\n")
-                with contextlib.suppress(Exception):
-                    render_plan(out_dir)
-                return exit_status(err)
-            raise
         finally:
-            get_engine(first.engine).drop_schema_at(db_dsn, state_schema)
-    page = render_plan(out_dir)
+            engine.drop_schema_at(db_dsn, state_schema)
+    page = render_plan(c.out_dir)
     answer = state["answer"]
     print(answer["sentence"])
     if answer.get("harness_note"):
         print(f"note: {answer['harness_note']}")
-    print(f"plan: {(out_dir / 'plan.json').resolve()}")
+    print(f"plan: {(c.out_dir / 'plan.json').resolve()}")
     print(f"report: {page.resolve()}")
     return answer["exit_status"]
 

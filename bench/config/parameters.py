@@ -360,6 +360,17 @@ def check_file_value(key: str, value: Any, source: str) -> None:
                                       f"{want[param.kind]} ({param.allowed_text().replace('`', '') or param.help})")
 
 
+def defaults_on(engine: str) -> dict[str, Any]:
+    """Every parameter's default on ``engine``, parsed and keyed as :meth:`RunConfig.public` writes the
+    config (the report shows a run's configuration as its differences from these)."""
+    out = {}
+    for p in PARAMETERS:
+        default = p.default_on(engine)
+        value = default if default == NOT_APPLICABLE else p.parse(default)
+        out[p.attribute] = dict(value) if p.key == "autovacuum_settings" and not isinstance(value, str) else value
+    return out
+
+
 def readme_table() -> str:
     """The README's parameter table (Markdown), one row per parameter in table order."""
     lines = ["| variable | allowed | default | unit | meaning |", "| --- | --- | --- | --- | --- |"]

@@ -278,7 +278,7 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     if open_loop and values["rate"] <= 0:
         raise ConfigError("SLO", f"{', '.join(open_loop)} needs arrivals: in a closed-loop drain pickup is only the "
                                  "seeded backlog's age and nothing is offered; allowed: SLO with RATE > 0, or "
-                                 "claim_*, complete_*, age_*, error_rate keys")
+                                 "claim_*, complete_*, error_rate keys")
     if values["bursts"] and values["rate"] <= 0:
         raise ConfigError("BURSTS", "bursts change the producers' rate, and there are no producers without RATE; "
                                     "allowed: BURSTS with RATE > 0")

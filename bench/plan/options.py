@@ -55,7 +55,9 @@ def plan_options(given: Mapping[str, Any]) -> PlanOptions:
     values = {}
     for p in PLAN_OPTIONS:
         raw = given.get(p.key)
-        raw = p.default if raw is None or raw == "" else raw
+        if raw is not None and not str(raw).strip():
+            raise ConfigError(p.name, f"empty; allowed: {p.help} (leave {p.option} out for the default)")
+        raw = p.default if raw is None else raw
         values[p.key] = None if raw is None else p.parse(raw)
     return PlanOptions(values["plan_max_workers"], values["repetitions"], values["confirm_s"])
 

@@ -94,9 +94,13 @@ class Planner:
         probe_cfg = dataclasses.replace(design.config(probe_workers, self.rate), rate=0.0, slo="", backlog=0,
                                         duration_s=PROBE_S, warmup_s=PROBE_WARMUP_S)
         probe = self.stepper.measure(probe_cfg, "probe", repetitions=1).runs[0]
-        estimate = little_estimate(self.rate, probe_workers, probe["throughput_jobs_per_s"] or 0.0)
-        record["probe"] = {**probe, "workers": probe_workers, "cycle_ms": 1000 * probe_workers / probe["throughput_jobs_per_s"],
-                           "little_estimate_workers": estimate}
+        done_per_s = probe["throughput_jobs_per_s"] or 0.0
+        if done_per_s > 0:
+            estimate, cycle_ms = little_estimate(self.rate, probe_workers, done_per_s), 1000 * probe_workers / done_per_s
+        else:  # jobs longer than the probe: no cycle time to estimate from, so the search starts at the least
+            estimate, cycle_ms = float(least), None
+            self.log(f"  the probe completed no job in {PROBE_S:g} s: the workers search starts at {least}")
+        record["probe"] = {**probe, "workers": probe_workers, "cycle_ms": cycle_ms, "little_estimate_workers": estimate}
         workers = search_workers(lambda n: self.stepper.measure(design.config(n, self.rate), "workers"),
                                  math.ceil(estimate), least, self.most)
         record["workers"] = _workers_record(workers)

@@ -28,6 +28,11 @@ MIN_GAIN = 0.10
 MAX_HEADROOM_STEPS = 8
 
 
+def rate_text(rate: float) -> str:
+    """A step's rate as the step was offered it: 1187.5 -> '1,187.5', 1000.0 -> '1,000'."""
+    return f"{rate:,.1f}".removesuffix(".0")
+
+
 def little_estimate(target_rate: float, probe_workers: int, probe_throughput: float) -> float:
     """Workers Little's law needs for ``target_rate`` jobs/s (L = λW): the probe's cycle time per job and
     worker, ``probe_workers / probe_throughput`` seconds, times the rate. Raises ValueError for a probe
@@ -44,6 +49,17 @@ def helps(before: Step, after: Step) -> bool:
     if before.slo_ratio is None or after.slo_ratio is None:
         return before.slo_ratio is None  # an unmeasured SLO before: doubling may yet measure it
     return after.slo_ratio <= (1 - MIN_GAIN) * before.slo_ratio
+
+
+def _no_help(before: Step, after: Step) -> str:
+    """Why doubling stopped, with the figures: 'doubling from 5 to 10 workers did not help: the SLO measure
+    went from 0.38 to 0.60 of its threshold and throughput from 176 to 162 jobs/s (helping needs 10 % better)'."""
+    def ratio(step: Step) -> str:
+        return "not measured" if step.slo_ratio is None else f"{step.slo_ratio:,.3g}"
+    return (f"doubling from {before.workers} to {after.workers} workers did not help: the SLO measure (measured over "
+            f"threshold) went from {ratio(before)} to {ratio(after)} and throughput from "
+            f"{before.throughput_jobs_per_s:,.1f} to {after.throughput_jobs_per_s:,.1f} jobs/s (helping needs "
+            f"{MIN_GAIN:.0%} better in one of them)")
 
 
 @dataclass
@@ -72,8 +88,7 @@ def search_workers(step: Callable[[int], Step], start: int, least: int, most: in
         if n >= most:
             return WorkersAnswer(None, low, f"{most} workers (PLAN_MAX_WORKERS) did not meet it", steps)
         if previous is not None and not helps(steps[previous], steps[n]):
-            return WorkersAnswer(None, low, f"doubling from {previous} to {n} workers did not help: the SLO "
-                                            f"measure fell, and throughput rose, by less than {MIN_GAIN:.0%}", steps)
+            return WorkersAnswer(None, low, _no_help(steps[previous], steps[n]), steps)
         previous, n = n, min(2 * n, most)
     high = n
     while low < least < high:  # the first step passed: halve until one fails
@@ -110,9 +125,9 @@ def search_headroom(step: Callable[[float], Step], target_rate: float) -> Headro
     good, bad = ramp_and_bisect(passes, 2 * target_rate, known_good=target_rate, max_steps=MAX_HEADROOM_STEPS)
     limited = steps[round(bad, 1)].harness_limited if bad is not None else None
     if bad is None:
-        why = f"every step up to {good:,.0f} jobs/s passed: the search stopped before one failed"
+        why = f"every step up to {rate_text(good)} jobs/s passed: the search stopped before one failed"
     elif limited:
-        why = f"the first step that failed ({bad:,.0f} jobs/s) was harness-limited: {limited}"
+        why = f"the first step that failed ({rate_text(bad)} jobs/s) was harness-limited: {limited}"
     else:
-        why = f"{bad:,.0f} jobs/s failed (within {RESOLUTION:.0%})"
+        why = f"{rate_text(bad)} jobs/s failed (within {RESOLUTION:.0%})"
     return Headroom(good, good / target_rate, bad is None or bool(limited), bad, why, steps)

@@ -46,6 +46,7 @@ class Step:
     workers: int
     rate: float
     runs: list[dict[str, Any]] = field(default_factory=list)
+    retried: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -72,7 +73,8 @@ class Step:
         """The step as ``plan.json`` holds it."""
         return {"workers": self.workers, "rate_jobs_per_s": self.rate, "passed": self.passed,
                 "slo_ratio": self.slo_ratio, "throughput_jobs_per_s": self.throughput_jobs_per_s,
-                "harness_limited": self.harness_limited, "runs": self.runs}
+                "harness_limited": self.harness_limited or next((r["harness_limited"] for r in self.retried), None),
+                "runs": self.runs, "retried": self.retried}
 
 
 class Stepper:
@@ -84,24 +86,47 @@ class Stepper:
         self.run, self.repetitions, self.done, self.on_run, self.log = run, repetitions, done, on_run, log
 
     def measure(self, cfg: RunConfig, phase: str, repetitions: int | None = None) -> Step:
-        """``cfg`` run ``repetitions`` (default the plan's) times, as the step of ``phase``. Raises
+        """``cfg`` run ``repetitions`` (default the plan's) times, as the step of ``phase``. A step that failed
+        only because the load generator set the pace (every failing run harness-limited) is measured once more,
+        the first runs kept in ``retried``: such a run measured the harness, not the queue. Raises
         :class:`SearchStopped` when a run did not complete (KeyboardInterrupt outside a run's load)."""
         step = Step(cfg.workers, cfg.rate)
-        for rep in range(repetitions or self.repetitions):
-            key = f"{design_id(cfg)}|{phase}|w{cfg.workers}|r{cfg.rate:g}|d{cfg.duration_s:g}|{rep}"
-            run_dir = self.done.get(key)
-            if run_dir is None or not (Path(run_dir) / "summary.json").is_file():
-                run_dir = str(self.run(cfg))
-            summary = RunResult.load(Path(run_dir)).summary
-            if not summary["complete"]:
-                raise SearchStopped(Path(run_dir))
-            if key not in self.done:
-                self.done[key] = run_dir
-                self.on_run(key, run_dir)
-            step.runs.append(run_record(Path(run_dir), summary))
-        if cfg.rate <= 0:  # the closed-loop probe has no keep-up verdict, only its throughput
-            self.log(f"  {phase}: {cfg.workers} workers, closed loop -> {step.throughput_jobs_per_s:,.1f} jobs/s")
-            return step
-        why = next((r["why"] for r in step.runs if not r["passed"]), step.runs[0]["why"])
-        self.log(f"  {phase}: {cfg.workers} workers at {cfg.rate:,.1f} jobs/s -> {'PASS' if step.passed else 'FAIL'} ({why})")
+        for attempt in range(2):
+            runs = [self._one(cfg, f"{phase}|w{cfg.workers}|r{cfg.rate:g}|d{cfg.duration_s:g}|{rep}"
+                                   + ("" if attempt == 0 else "|again"))
+                    for rep in range(repetitions or self.repetitions)]
+            failed = [r for r in runs if not r["passed"]]
+            if attempt == 0 and failed and all(r["harness_limited"] for r in failed):
+                step.retried = runs
+                continue
+            step.runs = runs
+            break
+        self._log(cfg, phase, step)
         return step
+
+    def _one(self, cfg: RunConfig, name: str) -> dict[str, Any]:
+        """One run of the step (read back when a resumed plan already made it)."""
+        key = f"{design_id(cfg)}|{name}"
+        run_dir = self.done.get(key)
+        if run_dir is None or not (Path(run_dir) / "summary.json").is_file():
+            run_dir = str(self.run(cfg))
+        summary = RunResult.load(Path(run_dir)).summary
+        if not summary["complete"]:
+            raise SearchStopped(Path(run_dir))
+        if key not in self.done:
+            self.done[key] = run_dir
+            self.on_run(key, run_dir)
+        return run_record(Path(run_dir), summary)
+
+    def _log(self, cfg: RunConfig, phase: str, step: Step) -> None:
+        again = " (measured again: the first runs were harness-limited)" if step.retried else ""
+        if cfg.rate <= 0:  # the closed-loop probe has no keep-up verdict, only its throughput
+            self.log(f"  {phase}: {_workers(cfg.workers)}, closed loop -> {step.throughput_jobs_per_s:,.1f} jobs/s")
+            return
+        why = next((r["why"] for r in step.runs if not r["passed"]), step.runs[0]["why"])
+        self.log(f"  {phase}: {_workers(cfg.workers)} at {cfg.rate:,.1f} jobs/s -> {'PASS' if step.passed else 'FAIL'} "
+                 f"({why}){again}")
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker{'' if n == 1 else 's'}"

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from bench.analysis.regression import regresses  # noqa: E402
+from bench.analysis.regression import limit_text, regresses  # noqa: E402
 from bench.analysis.statistics import compare_samples  # noqa: E402
 from bench.report.format import NA, fmt_sig  # noqa: E402
 from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
@@ -313,7 +313,7 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float, metrics: tuple[st
         elif regresses(r.rel_diff, r.significant, r.higher_is_better, limit):
             p = _fmt_p(r.p_value)
             found.append(f"{r.metric}: {_fmt_value(r, r.a)} -> {_fmt_value(r, r.b)} ({_fmt_rel(r.rel_diff)}, "
-                         f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit:.0%} allowed")
+                         f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit_text(limit)} allowed")
     return found, untested
 
 

@@ -41,10 +41,10 @@ def _draw(series: dict[str, dict[str, Any]], title: str, xlabel: str, marks: lis
         ax.plot(s["x"], s["y"], "o-", color="#1565c0", label=f"{key} measured (worst repetition)")
         shown = fmt_seconds(s["threshold"]) if time_key else fmt_sig(s["threshold"])
         ax.axhline(s["threshold"], color="#c62828", linestyle="--", label=f"SLO: {key} {s['op']} {shown}")
-        for x, text in marks:
+        for i, (x, text) in enumerate(marks):  # labels alternate top and bottom, so near marks do not overlap
             ax.axvline(x, color="#555", linestyle=":", linewidth=1)
-            ax.annotate(text, (x, 1), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
-                        fontsize="x-small", color="#555")
+            ax.annotate(text, (x, 0.98 if i % 2 else 0.02), xycoords=("data", "axes fraction"), rotation=90,
+                        va="top" if i % 2 else "bottom", ha="right", fontsize="x-small", color="#555")
         if all(v > 0 for v in s["y"] + [s["threshold"]]) and time_key:
             ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -83,7 +83,7 @@ def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dic
         ages = ([s["rate_jobs_per_s"] for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])],
                 [max((r["oldest_age_max_s"] or 0) for r in s["runs"])
                  for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])])
-        marks = [(target, "target"), (head["rate_jobs_per_s"], f"headroom {head['factor']:.1f}x")]
+        marks = [(target, "target"), (head["rate_jobs_per_s"], f"headroom {fmt_sig(head['factor'])}x")]
         figures.append({"title": title, "src": png_uri(_draw(_objective_series(rate_steps, "rate_jobs_per_s"), title,
                                                            "arrival rate (jobs/s)", marks, ages)),
                         "caption": f"Headroom: {head['why']}."})
@@ -94,14 +94,28 @@ def _step_rows(plan_dir: Path, phase: str, steps: list[Mapping[str, Any]]) -> li
     rows = []
     for s in steps:
         links = []
-        for i, r in enumerate(s["runs"]):
-            report = Path(r["run_dir"]) / "report.html"
-            links.append({"text": f"run {i + 1}", "href": os.path.relpath(report, plan_dir)})
+        for label, runs in (("run", s["runs"]), ("first run", s.get("retried") or [])):
+            for i, r in enumerate(runs):
+                report = Path(r["run_dir"]) / "report.html"
+                links.append({"text": f"{label} {i + 1}", "href": os.path.relpath(report, plan_dir)})
         rows.append({"phase": phase, "workers": s["workers"], "rate": fmt_sig(s["rate_jobs_per_s"]),
                      "passed": s["passed"], "objectives": slo_at(s), "throughput": fmt_sig(s["throughput_jobs_per_s"]),
-                     "harness": s.get("harness_limited"), "links": links,
+                     "harness": next((r["harness_limited"] for r in s["runs"] if r["harness_limited"]), None),
+                     "retried": next((r["harness_limited"] for r in s.get("retried") or []), None), "links": links,
                      "why": next((r["why"] for r in s["runs"] if not r["passed"]), s["runs"][0]["why"] if s["runs"] else "")})
     return rows
+
+
+def _probe_text(plan_dir: Path, probe: Mapping[str, Any]) -> str:
+    """The probe's line in the designs table, with a link to its run."""
+    if not probe:
+        return ""
+    link = f' (<a href="{os.path.relpath(Path(probe["run_dir"]) / "report.html", plan_dir)}">run</a>)'
+    if probe.get("cycle_ms") is None:
+        return f"{probe['workers']} workers, closed loop: no job completed; the search started at the least" + link
+    return (f"{probe['workers']} workers, closed loop: {fmt_sig(probe['throughput_jobs_per_s'])} jobs/s, a cycle of "
+            f"{fmt_seconds(probe['cycle_ms'] / 1000)} per job and worker; Little's law: "
+            f"{fmt_sig(probe['little_estimate_workers'])} workers{link}")
 
 
 def render_plan(plan_dir: Path) -> Path:
@@ -114,11 +128,11 @@ def render_plan(plan_dir: Path) -> Path:
     for d in state["designs"]:
         steps = _step_rows(plan_dir, "workers", (d.get("workers") or {}).get("steps") or [])
         steps += _step_rows(plan_dir, "headroom", (d.get("headroom") or {}).get("steps") or [])
-        probe = d.get("probe") or {}
+        probe, head = d.get("probe") or {}, d.get("headroom")
         designs.append({**d, "rows": steps, "figures": _figures(plan_dir.name, d, target) if d.get("workers") else [],
-                        "probe_text": (f"{probe['workers']} workers, closed loop: {fmt_sig(probe['throughput_jobs_per_s'])} "
-                                       f"jobs/s, a cycle of {fmt_seconds(probe['cycle_ms'] / 1000)} per job and worker; "
-                                       f"Little's law: {fmt_sig(probe['little_estimate_workers'])} workers") if probe else ""})
+                        "probe_text": _probe_text(plan_dir, probe),
+                        "headroom_text": (f"{'at least ' if head['at_least'] else ''}{fmt_sig(head['factor'])}x "
+                                          f"({fmt_sig(head['rate_jobs_per_s'])} jobs/s)") if head else "n/a"})
     confirmations = state.get("confirmations") or ([state["confirmation"]] if state.get("confirmation") else [])
     confirm_rows = _step_rows(plan_dir, "confirm", confirmations)
     html = environment().get_template("plan.html.j2").render(

@@ -22,8 +22,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.report.render import png_uri, save_png  # noqa: E402
+from bench.results.histograms import read_hlog, spectrum  # noqa: E402
 from bench.report.run_plots import (  # noqa: E402
-    draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_locks_running, draw_loop_lag,
+    SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_locks_running, draw_loop_lag,
     draw_oldest_age, draw_priority_ages, draw_throughput,
 )
 
@@ -59,6 +60,7 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
             "priority whose line climbs while another stays flat is being starved by the higher one "
             "(lower number = claimed first); gaps are seconds without a sample.",
             lambda ax, df, summ: draw_priority_ages(ax, by_priority, df["t_s"])))
+    figure_specs.append(_spectrum_spec(run_dir))
     for name, title, caption, draw in figure_specs:
         if name == "oldest_age" and not summary.get("offered_rate_jobs_per_s"):
             caption = caption.replace(OPEN_LOOP_AGE_SENTENCE, CLOSED_LOOP_AGE_SENTENCE)
@@ -71,6 +73,23 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
             "data_uri": png_uri(png),
         })
     return figures
+
+
+def _spectrum_spec(run_dir: Path) -> tuple[str, str, str, Callable]:
+    """The percentile-spectrum figure, from the run's ``histograms/*.hlog`` (the whole measured window)."""
+    spectra = {}
+    for name, _ in SPECTRUM_SERIES:
+        hist = read_hlog(run_dir / "histograms" / f"{name}.hlog")
+        if hist is not None:
+            spectra[name] = spectrum(hist)
+
+    def draw(ax, df, summary):
+        draw_latency_spectrum(ax, spectra)
+    draw.time_axis = False
+    return ("latency_spectrum", "Latency by percentile",
+            "Claim, completion and (with arrivals) pickup latency at each percentile over the measured window, from "
+            "the run's HdrHistogram logs (histograms/*.hlog); each step right is ten times rarer. A line that "
+            "bends up at the right is a tail a p99 alone hides.", draw)
 
 
 def figure_label(summary: dict) -> str:

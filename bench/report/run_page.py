@@ -18,6 +18,7 @@ The page is assembled here; the parts are in their own modules: the files read
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bench.report.render import environment
@@ -71,7 +72,9 @@ def render_report(run_dir: Path) -> Path:
         "latency_rows": latency_rows(summary),
         "process_rows": process_rows(summary),
         "figures": figures,
-        "config_rows": [(k, fmt_value(v)) for k, v in config.items() if k != "notes"],  # notes: banners
+        **_config_rows(config, run.get("config_defaults")),
+        "run_files": sorted(f.name + ("/" if f.is_dir() else "") for f in run_dir.iterdir()
+                            if f.name != "report.html" and not f.name.startswith(".")),
         "env_rows": env_rows(run, summary),
         "server_settings": [(k, fmt_value(v))
                             for k, v in sorted((run.get("server_settings") or {}).items())],
@@ -91,3 +94,15 @@ def _split_rows(rows: list[dict]) -> dict[str, list[dict]]:
     counters that stayed at zero or none, shown folded."""
     quiet = [r for r in rows if not r.get("bad") and str(r["value"]).strip() in _NOTHING]
     return {"summary_rows": [r for r in rows if r not in quiet], "quiet_rows": quiet}
+
+
+def _config_rows(config: dict, defaults: dict | None) -> dict[str, list]:
+    """``config_rows`` (name, value) of every parameter, and ``changed_rows`` (name, value, default) of those that
+    differ from the parameter table's defaults (``run.json`` ``config_defaults``; None for runs written before
+    it: then nothing is called changed)."""
+    rows = [(k, fmt_value(v)) for k, v in config.items() if k != "notes"]  # notes: banners
+    if not defaults:
+        return {"config_rows": rows, "changed_rows": None}
+    changed = [(k, fmt_value(v), fmt_value(defaults[k])) for k, v in config.items()
+               if k in defaults and json.dumps(v, sort_keys=True, default=str) != json.dumps(defaults[k], sort_keys=True, default=str)]
+    return {"config_rows": rows, "changed_rows": changed}

@@ -279,3 +279,36 @@ def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 draw_claim_vs_table.time_axis = False
+
+
+#: The operations of the percentile spectrum: (histogram file, label).
+SPECTRUM_SERIES = (("claim_latency_us", "claim"), ("complete_latency_us", "completion"), ("pickup_latency_us", "pickup"))
+
+
+def draw_latency_spectrum(ax: plt.Axes, spectra: dict[str, list[tuple[float, int]]]) -> None:
+    """Latency (ms, log) against percentile, on HdrHistogram's axis: x = 1 / (1 − p), so 90 %, 99 %, 99.9 %
+    are equally spaced; every series' maximum is drawn one decade past the rarest percentile shown, marked "max"."""
+    ticks: dict[float, str] = {}
+    finite = [1 / (1 - p / 100) for points in spectra.values() for p, _ in points if p < 100]
+    max_x = max(finite, default=1.0) * 10  # one place for every series' maximum, a decade past the rarest
+    for name, label in SPECTRUM_SERIES:
+        points = spectra.get(name)
+        if not points:
+            continue
+        xs = [1 / (1 - p / 100) if p < 100 else max_x for p, _ in points]
+        ax.plot(xs, [v / 1000 for _, v in points], marker="o", markersize=3, label=label)
+        for (p, _), x in zip(points, xs):
+            ticks[x] = "max" if p == 100 else f"{p:g}%"
+    if not ticks:
+        ax.text(0.5, 0.5, "no latency histogram recorded", ha="center", va="center", transform=ax.transAxes)
+        return
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(sorted(ticks), [ticks[x] for x in sorted(ticks)], fontsize="x-small")
+    ax.minorticks_off()
+    ax.set_xlabel("percentile (HdrHistogram's axis: 1 / (1 - p))")
+    ax.set_ylabel("latency (ms, log scale)")
+    _legend(ax)
+
+
+draw_latency_spectrum.time_axis = False

@@ -149,8 +149,9 @@ def outcomes(summary: Mapping[str, Any], strict: bool = False) -> list[tuple[int
         found.append((EXIT_INVARIANTS, "invariants broken: " + ", ".join(f"{k} = {v}" for k, v in broken.items())))
     verdict = summary.get("slo")
     if verdict and verdict["status"] != "pass":
-        missed = [f"{o['threshold_text']} measured {o['measured_text']} ({o['status']})"
-                  for o in verdict["objectives"] if o["status"] != "pass"]
+        from bench.results import slo  # it reads this module's trust rule
+
+        missed = [f"{slo.phrase(o)} ({o['status']})" for o in verdict["objectives"] if o["status"] != "pass"]
         found.append((EXIT_SLO, f"SLO {verdict['status']}: " + "; ".join(missed)))
     if strict and summary.get("suspect"):
         found.append((EXIT_SUSPECT, "suspect run (--strict): " + "; ".join(summary.get("suspect_reasons") or [])))

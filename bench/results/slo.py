@@ -13,6 +13,7 @@ table can read it before the virtual environment exists.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -50,8 +51,8 @@ def _latency_keys() -> dict[str, Key]:
 #: Every SLO key.
 KEYS: dict[str, Key] = {
     **_latency_keys(),
-    "age_max": Key("time", "<=", False, "the largest oldest eligible age sampled"),
-    "age_slope": Key("slope", "<=", False, "the oldest eligible age's least-squares trend, s per s"),
+    "age_max": Key("time", "<=", True, "the largest oldest eligible age sampled"),
+    "age_slope": Key("slope", "<=", True, "the oldest eligible age's least-squares trend, s per s"),
     "error_rate": Key("share", "<=", False, "errors over claims, a policy's normal refusals (NOWAIT's "
                                             "lock-not-available) left out"),
     "throughput_share": Key("share", ">=", True, "jobs completed over jobs offered"),
@@ -86,6 +87,8 @@ def _parse_one(part: str) -> Objective:
         raise ConfigError("SLO", f"{part.strip()!r} uses {op}, but {name} is "
                                  f"{'a floor' if key.op == '>=' else 'a ceiling'}; allowed: {name}{key.op}value")
     value = float(number)
+    if not math.isfinite(value):
+        raise ConfigError("SLO", f"{part.strip()!r}: the threshold is not a finite number; allowed: e.g. {name}{key.op}1s")
     if key.dimension == "time":
         if unit not in TIME_UNITS:
             raise ConfigError("SLO", f"{part.strip()!r} needs a time unit; allowed: {name}<=N us, ms or s")
@@ -195,6 +198,14 @@ def judge(text: str, summary: Mapping[str, Any]) -> dict[str, Any] | None:
     overall = "pass" if statuses == {"pass"} else "fail" if "fail" in statuses else "inconclusive"
     because = untrusted + [f"{r['key']} was not measured" for r in rows if r["measured"] is None]
     return {"spec": text, "status": overall, "objectives": rows, "inconclusive_because": because}
+
+
+def phrase(objective: Mapping[str, Any]) -> str:
+    """One judged objective (a row of :func:`judge`) as text: ``claim_p99<=50ms measured 1.67 ms`` or
+    ``age_slope<=0.05: not measured``."""
+    if objective["measured"] is None:
+        return f"{objective['threshold_text']}: not measured"
+    return f"{objective['threshold_text']} measured {objective['measured_text']}"
 
 
 def worst_ratio(slo: Mapping[str, Any] | None) -> float | None:

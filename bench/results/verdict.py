@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from bench.results import slo
 from bench.results.model import invariants_ok, problems
 from bench.results.values import fmt_seconds, fmt_sig
 
@@ -43,16 +44,18 @@ def _slo(summary: Mapping[str, Any]) -> list[Item]:
     if not verdict:
         return []
     missed = [o for o in verdict["objectives"] if o["status"] != "pass"]
-    reason = "; ".join(f"{o['threshold_text']} measured {o['measured_text']} ({o['status']})" for o in missed)
+    reason = "; ".join(f"{slo.phrase(o)} ({o['status']})" for o in missed)
     if verdict["status"] == "inconclusive" and verdict.get("inconclusive_because"):
         reason += " because " + "; ".join(verdict["inconclusive_because"])
     return [Item("SLO", verdict["status"], verdict["status"] == "pass",
-                 reason or ", ".join(f"{o['threshold_text']} measured {o['measured_text']}" for o in verdict["objectives"]))]
+                 reason or ", ".join(slo.phrase(o) for o in verdict["objectives"]))]
 
 
 def _keeping_up(summary: Mapping[str, Any]) -> Item:
     if not summary.get("offered_rate_jobs_per_s"):
         return Item("keeps up", "n/a", None, "closed loop, no RATE: the workers drain a seeded backlog")
+    if summary.get("saturated") is None:
+        return Item("keeps up", "not assessed", None, summary.get("saturation_verdict") or "")
     return Item("keeps up", "no" if summary.get("saturated") else "yes", not summary.get("saturated"),
                 summary.get("saturation_verdict") or "")
 
@@ -64,6 +67,12 @@ def _errors(summary: Mapping[str, Any]) -> Item:
     kinds = ", ".join(f"{k}: {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
     note = f" ({refusals:,} NOWAIT refusals, the policy's normal, not counted)" if refusals else ""
     return Item("errors", f"{total:,}", total == 0, (kinds or "none") + note)
+
+
+def _claim_errors(summary: Mapping[str, Any]) -> str:
+    """The claim row's errors cell: the errors, and NOWAIT's refusals beside them (the progress line counts both)."""
+    refusals = summary.get("nowait_retries") or 0
+    return _errors(summary).value + (f" +{refusals:,} NOWAIT" if refusals else "")
 
 
 def _invariants(summary: Mapping[str, Any]) -> Item:
@@ -98,7 +107,7 @@ def operations(summary: Mapping[str, Any]) -> list[list[str]]:
     claims = round((summary.get("claims_per_s") or 0) * measured_s)
     rows = []
     for name, key, scale, count, errors in (
-            ("claim", "claim_latency_us", 1e-6, claims, _errors(summary).value),
+            ("claim", "claim_latency_us", 1e-6, claims, _claim_errors(summary)),
             ("completion", "complete_latency_us", 1e-6, summary.get("jobs_completed") or 0,
              f"{summary.get('stale_completions') or 0:,} stale"),
             ("pickup", "pickup_latency_ms", 1e-3, summary.get("jobs_claimed") or 0, "")):

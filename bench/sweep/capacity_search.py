@@ -24,6 +24,7 @@ from typing import Callable
 from bench.config.run_config import RunConfig
 from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
 from bench.errors import Interrupted
+from bench.results import slo
 from bench.results.model import RunResult, problems, stamped
 
 class SearchStopped(Interrupted):
@@ -68,7 +69,7 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
     verdict = summary.get("slo")
     if verdict and verdict["status"] != "pass":
         return False, "SLO " + verdict["status"] + ": " + "; ".join(
-            f"{o['threshold_text']} measured {o['measured_text']}" for o in verdict["objectives"] if o["status"] != "pass")
+            slo.phrase(o) for o in verdict["objectives"] if o["status"] != "pass")
     return True, (f"keeps up: age slope {slope:+.3f} s per s, {completed_s:,.1f} jobs/s completed"
                   + (f"; SLO pass ({verdict['spec']})" if verdict else ""))
 

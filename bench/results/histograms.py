@@ -1,0 +1,37 @@
+"""A run's latency histograms read back from its ``histograms/<name>.hlog`` files (HdrHistogram interval
+logs, one interval per measured second), merged over the measured window, and the percentile spectrum
+HdrHistogram's own plots show: the latency at 50 %, 90 %, 99 %, 99.9 %, … and the maximum.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
+
+#: The histograms' range and precision as the run recorded them (bench.measure.metrics): any value the
+#: run could record fits (pickup's are the longest, up to a week in µs).
+HIGHEST_US, SIGNIFICANT_DIGITS = 7 * 86_400_000_000, 3
+#: The percentiles of the spectrum (HdrHistogram's plotter's ladder, to five nines), then the maximum.
+SPECTRUM_PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 99.999)
+
+
+def read_hlog(path: Path) -> HdrHistogram | None:
+    """Every interval of the log at ``path`` added into one histogram (µs); None when the file is missing
+    or holds no value."""
+    if not Path(path).is_file():
+        return None
+    total = HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS)
+    reader = HistogramLogReader(str(path), HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS))
+    while (interval := reader.get_next_interval_histogram()) is not None:
+        total.add(interval)
+    return total if total.get_total_count() else None
+
+
+def spectrum(hist: HdrHistogram) -> list[tuple[float, int]]:
+    """(percentile, value in µs) at each of :data:`SPECTRUM_PERCENTILES` that the count can resolve (at
+    least one value beyond it), then (100, the maximum)."""
+    count = hist.get_total_count()
+    points = [(p, hist.get_value_at_percentile(p)) for p in SPECTRUM_PERCENTILES if count * (1 - p / 100) >= 1]
+    return points + [(100.0, hist.get_max_value())]
