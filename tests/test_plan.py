@@ -14,7 +14,9 @@ from bench.plan.search import search_workers
 from bench.plan.steps import Step
 from conftest import qbench, run_and_load
 
-RATE, SLO = "200", "pickup_p99<=200ms"
+# 5 ms jobs at 200 jobs/s: one worker (about 150 jobs/s) falls behind and its pickup grows past a second within
+# the window, two keep up far below it; an SLO nearer two workers' own pickup p99 would make the boundary noise.
+RATE, SLO = "200", "pickup_p99<=1s"
 PLAN = ("--rate", RATE, "--work-ms", "5", "--slo", SLO, "--duration", "5s", "--warmup", "1s")
 
 
@@ -26,7 +28,7 @@ def _plan(dsn: str, results: Path, *args: str, timeout: float = 900):
 
 @pytest.fixture(scope="module")
 def planned(dsn, tmp_path_factory):
-    """One plan at 200 jobs/s of 5 ms jobs, pickup p99 <= 200 ms, 2 repetitions per step."""
+    """One plan at 200 jobs/s of 5 ms jobs, pickup p99 <= 1 s, 2 repetitions per step."""
     results = tmp_path_factory.mktemp("plan")
     proc, state, plans = _plan(dsn, results, *PLAN, "--repetitions", "2", "--confirm-s", "8s")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -236,8 +238,16 @@ def test_ctrl_c_keeps_what_was_measured_and_the_same_command_resumes(dsn, tmp_pa
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "plan", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list(tmp_path.glob("plans/*/runs/*/summary.json")):
-        time.sleep(0.2)  # the probe's run is written: the plan is in its first step after it
+    def recorded() -> bool:
+        for path in tmp_path.glob("plans/*/plan.json"):
+            try:
+                return bool(json.loads(path.read_text()).get("runs"))
+            except ValueError:  # caught while it is being written
+                return False
+        return False
+
+    while time.monotonic() < deadline and not recorded():
+        time.sleep(0.2)  # the probe's run is recorded in plan.json: the plan is in its first step after it
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
