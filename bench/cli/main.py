@@ -289,6 +289,19 @@ def _plan(args: argparse.Namespace) -> int:
     return plan_command(args, _overrides(args), _workload(args), chosen_dsn(args.dsn), _database, check_results_dir)
 
 
+def _add_compare(sub) -> None:
+    """The ``compare`` subcommand, with the regression gate's options."""
+    cmp_ = sub.add_parser("compare", help="compare two runs or two sweeps (relative differences, Welch's t-test)")
+    cmp_.add_argument("a", metavar="RUN_OR_SWEEP_A")
+    cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
+    cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
+    cmp_.add_argument("--max-regression", help="the regression gate: exit 4 when B is worse than A by more than this "
+                                               "(e.g. 10%%) and significantly (p < 0.05) on a gated metric")
+    cmp_.add_argument("--gate-metrics", help="what the gate checks, a comma list of throughput, claim_p50, claim_p95, "
+                                             "claim_p99, age_max; default throughput,claim_p99")
+    cmp_.set_defaults(func=_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``qbench`` argument parser (``--version`` and the subcommands)."""
     parser = _Parser(prog="qbench", description="Benchmark a database-table job queue.")
@@ -303,15 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.set_defaults(func=_report)
 
-    cmp_ = sub.add_parser("compare", help="compare two runs or two sweeps (relative differences, Welch's t-test)")
-    cmp_.add_argument("a", metavar="RUN_OR_SWEEP_A")
-    cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
-    cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
-    cmp_.add_argument("--max-regression", help="the regression gate: exit 4 when B is worse than A by more than this "
-                                               "(e.g. 10%%) and significantly (p < 0.05) on a gated metric")
-    cmp_.add_argument("--gate-metrics", help="what the gate checks, a comma list of throughput, claim_p50, claim_p95, "
-                                             "claim_p99, age_max; default throughput,claim_p99")
-    cmp_.set_defaults(func=_compare)
+    _add_compare(sub)
 
     swr = sub.add_parser("sweep-report", help="re-render compare.html from a sweep directory's files")
     swr.add_argument("sweep_dir", metavar="SWEEP_DIR")

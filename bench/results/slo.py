@@ -139,6 +139,17 @@ def open_loop_keys(text: str) -> list[str]:
     return [o.key for o in objectives(text) if KEYS[o.key].open_loop]
 
 
+def claim_count(summary: Mapping[str, Any]) -> int:
+    """Claims made in the measured window (``claims_per_s`` x ``measured_s``)."""
+    return round((summary.get("claims_per_s") or 0) * (summary.get("measured_s") or 0))
+
+
+def errors_beyond_refusals(summary: Mapping[str, Any]) -> int:
+    """Errors in the measured window less a policy's normal refusals (NOWAIT's lock-not-available, counted
+    as ``nowait_retries``): what ``error_rate`` and the verdict's errors count."""
+    return sum((summary.get("errors") or {}).values()) - (summary.get("nowait_retries") or 0)
+
+
 def measured(summary: Mapping[str, Any], key: str) -> float | None:
     """The figure ``key`` reads from a run's ``summary.json``, in the key's base unit (seconds,
     s per s, or a fraction); None when the run did not measure it."""
@@ -156,9 +167,8 @@ def measured(summary: Mapping[str, Any], key: str) -> float | None:
     if key == "age_slope":
         return summary.get("oldest_age_slope_s_per_s")
     if key == "error_rate":
-        claims = round((summary.get("claims_per_s") or 0) * (summary.get("measured_s") or 0))
-        errors = sum((summary.get("errors") or {}).values()) - (summary.get("nowait_retries") or 0)
-        return errors / claims if claims else None
+        claims = claim_count(summary)
+        return errors_beyond_refusals(summary) / claims if claims else None
     if key == "throughput_share":
         offered = summary.get("jobs_produced") or 0
         return summary["jobs_completed"] / offered if offered else None

@@ -63,7 +63,7 @@ def _keeping_up(summary: Mapping[str, Any]) -> Item:
 def _errors(summary: Mapping[str, Any]) -> Item:
     errors = dict(summary.get("errors") or {})
     refusals = summary.get("nowait_retries") or 0
-    total = sum(errors.values()) - refusals
+    total = slo.errors_beyond_refusals(summary)
     kinds = ", ".join(f"{k}: {v:,}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]))
     note = f" ({refusals:,} NOWAIT refusals, the policy's normal, not counted)" if refusals else ""
     return Item("errors", f"{total:,}", total == 0, (kinds or "none") + note)
@@ -104,7 +104,7 @@ def items(summary: Mapping[str, Any]) -> list[Item]:
 def operations(summary: Mapping[str, Any]) -> list[list[str]]:
     """One row per operation (claim, completion, pickup): name, count, rate/s, p50, p95, p99, max, errors."""
     measured_s = summary.get("measured_s") or 0.0
-    claims = round((summary.get("claims_per_s") or 0) * measured_s)
+    claims = slo.claim_count(summary)
     rows = []
     for name, key, scale, count, errors in (
             ("claim", "claim_latency_us", 1e-6, claims, _claim_errors(summary)),
