@@ -137,3 +137,22 @@ def test_the_percentile_spectrum_is_read_from_the_runs_histogram_logs():
     assert points[100.0] == pytest.approx(SUMMARY["claim_latency_us"]["max"], rel=0.002)
     assert 99.99 not in points  # 3,766 claims cannot resolve the 99.99th percentile
     assert read_hlog(FIXTURES / "verdict" / "histograms" / "no_such.hlog") is None
+
+
+def test_the_spectrum_leaves_pickup_out_of_a_closed_loop_drain(tmp_path):
+    """In a drain, pickup is the seeded backlog's age: the spectrum must not draw it as a latency."""
+    import matplotlib.pyplot as plt
+
+    from bench.report.run_data import load_run
+    from bench.report.run_figures import _spectrum_spec, draw_figure
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURES / "verdict", run_dir)
+    _, summary, df = load_run(run_dir)
+    for open_loop, expected in ((True, ["claim", "completion", "pickup"]), (False, ["claim", "completion"])):
+        _, title, _, draw = _spectrum_spec(run_dir, open_loop)
+        fig = draw_figure(draw, df, summary, title)
+        try:
+            assert [ln.get_label() for ln in fig.axes[0].get_lines()] == expected
+        finally:
+            plt.close(fig)

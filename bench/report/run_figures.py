@@ -60,7 +60,7 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
             "priority whose line climbs while another stays flat is being starved by the higher one "
             "(lower number = claimed first); gaps are seconds without a sample.",
             lambda ax, df, summ: draw_priority_ages(ax, by_priority, df["t_s"])))
-    figure_specs.append(_spectrum_spec(run_dir))
+    figure_specs.append(_spectrum_spec(run_dir, bool(summary.get("offered_rate_jobs_per_s"))))
     for name, title, caption, draw in figure_specs:
         if name == "oldest_age" and not summary.get("offered_rate_jobs_per_s"):
             caption = caption.replace(OPEN_LOOP_AGE_SENTENCE, CLOSED_LOOP_AGE_SENTENCE)
@@ -75,10 +75,13 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
     return figures
 
 
-def _spectrum_spec(run_dir: Path) -> tuple[str, str, str, Callable]:
-    """The percentile-spectrum figure, from the run's ``histograms/*.hlog`` (the whole measured window)."""
+def _spectrum_spec(run_dir: Path, open_loop: bool) -> tuple[str, str, str, Callable]:
+    """The percentile-spectrum figure, from the run's ``histograms/*.hlog`` (the whole measured window). Pickup
+    only with arrivals: in a closed-loop drain it is the seeded backlog's age, not a latency."""
     spectra = {}
     for name, _ in SPECTRUM_SERIES:
+        if name == "pickup_latency_us" and not open_loop:
+            continue
         hist = read_hlog(run_dir / "histograms" / f"{name}.hlog")
         if hist is not None:
             spectra[name] = spectrum(hist)
