@@ -157,3 +157,11 @@ clean:
 # Drop every schema queue-bench created in DSN's database (run schemas, sweeps' saved states), and only those.
 clean-db: $(STAMP)
 	$(BIN)/qbench clean $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,DRY_RUN),--dry-run)
+
+# The documentation site (MkDocs, strict: a broken link or a page missing from the nav fails) into site/;
+# docs-ref regenerates the parameters and CLI references (docs/reference/) from the code.
+.PHONY: docs docs-ref
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict --site-dir site
+docs-ref: $(STAMP)
+	$(BIN)/python -m bench.cli.docs_reference

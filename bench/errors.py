@@ -42,7 +42,7 @@ EXIT_INTERRUPTED = 130
 PRECEDENCE = (EXIT_INTERRUPTED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT)
 
 
-#: Every exit status and what it means, in :data:`PRECEDENCE` order after success; the README's
+#: Every exit status and what it means, in :data:`PRECEDENCE` order after success; docs/running.md's
 #: "Exit statuses" table is :func:`exit_status_table` (a test checks it).
 EXIT_MEANINGS = (
     (EXIT_OK, "success: the run (plan, gate) finished, its invariants hold and its SLO, if any, passed"),
@@ -58,7 +58,7 @@ EXIT_MEANINGS = (
 
 
 def exit_status_table() -> str:
-    """:data:`EXIT_MEANINGS` as a Markdown table (the README's)."""
+    """:data:`EXIT_MEANINGS` as a Markdown table (docs/running.md's)."""
     return "| status | meaning |\n| --- | --- |\n" + "".join(f"| {s} | {m} |\n" for s, m in EXIT_MEANINGS)
 
 

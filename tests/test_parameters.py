@@ -1,4 +1,4 @@
-"""The one parameter table makes every list of run parameters: README table, CLI options, Make
+"""The one parameter table makes every list of run parameters: the parameters reference (tests/test_docs.py), CLI options, Make
 pass-through, RunConfig fields, workload keys and sweep axes (bench/config/parameters.py)."""
 
 from __future__ import annotations
@@ -10,27 +10,12 @@ from pathlib import Path
 import pytest
 
 from bench.cli.main import build_parser
-from bench.config.parameters import BY_KEY, PARAMETERS, SWEEP_AXES, readme_table
+from bench.config.parameters import BY_KEY, PARAMETERS, SWEEP_AXES
 from bench.config.run_config import RunConfig, build_config
 from bench.errors import ConfigError
 from bench.sweep.driver import SWEEP_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def test_readme_holds_exactly_the_tables_parameter_table():
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("checks it -->\n") + len("checks it -->\n")
-    end = readme.index("<!-- end of parameters -->")
-    assert readme[start:end] == readme_table(), (
-        "README's parameter table differs from the table: run `python3 -m bench.config.parameters readme`")
-
-
-def test_readme_check_would_catch_a_changed_default():
-    """The comparison above is not vacuous: a table with one default changed renders differently."""
-    changed = dataclasses.replace(BY_KEY["workers"], default=11)
-    row = f"| `WORKERS` | {changed.allowed_text()} | {changed.default_shown()} |"
-    assert row not in readme_table() and "| `WORKERS` | 1–1,000 | 10 |" in readme_table()
 
 
 def _options(subcommand: str) -> set[str]:

@@ -178,7 +178,7 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "How late a 10 ms timer in the load generator fired, p99 of each second. Every latency the "
      "generator measures ends when its greenlet runs again, so it can be inflated by this much; a "
      "generator waiting for a core shows it here even while its CPU reads low. The dashed line is "
-     "the run's suspect limit for the window's p99 (loop_lag_limit_us; the rule is in the README).",
+     "the run's suspect limit for the window's p99 (loop_lag_limit_us; the rule is in docs/reading-the-report.md).",
      draw_loop_lag),
     ("oldest_age", "Oldest eligible age and queue depth",
      "Age of the oldest eligible job (left axis, the queue's lag) and eligible rows waiting "
