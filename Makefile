@@ -50,11 +50,16 @@ VARS_clean-db = DSN ALLOW_REMOTE DRY_RUN
 GOALS = $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
 CMDLINE_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 goal_vars = $(VARS_$(1)) $(if $(filter $(1),$(RUN_TARGETS)),$(RUN_VARS) $(PARAM_NAMES))
+# The refusal's parts: a known name the unknown one begins (WORKER: WORKERS), what the goals read.
+did_you_mean = $(foreach v,$(UNKNOWN_VARS),$(if $(filter $(v)%,$(KNOWN_VARS)), (did you mean $(firstword $(filter $(v)%,$(KNOWN_VARS)))?)))
+allowed_vars = $(strip $(GLOBAL_VARS) $(foreach goal,$(GOALS),$(VARS_$(goal)) \
+	$(if $(filter $(goal),$(RUN_TARGETS)),$(RUN_VARS) and the run parameters (see make help))))
+run_only = $(if $(filter $(CMDLINE_VARS),$(PARAM_NAMES)),$(if $(filter-out $(RUN_TARGETS),$(GOALS)), (run parameters apply to $(RUN_TARGETS) only)))
 ifneq ($(CMDLINE_VARS),)
 KNOWN_VARS := $(GLOBAL_VARS) $(foreach goal,$(GOALS),$(call goal_vars,$(goal)))
 UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(CMDLINE_VARS))
 ifneq ($(UNKNOWN_VARS),)
-$(error $(UNKNOWN_VARS): not a variable of make $(GOALS)$(foreach v,$(UNKNOWN_VARS),$(if $(filter $(v)%,$(KNOWN_VARS)), (did you mean $(firstword $(filter $(v)%,$(KNOWN_VARS)))?))); allowed: $(strip $(GLOBAL_VARS) $(foreach goal,$(GOALS),$(VARS_$(goal)) $(if $(filter $(goal),$(RUN_TARGETS)),$(RUN_VARS) and the run parameters)))$(if $(filter $(GOALS),$(RUN_TARGETS)), (see make help))$(if $(filter-out $(RUN_TARGETS),$(GOALS)),$(if $(filter $(CMDLINE_VARS),$(PARAM_NAMES)), (run parameters apply to $(RUN_TARGETS) only))))
+$(error $(UNKNOWN_VARS): not a variable of make $(GOALS)$(did_you_mean); allowed: $(allowed_vars)$(run_only))
 endif
 endif
 
