@@ -2,7 +2,8 @@
 
 Everything that lists run parameters is made from :data:`PARAMETERS`:
 
-- the ``qbench run`` / ``sweep`` / ``capacity`` options (:mod:`bench.cli.main`): ``--work-ms`` for ``work_ms``;
+- the ``qbench run`` / ``sweep`` / ``capacity`` / ``plan`` options (:mod:`bench.cli.run_options`): ``--work-ms``
+  for ``work_ms``, ``--prepared`` / ``--no-prepared`` for a yes/no, each in the ``--help`` group its ``group`` names;
 - the Make pass-through (the Makefile asks ``python3 -m bench.config.parameters make-vars``);
 - the keys a workload file may set and the type each must have in TOML
   (:func:`bench.config.file_values.check_file_value`);

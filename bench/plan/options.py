@@ -25,8 +25,9 @@ SET_BY_PLAN = {
     "backlog": "the plan's steps are open-loop, with no seeded backlog; allowed: leave BACKLOG out",
     "bursts": "the plan offers one constant rate per step; allowed: leave BURSTS out",
 }
-#: Parameters that may be given as a comma list of candidates: a sweep axis with one plain value.
-LISTABLE = tuple(p.key for p in PARAMETERS if p.sweep and p.kind in ("choice", "int", "number", "share", "flag")
+#: Parameters that may be given as a comma list of candidates: a sweep axis with one plain value (a
+#: yes/no is a switch on the command line, one value: compare both with a sweep).
+LISTABLE = tuple(p.key for p in PARAMETERS if p.sweep and p.kind in ("choice", "int", "number", "share")
                  and p.key not in ("engine", "workers", "rate", "processes", "backlog"))
 
 PLAN_OPTIONS = (
