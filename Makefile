@@ -1,29 +1,82 @@
-# queue-bench: `make bench` runs one benchmark, `make test` runs the tests.
+# queue-bench: `make bench` runs one benchmark, `make test` runs the tests; `make help` lists the targets.
 # The virtual environment is created and the package installed as a prerequisite.
+.DEFAULT_GOAL := help
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-# A yes/no variable (ALLOW_REMOTE, FRESH, DRY_RUN): 1 = yes; 0 or unset = no; anything else stops make.
+# A yes/no variable (ALLOW_REMOTE, FRESH, PREPARED, ...): 1 = yes; 0 = no; unset = no, or for a run
+# parameter the workload's value; anything else stops make.
 flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; allowed: 1 or 0),$(filter 1,$($(1))))
 
 # Run parameters: every row of the parameter table (bench/config/parameters.py) is a Make variable
 # of the same name as its `qbench run` option (WORK_MS for --work-ms); unset or empty = the workload
-# file's value, else the table's default. The table gives the list as NAME:--option pairs.
+# file's value, else the table's default. The table gives the list as NAME:--option:kind triples
+# (read once); a yes/no (kind flag) is 1 or 0 here and --option / --no-option for qbench.
 WORKLOAD ?= default
 DSN      ?=
 ALLOW_REMOTE ?=
-PARAM_PAIRS = $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed))
+PARAM_PAIRS = $(eval PARAM_PAIRS := $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed)))$(PARAM_PAIRS)
+PARAM_NAMES = $(foreach triple,$(PARAM_PAIRS),$(word 1,$(subst :, ,$(triple))))
 # A value in single quotes for the shell, its own ' written '"'"' (a DSN password may hold one).
 sq = '$(subst ','"'"',$(1))'
-param_arg = $(if $($(word 1,$(subst :, ,$(1)))),$(word 2,$(subst :, ,$(1)))=$(call sq,$($(word 1,$(subst :, ,$(1))))))
+param_arg = $(call param_arg3,$(subst :, ,$(1)))
+param_arg3 = $(if $($(word 1,$(1))),$(if $(filter flag,$(word 3,$(1))),$(if $(call flag,$(word 1,$(1))),$(word 2,$(1)),--no-$(patsubst --%,%,$(word 2,$(1)))),$(word 2,$(1))=$(call sq,$($(word 1,$(1))))))
+
+# ---- Which variables each target reads; one given on the command line that its goal does not read
+# ---- stops make with one line (exit 2): `make bench WORKER=50` must not run 10 workers silently.
+# RUN_TARGETS read every run parameter of the table (PARAM_NAMES) and RUN_VARS; every target reads
+# GLOBAL_VARS and its own list VARS_<target>. A target without a list reads only GLOBAL_VARS.
+GLOBAL_VARS = PYTHON VENV
+RUN_TARGETS = bench bench-ui soak sweep compare-indexes capacity plan
+RUN_VARS = DSN ALLOW_REMOTE
+VARS_bench = WORKLOAD STRICT
+VARS_bench-ui = WORKLOAD WEB_PORT MAX_WORKERS
+VARS_soak = WORKLOAD
+VARS_sweep = SWEEP REPETITIONS FRESH
+VARS_compare-indexes = REPETITIONS FRESH
+VARS_capacity = WORKLOAD RATE_START
+VARS_plan = WORKLOAD PLAN_MAX_WORKERS REPETITIONS CONFIRM_S FRESH
+VARS_calibrate = CAL_WORKERS CAL_DURATION CAL_WARMUP CAL_PAIRS CAL_BATCH CAL_PROCESSES \
+	WORKERS DURATION WARMUP BATCH PROCESSES ENGINE RESULTS SCHEMA DSN ALLOW_REMOTE
+VARS_experiments = EXPERIMENTS FULL FRESH RESULTS DSN ALLOW_REMOTE
+VARS_report = RUN
+VARS_report-bench = RUN RENDER_SECONDS
+VARS_compare = A B
+VARS_gate = A B MAX_REGRESSION GATE_METRICS
+VARS_sweep-report = SWEEP_DIR
+VARS_clean-db = DSN ALLOW_REMOTE DRY_RUN
+GOALS = $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
+CMDLINE_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
+goal_vars = $(VARS_$(1)) $(if $(filter $(1),$(RUN_TARGETS)),$(RUN_VARS) $(PARAM_NAMES))
+# The refusal's parts: a known name the unknown one begins (WORKER: WORKERS), what the goals read.
+did_you_mean = $(foreach v,$(UNKNOWN_VARS),$(if $(filter $(v)%,$(KNOWN_VARS)), (did you mean $(firstword $(filter $(v)%,$(KNOWN_VARS)))?)))
+allowed_vars = $(strip $(GLOBAL_VARS) $(foreach goal,$(GOALS),$(VARS_$(goal)) \
+	$(if $(filter $(goal),$(RUN_TARGETS)),$(RUN_VARS) and the run parameters (see make help))))
+run_only = $(if $(filter $(CMDLINE_VARS),$(PARAM_NAMES)),$(if $(filter-out $(RUN_TARGETS),$(GOALS)), (run parameters apply to $(RUN_TARGETS) only)))
+ifneq ($(CMDLINE_VARS),)
+KNOWN_VARS := $(GLOBAL_VARS) $(foreach goal,$(GOALS),$(call goal_vars,$(goal)))
+UNKNOWN_VARS := $(filter-out $(KNOWN_VARS),$(CMDLINE_VARS))
+ifneq ($(UNKNOWN_VARS),)
+$(error $(UNKNOWN_VARS): not a variable of make $(GOALS)$(did_you_mean); allowed: $(allowed_vars)$(run_only))
+endif
+endif
 
 RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench
+.PHONY: help bench bench-ui test experiments calibrate report install clean distclean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench docs docs-ref
+
+# The targets, one line each: the `## ` text after a target's prerequisites.
+help: ## list the targets (this list)
+	@echo "make <target> [VARIABLE=value ...]; a variable the target does not read stops make (exit 2)."
+	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
+	@echo "Run parameters (bench, bench-ui, soak, sweep, compare-indexes, capacity, plan): one Make variable per"
+	@echo "qbench run option, WORK_MS=5 for --work-ms 5, yes/no as 1 or 0 (PREPARED=0 for --no-prepared):"
+	@echo "$(PARAM_NAMES)" | fold -s -w 98 | sed 's/^/  /'
+	@echo "Each is documented, with its default, in README.md's parameter table and by: qbench run --help"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +84,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) ## create .venv and install queue-bench into it
 
 # STRICT=1: exit 5 when the run is suspect. Exit statuses: README, "Exit statuses".
 STRICT ?=
-bench: $(STAMP)
+bench: $(STAMP) ## run one benchmark and render its report (run parameters; STRICT=1: exit 5 when suspect)
 	$(BIN)/qbench run $(RUN_ARGS) $(if $(call flag,STRICT),--strict)
 
 # Locust's web UI over one run (http://127.0.0.1:8089/, or WEB_PORT): change the number of workers
@@ -44,11 +97,11 @@ bench: $(STAMP)
 UI_DURATION = 30m
 WEB_PORT ?=
 MAX_WORKERS ?=
-bench-ui: $(STAMP)
+bench-ui: $(STAMP) ## one run under Locust's web UI (WEB_PORT, MAX_WORKERS)
 	$(BIN)/qbench run --ui $(RUN_ARGS) $(if $(DURATION),,--duration='$(UI_DURATION)') \
 		$(if $(WEB_PORT),--web-port=$(call sq,$(WEB_PORT))) $(if $(MAX_WORKERS),--max-workers=$(call sq,$(MAX_WORKERS)))
 
-test: $(STAMP)
+test: $(STAMP) ## the full test suite, as CI runs it
 	$(BIN)/python -m pytest -q
 
 # The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
@@ -56,14 +109,14 @@ test: $(STAMP)
 # and prints it at 1, 5 and 10 minutes, at the end, its peak and its growth per minute
 # (summary.json harness_rss_mb).
 SOAK_DURATION = 10m
-soak: $(STAMP)
+soak: $(STAMP) ## the harness's memory over a long run (10 minutes unless DURATION)
 	$(BIN)/qbench run $(RUN_ARGS) $(if $(DURATION),,--duration='$(SOAK_DURATION)')
 
 # What a long run's report costs (a benchmark of the report, not of the database): a temporary
 # copy of RUN with its measured seconds repeated to RENDER_SECONDS (default one hour), then
 # `qbench report` on it and a full read of its claim .hlog, each timed with its peak RSS.
 RENDER_SECONDS ?= 3600
-report-bench: $(STAMP)
+report-bench: $(STAMP) ## what rendering a long run's report costs (RUN=results/<run_id>)
 	@test -n '$(RUN)' || { echo "make report-bench: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
 	$(BIN)/python -m bench.cli.render_bench $(call sq,$(RUN)) --seconds='$(RENDER_SECONDS)'
 
@@ -72,16 +125,14 @@ report-bench: $(STAMP)
 # ENGINE=mariadb: mariadb-slap instead of pgbench, on MariaDB (DSN=mysql://...).
 # CAL_PROCESSES=1,2,4 (and/or CAL_WORKERS=50,200 CAL_BATCH=1,10): for each workers x batch, CAL_PAIRS
 # rounds of pgbench then queue-bench with each process count; last lines: one median ratio each.
-CAL_WORKERS ?= 50
-CAL_DURATION ?= 20s
-CAL_WARMUP ?= 5s
-CAL_PAIRS ?= 3
-CAL_BATCH ?=
-CAL_PROCESSES ?=
-calibrate: $(STAMP)
-	$(BIN)/qbench calibrate $(if $(ENGINE),--engine=$(call sq,$(ENGINE))) --workers='$(CAL_WORKERS)' --duration='$(CAL_DURATION)' --warmup='$(CAL_WARMUP)' \
-		--pairs='$(CAL_PAIRS)' $(if $(CAL_BATCH),--batch=$(call sq,$(CAL_BATCH))) $(if $(CAL_PROCESSES),--processes=$(call sq,$(CAL_PROCESSES))) \
-		$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
+# WORKERS, DURATION, WARMUP, BATCH and PROCESSES mean CAL_WORKERS, ... as well (both, differing: refused).
+# $(call cal_arg,NAME,option,default): --option=value of CAL_NAME or NAME, else the default (if any).
+cal = $(if $(and $(CAL_$(1)),$($(1)),$(filter-out $(CAL_$(1)),$($(1)))),$(error CAL_$(1) '$(CAL_$(1))' and $(1) '$($(1))' differ; allowed: one of them),$(or $(CAL_$(1)),$($(1)),$(2)))
+cal_arg = $(if $(call cal,$(1),$(3)),--$(2)=$(call sq,$(call cal,$(1),$(3))))
+calibrate: $(STAMP) ## pgbench (mariadb-slap) against queue-bench on the same claim SQL (CAL_* or WORKERS, DURATION, ...)
+	$(BIN)/qbench calibrate $(if $(ENGINE),--engine=$(call sq,$(ENGINE))) $(call cal_arg,WORKERS,workers,50) $(call cal_arg,DURATION,duration,20s) \
+		$(call cal_arg,WARMUP,warmup,5s) $(call cal_arg,PAIRS,pairs,3) $(call cal_arg,BATCH,batch) $(call cal_arg,PROCESSES,processes) \
+		$(if $(SCHEMA),--schema=$(call sq,$(SCHEMA))) $(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
 # Run parameters given here apply to every cell (DURATION=10s ...). Running the same
@@ -90,7 +141,7 @@ SWEEP ?=
 REPETITIONS ?=
 FRESH ?=
 SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(call flag,FRESH),--fresh)
-sweep: $(STAMP)
+sweep: $(STAMP) ## a matrix of runs with repetitions: SWEEP=index_designs|scaling|batch|<path> (REPETITIONS, FRESH=1)
 	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
 	$(BIN)/qbench sweep $(call sq,$(SWEEP)) $(SWEEP_ARGS)
 
@@ -100,19 +151,18 @@ sweep: $(STAMP)
 # Running it again resumes the newest unfinished catalogue run; FRESH=1 starts over.
 EXPERIMENTS ?=
 FULL ?=
-experiments: $(STAMP)
-	$(if $(EXPERIMENT),$(error EXPERIMENT is not a variable of make experiments; allowed: EXPERIMENTS="convoy 5"))
+experiments: $(STAMP) ## the experiments catalogue, each rule with a verdict (EXPERIMENTS="convoy 5", FULL=1, FRESH=1)
 	$(BIN)/qbench experiments $(foreach name,$(EXPERIMENTS),$(call sq,$(name))) $(if $(call flag,FULL),--full) $(if $(call flag,FRESH),--fresh) \
 		$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 
 # Every index variant against history 0 / 100k / 1M; prints the comparison report's path.
-compare-indexes: $(STAMP)
+compare-indexes: $(STAMP) ## every index variant against history 0 / 100k / 1M (the index_designs sweep)
 	$(BIN)/qbench sweep index_designs $(SWEEP_ARGS)
 
 # The highest arrival rate the chosen design sustains (oldest eligible age flat):
 # make capacity INDEX=partial WORKERS=20 WORK_MS=5 RATE_START=200
 RATE_START ?= 100
-capacity: $(STAMP)
+capacity: $(STAMP) ## the highest arrival rate a design sustains (RATE_START)
 	$(BIN)/qbench capacity --rate-start='$(RATE_START)' $(RUN_ARGS)
 
 # The capacity plan: the fewest workers that meet SLO at RATE, and the headroom above it, for each
@@ -121,13 +171,13 @@ capacity: $(STAMP)
 # make plan RATE=500 WORK_MS=5 SLO='pickup_p99<=500ms'
 PLAN_MAX_WORKERS ?=
 CONFIRM_S ?=
-plan: $(STAMP)
+plan: $(STAMP) ## the capacity plan: the fewest workers meeting SLO at RATE, and the headroom
 	$(BIN)/qbench plan $(RUN_ARGS) $(if $(PLAN_MAX_WORKERS),--plan-max-workers=$(call sq,$(PLAN_MAX_WORKERS))) \
 		$(if $(REPETITIONS),--repetitions=$(call sq,$(REPETITIONS))) $(if $(CONFIRM_S),--confirm-s=$(call sq,$(CONFIRM_S))) \
 		$(if $(call flag,FRESH),--fresh)
 
 # Relative differences with a significance test: make compare A=results/<run> B=results/<run>
-compare: $(STAMP)
+compare: $(STAMP) ## compare two runs or sweeps: A=results/<run> B=results/<run>
 	@test -n '$(A)' -a -n '$(B)' || { echo "make compare: A and B are required; allowed: results/<run_id> or results/sweeps/<sweep_id> directories" >&2; exit 2; }
 	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B))
 
@@ -136,32 +186,36 @@ compare: $(STAMP)
 # make gate A=results/<run> B=results/<run> [MAX_REGRESSION=5%]
 MAX_REGRESSION ?= 10%
 GATE_METRICS ?=
-gate: $(STAMP)
+gate: $(STAMP) ## the regression gate for CI: exit 4 when B is worse than A (MAX_REGRESSION, GATE_METRICS)
 	@test -n '$(A)' -a -n '$(B)' || { echo "make gate: A and B are required; allowed: results/<run_id> or results/sweeps/<sweep_id> directories" >&2; exit 2; }
 	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B)) --max-regression=$(call sq,$(MAX_REGRESSION)) \
 		$(if $(GATE_METRICS),--gate-metrics=$(call sq,$(GATE_METRICS)))
 
 # Re-render a sweep's comparison report from its files: make sweep-report SWEEP_DIR=results/sweeps/<id>
-sweep-report: $(STAMP)
+sweep-report: $(STAMP) ## re-render a sweep's comparison page: SWEEP_DIR=results/sweeps/<id>
 	@test -n '$(SWEEP_DIR)' || { echo "make sweep-report: SWEEP_DIR is required; allowed: a results/sweeps/<sweep_id> directory" >&2; exit 2; }
 	$(BIN)/qbench sweep-report $(call sq,$(SWEEP_DIR))
 
 # Re-render a report from result files alone: make report RUN=results/<run_id>
-report: $(STAMP)
+report: $(STAMP) ## re-render a run's report from its files: RUN=results/<run_id>
 	@test -n '$(RUN)' || { echo "make report: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
 	$(BIN)/qbench report $(call sq,$(RUN))
 
-clean:
+# Two kinds of cleaning, each with a name of its own: distclean (this checkout's files) and clean-db
+# (a database's schemas, as `qbench clean`). A bare `clean` would mean one of them by guess: it asks.
+clean: ## says which to use: distclean or clean-db
+	$(error make clean: say which; allowed: make distclean (removes .venv and build files) or make clean-db DSN=... (drops queue-bench's schemas in that database, as qbench clean))
+
+distclean: ## remove the virtual environment and build files (.venv, build, *.egg-info)
 	rm -rf $(VENV) build *.egg-info
 
 # Drop every schema queue-bench created in DSN's database (run schemas, sweeps' saved states), and only those.
-clean-db: $(STAMP)
-	$(BIN)/qbench clean $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,DRY_RUN),--dry-run)
+clean-db: $(STAMP) ## drop the schemas queue-bench created in DSN's database, and only those (DRY_RUN=1: list them)
+	$(BIN)/qbench clean $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote) $(if $(call flag,DRY_RUN),--dry-run)
 
 # The documentation site (MkDocs, strict: a broken link or a page missing from the nav fails) into site/;
 # docs-ref regenerates the parameters and CLI references (docs/reference/) from the code.
-.PHONY: docs docs-ref
-docs: $(STAMP)
+docs: $(STAMP) ## build the documentation site into site/ (strict: a broken link fails)
 	$(BIN)/python -m mkdocs build --strict --site-dir site
-docs-ref: $(STAMP)
+docs-ref: $(STAMP) ## regenerate docs/reference/ (parameters, CLI) from the code
 	$(BIN)/python -m bench.cli.docs_reference

@@ -306,7 +306,7 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
     ``{"not_applicable": why}`` on an engine without vacuum (its :meth:`~bench.engines.base.Engine.vacuum_counts`)."""
     if "not_applicable" in before:
         return {"not_applicable": before["not_applicable"]}
-    enabled = cfg.autovacuum == "on" and before["server_autovacuum"]
+    enabled = cfg.autovacuum is True and before["server_autovacuum"]
     settings = {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
                 "settings": cfg.public()["autovacuum_settings"], "reloptions": before.get("reloptions")}
     if after is None:

@@ -5,6 +5,11 @@ line on stderr naming the parameter and what is allowed, write no results
 directory, and create nothing in the database. ``qbench report`` on a directory
 without result files exits 2 with one line. A schema that exists and was not
 created by queue-bench is refused and left intact.
+
+Input refused before the load is checked in this process (:mod:`cli_in_process`: the CLI's entry
+function, with gevent's patching forbidden); what needs the database or a DSN parsed (after the
+patching: psycopg must come after it), and a few cases of each kind as end-to-end checks, run
+``qbench`` as a subprocess.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import pytest
 from psycopg import sql
 
 from bench.config.parameters import PARAMETERS
+from cli_in_process import qbench_in_process
 from conftest import qbench
 
 UNREACHABLE_DSN = "postgresql://postgres@127.0.0.1:1/x"
@@ -65,6 +71,11 @@ BAD_RUN_INPUT = [
 ]
 
 
+#: BAD_RUN_INPUT cases refused only once the load's gevent patching is done (they need the database,
+#: or a DSN parsed by psycopg): they run qbench as a subprocess.
+AFTER_THE_PATCHING = {"dsn-unreachable", "dsn-malformed", "too-many-connections", "dsn-hostaddr-remote", "dsn-service"}
+
+
 def _schemas(dsn: str) -> set[str]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname !~ '^pg_' "
@@ -92,14 +103,15 @@ def _no_results(results: Path) -> None:
     assert not results.exists() or not any(results.iterdir()), list(results.rglob("*"))
 
 
-@pytest.mark.parametrize("args, param, allowed", [c[1:] for c in BAD_RUN_INPUT], ids=[c[0] for c in BAD_RUN_INPUT])
-def test_bad_run_input_exits_2_with_one_line_and_touches_nothing(dsn, tmp_path, args, param, allowed):
+@pytest.mark.parametrize("case, args, param, allowed", BAD_RUN_INPUT, ids=[c[0] for c in BAD_RUN_INPUT])
+def test_bad_run_input_exits_2_with_one_line_and_touches_nothing(dsn, tmp_path, case, args, param, allowed):
     """Bad value: exit 2, one stderr line naming the parameter and what is allowed,
     no results written, no schema or relation created in the test database."""
     schemas_before, relations_before = _schemas(dsn), _relations(dsn)
     results = tmp_path / "results"
     dsn_args = [] if "--dsn" in args else ["--dsn", dsn]
-    proc = qbench("run", *dsn_args, "--results", str(results), *args, timeout=60)
+    run = qbench if case in AFTER_THE_PATCHING else qbench_in_process
+    proc = run("run", *dsn_args, "--results", str(results), *args)
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
@@ -116,7 +128,7 @@ def test_report_on_directory_without_result_files_exits_2(tmp_path):
     missing file, and nothing written into the directory."""
     empty = tmp_path / "not_a_run"
     empty.mkdir()
-    proc = qbench("report", str(empty), timeout=60)
+    proc = qbench_in_process("report", str(empty))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert "RUN_DIR" in line and "run.json" in line, line
@@ -126,7 +138,7 @@ def test_report_on_directory_without_result_files_exits_2(tmp_path):
 
 def test_report_on_missing_directory_exits_2(tmp_path):
     """qbench report on a path that does not exist: exit 2, one line naming RUN_DIR."""
-    proc = qbench("report", str(tmp_path / "absent"), timeout=60)
+    proc = qbench_in_process("report", str(tmp_path / "absent"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert "RUN_DIR" in line and "not a directory" in line, line
@@ -243,27 +255,40 @@ def _other_axis(key: str) -> str:
 
 
 TABLE_CASES = [(source, p, value) for p in PARAMETERS for value in p.bad for source in ("cli", "workload", "sweep")]
+#: Table cases also run as a subprocess (end to end): the first parameter's first bad value, each way in.
+END_TO_END = [(source, p, value) for source, p, value in TABLE_CASES if p is PARAMETERS[0] and value == p.bad[0]]
 
 
-@pytest.mark.parametrize("source, param, value", TABLE_CASES,
-                         ids=[f"{s}-{p.key}-{v!r}" for s, p, v in TABLE_CASES])
-def test_every_parameters_bad_values_are_refused_from_cli_workload_and_sweep_files(dsn, tmp_path, source, param, value):
-    """Each of the table's bad values, given on the command line, in a workload file or in a sweep
-    file's [fixed] table: exit 2, one stderr line naming the parameter and what is allowed,
-    nothing written, nothing created in the database."""
-    schemas_before, relations_before = _schemas(dsn), _relations(dsn)
+def _table_case(run, tmp_path, dsn, source, param, value):
+    """``qbench run``/``sweep`` (through ``run``) with ``param`` = ``value`` given ``source``'s way."""
     results = tmp_path / "results"
     common = ["--dsn", dsn] + ([] if param.key == "results" else ["--results", str(results)])
     if source == "cli":
-        proc = qbench("run", *common, f"{param.option}={value}", timeout=60)
-    elif source == "workload":
+        return run("run", *common, f"{param.option}={value}")
+    if source == "workload":
         path = tmp_path / "bad_workload.toml"
         path.write_text(f"{param.key} = {_toml_literal(value)}\n")
-        proc = qbench("run", *common, "--workload", str(path), timeout=60)
-    else:
-        path = tmp_path / "bad_sweep.toml"
-        path.write_text(f"[fixed]\n{param.key} = {_toml_literal(value)}\n\n[matrix]\n{_other_axis(param.key)}\n")
-        proc = qbench("sweep", str(path), *common, timeout=60)
+        return run("run", *common, "--workload", str(path))
+    path = tmp_path / "bad_sweep.toml"
+    path.write_text(f"[fixed]\n{param.key} = {_toml_literal(value)}\n\n[matrix]\n{_other_axis(param.key)}\n")
+    return run("sweep", str(path), *common)
+
+
+_RUNS = [(*case, qbench_in_process) for case in TABLE_CASES] + [(*case, qbench) for case in END_TO_END]
+
+
+@pytest.mark.parametrize("source, param, value, run", _RUNS,
+                         ids=[f"{s}-{p.key}-{v!r}{'' if r is qbench_in_process else '-subprocess'}"
+                              for s, p, v, r in _RUNS])
+def test_every_parameters_bad_values_are_refused_from_cli_workload_and_sweep_files(dsn, tmp_path, source, param, value,
+                                                                                   run):
+    """Each of the table's bad values, given on the command line, in a workload file or in a sweep
+    file's [fixed] table: exit 2, one stderr line naming the parameter and what is allowed,
+    nothing written, nothing created in the database. In this process; the END_TO_END cases as a
+    subprocess too."""
+    schemas_before, relations_before = _schemas(dsn), _relations(dsn)
+    results = tmp_path / "results"
+    proc = _table_case(run, tmp_path, dsn, source, param, value)
 
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
@@ -286,7 +311,7 @@ CONTRADICTIONS = [
     ("fault-starts-at-end", ["--duration", "10s", "--faults", "backend_kill@10-12"], "FAULTS", "start < 10"),
     ("fault-starts-after-end", ["--duration", "5s", "--faults", "late_worker@7-9"], "FAULTS", "start < 5"),
     ("burst-starts-after-end", ["--duration", "5s", "--rate", "100", "--bursts", "6-8@200"], "BURSTS", "start < 5"),
-    ("plan-cache-unprepared", ["--prepared", "0", "--plan-cache", "force_generic_plan"], "PLAN_CACHE", "PREPARED=0"),
+    ("plan-cache-unprepared", ["--no-prepared", "--plan-cache", "force_generic_plan"], "PLAN_CACHE", "PREPARED=0"),
     ("dsn-empty", ["--dsn="], "DSN", "embedded"),
     ("schema-state-suffix", ["--schema", "qbench_state"], "SCHEMA", "_state"),
     ("schema-too-long-for-its-state", ["--schema", "s" * 58], "SCHEMA", "at most 57"),
@@ -295,8 +320,8 @@ CONTRADICTIONS = [
     ("sigma-without-lognormal", ["--work-sigma", "1"], "WORK_SIGMA", "WORK_DIST=lognormal"),
     ("slow-share-without-bimodal", ["--slow-share", "0.5"], "SLOW_SHARE", "WORK_DIST=bimodal"),
     ("crash-without-reaper", ["--faults", "crash_after_claim@1-2"], "FAULTS", "REAPER_INTERVAL_S > 0"),
-    ("autovacuum-settings-with-autovacuum-off", ["--autovacuum", "off", "--autovacuum-settings", "vacuum_threshold=100"],
-     "AUTOVACUUM_SETTINGS", "AUTOVACUUM=on"),
+    ("autovacuum-settings-with-autovacuum-off", ["--no-autovacuum", "--autovacuum-settings", "vacuum_threshold=100"],
+     "AUTOVACUUM_SETTINGS", "AUTOVACUUM=1"),
     ("fault-option-its-kind-ignores", ["--faults", "backend_kill@1-2:share=0.5"], "FAULTS", "every_s"),
     ("empty-option-value", ["--workers="], "WORKERS", "1–1,000"),
     ("empty-policy", ["--policy="], "POLICY", "skip_locked"),
@@ -310,7 +335,7 @@ def test_contradictory_combinations_are_refused_up_front(dsn, tmp_path, args, pa
     schemas_before = _schemas(dsn)
     results = tmp_path / "results"
     dsn_args = [] if any(a.startswith("--dsn") for a in args) else ["--dsn", dsn]
-    proc = qbench("run", *dsn_args, "--results", str(results), *args, timeout=60)
+    proc = qbench_in_process("run", *dsn_args, "--results", str(results), *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert param in line and allowed in line, line
@@ -327,7 +352,7 @@ def test_a_file_value_of_the_wrong_toml_type_is_refused(tmp_path, key, literal):
     """workers = "10" in a workload file is a typo TOML can see: refused, naming the key and the type."""
     path = tmp_path / "loose.toml"
     path.write_text(f"{key} = {literal}\n")
-    proc = qbench("run", "--workload", str(path), "--results", str(tmp_path / "results"), timeout=60)
+    proc = qbench_in_process("run", "--workload", str(path), "--results", str(tmp_path / "results"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
     assert key.upper() in line and "TOML" in line and "allowed" in line, line
@@ -336,14 +361,14 @@ def test_a_file_value_of_the_wrong_toml_type_is_refused(tmp_path, key, literal):
 def test_a_workload_file_that_is_not_utf8_is_refused_with_one_line(tmp_path):
     path = tmp_path / "latin1.toml"
     path.write_bytes(b"policy = \"w\xffit\"\n")
-    proc = qbench("run", "--workload", str(path), "--results", str(tmp_path / "r"), timeout=60)
+    proc = qbench_in_process("run", "--workload", str(path), "--results", str(tmp_path / "r"))
     assert proc.returncode == 2 and "WORKLOAD" in _one_line(proc.stderr), proc.stderr
 
 
 def test_a_bad_file_value_is_refused_even_when_an_option_overrides_it(tmp_path):
     path = tmp_path / "w.toml"
     path.write_text('duration = "ten"\n')
-    proc = qbench("run", "--workload", str(path), "--duration", "1s", "--results", str(tmp_path / "r"), timeout=60)
+    proc = qbench_in_process("run", "--workload", str(path), "--duration", "1s", "--results", str(tmp_path / "r"))
     assert proc.returncode == 2 and "DURATION" in _one_line(proc.stderr), proc.stderr
     assert not (tmp_path / "r").exists()
 

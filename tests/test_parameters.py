@@ -49,14 +49,22 @@ def test_sweep_axes_are_the_tables_sweepable_parameters():
 
 
 def test_make_passes_every_parameter_to_qbench():
-    """``make -n bench NAME=value`` for every parameter: each appears as ``--option='value'``."""
-    values = {p.name: f"v{i}" for i, p in enumerate(PARAMETERS)}
+    """``make -n bench NAME=value`` for every parameter: each appears as ``--option='value'``; a
+    yes/no given as 0 as ``--no-option`` (and as 1 as ``--option``, below)."""
+    values = {p.name: "0" if p.kind == "flag" else f"v{i}" for i, p in enumerate(PARAMETERS)}
     proc = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench", *(f"{k}={v}" for k, v in values.items())],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     command = [line for line in proc.stdout.splitlines() if "qbench run" in line][-1]
+    flags = [p for p in PARAMETERS if p.kind == "flag"]
+    assert flags
     for p in PARAMETERS:
-        assert f"{p.option}='{values[p.name]}'" in command, (p.name, command)
+        want = f"--no-{p.option[2:]}" if p.kind == "flag" else f"{p.option}='{values[p.name]}'"
+        assert f" {want}" in command, (p.name, command)
+    on = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench", *(f"{p.name}=1" for p in flags)],
+                        cwd=REPO, capture_output=True, text=True, timeout=60)
+    command = [line for line in on.stdout.splitlines() if "qbench run" in line][-1]
+    assert all(f" {p.option}" in command.split("--no-")[0] and "--no-" not in command for p in flags), command
     unset = subprocess.run(["make", "-n", "bench"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert not any(f"{p.option}=" in unset.stdout for p in PARAMETERS), unset.stdout
 

@@ -26,7 +26,7 @@ from conftest import qbench, run_and_load
 #: first second (the burst at rate 0): the workers start on a quiet queue, as in FR-09,
 #: and each session's sixth execution, where ``auto`` may switch plans, sees the empty table.
 EMPTY_TABLE_LOAD = ("--workers", "4", "--work-ms", "0", "--rate", "600", "--arrival", "constant",
-                    "--bursts", "0-1@0", "--duration", "40s", "--warmup", "0s", "--autovacuum", "off")
+                    "--bursts", "0-1@0", "--duration", "40s", "--warmup", "0s", "--no-autovacuum")
 
 
 def test_empty_table_auto_runs_generic_seq_scan_and_falls_behind_where_custom_keeps_up(dsn, tmp_path):
@@ -72,7 +72,7 @@ def test_force_generic_counts_every_execution_and_unprepared_reads_no_counts(dsn
     # Every claim the recorder saw in the measured window was one execution of the prepared claim.
     assert g["generic_executions"] >= generic["claims_per_s"] * generic["measured_s"] * 0.99
 
-    run_dir, unprepared, _ = run_and_load(dsn, tmp_path / "u", *base, "--prepared", "0")
+    run_dir, unprepared, _ = run_and_load(dsn, tmp_path / "u", *base, "--no-prepared")
     u = unprepared["plans"]["workers"]
     assert u["plan"] == "unprepared" and u["generic_executions"] is None and u["plan_cache"] is None
     assert "Index Scan" in u["scan"], u
@@ -82,7 +82,7 @@ def test_force_generic_counts_every_execution_and_unprepared_reads_no_counts(dsn
 
 def test_plan_parameters_are_refused_with_one_line(tmp_path):
     for args, param in ((("--plan-cache", "sometimes"), "PLAN_CACHE"), (("--prepared", "maybe"), "PREPARED"),
-                        (("--prepared", "0", "--plan-cache", "force_custom_plan"), "PLAN_CACHE"),
+                        (("--no-prepared", "--plan-cache", "force_custom_plan"), "PLAN_CACHE"),
                         (("--autovacuum", "later"), "AUTOVACUUM")):
         proc = qbench("run", "--results", str(tmp_path / "r"), *args)
         assert proc.returncode == 2, proc.stderr

@@ -63,7 +63,7 @@ def test_ten_named_queues_on_postgres_run_clean_and_each_queue_completes(dsn, tm
 
 def test_named_queues_with_producers_and_an_unprepared_claim(dsn, tmp_path):
     _, summary, _ = run_and_load(dsn, tmp_path, "--named-queues", "5", "--duration", "2s", "--warmup", "0s",
-                                 "--workers", "3", "--rate", "400", "--prepared", "0", "--schema", "qbench_nqp")
+                                 "--workers", "3", "--rate", "400", "--no-prepared", "--schema", "qbench_nqp")
     _check_run(summary, queue_names(5))
     with psycopg.connect(dsn) as conn:
         produced = dict(conn.execute("SELECT queue, count(*) FROM qbench_nqp.jobs GROUP BY queue").fetchall())

@@ -81,7 +81,7 @@ def test_periodic_vacuum_passes_are_timed_marked_and_keep_dead_tuples_down(dsn, 
     """VACUUM_EVERY_S=1 over a 5 s window: at least 3 passes with durations, each marked in
     intervals.csv; with autovacuum off on the table, the last second's dead tuples are under half of
     the same run's without the passes."""
-    common = ("--workers", "4", "--backlog", "20000", "--duration", "5s", "--warmup", "1s", "--autovacuum", "off")
+    common = ("--workers", "4", "--backlog", "20000", "--duration", "5s", "--warmup", "1s", "--no-autovacuum")
     vac_dir, vac, _ = run_and_load(dsn, tmp_path / "with", *common, "--vacuum-every-s", "1")
     plain_dir, plain, _ = run_and_load(dsn, tmp_path / "without", *common)
 
@@ -113,11 +113,11 @@ def test_an_unknown_setting_names_the_parameter_and_lists_every_allowed_name(tmp
 
 
 def test_settings_with_autovacuum_off_are_refused_in_one_line(tmp_path):
-    proc = qbench("run", "--autovacuum", "off", "--autovacuum-settings", "vacuum_threshold=100",
+    proc = qbench("run", "--no-autovacuum", "--autovacuum-settings", "vacuum_threshold=100",
                   "--results", str(tmp_path / "r"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("qbench: AUTOVACUUM_SETTINGS: has no effect with AUTOVACUUM=off") and "allowed:" in line
+    assert line.startswith("qbench: AUTOVACUUM_SETTINGS: has no effect with AUTOVACUUM=0 (--no-autovacuum)") and "allowed:" in line
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 

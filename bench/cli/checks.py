@@ -4,11 +4,19 @@ can results be written. Each raises :class:`bench.errors.ConfigError` (one line,
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 from bench.config.run_config import engine_of_dsn
-from bench.errors import ConfigError
+from bench.errors import EXIT_BAD_INPUT, ConfigError
+
+
+def bad_input(message: str) -> int:
+    """Print ``qbench: message`` (one line naming the parameter and what is allowed) on stderr;
+    returns the bad-input exit status, 2."""
+    sys.stderr.write(f"qbench: {message}\n")
+    return EXIT_BAD_INPUT
 
 
 def non_loopback_host(dsn: str) -> str | None:

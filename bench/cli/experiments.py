@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from bench.cli.checks import check_results_dir, chosen_dsn
+from bench.cli.run_options import DSN_SCHEMES, add_database_options
 from bench.config.run_config import build_config
 
 
@@ -25,14 +26,15 @@ def add_parser(sub) -> None:
                     "selection again resumes an interrupted catalogue.")
     exp.add_argument("names", nargs="*", metavar="NAME",
                      help="an experiment by file name (convoy) or number (1), or a path to an experiment file of "
-                          "your own; default: the whole catalogue")
+                          "your own (default: the whole catalogue)")
     exp.add_argument("--full", action="store_true",
                      help="run each experiment's long version (its [full] table: soaks, big histories, wider "
-                          "matrices) instead of the quick one")
-    exp.add_argument("--fresh", action="store_true", help="start a new catalogue run instead of resuming")
-    exp.add_argument("--results", default="results", help="experiments/<tier>-<stamp>/ is written here, default results")
-    exp.add_argument("--dsn", help="PostgreSQL or MariaDB DSN; default $DATABASE_URL, else an embedded throwaway server")
-    exp.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+                          "matrices) instead of the quick one (default: no)")
+    exp.add_argument("--fresh", action="store_true", help="start a new catalogue run instead of resuming "
+                                                          "(default: no)")
+    exp.add_argument("--results", default="results", help="experiments/<tier>-<stamp>/ is written here "
+                                                          "(default: results)")
+    add_database_options(exp, f"{DSN_SCHEMES} (default: $DATABASE_URL, else an embedded throwaway PostgreSQL)")
     exp.set_defaults(func=experiments_command)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import signal
 import sys
 from pathlib import Path
@@ -20,16 +19,14 @@ from bench import __version__
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, outcomes, read_result
-from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_SLO, ConfigError, QBenchError,
+from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
                           exit_status, first_status)
-from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
+from bench.cli.checks import bad_input as _bad, check_loopback, check_results_dir, chosen_dsn
+from bench.cli.compare import add_parser as _add_compare
+from bench.cli.run_options import ALLOW_REMOTE_HELP, add_database_options, add_run_options, switch_message
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
 from bench.cli.distributed import master_command, worker_command
 from bench.cli import experiments as experiments_cli
-
-#: ``qbench run`` options: (option, config key, help), one per row of the parameter table
-#: (:data:`bench.config.parameters.PARAMETERS`). Each is also a Make variable (the key in upper case).
-RUN_OPTIONS = tuple((p.option, p.key, p.help) for p in PARAMETERS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,16 +37,19 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - extras refused in error()'s one line
+        argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(argv, namespace)
+        if extras:
+            self.error(switch_message(f"unrecognized arguments: {' '.join(extras)}", argv, extras))
+        return parsed
+
     def error(self, message: str) -> None:  # noqa: D102
+        message = switch_message(message, [], [])
         if "expected one argument" in message:
             message += " (a value starting with '-' must be written as --option=VALUE)"
         sys.stderr.write(f"{self.prog}: {message}\n")
         raise SystemExit(EXIT_BAD_INPUT)
-
-
-def _bad(message: str) -> int:
-    sys.stderr.write(f"qbench: {message}\n")
-    return EXIT_BAD_INPUT
 
 
 def _workload(args: argparse.Namespace) -> str:
@@ -127,37 +127,6 @@ def _calibrate(args: argparse.Namespace) -> int:
                      dsn=dsn, schema=args.schema, results=args.results, batch=args.batch, processes=args.processes)
 
 
-def _compare(args: argparse.Namespace) -> int:
-    """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
-    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression."""
-    from bench.analysis.regression import limit_text, parse_limit, parse_metrics
-    from bench.report.compare_page import CompareError, compare, gate
-
-    for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
-        if not value.strip():
-            return _bad(f"{name}: empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
-                        "(Make: A=... B=...)")
-    limit = None if args.max_regression is None else parse_limit(args.max_regression)
-    metrics = parse_metrics(args.gate_metrics)
-    if args.gate_metrics is not None and limit is None:
-        raise ConfigError("GATE_METRICS", "names what --max-regression gates on; allowed: with --max-regression")
-    try:
-        text, page = compare(args.a, args.b, args.out)
-        found, untested = gate(args.a, args.b, limit, metrics) if limit is not None else ([], [])
-    except CompareError as err:
-        return _bad(str(err))
-    print(text)
-    if limit is not None:
-        for line in untested:
-            print(f"gate: cannot judge {line}")
-        for line in found:
-            print(f"gate: REGRESSION {line}")
-        if not found:
-            print(f"gate: no regression beyond {limit_text(limit)} on {', '.join(metrics)}")
-    print(f"report: {page.resolve()}")
-    return EXIT_SLO if found else 0
-
-
 def _sweep_report(args: argparse.Namespace) -> int:
     """``qbench sweep-report SWEEP_DIR``: re-render compare.html from the sweep's files."""
     from bench.report.sweep_page import render_sweep_report
@@ -170,7 +139,7 @@ def _sweep_report(args: argparse.Namespace) -> int:
 def _overrides(args: argparse.Namespace) -> dict:
     """The run parameters given as options; an option given with an empty value (``--workers ''``)
     is refused (ConfigError naming the parameter) instead of silently meaning its default."""
-    given = {key: getattr(args, key, None) for _, key, _ in RUN_OPTIONS}
+    given = {p.key: getattr(args, p.key, None) for p in PARAMETERS}
     for p in PARAMETERS:
         value = given.get(p.key)
         if value is not None and not str(value).strip():
@@ -280,26 +249,80 @@ def _capacity(args: argparse.Namespace) -> int:
     return capacity_command(args, cfg, _database)
 
 
-WORKLOAD_HELP = "a workload name in workloads/ or a path to a .toml file (default: default)"
-
-
 def _plan(args: argparse.Namespace) -> int:
     from bench.cli.plan import plan_command
 
     return plan_command(args, _overrides(args), _workload(args), chosen_dsn(args.dsn), _database, check_results_dir)
 
 
-def _add_compare(sub) -> None:
-    """The ``compare`` subcommand, with the regression gate's options."""
-    cmp_ = sub.add_parser("compare", help="compare two runs or two sweeps (relative differences, Welch's t-test)")
-    cmp_.add_argument("a", metavar="RUN_OR_SWEEP_A")
-    cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
-    cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
-    cmp_.add_argument("--max-regression", help="the regression gate: exit 4 when B is worse than A by more than this "
-                                               "(e.g. 10%%) and significantly (p < 0.05) on a gated metric")
-    cmp_.add_argument("--gate-metrics", help="what the gate checks, a comma list of throughput, claim_p50, claim_p95, "
-                                             "claim_p99, age_max; default throughput,claim_p99")
-    cmp_.set_defaults(func=_compare)
+def _add_run_commands(sub) -> None:
+    """``run``, ``sweep``, ``capacity``, ``master`` and ``plan``: the run parameters in their groups, and
+    each command's own options (in the group they belong to, else the command's own options)."""
+    run = sub.add_parser("run", help="run one benchmark and render its report")
+    groups = add_run_options(run)
+    groups["output"].add_argument("--strict", action="store_true", help="exit 5 when the run is suspect (its figures "
+                                                                        "cannot be trusted), as a CI script wants "
+                                                                        "(default: no)")
+    add_web_ui_options(run)
+    run.set_defaults(func=_run)
+
+    swp = sub.add_parser("sweep", help="run (or resume) a sweep: a matrix of runs with repetitions")
+    swp.add_argument("sweep", metavar="SWEEP", help="a name in workloads/sweeps/ or a path to a .toml file")
+    swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
+    swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming "
+                                                          "(default: no, resume the newest unfinished one)")
+    add_run_options(swp, workload=False)  # a sweep file names its workload
+    swp.set_defaults(func=_sweep)
+
+    mst = sub.add_parser("master", help="run one benchmark whose load comes from qbench worker processes "
+                                        "started elsewhere (Locust's distributed mode)")
+    mst.add_argument("--expect-workers", required=True, help="how many qbench worker processes to wait for, 1-64 "
+                                                             "(default: none, required)")
+    mst.add_argument("--master-bind-host", default="0.0.0.0", help="interface to listen on (default: all, 0.0.0.0)")
+    mst.add_argument("--master-port", default="5557", help="port to listen on (default: 5557, Locust's)")
+    mst.add_argument("--worker-wait-s", default="300", help="how long to wait for the workers before giving up "
+                                                            "(exit 1, no load) (default: 300)")
+    add_run_options(mst)
+    add_web_ui_options(mst)
+    mst.set_defaults(func=lambda a: master_command(a, _run))
+
+    wrk = sub.add_parser("worker", help="one load generator process for a qbench master on another host")
+    wrk.add_argument("--master-host", required=True, help="the host qbench master runs on (default: none, required)")
+    wrk.add_argument("--master-port", default="5557", help="its port (default: 5557)")
+    wrk.add_argument("--dsn", help="the database as this host reaches it, postgresql://… or mysql://… "
+                                   "(default: $DATABASE_URL; one is required)")
+    wrk.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
+    wrk.set_defaults(func=worker_command)
+
+    cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
+    groups = add_run_options(cap)
+    groups["load"].add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s, doubled per "
+                                                                    "step (default: 100)")
+    cap.set_defaults(func=_capacity)
+    from bench.cli.plan import add_parser as add_plan_parser
+
+    add_plan_parser(sub).set_defaults(func=_plan)
+
+
+def _add_calibrate(sub) -> None:
+    """The ``calibrate`` subcommand: pgbench (mariadb-slap) against the swarm on the same SQL."""
+    cal = sub.add_parser("calibrate", help="pgbench (or mariadb-slap) vs queue-bench on the same claim SQL")
+    cal.add_argument("--engine", help="postgres (pgbench) or mariadb (mariadb-slap) (default: the DSN's, else "
+                                      "postgres)")
+    cal.add_argument("--workers", default="50", help="pgbench / mariadb-slap clients = queue-bench workers; a comma "
+                                                      "list (50,200): each, against pgbench (default: 50)")
+    cal.add_argument("--batch", default="1", help="jobs per claim (and per pgbench transaction); a comma list "
+                                                  "(default: 1)")
+    cal.add_argument("--processes", help="load generator process counts to compare with pgbench, e.g. 1,2,4 "
+                                         "(each round: pgbench, then queue-bench with each) (default: 1)")
+    cal.add_argument("--duration", default="20s", help="measured window of each side (default: 20s)")
+    cal.add_argument("--warmup", default="5s", help="warm-up dropped from each side (default: 5s)")
+    cal.add_argument("--pairs", default="3", help="pgbench (mariadb-slap) / queue-bench pairs, A B A B ... "
+                                                  "(default: 3)")
+    cal.add_argument("--results", default="results", help="calibration-<stamp>/ is written here (default: results)")
+    cal.add_argument("--schema", default="qbench", help="the tool's own schema (default: qbench)")
+    add_database_options(cal)
+    cal.set_defaults(func=_calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,76 +330,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="qbench", description="Benchmark a database-table job queue.")
     parser.add_argument("--version", action="version", version=f"qbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = sub.add_parser("run", help="run one benchmark and render its report")
-    run.add_argument("--workload", help=WORKLOAD_HELP)
-    run.add_argument("--strict", action="store_true", help="exit 5 when the run is suspect (its figures cannot be "
-                                                           "trusted), as a CI script wants")
+    _add_run_commands(sub)
 
     rep = sub.add_parser("report", help="re-render report.html from a run directory's files")
     rep.add_argument("run_dir", metavar="RUN_DIR")
     rep.set_defaults(func=_report)
-
     _add_compare(sub)
-
     swr = sub.add_parser("sweep-report", help="re-render compare.html from a sweep directory's files")
     swr.add_argument("sweep_dir", metavar="SWEEP_DIR")
     swr.set_defaults(func=_sweep_report)
 
-    swp = sub.add_parser("sweep", help="run (or resume) a sweep: a matrix of runs with repetitions")
-    swp.add_argument("sweep", metavar="SWEEP", help="a name in workloads/sweeps/ or a path to a .toml file")
-    swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
-    swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming")
-    mst = sub.add_parser("master", help="run one benchmark whose load comes from qbench worker processes "
-                                        "started elsewhere (Locust's distributed mode)")
-    mst.add_argument("--workload", help=WORKLOAD_HELP)
-    mst.add_argument("--expect-workers", required=True, help="how many qbench worker processes to wait for (1-64)")
-    mst.add_argument("--master-bind-host", default="0.0.0.0", help="interface to listen on, default all (0.0.0.0)")
-    mst.add_argument("--master-port", default="5557", help="port to listen on, default 5557 (Locust's)")
-    mst.add_argument("--worker-wait-s", default="300", help="how long to wait for the workers before giving up "
-                                                            "(exit 1, no load), default 300")
-    wrk = sub.add_parser("worker", help="one load generator process for a qbench master on another host")
-    wrk.add_argument("--master-host", required=True, help="the host qbench master runs on")
-    wrk.add_argument("--master-port", default="5557", help="its port, default 5557")
-    wrk.add_argument("--dsn", help="the database as this host reaches it; default $DATABASE_URL (required)")
-    wrk.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
-    wrk.set_defaults(func=worker_command)
-    cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
-    cap.add_argument("--workload", help=WORKLOAD_HELP)
-    cap.add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s (doubles per step)")
-    from bench.cli.plan import add_parser as add_plan_parser
-
-    add_plan_parser(sub, RUN_OPTIONS, WORKLOAD_HELP).set_defaults(func=_plan)
-    for parser_ in (run, mst):
-        add_web_ui_options(parser_)
-    for parser_, func in ((run, _run), (swp, _sweep), (cap, _capacity), (mst, lambda a: master_command(a, _run))):  # take run parameters
-        for option, key, text in RUN_OPTIONS:
-            parser_.add_argument(option, dest=key, help=text)
-        parser_.add_argument("--dsn", help="PostgreSQL DSN; default $DATABASE_URL, else an embedded throwaway server")
-        parser_.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
-        parser_.set_defaults(func=func)
-
     cln = sub.add_parser("clean", help="drop the schemas queue-bench created in a database (and only those)")
-    cln.add_argument("--dsn", help="PostgreSQL or MariaDB (mysql://) DSN; default $DATABASE_URL "
-                                    "(required: the embedded server keeps nothing)")
-    cln.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
-    cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing")
+    cln.add_argument("--dsn", help="the database: postgresql://… or mysql://… / mariadb://… (default: $DATABASE_URL; "
+                                   "one is required, the embedded server keeps nothing)")
+    cln.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
+    cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing (default: no)")
     cln.set_defaults(func=_clean_command)
-
-    cal = sub.add_parser("calibrate", help="pgbench (or mariadb-slap) vs queue-bench on the same claim SQL")
-    cal.add_argument("--engine", help="postgres (pgbench) or mariadb (mariadb-slap); default: the DSN's, else postgres")
-    cal.add_argument("--workers", default="50", help="pgbench / mariadb-slap clients = queue-bench workers, default 50; "
-                                                      "a comma list (50,200): each, against pgbench")
-    cal.add_argument("--batch", default="1", help="jobs per claim (and per pgbench transaction), default 1; a comma list")
-    cal.add_argument("--processes", help="load generator process counts to compare with pgbench, e.g. 1,2,4 "
-                                         "(each round: pgbench, then queue-bench with each)")
-    cal.add_argument("--duration", default="20s", help="measured window of each side, default 20s")
-    cal.add_argument("--warmup", default="5s", help="warm-up dropped from each side, default 5s")
-    cal.add_argument("--pairs", default="3", help="pgbench (mariadb-slap) / queue-bench pairs (A B A B ...), default 3")
-    cal.add_argument("--results", default="results", help="calibration-<stamp>/ is written here, default results")
-    cal.add_argument("--schema", default="qbench")
-    cal.add_argument("--dsn")
-    cal.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
-    cal.set_defaults(func=_calibrate)
+    _add_calibrate(sub)
     experiments_cli.add_parser(sub)
     return parser
 

@@ -12,29 +12,30 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from bench.cli.run_options import add_run_options
 from bench.config.choices import MAX_WORKERS
 from bench.config.run_config import RunConfig, build_config, mask_dsn
 from bench.plan.steps import design_id
 from bench.errors import ConfigError, exit_status
-from bench.plan.options import (EMBEDDED_MAX_WORKERS, PLAN_OPTIONS, STEP_DURATION, STEP_WARMUP, candidates,
-                                plan_options, varied)
+from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, SET_BY_PLAN, STEP_DURATION, STEP_WARMUP,
+                                candidates, plan_options, varied)
 from bench.results.model import read_result
 from bench.sweep.capacity_search import SearchStopped
 
 
-def add_parser(sub, run_options, workload_help: str) -> argparse.ArgumentParser:
-    """The ``plan`` subcommand: every run parameter (lists allowed for candidates) and the plan's own options."""
+def add_parser(sub) -> argparse.ArgumentParser:
+    """The ``plan`` subcommand: the plan's own options, then every run parameter in its group (a comma
+    list of candidates where :data:`LISTABLE` allows)."""
     plan = sub.add_parser("plan", help="the capacity plan: the fewest workers that meet an SLO at a target RATE, "
-                                       "the headroom above it, across candidate designs")
-    plan.add_argument("--workload", help=workload_help)
+                                       "the headroom above it, across candidate designs",
+                          description="A comma list of " + ", ".join(k.upper() for k in LISTABLE) + " (e.g. --policy "
+                                      "skip_locked,nowait) gives candidate designs, each planned; the plan sets "
+                                      + ", ".join(k.upper() for k in SET_BY_PLAN) + " itself.")
     for p in PLAN_OPTIONS:
-        plan.add_argument(p.option, dest=p.key, help=p.help)
-    plan.add_argument("--fresh", action="store_true", help="start a new plan instead of resuming an unfinished one")
-    for option, key, text in run_options:
-        plan.add_argument(option, dest=key, help=text)
-    plan.add_argument("--dsn", help="PostgreSQL or MariaDB (mysql://) DSN; default $DATABASE_URL, else an "
-                                    "embedded throwaway server")
-    plan.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback")
+        plan.add_argument(p.option, dest=p.key, metavar=p.name, help=p.help_text())
+    plan.add_argument("--fresh", action="store_true", help="start a new plan instead of resuming an unfinished one "
+                                                           "(default: no, resume one with the same inputs)")
+    add_run_options(plan)
     return plan
 
 

@@ -13,12 +13,13 @@ __all__ = ["add_web_ui_options", "web_ui_options"]
 
 def add_web_ui_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--ui``, ``--web-host``, ``--web-port`` and ``--max-workers`` to ``parser``."""
-    parser.add_argument("--ui", action="store_true", help="Locust's web UI over the run: change the workers "
-                                                          "while it goes on; Stop ends it (make bench-ui)")
-    parser.add_argument("--web-host", help="the web UI's interface, default 127.0.0.1")
-    parser.add_argument("--web-port", help="the web UI's port, default 8089 (Locust's)")
-    parser.add_argument("--max-workers", help="the most workers the web UI may set, default 4 x WORKERS "
-                                              "(at least WORKERS + 10, at most 1000)")
+    group = parser.add_argument_group("web UI: Locust's web UI over the run (make bench-ui)")
+    group.add_argument("--ui", action="store_true", help="Locust's web UI over the run: change the workers "
+                                                         "while it goes on; Stop ends it (default: no)")
+    group.add_argument("--web-host", help="the web UI's interface (default: 127.0.0.1)")
+    group.add_argument("--web-port", help="the web UI's port (default: 8089, Locust's)")
+    group.add_argument("--max-workers", help="the most workers the web UI may set (default: 4 x WORKERS, at least "
+                                             "WORKERS + 10, at most 1000)")
 
 
 def web_ui_options(args: argparse.Namespace, cfg) -> tuple[str, int, int] | None:

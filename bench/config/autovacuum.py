@@ -99,7 +99,7 @@ def parse_autovacuum_settings(value: Any) -> tuple[tuple[str, int | float], ...]
         given = str(name).strip().lower()
         full = given if given.startswith(PREFIX) else PREFIX + given
         if full == "autovacuum_enabled":
-            raise ConfigError(PARAM, f"{given!r} is set by AUTOVACUUM=on|off; allowed: {_allowed()}")
+            raise ConfigError(PARAM, f"{given!r} is set by AUTOVACUUM (--autovacuum, --no-autovacuum); allowed: {_allowed()}")
         if full not in SETTINGS:
             raise ConfigError(PARAM, f"unknown setting {given!r}; allowed: {_allowed()}")
         if full in out:

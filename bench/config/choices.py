@@ -18,7 +18,6 @@ LAYOUTS = ("same", "archive", "partitioned")
 #: sessions (https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-PLAN-CACHE-MODE).
 PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 #: Autovacuum on the tool's queue table (a storage parameter of that table only).
-AUTOVACUUM_MODES = ("on", "off")
 #: How an idle worker waits for work after an empty claim: sleep ``POLL_MS`` and claim again, or wait
 #: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
 #: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).

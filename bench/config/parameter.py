@@ -14,6 +14,16 @@ from bench.errors import ConfigError
 #: What the value of a parameter with no meaning on an engine is recorded as (run.json, summaries).
 NOT_APPLICABLE = "n/a"
 
+#: The groups of ``qbench run --help`` (argparse option groups), in the order shown: what each
+#: parameter's ``group`` may be, with the group's title.
+GROUPS: dict[str, str] = {
+    "design": "design: the queue, its claim, indexes and table layout",
+    "load": "load: workers, jobs, arrivals, seeded rows and the measured window",
+    "faults": "faults: failing jobs and fault windows",
+    "database": "database: the engine, the connection and its server-side settings",
+    "output": "output: where results go and what the run must show",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
@@ -21,8 +31,10 @@ class Parameter:
 
     ``key`` is its name in workload and sweep files (lower case); :attr:`name` the Make variable and
     the name errors use (upper case); :attr:`option` the command-line option. ``kind`` is one of
-    ``int``, ``number``, ``share`` (0..1), ``choice``, ``duration`` (whole seconds), ``flag`` (1/0),
-    ``text``, ``table`` or ``list`` (structured values with a ``parse`` of their own). ``field`` is the
+    ``int``, ``number``, ``share`` (0..1), ``choice``, ``duration`` (whole seconds), ``flag`` (yes/no:
+    ``--name``/``--no-name`` on the command line, ``1``/``0`` in Make, ``true``/``false`` in files),
+    ``text``, ``table`` or ``list`` (structured values with a ``parse`` of their own). ``group`` is
+    its option group in ``--help`` (a key of :data:`GROUPS`). ``field`` is the
     :class:`bench.config.run_config.RunConfig` attribute it sets (``key`` unless given). ``allowed``
     and ``default_text`` override the README's generated columns; ``meaning`` is the README's long
     text (``help`` when empty); ``bad`` holds values the parameter must refuse (tests read them).
@@ -32,6 +44,7 @@ class Parameter:
     kind: str
     default: Any
     help: str
+    group: str = ""
     unit: str = ""
     choices: tuple = ()
     minimum: float | None = None
@@ -47,6 +60,10 @@ class Parameter:
     engine_defaults: Any = dataclasses.field(default_factory=dict)
     engine_values: Any = dataclasses.field(default_factory=dict)
     engine_reasons: Any = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.group and self.group not in GROUPS:  # "": a command's own option, outside the table
+            raise AssertionError(f"{self.key}: group {self.group!r} is not one of {', '.join(GROUPS)}")
 
     def default_on(self, engine: str) -> Any:
         """The default on ``engine``: its own (:attr:`engine_defaults`), :data:`NOT_APPLICABLE` when
@@ -124,7 +141,7 @@ class Parameter:
         if self.kind == "choice":
             return ", ".join(f"`{c}`" for c in self.choices)
         if self.kind == "flag":
-            return "`1`, `0`"
+            return f"`{self.option}`, `--no-{self.option[2:]}`; Make `1`, `0`; files `true`, `false`"
         if self.kind == "share":
             return "0–1"
         if self.kind in ("int", "number"):
@@ -138,6 +155,13 @@ class Parameter:
         """The default, for the README (Markdown)."""
         if self.default_text:
             return self.default_text
-        if self.kind in ("choice", "duration", "flag"):
+        if self.kind == "flag":
+            return "yes" if self.default else "no"
+        if self.kind in ("choice", "duration"):
             return f"`{self.default}`"
         return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+
+    def help_text(self) -> str:
+        """The ``--help`` line: :attr:`help` and the default, as plain text
+        (``worker connections (Locust users) (default: 10)``)."""
+        return f"{self.help} (default: {self.default_shown().replace('`', '')})".replace("%", "%%")

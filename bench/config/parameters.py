@@ -2,9 +2,11 @@
 
 Everything that lists run parameters is made from :data:`PARAMETERS`:
 
-- the ``qbench run`` / ``sweep`` / ``capacity`` options (:mod:`bench.cli.main`): ``--work-ms`` for ``work_ms``;
+- the ``qbench run`` / ``sweep`` / ``capacity`` / ``plan`` options (:mod:`bench.cli.run_options`): ``--work-ms``
+  for ``work_ms``, ``--prepared`` / ``--no-prepared`` for a yes/no, each in the ``--help`` group its ``group`` names;
 - the Make pass-through (the Makefile asks ``python3 -m bench.config.parameters make-vars``);
-- the keys a workload file may set and the type each must have in TOML (:func:`check_file_value`);
+- the keys a workload file may set and the type each must have in TOML
+  (:func:`bench.config.file_values.check_file_value`);
 - the axes a sweep may vary (:data:`SWEEP_AXES`);
 - the README's parameter table (``python3 -m bench.config.parameters readme``; ``tests/test_parameters.py``
   checks that the README holds exactly that table);
@@ -21,27 +23,20 @@ from typing import Any
 
 from bench.config import parsers
 from bench.config.choices import (  # noqa: F401 - ENGINES, MAX_WORKERS: read from the table's module too
-    ARRIVALS, AUTOVACUUM_MODES, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
+    ARRIVALS, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
     MAX_WORKERS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
 )
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
 from bench.config.faults import parse_faults
 from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
 from bench.config.queue_definition import BUILTIN, parse_queue
-from bench.errors import ConfigError
 from bench.results import slo
 
-#: The TOML types each kind accepts in a workload or sweep file (bool is never a number there).
-_FILE_TYPES = {
-    "int": (int,), "number": (int, float), "share": (int, float), "choice": (str,), "text": (str,),
-    "duration": (str, int, float), "flag": (bool, int), "table": (dict, str), "list": (list, str),
-}
 
 
 _P = Parameter
 PARAMETERS: tuple[Parameter, ...] = (
-    _P("engine", "choice", "postgres", "postgres | mariadb; default: from the DSN's scheme (mysql://, mariadb://), "
-                                       "else postgres", choices=ENGINES, sweep=True, bad=("oracle", "mysql"),
+    _P("engine", "choice", "postgres", "postgres | mariadb (a mysql:// or mariadb:// DSN means mariadb)", group="database", choices=ENGINES, sweep=True, bad=("oracle", "mysql"),
        default_text="from `DSN`, else `postgres`",
        meaning="the database engine: `postgres`, or `mariadb` (10.6+; MySQL 8 is untested). Inferred from the DSN's "
                "scheme (`postgresql://`, `mysql://`, `mariadb://`) when not given; with no DSN the engine's embedded "
@@ -49,7 +44,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "value set that an engine cannot honour is refused, and `run.json` records `n/a` for parameters "
                "with no meaning on the engine"),
     _P("queue", "text", BUILTIN, "builtin | a queue definition's name (queues/<name>/) or path to its queue.toml",
-       parse_value=parse_queue, allowed="`builtin`, a name under `queues/`, or a path to a `queue.toml`", sweep=True,
+       group="design", parse_value=parse_queue, allowed="`builtin`, a name under `queues/`, or a path to a `queue.toml`", sweep=True,
        bad=("no_such_queue", "../etc", "bad name!"),
        meaning="the queue under test: `builtin` is the tool's own reference table and claim, every part of it a "
                "parameter; any other value is a queue definition (`queues/<name>/queue.toml`: your table's DDL, "
@@ -57,20 +52,20 @@ PARAMETERS: tuple[Parameter, ...] = (
                "monitor and the audit read; see docs/queues.md). A parameter that does not apply to a definition "
                "is refused when set, and `n/a` otherwise; the definition's `[defaults]` replace the table's"),
     _P("library_mode", "choice", "worker", "worker | sql: a library's own worker, or its SQL sent by the tool's workers",
-       choices=("worker", "sql"), sweep=True, bad=("client",), default_text="`worker` for a queue library, else n/a",
+       group="design", choices=("worker", "sql"), sweep=True, bad=("client",), default_text="`worker` for a queue library, else n/a",
        meaning="for a queue library (`QUEUE=procrastinate`, `QUEUE=pgqueuer`): `worker` runs the library's own worker "
                "as its docs tell users to, in `PROCESSES` processes of its own, measured at its public seams; `sql` sends "
                "its statements from the tool's workers: what they cost the database, not the library. n/a for other "
                "queues; docs/queues.md maps the other parameters"),
     _P("isolation", "choice", "read_committed", "read_committed | repeatable_read | serializable: the workers' "
-                                                "transaction isolation; default: the engine's own",
-       choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),
+                                                "transaction isolation",
+       group="design", choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),
        engine_defaults={"mariadb": "repeatable_read"},
        default_text="`read_committed` (PostgreSQL), `repeatable_read` (MariaDB)",
        meaning="the isolation level of the workers' transactions, the engine's own default unless set. On "
                "PostgreSQL above `read_committed` a claim that meets a row changed since its snapshot fails with "
                "40001 (counted); on MariaDB `repeatable_read` takes next-key (gap) locks on what a locking read scans"),
-    _P("policy", "choice", "skip_locked", "wait | nowait | skip_locked", choices=POLICIES, sweep=True,
+    _P("policy", "choice", "skip_locked", "wait | nowait | skip_locked", group="design", choices=POLICIES, sweep=True,
        bad=("fastest", 1),
        meaning="the locking read: `FOR UPDATE` (blocks), `FOR UPDATE NOWAIT` (error 55P03, retried after a jittered "
                "exponential back-off of 2–200 ms: at back-off level n the sleep is uniform in [c/2, c] with "
@@ -79,24 +74,24 @@ PARAMETERS: tuple[Parameter, ...] = (
                "reset to the minimum; \"equal jitter\" from Marc Brooker, \"Exponential Backoff And Jitter\", AWS "
                "Architecture Blog, 2015; every sleep taken is recorded in `nowait_backoff_us`), "
                "`FOR UPDATE SKIP LOCKED`"),
-    _P("workers", "int", 10, "worker connections (Locust users), default 10", minimum=1, maximum=MAX_WORKERS,
+    _P("workers", "int", 10, "worker connections (Locust users)", group="load", minimum=1, maximum=MAX_WORKERS,
        sweep=True, bad=(0, -3, "abc", 1001, 2.5),
        meaning="workers; each is one Locust user with its own connection"),
-    _P("processes", "int", 1, "load generator processes (Locust's master and worker runners), default 1",
-       minimum=1, maximum=64, sweep=True, bad=(0, 65, "two"),
+    _P("processes", "int", 1, "load generator processes (Locust's master and worker runners)",
+       group="load", minimum=1, maximum=64, sweep=True, bad=(0, 65, "two"),
        meaning="load generator processes on this machine: 1 runs the swarm in this process; more runs one Locust "
                "master (the monitor, reaper and audit) and that many Locust worker processes, each with its share "
                "of `WORKERS` and its own connections; each second's histograms are merged exactly at the master"),
-    _P("batch", "int", 1, "rows per claim (LIMIT), default 1", unit="rows", minimum=1, maximum=10_000, sweep=True,
+    _P("batch", "int", 1, "rows per claim (LIMIT)", group="design", unit="rows", minimum=1, maximum=10_000, sweep=True,
        bad=(0, 10_001), meaning="rows per claim (the `LIMIT`)"),
     _P("txn", "choice", "short", "short | hold (hold keeps the claim transaction open while the job runs)",
-       choices=TXN_MODES, sweep=True, bad=("long",),
+       group="design", choices=TXN_MODES, sweep=True, bad=("long",),
        meaning="`short`: claim and commit, work, complete in a second transaction; `hold`: the claim transaction "
                "stays open while the job runs (the convoy anti-pattern)"),
-    _P("work_ms", "number", 0.0, "simulated job duration in ms, default 0", unit="ms", minimum=0.0,
+    _P("work_ms", "number", 0.0, "simulated job duration in ms", group="load", unit="ms", minimum=0.0,
        maximum=MAX_JOB_MS, sweep=True, bad=(-5, "nan", "inf", 1e12), meaning="simulated job duration per job"),
     _P("index", "choice", "partial", "none | status | composite | partial | covering (PostgreSQL); none | status | "
-                                     "composite | generated | ready_table (MariaDB)", choices=INDEX_VARIANTS,
+                                     "composite | generated | ready_table (MariaDB)", group="design", choices=INDEX_VARIANTS,
        sweep=True, bad=("btree",), default_text="`partial` (PostgreSQL), `composite` (MariaDB)",
        engine_defaults={"mariadb": "composite"},
        engine_values={"postgres": ("none", "status", "composite", "partial", "covering"),
@@ -109,22 +104,22 @@ PARAMETERS: tuple[Parameter, ...] = (
                "in place of a partial index, `generated` (a stored column that is 1 when pending, else NULL, "
                "leading an index in claim order) and `ready_table` (a table of the pending rows only, kept by "
                "triggers, which the claim locks)"),
-    _P("layout", "choice", "same", "where history lives: same | archive | partitioned", choices=LAYOUTS, sweep=True,
+    _P("layout", "choice", "same", "where history lives: same | archive | partitioned", group="design", choices=LAYOUTS, sweep=True,
        bad=("sharded",), engine_values={"mariadb": ("same",)},
        engine_reasons={"mariadb": "the archive mover and the partitioned layout are built for PostgreSQL only"},
        meaning="where history lives: in the queue table; in `jobs_archive`, fed by a mover on its own connection "
                "that moves `done`/`dead` rows out every second (`bench/engines/postgres/mover.py`); or in partition "
                "`jobs_history` of a table partitioned by status (`jobs_live` holds pending, running, failed)"),
-    _P("history", "int", 0, "finished rows seeded before the run, default 0", unit="rows", minimum=0,
+    _P("history", "int", 0, "finished rows seeded before the run", group="load", unit="rows", minimum=0,
        maximum=MAX_ROWS, sweep=True, bad=(-1, MAX_ROWS + 1), allowed="0–100,000,000",
        meaning="finished (`done`) rows seeded before the run"),
-    _P("backlog", "int", 0, "pending rows seeded; default 0 = computed so the run cannot drain it", unit="rows",
+    _P("backlog", "int", 0, "pending rows seeded; 0 = computed so the run cannot drain it", group="load", unit="rows",
        minimum=0, maximum=MAX_ROWS, sweep=True, bad=(-1, "lots"), allowed="0–100,000,000",
        default_text="0 = computed",
        meaning="pending rows seeded; by default enough that the run cannot drain it (claim-rate ceiling × run "
                "time × 1.25, printed and stored in `run.json`). With `RATE`, `BACKLOG` defaults to 0"),
     _P("named_queues", "int", 1, "distinct queue names the jobs are spread over; the workers claim from all of "
-                                 "them, default 1", minimum=1, maximum=MAX_QUEUES, sweep=True,
+                                 "them", group="design", minimum=1, maximum=MAX_QUEUES, sweep=True,
        bad=(0, -2, MAX_QUEUES + 1, "many", 2.5), allowed=f"1–{MAX_QUEUES:,}",
        meaning="queue names `q0 … q<N-1>` in the table's `queue` column: seeded backlog and history (by a "
                "golden-ratio hash of the id, `bench/workload/queues.py`) and produced jobs (at random) are spread "
@@ -137,7 +132,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "column). `summary.json` gets the jobs completed per queue in the measured window "
                "(`jobs_completed_per_queue`, by `finished_at`, read from the table after the load) and Jain's "
                "fairness index of them (`fairness_jain`). With 1 the claim is unchanged"),
-    _P("tenants", "int", 1, "tenants, one queue name each (q0 is tenant 0, the flooder); default 1", minimum=1,
+    _P("tenants", "int", 1, "tenants, one queue name each (q0 is tenant 0, the flooder)", group="design", minimum=1,
        maximum=MAX_QUEUES, sweep=True, bad=(0, MAX_QUEUES + 1, "all"), allowed=f"1–{MAX_QUEUES:,}",
        engine_values={"mariadb": (1,)},
        engine_reasons={"mariadb": "the fair claim and the per-tenant ages are built for PostgreSQL only"},
@@ -154,13 +149,13 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`summary.json` the jobs completed per tenant, `fairness_jain` and `tenant_oldest_eligible_age_s`. "
                "Not with `NAMED_QUEUES` > 1"),
     _P("tenant_flood", "share", 0.0, "share of jobs (backlog, history, arrivals) that go to tenant 0; 0 = even",
-       sweep=True, bad=(-0.1, 1.5, "most"), engine_values={"mariadb": ()},
+       group="load", sweep=True, bad=(-0.1, 1.5, "most"), engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "TENANTS is built for PostgreSQL only"}, default_text="0 (even)",
        meaning="the share of every job source (seeded backlog and history, produced jobs) that goes to tenant 0, "
                "the flooder; the other tenants split the rest evenly. 0: no flooder, every tenant gets 1/N. "
                "Needs `TENANTS` > 1"),
     _P("tenant_order", "choice", "plain", "plain | round_robin: the claim's order across tenants",
-       choices=TENANT_ORDERS, sweep=True, bad=("fair", "wfq"), engine_values={"mariadb": ()},
+       group="design", choices=TENANT_ORDERS, sweep=True, bad=("fair", "wfq"), engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "TENANTS is built for PostgreSQL only"},
        meaning="`plain`: the usual claim order (priority, run_at, id) over all tenants' eligible rows "
                "(`queue = ANY(…)`), so a tenant is served in proportion to its share of the head. `round_robin`: "
@@ -171,71 +166,71 @@ PARAMETERS: tuple[Parameter, ...] = (
                "claim's `MATERIALIZED` CTE; a row is locked only when the outer limit takes it). Concurrent "
                "claims hold consecutive turns, so tenants are served in rotation whatever their backlog; a tenant "
                "with nothing eligible passes its turn to the next one, which then gets two. Needs `TENANTS` > 1"),
-    _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", unit="s", minimum=1, maximum=7 * 86_400,
+    _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", group="load", unit="s", minimum=1, maximum=7 * 86_400,
        sweep=True, field="duration_s", bad=("soon", "0s", "2500ms", True, "9999999999s"),
        allowed="whole seconds, 1 s – 7 days, e.g. `30s`, `2m`",
        meaning="the measured window (the run measures in one-second intervals: `2500ms` is refused, not rounded)"),
-    _P("warmup", "duration", "5s", "warm-up excluded from figures, e.g. 5s", unit="s", minimum=0, maximum=3600,
+    _P("warmup", "duration", "5s", "warm-up excluded from figures, e.g. 5s", group="load", unit="s", minimum=0, maximum=3600,
        sweep=True, field="warmup_s", bad=("500ms", "-5s", "2h"), allowed="whole seconds up to 1 h, e.g. `0s`, `5s`",
        meaning="run first and excluded from every figure (`500ms` is refused, not rounded to 0)"),
-    _P("lease_s", "number", 300.0, "lease written at claim, seconds", unit="s", minimum=0.0, strict=True,
+    _P("lease_s", "number", 300.0, "lease written at claim, seconds", group="design", unit="s", minimum=0.0, strict=True,
        maximum=7 * 86_400, sweep=True, bad=(0, -1, 1e300),
        meaning="lease written at claim: `lease_expires_at = clock_timestamp() + LEASE_S` (database time, from the "
                "moment the claim takes the row); with a reaper, at least `REAPER_INTERVAL_S`"),
     _P("work_dist", "choice", "fixed", "job durations: fixed | exponential | lognormal | bimodal",
-       choices=WORK_DISTS, sweep=True, bad=("normal",),
+       group="load", choices=WORK_DISTS, sweep=True, bad=("normal",),
        meaning="job durations: `WORK_MS` fixed, exponential with mean `WORK_MS`, lognormal with median `WORK_MS` "
                "and shape `WORK_SIGMA`, or `WORK_MS` / `WORK_SLOW_MS` with probability `SLOW_SHARE`"),
-    _P("work_sigma", "number", 0.5, "lognormal shape (sd of the log), default 0.5", minimum=0.0, maximum=10,
+    _P("work_sigma", "number", 0.5, "lognormal shape (sd of the log)", group="load", minimum=0.0, maximum=10,
        bad=(-0.1, 1e6),
        meaning="lognormal shape: the standard deviation of the log of the job duration"),
-    _P("work_slow_ms", "number", 0.0, "bimodal: the slow jobs' duration in ms", unit="ms", minimum=0.0,
+    _P("work_slow_ms", "number", 0.0, "bimodal: the slow jobs' duration in ms", group="load", unit="ms", minimum=0.0,
        maximum=MAX_JOB_MS, bad=(-1, 1e12), meaning="bimodal: the slow jobs' duration"),
-    _P("slow_share", "share", 0.0, "bimodal: the share of slow jobs, 0..1", bad=(1.5, "half"),
+    _P("slow_share", "share", 0.0, "bimodal: the share of slow jobs, 0..1", group="load", bad=(1.5, "half"),
        meaning="bimodal: the share of slow jobs"),
-    _P("max_attempts", "int", 5, "attempts before a job is dead-lettered, default 5", minimum=1, maximum=1000,
+    _P("max_attempts", "int", 5, "attempts before a job is dead-lettered", group="design", minimum=1, maximum=1000,
        bad=(0, 1001), meaning="attempts (claims) before a job is dead-lettered"),
-    _P("reaper_interval_s", "number", 0.0, "seconds between reaper passes; 0 = no reaper", unit="s", minimum=0.0,
+    _P("reaper_interval_s", "number", 0.0, "seconds between reaper passes; 0 = no reaper", group="design", unit="s", minimum=0.0,
        maximum=3600, bad=(-1, 1e9), default_text="0 (off)",
        meaning="a reaper on its own connection re-queues `running` rows whose lease expired (`SKIP LOCKED`, "
                "re-checking status and lease), or dead-letters them past `MAX_ATTEMPTS`"),
-    _P("fail_prob", "share", 0.0, "probability that an attempt fails, 0..1", sweep=True, bad=(-0.1, 2),
+    _P("fail_prob", "share", 0.0, "probability that an attempt fails, 0..1", group="faults", sweep=True, bad=(-0.1, 2),
        meaning="probability that an attempt fails"),
-    _P("poison_share", "share", 0.0, "share of jobs that always fail, 0..1", bad=(1.01,),
+    _P("poison_share", "share", 0.0, "share of jobs that always fail, 0..1", group="faults", bad=(1.01,),
        meaning="share of jobs (by a hash of the id) that always fail"),
-    _P("retry_base_s", "number", 0.1, "first retry back-off in s (doubles per attempt)", unit="s", minimum=0.0,
+    _P("retry_base_s", "number", 0.1, "first retry back-off in s (doubles per attempt)", group="design", unit="s", minimum=0.0,
        maximum=86_400, bad=(-0.1, 1e300),
        meaning="a failed attempt goes back to `pending` at `clock_timestamp() + back-off`: doubling from this "
                "base, capped at `RETRY_CAP_S`, equal jitter (half fixed, half random)"),
-    _P("retry_cap_s", "number", 5.0, "largest retry back-off in s", unit="s", minimum=0.0, maximum=86_400,
+    _P("retry_cap_s", "number", 5.0, "largest retry back-off in s", group="design", unit="s", minimum=0.0, maximum=86_400,
        bad=(-1, 1e300),
        meaning="the largest retry back-off; at least `RETRY_BASE_S`"),
-    _P("rate", "number", 0.0, "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)", unit="jobs/s",
+    _P("rate", "number", 0.0, "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)", group="load", unit="jobs/s",
        minimum=0.0, maximum=1_000_000, sweep=True, bad=(-1, "fast", 1e12), default_text="0 (none)",
        meaning="open-loop arrivals: producers insert on a fixed schedule whatever the queue does; `run_at` is the "
                "intended enqueue time, so pickup latency counts any stall (coordinated omission); their schedule "
                "lag is recorded"),
-    _P("arrival", "choice", "constant", "constant | poisson", choices=ARRIVALS, sweep=True, bad=("bursty",),
+    _P("arrival", "choice", "constant", "constant | poisson", group="load", choices=ARRIVALS, sweep=True, bad=("bursty",),
        meaning="evenly spaced or exponential gaps"),
-    _P("producers", "int", 1, "producer connections sharing RATE, default 1", minimum=1, maximum=100, sweep=True,
+    _P("producers", "int", 1, "producer connections sharing RATE", group="load", minimum=1, maximum=100, sweep=True,
        bad=(0, 101), meaning="producer connections sharing `RATE`"),
-    _P("priority_mix", "table", "0:1", "priority:weight list, e.g. 0:0.9,1:0.1", parse_value=parsers.parse_priority_mix,
+    _P("priority_mix", "table", "0:1", "priority:weight list, e.g. 0:0.9,1:0.1", group="load", parse_value=parsers.parse_priority_mix,
        allowed="`p:w,…` or a TOML table", default_text="`0:1`", bad=("0:1,0:1", "high", "0:inf", "0:1e308,1:1e308"),
        meaning="priorities of produced jobs and their weights"),
-    _P("future_share", "share", 0.0, "share of produced jobs scheduled in the future, 0..1", bad=(-1,),
+    _P("future_share", "share", 0.0, "share of produced jobs scheduled in the future, 0..1", group="load", bad=(-1,),
        meaning="share of produced jobs scheduled `FUTURE_DELAY_MS` ahead"),
-    _P("future_delay_ms", "number", 0.0, "how far in the future, ms", unit="ms", minimum=0.0, maximum=86_400_000,
+    _P("future_delay_ms", "number", 0.0, "how far in the future, ms", group="load", unit="ms", minimum=0.0, maximum=86_400_000,
        bad=(-1, 1e18),
        meaning="how far ahead the future share is scheduled"),
     _P("bursts", "list", "", "producer bursts: start-end@rate;... (s since measured start, jobs/s)",
-       parse_value=parsers.parse_bursts, allowed="`start-end@rate;…`", default_text="none",
+       group="load", parse_value=parsers.parse_bursts, allowed="`start-end@rate;…`", default_text="none",
        bad=("5-2@100", "1-2@inf"),
        meaning="producer bursts (needs `RATE`): the offered rate inside each window, seconds since the measured "
                "start; a window must start inside the measured window, one that runs past its end is clipped "
                "(noted in `summary.json`)"),
     _P("faults", "list", "", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
                              "(crash_after_claim, late_worker, long_transaction, backend_kill, process_kill)",
-       parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
+       group="faults", parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
        bad=("meltdown@1-2", "long_transaction@5-2"),
        meaning="fault windows, seconds since the measured start, shaded on every plot: `crash_after_claim` (a "
                "`share` of workers drop their connection once right after a claim; the lease and reaper bring "
@@ -252,7 +247,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "end is clipped (noted in `summary.json`). In workload files: "
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
     _P("slo", "text", "", "service-level objectives: key<=value,..., e.g. pickup_p99<=1s,claim_p99<=50ms",
-       parse_value=slo.canonical, allowed="`key<=value,…`: " + ", ".join(f"`{k}`" for k in slo.KEYS)
+       group="output", parse_value=slo.canonical, allowed="`key<=value,…`: " + ", ".join(f"`{k}`" for k in slo.KEYS)
        + "; units `us`, `ms`, `s`, `%`", default_text="none",
        bad=("pickup_p99<1s", "claim_p99<=50", "latency<=1s", "claim_p99<=1s,claim_p99<=2s", "error_rate<=150%"),
        meaning="what the run must show, judged in `summary.json` `slo` (each threshold, the measured value, "
@@ -261,7 +256,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`error_rate` leaves a policy's normal refusals out. Measured in a run that cannot be trusted, "
                "an objective is `inconclusive`, never `pass`"),
     _P("plan_cache", "choice", "auto", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
-                                       "force_generic_plan, default auto", choices=PLAN_CACHE_MODES, sweep=True,
+                                       "force_generic_plan", group="design", choices=PLAN_CACHE_MODES, sweep=True,
        bad=("always",), engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "MariaDB has no plan cache: a statement sent as text is planned on every "
                                   "execution"},
@@ -269,24 +264,25 @@ PARAMETERS: tuple[Parameter, ...] = (
                "is what drivers get: each session's first five executions of the prepared claim are planned with "
                "their values (custom plans), then PostgreSQL may switch to one generic plan for the session, kept "
                "until the table is analyzed again (FR-09)"),
-    _P("prepared", "flag", "1", "1 = the claim is a server-side prepared statement (default); 0 = sent unprepared "
-                                "with its values inlined, planned on every execution", sweep=True, bad=("yes", 2),
+    _P("prepared", "flag", True, "the claim is a server-side prepared statement; --no-prepared: sent unprepared "
+                                 "with its values inlined, planned on every execution", group="design", sweep=True,
+       bad=("yes", 2),
        engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "PyMySQL sends every statement as text with its values inlined; there is no "
                                   "server-side prepared claim"},
-       meaning="`1`: the claim is a server-side prepared statement (`PQprepare` once per connection, as asyncpg, "
-               "pgx, JDBC past its threshold and psycopg 3 past `prepare_threshold` do); `0`: it is sent "
+       meaning="yes: the claim is a server-side prepared statement (`PQprepare` once per connection, as asyncpg, "
+               "pgx, JDBC past its threshold and psycopg 3 past `prepare_threshold` do); no (`--no-prepared`, `PREPARED=0`): it is sent "
                "unprepared with its values inlined as literals, as psycopg 2 does, and planned on every execution "
                "(node-postgres's unnamed statements come close). `PLAN_CACHE` other than `auto` is refused with "
                "`PREPARED=0`: it would have no effect. Completions stay prepared"),
-    _P("autovacuum", "choice", "on", "on | off: autovacuum on the tool's queue table, default on",
-       choices=AUTOVACUUM_MODES, sweep=True, bad=("sometimes",), engine_values={"mariadb": ()},
+    _P("autovacuum", "flag", True, "autovacuum on the tool's queue table; --no-autovacuum: off",
+       group="database", sweep=True, bad=("sometimes", "off"), engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
        meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
                "each analyze makes the workers plan their claim again"),
-    _P("wakeup", "choice", "poll", "poll | notify: how idle workers learn of new jobs, default poll",
-       choices=WAKEUPS, sweep=True, bad=("push",), engine_values={"mariadb": ("poll",)},
+    _P("wakeup", "choice", "poll", "poll | notify: how idle workers learn of new jobs",
+       group="design", choices=WAKEUPS, sweep=True, bad=("push",), engine_values={"mariadb": ("poll",)},
        engine_reasons={"mariadb": "MariaDB has no LISTEN/NOTIFY"},
        meaning="how an idle worker learns of new jobs (FR-10): `poll` sleeps `POLL_MS` after a claim that found "
                "nothing, then claims again; `notify`: every worker `LISTEN`s on channel `<schema>_jobs` on its "
@@ -294,13 +290,13 @@ PARAMETERS: tuple[Parameter, ...] = (
                "producer's insert sends `pg_notify('<schema>_jobs', '')` in its own transaction, so its commit "
                "takes PostgreSQL's notification queue lock (sessions waiting on it: `notify_lock_waiters`). "
                "The seeded backlog is not notified"),
-    _P("poll_ms", "number", 10.0, "the wait after a claim that found nothing, ms, default 10", unit="ms",
+    _P("poll_ms", "number", 10.0, "the wait after a claim that found nothing, ms", group="design", unit="ms",
        minimum=0.0, strict=True, maximum=60_000, sweep=True, bad=(0, "often", 1e9),
        meaning="after a claim that found no job, a worker sleeps this long before claiming again "
                "(`WAKEUP=poll`), or waits at most this long for a notification (`WAKEUP=notify`)"),
     _P("autovacuum_settings", "table", "", "per-table autovacuum settings on the queue table: name=value,... "
                                          "e.g. vacuum_scale_factor=0,vacuum_threshold=1000",
-       parse_value=parse_autovacuum_settings, default_text="none (the server's)",
+       group="database", parse_value=parse_autovacuum_settings, default_text="none (the server's)",
        allowed=f"`name=value,…` or a TOML table; names: {autovacuum_setting_names()} (the `autovacuum_` prefix "
                "optional)",
        bad=("vacuum_speed=3", "vacuum_scale_factor=-0.1", "vacuum_threshold=1.5", "vacuum_cost_limit=0",
@@ -314,9 +310,9 @@ PARAMETERS: tuple[Parameter, ...] = (
                "makes the queue table due for autovacuum once it holds more than 1,000 dead tuples, whatever its "
                "size, and vacuums it without cost sleeps (FR-12; the server checks every `autovacuum_naptime`, "
                "1 s on the embedded server, 1 min by default). Recorded in `run.json` by "
-               "PostgreSQL's full names; with `AUTOVACUUM=off` refused (nothing would use them)"),
+               "PostgreSQL's full names; with `AUTOVACUUM=0` refused (nothing would use them)"),
     _P("vacuum_every_s", "number", 0.0, "seconds between plain VACUUMs of the queue table; 0 = never",
-       unit="s", minimum=0.0, maximum=86_400, bad=(-1, "often", 1e9), default_text="0 (never)",
+       group="database", unit="s", minimum=0.0, maximum=86_400, bad=(-1, "often", 1e9), default_text="0 (never)",
        engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
        meaning="a plain `VACUUM` of the queue table (all its partitions; not `jobs_archive`) every this many "
@@ -324,11 +320,11 @@ PARAMETERS: tuple[Parameter, ...] = (
                "whatever autovacuum does (FR-12). Each pass's duration "
                "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
                "`intervals.csv`"),
-    _P("schema", "text", "qbench", "the tool's own schema, default qbench", parse_value=parsers.parse_schema,
+    _P("schema", "text", "qbench", "the tool's own schema", group="database", parse_value=parsers.parse_schema,
        allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
        bad=("Bad-Name", "public", "x" * 58, "qbench_state"),
        meaning="the tool's own schema (`<schema>_state` holds sweeps' saved seeded states)"),
-    _P("results", "text", "results", "directory for run directories, default results/", default_text="`results/`",
+    _P("results", "text", "results", "directory for run directories", group="output", default_text="`results/`",
        allowed="a writable directory", bad=("/etc/passwd/runs", "/proc/qbench-results"),
        meaning="where run directories go"),
 )
@@ -336,28 +332,6 @@ PARAMETERS: tuple[Parameter, ...] = (
 BY_KEY: dict[str, Parameter] = {p.key: p for p in PARAMETERS}
 #: Parameters a sweep's ``[matrix]`` may vary (any parameter may be in its ``[fixed]``).
 SWEEP_AXES: tuple[str, ...] = tuple(p.key for p in PARAMETERS if p.sweep)
-
-
-def check_file_value(key: str, value: Any, source: str) -> None:
-    """Refuse a workload/sweep file value whose TOML type does not fit the parameter.
-
-    ``key`` must be in :data:`BY_KEY` (else ConfigError naming the key and listing the allowed
-    ones); ``source`` names the file in the message. ``workers = "10"`` or ``work_ms = true`` is a
-    mistake in a file, where TOML has types; on the command line everything is text.
-    """
-    param = BY_KEY.get(key)
-    if param is None:
-        raise ConfigError(key.upper(), f"unknown key in {source}; allowed: {', '.join(sorted(BY_KEY))}")
-    types = _FILE_TYPES[param.kind]
-    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-    if param.kind == "flag" and isinstance(value, int) and not isinstance(value, bool):
-        ok = value in (0, 1)
-    if not ok:
-        want = {"int": "an integer", "number": "a number", "share": "a number", "choice": "a string",
-                "text": "a string", "duration": "a string such as \"30s\" or a number of seconds",
-                "flag": "true, false, 1 or 0", "table": "a table or a string", "list": "a list or a string"}
-        raise ConfigError(param.name, f"{value!r} in {source} is a TOML {type(value).__name__}; allowed: "
-                                      f"{want[param.kind]} ({param.allowed_text().replace('`', '') or param.help})")
 
 
 def defaults_on(engine: str) -> dict[str, Any]:
@@ -380,8 +354,9 @@ def readme_table() -> str:
 
 
 def make_vars() -> str:
-    """``NAME:--option`` pairs, space-separated, for the Makefile's pass-through."""
-    return " ".join(f"{p.name}:{p.option}" for p in PARAMETERS)
+    """``NAME:--option:kind`` triples, space-separated, for the Makefile's pass-through (a ``flag``'s
+    ``1``/``0`` becomes ``--option``/``--no-option``)."""
+    return " ".join(f"{p.name}:{p.option}:{p.kind}" for p in PARAMETERS)
 
 
 if __name__ == "__main__":

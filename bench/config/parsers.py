@@ -126,7 +126,8 @@ def parse_bursts(value: Any) -> tuple[tuple[float, float, float], ...]:
 
 
 def parse_flag(param: str, value: Any) -> bool:
-    """``1``/``0`` (a TOML ``true``/``false`` in a workload file too) → bool; raises ConfigError."""
+    """A yes/no: a bool (the command line's ``--name``/``--no-name``, a TOML ``true``/``false``) or
+    ``1``/``0`` (Make's, and TOML's integers) → bool; raises ConfigError naming ``param``."""
     if isinstance(value, bool):
         return value
     text = str(value).strip()
@@ -134,7 +135,7 @@ def parse_flag(param: str, value: Any) -> bool:
         return True
     if text == "0":
         return False
-    raise ConfigError(param, f"{value!r} is not allowed; allowed: 1 or 0")
+    raise ConfigError(param, f"{value!r} is not allowed; allowed: true or false (1 or 0)")
 
 
 def parse_choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:

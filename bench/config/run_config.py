@@ -17,7 +17,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
-from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS, check_file_value
+from bench.config.file_values import check_file_value
+from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
 from bench.config.queue_parameters import QueueParameters
 from bench.errors import ConfigError
 from bench.results.slo import open_loop_keys
@@ -83,7 +84,7 @@ class RunConfig:
     slo: str
     plan_cache: str
     prepared: bool | str
-    autovacuum: str
+    autovacuum: bool | str
     wakeup: str
     poll_ms: float
     autovacuum_settings: tuple | str
@@ -253,16 +254,17 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                     "with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
                                     "with PROCESSES=1 on MariaDB")
     if not values["prepared"] and values["plan_cache"] != "auto":
-        raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0: an unprepared claim "
-                                        "is planned with its values on every execution; allowed: auto with PREPARED=0")
+        raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0 (--no-prepared): an "
+                                        "unprepared claim is planned with its values on every execution; allowed: "
+                                        "auto with PREPARED=0")
     if 0 < values["reaper_interval_s"] and values["lease_s"] < values["reaper_interval_s"]:
         raise ConfigError("LEASE_S", f"{values['lease_s']:g} s is shorter than REAPER_INTERVAL_S "
                                      f"{values['reaper_interval_s']:g} s: leases would expire between reaper passes "
                                      "unnoticed; allowed: LEASE_S >= REAPER_INTERVAL_S")
-    if values["autovacuum_settings"] and values["autovacuum_settings"] != NOT_APPLICABLE and values["autovacuum"] == "off":
-        raise ConfigError("AUTOVACUUM_SETTINGS", "has no effect with AUTOVACUUM=off: autovacuum never takes the queue "
-                                                 "table; allowed: AUTOVACUUM=on with AUTOVACUUM_SETTINGS, or leave "
-                                                 "AUTOVACUUM_SETTINGS out")
+    if values["autovacuum_settings"] and values["autovacuum_settings"] != NOT_APPLICABLE and values["autovacuum"] is False:
+        raise ConfigError("AUTOVACUUM_SETTINGS", "has no effect with AUTOVACUUM=0 (--no-autovacuum): autovacuum never "
+                                                 "takes the queue table; allowed: autovacuum on (AUTOVACUUM=1) with "
+                                                 "AUTOVACUUM_SETTINGS, or leave AUTOVACUUM_SETTINGS out")
     if values["retry_cap_s"] < values["retry_base_s"]:
         raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below RETRY_BASE_S "
                                          f"{values['retry_base_s']:g} s; allowed: RETRY_CAP_S >= RETRY_BASE_S")

@@ -25,17 +25,18 @@ SET_BY_PLAN = {
     "backlog": "the plan's steps are open-loop, with no seeded backlog; allowed: leave BACKLOG out",
     "bursts": "the plan offers one constant rate per step; allowed: leave BURSTS out",
 }
-#: Parameters that may be given as a comma list of candidates: a sweep axis with one plain value.
-LISTABLE = tuple(p.key for p in PARAMETERS if p.sweep and p.kind in ("choice", "int", "number", "share", "flag")
+#: Parameters that may be given as a comma list of candidates: a sweep axis with one plain value (a
+#: yes/no is a switch on the command line, one value: compare both with a sweep).
+LISTABLE = tuple(p.key for p in PARAMETERS if p.sweep and p.kind in ("choice", "int", "number", "share")
                  and p.key not in ("engine", "workers", "rate", "processes", "backlog"))
 
 PLAN_OPTIONS = (
-    Parameter("plan_max_workers", "int", None, "the most workers a plan tries; default: what the server's "
-              "free connections allow (the embedded server: 200)", minimum=1, maximum=MAX_WORKERS),
-    Parameter("repetitions", "int", 2, "runs per plan step; a step passes only if every one does, default 2",
+    Parameter("plan_max_workers", "int", None, "the most workers a plan tries", minimum=1, maximum=MAX_WORKERS,
+              default_text="what the server's free connections allow; the embedded server: 200"),
+    Parameter("repetitions", "int", 2, "runs per plan step; a step passes only if every one does",
               minimum=1, maximum=10),
-    Parameter("confirm_s", "duration", "120s", "the confirmation run's measured window at the answer, "
-              "default 120s; 0 = none", minimum=0, maximum=86_400),
+    Parameter("confirm_s", "duration", "120s", "the confirmation run's measured window at the answer; 0 = none",
+              minimum=0, maximum=86_400),
 )
 #: The embedded server's PLAN_MAX_WORKERS default (the plan starts it with room for that many).
 EMBEDDED_MAX_WORKERS = 200

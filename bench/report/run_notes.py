@@ -107,7 +107,7 @@ def vacuum_note(summary: dict) -> str | None:
                  "queue table during the run" + ("." if passes else ", so cached claim plans were never rebuilt and "
                                                                     "dead tuples stayed."))
     elif not av.get("enabled"):
-        first = "Autovacuum was off on the queue table for this run (AUTOVACUUM=off)."
+        first = "Autovacuum was off on the queue table for this run (AUTOVACUUM=0, --no-autovacuum)."
     elif av.get("autovacuum_runs") is None:
         first = "Whether autovacuum ran during the run is unknown (the database went away)."
     elif not av.get("autovacuum_runs") and not av.get("autoanalyze_runs"):

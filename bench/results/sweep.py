@@ -158,14 +158,20 @@ class SweepResults:
         return (self.meta.get("base") or {}).get(key)
 
 
+_OLD_YES_NO = {"on": True, "off": False}
+
+
 def norm_param(v: Any) -> Any:
-    """A parameter value normalised for matching: numbers as int/float, text stripped."""
+    """A parameter value normalised for matching: numbers as int/float, text stripped; ``on``/``off``
+    as True/False (AUTOVACUUM in result files written before it became a yes/no)."""
     if isinstance(v, bool):
         return v
     if isinstance(v, (int, float)):
         return int(v) if float(v).is_integer() else float(v)
     if isinstance(v, str):
         text = v.strip()
+        if text in _OLD_YES_NO:
+            return _OLD_YES_NO[text]
         try:
             f = float(text)
         except ValueError:

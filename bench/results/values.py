@@ -74,8 +74,10 @@ def fmt_seconds(v: Any) -> str:
 
 
 def fmt_label(v: Any) -> str:
-    """A parameter value for labels: 1000000 -> '1,000,000', 2.5 -> '2.5', 'skip_locked' as is."""
-    if isinstance(v, bool) or v is None:
+    """A parameter value for labels: 1000000 -> '1,000,000', 2.5 -> '2.5', True -> 'yes', 'skip_locked' as is."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
         return str(v)
     if isinstance(v, (int, float)):
         return f"{v:,.0f}" if float(v).is_integer() else f"{v:,g}"

@@ -39,6 +39,11 @@ def measured_runs(sweep_dir: Path) -> dict[tuple[str, int], dict]:
         return {(r["cell_id"], int(r["rep"])): r for r in csv.DictReader(fh) if r["status"] == "done"}
 
 
+def _flag(value: bool | str) -> int | str:
+    """A yes/no parameter as cells.csv carries it: 1 or 0 (``n/a`` as is)."""
+    return value if isinstance(value, str) else int(value)
+
+
 def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep_dir: Path,
              summary: dict | None, status: str, seeded_backlog: int | None = None) -> dict:
     """One ``cells.csv`` row from a run's ``summary.json`` (``summary`` None for a failed run);
@@ -50,7 +55,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep
            "layout": cfg.layout, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
            "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s,
-           "plan_cache": cfg.plan_cache, "prepared": cfg.prepared if isinstance(cfg.prepared, str) else int(cfg.prepared), "autovacuum": cfg.autovacuum}
+           "plan_cache": cfg.plan_cache, "prepared": _flag(cfg.prepared), "autovacuum": _flag(cfg.autovacuum)}
     if summary is None:
         return row
     claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}

@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bench.config.parameters import BY_KEY, SWEEP_AXES, check_file_value
+from bench.config.file_values import check_file_value
+from bench.config.parameters import BY_KEY, SWEEP_AXES
 from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
 from bench.sweep.sweep_file import check_target, sweep_path
 from bench.results.model import ResultsError, RunResult, read_result

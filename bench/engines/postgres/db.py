@@ -340,7 +340,7 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
     if cfg.layout == "archive":
         conn.execute(sql.SQL("VACUUM ANALYZE {}").format(history_table))
     vacuum_s = time.perf_counter() - started
-    if cfg.autovacuum == "off":
+    if cfg.autovacuum is False:
         for table in queue_tables(conn, schema):
             conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(table))
     log(f"primary key and index variant {cfg.index!r} built in {index_s:.1f} s, VACUUM ANALYZE in {vacuum_s:.1f} s")

@@ -1,0 +1,76 @@
+"""The run parameters as command-line options of ``qbench run``, ``sweep``, ``capacity``, ``plan`` and
+``master``: one option per row of the parameter table (:data:`bench.config.parameters.PARAMETERS`),
+in the argparse group the row names (:data:`bench.config.parameter.GROUPS`), each help line ending
+with the default. A yes/no parameter is a switch pair, ``--prepared`` / ``--no-prepared``.
+
+Every option's default is None in the parsed arguments (an option left out takes the workload
+file's value, else the table's default), so the default is written into the help text instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from bench.config.parameter import GROUPS
+from bench.config.parameters import PARAMETERS
+
+#: ``--dsn`` of every command that connects: both engines, and what no DSN means.
+DSN_SCHEMES = ("the database: postgresql://… (or libpq key=value), or mysql://… / mariadb://… for MariaDB; the "
+               "engine follows the scheme")
+DSN_HELP = f"{DSN_SCHEMES} (default: $DATABASE_URL, else an embedded throwaway PostgreSQL, or MariaDB with --engine mariadb)"
+ALLOW_REMOTE_HELP = "confirm a DSN that is not loopback: the tool writes heavy load (default: no, refused)"
+WORKLOAD_HELP = "a workload name in workloads/ or a path to a .toml file; its values replace the defaults below " \
+                "(default: default)"
+EPILOG = ("Each default shown is the parameter table's; a --workload file's values replace it. Every option is also "
+          "a Make variable: --work-ms is WORK_MS=…, a switch pair --x / --no-x is X=1 / X=0 (make help).")
+
+
+def add_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """The option groups of :data:`GROUPS`, in order, added to ``parser``; keyed by group name."""
+    return {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
+
+
+def add_run_options(parser: argparse.ArgumentParser, workload: bool = True) -> dict[str, argparse._ArgumentGroup]:
+    """Add every run parameter, ``--dsn`` and ``--allow-remote`` (and ``--workload`` unless told not
+    to) to ``parser`` in their groups; returns the groups so the command adds its own options there."""
+    parser.epilog = EPILOG
+    groups = add_groups(parser)
+    if workload:
+        groups["load"].add_argument("--workload", help=WORKLOAD_HELP)
+    for p in PARAMETERS:
+        if p.kind == "flag":
+            groups[p.group].add_argument(p.option, dest=p.key, action=argparse.BooleanOptionalAction, default=None,
+                                         help=p.help_text())
+        else:
+            groups[p.group].add_argument(p.option, dest=p.key, metavar=p.name, help=p.help_text())
+    add_database_options(groups["database"])
+    return groups
+
+
+def add_database_options(group, dsn_help: str = DSN_HELP) -> None:
+    """``--dsn`` and ``--allow-remote``, in ``group`` (a parser or an argument group)."""
+    group.add_argument("--dsn", help=dsn_help)
+    group.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
+
+
+_IGNORED_VALUE = re.compile(r"argument (--[a-z0-9-]+)/--no-[a-z0-9-]+: ignored explicit argument (.*)")
+
+
+def switch_message(message: str, argv: list[str], extras: list[str]) -> str:
+    """argparse's ``message`` about a yes/no switch given a value (``--prepared=0``, or
+    ``--prepared 0``: ``extras`` holds what it did not recognise in ``argv``) as one line naming the
+    parameter and what is allowed; any other message as it is."""
+    option, value = None, None
+    found = _IGNORED_VALUE.match(message)
+    if found:
+        option, value = found.group(1), found.group(2)
+    elif extras and extras[0] in argv and argv.index(extras[0]) > 0:
+        before = argv[argv.index(extras[0]) - 1]
+        if any(before in (p.option, f"--no-{p.option[2:]}") for p in PARAMETERS if p.kind == "flag"):
+            option, value = "--" + before.removeprefix("--").removeprefix("no-"), repr(extras[0])
+    if option is None:
+        return message
+    name = option[2:].replace("-", "_").upper()
+    return (f"{name}: {option} takes no value ({value}); allowed: {option} or --no-{option[2:]} "
+            f"(Make: {name}=1 or {name}=0; files: true or false)")
