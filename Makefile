@@ -91,10 +91,10 @@ REPETITIONS ?=
 FRESH ?=
 SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(call flag,FRESH),--fresh)
 sweep: $(STAMP)
-	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
+	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls bench/data/workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
 	$(BIN)/qbench sweep $(call sq,$(SWEEP)) $(SWEEP_ARGS)
 
-# The experiments catalogue (workloads/experiments/): each known rule about table-backed queues
+# The experiments catalogue (bench/data/workloads/experiments/): each known rule about table-backed queues
 # reproduced on this database with a verdict: make experiments [EXPERIMENTS="convoy 5"] [FULL=1].
 # The quick tier takes under 10 minutes; FULL=1 runs the long versions (soaks, 1M-row histories).
 # Running it again resumes the newest unfinished catalogue run; FRESH=1 starts over.
