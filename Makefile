@@ -3,7 +3,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
+# Two installs: what a run needs (STAMP, every run target), and what the tests need besides (TEST_STAMP:
+# the `test` extra: pytest, selenium, the queue libraries, mkdocs).
 STAMP   = $(VENV)/.installed
+TEST_STAMP = $(VENV)/.installed-test
 
 # A yes/no variable (ALLOW_REMOTE, FRESH, DRY_RUN): 1 = yes; 0 or unset = no; anything else stops make.
 flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; allowed: 1 or 0),$(filter 1,$($(1))))
@@ -28,8 +31,12 @@ RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
@@ -48,7 +55,10 @@ bench-ui: $(STAMP)
 	$(BIN)/qbench run --ui $(RUN_ARGS) $(if $(DURATION),,--duration='$(UI_DURATION)') \
 		$(if $(WEB_PORT),--web-port=$(call sq,$(WEB_PORT))) $(if $(MAX_WORKERS),--max-workers=$(call sq,$(MAX_WORKERS)))
 
-test: $(STAMP)
+# The system packages the tests use (Chromium and its driver, pgbench, mariadb-slap): installed as root,
+# else one line naming them and exit 2 before any test (tests/prerequisites.sh).
+test: $(TEST_STAMP)
+	tests/prerequisites.sh
 	$(BIN)/python -m pytest -q
 
 # The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
