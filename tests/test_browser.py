@@ -71,8 +71,8 @@ def browser():
         from selenium.webdriver.chrome.service import Service
         from selenium.webdriver.common.selenium_manager import SeleniumManager
     except ImportError as err:
-        pytest.fail(f"this test needs selenium ({err}); install it with: make install "
-                    "(pip install -e '.[test]')", pytrace=False)
+        pytest.fail(f"this test needs selenium ({err}); install it with: make test "
+                    "(it runs pip install -e '.[test]')", pytrace=False)
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
