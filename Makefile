@@ -4,7 +4,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
+# Two installs: what a run needs (STAMP, every run target), and what the tests need besides (TEST_STAMP:
+# the `test` extra: pytest, selenium, the queue libraries, mkdocs).
 STAMP   = $(VENV)/.installed
+TEST_STAMP = $(VENV)/.installed-test
 
 # A yes/no variable (ALLOW_REMOTE, FRESH, PREPARED, ...): 1 = yes; 0 = no; unset = no, or for a run
 # parameter the workload's value; anything else stops make.
@@ -81,8 +84,12 @@ help: ## list the targets (this list)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(TEST_STAMP)
 
 install: $(STAMP) ## create .venv and install queue-bench into it
 
@@ -101,7 +108,10 @@ bench-ui: $(STAMP) ## one run under Locust's web UI (WEB_PORT, MAX_WORKERS)
 	$(BIN)/qbench run --ui $(RUN_ARGS) $(if $(DURATION),,--duration='$(UI_DURATION)') \
 		$(if $(WEB_PORT),--web-port=$(call sq,$(WEB_PORT))) $(if $(MAX_WORKERS),--max-workers=$(call sq,$(MAX_WORKERS)))
 
-test: $(STAMP) ## the full test suite, as CI runs it
+# The system packages the tests use (Chromium and its driver, pgbench, mariadb-slap): installed as root,
+# else one line naming them and exit 2 before any test (tests/prerequisites.sh).
+test: $(TEST_STAMP) ## the full test suite, as CI runs it
+	tests/prerequisites.sh
 	$(BIN)/python -m pytest -q
 
 # The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
@@ -142,10 +152,10 @@ REPETITIONS ?=
 FRESH ?=
 SWEEP_ARGS = $(RUN_PARAMS) $(if $(REPETITIONS),--repetitions='$(REPETITIONS)') $(if $(call flag,FRESH),--fresh)
 sweep: $(STAMP) ## a matrix of runs with repetitions: SWEEP=index_designs|scaling|batch|<path> (REPETITIONS, FRESH=1)
-	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
+	@test -n '$(SWEEP)' || { echo "make sweep: SWEEP is required; allowed: $$(ls bench/data/workloads/sweeps | sed 's/\.toml$$//' | tr '\n' ' ')or a path to a .toml file" >&2; exit 2; }
 	$(BIN)/qbench sweep $(call sq,$(SWEEP)) $(SWEEP_ARGS)
 
-# The experiments catalogue (workloads/experiments/): each known rule about table-backed queues
+# The experiments catalogue (bench/data/workloads/experiments/): each known rule about table-backed queues
 # reproduced on this database with a verdict: make experiments [EXPERIMENTS="convoy 5"] [FULL=1].
 # The quick tier takes under 10 minutes; FULL=1 runs the long versions (soaks, 1M-row histories).
 # Running it again resumes the newest unfinished catalogue run; FRESH=1 starts over.

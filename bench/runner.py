@@ -35,7 +35,7 @@ from bench.results import run_files
 from bench.results.model import RunResult
 from bench.config.parameters import defaults_on
 from bench.config.queue_definition import describe_queue
-from bench.config.run_config import REPO_ROOT, RunConfig, mask_dsn
+from bench.config.run_config import RunConfig, mask_dsn
 from bench.errors import ConfigError
 from bench.load.distributed import run_driver
 from bench.load.library_driver import LibraryWorkersDriver
@@ -71,12 +71,22 @@ def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
     return rows, how
 
 
+#: The directory that holds ``bench/``: a checkout's root when the tool runs from one (``pip install -e .``).
+PACKAGE_PARENT = Path(__file__).resolve().parents[1]
+
+
 def _git_sha() -> str | None:
+    """The checkout's commit, or None when the tool is not run from a checkout (an installed wheel: its
+    directory is not the root of a git work tree, even inside someone else's) or git is missing."""
     try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(PACKAGE_PARENT), "rev-parse", "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != PACKAGE_PARENT:
+        return None
+    return lines[1]
 
 
 def _now_iso() -> str:

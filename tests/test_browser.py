@@ -6,7 +6,7 @@ error (level SEVERE), the summary table is there, and a full-page screenshot is 
 test's tmp_path (``<page>.png``; kept by pytest under its basetemp for a look).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``apt-get install chromium chromium-driver``;
-``.ci/run`` installs them) and selenium (the ``test`` extra). Selenium is given
+``make test`` installs them as root: ``tests/prerequisites.sh``) and selenium (the ``test`` extra). Selenium is given
 /usr/bin/chromedriver and /usr/bin/chromium, so Selenium Manager (which downloads drivers and
 browsers) never runs; the test fails if it is called. Without Chromium the test fails, saying how
 to install it: it is never skipped.
@@ -21,7 +21,7 @@ from conftest import qbench
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-INSTALL_HINT = "apt-get install chromium chromium-driver (Debian's packages; .ci/run installs them when missing)"
+INSTALL_HINT = "apt-get install chromium chromium-driver (Debian's packages; make test installs them when run as root)"
 WIDTH, HEIGHT, MAX_HEIGHT = 1200, 900, 16000
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 WORKERS = (1, 2)
@@ -71,8 +71,8 @@ def browser():
         from selenium.webdriver.chrome.service import Service
         from selenium.webdriver.common.selenium_manager import SeleniumManager
     except ImportError as err:
-        pytest.fail(f"this test needs selenium ({err}); install it with: make install "
-                    "(pip install -e '.[test]')", pytrace=False)
+        pytest.fail(f"this test needs selenium ({err}); install it with: make test "
+                    "(it runs pip install -e '.[test]')", pytrace=False)
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)

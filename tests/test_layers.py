@@ -4,7 +4,8 @@ Rules:
 1. A database driver (psycopg, PyMySQL, mariadb) is imported only under ``bench/engines/<name>/``.
 2. ``bench.load`` and ``bench.measure`` see the engines only through ``bench.engines.base``.
 3. ``bench.analysis`` and ``bench.report`` import only ``bench.results``, ``bench.analysis`` and
-   ``bench.report`` (and nothing that runs load or talks to a database), and ``bench.errors``.
+   ``bench.report`` (and nothing that runs load or talks to a database), ``bench.errors`` and ``bench.data``
+   (where the shipped data files, the report templates among them, live: paths, no code).
 6. ``bench.errors`` imports nothing from queue-bench (every layer may import it).
 7. ``bench.runner``, ``bench.run_summary``, ``bench.sweep`` and ``bench.plan`` reach an engine only through
    ``bench.engines`` (``get_engine``) and ``bench.engines.base`` (the ``Engine`` interface).
@@ -66,7 +67,7 @@ def broken_rules(importer: str, imported: str) -> list[str]:
         broken.append("2: load/measure past bench.engines.base")
     if (any(_within(importer, p) for p in ("bench.analysis", "bench.report"))
             and not any(_within(imported, p) for p in ("bench.results", "bench.analysis", "bench.report"))
-            and imported not in ("bench", "bench.errors")):
+            and imported not in ("bench", "bench.errors", "bench.data")):
         broken.append("3: analysis/report beyond results")
     if _within(imported, "bench.report") and not any(_within(importer, p) for p in ("bench.report", "bench.cli")):
         broken.append("4: a report rendered below cli")

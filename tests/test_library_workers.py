@@ -143,17 +143,38 @@ def test_a_killed_library_worker_process_is_named_and_its_jobs_come_back_through
     assert summary["invariants"]["lost_jobs"] == 0 and summary["invariants"]["duplicated_jobs"] == 0
 
 
+def _without(module: str) -> str:
+    """A ``python -c`` program that runs qbench with ``module`` (and its submodules) not importable: a
+    meta-path finder refuses it, as if it were not installed."""
+    return ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name == {module!r} or name.startswith({module + '.'!r}):\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from bench.cli.main import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+
+
+@pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+def test_a_queue_library_not_installed_is_one_line_naming_its_extra(tmp_path, library):
+    """QUEUE=<library> without the library (its extra not installed) is refused before anything is created:
+    one line naming the extra that installs it, exit 2."""
+    proc = subprocess.run([sys.executable, "-c", _without(library), "run", "--queue", library, "--dsn",
+                           "postgresql://postgres@127.0.0.1:5432/qbench_never_created", "--results", str(tmp_path / "r")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("qbench: QUEUE:"), lines
+    assert f"{library} " in lines[0] and "not installed" in lines[0], lines[0]
+    assert lines[0].endswith(f"allowed: pip install 'queue-bench[{library}]'"), lines[0]
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_missing_driver_of_a_librarys_own_worker_is_one_line_naming_what_to_install(tmp_path):
     """pgqueuer's own worker runs over asyncpg: without it, LIBRARY_MODE=worker is refused before anything is
     created (one line, exit 2), naming the extra; LIBRARY_MODE=sql does not need it."""
-    blocker = ("import sys\n"
-               "class Block:\n"
-               "    def find_spec(self, name, path=None, target=None):\n"
-               "        if name == 'asyncpg' or name.startswith('asyncpg.'):\n"
-               "            raise ModuleNotFoundError(name)\n"
-               "sys.meta_path.insert(0, Block())\n"
-               "from bench.cli.main import main\n"
-               "sys.exit(main(sys.argv[1:]))\n")
+    blocker = _without("asyncpg")
     base = ["run", "--queue", "pgqueuer", "--dsn", "postgresql://postgres@127.0.0.1:5432/qbench_never_created",
             "--results", str(tmp_path / "r")]
     proc = subprocess.run([sys.executable, "-c", blocker, *base], capture_output=True, text=True, cwd=REPO,
@@ -161,7 +182,7 @@ def test_a_missing_driver_of_a_librarys_own_worker_is_one_line_naming_what_to_in
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qbench: LIBRARY_MODE:"), lines
-    assert "'asyncpg'" in lines[0] and "pip install 'pgqueuer[asyncpg]==1.6.0'" in lines[0]
+    assert "'asyncpg'" in lines[0] and "pip install 'queue-bench[pgqueuer]' (it brings pgqueuer[asyncpg]==1.6.0)" in lines[0]
     assert not (tmp_path / "r").exists()
     plan = subprocess.run([sys.executable, "-c", blocker, "run", "--queue", "pgqueuer", "--library-mode", "sql",
                            "--help"], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -1,6 +1,6 @@
 """Queue definitions (``QUEUE=<name>``, :mod:`bench.config.queue_definition`) against the real PostgreSQL.
 
-The model queue written as a definition (``queues/model/``) must give the built-in queue's results
+The model queue written as a definition (the shipped ``queues/model/``) must give the built-in queue's results
 contract with a clean audit; deliberately wrong definitions, made from the model's text with one
 safeguard taken out, must be caught by the audit (the FR-03 sub-select claim as over-claims, a
 completion that does not finish the job as lost jobs, a claim that ignores leases as double claims);
@@ -22,12 +22,13 @@ import pytest
 from bench.config.queue_definition import applicability, load_queue
 from bench.config.sql_text import render, scan_parameters
 from bench.config.run_config import build_config
+from bench.data import QUEUES_DIR
 from bench.errors import ConfigError
 from bench.results.model import problems
 from bench.engines.postgres.probes import FR03_SETTINGS
-from conftest import CLEAN_INVARIANTS, REPO, qbench, run_and_load
+from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
-MODEL = REPO / "queues" / "model" / "queue.toml"
+MODEL = QUEUES_DIR / "model" / "queue.toml"
 #: The end of the model's complete statement (its fail statement goes on with RETURNING).
 COMPLETE_WHERE = "WHERE id = :id AND attempt_token = :token AND status = 'running'\n\"\"\""
 SMALL = ("--workers", "4", "--duration", "3s", "--warmup", "1s", "--backlog", "5000")

@@ -1,6 +1,6 @@
 """The rule that turns an experiment's measured figures into its verdict.
 
-An experiment (``workloads/experiments/<name>.toml``, read by :mod:`bench.experiments.catalogue`)
+An experiment (``bench/data/workloads/experiments/<name>.toml``, read by :mod:`bench.experiments.catalogue`)
 states a claim and one or more figures, each with a threshold: ``holds_if = "<= 1.3"``. This
 module decides, from the figures as measured, one of :data:`VERDICTS`:
 

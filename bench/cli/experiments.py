@@ -1,5 +1,5 @@
 """``qbench experiments [NAME…]`` (``make experiments [FULL=1]``): run the catalogue in
-``workloads/experiments/``, decide each verdict, and render ``experiments.html``.
+``bench/data/workloads/experiments/``, decide each verdict, and render ``experiments.html``.
 
 Exit status: 0 when every experiment reached a verdict (any of the four), 1 when the
 catalogue could not run, 2 on bad input, 130 when interrupted (run it again to resume).
@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
     """Add the ``experiments`` subcommand to ``sub`` (argparse subparsers)."""
     exp = sub.add_parser(
         "experiments", help="run the experiments catalogue (known queue rules, each with a verdict)",
-        description="Run the experiments in workloads/experiments/ (see docs/experiments.md). Each states a rule "
+        description="Run the experiments in bench/data/workloads/experiments/ (see docs/experiments.md). Each states a rule "
                     "about queues kept in a table, runs what tests it on this database, and gives a verdict: holds, "
                     "does not hold, inconclusive (with the reasons) or not applicable on the engine. The page is "
                     "RESULTS/experiments/<tier>-<stamp>/experiments.html, beside experiments.json; running the same "

@@ -43,11 +43,11 @@ PARAMETERS: tuple[Parameter, ...] = (
                "throwaway server is started. Parameters have per-engine defaults (`INDEX=composite` on MariaDB); a "
                "value set that an engine cannot honour is refused, and `run.json` records `n/a` for parameters "
                "with no meaning on the engine"),
-    _P("queue", "text", BUILTIN, "builtin | a queue definition's name (queues/<name>/) or path to its queue.toml",
-       group="design", parse_value=parse_queue, allowed="`builtin`, a name under `queues/`, or a path to a `queue.toml`", sweep=True,
+    _P("queue", "text", BUILTIN, "builtin | a queue definition's name (./queues/<name>/, then the shipped ones) or path to its queue.toml",
+       group="design", parse_value=parse_queue, allowed="`builtin`, a name under `./queues/` or `bench/data/queues/`, or a path to a `queue.toml`", sweep=True,
        bad=("no_such_queue", "../etc", "bad name!"),
        meaning="the queue under test: `builtin` is the tool's own reference table and claim, every part of it a "
-               "parameter; any other value is a queue definition (`queues/<name>/queue.toml`: your table's DDL, "
+               "parameter; any other value is a queue definition (`./queues/<name>/queue.toml`: your table's DDL, "
                "seed, claim, completion, failure, reaper and enqueue statements, the columns and predicates the "
                "monitor and the audit read; see docs/queues.md). A parameter that does not apply to a definition "
                "is refused when set, and `n/a` otherwise; the definition's `[defaults]` replace the table's"),
@@ -98,7 +98,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                       "mariadb": ("none", "status", "composite", "generated", "ready_table")},
        engine_reasons={"postgres": "generated and ready_table are MariaDB's stand-ins for a partial index",
                        "mariadb": "MariaDB has no partial indexes and no INCLUDE columns"},
-       meaning="index variant (`schemas/<engine>/index_<name>.sql`): `none` (primary key only), `status` (status), "
+       meaning="index variant (`bench/data/schemas/<engine>/index_<name>.sql`): `none` (primary key only), `status` (status), "
                "`composite` (status, priority, run_at, id), `partial` (priority, run_at, id) "
                "`WHERE status = 'pending'`, `covering` (status, priority, run_at) `INCLUDE (id)`; on MariaDB, "
                "in place of a partial index, `generated` (a stored column that is 1 when pending, else NULL, "
@@ -140,7 +140,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "tenant i is queue `q<i>`): jobs are spread as with `NAMED_QUEUES` but tenant 0, the flooder, "
                "takes `TENANT_FLOOD` of them, and the claim's order is `TENANT_ORDER`. With tenants the variants "
                "`partial`, `composite` and `covering` get a second index that leads with the queue column "
-               "(`schemas/postgres/tenant_index_<variant>.sql`: (queue, priority, run_at, id) `WHERE status = "
+               "(`bench/data/schemas/postgres/tenant_index_<variant>.sql`: (queue, priority, run_at, id) `WHERE status = "
                "'pending'`; (status, queue, priority, run_at, id); (status, queue, priority, run_at) `INCLUDE (id)`), "
                "in both orders, so that the fair claim's per-tenant heads and the monitor's per-tenant ages are "
                "index probes; the plain claim still reads the claim-order index. Per second `intervals.csv` gets "

@@ -1,11 +1,12 @@
-"""A user's own queue, described without Python: ``queues/<name>/queue.toml`` (``QUEUE=<name>``).
+"""A user's own queue, described without Python: ``queues/<name>/queue.toml`` (``QUEUE=<name>``), in the
+working directory or shipped in the package (:mod:`bench.config.lookup`).
 
 A queue definition gives the queue table's DDL, how to seed it, the claim as the team wrote it, the
 completion, failure, reaper and enqueue statements, and which columns and predicates the monitor and
 the audit read. The tool runs it with every run parameter that still applies (:func:`applicability`)
 and refuses, in one line, a parameter set explicitly that does not. ``QUEUE=builtin`` (the default)
-runs the tool's own reference queue, whose every part is a parameter; ``queues/model/`` is that same
-queue written as a definition.
+runs the tool's own reference queue, whose every part is a parameter; ``bench/data/queues/model/`` is
+that same queue written as a definition.
 
 Statements use named parameters ``:name`` (as pgbench and psql variables do), turned into ``$n``
 placeholders for a server-side prepared statement or into SQL literals (``PREPARED=0``); ``::`` casts,
@@ -25,14 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.definition_fields import fail as _fail, only as _only, text as _text
+from bench.config.lookup import find, known_names
 from bench.config.queue_library import (WORKER_NOT_APPLICABLE, WORKER_PLANS, WORKER_APPLIES, library_file,
                                         library_of, missing_worker_module)
 from bench.config.sql_text import LOCKING_PLACEHOLDER, has_locking, scan_parameters
 from bench.errors import ConfigError
 from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-QUEUES_DIR = REPO_ROOT / "queues"
 #: ``QUEUE``'s default: the tool's own reference queue, run by the engine's built-in SQL.
 BUILTIN = "builtin"
 
@@ -177,26 +177,16 @@ def is_builtin(queue: str) -> bool:
 
 
 def known_queues() -> list[str]:
-    """The names of the shipped definitions (``queues/*/queue.toml``), sorted."""
-    return sorted(p.parent.name for p in QUEUES_DIR.glob("*/queue.toml"))
+    """The names of the definitions there are (``./queues/*/queue.toml`` and the shipped ones), sorted."""
+    return known_names("QUEUE")
 
 
 def queue_path(name: str) -> Path:
-    """``queues/<name>/queue.toml``, or ``name`` itself when it is a path to a ``.toml`` file or to a
-    directory holding ``queue.toml``. Raises ConfigError (``QUEUE``) naming the shipped ones."""
-    allowed = f"allowed: {BUILTIN}, " + ", ".join(known_queues()) + ", or a path to a queue.toml"
-    path = Path(name)
-    if name.endswith(".toml"):
-        pass
-    elif "/" in name or name.startswith("."):
-        path = path / "queue.toml"
-    elif _NAME_RE.match(name):
-        path = QUEUES_DIR / name / "queue.toml"
-    else:
-        raise ConfigError("QUEUE", f"{name!r} is not a queue name; {allowed}")
-    if not path.is_file():
-        raise ConfigError("QUEUE", f"no queue definition {name!r}; {allowed}")
-    return path
+    """``./queues/<name>/queue.toml`` of the working directory, else the shipped one, or ``name`` itself
+    when it is a path to a ``.toml`` file or to a directory holding ``queue.toml``
+    (:func:`bench.config.lookup.find`). Raises ConfigError (``QUEUE``) naming where it looked and the
+    definitions there are."""
+    return find("QUEUE", name, also=(BUILTIN,))
 
 
 def parse_queue(value: Any) -> str:

@@ -55,14 +55,16 @@ def library_of(data: Any, defn: str, statements: dict) -> dict | None:
     library = dict(_only(data, _LIBRARY_KEYS, defn, "library"))
     for key in ("package", "version", "measurement"):
         _text(library, key, defn, "library.", required=True)
+    package = library["package"]
+    if _missing(package):
+        raise _fail(defn, f"it drives {package} {library['version']}, which is not installed", install_extra(package))
     try:
-        installed = metadata.version(library["package"])
+        installed = metadata.version(package)
     except metadata.PackageNotFoundError:
         installed = None
     if installed != library["version"]:
-        raise _fail(defn, f"it drives {library['package']} {library['version']}, and "
-                          + (f"{installed} is installed" if installed else "it is not installed"),
-                    f"pip install '{library['package']}=={library['version']}' (make install installs it)")
+        raise _fail(defn, f"it drives {package} {library['version']}, and {installed or 'no release'} is installed",
+                    f"{install_extra(package)} (it pins {package}=={library['version']})")
     library["worker"] = _worker_of(library.get("worker"), defn)
     generated = library.get("generated", [])
     if not isinstance(generated, list) or not set(generated) <= set(statements) | {"ddl"}:
@@ -92,18 +94,26 @@ def _worker_of(data: Any, defn: str) -> dict:
     return worker
 
 
+def install_extra(package: str) -> str:
+    """The command that installs queue library ``package`` at the release its definition is written for:
+    queue-bench's extra of the same name (``pyproject.toml``, ``[project.optional-dependencies]``)."""
+    return f"pip install 'queue-bench[{package}]'"
+
+
+def _missing(name: str) -> bool:
+    """True when module ``name`` cannot be located here (located, not imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
 def missing_worker_module(library: dict) -> str | None:
     """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) that cannot
     be imported here (located, not imported), or None."""
-    import importlib.util
-
-    for name in (library["package"], *library["worker"]["requires"]):
-        try:
-            if importlib.util.find_spec(name) is None:
-                return name
-        except (ImportError, ValueError):
-            return name
-    return None
+    return next((name for name in (library["package"], *library["worker"]["requires"]) if _missing(name)), None)
 
 
 def library_file(library: dict, defn: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.config.parameter import NOT_APPLICABLE, Parameter
 from bench.config.queue_definition import BUILTIN, QueueDefinition, applicability, load_queue, missing_worker_module
+from bench.config.queue_library import install_extra
 from bench.errors import ConfigError
 
 
@@ -81,9 +82,8 @@ class QueueParameters:
         if missing:
             package = defn.library["package"]
             raise ConfigError("LIBRARY_MODE", f"worker runs {package}'s own worker, which needs {missing!r}, not "
-                                              f"installed here; allowed: pip install "
-                                              f"'{defn.library['worker']['install']}' (make install installs it), or "
-                                              "LIBRARY_MODE=sql")
+                                              f"installed here; allowed: {install_extra(package)} (it brings "
+                                              f"{defn.library['worker']['install']}), or LIBRARY_MODE=sql")
         return mode
 
     def takes(self, p: Parameter) -> bool:

@@ -1,8 +1,8 @@
 """A run's parameters: read a workload file, merge overrides, validate, and refuse contradictions.
 
 A run's effective parameters come from the parameter table's defaults
-(:mod:`bench.config.parameters`), then a workload file (``workloads/<name>.toml`` or a path to a
-``.toml`` file, read with :mod:`tomllib`), then command-line options / Make variables of the same
+(:mod:`bench.config.parameters`), then a workload file (``workloads/<name>.toml`` of the working
+directory or the shipped one, or a path to a ``.toml`` file, read with :mod:`tomllib`), then command-line options / Make variables of the same
 name. Validation happens before anything touches a database: a bad value or a contradictory
 combination raises :class:`bench.errors.ConfigError`, which the CLI turns into one line and exit
 status 2.
@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.config.file_values import check_file_value
+from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
 from bench.config.queue_parameters import QueueParameters
 from bench.errors import ConfigError
 from bench.results.slo import open_loop_keys
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-WORKLOADS_DIR = REPO_ROOT / "workloads"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,24 +140,10 @@ def mask_dsn(dsn: str) -> str:
 
 
 def workload_path(name: str) -> Path:
-    """``workloads/<name>.toml``, or ``name`` itself when it is a path to a ``.toml`` file.
-
-    Raises :class:`ConfigError` (``WORKLOAD``) naming the shipped workloads when there is no such file.
-    """
-    known = ", ".join(sorted(p.stem for p in WORKLOADS_DIR.glob("*.toml")))
-    if not known and not name.endswith(".toml"):
-        raise ConfigError("WORKLOAD", f"no workloads directory at {WORKLOADS_DIR}: this install lacks the "
-                                      "repository's data files (workloads/, schemas/, report_templates/); allowed: "
-                                      "run from a checkout installed with make install (pip install -e .)")
-    if name.endswith(".toml"):
-        path = Path(name)
-    elif re.match(r"^[A-Za-z0-9_-]+$", name):
-        path = WORKLOADS_DIR / f"{name}.toml"
-    else:
-        raise ConfigError("WORKLOAD", f"{name!r} is not a workload name; allowed: {known}, or a path to a .toml file")
-    if not path.is_file():
-        raise ConfigError("WORKLOAD", f"no workload {name!r}; allowed: {known}, or a path to a .toml file")
-    return path
+    """``./workloads/<name>.toml`` of the working directory, else the shipped one, or ``name`` itself
+    when it is a path to a ``.toml`` file (:func:`bench.config.lookup.find`). Raises ConfigError
+    (``WORKLOAD``) naming where it looked and the workloads there are."""
+    return find("WORKLOAD", name)
 
 
 def read_toml(path: Path, param: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The experiments catalogue: one TOML file per experiment in ``workloads/experiments/``.
+"""The experiments catalogue: one TOML file per experiment in ``bench/data/workloads/experiments/``.
 
 An experiment file (read with :mod:`tomllib`) states::
 
@@ -49,12 +49,12 @@ from typing import Any, Mapping, Sequence
 from bench.analysis.experiment_figures import MEASURES, check_key
 from bench.analysis.verdicts import Threshold
 from bench.config.parameters import ENGINES
-from bench.config.run_config import WORKLOADS_DIR, build_config, read_toml
+from bench.config.run_config import build_config, read_toml
+from bench.data import DATA_DIR, EXPERIMENTS_DIR
 from bench.errors import ConfigError
 from bench.results.run_files import INTERVAL_COLUMNS
 from bench.sweep.driver import Sweep
 
-EXPERIMENTS_DIR = WORKLOADS_DIR / "experiments"
 #: Probes an experiment may ask the engine for (``Engine.<kind>_probe(dsn, schema) -> dict``), each
 #: with the facts it returns (a figure's key; ``name[v]`` asks whether the list ``name`` holds ``v``).
 PROBES = {"offset_lock": ("offset_returned", "skip_locked_got", "locked_rows"),
@@ -127,7 +127,7 @@ class Experiment:
         """The fields ``experiments.json`` records for the experiment."""
         return {"name": self.name, "number": self.number, "title": self.title, "claim": self.claim,
                 "measures": self.measures, "budget_s": self.budget_s, "tier": "full" if self.full else "quick",
-                "file": str(self.path.relative_to(WORKLOADS_DIR.parent)) if self.path.is_relative_to(WORKLOADS_DIR.parent)
+                "file": str(self.path.relative_to(DATA_DIR)) if self.path.is_relative_to(DATA_DIR)
                 else str(self.path), "probe": self.probe, "accept": list(self.accept),
                 "figures": [dict(f) for f in self.figures]}
 
@@ -282,7 +282,7 @@ def load_catalogue(names: Sequence[str] = (), full: bool = False, dsn: str | Non
     """The experiments ``names`` (all of the catalogue when empty), validated, in catalogue order
     (``number``), for the engine of ``dsn``.
 
-    A name is a file's stem in ``workloads/experiments/`` (``convoy``), its number (``1``), or a path
+    A name is a file's stem in ``bench/data/workloads/experiments/`` (``convoy``), its number (``1``), or a path
     to an experiment file of one's own (``my_rule.toml``). Raises ConfigError: ``EXPERIMENTS`` for
     an unknown name (listing the names and numbers there are), ``EXPERIMENT`` for a bad file.
     """

@@ -330,7 +330,7 @@ def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None 
     Returns:
         (text, html_path): ``text`` is a fixed-width table (metric, A, B, relative
         difference (B − A)/A, p-value, significant, samples) followed by notes;
-        ``html_path`` the page rendered from ``report_templates/compare_pair.html.j2``
+        ``html_path`` the page rendered from ``bench/data/templates/compare_pair.html.j2``
         with the same table and a bar plot of the relative differences (also written
         as ``plots/<page stem>_relative_difference.png`` beside it).
         Run vs run: throughput, claims/s, claim p50/p95/p99 (ms) and oldest eligible

@@ -2,14 +2,13 @@
 
 Used by :mod:`bench.report.sweep_page` and :mod:`bench.report.compare_page`. Figures are drawn with
 matplotlib's Agg backend (no display needed) and embedded in the HTML as base64 PNG
-data URIs; pages are rendered from the Jinja templates in ``report_templates/``.
+data URIs; pages are rendered from the Jinja templates shipped in ``bench/data/templates/``.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-from pathlib import Path
 
 import matplotlib
 
@@ -19,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from jinja2 import Environment, FileSystemLoader  # noqa: E402
 from matplotlib.legend_handler import HandlerTuple  # noqa: E402
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "report_templates"
+from bench.data import TEMPLATES_DIR  # noqa: E402
 
 
 def png_uri(png: bytes) -> str:
@@ -56,6 +55,6 @@ def legend_above(ax: plt.Axes, handles: list | None = None, ncol: int | None = N
 
 
 def environment() -> Environment:
-    """The Jinja environment over ``report_templates/`` (autoescaped, blocks trimmed)."""
+    """The Jinja environment over the shipped templates (:data:`bench.data.TEMPLATES_DIR`) (autoescaped, blocks trimmed)."""
     return Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=True,
                        trim_blocks=True, lstrip_blocks=True)

@@ -42,7 +42,8 @@ from bench.config.parameters import BY_KEY, SWEEP_AXES
 from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
 from bench.sweep.sweep_file import check_target, sweep_path
 from bench.results.model import ResultsError, RunResult, read_result
-from bench.config.run_config import REPO_ROOT, RunConfig, build_config, read_toml
+from bench.config.run_config import RunConfig, build_config, read_toml
+from bench.data import DATA_DIR
 from bench.errors import ConfigError, Interrupted
 
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
@@ -150,7 +151,7 @@ class Sweep:
         target = self.data.get("target") or {}
         return {
             "name": self.name, "description": self.data.get("description", ""),
-            "file": str(self.path.resolve().relative_to(REPO_ROOT)) if self.path.resolve().is_relative_to(REPO_ROOT)
+            "file": str(self.path.resolve().relative_to(DATA_DIR)) if self.path.resolve().is_relative_to(DATA_DIR)
             else str(self.path),
             "matrix_hash": self.matrix_hash, "axes": dict(self.data["matrix"]),
             "base": self.base.public(), "repetitions": self.repetitions,

@@ -5,27 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.config.run_config import WORKLOADS_DIR
+from bench.config.lookup import find
 from bench.errors import ConfigError
-
-SWEEPS_DIR = WORKLOADS_DIR / "sweeps"
 
 
 def sweep_path(name: str) -> Path:
-    """``workloads/sweeps/<name>.toml``, or ``name`` itself when it is a path to a .toml file.
+    """``./workloads/sweeps/<name>.toml`` of the working directory, else the shipped one, or ``name``
+    itself when it is a path to a .toml file (:func:`bench.config.lookup.find`).
 
-    Raises ConfigError (``SWEEP``) naming the sweeps that exist.
+    Raises ConfigError (``SWEEP``) naming where it looked and the sweeps there are.
     """
-    if name.endswith(".toml"):
-        path = Path(name)
-    else:
-        if not name.replace("-", "").replace("_", "").isalnum():
-            raise ConfigError("SWEEP", f"{name!r} is not a sweep name; allowed: letters, digits, - and _, or a path to a .toml file")
-        path = SWEEPS_DIR / f"{name}.toml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in SWEEPS_DIR.glob("*.toml")))
-        raise ConfigError("SWEEP", f"no sweep file {str(path)!r}; allowed: {known}, or a path to a .toml file")
-    return path
+    return find("SWEEP", name)
 
 
 def check_target(target: Any, file_name: str) -> None:

@@ -15,14 +15,15 @@ from typing import Callable
 
 import pymysql
 
-from bench.config.run_config import REPO_ROOT, RunConfig
+from bench.config.run_config import RunConfig
+from bench.data import SCHEMAS_DIR
 from bench.engines.mariadb.connection import open_connection
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.common import SeedResult
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
-SCHEMA_DIR = REPO_ROOT / "schemas" / "mariadb"
+SCHEMA_DIR = SCHEMAS_DIR / "mariadb"
 SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
 #: The exceptions a database error raises through this engine.
 DATABASE_ERRORS = (pymysql.err.MySQLError, OSError)
@@ -182,7 +183,7 @@ def state_schema_for(schema: str) -> str:
 
 
 def statements(name: str, schema: str) -> list[str]:
-    """The statements of DDL file ``schemas/mariadb/<name>`` with ``{schema}`` bound to the quoted
+    """The statements of DDL file ``bench/data/schemas/mariadb/<name>`` with ``{schema}`` bound to the quoted
     database name (``{{``/``}}`` escape braces). Statements end with ``;`` at the end of a line;
     a trigger body between a ``BEGIN`` line and an ``END;`` line is one statement."""
     text = (SCHEMA_DIR / name).read_text().format(schema=ident(schema))

@@ -30,7 +30,7 @@ https://mariadb.com/kb/en/index-hints-how-to-force-query-plans/
 
 Index variants change only where the claim reads: ``generated`` filters on the stored generated
 column ``claim_pending`` (1 when pending, else NULL); ``ready_table`` locks rows of the
-``jobs_ready`` table that triggers keep (``schemas/mariadb/index_ready_table.sql``).
+``jobs_ready`` table that triggers keep (``bench/data/schemas/mariadb/index_ready_table.sql``).
 
 An id or token may also be a session variable (:class:`Var`, e.g. ``@id``): ``make calibrate
 ENGINE=mariadb`` has mariadb-slap run these same statements with the values it holds in its

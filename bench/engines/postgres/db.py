@@ -14,12 +14,13 @@ from typing import Callable
 import psycopg
 from psycopg import sql
 
-from bench.config.run_config import REPO_ROOT, RunConfig
+from bench.config.run_config import RunConfig
+from bench.data import SCHEMAS_DIR
 from bench.engines.common import SeedResult
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
-SCHEMA_DIR = REPO_ROOT / "schemas" / "postgres"
+SCHEMA_DIR = SCHEMAS_DIR / "postgres"
 SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
 #: The exceptions a database error raises through this engine (a caller outside the engine catches these).
 DATABASE_ERRORS = (psycopg.Error,)

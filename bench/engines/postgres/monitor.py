@@ -67,7 +67,7 @@ LEFT JOIN LATERAL (
 
 # TENANTS > 1: the same per-priority rows with two more columns, the flooder's (q0) oldest eligible
 # age and the oldest of the other tenants' heads: one probe per tenant and priority, each an index
-# probe on the tenant index (schemas/postgres/tenant_index_<variant>.sql).
+# probe on the tenant index (bench/data/schemas/postgres/tenant_index_<variant>.sql).
 _TENANT_AGE = """\
 SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8,
        coalesce(extract(epoch FROM now() - f.run_at), 0)::float8,

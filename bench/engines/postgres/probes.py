@@ -39,14 +39,14 @@ FR03_SETTINGS = ("enable_hashjoin", "enable_mergejoin", "enable_material", "enab
 #: (NOWAIT, SKIP LOCKED), so this bound is a safety net that is never reached when they do not.
 PROBE_TIMEOUT_MS = 5_000
 
-# The scratch table: the columns the tool's claim reads and writes, as in schemas/postgres/table.sql.
+# The scratch table: the columns the tool's claim reads and writes, as in bench/data/schemas/postgres/table.sql.
 _CREATE = """\
 CREATE TABLE {table} (
     id bigint PRIMARY KEY, priority smallint NOT NULL DEFAULT 0, run_at timestamptz NOT NULL DEFAULT now(),
     status text NOT NULL DEFAULT 'pending', attempts integer NOT NULL DEFAULT 0, attempt_token bigint,
     locked_by text, lease_expires_at timestamptz, started_at timestamptz
 )"""
-#: The ``partial`` index variant (schemas/postgres/index_partial.sql) on the scratch table.
+#: The ``partial`` index variant (bench/data/schemas/postgres/index_partial.sql) on the scratch table.
 _CLAIM_ORDER_INDEX = "CREATE INDEX {index} ON {table} (priority, run_at, id) WHERE status = 'pending'"
 _FILL = """\
 INSERT INTO {table} (id, run_at)
@@ -171,7 +171,7 @@ def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int 
     """Experiment 13 (FR-03) on a scratch table of ``rows`` pending rows (:func:`scratch_table`), in
     one transaction of its own that is rolled back, with :data:`FR03_SETTINGS` off (``SET LOCAL``:
     this transaction only), and the tool's default index variant (``partial``: claim order over the
-    pending rows, schemas/postgres/index_partial.sql): the sub-select form of the tool's claim
+    pending rows, bench/data/schemas/postgres/index_partial.sql): the sub-select form of the tool's claim
     (:func:`bench.engines.postgres.policies.naive_subselect_claim` of
     :func:`~bench.engines.postgres.policies.claim_sql`, ``LIMIT limit``) runs in a savepoint that
     is rolled back, then the tool's own claim (``claim_sql``, batch ``limit``) on the same rows.
