@@ -4,10 +4,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-# Two installs: what a run needs (STAMP, every run target), and what the tests need besides (TEST_STAMP:
-# the `test` extra: pytest, selenium, the queue libraries, mkdocs).
+# Three installs: what a run needs (STAMP, every run target), what the tests need besides (TEST_STAMP:
+# the `test` extra: pytest, selenium, the queue libraries, mkdocs), and the `docs` extra (DOCS_STAMP: make docs).
 STAMP   = $(VENV)/.installed
 TEST_STAMP = $(VENV)/.installed-test
+DOCS_STAMP = $(VENV)/.installed-docs
 
 # A yes/no variable (ALLOW_REMOTE, FRESH, PREPARED, ...): 1 = yes; 0 = no; unset = no, or for a run
 # parameter the workload's value; anything else stops make.
@@ -79,7 +80,7 @@ help: ## list the targets (this list)
 	@echo "Run parameters (bench, bench-ui, soak, sweep, compare-indexes, capacity, plan): one Make variable per"
 	@echo "qbench run option, WORK_MS=5 for --work-ms 5, yes/no as 1 or 0 (PREPARED=0 for --no-prepared):"
 	@echo "$(PARAM_NAMES)" | fold -s -w 98 | sed 's/^/  /'
-	@echo "Each is documented, with its default, in README.md's parameter table and by: qbench run --help"
+	@echo "Each is documented, with its default, in docs/reference/parameters.md and by: qbench run --help"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -91,9 +92,13 @@ $(TEST_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(TEST_STAMP)
 
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
 install: $(STAMP) ## create .venv and install queue-bench into it
 
-# STRICT=1: exit 5 when the run is suspect. Exit statuses: README, "Exit statuses".
+# STRICT=1: exit 5 when the run is suspect. Exit statuses: docs/running.md, "Exit statuses".
 STRICT ?=
 bench: $(STAMP) ## run one benchmark and render its report (run parameters; STRICT=1: exit 5 when suspect)
 	$(BIN)/qbench run $(RUN_ARGS) $(if $(call flag,STRICT),--strict)
@@ -225,7 +230,7 @@ clean-db: $(STAMP) ## drop the schemas queue-bench created in DSN's database, an
 
 # The documentation site (MkDocs, strict: a broken link or a page missing from the nav fails) into site/;
 # docs-ref regenerates the parameters and CLI references (docs/reference/) from the code.
-docs: $(STAMP) ## build the documentation site into site/ (strict: a broken link fails)
+docs: $(DOCS_STAMP) ## build the documentation site into site/ (strict: a broken link fails)
 	$(BIN)/python -m mkdocs build --strict --site-dir site
 docs-ref: $(STAMP) ## regenerate docs/reference/ (parameters, CLI) from the code
 	$(BIN)/python -m bench.cli.docs_reference

@@ -325,7 +325,7 @@ CONTRADICTIONS = [
     ("fault-option-its-kind-ignores", ["--faults", "backend_kill@1-2:share=0.5"], "FAULTS", "every_s"),
     ("empty-option-value", ["--workers="], "WORKERS", "1–1,000"),
     ("empty-policy", ["--policy="], "POLICY", "skip_locked"),
-    ("empty-workload", ["--workload="], "WORKLOAD", "a name in workloads/"),
+    ("empty-workload", ["--workload="], "WORKLOAD", "a name looked up in ./workloads/"),
     ("policy-spelled-with-a-dash", ["--workers=1", "--policy=SKIP-LOCKED"], "POLICY", "skip_locked"),
 ]
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from bench import __version__
+from bench.config.lookup import how_given
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
 from bench.results.model import RunResult, outcomes, read_result
@@ -55,8 +56,7 @@ class _Parser(argparse.ArgumentParser):
 def _workload(args: argparse.Namespace) -> str:
     """``--workload``: absent means ``default``; an explicitly empty value is refused (ConfigError)."""
     if args.workload is not None and not args.workload.strip():
-        raise ConfigError("WORKLOAD", "empty; allowed: a name in workloads/ or a path to a .toml file "
-                                      "(leave --workload out for default)")
+        raise ConfigError("WORKLOAD", f"empty; allowed: {how_given('WORKLOAD')} (leave --workload out for default)")
     return args.workload or "default"
 
 
@@ -267,7 +267,7 @@ def _add_run_commands(sub) -> None:
     run.set_defaults(func=_run)
 
     swp = sub.add_parser("sweep", help="run (or resume) a sweep: a matrix of runs with repetitions")
-    swp.add_argument("sweep", metavar="SWEEP", help="a name in workloads/sweeps/ or a path to a .toml file")
+    swp.add_argument("sweep", metavar="SWEEP", help=how_given("SWEEP"))
     swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
     swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming "
                                                           "(default: no, resume the newest unfinished one)")

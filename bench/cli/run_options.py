@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from bench.config.lookup import how_given
 from bench.config.parameter import GROUPS
 from bench.config.parameters import PARAMETERS
 
@@ -20,8 +21,7 @@ DSN_SCHEMES = ("the database: postgresql://… (or libpq key=value), or mysql://
                "engine follows the scheme")
 DSN_HELP = f"{DSN_SCHEMES} (default: $DATABASE_URL, else an embedded throwaway PostgreSQL, or MariaDB with --engine mariadb)"
 ALLOW_REMOTE_HELP = "confirm a DSN that is not loopback: the tool writes heavy load (default: no, refused)"
-WORKLOAD_HELP = "a workload name in workloads/ or a path to a .toml file; its values replace the defaults below " \
-                "(default: default)"
+WORKLOAD_HELP = f"{how_given('WORKLOAD')}; its values replace the defaults below (default: default)"
 EPILOG = ("Each default shown is the parameter table's; a --workload file's values replace it. Every option is also "
           "a Make variable: --work-ms is WORK_MS=…, a switch pair --x / --no-x is X=1 / X=0 (make help).")
 

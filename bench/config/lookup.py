@@ -43,6 +43,13 @@ KINDS = {
 }
 
 
+def how_given(param: str) -> str:
+    """How ``param`` (``WORKLOAD``, ``SWEEP``, ``QUEUE``) is given, in words, for help texts and refusals:
+    "a name looked up in ./workloads/ of the working directory, then the shipped ones, or a path ..."."""
+    kind = KINDS[param]
+    return f"a name looked up in ./{kind.local}/ of the working directory, then the shipped ones, or {kind.path_hint}"
+
+
 def known_names(param: str) -> list[str]:
     """The names ``param`` (``WORKLOAD``, ``SWEEP``, ``QUEUE``) may take: the working directory's and the
     shipped ones, sorted, each once."""
