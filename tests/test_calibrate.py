@@ -45,7 +45,9 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
     assert match, proc.stdout + proc.stderr
     (cal_dir,) = (tmp_path / "results").glob("calibration-*")
     data = json.loads((cal_dir / "calibration.json").read_text())
-    assert proc.returncode == (0 if data["pairs_kept"] else 1), proc.stdout + proc.stderr
+    # a calibration that kept no pair measured nothing: it exits 1, and this test fails with it
+    assert data["pairs_kept"] >= 1, f"no pair was kept:\n{proc.stdout}{proc.stderr}"
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["summary_line"] == lines[-1]
 
     kept = [p for p in data["pairs"] if p["kept"]]
@@ -53,9 +55,8 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
     median, low, high, n_kept, n_left = match.groups()
     assert (int(n_kept), int(n_left)) == (len(kept), len(data["pairs"]) - len(kept))
     assert len(data["pairs"]) == 2
-    if ratios:
-        assert median == f"{statistics.median(ratios):.2f}"
-        assert (low, high) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
+    assert median == f"{statistics.median(ratios):.2f}"
+    assert (low, high) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
     printed = [PAIR_RE.match(line) for line in lines if PAIR_RE.match(line)]
     assert len(printed) == sum(len(p["attempts"]) for p in data["pairs"])
 
