@@ -158,3 +158,38 @@ def test_the_reports_vacuum_note_names_the_passes_and_the_settings():
                       "vacuum_passes": None})
     assert "ran 3 and autoanalyze 1 times" in on and "autovacuum_vacuum_threshold = 1000" in on
     assert "VACUUM_EVERY_S" not in on
+
+
+def test_no_autovacuum_run_under_a_naptime_longer_than_the_run_is_unobservable_not_a_failure():
+    """The rule alone: autovacuum on, no run seen, and a naptime not shorter than the watched span ->
+    ``unobservable`` with the reason; a naptime shorter than the span, or a run seen, -> no such note."""
+    from bench.run_summary import vacuum_during
+
+    cfg = build_config(overrides={"autovacuum_settings": AGGRESSIVE})
+    counts = {"autovacuum_count": 0, "autoanalyze_count": 0, "last_autovacuum": None, "last_autoanalyze": None,
+              "server_autovacuum": True, "naptime_s": 60.0, "at_s": 1000.0}
+    av = vacuum_during(counts, {**counts, "at_s": 1017.0}, cfg)
+    assert (av["naptime_s"], av["watched_s"], av["autovacuum_runs"]) == (60.0, 17.0, 0)
+    assert "autovacuum_naptime (60 s)" in av["unobservable"] and "17 s" in av["unobservable"]
+    assert "unobservable" not in vacuum_during({**counts, "naptime_s": 1.0}, {**counts, "naptime_s": 1.0, "at_s": 1017.0}, cfg)
+    assert "unobservable" not in vacuum_during(counts, {**counts, "at_s": 1017.0, "autovacuum_count": 1}, cfg)
+    off = {**counts, "server_autovacuum": False}
+    assert "autovacuum is off" in vacuum_during(off, {**off, "at_s": 1017.0}, cfg)["unobservable"]
+
+
+def test_a_run_records_the_servers_naptime_and_the_span_it_watched(dsn, tmp_path):
+    """Against the test server: summary.json's autovacuum block holds its autovacuum_naptime and the
+    seconds between the two counts; no autovacuum run within a span shorter than the naptime is
+    marked unobservable (the system server's naptime is 60 s, so the experiment says inconclusive)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        naptime = conn.execute("SELECT setting::float8 FROM pg_settings WHERE name = 'autovacuum_naptime'").fetchone()[0]
+    _, s, _ = run_and_load(dsn, tmp_path, "--workers", "2", "--backlog", "3000", "--duration", "2s", "--warmup", "0s",
+                           "--autovacuum-settings", AGGRESSIVE)
+    av = s["autovacuum"]
+    assert av["naptime_s"] == naptime
+    assert 2 <= av["watched_s"] < 120, av
+    if not av["server_autovacuum"]:
+        assert av["unobservable"] == "the server's autovacuum is off: no per-table setting can make it run"
+    else:
+        expect_unobservable = av["autovacuum_runs"] == 0 and naptime >= av["watched_s"]
+        assert ("unobservable" in av) == expect_unobservable, av
