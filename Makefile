@@ -23,7 +23,7 @@ RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: bench bench-ui test experiments calibrate report install clean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench
+.PHONY: bench bench-ui test test-quick experiments calibrate report install clean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ bench-ui: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The quick tier (at most 5 minutes on 2 cores): every layer, without the tests marked slow.
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
 # DURATION is given; other run parameters pass through. It logs the harness RSS every minute

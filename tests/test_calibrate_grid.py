@@ -17,6 +17,8 @@ import statistics
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, qbench
 from test_calibrate import _aggregate  # pgbench's aggregate logs, read independently of bench/
 
@@ -37,6 +39,7 @@ def _cpu_s_from_files(run_dir: Path, summary: dict, name: str) -> tuple[float, s
     return seconds, {int(r["process"]) for r in rows}
 
 
+@pytest.mark.slow
 def test_grid_calibration_file_and_lines_agree_with_what_they_rest_on(dsn, tmp_path):
     proc = qbench("calibrate", "--dsn", dsn, "--processes", "1,2", "--workers", "4", "--batch", "10",
                   "--duration", "2s", "--warmup", "1s", "--pairs", "2", "--results", "results",

@@ -56,6 +56,7 @@ def test_each_settings_range_is_the_servers(dsn):
 
 
 @pytest.mark.parametrize("layout, tables", [("partitioned", ("jobs_history", "jobs_live")), ("archive", ("jobs",))])
+@pytest.mark.slow
 def test_autovacuum_settings_reach_the_queue_tables_reloptions_only(dsn, tmp_path, layout, tables):
     """Set on each leaf of the queue table (partitions; not the archive), read back from pg_class and
     recorded in run.json's config by PostgreSQL's full names; the monitor's dead tuples and index size
@@ -77,6 +78,7 @@ def test_autovacuum_settings_reach_the_queue_tables_reloptions_only(dsn, tmp_pat
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_periodic_vacuum_passes_are_timed_marked_and_keep_dead_tuples_down(dsn, tmp_path):
     """VACUUM_EVERY_S=1 over a 5 s window: at least 3 passes with durations, each marked in
     intervals.csv; with autovacuum off on the table, the last second's dead tuples are under half of
@@ -130,6 +132,7 @@ def test_vacuum_parameters_do_not_apply_on_mariadb(key, value):
     assert cfg.vacuum_every_s == cfg.autovacuum_settings == "n/a" and not cfg.vacuums()
 
 
+@pytest.mark.slow
 def test_aggressive_settings_make_autovacuum_take_the_queue_table_within_a_quick_run(tmp_path):
     """On the embedded server (autovacuum_naptime 1 s) the aggressive settings make autovacuum run on
     the queue table at least twice in 6 s, and intervals.csv's autovacuum_count rises with them."""
@@ -177,6 +180,7 @@ def test_no_autovacuum_run_under_a_naptime_longer_than_the_run_is_unobservable_n
     assert "autovacuum is off" in vacuum_during(off, {**off, "at_s": 1017.0}, cfg)["unobservable"]
 
 
+@pytest.mark.slow
 def test_a_run_records_the_servers_naptime_and_the_span_it_watched(dsn, tmp_path):
     """Against the test server: summary.json's autovacuum block holds its autovacuum_naptime and the
     seconds between the two counts; no autovacuum run within a span shorter than the naptime is

@@ -183,6 +183,7 @@ def test_the_monitor_counts_commits_waiting_on_the_notify_lock_and_not_other_loc
         _drop_scratch(dsn)
 
 
+@pytest.mark.slow
 def test_notify_wakes_idle_workers_within_a_round_trip_where_polling_waits_half_the_interval(dsn, tmp_path):
     """RATE=20 jobs/s, 4 workers, POLL_MS=200, no work: workers are idle most of the time. Polling, a
     job waits for the next claim of a worker: the workers start together and stay close in step,
