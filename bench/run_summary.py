@@ -302,7 +302,10 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
     """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
     the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt. With
     ``settings`` (``AUTOVACUUM_SETTINGS`` by full name) and ``reloptions`` (what the server held for
-    each leaf of the queue table after prepare, ``{table: ["name=value", …]}``).
+    each leaf of the queue table after prepare, ``{table: ["name=value", …]}``), ``naptime_s`` (the
+    server's ``autovacuum_naptime``) and ``watched_s`` (server seconds between the two counts); and
+    ``unobservable`` (why no autovacuum run says nothing: the server's autovacuum is off, or its
+    naptime is not shorter than the span watched) when that is so.
     ``{"not_applicable": why}`` on an engine without vacuum (its :meth:`~bench.engines.base.Engine.vacuum_counts`)."""
     if "not_applicable" in before:
         return {"not_applicable": before["not_applicable"]}

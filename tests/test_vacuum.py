@@ -197,3 +197,66 @@ def test_a_run_records_the_servers_naptime_and_the_span_it_watched(dsn, tmp_path
     else:
         expect_unobservable = av["autovacuum_runs"] == 0 and naptime >= av["watched_s"]
         assert ("unobservable" in av) == expect_unobservable, av
+
+
+UNOBSERVABLE_EXPERIMENT = '''
+number = 99
+title = "t"
+claim = "per-table autovacuum settings make autovacuum take the queue table"
+measures = "autovacuum runs on the queue table"
+budget_s = 60
+engines = ["postgres"]
+[runs]
+cells = [{ autovacuum_settings = "vacuum_scale_factor=0,autovacuum_vacuum_threshold=1000,vacuum_cost_delay=0" }]
+[runs.fixed]
+workers = 2
+backlog = 3000
+duration = "2s"
+warmup = "0s"
+[[figures]]
+name = "autovacuum runs"
+measure = "value"
+key = "autovacuum.autovacuum_runs"
+holds_if = "> 0"
+'''
+
+CATALOGUE_SCRIPT = '''
+import json, sys
+from pathlib import Path
+from bench.load import swarm  # gevent first, as the command does
+from bench.experiments.catalogue import load_experiment
+from bench.experiments.driver import run_catalogue
+dsn, tmp = sys.argv[1], Path(sys.argv[2])
+exp = load_experiment(tmp / "unobservable.toml", dsn=dsn)
+catalogue = run_catalogue([exp], dsn, "postgres", tmp / "results", probe_runner=dict, log=lambda _line: None)
+print(json.dumps(json.loads((catalogue / exp.name / "outcome.json").read_text())))
+'''
+
+
+@pytest.mark.slow
+def test_an_experiment_on_a_server_whose_naptime_outlasts_its_run_is_inconclusive_and_says_why(tmp_path, monkeypatch):
+    """A server of the test's own, autovacuum on with autovacuum_naptime = 60 s (as the system
+    server's), and an experiment whose 2 s run asks per-table autovacuum settings to act: no
+    autovacuum run is seen, and the verdict is inconclusive, naming the naptime, not "does not hold"."""
+    import subprocess
+    import sys
+
+    from bench.engines.postgres.embedded import embedded_postgres
+    from conftest import REPO
+
+    from bench.engines.postgres import embedded_config
+
+    (tmp_path / "unobservable.toml").write_text(UNOBSERVABLE_EXPERIMENT)
+    monkeypatch.setattr(embedded_config, "AUTOVACUUM_NAPTIME", "60s")  # the server's own start option
+    with embedded_postgres(20, log=lambda _line: None) as server:
+        with psycopg.connect(server, autocommit=True) as conn:
+            assert conn.execute("SHOW autovacuum").fetchone()[0] == "on"
+            assert conn.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum_naptime'").fetchone()[0] == "60"
+        proc = subprocess.run([sys.executable, "-c", CATALOGUE_SCRIPT, server, str(tmp_path)], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    (figure,) = outcome["figures"]
+    assert figure["values"] == [0], figure
+    assert outcome["verdict"] == "inconclusive", outcome
+    assert any("autovacuum_naptime (60 s) is not shorter than the" in r for r in outcome["reasons"]), outcome["reasons"]
