@@ -71,7 +71,7 @@ RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
 	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
 
-.PHONY: help bench bench-ui test experiments calibrate report install clean distclean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench docs docs-ref
+.PHONY: help bench bench-ui test experiments calibrate report install test-quick clean distclean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench docs docs-ref
 
 # The targets, one line each: the `## ` text after a target's prerequisites.
 help: ## list the targets (this list)
@@ -118,6 +118,11 @@ bench-ui: $(STAMP) ## one run under Locust's web UI (WEB_PORT, MAX_WORKERS)
 test: $(TEST_STAMP) ## the full test suite, as CI runs it
 	tests/prerequisites.sh
 	$(BIN)/python -m pytest -q
+
+# The quick tier (at most 5 minutes on 2 cores): every layer, without the tests marked slow.
+test-quick: $(TEST_STAMP) ## the quick tier (tests marked slow left out): a few minutes, every layer
+	tests/prerequisites.sh
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
 # DURATION is given; other run parameters pass through. It logs the harness RSS every minute

@@ -302,7 +302,10 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
     """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
     the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt. With
     ``settings`` (``AUTOVACUUM_SETTINGS`` by full name) and ``reloptions`` (what the server held for
-    each leaf of the queue table after prepare, ``{table: ["name=value", …]}``).
+    each leaf of the queue table after prepare, ``{table: ["name=value", …]}``), ``naptime_s`` (the
+    server's ``autovacuum_naptime``) and ``watched_s`` (server seconds between the two counts); and
+    ``unobservable`` (why no autovacuum run says nothing: the server's autovacuum is off, or its
+    naptime is not shorter than the span watched) when that is so.
     ``{"not_applicable": why}`` on an engine without vacuum (its :meth:`~bench.engines.base.Engine.vacuum_counts`)."""
     if "not_applicable" in before:
         return {"not_applicable": before["not_applicable"]}
@@ -311,10 +314,27 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
                 "settings": cfg.public()["autovacuum_settings"], "reloptions": before.get("reloptions")}
     if after is None:
         return {**settings, "autovacuum_runs": None, "autoanalyze_runs": None}
-    return {**settings,
-            "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
-            "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
-            "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
+    out = {**settings,
+           "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
+           "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
+           "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
+    if cfg.autovacuum == "on" and not before["server_autovacuum"]:
+        out["unobservable"] = "the server's autovacuum is off: no per-table setting can make it run"
+    naptime_s, watched_s = before.get("naptime_s"), _watched_s(before, after)
+    if naptime_s is not None and watched_s is not None:
+        out.update(naptime_s=naptime_s, watched_s=round(watched_s, 1))
+        if enabled and not out["autovacuum_runs"] and naptime_s >= watched_s:
+            out["unobservable"] = (f"the server's autovacuum_naptime ({naptime_s:g} s) is not shorter than the "
+                                   f"{watched_s:.0f} s the run watched: its launcher may not have woken once, so "
+                                   "no autovacuum run says nothing about the settings")
+    return out
+
+
+def _watched_s(before: dict, after: dict) -> float | None:
+    """Seconds of server time between the two vacuum counts, or None when either has no clock."""
+    if before.get("at_s") is None or after.get("at_s") is None:
+        return None
+    return after["at_s"] - before["at_s"]
 
 
 def vacuum_passes(cfg: RunConfig, passes: list[tuple[float, float]], n_warm: int, rows: list[dict]) -> dict | None:

@@ -351,6 +351,7 @@ def test_rolled_back_hold_claims_are_not_claims(run, dsn):
     assert result["details"]["claims_under_live_lease"] == result["details"]["claims_beyond_attempts"] == K
 
 
+@pytest.mark.slow
 def test_crashy_hold_run_audits_clean(dsn, tmp_path):
     """`qbench run --workload crashy --txn hold`, shortened: workers crash after claiming and
     backends are killed inside hold transactions; each rolls its claims back, so the rows' next

@@ -97,6 +97,7 @@ def _screenshot(driver, path: Path) -> Path:
 
 
 @pytest.mark.parametrize("name", sorted(SUMMARY_TABLE))
+@pytest.mark.slow
 def test_page_loads_in_chromium_with_its_images_and_no_console_error(name, browser, pages, tmp_path):
     """The page opened from disk in headless Chromium: a full-page screenshot saved, then every image
     loaded, no console error, and its summary table shown with its rows."""
@@ -133,6 +134,7 @@ FIT_WIDTH = 1280
 
 
 @pytest.mark.parametrize("name", sorted(SUMMARY_TABLE))
+@pytest.mark.slow
 def test_page_fits_a_1280_px_window(name, browser, pages):
     """No table pushes the page wider than the window: wide tables scroll inside themselves."""
     browser.set_window_size(FIT_WIDTH, HEIGHT)
@@ -146,6 +148,7 @@ GREEN, RED = "rgba(46, 125, 50, 1)", "rgba(198, 40, 40, 1)"
 
 @pytest.mark.parametrize("case, item", [("clean", "invariants"), ("suspect", "trust"), ("broken", "invariants"),
                                         ("missed", "SLO")])
+@pytest.mark.slow
 def test_the_verdict_card_is_green_or_red_with_its_reason(case, item, browser, tmp_path):
     """The report's first block, as Chromium draws it: a clean run's items green; a suspect run's trust, a
     run's broken invariants and a missed SLO red, each with its reason shown."""

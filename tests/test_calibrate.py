@@ -16,6 +16,8 @@ import re
 import statistics
 from pathlib import Path
 
+import pytest
+
 from conftest import MARIADB_DSN, qbench
 
 LINE_RE = re.compile(r"^median ratio: (\d+\.\d\d) \(min (\d+\.\d\d), max (\d+\.\d\d), (\d+) pairs, (\d+) left out\)$")
@@ -36,6 +38,7 @@ def _aggregate(pgbench_dir: Path) -> dict[int, int]:
     return per_s
 
 
+@pytest.mark.slow
 def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_path):
     # --results relative to the working directory, as ``make calibrate`` gives it
     proc = qbench("calibrate", "--dsn", dsn, "--workers", "4", "--warmup", "1s", "--duration", "3s",
@@ -45,7 +48,9 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
     assert match, proc.stdout + proc.stderr
     (cal_dir,) = (tmp_path / "results").glob("calibration-*")
     data = json.loads((cal_dir / "calibration.json").read_text())
-    assert proc.returncode == (0 if data["pairs_kept"] else 1), proc.stdout + proc.stderr
+    # a calibration that kept no pair measured nothing: it exits 1, and this test fails with it
+    assert data["pairs_kept"] >= 1, f"no pair was kept:\n{proc.stdout}{proc.stderr}"
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["summary_line"] == lines[-1]
 
     kept = [p for p in data["pairs"] if p["kept"]]
@@ -53,9 +58,8 @@ def test_calibration_line_and_file_agree_with_the_logs_they_rest_on(dsn, tmp_pat
     median, low, high, n_kept, n_left = match.groups()
     assert (int(n_kept), int(n_left)) == (len(kept), len(data["pairs"]) - len(kept))
     assert len(data["pairs"]) == 2
-    if ratios:
-        assert median == f"{statistics.median(ratios):.2f}"
-        assert (low, high) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
+    assert median == f"{statistics.median(ratios):.2f}"
+    assert (low, high) == (f"{min(ratios):.2f}", f"{max(ratios):.2f}")
     printed = [PAIR_RE.match(line) for line in lines if PAIR_RE.match(line)]
     assert len(printed) == sum(len(p["attempts"]) for p in data["pairs"])
 
@@ -109,6 +113,7 @@ def test_calibrate_refuses_zero_pairs_and_creates_nothing(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
     """Another run holds the schema: exit 2 with one line, no calibration directory, and the
     other run's schema is still there (the calibration's clean-up must not drop it)."""
@@ -130,6 +135,7 @@ def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
         assert holder.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_busy'").fetchone()[0] == 1
 
 
+@pytest.mark.slow
 def test_a_pair_whose_pgbench_failed_is_run_again(dsn, tmp_path):
     """pgbench's sessions are terminated once, during the first pair's pgbench run: that try is
     reported with pgbench's failure and the pair is run again; the pair's ratio is its last try's."""
@@ -184,6 +190,7 @@ SLAP_PAIR_RE = re.compile(r"^pair (\d+)( \(try \d\))?: mariadb-slap ([\d,.]+) jo
                           r"ratio (\d+\.\d\d|-)")
 
 
+@pytest.mark.slow
 def test_mariadb_calibration_line_and_file_agree_with_what_they_rest_on(maria_schema, tmp_path):
     """A short MariaDB calibration (10 clients, 1 pair): exit 0, a ``median ratio:`` line with a
     number > 0, and calibration.json with both sides' jobs and jobs/s > 0, each recomputed from the

@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import qbench
 
 
+@pytest.mark.slow
 def test_capacity_search_brackets_the_littles_law_ceiling(dsn, tmp_path):
     proc = qbench("capacity", "--dsn", dsn, "--results", str(tmp_path), "--workers", "2", "--work-ms", "10",
                   "--duration", "5s", "--warmup", "1s", "--rate-start", "40", timeout=900)

@@ -70,6 +70,7 @@ def test_version():
     assert result.returncode == 0 and result.stdout.strip() == f"qbench {__version__}"
 
 
+@pytest.mark.slow
 def test_objects_outside_the_schema_that_depend_on_it_are_never_dropped(dsn, tmp_path):
     """DROP SCHEMA … CASCADE would drop a user's view, function and foreign key that point into the
     tool's schema: clean leaves such a schema alone, and a run refuses to re-create it (exit 2)."""
@@ -111,6 +112,7 @@ def test_objects_outside_the_schema_that_depend_on_it_are_never_dropped(dsn, tmp
         conn.close()
 
 
+@pytest.mark.slow
 def test_clean_on_mariadb_drops_only_marked_databases_that_no_run_holds_or_others_use():
     """On a throwaway MariaDB server: a marked database is dropped; one a run holds (its named lock),
     one that a view elsewhere reads, and an unmarked one are left; --dry-run drops nothing."""

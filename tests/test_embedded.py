@@ -91,6 +91,7 @@ def test_start_configure_stop():
     print(f"\nstart {t_ready - t0:.2f} s, stop {t_end - t_stop:.2f} s")
 
 
+@pytest.mark.slow
 def test_exception_inside_block_still_stops():
     # base_dir must be traversable by the server's user when running as root
     base = pathlib.Path(tempfile.mkdtemp(prefix="qbench-test-"))
@@ -110,6 +111,7 @@ def test_exception_inside_block_still_stops():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root needs the parent-traversal check")
+@pytest.mark.slow
 def test_untraversable_base_dir_is_refused(tmp_path):
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -146,6 +148,7 @@ _CHILD = textwrap.dedent(
 
 
 @pytest.mark.parametrize("mode", ["sigint", "sigterm", "atexit"])
+@pytest.mark.slow
 def test_child_process_never_leaves_server(mode):
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, mode], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -162,6 +165,7 @@ def test_child_process_never_leaves_server(mode):
         assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_embedded_run_records_pg_stat_statements_for_the_measured_window(tmp_path):
     """The embedded server loads pg_stat_statements; the claim's calls, counted by the server
     from the measured start (its entry is reset then), match the claims the clients counted."""
@@ -181,6 +185,7 @@ def test_embedded_run_records_pg_stat_statements_for_the_measured_window(tmp_pat
     assert pgss["mean_ms"] > 0 and pgss["shared_blks_per_call"] > 0
 
 
+@pytest.mark.slow
 def test_a_process_killed_by_sigkill_leaves_no_server():
     """SIGKILL runs no hook: the watchdog (bench.engines.embedded_watchdog) sees the pipe close and
     stops the server and deletes its directory."""

@@ -10,6 +10,7 @@ from conftest import CLEAN_INVARIANTS, MARIADB_DSN, run_and_load
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+@pytest.mark.slow
 def test_fifo_out_of_order_share_is_zero_for_one_worker_and_positive_under_contention(engine, dsn, maria_schema,
                                                                                        tmp_path):
     """Experiment 9: one worker claims a seeded backlog strictly in claim order (share 0.0
@@ -135,6 +136,7 @@ def test_subselect_probe_is_not_applicable_on_mariadb(maria_schema):
     assert _schema_absent("mariadb", target, schema)
 
 
+@pytest.mark.slow
 def test_a_crash_under_txn_hold_returns_jobs_by_rollback_that_no_lease_accounts_for(dsn, tmp_path):
     """Experiment 6: 4 workers, a crash window. Under TXN=hold a crashed worker's claim rolls back:
     the jobs come back to pending with no lease expiry and attempts not raised, and the run counts

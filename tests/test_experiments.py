@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from bench.errors import ConfigError
 from bench.experiments.catalogue import EXPERIMENTS_DIR, load_catalogue, load_experiment
 from conftest import REPO, qbench
+from waiting import measured_seconds, wait_until
 
 GOOD = '''number = 99
 title = "t"
@@ -93,6 +93,7 @@ def test_an_unknown_experiment_is_refused_in_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_catalogue_interrupted_in_its_second_experiment_resumes(dsn, tmp_path):
     """lease_reaper then fencing; SIGINT while fencing runs: exit 130. Run again: lease_reaper is
     kept (measured before), fencing's sweep resumes in the same directory, and experiments.json
@@ -104,7 +105,9 @@ def test_a_catalogue_interrupted_in_its_second_experiment_resumes(dsn, tmp_path)
     for line in proc.stdout:
         lines.append(line)
         if line.startswith(" 8. "):
-            time.sleep(4)  # inside fencing's run
+            # inside fencing's run: its first measured second is in its claim log
+            wait_until(lambda: any(n >= 1 for d in tmp_path.glob("experiments/*/fencing") for n in measured_seconds(d)),
+                       60, "fencing's first measured second")
             proc.send_signal(signal.SIGINT)
             break
     rest, _ = proc.communicate(timeout=120)
@@ -155,6 +158,7 @@ print(json.dumps({"verdict": outcome["verdict"], "reasons": outcome["reasons"], 
 '''
 
 
+@pytest.mark.slow
 def test_an_experiment_that_cannot_fit_its_budget_is_inconclusive_and_says_why(dsn, tmp_path):
     """Runs that need more than the budget are not started: inconclusive, with the seconds needed
     and the budget; and no run of a sweep starts past its deadline (the budget's clock)."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 
+@pytest.mark.slow
 def test_late_completions_are_fenced(dsn, tmp_path):
     """Lease 1 s, jobs of 3 s, reaper every 0.5 s: every completion arrives after the lease
     expired and the reaper re-queued the job, so the token rejects it; none is applied,
@@ -29,6 +31,7 @@ def test_late_completions_are_fenced(dsn, tmp_path):
     assert s["status_counts"].get("done", 0) == 0
 
 
+@pytest.mark.slow
 def test_poison_jobs_end_dead_after_max_attempts_with_growing_backoff(dsn, tmp_path):
     """10 % poison of 500 jobs, max_attempts 3, back-off base 1 s: every poison job ends dead after
     exactly 3 attempts, no other job dies, and the gaps between a poison job's attempts grow: each
@@ -58,6 +61,7 @@ def test_poison_jobs_end_dead_after_max_attempts_with_growing_backoff(dsn, tmp_p
     assert sum(g[1] for g in gaps) > 1.5 * sum(g[0] for g in gaps)
 
 
+@pytest.mark.slow
 def test_nowait_retries_are_bounded_by_the_backoff(dsn, tmp_path):
     """NOWAIT at 50 workers: every 55P03 is followed by a jittered back-off, so lock errors
     per worker per second stay far below a tight loop's (one per claim round trip)."""

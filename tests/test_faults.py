@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from bench.engines.postgres.error_kinds import is_counted_kind
 from conftest import CLEAN_INVARIANTS, run_and_load
 
@@ -14,6 +16,7 @@ def _rows(run_dir) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_crashed_workers_jobs_come_back_through_the_lease(dsn, tmp_path):
     """10 % of 10 workers crash right after a claim, lease 2 s, reaper every 0.5 s: at the end every
     job is done or dead, none is lost, and redeliveries cover at least the crashed claims. The
@@ -31,6 +34,7 @@ def test_crashed_workers_jobs_come_back_through_the_lease(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_a_crash_window_at_the_loads_first_instant_still_crashes_a_worker(dsn, tmp_path):
     """WARMUP=0 and a window from 0 s: the window opens before Locust has created the users, and
     must still choose among all of them (it once chose among none and silently did nothing)."""
@@ -41,6 +45,7 @@ def test_a_crash_window_at_the_loads_first_instant_still_crashes_a_worker(dsn, t
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_long_transaction_holds_xmin_and_the_queue_recovers(dsn, tmp_path):
     """Open-loop 200 jobs/s, a REPEATABLE READ snapshot held from 2 s to 5 s: the oldest snapshot's
     xmin age climbs only inside the window, dead tuples keep accumulating, and after the window the
@@ -62,6 +67,7 @@ def test_long_transaction_holds_xmin_and_the_queue_recovers(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_killed_backends_are_counted_and_workers_reconnect(dsn, tmp_path):
     """pg_terminate_backend on a worker every second from 1 s to 3 s: the kills are counted, the
     workers' errors are counted by kind — the SQLSTATE the server sent (57P01 admin_shutdown) or a

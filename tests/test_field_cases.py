@@ -8,9 +8,12 @@ assertion is a ratio, not an absolute time.
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 
+@pytest.mark.slow
 def test_no_index_collapses_and_the_plan_says_why(dsn, tmp_path):
     """INDEX=none vs INDEX=partial, 200k pending rows, 10 workers: claim p50 at least 10x worse
     without the index, the captured plan a Seq Scan for one and the partial index for the other."""

@@ -27,6 +27,7 @@ def test_a_significant_regression_beyond_the_limit_exits_4(tmp_path):
     assert "97.7 %" in found[0] and "p < 0.0001" in found[0], found[0]  # (75.1 − 3,239) / 3,239
 
 
+@pytest.mark.slow
 def test_no_change_an_improvement_and_a_small_regression_pass(tmp_path):
     for a, b in ((FAST, FAST), (SLOW, FAST), (FAST, FAST_TOO)):  # FAST_TOO is 5.6 % slower than FAST
         proc = _gate(a, b, tmp_path, "--max-regression", "10%")

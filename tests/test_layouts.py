@@ -4,6 +4,7 @@ prepared statement (custom and generic), against the real PostgreSQL."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 from bench.engines.postgres import db
@@ -11,6 +12,7 @@ from bench.engines.postgres import plans
 from bench.config.run_config import build_config
 
 
+@pytest.mark.slow
 def test_archive_layout_moves_finished_rows_and_loses_none(dsn, tmp_path):
     """The mover empties the queue table of finished rows while the load runs; the audit,
     reading queue and archive together, finds every job."""
@@ -28,6 +30,7 @@ def test_archive_layout_moves_finished_rows_and_loses_none(dsn, tmp_path):
     assert queue_done < s["jobs_completed"]  # most completed rows left the queue table
 
 
+@pytest.mark.slow
 def test_partitioned_layout_routes_history_to_its_partition(dsn, tmp_path):
     """Completed rows move from jobs_live to jobs_history; claims use the live partition's index."""
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--layout", "partitioned", "--history", "20000", "--workers", "8",

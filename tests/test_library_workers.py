@@ -83,6 +83,7 @@ def _median(values: list[float]) -> float:
 
 
 @pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+@pytest.mark.slow
 def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_its_own_tables(dsn, tmp_path, library):
     schema = f"qb_{library}_worker"
     run_dir, summary, proc = run_and_load(
@@ -124,6 +125,7 @@ def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_it
 
 
 @pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+@pytest.mark.slow
 def test_a_killed_library_worker_process_is_named_and_its_jobs_come_back_through_the_library(dsn, tmp_path, library):
     """One of two worker processes is killed with SIGKILL a second into the window: the jobs it held come back
     by the library's own recovery (procrastinate: its stalled-jobs retry every LEASE_S; pgqueuer: its dequeue
@@ -209,6 +211,7 @@ def test_library_worker_parameters_are_refused_in_one_line_where_its_worker_has_
         assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: " + prefix), (args, proc.stderr)
 
 
+@pytest.mark.slow
 def test_the_comparison_page_shows_a_library_by_its_own_worker_and_its_two_modes_side_by_side(dsn, tmp_path):
     """A sweep of one library in both modes beside the tool's queue: the queues table shows the library by its
     own worker and says so in its heading; its SQL path goes to the modes table, whose ratio is the SQL path's

@@ -212,6 +212,7 @@ def test_generated_index_under_repeatable_read_makes_skip_locked_wait(maria_sche
         conn.close()
 
 
+@pytest.mark.slow
 def test_fr07_status_index_gives_empty_claims_while_work_waits(maria_schema, tmp_path):
     """FR-07 in a run: 8 SKIP LOCKED workers on a 5,000-row backlog. Over the status index some claims
     come back empty while rows are certainly pending (summary.json empty_claims_while_work_waited: the
@@ -266,6 +267,7 @@ def test_a_whole_run_writes_the_results_contract(maria_schema, tmp_path):
     assert run["client"]["driver_wait"]
 
 
+@pytest.mark.slow
 def test_two_load_generator_processes_on_mariadb(maria_schema, tmp_path):
     """PROCESSES=2 on MariaDB: each process runs its share of the workers on PyMySQL connections of
     its own, their figures add up to the run's, the claim plan comes from a worker's own session,
@@ -327,6 +329,7 @@ def test_a_foreign_database_is_never_touched(maria_schema):
 
 
 @pytest.mark.parametrize("dependent", ["foreign key", "view"])
+@pytest.mark.slow
 def test_a_database_others_depend_on_is_refused_and_left_whole(maria_schema, tmp_path, dependent):
     """The tool's own database, which a foreign key or a view in another database uses: the run is
     refused with one line naming them, exit 2, and no table of it is dropped (DROP DATABASE would
@@ -377,6 +380,7 @@ def test_claims_that_would_lock_more_than_innodb_holds_are_refused(maria_schema,
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_sweep_with_an_engine_axis_puts_the_engines_side_by_side(dsn, maria_schema, tmp_path):
     """engine = [postgres, mariadb], each on its own server (DSN_POSTGRES, DSN_MARIADB), each with its
     own defaults. cells.csv and the comparison report say which index and isolation each engine ran,

@@ -130,6 +130,7 @@ def system_server_untouched():
         assert _system_server() == before
 
 
+@pytest.mark.slow
 def test_start_configure_stop():
     lines: list[str] = []
     t0 = time.monotonic()
@@ -164,6 +165,7 @@ def test_start_configure_stop():
     print(f"\nstart {t_ready - t0:.2f} s, stop {t_end - t_stop:.2f} s")
 
 
+@pytest.mark.slow
 def test_exception_inside_block_still_stops_and_small_max_connections_is_raised_to_10():
     # base_dir must be traversable by the mysql user when running as root
     base = pathlib.Path(tempfile.mkdtemp(prefix="qbench-test-"))
@@ -224,6 +226,7 @@ def test_binary_search_prefers_mariadbd_and_needs_the_install_tool(tmp_path):
         embedded_binaries.find_server_binaries([b])
 
 
+@pytest.mark.slow
 def test_port_taken_every_time_fails_with_the_error_log(monkeypatch):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
         held.bind(("127.0.0.1", 0))
@@ -258,6 +261,7 @@ def test_untraversable_base_dir_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root chooses the server's user")
+@pytest.mark.slow
 def test_under_root_without_a_mysql_user_the_server_runs_as_root(monkeypatch):
     monkeypatch.setattr(embedded_user, "SERVER_USER", "qbench-no-such-user")
     lines: list[str] = []
@@ -299,6 +303,7 @@ _CHILD = textwrap.dedent(
 
 
 @pytest.mark.parametrize("mode", ["sigint", "sigterm", "atexit"])
+@pytest.mark.slow
 def test_child_process_never_leaves_server(mode):
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, mode], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -315,6 +320,7 @@ def test_child_process_never_leaves_server(mode):
         assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_process_killed_by_sigkill_leaves_no_server():
     """SIGKILL runs no hook: the watchdog (bench.engines.embedded_watchdog) sees the pipe close and
     stops the server and deletes its directory."""

@@ -51,6 +51,7 @@ def test_nowait_backoff_function_stays_in_the_documented_range():
         jobs.nowait_backoff_s(0)
 
 
+@pytest.mark.slow
 def test_nowait_sleeps_and_work_are_measured(dsn, tmp_path):
     """NOWAIT at 10 workers, 2 ms jobs: every 55P03 is one retry and one recorded sleep, each sleep
     at least the documented 2 ms and the median within 2-200 ms; each job's measured work is at
@@ -75,6 +76,7 @@ def test_nowait_sleeps_and_work_are_measured(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_hold_convoy_row_times_are_the_real_claim_and_completion(dsn, tmp_path):
     """wait + hold, 3 workers, 50 ms jobs: the convoy runs one job at a time, so each job's
     ``finished_at − started_at`` covers its work, and a job is claimed only after the previous one
@@ -96,6 +98,7 @@ def test_hold_convoy_row_times_are_the_real_claim_and_completion(dsn, tmp_path):
     assert not overlaps, overlaps[:3]
 
 
+@pytest.mark.slow
 def test_a_window_without_completions_names_its_causes(dsn, tmp_path):
     """NOWAIT + hold, 4 workers, 3 s jobs in a 2 s window: the first worker claims the head of the queue
     and works past the window's end, the others' NOWAIT claims fail on its lock. No job completes;
@@ -116,6 +119,7 @@ def test_a_window_without_completions_names_its_causes(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_starved_generator_is_flagged_by_its_loop_lag(dsn, tmp_path):
     """Once the table is prepared, the generator (pinned to one core) is reniced to 19 and a busy
     loop (started here) takes that core until the load ends: the generator waits for the core, so
@@ -164,6 +168,7 @@ def test_starved_generator_is_flagged_by_its_loop_lag(dsn, tmp_path):
     assert abs(stated - work_per_claim_s) <= 0.005, (stated, work_per_claim_s)
 
 
+@pytest.mark.slow
 def test_progress_p99_is_the_merged_p99_of_its_five_seconds(dsn, tmp_path):
     """WARMUP 0, DURATION 5 s: the one progress line covers the whole measured window, so its claim
     p99 is the window's p99 from the merged histograms (summary.json), not the largest of the

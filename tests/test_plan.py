@@ -13,6 +13,7 @@ from bench.analysis import plan_answer
 from bench.plan.search import search_workers
 from bench.plan.steps import Step
 from conftest import qbench, run_and_load
+from waiting import measured_seconds, wait_until
 
 # 5 ms jobs at 200 jobs/s: one worker (about 150 jobs/s) falls behind and its pickup grows past a second within
 # the window, two keep up far below it; an SLO nearer two workers' own pickup p99 would make the boundary noise.
@@ -35,6 +36,7 @@ def planned(dsn, tmp_path_factory):
     return results, state, plans[-1].parent, proc
 
 
+@pytest.mark.slow
 def test_the_planned_workers_meet_the_slo_and_one_fewer_does_not(planned, dsn, tmp_path):
     _, state, _, proc = planned
     answer = state["answer"]
@@ -55,6 +57,7 @@ def test_the_planned_workers_meet_the_slo_and_one_fewer_does_not(planned, dsn, t
         assert not all(statuses), "one worker fewer than the plan's answer met the SLO in every repetition"
 
 
+@pytest.mark.slow
 def test_the_plan_records_its_searches_and_its_page_shows_them(planned):
     _, state, plan_dir, _ = planned
     design = state["designs"][0]
@@ -76,6 +79,7 @@ def test_the_plan_records_its_searches_and_its_page_shows_them(planned):
         assert (plan_dir / href).is_file(), href
 
 
+@pytest.mark.slow
 def test_a_resumed_plan_runs_nothing_it_already_measured(planned, dsn):
     results, state, plan_dir, _ = planned
     runs_before = sorted((plan_dir / "runs").iterdir())
@@ -89,6 +93,7 @@ def test_a_resumed_plan_runs_nothing_it_already_measured(planned, dsn):
     assert resumed["answer"]["workers"] == state["answer"]["workers"] and resumed["complete"]
 
 
+@pytest.mark.slow
 def test_an_slo_nothing_meets_exits_4_and_stops_early(dsn, tmp_path):
     proc, state, _ = _plan(dsn, tmp_path, "--rate", "100", "--work-ms", "1", "--slo", "claim_p99<=1us",
                            "--duration", "3s", "--warmup", "1s", "--repetitions", "1", "--confirm-s", "0")
@@ -226,11 +231,11 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
     assert "at least 150 jobs/s" in answer["sentence"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_measured_and_the_same_command_resumes(dsn, tmp_path):
     import signal
     import subprocess
     import sys
-    import time
 
     from conftest import REPO
 
@@ -238,7 +243,7 @@ def test_ctrl_c_keeps_what_was_measured_and_the_same_command_resumes(dsn, tmp_pa
             "--duration", "3s", "--warmup", "1s", "--repetitions", "1", "--confirm-s", "0"]
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "plan", *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
+
     def recorded() -> bool:
         for path in tmp_path.glob("plans/*/plan.json"):
             try:
@@ -247,9 +252,10 @@ def test_ctrl_c_keeps_what_was_measured_and_the_same_command_resumes(dsn, tmp_pa
                 return False
         return False
 
-    while time.monotonic() < deadline and not recorded():
-        time.sleep(0.2)  # the probe's run is recorded in plan.json: the plan is in its first step after it
-    time.sleep(1.5)
+    # the probe's run is recorded in plan.json: the plan is in its first step after it
+    wait_until(recorded, 120, "the probe's run recorded in plan.json", poll_s=0.2)
+    # the first step's run is in its measured window (the probe's claim log is complete, with 3 seconds)
+    wait_until(lambda: measured_seconds(tmp_path)[1:2] >= [1], 60, "the first step's first measured second")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err

@@ -11,6 +11,8 @@ the full table.
 
 from __future__ import annotations
 
+import pytest
+
 from bench.engines.postgres import plans
 from bench.analysis import queue_verdict
 from bench.analysis.claim_growth import claim_growth
@@ -29,6 +31,7 @@ EMPTY_TABLE_LOAD = ("--workers", "4", "--work-ms", "0", "--rate", "600", "--arri
                     "--bursts", "0-1@0", "--duration", "40s", "--warmup", "0s", "--no-autovacuum")
 
 
+@pytest.mark.slow
 def test_empty_table_auto_runs_generic_seq_scan_and_falls_behind_where_custom_keeps_up(dsn, tmp_path):
     auto_dir, auto, _ = run_and_load(dsn, tmp_path / "auto", *EMPTY_TABLE_LOAD, "--plan-cache", "auto")
     custom_dir, custom, _ = run_and_load(dsn, tmp_path / "custom", *EMPTY_TABLE_LOAD,
@@ -64,6 +67,7 @@ def test_empty_table_auto_runs_generic_seq_scan_and_falls_behind_where_custom_ke
             else "Autovacuum was off on the queue table") in html
 
 
+@pytest.mark.slow
 def test_force_generic_counts_every_execution_and_unprepared_reads_no_counts(dsn, tmp_path):
     base = ("--workers", "2", "--backlog", "20000", "--duration", "3s", "--warmup", "1s")
     _, generic, _ = run_and_load(dsn, tmp_path / "g", *base, "--plan-cache", "force_generic_plan")

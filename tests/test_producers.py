@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 
+@pytest.mark.slow
 def test_open_loop_below_capacity_keeps_up(dsn, tmp_path):
     """100 jobs/s offered to 4 workers of 10 ms jobs (capacity ~300/s): all of it is completed,
     the oldest eligible age stays flat, and every produced job is accounted for."""
@@ -23,6 +26,7 @@ def test_open_loop_below_capacity_keeps_up(dsn, tmp_path):
     assert sum(s["status_counts"].values()) == s["audit"]["rows_expected"]
 
 
+@pytest.mark.slow
 def test_open_loop_above_capacity_is_saturated(dsn, tmp_path):
     """600 jobs/s offered to 2 workers of 10 ms jobs: the oldest eligible age grows about linearly,
     at 1 - completed/offered seconds per second, and the report says the queue is saturated."""
@@ -39,6 +43,7 @@ def test_open_loop_above_capacity_is_saturated(dsn, tmp_path):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_bursts_raise_the_offered_rate_inside_their_window(dsn, tmp_path):
     """RATE 100 with a burst of 600 jobs/s from 2 s to 4 s: arrivals per second follow the schedule,
     and every produced job is in the database."""

@@ -92,6 +92,7 @@ def test_parameters_that_do_not_apply_are_refused_when_set_and_n_a_otherwise():
 
 # -- runs on the real PostgreSQL
 
+@pytest.mark.slow
 def test_model_definition_gives_the_builtin_contract_with_a_clean_audit(dsn, tmp_path):
     """The built-in queue and ``QUEUE=model`` on the same database and parameters: the same result
     files, intervals.csv columns and summary keys, the same plan shape from the workers' sessions, and
@@ -120,6 +121,7 @@ def test_model_definition_gives_the_builtin_contract_with_a_clean_audit(dsn, tmp
     assert "model (queue definition)" in report
 
 
+@pytest.mark.slow
 def test_the_fr03_subselect_claim_is_caught_as_over_claims(dsn, tmp_path):
     """FR-03's sub-select claim, as a team would write it, on sessions where the planner must use a
     nested loop: the run counts over-claims and is not trustworthy; the model's claim on the same
@@ -152,6 +154,7 @@ def test_a_batch_completion_that_returns_no_ids_is_refused(dsn, tmp_path):
     assert proc.returncode == 2 and "statements.complete_many returns no column" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_completion_that_does_not_finish_the_job_is_lost_jobs(dsn, tmp_path):
     """A complete statement that forgets to set the status: every acknowledged completion is a job the
     table does not hold as done."""
@@ -165,6 +168,7 @@ def test_a_completion_that_does_not_finish_the_job_is_lost_jobs(dsn, tmp_path):
     assert summary["invariants"]["double_claims"] == 0
 
 
+@pytest.mark.slow
 def test_a_claim_that_ignores_leases_is_double_claims(dsn, tmp_path):
     """A claim that also takes running rows (its predicate lost ``status = 'pending'``) re-claims jobs
     other workers hold under live leases."""
@@ -176,6 +180,7 @@ def test_a_claim_that_ignores_leases_is_double_claims(dsn, tmp_path):
     assert "invariants broken: " in proc.stderr and "(exit 3)" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_statement_that_does_not_parse_is_refused_and_leaves_nothing(dsn, tmp_path):
     path = _variant(tmp_path, "typo", {COMPLETE_WHERE: "WHER id = :id AND attempt_token = :token\n\"\"\""})
     before = _schemas(dsn)
@@ -190,6 +195,7 @@ def test_a_statement_that_does_not_parse_is_refused_and_leaves_nothing(dsn, tmp_
     assert not results.exists() or not any(results.iterdir())
 
 
+@pytest.mark.slow
 def test_a_queue_without_token_is_audited_for_what_it_can_be(dsn, tmp_path):
     """The team's ``tasks`` queue (no attempt token, no lease): clean on what is checked, and the
     summary and the report say that stale completions cannot be fenced or detected. Open-loop producers
@@ -216,6 +222,7 @@ def test_a_queue_without_token_is_audited_for_what_it_can_be(dsn, tmp_path):
      "the claim's id column 'id' is text; allowed: an integer id"),
     ("a bad setting", {}, "settings.work_mem failed on the database"),
 ])
+@pytest.mark.slow
 def test_what_the_monitor_and_audit_read_is_checked_before_the_load(dsn, tmp_path, what, replace, message):
     """Mistakes the statements' PREPARE alone would not see: refused in one line, exit 2, nothing left."""
     extra = '\n[settings]\nwork_mem = "lots"\n' if "setting" in what else ""
@@ -244,6 +251,7 @@ def test_locking_placeholder_in_a_comment_is_left_alone(tmp_path):
     assert load_queue(path).locking
 
 
+@pytest.mark.slow
 def test_without_a_lease_a_rescued_crashed_job_counts_as_a_double_claim_and_the_report_says_why(dsn, tmp_path):
     """The tasks queue has no lease column: its rescuer (the reaper statement) takes back a crashed
     worker's task, another worker claims it, and the audit, which cannot tell a dead worker from a slow
@@ -258,6 +266,7 @@ def test_without_a_lease_a_rescued_crashed_job_counts_as_a_double_claim_and_the_
     assert "note on the audit: the queue has no lease column" in (run_dir / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_the_plan_warning_names_the_definitions_table_when_the_workers_claim_scans_it(dsn, tmp_path):
     """The tasks queue's own index on status leaves the workers' claim a sequential scan of `tasks` (read
     from their own sessions): the red plan line says so; with the partial index in claim order it does not."""

@@ -30,6 +30,7 @@ def _rows(dsn: str, schema: str, query: str) -> list[tuple]:
         return conn.execute(query).fetchall()
 
 
+@pytest.mark.slow
 def test_procrastinate_runs_every_job_exactly_once_by_its_own_tables(dsn, tmp_path):
     schema = "qb_procrastinate"
     run_dir, summary, proc = run_and_load(dsn, tmp_path / "r", "--queue", "procrastinate", "--schema", schema, *DRAIN)
@@ -50,6 +51,7 @@ def test_procrastinate_runs_every_job_exactly_once_by_its_own_tables(dsn, tmp_pa
     assert "procrastinate_fetch_job_v2" in report and "PL/pgSQL" in report  # how it was driven, what plans mean
 
 
+@pytest.mark.slow
 def test_pgqueuer_runs_every_job_exactly_once_by_its_own_tables(dsn, tmp_path):
     schema = "qb_pgqueuer"
     run_dir, summary, _ = run_and_load(dsn, tmp_path / "r", "--queue", "pgqueuer", "--schema", schema, "--batch", "5",
@@ -76,6 +78,7 @@ def test_a_library_version_other_than_the_definitions_is_refused(tmp_path):
     assert err.value.param == "QUEUE" and "procrastinate 2.0.0" in str(err.value) and "3.10.0 is installed" in str(err.value)
 
 
+@pytest.mark.slow
 def test_producers_that_cannot_keep_the_rate_make_the_run_suspect(dsn, tmp_path):
     """One producer asked for far more arrivals than its inserts allow falls behind its schedule: the
     run says the queue was not offered RATE; at a rate it keeps, it does not."""
@@ -89,6 +92,7 @@ def test_producers_that_cannot_keep_the_rate_make_the_run_suspect(dsn, tmp_path)
     assert kept["producer_lag_ms"]["p50"] < 1000 and kept["invariants"]["lost_jobs"] == 0
 
 
+@pytest.mark.slow
 def test_a_library_measured_on_its_sql_path_says_so_in_its_report_and_beside_the_other_queues(dsn, tmp_path):
     """A queue library driven through its SQL from queue-bench's own workers is not the library's own worker
     (its client can be several times slower): its run report says so in red, cells.csv records how it was

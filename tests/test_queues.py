@@ -47,6 +47,7 @@ def _check_run(summary: dict, names: list[str]) -> dict:
     return per_queue
 
 
+@pytest.mark.slow
 def test_ten_named_queues_on_postgres_run_clean_and_each_queue_completes(dsn, tmp_path):
     run_dir, summary, _ = run_and_load(dsn, tmp_path, "--named-queues", "10", "--duration", "2s", "--warmup", "0s",
                                        "--workers", "4", "--batch", "3", "--history", "500", "--backlog", "6000",
@@ -61,6 +62,7 @@ def test_ten_named_queues_on_postgres_run_clean_and_each_queue_completes(dsn, tm
     assert all(q == f"q{queue_index(seeded_u(i), 10, 0.1)}" for i, q in rows)  # the SQL spread is the Python one
 
 
+@pytest.mark.slow
 def test_named_queues_with_producers_and_an_unprepared_claim(dsn, tmp_path):
     _, summary, _ = run_and_load(dsn, tmp_path, "--named-queues", "5", "--duration", "2s", "--warmup", "0s",
                                  "--workers", "3", "--rate", "400", "--no-prepared", "--schema", "qbench_nqp")
@@ -70,6 +72,7 @@ def test_named_queues_with_producers_and_an_unprepared_claim(dsn, tmp_path):
     assert sorted(produced) == queue_names(5)
 
 
+@pytest.mark.slow
 def test_ten_named_queues_on_mariadb_run_clean(maria_schema, tmp_path):
     dsn, schema = maria_schema
     _, summary, _ = run_and_load(dsn, tmp_path, "--named-queues", "10", "--duration", "2s", "--warmup", "0s",
@@ -114,6 +117,7 @@ def _seeded_per_queue(dsn: str, schema: str) -> dict[str, int]:
             sql.Identifier(schema, "jobs"))).fetchall())
 
 
+@pytest.mark.slow
 def test_round_robin_is_fairer_than_plain_order_to_the_tenants_a_flooder_starves(dsn, tmp_path):
     """TENANTS=4 with tenant 0 holding 99 % of a seeded backlog it cannot drain in the window: plain claim
     order serves each tenant in proportion to its backlog, so the others wait as long as the flooder;

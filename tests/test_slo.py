@@ -71,6 +71,7 @@ def test_open_loop_keys_need_a_rate():
     assert build_config("default", {"slo": "claim_p99<=1s"}).slo == "claim_p99<=1s"
 
 
+@pytest.mark.slow
 def test_judge_reads_each_figure_from_the_summary(summary):
     p99_us, max_us = summary["claim_latency_us"]["p99"], summary["claim_latency_us"]["max"]
     above, below = f"claim_p99<={p99_us + 1:.0f}us", f"claim_max<={max_us - 1:.0f}us"
@@ -82,6 +83,7 @@ def test_judge_reads_each_figure_from_the_summary(summary):
     assert slo.judge("", summary) is None
 
 
+@pytest.mark.slow
 def test_error_rate_leaves_nowait_refusals_out(summary):
     s = copy.deepcopy(summary)
     claims = round(s["claims_per_s"] * s["measured_s"])
@@ -89,6 +91,7 @@ def test_error_rate_leaves_nowait_refusals_out(summary):
     assert slo.measured(s, "error_rate") == pytest.approx(2 / claims)
 
 
+@pytest.mark.slow
 def test_an_untrusted_run_is_inconclusive_never_pass(summary):
     s = copy.deepcopy(summary)
     s["suspect"], s["suspect_reasons"] = True, ["load generator CPU reached 97 % of a core"]
@@ -108,6 +111,7 @@ def test_the_first_status_wins_in_the_documented_order():
         errors.first_status([7])
 
 
+@pytest.mark.slow
 def test_outcomes_of_a_summary(summary):
     assert outcomes(summary) == [] and exit_status_of(summary, strict=True) == 0
     s = copy.deepcopy(summary)
@@ -120,6 +124,7 @@ def test_outcomes_of_a_summary(summary):
     assert "invariants broken: lost_jobs = 2" in outcomes(s)[0][1]
 
 
+@pytest.mark.slow
 def test_a_run_that_meets_its_slo_exits_0_and_one_that_misses_exits_4(dsn, tmp_path):
     _, met, _ = run_and_load(dsn, tmp_path / "a", *SHORT, "--rate", "100", "--work-ms", "2",
                              "--slo", "pickup_p99<=5s,claim_p99<=5s,throughput_share>=50%,error_rate<=1%")
@@ -134,6 +139,7 @@ def test_a_run_that_meets_its_slo_exits_0_and_one_that_misses_exits_4(dsn, tmp_p
     assert "SLO: fail (claim_p50<=1us measured" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_suspect_run_exits_5_only_under_strict(dsn, tmp_path):
     args = (*SHORT, "--backlog", "30")  # the backlog runs dry: a suspect run
     _, summary, _ = run_and_load(dsn, tmp_path / "a", *args)

@@ -69,6 +69,7 @@ def streamed(dsn, tmp_path_factory):
     return run_dir, json.loads((run_dir / "summary.json").read_text()), seen_running
 
 
+@pytest.mark.slow
 def test_histogram_log_grows_while_the_run_runs(streamed):
     """Before the run has ended (no summary.json yet) the claim log was seen holding some of the
     measured seconds, fewer than the whole window, and more over time: it is written as each
@@ -79,6 +80,7 @@ def test_histogram_log_grows_while_the_run_runs(streamed):
     assert seen_running == sorted(seen_running) and len(set(seen_running)) >= 3, seen_running
 
 
+@pytest.mark.slow
 def test_one_interval_per_measured_second_and_summary_percentiles_from_the_log(streamed, tmp_path):
     """Every .hlog holds one interval per measured second, each about 1 s long and starting where
     the previous ended; the sums of the claim and completion logs give the summary's p50/p99/max
@@ -105,6 +107,7 @@ def test_one_interval_per_measured_second_and_summary_percentiles_from_the_log(s
             assert total.get_total_count() == claims
 
 
+@pytest.mark.slow
 def test_summary_reports_the_harness_rss(streamed):
     """harness_rss_mb: no minute sample in an 8 s run, an end RSS of a Python process with
     gevent, psycopg and hdrh loaded (over 20 MB), and a peak at least that."""
@@ -114,6 +117,7 @@ def test_summary_reports_the_harness_rss(streamed):
     assert 20 < rss["end"] <= rss["max"]
 
 
+@pytest.mark.slow
 def test_rss_log_samples_each_minute_and_sees_an_allocation():
     """RssLog samples only on whole minutes; 64 MiB written between two samples shows in the
     second sample and in growth_mb_per_min (RSS of this very process, via psutil)."""
@@ -132,6 +136,7 @@ def test_rss_log_samples_each_minute_and_sees_an_allocation():
     assert summary["max"] >= summary["per_minute"][1]
 
 
+@pytest.mark.slow
 def test_a_released_interval_is_freed_without_the_cyclic_collector():
     """hdrh histograms and their encoders refer to each other: without release() a dropped
     interval waits for a full cyclic collection (RSS grew ~10 MB a minute in a soak)."""

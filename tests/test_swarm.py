@@ -11,9 +11,24 @@ import statistics
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from conftest import CLEAN_INVARIANTS, REPO, run_and_load
+from waiting import measured_seconds, wait_until
+
+
+def _backends_of(dbname: str) -> list[psutil.Process]:
+    """The server processes serving database ``dbname`` (their title: ``postgres: <user> <dbname> …``)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            title = " ".join(proc.info["cmdline"] or ())
+        except psutil.Error:
+            continue
+        if title.startswith("postgres: ") and f" {dbname} " in f"{title} ":
+            found.append(proc)
+    return found
 
 
 def _intervals(run_dir) -> list[dict]:
@@ -21,6 +36,7 @@ def _intervals(run_dir) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.slow
 def test_no_double_work(dsn, tmp_path):
     """20 workers, skip_locked, batch 5, 2,000 jobs: each claimed exactly once, none lost, no claim over 5."""
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "20", "--batch", "5", "--backlog", "2000",
@@ -35,6 +51,7 @@ def test_no_double_work(dsn, tmp_path):
     assert s["backlog_exhausted"] is True  # 2,000 jobs drain in well under 4 s: the report must say so
 
 
+@pytest.mark.slow
 def test_concurrency_is_real(dsn, tmp_path):
     """wait + hold, 10 workers, 200 ms jobs: while one worker holds the row, the monitor sees ~9 lock waiters."""
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--policy", "wait", "--txn", "hold", "--workers", "10",
@@ -46,6 +63,7 @@ def test_concurrency_is_real(dsn, tmp_path):
     assert 4.0 <= s["throughput_jobs_per_s"] <= 5.5, s["throughput_jobs_per_s"]
 
 
+@pytest.mark.slow
 def test_littles_law_short_transactions(dsn, tmp_path):
     """skip_locked, 20 workers, 50 ms jobs: completions/s match 20 / (measured mean work + mean claim +
     mean completion) within 5 %, and the ideal 20 / 0.050 s within 8 %.
@@ -65,6 +83,7 @@ def test_littles_law_short_transactions(dsn, tmp_path):
     assert s["errors"] == {}
 
 
+@pytest.mark.slow
 def test_convoy_hold_transaction(dsn, tmp_path):
     """wait + hold, 20 workers, 50 ms jobs: the claim lock serialises the queue, so completions/s
     match 1 / (measured mean work + mean completion) within 5 %, whatever the worker count, and
@@ -95,6 +114,7 @@ def test_refuses_blocking_wait_function():
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.slow
 def test_interrupt_writes_an_incomplete_run(dsn, tmp_path, processes):
     """SIGINT during the load: exit 130, the files are written with complete=false, invariants hold;
     the measured window is the seconds measured (with 2 processes their stop-phase parts once
@@ -135,18 +155,20 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path, processes):
     assert s["worker_changes"] == [], s["worker_changes"]
 
 
+@pytest.mark.slow
 def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):
     """The monitor's table queries are load and run at most once a second: on this small table the
     planner answers both counts (depth, running) with sequential scans, so seq_scan stays within
     about two per second plus the audit's; the bug this guards against ran ~80 table queries a second."""
-    import time
-
     import psycopg
 
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "1", "--work-ms", "100", "--backlog", "1000",
                                  "--duration", "5s", "--warmup", "1s")
+    # A backend flushes its table statistics at most once a second, and at its exit: wait until the
+    # run's backends have exited (no server process of this database is left), then read them.
+    dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    wait_until(lambda: not _backends_of(dbname), 30, f"the run's server processes on {dbname} to exit")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        time.sleep(1.5)  # backends flush their table statistics at most once a second
         seq_scans = conn.execute("SELECT seq_scan FROM pg_stat_user_tables WHERE relid = 'qbench.jobs'::regclass"
                                  ).fetchone()[0]
     seconds = 6
@@ -154,6 +176,7 @@ def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):
     assert s["claims_per_s"] < 15
 
 
+@pytest.mark.slow
 def test_database_going_away_is_reported_not_hidden(dsn, tmp_path):
     """Mid-run, the database stops accepting connections and every backend is terminated: the run
     does not hang, exits 1 with one line saying so, and writes what it measured with complete=false,
@@ -194,6 +217,7 @@ def test_database_going_away_is_reported_not_hidden(dsn, tmp_path):
     assert (run_dir / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_a_second_interrupt_after_the_load_stops_waiting_for_long_jobs(dsn, tmp_path):
     """20 s jobs, a 3 s window: a Ctrl-C after the window waits for the results, a second one stops
     waiting for the jobs in progress, so the run ends well before the jobs would have (and before
@@ -211,7 +235,9 @@ def test_a_second_interrupt_after_the_load_stops_waiting_for_long_jobs(dsn, tmp_
         lines.append(line)
         if line.startswith("primary key and index variant"):
             break
-    time.sleep(6)  # warm-up 1 s + window 3 s are over: the run is waiting for the 20 s jobs
+    # the window's 3 s are in the claim log: the load has stopped and the run waits for the 20 s jobs
+    wait_until(lambda: measured_seconds(tmp_path) == [3], 60, "the run's 3 measured seconds in its claim log")
+    time.sleep(0.5)  # the loop that wrote the last second now swaps the Ctrl-C handlers
     proc.send_signal(signal.SIGINT)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)

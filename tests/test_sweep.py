@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from conftest import REPO, qbench
+from waiting import measured_seconds, wait_until
 
 from bench.engines.postgres import db
 from bench.config.run_config import build_config
@@ -37,6 +38,7 @@ def _sweep_dir(results: Path) -> Path:
     return dirs[0]
 
 
+@pytest.mark.slow
 def test_no_index_vs_partial_at_200k_history_in_one_sweep(dsn, tmp_path):
     """At 200k finished rows, INDEX=none claim p50 is at least 10x INDEX=partial in the same
     sweep; the plan capture shows a sequential scan for one and the partial index for the other."""
@@ -66,6 +68,7 @@ def test_no_index_vs_partial_at_200k_history_in_one_sweep(dsn, tmp_path):
         assert db.schema_state(conn, "qbench_state") == "absent"
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_with_the_same_cell_results(dsn, tmp_path):
     """SIGINT during the second cell: exit 130, the first cell's row kept; running the same sweep
     again measures only what is missing and leaves the first cell's results as they were."""
@@ -82,7 +85,8 @@ def test_interrupted_sweep_resumes_with_the_same_cell_results(dsn, tmp_path):
             break
         time.sleep(0.2)
     assert cells_csv is not None, "the first cell never finished"
-    time.sleep(2.5)  # inside the second cell's load
+    # inside the second cell's load: its run has 1 measured second in its claim log (of 3)
+    wait_until(lambda: measured_seconds(results)[1:2] >= [1], 60, "the second cell's first measured second")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
@@ -161,6 +165,7 @@ def test_a_sweep_some_cell_of_which_cannot_run_is_refused_before_anything(dsn, t
         assert db.schema_state(conn, "qbench_refused_state") == "absent"
 
 
+@pytest.mark.slow
 def test_failed_runs_keep_the_sweep_unfinished_and_are_retried_on_resume(dsn, tmp_path):
     """While another session holds the schema's lock every run fails (``failed: SCHEMA: …``),
     the sweep exits 1 and stays unfinished; once it is free, running the sweep again retries

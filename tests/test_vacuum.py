@@ -56,6 +56,7 @@ def test_each_settings_range_is_the_servers(dsn):
 
 
 @pytest.mark.parametrize("layout, tables", [("partitioned", ("jobs_history", "jobs_live")), ("archive", ("jobs",))])
+@pytest.mark.slow
 def test_autovacuum_settings_reach_the_queue_tables_reloptions_only(dsn, tmp_path, layout, tables):
     """Set on each leaf of the queue table (partitions; not the archive), read back from pg_class and
     recorded in run.json's config by PostgreSQL's full names; the monitor's dead tuples and index size
@@ -77,6 +78,7 @@ def test_autovacuum_settings_reach_the_queue_tables_reloptions_only(dsn, tmp_pat
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
 def test_periodic_vacuum_passes_are_timed_marked_and_keep_dead_tuples_down(dsn, tmp_path):
     """VACUUM_EVERY_S=1 over a 5 s window: at least 3 passes with durations, each marked in
     intervals.csv; with autovacuum off on the table, the last second's dead tuples are under half of
@@ -130,6 +132,7 @@ def test_vacuum_parameters_do_not_apply_on_mariadb(key, value):
     assert cfg.vacuum_every_s == cfg.autovacuum_settings == "n/a" and not cfg.vacuums()
 
 
+@pytest.mark.slow
 def test_aggressive_settings_make_autovacuum_take_the_queue_table_within_a_quick_run(tmp_path):
     """On the embedded server (autovacuum_naptime 1 s) the aggressive settings make autovacuum run on
     the queue table at least twice in 6 s, and intervals.csv's autovacuum_count rises with them."""
@@ -158,3 +161,102 @@ def test_the_reports_vacuum_note_names_the_passes_and_the_settings():
                       "vacuum_passes": None})
     assert "ran 3 and autoanalyze 1 times" in on and "autovacuum_vacuum_threshold = 1000" in on
     assert "VACUUM_EVERY_S" not in on
+
+
+def test_no_autovacuum_run_under_a_naptime_longer_than_the_run_is_unobservable_not_a_failure():
+    """The rule alone: autovacuum on, no run seen, and a naptime not shorter than the watched span ->
+    ``unobservable`` with the reason; a naptime shorter than the span, or a run seen, -> no such note."""
+    from bench.run_summary import vacuum_during
+
+    cfg = build_config(overrides={"autovacuum_settings": AGGRESSIVE})
+    counts = {"autovacuum_count": 0, "autoanalyze_count": 0, "last_autovacuum": None, "last_autoanalyze": None,
+              "server_autovacuum": True, "naptime_s": 60.0, "at_s": 1000.0}
+    av = vacuum_during(counts, {**counts, "at_s": 1017.0}, cfg)
+    assert (av["naptime_s"], av["watched_s"], av["autovacuum_runs"]) == (60.0, 17.0, 0)
+    assert "autovacuum_naptime (60 s)" in av["unobservable"] and "17 s" in av["unobservable"]
+    assert "unobservable" not in vacuum_during({**counts, "naptime_s": 1.0}, {**counts, "naptime_s": 1.0, "at_s": 1017.0}, cfg)
+    assert "unobservable" not in vacuum_during(counts, {**counts, "at_s": 1017.0, "autovacuum_count": 1}, cfg)
+    off = {**counts, "server_autovacuum": False}
+    assert "autovacuum is off" in vacuum_during(off, {**off, "at_s": 1017.0}, cfg)["unobservable"]
+
+
+@pytest.mark.slow
+def test_a_run_records_the_servers_naptime_and_the_span_it_watched(dsn, tmp_path):
+    """Against the test server: summary.json's autovacuum block holds its autovacuum_naptime and the
+    seconds between the two counts; no autovacuum run within a span shorter than the naptime is
+    marked unobservable (the system server's naptime is 60 s, so the experiment says inconclusive)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        naptime = conn.execute("SELECT setting::float8 FROM pg_settings WHERE name = 'autovacuum_naptime'").fetchone()[0]
+    _, s, _ = run_and_load(dsn, tmp_path, "--workers", "2", "--backlog", "3000", "--duration", "2s", "--warmup", "0s",
+                           "--autovacuum-settings", AGGRESSIVE)
+    av = s["autovacuum"]
+    assert av["naptime_s"] == naptime
+    assert 2 <= av["watched_s"] < 120, av
+    if not av["server_autovacuum"]:
+        assert av["unobservable"] == "the server's autovacuum is off: no per-table setting can make it run"
+    else:
+        expect_unobservable = av["autovacuum_runs"] == 0 and naptime >= av["watched_s"]
+        assert ("unobservable" in av) == expect_unobservable, av
+
+
+UNOBSERVABLE_EXPERIMENT = '''
+number = 99
+title = "t"
+claim = "per-table autovacuum settings make autovacuum take the queue table"
+measures = "autovacuum runs on the queue table"
+budget_s = 60
+engines = ["postgres"]
+[runs]
+cells = [{ autovacuum_settings = "vacuum_scale_factor=0,autovacuum_vacuum_threshold=1000,vacuum_cost_delay=0" }]
+[runs.fixed]
+workers = 2
+backlog = 3000
+duration = "2s"
+warmup = "0s"
+[[figures]]
+name = "autovacuum runs"
+measure = "value"
+key = "autovacuum.autovacuum_runs"
+holds_if = "> 0"
+'''
+
+CATALOGUE_SCRIPT = '''
+import json, sys
+from pathlib import Path
+from bench.load import swarm  # gevent first, as the command does
+from bench.experiments.catalogue import load_experiment
+from bench.experiments.driver import run_catalogue
+dsn, tmp = sys.argv[1], Path(sys.argv[2])
+exp = load_experiment(tmp / "unobservable.toml", dsn=dsn)
+catalogue = run_catalogue([exp], dsn, "postgres", tmp / "results", probe_runner=dict, log=lambda _line: None)
+print(json.dumps(json.loads((catalogue / exp.name / "outcome.json").read_text())))
+'''
+
+
+@pytest.mark.slow
+def test_an_experiment_on_a_server_whose_naptime_outlasts_its_run_is_inconclusive_and_says_why(tmp_path, monkeypatch):
+    """A server of the test's own, autovacuum on with autovacuum_naptime = 60 s (as the system
+    server's), and an experiment whose 2 s run asks per-table autovacuum settings to act: no
+    autovacuum run is seen, and the verdict is inconclusive, naming the naptime, not "does not hold"."""
+    import subprocess
+    import sys
+
+    from bench.engines.postgres.embedded import embedded_postgres
+    from conftest import REPO
+
+    from bench.engines.postgres import embedded_config
+
+    (tmp_path / "unobservable.toml").write_text(UNOBSERVABLE_EXPERIMENT)
+    monkeypatch.setattr(embedded_config, "AUTOVACUUM_NAPTIME", "60s")  # the server's own start option
+    with embedded_postgres(20, log=lambda _line: None) as server:
+        with psycopg.connect(server, autocommit=True) as conn:
+            assert conn.execute("SHOW autovacuum").fetchone()[0] == "on"
+            assert conn.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum_naptime'").fetchone()[0] == "60"
+        proc = subprocess.run([sys.executable, "-c", CATALOGUE_SCRIPT, server, str(tmp_path)], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    (figure,) = outcome["figures"]
+    assert figure["values"] == [0], figure
+    assert outcome["verdict"] == "inconclusive", outcome
+    assert any("autovacuum_naptime (60 s) is not shorter than the" in r for r in outcome["reasons"]), outcome["reasons"]

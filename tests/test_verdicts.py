@@ -67,3 +67,18 @@ def test_missing_values_untrusted_runs_budget_and_engine():
     assert budget.verdict == "inconclusive" and "budget" in budget.reasons[0]
     na = decide([fig([1.0])], not_applicable="MariaDB has no LISTEN/NOTIFY")
     assert na.verdict == "not applicable" and na.reasons == ["MariaDB has no LISTEN/NOTIFY"]
+
+
+def test_a_ci95_figure_is_decided_on_its_interval_over_at_least_three_repetitions():
+    """``decide_by = "ci95"``: the 95 % interval of the mean, wholly above (holds), wholly below
+    (does not hold), across the threshold (inconclusive), or from fewer than 3 repetitions."""
+    grows = lambda values: Figure("ratio", Threshold.parse(">= 1.5"), values, decide_by="ci95")  # noqa: E731
+    assert grows([2.1, 2.2, 2.3]).outcome()[0] == "holds"
+    assert grows([1.1, 1.2, 1.15]).outcome()[0] == "does not hold"
+    # every repetition above 1.5, but the spread puts the interval's low end below it
+    kind, why = grows([1.55, 2.4, 3.3]).outcome()
+    assert kind == "inconclusive" and "straddles" in why, why
+    kind, why = grows([2.1, 2.3]).outcome()
+    assert kind == "inconclusive" and "at least 3" in why, why
+    kind, why = grows([2.1, 2.2, 2.3]).outcome()
+    assert "95 % CI [1.952, 2.448]" in why, why  # 2.2 ± t(0.975, 2) = 4.303 × 0.1/√3

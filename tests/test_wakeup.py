@@ -2,7 +2,8 @@
 polling every POLL_MS, and the monitor's count of commits waiting on the notify lock.
 
 Against the real PostgreSQL: a wait that yields to other greenlets and ends on a notification; the
-lock a committing NOTIFY holds, driven on purpose and seen by the monitor as ``notify_lock_waiters``;
+lock a committing NOTIFY holds, driven on purpose (on a server of the module's own, with fsync on) and
+seen by the monitor as ``notify_lock_waiters``;
 and two short open-loop runs, poll and notify, whose pickup latencies are compared.
 """
 
@@ -16,6 +17,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from bench.engines.postgres.embedded import embedded_postgres
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.policies import insert_sql, notify_channel
 from bench.engines.postgres.session import PreparedSession
@@ -116,16 +118,23 @@ def _finish(conn: psycopg.Connection) -> None:
         pass
 
 
-def test_the_monitor_counts_commits_waiting_on_the_notify_lock_and_not_other_lock_waits(dsn):
+@pytest.fixture(scope="module")
+def fsync_dsn():
+    """A throwaway server of this module's own with fsync on (``commit_delay`` sleeps only then), so
+    the notify-lock test never depends on how the shared test server is configured."""
+    with embedded_postgres(20, log=lambda _line: None) as dsn:
+        yield dsn
+
+
+def test_the_monitor_counts_commits_waiting_on_the_notify_lock_and_not_other_lock_waits(fsync_dsn):
     """Drive the lock: one transaction that inserted a row and sent NOTIFY commits with
     ``commit_delay`` = 100 ms (it sleeps before its WAL flush, after ``PreCommit_Notify`` took the lock
     on "database 0", so it holds the lock for those 100 ms), three more notifying transactions commit behind it, and one session
     waits on a row lock. The monitor's one stats query then counts 4 lock waiters, 3 of them on the
     notify lock; pg_locks shows each of those 3 waiting on the object lock of pg_database, oid 0."""
+    dsn = fsync_dsn
     with psycopg.connect(dsn, autocommit=True) as conn:
-        fsync = conn.execute("SHOW fsync").fetchone()[0]
-    if fsync != "on":
-        pytest.skip("commit_delay sleeps only with fsync on: nothing would hold the notify lock")
+        assert conn.execute("SHOW fsync").fetchone()[0] == "on"  # else nothing would hold the notify lock
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
@@ -174,6 +183,7 @@ def test_the_monitor_counts_commits_waiting_on_the_notify_lock_and_not_other_loc
         _drop_scratch(dsn)
 
 
+@pytest.mark.slow
 def test_notify_wakes_idle_workers_within_a_round_trip_where_polling_waits_half_the_interval(dsn, tmp_path):
     """RATE=20 jobs/s, 4 workers, POLL_MS=200, no work: workers are idle most of the time. Polling, a
     job waits for the next claim of a worker: the workers start together and stay close in step,

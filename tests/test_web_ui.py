@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from conftest import CLEAN_INVARIANTS, REPO, qbench
+from waiting import measured_seconds, wait_until
 
 
 def _free_port() -> int:
@@ -47,11 +48,17 @@ def _ui_run(dsn, tmp_path, *args: str):
     raise AssertionError("the web UI never answered:\n" + "".join(lines))
 
 
+def _stats(base: str) -> dict:
+    """Locust's statistics as its web UI serves them."""
+    return requests.get(base + "/stats/requests", timeout=5).json()
+
+
 def _seconds_in_window(lines: list[str]) -> bool:
     return any("stopped in the web UI" in line for line in lines)
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
+@pytest.mark.slow
 def test_the_web_ui_changes_the_workers_and_its_stop_ends_a_complete_run(dsn, tmp_path, processes):
     """From 2 workers to 5 in the UI (with 2 processes Locust's master splits them 3 + 2): the run's
     seconds show the change, its summary marks it, Locust's own charts get the claims, and Stop
@@ -60,16 +67,18 @@ def test_the_web_ui_changes_the_workers_and_its_stop_ends_a_complete_run(dsn, tm
                                 "--work-ms", "5",
                                 "--backlog", "50000", "--duration", "120s", "--warmup", "1s")
     try:
-        time.sleep(4)
+        claims = lambda: next((s["num_requests"] for s in _stats(base)["stats"] if s["name"] == "claim"), 0)  # noqa: E731
+        wait_until(lambda: _stats(base)["user_count"] == 2 and claims() > 0, 60, "2 workers claiming in Locust's stats")
         refused = requests.post(base + "/swarm", data={"user_count": 7, "spawn_rate": 50}, timeout=5).json()
         assert refused["success"] is False and "1 to 6 workers" in refused["message"], refused
         refused = requests.post(base + "/swarm", data={"user_count": 3, "spawn_rate": 0}, timeout=5).json()
         assert refused["success"] is False and refused["message"].startswith("spawn rate: 0"), refused
         assert requests.post(base + "/swarm", data={"user_count": 5, "spawn_rate": 50}, timeout=5).json()["success"]
-        time.sleep(4)
-        stats = requests.get(base + "/stats/requests", timeout=5).json()
-        claim = next(s for s in stats["stats"] if s["name"] == "claim")
-        assert claim["num_requests"] > 0 and stats["user_count"] == 5, stats["user_count"]
+        wait_until(lambda: _stats(base)["user_count"] == 5, 60, "5 workers in Locust's stats")
+        # the change is in the run's seconds: 2 more measured seconds, each ending with 5 workers
+        seen = measured_seconds(tmp_path)[-1]
+        wait_until(lambda: measured_seconds(tmp_path)[-1] >= seen + 2, 60, "2 measured seconds with 5 workers")
+        assert claims() > 0
         assert requests.post(base + "/stop", timeout=30).json()["success"]
         proc.wait(timeout=120)
     finally:
@@ -93,6 +102,7 @@ def test_the_web_ui_changes_the_workers_and_its_stop_ends_a_complete_run(dsn, tm
     assert "worker count changes" in page and "ended by its Stop" in page
 
 
+@pytest.mark.slow
 def test_ui_options_without_ui_and_a_taken_port_are_one_line(dsn, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -277,7 +277,8 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
     data: the figure then has None values and ``missing`` says why."""
     threshold = Threshold.parse(spec["holds_if"])
     name, key, how = spec["name"], spec["key"], spec["measure"]
-    fig = Figure(name, threshold, [], unit=spec.get("unit", ""), detail=spec.get("note", ""))
+    fig = Figure(name, threshold, [], unit=spec.get("unit", ""), detail=spec.get("note", ""),
+                 decide_by=spec.get("decide_by", "repetitions"))
     if how == "probe":
         fig.values = [probe_value(probe, key)]
         fig.missing = "" if fig.values[0] is not None else f"the probe gave no {key}"

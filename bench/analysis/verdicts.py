@@ -13,6 +13,11 @@ module decides, from the figures as measured, one of :data:`VERDICTS`:
   wrong side of its threshold (a claim is the conjunction of its figures);
 - ``holds``: every figure is, in every repetition, on the right side.
 
+A figure with ``decide_by = "ci95"`` is decided on the 95 % confidence interval of the mean over its
+repetitions instead (at least :data:`CI_MIN_REPETITIONS`): it holds when the whole interval is on
+the right side of its threshold, does not hold when the whole interval is on the wrong side, and is
+inconclusive when the interval straddles the threshold or there are too few repetitions.
+
 Pure functions on plain values: no database, no files (``tests/test_verdicts.py``).
 """
 
@@ -24,12 +29,18 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from bench.analysis.statistics import mean_ci
+
 VERDICTS = ("holds", "does not hold", "inconclusive", "not applicable")
 #: Comparison operators a threshold may use.
 OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 #: A figure closer than this share of its threshold to the threshold is too close to call:
 #: the run-to-run spread of one short run on a shared machine is of this order.
 CLOSE_CALL = 0.05
+#: How a figure may be decided: every repetition on one side (default) or its 95 % interval.
+DECIDE_BY = ("repetitions", "ci95")
+#: The fewest repetitions a ``ci95`` figure is decided on.
+CI_MIN_REPETITIONS = 3
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,7 @@ class Figure:
     unit: str = ""
     detail: str = ""
     missing: str = ""
+    decide_by: str = "repetitions"
 
     @property
     def value(self) -> float | None:
@@ -94,6 +106,8 @@ class Figure:
             return "inconclusive", f"{self.name}: not measured" + (f" ({self.missing})" if self.missing else "")
         if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in self.values):
             return "inconclusive", f"{self.name}: could not be measured ({self.missing or 'no value'})"
+        if self.decide_by == "ci95":
+            return self._ci_outcome()
         met = [self.threshold.met(v) for v in self.values]
         shown = ", ".join(f"{v:.4g}" for v in self.values)
         if any(met) and not all(met):
@@ -105,6 +119,20 @@ class Figure:
         if all(met):
             return "holds", f"{self.name} = {shown} {self.threshold.op} {self.threshold.number:g}"
         return "does not hold", f"{self.name} = {shown}, not {self.threshold}"
+
+    def _ci_outcome(self) -> tuple[str, str]:
+        """The ``ci95`` rule: the 95 % interval of the mean, wholly on one side or not."""
+        shown = ", ".join(f"{v:.4g}" for v in self.values)
+        if len(self.values) < CI_MIN_REPETITIONS:
+            return "inconclusive", (f"{self.name}: {len(self.values)} repetition(s) ({shown}); its 95 % interval "
+                                    f"needs at least {CI_MIN_REPETITIONS}")
+        mean, low, high = mean_ci(self.values)
+        told = f"{self.name}: mean {mean:.4g}, 95 % CI [{low:.4g}, {high:.4g}] over {len(self.values)} repetitions ({shown})"
+        if self.threshold.met(low) and self.threshold.met(high):
+            return "holds", f"{told}, wholly {self.threshold}"
+        if not self.threshold.met(low) and not self.threshold.met(high):
+            return "does not hold", f"{told}, wholly outside {self.threshold}"
+        return "inconclusive", f"{told} straddles {self.threshold}"
 
 
 @dataclass

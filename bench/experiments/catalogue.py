@@ -31,6 +31,7 @@ An experiment file (read with :mod:`tomllib`) states::
     over = { workers = 4 }
     holds_if = "<= 1.3"
     # engine = "postgres"          # a figure measured on one engine only
+    # decide_by = "ci95"           # decided on the 95 % interval over >= 3 repetitions, not each one
 
     [full]                         # FULL=1: the long version; each key replaces or extends the quick one
     budget_s = 900
@@ -47,7 +48,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bench.analysis.experiment_figures import MEASURES, check_key
-from bench.analysis.verdicts import Threshold
+from bench.analysis.verdicts import DECIDE_BY, Threshold
 from bench.config.parameters import ENGINES
 from bench.config.run_config import build_config, read_toml
 from bench.data import DATA_DIR, EXPERIMENTS_DIR
@@ -63,7 +64,8 @@ PROBES = {"offset_lock": ("offset_returned", "skip_locked_got", "locked_rows"),
 ACCEPTABLE = ("saturated", "invariants")
 _KEYS = {"number", "title", "claim", "measures", "budget_s", "engines", "not_applicable", "accept", "runs", "probe",
          "figures", "full"}
-_FIGURE_KEYS = {"name", "measure", "key", "of", "over", "over_key", "holds_if", "unit", "note", "engine"}
+_FIGURE_KEYS = {"name", "measure", "key", "of", "over", "over_key", "holds_if", "unit", "note", "engine",
+                "decide_by"}
 _FULL_KEYS = {"budget_s", "runs"}
 _RUN_KEYS = {"workload", "repetitions", "fixed", "matrix", "cells", *ENGINES}
 #: Seconds a run costs beyond its warm-up and measured window (prepare, audit, files, report),
@@ -169,6 +171,8 @@ def _check_figure(path: Path, fig: Any, i: int, matrix: Mapping[str, Sequence], 
             raise _bad(path, f"{where} needs {key} (text)")
     if "engine" in fig and fig["engine"] not in ENGINES:
         raise _bad(path, f"{where} engine {fig['engine']!r}; allowed: {', '.join(ENGINES)} (the figure is measured there only)")
+    if fig.get("decide_by", "repetitions") not in DECIDE_BY:
+        raise _bad(path, f"{where} decide_by {fig['decide_by']!r}; allowed: {', '.join(DECIDE_BY)}")
     if fig["measure"] not in MEASURES:
         raise _bad(path, f"{where} measure {fig['measure']!r}; allowed: {', '.join(MEASURES)}")
     if (fig["measure"] == "probe") != (probe is not None):

@@ -68,7 +68,8 @@ def find_resumable(results_dir: Path, key: str) -> Path | None:
 def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
     """One sentence per run problem of the sweep that the experiment does not ``accept``
     (:data:`bench.experiments.catalogue.ACCEPTABLE`): failed runs, and each run's
-    :func:`bench.results.model.problems`, plus "saturated" unless accepted."""
+    :func:`bench.results.model.problems`, plus "saturated" unless accepted, and per-table autovacuum
+    settings that the run could not observe (the server's naptime not shorter than the run)."""
     sweep = load_sweep(sweep_dir)
     found = []
     for _, row in sweep.runs.iterrows():
@@ -80,6 +81,8 @@ def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
                    if not ("invariants" in accept and p.startswith("invariants broken"))]
             if view.summary.get("saturated") is True and "saturated" not in accept:
                 why.append("saturated: the arrivals outpaced the workers")
+            if view.config.get("autovacuum_settings") and (view.summary.get("autovacuum") or {}).get("unobservable"):
+                why.append("per-table autovacuum settings unobservable: " + view.summary["autovacuum"]["unobservable"])
             found.extend(f"{cell.label or cell.cell_id} ({view.result.run_id}): {w}" for w in why)
     return found
 

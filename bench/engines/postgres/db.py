@@ -365,16 +365,20 @@ def vacuum_counts(conn: psycopg.Connection, schema: str, tables: tuple[str, ...]
     """Autovacuum and autoanalyze runs so far on the tool's job tables (``pg_stat_user_tables``,
     https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW):
     ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None),
-    and ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it).
-    ``tables``: the job tables' names in ``schema`` (a queue definition's table)."""
+    ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it),
+    ``naptime_s``: its ``autovacuum_naptime`` (s; the launcher wakes at most that often), and
+    ``at_s``: the server's clock (epoch s) when read. ``tables``: the job tables' names in ``schema``."""
     row = conn.execute("""
         SELECT coalesce(sum(autovacuum_count), 0)::bigint, coalesce(sum(autoanalyze_count), 0)::bigint,
-               max(last_autovacuum)::text, max(last_autoanalyze)::text, current_setting('autovacuum')
+               max(last_autovacuum)::text, max(last_autoanalyze)::text, current_setting('autovacuum'),
+               (SELECT setting::float8 FROM pg_settings WHERE name = 'autovacuum_naptime'),
+               extract(epoch FROM clock_timestamp())::float8
         FROM pg_stat_user_tables
         WHERE schemaname = %s AND relname = ANY(%s)""",
         (schema, list(tables))).fetchone()
     return {"autovacuum_count": int(row[0]), "autoanalyze_count": int(row[1]),
-            "last_autovacuum": row[2], "last_autoanalyze": row[3], "server_autovacuum": row[4] == "on"}
+            "last_autovacuum": row[2], "last_autoanalyze": row[3], "server_autovacuum": row[4] == "on",
+            "naptime_s": row[5], "at_s": row[6]}
 
 
 def table_sizes(conn: psycopg.Connection, schema: str, table: str = "jobs") -> dict[str, int]:
