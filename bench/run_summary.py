@@ -318,7 +318,7 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
            "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
            "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
            "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
-    if cfg.autovacuum == "on" and not before["server_autovacuum"]:
+    if cfg.autovacuum is True and not before["server_autovacuum"]:
         out["unobservable"] = "the server's autovacuum is off: no per-table setting can make it run"
     naptime_s, watched_s = before.get("naptime_s"), _watched_s(before, after)
     if naptime_s is not None and watched_s is not None:

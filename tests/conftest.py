@@ -22,6 +22,11 @@ from psycopg import sql
 ADMIN_DSN = os.environ.get("QBENCH_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REPO = Path(__file__).resolve().parent.parent
 
+# Tests that run `make` want what a user's shell gives it, not what `make test` passes its children:
+# MAKELEVEL adds "Entering directory" lines, MAKEFLAGS carries the outer command line's variables.
+for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+    os.environ.pop(_name, None)
+
 
 def _dsn_for(dbname: str) -> str:
     params = psycopg.conninfo.conninfo_to_dict(ADMIN_DSN)
