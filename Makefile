@@ -18,9 +18,6 @@ flag = $(if $(filter-out 0 1,$($(1))),$(error $(1): '$($(1))' is not allowed; al
 # of the same name as its `qbench run` option (WORK_MS for --work-ms); unset or empty = the workload
 # file's value, else the table's default. The table gives the list as NAME:--option:kind triples
 # (read once); a yes/no (kind flag) is 1 or 0 here and --option / --no-option for qbench.
-WORKLOAD ?= default
-DSN      ?=
-ALLOW_REMOTE ?=
 PARAM_PAIRS = $(eval PARAM_PAIRS := $(or $(shell $(PYTHON) -m bench.config.parameters make-vars),$(error cannot read the parameter table: $(PYTHON) -m bench.config.parameters make-vars failed)))$(PARAM_PAIRS)
 PARAM_NAMES = $(foreach triple,$(PARAM_PAIRS),$(word 1,$(subst :, ,$(triple))))
 # A value in single quotes for the shell, its own ' written '"'"' (a DSN password may hold one).
@@ -54,6 +51,18 @@ VARS_clean-db = DSN ALLOW_REMOTE DRY_RUN
 GOALS = $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
 CMDLINE_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 goal_vars = $(VARS_$(1)) $(if $(filter $(1),$(RUN_TARGETS)),$(RUN_VARS) $(PARAM_NAMES))
+# Values come from the command line only, as qbench takes none from the environment: an exported
+# WORKERS=200 must not change `make bench` unseen. A variable the goals read that is set in the
+# environment is dropped, with one line saying so (`make bench WORKERS=200` gives it).
+ENV_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter environment,$(origin $(v))),$(v))))
+ENV_DROPPED := $(if $(ENV_VARS),$(filter-out $(GLOBAL_VARS),$(filter $(ENV_VARS),$(foreach goal,$(GOALS),$(call goal_vars,$(goal))))))
+ifneq ($(ENV_DROPPED),)
+$(warning $(ENV_DROPPED): set in the environment, ignored; give it on the command line: make $(GOALS) $(firstword $(ENV_DROPPED))=...)
+$(foreach v,$(ENV_DROPPED),$(eval undefine $(v)))
+endif
+WORKLOAD ?= default
+DSN      ?=
+ALLOW_REMOTE ?=
 # The refusal's parts: a known name the unknown one begins (WORKER: WORKERS), what the goals read.
 did_you_mean = $(foreach v,$(UNKNOWN_VARS),$(if $(filter $(v)%,$(KNOWN_VARS)), (did you mean $(firstword $(filter $(v)%,$(KNOWN_VARS)))?)))
 allowed_vars = $(strip $(GLOBAL_VARS) $(foreach goal,$(GOALS),$(VARS_$(goal)) \
@@ -67,9 +76,8 @@ $(error $(UNKNOWN_VARS): not a variable of make $(GOALS)$(did_you_mean); allowed
 endif
 endif
 
-RUN_ARGS = --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS)
-RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) \
-	$(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote))
+RUN_ARGS = $(strip --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS))
+RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) $(DB_ARGS))
 
 .PHONY: help bench bench-ui test experiments calibrate report install test-quick clean distclean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench docs docs-ref
 
@@ -109,9 +117,10 @@ bench: $(STAMP) ## run one benchmark and render its report (run parameters; STRI
 UI_DURATION = 30m
 WEB_PORT ?=
 MAX_WORKERS ?=
+UI_ARGS = $(strip $(RUN_ARGS) $(if $(DURATION),,--duration='$(UI_DURATION)') \
+	$(if $(WEB_PORT),--web-port=$(call sq,$(WEB_PORT))) $(if $(MAX_WORKERS),--max-workers=$(call sq,$(MAX_WORKERS))))
 bench-ui: $(STAMP) ## one run under Locust's web UI (WEB_PORT, MAX_WORKERS)
-	$(BIN)/qbench run --ui $(RUN_ARGS) $(if $(DURATION),,--duration='$(UI_DURATION)') \
-		$(if $(WEB_PORT),--web-port=$(call sq,$(WEB_PORT))) $(if $(MAX_WORKERS),--max-workers=$(call sq,$(MAX_WORKERS)))
+	$(BIN)/qbench run --ui $(UI_ARGS)
 
 # The system packages the tests use (Chromium and its driver, pgbench, mariadb-slap): installed as root,
 # else one line naming them and exit 2 before any test (tests/prerequisites.sh).
@@ -149,10 +158,12 @@ report-bench: $(STAMP) ## what rendering a long run's report costs (RUN=results/
 # $(call cal_arg,NAME,option,default): --option=value of CAL_NAME or NAME, else the default (if any).
 cal = $(if $(and $(CAL_$(1)),$($(1)),$(filter-out $(CAL_$(1)),$($(1)))),$(error CAL_$(1) '$(CAL_$(1))' and $(1) '$($(1))' differ; allowed: one of them),$(or $(CAL_$(1)),$($(1)),$(2)))
 cal_arg = $(if $(call cal,$(1),$(3)),--$(2)=$(call sq,$(call cal,$(1),$(3))))
+CAL_ARGS = $(strip $(if $(ENGINE),--engine=$(call sq,$(ENGINE))) $(call cal_arg,WORKERS,workers,50) $(call cal_arg,DURATION,duration,20s) \
+	$(call cal_arg,WARMUP,warmup,5s) $(call cal_arg,PAIRS,pairs,3) $(call cal_arg,BATCH,batch) $(call cal_arg,PROCESSES,processes) \
+	$(if $(SCHEMA),--schema=$(call sq,$(SCHEMA))) $(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(DB_ARGS))
+DB_ARGS = $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
 calibrate: $(STAMP) ## pgbench (mariadb-slap) against queue-bench on the same claim SQL (CAL_* or WORKERS, DURATION, ...)
-	$(BIN)/qbench calibrate $(if $(ENGINE),--engine=$(call sq,$(ENGINE))) $(call cal_arg,WORKERS,workers,50) $(call cal_arg,DURATION,duration,20s) \
-		$(call cal_arg,WARMUP,warmup,5s) $(call cal_arg,PAIRS,pairs,3) $(call cal_arg,BATCH,batch) $(call cal_arg,PROCESSES,processes) \
-		$(if $(SCHEMA),--schema=$(call sq,$(SCHEMA))) $(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
+	$(BIN)/qbench calibrate $(CAL_ARGS)
 
 # A sweep: make sweep SWEEP=index_designs|scaling|batch (or a path to a .toml).
 # Run parameters given here apply to every cell (DURATION=10s ...). Running the same
@@ -171,9 +182,10 @@ sweep: $(STAMP) ## a matrix of runs with repetitions: SWEEP=index_designs|scalin
 # Running it again resumes the newest unfinished catalogue run; FRESH=1 starts over.
 EXPERIMENTS ?=
 FULL ?=
+EXPERIMENT_ARGS = $(strip $(foreach name,$(EXPERIMENTS),$(call sq,$(name))) $(if $(call flag,FULL),--full) $(if $(call flag,FRESH),--fresh) \
+	$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(DB_ARGS))
 experiments: $(STAMP) ## the experiments catalogue, each rule with a verdict (EXPERIMENTS="convoy 5", FULL=1, FRESH=1)
-	$(BIN)/qbench experiments $(foreach name,$(EXPERIMENTS),$(call sq,$(name))) $(if $(call flag,FULL),--full) $(if $(call flag,FRESH),--fresh) \
-		$(if $(RESULTS),--results=$(call sq,$(RESULTS))) $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote)
+	$(BIN)/qbench experiments $(EXPERIMENT_ARGS)
 
 # Every index variant against history 0 / 100k / 1M; prints the comparison report's path.
 compare-indexes: $(STAMP) ## every index variant against history 0 / 100k / 1M (the index_designs sweep)
@@ -191,10 +203,11 @@ capacity: $(STAMP) ## the highest arrival rate a design sustains (RATE_START)
 # make plan RATE=500 WORK_MS=5 SLO='pickup_p99<=500ms'
 PLAN_MAX_WORKERS ?=
 CONFIRM_S ?=
+PLAN_ARGS = $(strip $(RUN_ARGS) $(if $(PLAN_MAX_WORKERS),--plan-max-workers=$(call sq,$(PLAN_MAX_WORKERS))) \
+	$(if $(REPETITIONS),--repetitions=$(call sq,$(REPETITIONS))) $(if $(CONFIRM_S),--confirm-s=$(call sq,$(CONFIRM_S))) \
+	$(if $(call flag,FRESH),--fresh))
 plan: $(STAMP) ## the capacity plan: the fewest workers meeting SLO at RATE, and the headroom
-	$(BIN)/qbench plan $(RUN_ARGS) $(if $(PLAN_MAX_WORKERS),--plan-max-workers=$(call sq,$(PLAN_MAX_WORKERS))) \
-		$(if $(REPETITIONS),--repetitions=$(call sq,$(REPETITIONS))) $(if $(CONFIRM_S),--confirm-s=$(call sq,$(CONFIRM_S))) \
-		$(if $(call flag,FRESH),--fresh)
+	$(BIN)/qbench plan $(PLAN_ARGS)
 
 # Relative differences with a significance test: make compare A=results/<run> B=results/<run>
 compare: $(STAMP) ## compare two runs or sweeps: A=results/<run> B=results/<run>
@@ -231,7 +244,7 @@ distclean: ## remove the virtual environment and build files (.venv, build, *.eg
 
 # Drop every schema queue-bench created in DSN's database (run schemas, sweeps' saved states), and only those.
 clean-db: $(STAMP) ## drop the schemas queue-bench created in DSN's database, and only those (DRY_RUN=1: list them)
-	$(BIN)/qbench clean $(if $(DSN),--dsn=$(call sq,$(DSN))) $(if $(call flag,ALLOW_REMOTE),--allow-remote) $(if $(call flag,DRY_RUN),--dry-run)
+	$(BIN)/qbench clean $(strip $(DB_ARGS) $(if $(call flag,DRY_RUN),--dry-run))
 
 # The documentation site (MkDocs, strict: a broken link or a page missing from the nav fails) into site/;
 # docs-ref regenerates the parameters and CLI references (docs/reference/) from the code.

@@ -5,6 +5,7 @@ variable its target does not read."""
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 from pathlib import Path
 
@@ -172,6 +173,21 @@ def test_make_takes_the_variables_its_target_reads():
     assert "--no-autovacuum" not in line
     bad = _make("bench", "PREPARED=off")
     assert bad.returncode == 2 and "PREPARED" in bad.stderr and "allowed: 1 or 0" in bad.stderr
+
+
+def test_make_takes_values_from_the_command_line_only():
+    """An exported WORKERS or WORKLOAD does not change a run unseen: dropped, with one line naming it."""
+    env = {**os.environ, "WORKERS": "200", "WORKLOAD": "nowhere", "SWEEP": "batch"}
+    proc = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    line = _command(proc, "qbench run")
+    assert "--workers" not in line and "--workload='default'" in line, line
+    warned = proc.stderr.strip().splitlines()
+    assert len(warned) == 1 and "WORKERS" in warned[0] and "WORKLOAD" in warned[0] and "SWEEP" not in warned[0], warned
+    given = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench", "WORKERS=3"], cwd=REPO, capture_output=True,
+                           text=True, timeout=60, env=env)
+    assert "--workers='3'" in _command(given, "qbench run")
 
 
 def test_make_calibrate_honours_workers_and_duration():
