@@ -48,6 +48,7 @@ VARS_compare = A B
 VARS_gate = A B MAX_REGRESSION GATE_METRICS
 VARS_sweep-report = SWEEP_DIR
 VARS_clean-db = DSN ALLOW_REMOTE DRY_RUN
+VARS_install = EXTRAS
 GOALS = $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
 CMDLINE_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 goal_vars = $(VARS_$(1)) $(if $(filter $(1),$(RUN_TARGETS)),$(RUN_VARS) $(PARAM_NAMES))
@@ -104,7 +105,10 @@ $(DOCS_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[docs]'
 	touch $(DOCS_STAMP)
 
-install: $(STAMP) ## create .venv and install queue-bench into it
+# EXTRAS=procrastinate,pgqueuer (pyproject.toml's extras): what a queue library or other tool needs besides.
+EXTRAS ?=
+install: $(STAMP) ## create .venv and install queue-bench into it (EXTRAS=procrastinate,pgqueuer: extras too)
+	$(if $(EXTRAS),$(BIN)/pip install --quiet -e $(call sq,.[$(EXTRAS)]))
 
 # STRICT=1: exit 5 when the run is suspect. Exit statuses: docs/running.md, "Exit statuses".
 STRICT ?=

@@ -169,7 +169,8 @@ def test_a_queue_library_not_installed_is_one_line_naming_its_extra(tmp_path, li
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qbench: QUEUE:"), lines
     assert f"{library} " in lines[0] and "not installed" in lines[0], lines[0]
-    assert lines[0].endswith(f"allowed: pip install 'queue-bench[{library}]'"), lines[0]
+    assert lines[0].endswith(f"allowed: make install EXTRAS={library} (in {REPO}; elsewhere pip install "
+                             f"'queue-bench[{library}]')"), lines[0]
     assert not (tmp_path / "r").exists()
 
 
@@ -184,7 +185,7 @@ def test_a_missing_driver_of_a_librarys_own_worker_is_one_line_naming_what_to_in
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qbench: LIBRARY_MODE:"), lines
-    assert "'asyncpg'" in lines[0] and "pip install 'queue-bench[pgqueuer]' (it brings pgqueuer[asyncpg]==1.6.0)" in lines[0]
+    assert "'asyncpg'" in lines[0] and "pip install 'queue-bench[pgqueuer]') (it brings pgqueuer[asyncpg]==1.6.0)" in lines[0]
     assert not (tmp_path / "r").exists()
     plan = subprocess.run([sys.executable, "-c", blocker, "run", "--queue", "pgqueuer", "--library-mode", "sql",
                            "--help"], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -66,7 +66,8 @@ def test_each_shipped_queue_library_has_its_extra_pinning_the_release_its_defini
         if library is None:
             continue
         libraries.append(library["package"])
-        assert install_extra(library["package"]) == f"pip install 'queue-bench[{library['package']}]'"
+        assert install_extra(library["package"]) == (f"make install EXTRAS={library['package']} (in {REPO}; "
+                                                      f"elsewhere pip install 'queue-bench[{library['package']}]')")
         assert extras[library["package"]] == [library["worker"]["install"]], library["package"]
         assert library["worker"]["install"].endswith(f"=={library['version']}")
         assert not any(dep.startswith(library["package"]) for dep in base), base
@@ -108,3 +109,7 @@ def test_a_wheel_in_a_fresh_virtual_environment_runs_from_another_directory(tmp_
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] is True and summary["jobs_completed"] > 0
     assert json.loads((run_dir / "run.json").read_text())["git_sha"] is None
+    # a queue library not installed: installed from a wheel, the hint is pip's extra, not the checkout's make
+    lib = subprocess.run([qbench, "run", "--queue", "procrastinate", "--dsn", dsn], capture_output=True, text=True,
+                         timeout=120, cwd=elsewhere, env=env)
+    assert lib.returncode == 2 and lib.stderr.strip().endswith("allowed: pip install 'queue-bench[procrastinate]'"), lib.stderr

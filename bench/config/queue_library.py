@@ -96,7 +96,11 @@ def _worker_of(data: Any, defn: str) -> dict:
 
 def install_extra(package: str) -> str:
     """The command that installs queue library ``package`` at the release its definition is written for:
-    queue-bench's extra of the same name (``pyproject.toml``, ``[project.optional-dependencies]``)."""
+    queue-bench's extra of the same name (``pyproject.toml``, ``[project.optional-dependencies]``); run
+    from a checkout (its Makefile beside the package), the checkout's own ``make install EXTRAS=…``."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "Makefile").is_file() and (checkout / "pyproject.toml").is_file():
+        return f"make install EXTRAS={package} (in {checkout}; elsewhere pip install 'queue-bench[{package}]')"
     return f"pip install 'queue-bench[{package}]'"
 
 
