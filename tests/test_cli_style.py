@@ -139,6 +139,21 @@ def test_in_process_calls_refuse_to_reach_the_load(tmp_path):
     assert not _patched()
 
 
+@pytest.mark.parametrize("argv, line", [
+    ((), "qbench: a command is required; allowed: run, sweep, "),
+    (("run", "--worker", "3"), "qbench: unrecognized arguments: --worker 3 (did you mean --workers?); "
+                               "allowed: the options qbench run --help lists"),
+    (("sweep", "batch", "--polcy=nowait"), "(did you mean --policy?); allowed: the options qbench sweep --help lists"),
+    (("run", "--bogus"), "qbench: unrecognized arguments: --bogus; allowed: the options qbench run --help lists"),
+])
+def test_an_unknown_command_line_names_what_is_allowed(argv, line):
+    """No command lists the commands; an unknown option names the nearest known one, if one is near."""
+    proc = qbench_in_process(*argv)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and line in lines[0], lines
+    assert argv[:1] != ("run",) or "--bogus" not in argv or "did you mean" not in lines[0]
+
+
 # ---- Make --------------------------------------------------------------------------------------
 
 def _make(*args: str) -> subprocess.CompletedProcess:

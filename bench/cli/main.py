@@ -10,6 +10,7 @@ Bad input prints one line naming the parameter and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import contextlib
 import signal
 import sys
@@ -42,11 +43,32 @@ class _Parser(argparse.ArgumentParser):
         argv = list(sys.argv[1:] if args is None else args)
         parsed, extras = self.parse_known_args(argv, namespace)
         if extras:
-            self.error(switch_message(f"unrecognized arguments: {' '.join(extras)}", argv, extras))
+            message = switch_message(f"unrecognized arguments: {' '.join(extras)}", argv, extras)
+            if message.startswith("unrecognized"):
+                message += self._allowed_options(getattr(parsed, "command", None), extras)
+            self.error(message)
         return parsed
+
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        """The subcommands' parsers by name ({} for a parser without subcommands)."""
+        actions = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        return dict(actions[0].choices) if actions else {}
+
+    def _allowed_options(self, command: str | None, extras: list[str]) -> str:
+        """'; allowed: ...' for the first unknown option: the nearest known one, and where all are listed."""
+        parser = self._commands().get(command, self)
+        prog = parser.prog
+        unknown = next((e.split("=", 1)[0] for e in extras if e.startswith("-")), None)
+        if unknown is None:
+            return f"; allowed: the options and arguments {prog} --help lists"
+        known = [o for a in parser._actions for o in a.option_strings]
+        close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.8)
+        return f"{f' (did you mean {close[0]}?)' if close else ''}; allowed: the options {prog} --help lists"
 
     def error(self, message: str) -> None:  # noqa: D102
         message = switch_message(message, [], [])
+        if message.startswith("the following arguments are required: command"):
+            message = f"a command is required; allowed: {', '.join(self._commands())} ({self.prog} --help)"
         if "expected one argument" in message:
             message += " (a value starting with '-' must be written as --option=VALUE)"
         sys.stderr.write(f"{self.prog}: {message}\n")
