@@ -99,10 +99,11 @@ def _split_rows(rows: list[dict]) -> dict[str, list[dict]]:
 def _config_rows(config: dict, defaults: dict | None) -> dict[str, list]:
     """``config_rows`` (name, value) of every parameter, and ``changed_rows`` (name, value, default) of those that
     differ from the parameter table's defaults (``run.json`` ``config_defaults``; None for runs written before
-    it: then nothing is called changed)."""
+    it: then nothing is called changed). A parameter that does not apply to the run (``n/a``, as LIBRARY_MODE
+    without a queue library) is not a change."""
     rows = [(k, fmt_value(v)) for k, v in config.items() if k != "notes"]  # notes: banners
     if not defaults:
         return {"config_rows": rows, "changed_rows": None}
     changed = [(k, fmt_value(v), fmt_value(defaults[k])) for k, v in config.items()
-               if k in defaults and json.dumps(v, sort_keys=True, default=str) != json.dumps(defaults[k], sort_keys=True, default=str)]
+               if k in defaults and v != "n/a" and json.dumps(v, sort_keys=True, default=str) != json.dumps(defaults[k], sort_keys=True, default=str)]
     return {"config_rows": rows, "changed_rows": changed}
