@@ -225,7 +225,8 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
         log(f"{len(done)} of {total} runs already measured; {len(todo)} to go")
     dsn_of = (lambda name: dsn[name]) if isinstance(dsn, Mapping) else (lambda name: dsn)
     state_schema = {}  # engine name -> its saved states' schema, for the engines the sweep ran
-    bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True,
+    # disable=None: no bar when stderr is not a terminal (a piped log gets each run's own lines, not redraws)
+    bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True, disable=None,
                bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
     run_log = (sweep_dir / "sweep.log").open("a")
     out_of_time = False
