@@ -83,7 +83,7 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
         sentence += f"; confirmed over {confirmation['duration_s']:g} s"
         if more:
             step_s = _step_s(d, needed)
-            sentence += (f" ({needed} workers passed the {'' if step_s is None else f'{step_s:g} s '}steps but fell "
+            sentence += (f" ({needed} workers passed the {'' if step_s is None else f'{round(step_s):d} s '}steps but fell "
                          "behind in the longer run)")
     elif confirmed is False:
         sentence += (f"; NOT confirmed: the {confirmation['duration_s']:g} s run at {confirmation['workers']} workers "

@@ -123,9 +123,13 @@ class Stepper:
         if cfg.rate <= 0:  # the closed-loop probe has no keep-up verdict, only its throughput
             self.log(f"  {phase}: {_workers(cfg.workers)}, closed loop -> {step.throughput_jobs_per_s:,.1f} jobs/s")
             return
-        why = next((r["why"] for r in step.runs if not r["passed"]), step.runs[0]["why"])
+        # the run plan.html shows for the step: the first that failed, else the slowest
+        shown = next((r for r in step.runs if not r["passed"]), None) or \
+            min(step.runs, key=lambda r: r["throughput_jobs_per_s"] or 0.0)
+        which = "" if len(step.runs) == 1 else \
+            f"{'a failing' if not shown['passed'] else 'the slowest'} of {len(step.runs)} runs: "
         self.log(f"  {phase}: {_workers(cfg.workers)} at {cfg.rate:,.1f} jobs/s -> {'PASS' if step.passed else 'FAIL'} "
-                 f"({why}){again}")
+                 f"({which}{shown['why']}){again}")
 
 
 def _workers(n: int) -> str:
