@@ -245,7 +245,7 @@ def engine_of_dsn(dsn: str | None) -> str | None:
         return None
     match = re.match(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://", dsn)
     if match is None:
-        return "postgres"
+        return DSN_SCHEMES["postgresql"]  # libpq's key=value form
     scheme = match.group(1).lower()
     if scheme not in DSN_SCHEMES:
         raise ConfigError("DSN", f"unknown scheme {scheme!r}; allowed: " + ", ".join(f"{s}://" for s in DSN_SCHEMES)
