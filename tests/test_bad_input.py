@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from bad_values import BAD_VALUES
 from bench.config.parameters import PARAMETERS
 from cli_in_process import qbench_in_process
 from conftest import qbench
@@ -239,7 +240,7 @@ def test_calibration_grid_on_mariadb_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-# ---- Every parameter's bad values, from the parameter table, through the three ways in ----------
+# ---- Every parameter's bad values (tests/bad_values.py), through the three ways in -------------
 
 
 def _toml_literal(value) -> str:
@@ -254,9 +255,10 @@ def _other_axis(key: str) -> str:
     return "txn = [\"short\"]" if key != "txn" else "policy = [\"skip_locked\"]"
 
 
-TABLE_CASES = [(source, p, value) for p in PARAMETERS for value in p.bad for source in ("cli", "workload", "sweep")]
+TABLE_CASES = [(source, p, value) for p in PARAMETERS for value in BAD_VALUES[p.key]
+               for source in ("cli", "workload", "sweep")]
 #: Table cases also run as a subprocess (end to end): the first parameter's first bad value, each way in.
-END_TO_END = [(source, p, value) for source, p, value in TABLE_CASES if p is PARAMETERS[0] and value == p.bad[0]]
+END_TO_END = [(source, p, value) for source, p, value in TABLE_CASES if p is PARAMETERS[0] and value == BAD_VALUES[p.key][0]]
 
 
 def _table_case(run, tmp_path, dsn, source, param, value):
@@ -282,9 +284,9 @@ _RUNS = [(*case, qbench_in_process) for case in TABLE_CASES] + [(*case, qbench) 
                               for s, p, v, r in _RUNS])
 def test_every_parameters_bad_values_are_refused_from_cli_workload_and_sweep_files(dsn, tmp_path, source, param, value,
                                                                                    run):
-    """Each of the table's bad values, given on the command line, in a workload file or in a sweep
-    file's [fixed] table: exit 2, one stderr line naming the parameter and what is allowed,
-    nothing written, nothing created in the database. In this process; the END_TO_END cases as a
+    """Each parameter's bad values (tests/bad_values.py), given on the command line, in a workload
+    file or in a sweep file's [fixed] table: exit 2, one stderr line naming the parameter and what
+    is allowed, nothing written, nothing created in the database. In this process; the END_TO_END cases as a
     subprocess too."""
     schemas_before, relations_before = _schemas(dsn), _relations(dsn)
     results = tmp_path / "results"
@@ -299,7 +301,7 @@ def test_every_parameters_bad_values_are_refused_from_cli_workload_and_sweep_fil
 
 
 def test_the_table_gives_at_least_40_bad_input_cases():
-    assert len(TABLE_CASES) >= 40 and all(p.bad for p in PARAMETERS)
+    assert len(TABLE_CASES) >= 40 and all(BAD_VALUES.get(p.key) for p in PARAMETERS)
 
 
 # ---- Contradictory combinations and loose file types ---------------------------------------------

@@ -14,6 +14,7 @@ from bench.config.parameters import BY_KEY, PARAMETERS, SWEEP_AXES
 from bench.config.run_config import RunConfig, build_config
 from bench.errors import ConfigError
 from bench.sweep.driver import SWEEP_KEYS
+from bad_values import BAD_VALUES
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,8 +31,18 @@ def test_every_parameter_is_an_option_of_the_commands_that_take_run_parameters(s
 
 
 def test_runconfig_has_one_field_per_parameter_and_nothing_else_but_workload_dsn_notes():
-    fields = {f.name for f in dataclasses.fields(RunConfig)}
-    assert fields == {p.attribute for p in PARAMETERS} | {"workload", "dsn", "notes"}
+    fields = [f.name for f in dataclasses.fields(RunConfig)]
+    assert fields == [p.attribute for p in PARAMETERS] + ["workload", "dsn", "notes"]
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+def test_runconfig_field_types_hold_each_engines_defaults(engine):
+    """The types generated from the table's kinds hold the parsed defaults, n/a included."""
+    cfg = build_config("default", {"engine": engine})
+    for field in dataclasses.fields(RunConfig):
+        if field.name not in ("workload", "dsn", "notes"):
+            assert isinstance(getattr(cfg, field.name), field.type), (field.name, getattr(cfg, field.name), field.type)
+    assert dataclasses.fields(RunConfig)[PARAMETERS.index(BY_KEY["prepared"])].type == bool | str
 
 
 def test_defaults_come_from_the_table():
@@ -69,15 +80,17 @@ def test_make_passes_every_parameter_to_qbench():
     assert not any(f"{p.option}=" in unset.stdout for p in PARAMETERS), unset.stdout
 
 
-def test_every_parameter_has_a_bad_value_and_each_is_refused_by_its_parser():
-    """The table's ``bad`` values are refused by the parameter's own parser (or the results-dir
-    check, which needs the file system), naming the parameter; tests/test_bad_input.py runs them
-    through the CLI, workload files and sweep files."""
+def test_every_parameter_has_bad_values_and_each_is_refused_by_its_parser():
+    """Every parameter has values it must refuse in tests/bad_values.py (and nothing else is there);
+    each is refused by the parameter's own parser (or the results-dir check, which needs the file
+    system), naming the parameter; tests/test_bad_input.py runs them through the CLI, workload files
+    and sweep files."""
+    assert set(BAD_VALUES) == set(BY_KEY)
     for p in PARAMETERS:
-        assert p.bad, f"{p.key} has no bad value"
+        assert BAD_VALUES[p.key], f"{p.key} has no bad value"
         if p.key == "results":
             continue
-        for value in p.bad:
+        for value in BAD_VALUES[p.key]:
             with pytest.raises(ConfigError) as err:
                 p.parse(value)
             assert err.value.param == p.name and "allowed" in str(err.value), (p.key, value, err.value)

@@ -71,6 +71,13 @@ def test_a_parameter_a_statement_does_not_take_is_refused(tmp_path):
     assert ":id, :token" in str(err.value)
 
 
+def test_a_definition_for_an_engine_that_runs_no_definitions_is_refused(tmp_path):
+    path = _variant(tmp_path, "on_mariadb", {'engine = "postgres"': 'engine = "mariadb"'})
+    with pytest.raises(ConfigError) as err:
+        load_queue(path)
+    assert err.value.param == "QUEUE" and "engine = 'mariadb'" in str(err.value) and "postgres" in str(err.value)
+
+
 def test_parameters_that_do_not_apply_are_refused_when_set_and_n_a_otherwise():
     tasks = load_queue("tasks")
     not_applicable = applicability(tasks)

@@ -14,6 +14,10 @@ from bench.errors import ConfigError
 #: What the value of a parameter with no meaning on an engine is recorded as (run.json, summaries).
 NOT_APPLICABLE = "n/a"
 
+#: The type of a parsed value of each kind: the :class:`bench.config.run_config.RunConfig` field's type.
+KIND_TYPES: dict[str, type] = {"int": int, "number": float, "share": float, "duration": float, "choice": str,
+                               "flag": bool, "text": str, "table": tuple, "list": tuple}
+
 #: The groups of ``qbench run --help`` (argparse option groups), in the order shown: what each
 #: parameter's ``group`` may be, with the group's title.
 GROUPS: dict[str, str] = {
@@ -37,7 +41,8 @@ class Parameter:
     its option group in ``--help`` (a key of :data:`GROUPS`). ``field`` is the
     :class:`bench.config.run_config.RunConfig` attribute it sets (``key`` unless given). ``allowed``
     and ``default_text`` override the README's generated columns; ``meaning`` is the README's long
-    text (``help`` when empty); ``bad`` holds values the parameter must refuse (tests read them).
+    text (``help`` when empty). The values each parameter must refuse are the tests' own
+    (``tests/bad_values.py``).
     """
 
     key: str
@@ -56,7 +61,6 @@ class Parameter:
     allowed: str = ""
     default_text: str = ""
     meaning: str = ""
-    bad: tuple = ()
     engine_defaults: Any = dataclasses.field(default_factory=dict)
     engine_values: Any = dataclasses.field(default_factory=dict)
     engine_reasons: Any = dataclasses.field(default_factory=dict)
@@ -104,6 +108,13 @@ class Parameter:
     def attribute(self) -> str:
         """The RunConfig field this parameter sets."""
         return self.field or self.key
+
+    @property
+    def value_type(self) -> Any:
+        """The type of the RunConfig field: its kind's (:data:`KIND_TYPES`), or that or ``str`` when
+        the parameter has no meaning on some engine (its value there is :data:`NOT_APPLICABLE`)."""
+        kind_type = KIND_TYPES[self.kind]
+        return kind_type if all(self.engine_values.values()) else kind_type | str
 
     def parse(self, value: Any) -> Any:
         """The typed, validated value of ``value`` (text or a TOML value); raises ConfigError."""

@@ -10,7 +10,9 @@ Everything that lists run parameters is made from :data:`PARAMETERS`:
 - the axes a sweep may vary (:data:`SWEEP_AXES`);
 - the README's parameter table (``python3 -m bench.config.parameters readme``; ``tests/test_parameters.py``
   checks that the README holds exactly that table);
-- the bad-input tests (``bad``: values each parameter must refuse).
+- the fields of :class:`bench.config.run_config.RunConfig` and their types (:attr:`Parameter.value_type`).
+
+The values each parameter must refuse are the tests' own (``tests/bad_values.py``).
 
 This module and :mod:`bench.config.parsers` import only the standard library and
 :mod:`bench.errors`, so the Makefile can run it before the virtual environment exists.
@@ -36,7 +38,7 @@ from bench.results import slo
 
 _P = Parameter
 PARAMETERS: tuple[Parameter, ...] = (
-    _P("engine", "choice", "postgres", "postgres | mariadb (a mysql:// or mariadb:// DSN means mariadb)", group="database", choices=ENGINES, sweep=True, bad=("oracle", "mysql"),
+    _P("engine", "choice", "postgres", "postgres | mariadb (a mysql:// or mariadb:// DSN means mariadb)", group="database", choices=ENGINES, sweep=True,
        default_text="from `DSN`, else `postgres`",
        meaning="the database engine: `postgres`, or `mariadb` (10.6+; MySQL 8 is untested). Inferred from the DSN's "
                "scheme (`postgresql://`, `mysql://`, `mariadb://`) when not given; with no DSN the engine's embedded "
@@ -45,28 +47,26 @@ PARAMETERS: tuple[Parameter, ...] = (
                "with no meaning on the engine"),
     _P("queue", "text", BUILTIN, "builtin | a queue definition's name (./queues/<name>/, then the shipped ones) or path to its queue.toml",
        group="design", parse_value=parse_queue, allowed="`builtin`, a name under `./queues/` or `bench/data/queues/`, or a path to a `queue.toml`", sweep=True,
-       bad=("no_such_queue", "../etc", "bad name!"),
        meaning="the queue under test: `builtin` is the tool's own reference table and claim, every part of it a "
                "parameter; any other value is a queue definition (`./queues/<name>/queue.toml`: your table's DDL, "
                "seed, claim, completion, failure, reaper and enqueue statements, the columns and predicates the "
                "monitor and the audit read; see docs/queues.md). A parameter that does not apply to a definition "
                "is refused when set, and `n/a` otherwise; the definition's `[defaults]` replace the table's"),
     _P("library_mode", "choice", "worker", "worker | sql: a library's own worker, or its SQL sent by the tool's workers",
-       group="design", choices=("worker", "sql"), sweep=True, bad=("client",), default_text="`worker` for a queue library, else n/a",
+       group="design", choices=("worker", "sql"), sweep=True, default_text="`worker` for a queue library, else n/a",
        meaning="for a queue library (`QUEUE=procrastinate`, `QUEUE=pgqueuer`): `worker` runs the library's own worker "
                "as its docs tell users to, in `PROCESSES` processes of its own, measured at its public seams; `sql` sends "
                "its statements from the tool's workers: what they cost the database, not the library. n/a for other "
                "queues; docs/queues.md maps the other parameters"),
     _P("isolation", "choice", "read_committed", "read_committed | repeatable_read | serializable: the workers' "
                                                 "transaction isolation",
-       group="design", choices=ISOLATION_LEVELS, sweep=True, bad=("snapshot",),
+       group="design", choices=ISOLATION_LEVELS, sweep=True,
        engine_defaults={"mariadb": "repeatable_read"},
        default_text="`read_committed` (PostgreSQL), `repeatable_read` (MariaDB)",
        meaning="the isolation level of the workers' transactions, the engine's own default unless set. On "
                "PostgreSQL above `read_committed` a claim that meets a row changed since its snapshot fails with "
                "40001 (counted); on MariaDB `repeatable_read` takes next-key (gap) locks on what a locking read scans"),
     _P("policy", "choice", "skip_locked", "wait | nowait | skip_locked", group="design", choices=POLICIES, sweep=True,
-       bad=("fastest", 1),
        meaning="the locking read: `FOR UPDATE` (blocks), `FOR UPDATE NOWAIT` (error 55P03, retried after a jittered "
                "exponential back-off of 2–200 ms: at back-off level n the sleep is uniform in [c/2, c] with "
                "c = min(200 ms, 4 ms × 2^(n−1)), so the first retry sleeps 2–4 ms and level 7 on 100–200 ms; each "
@@ -75,24 +75,24 @@ PARAMETERS: tuple[Parameter, ...] = (
                "Architecture Blog, 2015; every sleep taken is recorded in `nowait_backoff_us`), "
                "`FOR UPDATE SKIP LOCKED`"),
     _P("workers", "int", 10, "worker connections (Locust users)", group="load", minimum=1, maximum=MAX_WORKERS,
-       sweep=True, bad=(0, -3, "abc", 1001, 2.5),
+       sweep=True,
        meaning="workers; each is one Locust user with its own connection"),
     _P("processes", "int", 1, "load generator processes (Locust's master and worker runners)",
-       group="load", minimum=1, maximum=64, sweep=True, bad=(0, 65, "two"),
+       group="load", minimum=1, maximum=64, sweep=True,
        meaning="load generator processes on this machine: 1 runs the swarm in this process; more runs one Locust "
                "master (the monitor, reaper and audit) and that many Locust worker processes, each with its share "
                "of `WORKERS` and its own connections; each second's histograms are merged exactly at the master"),
     _P("batch", "int", 1, "rows per claim (LIMIT)", group="design", unit="rows", minimum=1, maximum=10_000, sweep=True,
-       bad=(0, 10_001), meaning="rows per claim (the `LIMIT`)"),
+       meaning="rows per claim (the `LIMIT`)"),
     _P("txn", "choice", "short", "short | hold (hold keeps the claim transaction open while the job runs)",
-       group="design", choices=TXN_MODES, sweep=True, bad=("long",),
+       group="design", choices=TXN_MODES, sweep=True,
        meaning="`short`: claim and commit, work, complete in a second transaction; `hold`: the claim transaction "
                "stays open while the job runs (the convoy anti-pattern)"),
     _P("work_ms", "number", 0.0, "simulated job duration in ms", group="load", unit="ms", minimum=0.0,
-       maximum=MAX_JOB_MS, sweep=True, bad=(-5, "nan", "inf", 1e12), meaning="simulated job duration per job"),
+       maximum=MAX_JOB_MS, sweep=True, meaning="simulated job duration per job"),
     _P("index", "choice", "partial", "none | status | composite | partial | covering (PostgreSQL); none | status | "
                                      "composite | generated | ready_table (MariaDB)", group="design", choices=INDEX_VARIANTS,
-       sweep=True, bad=("btree",), default_text="`partial` (PostgreSQL), `composite` (MariaDB)",
+       sweep=True, default_text="`partial` (PostgreSQL), `composite` (MariaDB)",
        engine_defaults={"mariadb": "composite"},
        engine_values={"postgres": ("none", "status", "composite", "partial", "covering"),
                       "mariadb": ("none", "status", "composite", "generated", "ready_table")},
@@ -105,22 +105,22 @@ PARAMETERS: tuple[Parameter, ...] = (
                "leading an index in claim order) and `ready_table` (a table of the pending rows only, kept by "
                "triggers, which the claim locks)"),
     _P("layout", "choice", "same", "where history lives: same | archive | partitioned", group="design", choices=LAYOUTS, sweep=True,
-       bad=("sharded",), engine_values={"mariadb": ("same",)},
+       engine_values={"mariadb": ("same",)},
        engine_reasons={"mariadb": "the archive mover and the partitioned layout are built for PostgreSQL only"},
        meaning="where history lives: in the queue table; in `jobs_archive`, fed by a mover on its own connection "
                "that moves `done`/`dead` rows out every second (`bench/engines/postgres/mover.py`); or in partition "
                "`jobs_history` of a table partitioned by status (`jobs_live` holds pending, running, failed)"),
     _P("history", "int", 0, "finished rows seeded before the run", group="load", unit="rows", minimum=0,
-       maximum=MAX_ROWS, sweep=True, bad=(-1, MAX_ROWS + 1), allowed="0–100,000,000",
+       maximum=MAX_ROWS, sweep=True, allowed="0–100,000,000",
        meaning="finished (`done`) rows seeded before the run"),
     _P("backlog", "int", 0, "pending rows seeded; 0 = computed so the run cannot drain it", group="load", unit="rows",
-       minimum=0, maximum=MAX_ROWS, sweep=True, bad=(-1, "lots"), allowed="0–100,000,000",
+       minimum=0, maximum=MAX_ROWS, sweep=True, allowed="0–100,000,000",
        default_text="0 = computed",
        meaning="pending rows seeded; by default enough that the run cannot drain it (claim-rate ceiling × run "
                "time × 1.25, printed and stored in `run.json`). With `RATE`, `BACKLOG` defaults to 0"),
     _P("named_queues", "int", 1, "distinct queue names the jobs are spread over; the workers claim from all of "
                                  "them", group="design", minimum=1, maximum=MAX_QUEUES, sweep=True,
-       bad=(0, -2, MAX_QUEUES + 1, "many", 2.5), allowed=f"1–{MAX_QUEUES:,}",
+       allowed=f"1–{MAX_QUEUES:,}",
        meaning="queue names `q0 … q<N-1>` in the table's `queue` column: seeded backlog and history (by a "
                "golden-ratio hash of the id, `bench/workload/queues.py`) and produced jobs (at random) are spread "
                "evenly over them, and every worker serves the whole list, as queue libraries do for a worker "
@@ -133,7 +133,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "(`jobs_completed_per_queue`, by `finished_at`, read from the table after the load) and Jain's "
                "fairness index of them (`fairness_jain`). With 1 the claim is unchanged"),
     _P("tenants", "int", 1, "tenants, one queue name each (q0 is tenant 0, the flooder)", group="design", minimum=1,
-       maximum=MAX_QUEUES, sweep=True, bad=(0, MAX_QUEUES + 1, "all"), allowed=f"1–{MAX_QUEUES:,}",
+       maximum=MAX_QUEUES, sweep=True, allowed=f"1–{MAX_QUEUES:,}",
        engine_values={"mariadb": (1,)},
        engine_reasons={"mariadb": "the fair claim and the per-tenant ages are built for PostgreSQL only"},
        meaning="tenants in one table, each one queue name (a tenant is a queue: the schema is unchanged, "
@@ -149,13 +149,13 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`summary.json` the jobs completed per tenant, `fairness_jain` and `tenant_oldest_eligible_age_s`. "
                "Not with `NAMED_QUEUES` > 1"),
     _P("tenant_flood", "share", 0.0, "share of jobs (backlog, history, arrivals) that go to tenant 0; 0 = even",
-       group="load", sweep=True, bad=(-0.1, 1.5, "most"), engine_values={"mariadb": ()},
+       group="load", sweep=True, engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "TENANTS is built for PostgreSQL only"}, default_text="0 (even)",
        meaning="the share of every job source (seeded backlog and history, produced jobs) that goes to tenant 0, "
                "the flooder; the other tenants split the rest evenly. 0: no flooder, every tenant gets 1/N. "
                "Needs `TENANTS` > 1"),
     _P("tenant_order", "choice", "plain", "plain | round_robin: the claim's order across tenants",
-       group="design", choices=TENANT_ORDERS, sweep=True, bad=("fair", "wfq"), engine_values={"mariadb": ()},
+       group="design", choices=TENANT_ORDERS, sweep=True, engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "TENANTS is built for PostgreSQL only"},
        meaning="`plain`: the usual claim order (priority, run_at, id) over all tenants' eligible rows "
                "(`queue = ANY(…)`), so a tenant is served in proportion to its share of the head. `round_robin`: "
@@ -167,71 +167,66 @@ PARAMETERS: tuple[Parameter, ...] = (
                "claims hold consecutive turns, so tenants are served in rotation whatever their backlog; a tenant "
                "with nothing eligible passes its turn to the next one, which then gets two. Needs `TENANTS` > 1"),
     _P("duration", "duration", "30s", "measured window, e.g. 30s, 2m", group="load", unit="s", minimum=1, maximum=7 * 86_400,
-       sweep=True, field="duration_s", bad=("soon", "0s", "2500ms", True, "9999999999s"),
+       sweep=True, field="duration_s",
        allowed="whole seconds, 1 s – 7 days, e.g. `30s`, `2m`",
        meaning="the measured window (the run measures in one-second intervals: `2500ms` is refused, not rounded)"),
     _P("warmup", "duration", "5s", "warm-up excluded from figures, e.g. 5s", group="load", unit="s", minimum=0, maximum=3600,
-       sweep=True, field="warmup_s", bad=("500ms", "-5s", "2h"), allowed="whole seconds up to 1 h, e.g. `0s`, `5s`",
+       sweep=True, field="warmup_s", allowed="whole seconds up to 1 h, e.g. `0s`, `5s`",
        meaning="run first and excluded from every figure (`500ms` is refused, not rounded to 0)"),
     _P("lease_s", "number", 300.0, "lease written at claim, seconds", group="design", unit="s", minimum=0.0, strict=True,
-       maximum=7 * 86_400, sweep=True, bad=(0, -1, 1e300),
+       maximum=7 * 86_400, sweep=True,
        meaning="lease written at claim: `lease_expires_at = clock_timestamp() + LEASE_S` (database time, from the "
                "moment the claim takes the row); with a reaper, at least `REAPER_INTERVAL_S`"),
     _P("work_dist", "choice", "fixed", "job durations: fixed | exponential | lognormal | bimodal",
-       group="load", choices=WORK_DISTS, sweep=True, bad=("normal",),
+       group="load", choices=WORK_DISTS, sweep=True,
        meaning="job durations: `WORK_MS` fixed, exponential with mean `WORK_MS`, lognormal with median `WORK_MS` "
                "and shape `WORK_SIGMA`, or `WORK_MS` / `WORK_SLOW_MS` with probability `SLOW_SHARE`"),
     _P("work_sigma", "number", 0.5, "lognormal shape (sd of the log)", group="load", minimum=0.0, maximum=10,
-       bad=(-0.1, 1e6),
        meaning="lognormal shape: the standard deviation of the log of the job duration"),
     _P("work_slow_ms", "number", 0.0, "bimodal: the slow jobs' duration in ms", group="load", unit="ms", minimum=0.0,
-       maximum=MAX_JOB_MS, bad=(-1, 1e12), meaning="bimodal: the slow jobs' duration"),
-    _P("slow_share", "share", 0.0, "bimodal: the share of slow jobs, 0..1", group="load", bad=(1.5, "half"),
+       maximum=MAX_JOB_MS, meaning="bimodal: the slow jobs' duration"),
+    _P("slow_share", "share", 0.0, "bimodal: the share of slow jobs, 0..1", group="load",
        meaning="bimodal: the share of slow jobs"),
     _P("max_attempts", "int", 5, "attempts before a job is dead-lettered", group="design", minimum=1, maximum=1000,
-       bad=(0, 1001), meaning="attempts (claims) before a job is dead-lettered"),
+       meaning="attempts (claims) before a job is dead-lettered"),
     _P("reaper_interval_s", "number", 0.0, "seconds between reaper passes; 0 = no reaper", group="design", unit="s", minimum=0.0,
-       maximum=3600, bad=(-1, 1e9), default_text="0 (off)",
+       maximum=3600, default_text="0 (off)",
        meaning="a reaper on its own connection re-queues `running` rows whose lease expired (`SKIP LOCKED`, "
                "re-checking status and lease), or dead-letters them past `MAX_ATTEMPTS`"),
-    _P("fail_prob", "share", 0.0, "probability that an attempt fails, 0..1", group="faults", sweep=True, bad=(-0.1, 2),
+    _P("fail_prob", "share", 0.0, "probability that an attempt fails, 0..1", group="faults", sweep=True,
        meaning="probability that an attempt fails"),
-    _P("poison_share", "share", 0.0, "share of jobs that always fail, 0..1", group="faults", bad=(1.01,),
+    _P("poison_share", "share", 0.0, "share of jobs that always fail, 0..1", group="faults",
        meaning="share of jobs (by a hash of the id) that always fail"),
     _P("retry_base_s", "number", 0.1, "first retry back-off in s (doubles per attempt)", group="design", unit="s", minimum=0.0,
-       maximum=86_400, bad=(-0.1, 1e300),
+       maximum=86_400,
        meaning="a failed attempt goes back to `pending` at `clock_timestamp() + back-off`: doubling from this "
                "base, capped at `RETRY_CAP_S`, equal jitter (half fixed, half random)"),
     _P("retry_cap_s", "number", 5.0, "largest retry back-off in s", group="design", unit="s", minimum=0.0, maximum=86_400,
-       bad=(-1, 1e300),
        meaning="the largest retry back-off; at least `RETRY_BASE_S`"),
     _P("rate", "number", 0.0, "open-loop arrivals in jobs/s (0 = none: drain a seeded backlog)", group="load", unit="jobs/s",
-       minimum=0.0, maximum=1_000_000, sweep=True, bad=(-1, "fast", 1e12), default_text="0 (none)",
+       minimum=0.0, maximum=1_000_000, sweep=True, default_text="0 (none)",
        meaning="open-loop arrivals: producers insert on a fixed schedule whatever the queue does; `run_at` is the "
                "intended enqueue time, so pickup latency counts any stall (coordinated omission); their schedule "
                "lag is recorded"),
-    _P("arrival", "choice", "constant", "constant | poisson", group="load", choices=ARRIVALS, sweep=True, bad=("bursty",),
+    _P("arrival", "choice", "constant", "constant | poisson", group="load", choices=ARRIVALS, sweep=True,
        meaning="evenly spaced or exponential gaps"),
     _P("producers", "int", 1, "producer connections sharing RATE", group="load", minimum=1, maximum=100, sweep=True,
-       bad=(0, 101), meaning="producer connections sharing `RATE`"),
+       meaning="producer connections sharing `RATE`"),
     _P("priority_mix", "table", "0:1", "priority:weight list, e.g. 0:0.9,1:0.1", group="load", parse_value=parsers.parse_priority_mix,
-       allowed="`p:w,…` or a TOML table", default_text="`0:1`", bad=("0:1,0:1", "high", "0:inf", "0:1e308,1:1e308"),
+       allowed="`p:w,…` or a TOML table", default_text="`0:1`",
        meaning="priorities of produced jobs and their weights"),
-    _P("future_share", "share", 0.0, "share of produced jobs scheduled in the future, 0..1", group="load", bad=(-1,),
+    _P("future_share", "share", 0.0, "share of produced jobs scheduled in the future, 0..1", group="load",
        meaning="share of produced jobs scheduled `FUTURE_DELAY_MS` ahead"),
     _P("future_delay_ms", "number", 0.0, "how far in the future, ms", group="load", unit="ms", minimum=0.0, maximum=86_400_000,
-       bad=(-1, 1e18),
        meaning="how far ahead the future share is scheduled"),
     _P("bursts", "list", "", "producer bursts: start-end@rate;... (s since measured start, jobs/s)",
        group="load", parse_value=parsers.parse_bursts, allowed="`start-end@rate;…`", default_text="none",
-       bad=("5-2@100", "1-2@inf"),
        meaning="producer bursts (needs `RATE`): the offered rate inside each window, seconds since the measured "
                "start; a window must start inside the measured window, one that runs past its end is clipped "
                "(noted in `summary.json`)"),
     _P("faults", "list", "", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
                              "(crash_after_claim, late_worker, long_transaction, backend_kill, process_kill)",
        group="faults", parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
-       bad=("meltdown@1-2", "long_transaction@5-2"),
        meaning="fault windows, seconds since the measured start, shaded on every plot: `crash_after_claim` (a "
                "`share` of workers drop their connection once right after a claim; the lease and reaper bring "
                "the jobs back), `late_worker` (a `share` of workers complete `extra_s` after their lease: stale, "
@@ -249,7 +244,6 @@ PARAMETERS: tuple[Parameter, ...] = (
     _P("slo", "text", "", "service-level objectives: key<=value,..., e.g. pickup_p99<=1s,claim_p99<=50ms",
        group="output", parse_value=slo.canonical, allowed="`key<=value,…`: " + ", ".join(f"`{k}`" for k in slo.KEYS)
        + "; units `us`, `ms`, `s`, `%`", default_text="none",
-       bad=("pickup_p99<1s", "claim_p99<=50", "latency<=1s", "claim_p99<=1s,claim_p99<=2s", "error_rate<=150%"),
        meaning="what the run must show, judged in `summary.json` `slo` (each threshold, the measured value, "
                "`pass`/`fail`) and by the exit status (4 when one is missed). Pickup (eligible time to claim, "
                "database time) and `throughput_share` (completed over offered, written `>=`) need `RATE`; "
@@ -257,7 +251,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "an objective is `inconclusive`, never `pass`"),
     _P("plan_cache", "choice", "auto", "plan_cache_mode on the workers' sessions: auto | force_custom_plan | "
                                        "force_generic_plan", group="design", choices=PLAN_CACHE_MODES, sweep=True,
-       bad=("always",), engine_values={"mariadb": ()},
+       engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "MariaDB has no plan cache: a statement sent as text is planned on every "
                                   "execution"},
        meaning="PostgreSQL's `plan_cache_mode`, set on every worker session before it prepares its claim. `auto` "
@@ -266,7 +260,6 @@ PARAMETERS: tuple[Parameter, ...] = (
                "until the table is analyzed again (FR-09)"),
     _P("prepared", "flag", True, "the claim is a server-side prepared statement; --no-prepared: sent unprepared "
                                  "with its values inlined, planned on every execution", group="design", sweep=True,
-       bad=("yes", 2),
        engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "PyMySQL sends every statement as text with its values inlined; there is no "
                                   "server-side prepared claim"},
@@ -276,13 +269,13 @@ PARAMETERS: tuple[Parameter, ...] = (
                "(node-postgres's unnamed statements come close). `PLAN_CACHE` other than `auto` is refused with "
                "`PREPARED=0`: it would have no effect. Completions stay prepared"),
     _P("autovacuum", "flag", True, "autovacuum on the tool's queue table; --no-autovacuum: off",
-       group="database", sweep=True, bad=("sometimes", "off"), engine_values={"mariadb": ()},
+       group="database", sweep=True, engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
        meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
                "each analyze makes the workers plan their claim again"),
     _P("wakeup", "choice", "poll", "poll | notify: how idle workers learn of new jobs",
-       group="design", choices=WAKEUPS, sweep=True, bad=("push",), engine_values={"mariadb": ("poll",)},
+       group="design", choices=WAKEUPS, sweep=True, engine_values={"mariadb": ("poll",)},
        engine_reasons={"mariadb": "MariaDB has no LISTEN/NOTIFY"},
        meaning="how an idle worker learns of new jobs (FR-10): `poll` sleeps `POLL_MS` after a claim that found "
                "nothing, then claims again; `notify`: every worker `LISTEN`s on channel `<schema>_jobs` on its "
@@ -291,7 +284,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "takes PostgreSQL's notification queue lock (sessions waiting on it: `notify_lock_waiters`). "
                "The seeded backlog is not notified"),
     _P("poll_ms", "number", 10.0, "the wait after a claim that found nothing, ms", group="design", unit="ms",
-       minimum=0.0, strict=True, maximum=60_000, sweep=True, bad=(0, "often", 1e9),
+       minimum=0.0, strict=True, maximum=60_000, sweep=True,
        meaning="after a claim that found no job, a worker sleeps this long before claiming again "
                "(`WAKEUP=poll`), or waits at most this long for a notification (`WAKEUP=notify`)"),
     _P("autovacuum_settings", "table", "", "per-table autovacuum settings on the queue table: name=value,... "
@@ -299,8 +292,6 @@ PARAMETERS: tuple[Parameter, ...] = (
        group="database", parse_value=parse_autovacuum_settings, default_text="none (the server's)",
        allowed=f"`name=value,…` or a TOML table; names: {autovacuum_setting_names()} (the `autovacuum_` prefix "
                "optional)",
-       bad=("vacuum_speed=3", "vacuum_scale_factor=-0.1", "vacuum_threshold=1.5", "vacuum_cost_limit=0",
-            "vacuum_threshold=10,autovacuum_vacuum_threshold=20", "enabled=off", "vacuum_threshold"),
        engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
        meaning="autovacuum storage parameters set on the tool's queue table only (`ALTER TABLE … SET (…)` during "
@@ -312,7 +303,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "1 s on the embedded server, 1 min by default). Recorded in `run.json` by "
                "PostgreSQL's full names; with `AUTOVACUUM=0` refused (nothing would use them)"),
     _P("vacuum_every_s", "number", 0.0, "seconds between plain VACUUMs of the queue table; 0 = never",
-       group="database", unit="s", minimum=0.0, maximum=86_400, bad=(-1, "often", 1e9), default_text="0 (never)",
+       group="database", unit="s", minimum=0.0, maximum=86_400, default_text="0 (never)",
        engine_values={"mariadb": ()},
        engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
        meaning="a plain `VACUUM` of the queue table (all its partitions; not `jobs_archive`) every this many "
@@ -322,10 +313,9 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`intervals.csv`"),
     _P("schema", "text", "qbench", "the tool's own schema", group="database", parse_value=parsers.parse_schema,
        allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
-       bad=("Bad-Name", "public", "x" * 58, "qbench_state"),
        meaning="the tool's own schema (`<schema>_state` holds sweeps' saved seeded states)"),
     _P("results", "text", "results", "directory for run directories", group="output", default_text="`results/`",
-       allowed="a writable directory", bad=("/etc/passwd/runs", "/proc/qbench-results"),
+       allowed="a writable directory",
        meaning="where run directories go"),
 )
 

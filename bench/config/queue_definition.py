@@ -35,6 +35,9 @@ from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
 
 #: ``QUEUE``'s default: the tool's own reference queue, run by the engine's built-in SQL.
 BUILTIN = "builtin"
+#: The engines that run queue definitions (a definition's ``engine`` and the run's ``ENGINE`` must be
+#: one of them); the first is a definition's ``engine`` unless it says.
+DEFINITION_ENGINES = ("postgres",)
 
 #: The named parameters each statement may use, with what the tool binds to them.
 _WORKER_ID = {"worker_id": "the value the register statement returned for this worker's connection"}
@@ -213,9 +216,10 @@ def load_queue(name: str) -> QueueDefinition:
         raise _fail(defn, f"not valid TOML: {err}", "UTF-8 TOML") from None
     _only(data, _TOP_KEYS, defn, "top level")
     library = library_of(data.get("library"), defn, STATEMENT_PARAMETERS)
-    engine = data.get("engine", "postgres")
-    if engine != "postgres":
-        raise _fail(defn, f"engine = {engine!r}", "postgres (queue definitions run on PostgreSQL)")
+    engine = data.get("engine", DEFINITION_ENGINES[0])
+    if engine not in DEFINITION_ENGINES:
+        raise _fail(defn, f"engine = {engine!r}",
+                    f"{', '.join(DEFINITION_ENGINES)} (queue definitions run on PostgreSQL)")
     table = _only(data.get("table", {}), _TABLE_KEYS, defn, "table")
     table_name = _text(table, "name", defn, "table.", required=True)
     generated = set((library or {}).get("generated", ()))

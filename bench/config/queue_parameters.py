@@ -19,7 +19,8 @@ import dataclasses
 from typing import Any
 
 from bench.config.parameter import NOT_APPLICABLE, Parameter
-from bench.config.queue_definition import BUILTIN, QueueDefinition, applicability, load_queue, missing_worker_module
+from bench.config.queue_definition import (BUILTIN, DEFINITION_ENGINES, QueueDefinition, applicability, load_queue,
+                                           missing_worker_module)
 from bench.config.queue_library import install_extra
 from bench.errors import ConfigError
 
@@ -52,10 +53,10 @@ class QueueParameters:
             raw.pop("library_mode", None)
             return cls(queue, None, frozenset(given), workload, {"library_mode": "QUEUE=builtin is not a library"})
         defn = load_queue(queue)
-        if engine != "postgres":
+        if engine not in DEFINITION_ENGINES:
             raise ConfigError("QUEUE", f"{queue!r} is a queue definition, and definitions run on PostgreSQL; "
-                                       f"allowed: QUEUE={queue} with ENGINE=postgres (a postgresql:// DSN), or "
-                                       f"QUEUE={BUILTIN} on {engine}")
+                                       f"allowed: QUEUE={queue} with ENGINE={DEFINITION_ENGINES[0]} (a "
+                                       f"postgresql:// DSN), or QUEUE={BUILTIN} on {engine}")
         mode = cls._library_mode(defn, raw)
         not_applicable = applicability(defn, mode)
         defaults = {**defn.defaults, **(defn.library["worker"]["defaults"] if mode == "worker" else {})}

@@ -26,10 +26,21 @@ from bench.results.slo import open_loop_keys
 
 
 
+def _table_fields(cls: type) -> type:
+    """``cls`` with one field annotation per row of the parameter table, in table order and before
+    its own: :attr:`~bench.config.parameter.Parameter.attribute` typed
+    :attr:`~bench.config.parameter.Parameter.value_type` (for :func:`dataclasses.dataclass`)."""
+    table = {p.attribute: p.value_type for p in PARAMETERS}
+    cls.__annotations__ = {**table, **cls.__dict__.get("__annotations__", {})}
+    return cls
+
+
 @dataclasses.dataclass(frozen=True)
+@_table_fields
 class RunConfig:
     """Effective, validated parameters of one run: one field per row of the parameter table
-    (:data:`bench.config.parameters.PARAMETERS`), plus the workload's name, the DSN and notes.
+    (:data:`bench.config.parameters.PARAMETERS`), generated from it (:func:`_table_fields`; static
+    type checkers do not see those fields), plus the workload's name, the DSN and notes.
 
     Durations are in seconds (``duration_s``, ``warmup_s``, ``lease_s``), the job duration in
     milliseconds (``work_ms``). ``backlog`` 0 means "compute it" (see
@@ -41,55 +52,6 @@ class RunConfig:
     holds :data:`bench.config.parameters.NOT_APPLICABLE` (``"n/a"``). Build with :func:`build_config`.
     """
 
-    engine: str
-    queue: str
-    library_mode: str
-    isolation: str
-    policy: str
-    workers: int
-    processes: int
-    batch: int
-    txn: str
-    work_ms: float
-    index: str
-    layout: str
-    history: int
-    backlog: int
-    named_queues: int
-    tenants: int
-    tenant_flood: float | str
-    tenant_order: str
-    duration_s: float
-    warmup_s: float
-    lease_s: float
-    work_dist: str
-    work_sigma: float
-    work_slow_ms: float
-    slow_share: float
-    max_attempts: int
-    reaper_interval_s: float
-    fail_prob: float
-    poison_share: float
-    retry_base_s: float
-    retry_cap_s: float
-    rate: float
-    arrival: str
-    producers: int
-    priority_mix: tuple
-    future_share: float
-    future_delay_ms: float
-    bursts: tuple
-    faults: tuple
-    slo: str
-    plan_cache: str
-    prepared: bool | str
-    autovacuum: bool | str
-    wakeup: str
-    poll_ms: float
-    autovacuum_settings: tuple | str
-    vacuum_every_s: float | str
-    schema: str
-    results: str
     workload: str = "default"
     dsn: str | None = None
     notes: tuple = ()
@@ -283,7 +245,7 @@ def engine_of_dsn(dsn: str | None) -> str | None:
         return None
     match = re.match(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://", dsn)
     if match is None:
-        return "postgres"
+        return DSN_SCHEMES["postgresql"]  # libpq's key=value form
     scheme = match.group(1).lower()
     if scheme not in DSN_SCHEMES:
         raise ConfigError("DSN", f"unknown scheme {scheme!r}; allowed: " + ", ".join(f"{s}://" for s in DSN_SCHEMES)
