@@ -12,7 +12,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psycopg
@@ -92,24 +91,3 @@ def maria_schema():
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
     finally:
         conn.close()
-
-
-def sigkill_child_leaves_nothing(child: str, processes_using, assert_gone) -> None:
-    """Start ``python -c child sigkill``, which prints ``DSN DATA_DIR`` of its embedded server and
-    sleeps; SIGKILL it; within 30 s the server's processes (``processes_using(data_dir)``) and
-    directory must be gone, then ``assert_gone(data_dir, port, None)`` holds."""
-    from urllib.parse import urlsplit
-
-    proc = subprocess.Popen([sys.executable, "-c", child, "sigkill"], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        dsn, data_dir = proc.stdout.readline().split()
-        assert os.path.isdir(data_dir) and processes_using(data_dir.rstrip("/"))
-        proc.kill()
-        proc.wait(timeout=10)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (os.path.exists(data_dir) or processes_using(data_dir.rstrip("/"))):
-            time.sleep(0.2)
-        assert_gone(data_dir, urlsplit(dsn).port, None)
-    finally:
-        proc.kill()

@@ -241,13 +241,12 @@ def test_an_experiment_on_a_server_whose_naptime_outlasts_its_run_is_inconclusiv
     import subprocess
     import sys
 
+    from bench.engines.postgres import embedded
     from bench.engines.postgres.embedded import embedded_postgres
     from conftest import REPO
 
-    from bench.engines.postgres import embedded_config
-
     (tmp_path / "unobservable.toml").write_text(UNOBSERVABLE_EXPERIMENT)
-    monkeypatch.setattr(embedded_config, "AUTOVACUUM_NAPTIME", "60s")  # the server's own start option
+    monkeypatch.setattr(embedded, "AUTOVACUUM_NAPTIME", "60s")  # the server's own start option
     with embedded_postgres(20, log=lambda _line: None) as server:
         with psycopg.connect(server, autocommit=True) as conn:
             assert conn.execute("SHOW autovacuum").fetchone()[0] == "on"

@@ -1,15 +1,12 @@
 """What every engine's implementation shares and that needs no driver: the seed's figures, the
-schemas ``qbench clean`` finds, the audit's result, the loop of a periodic task (reaper, mover), and the SIGTERM handling of an
-embedded server's context. Engines (``bench/engines/<name>/``) import it; nothing above them does.
+schemas ``qbench clean`` finds, the audit's result, the loop of a periodic task (reaper, mover).
+Engines (``bench/engines/<name>/``) import it; nothing above them does.
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -162,51 +159,3 @@ class Periodic:
     def stop(self) -> None:
         """Ask the loop to end after its current pass."""
         self.stopping = True
-
-
-@contextlib.contextmanager
-def sigterm_as_exit() -> Iterator[None]:
-    """While open, turn SIGTERM into SystemExit so ``finally`` blocks (and an embedded server's
-    stop) run. Only in the main thread and only if SIGTERM still has its default action, so
-    handlers installed by the caller (or Locust) are left alone."""
-    installed = False
-    if threading.current_thread() is threading.main_thread():
-        with contextlib.suppress(ValueError, OSError):
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _raise_exit)
-                installed = True
-    try:
-        yield
-    finally:
-        if installed and signal.getsignal(signal.SIGTERM) is _raise_exit:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _raise_exit(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise SystemExit(128 + signum)
-
-
-def serve(server) -> Iterator[str]:
-    """The body of an embedded server's context manager: register ``server.stop`` at exit, start it
-    under :func:`sigterm_as_exit`, yield its DSN, stop it however the block ends, and unregister the
-    exit hook once it stopped. ``server`` has ``start() -> dsn``, ``stop()``, ``stopped`` and
-    ``on_root``, which it calls with its temporary directory as soon as it made it: a watchdog
-    process (:mod:`bench.engines.embedded_watchdog`) removes that directory and the server when
-    this process dies without stopping it, even by SIGKILL."""
-    import atexit
-
-    from bench.engines import embedded_watchdog
-
-    watchdog = embedded_watchdog.spawn()  # for a death no hook survives (kill -9)
-    server.on_root = watchdog.guard
-    atexit.register(server.stop)
-    try:
-        with sigterm_as_exit():
-            try:
-                yield server.start()
-            finally:
-                server.stop()
-    finally:
-        if server.stopped:
-            atexit.unregister(server.stop)
-            watchdog.close()

@@ -1,45 +1,152 @@
-"""What both engines' throwaway servers share: the temporary directory they live in and the shape
-of their stop.
+"""One embedded server's lifecycle, written once for every engine: a throwaway server started for
+one run in a temporary directory of its own, stopped and deleted after it.
 
-Each engine's ``embedded_server.Server`` subclasses :class:`ThrowawayServer` and adds how its server
-is installed, started and shut down (:meth:`ThrowawayServer._shutdown`). The directory is made by
-:meth:`ThrowawayServer._make_root` and handed to ``on_root`` at once (the watchdog of
-:mod:`bench.engines.embedded_watchdog` guards it from then on); :meth:`ThrowawayServer.stop` shuts
-the server down, deletes the directory and logs one line, however often it is called.
+An engine supplies a :class:`Recipe` (where its binaries are, the command that creates its data
+directory, the start command, the readiness probe, its DSN, its shutdown); :func:`embedded` does
+the rest, the same way for each:
+
+- choose the binaries (:meth:`Recipe.find_binaries`) and, under root, the user the server runs as
+  (the servers refuse root): the first of :attr:`Recipe.users` that exists, else
+  :attr:`Recipe.create_user` (made with useradd), else root itself;
+- make the temporary directory (given to that user, whose way into it is checked) and have a
+  watchdog process (:mod:`bench.engines.embedded_watchdog`) guard it at once;
+- check the server binary runs, create the data directory, start the server on a free port of
+  127.0.0.1 (another port when that one was taken meanwhile) and probe it until it answers;
+- stop it however the block ends: normal exit, any exception (``KeyboardInterrupt`` included),
+  SIGTERM (while the context is open in the main thread and no other SIGTERM handler was
+  installed), an ``atexit`` fallback, and, when the process dies without any of those (SIGKILL),
+  the watchdog; then end whatever else names the data directory and delete the directory.
+
+No database driver here: the probe is the recipe's, in ``bench/engines/<name>/``.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import pathlib
+import pwd
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
-__all__ = ["ThrowawayServer"]
+from bench.engines import embedded_watchdog
+from bench.engines.embedded_host import LOG_TAIL_LINES, RunAs, end_processes, free_port, log_tail, sigterm_as_exit
+from bench.errors import RunFailed
+
+__all__ = ["EmbeddedError", "EmbeddedServer", "Recipe", "START_TIMEOUT_S", "STOP_TIMEOUT_S", "embedded"]
+
+START_TIMEOUT_S = 60
+"""Seconds allowed from starting the server until a client connection succeeds."""
+
+STOP_TIMEOUT_S = 60
+"""Seconds the server's normal shutdown may take before a harder one."""
+
+INIT_TIMEOUT_S = 120
+"""Seconds the command creating the data directory may take."""
+
+_PORT_ATTEMPTS = 3  # a port picked by bind(0) can be taken before the server binds it
 
 
-class ThrowawayServer:
-    """A server in a temporary directory of its own, removed by :meth:`stop` (idempotent).
+class EmbeddedError(RunFailed):
+    """The throwaway server could not be found, started or stopped.
 
-    Subclasses set :attr:`label` (the engine in log lines), :attr:`prefix` (of the directory's
-    name), :attr:`error` (the exception :meth:`_make_root` raises) and implement
-    :meth:`_shutdown`. ``max_connections`` is the server's setting; the directory is made in
-    ``base_dir`` (None: the system's temporary directory); ``log`` receives short progress lines.
+    The message is meant for the user as is: it says what failed and, where the server got as far
+    as writing a log, ends with the last lines of it.
+    """
+
+
+class Recipe:
+    """How one engine's throwaway server is found, created, started, probed and stopped. A fresh
+    instance serves one server (it keeps the binaries it found, and the process it launched).
+
+    Attributes: ``label`` (the engine in messages), ``prefix`` (of the directory's name),
+    ``users``/``create_user``/``user_reason``/``create_reason`` (who runs the server under root, and
+    why, for messages), ``wrap_commands`` (run the commands as that user with runuser; False: the
+    server drops to it itself), ``init_word`` (the data directory's creation, in the ready line),
+    ``extra_dirs`` (made mode 0700 in the directory), ``max_connections_range`` (what the server
+    accepts; others are raised or lowered into it).
     """
 
     label = "server"
     prefix = "qbench-"
-    error: type[Exception] = RuntimeError
+    users: tuple[str, ...] = ()
+    create_user: str | None = None
+    user_reason = ""
+    create_reason = ""
+    wrap_commands = True
+    init_word = "init"
+    extra_dirs: tuple[str, ...] = ()
+    max_connections_range: tuple[int, int] | None = None
 
-    def __init__(self, max_connections: int, base_dir: pathlib.Path | None, log: Callable[[str], None]):
+    def find_binaries(self) -> None:
+        """Find the binaries (kept on the recipe); raise a one-line error when there are none."""
+        raise NotImplementedError
+
+    def version_argv(self) -> list[str]:
+        """The command printing the server binary's version."""
+        raise NotImplementedError
+
+    def version(self, out: str) -> str:
+        """The version in ``out`` (that command's output); raise :class:`EmbeddedError` for a wrong server."""
+        raise NotImplementedError
+
+    def where(self) -> str:
+        """Where the binaries are, for the starting line."""
+        raise NotImplementedError
+
+    def init_argv(self, srv: EmbeddedServer) -> list[str]:
+        """The command creating the data directory ``srv.data_dir``."""
+        raise NotImplementedError
+
+    def launch(self, srv: EmbeddedServer) -> str | None:
+        """Start the server on ``srv.port``; None when started, else why not."""
+        raise NotImplementedError
+
+    def exited(self, srv: EmbeddedServer) -> str | None:  # noqa: ARG002 - a hook
+        """Why the server is gone while it is awaited (None: it may still come up)."""
+        return None
+
+    def probe(self, srv: EmbeddedServer, timeout: int) -> str | None:
+        """One attempt (``timeout`` s) to use the server as a client; None when it answered, else why not."""
+        raise NotImplementedError
+
+    def logs(self, srv: EmbeddedServer) -> tuple[pathlib.Path, ...]:
+        """The server's logs, the one that says "already in use" first."""
+        raise NotImplementedError
+
+    def dsn(self, port: int) -> str:
+        """The DSN of the server on 127.0.0.1:``port``."""
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str] | None:
+        """The environment of the server's commands (None: this process's)."""
+        return None
+
+    def shutdown(self, srv: EmbeddedServer, problems: list[str]) -> None:
+        """Stop the started server, appending to ``problems`` what went wrong."""
+        raise NotImplementedError
+
+
+class EmbeddedServer:
+    """One throwaway server run by ``recipe``: started by :meth:`start`, removed by :meth:`stop`
+    (idempotent). ``max_connections`` is the server's setting; the directory is made in
+    ``base_dir`` (None: the system's temporary directory); ``log`` receives short progress lines.
+    ``on_root`` is told the directory as soon as it is made."""
+
+    def __init__(self, recipe: Recipe, max_connections: int, base_dir: pathlib.Path | None,
+                 log: Callable[[str], None]):
+        self.recipe = recipe
         self.max_connections = max_connections
         self.base_dir = base_dir
         self.log = log
-        self.on_root: Callable[[pathlib.Path], None] = lambda _path: None  # told the directory once made
+        self.on_root: Callable[[pathlib.Path], None] = lambda _path: None
+        self.run_as = RunAs()
         self.root: pathlib.Path | None = None  # the owned temporary directory; data/ inside
         self.port: int | None = None
         self.version = "?"
@@ -53,40 +160,158 @@ class ThrowawayServer:
         return self.root / "data"
 
     @property
+    def dsn(self) -> str:
+        return self.recipe.dsn(self.port)
+
+    @property
     def stopped(self) -> bool:
         """True once ``stop`` has run to its end (or found nothing to stop)."""
         return self._stopped
 
-    def _make_root(self, owner: tuple[str, int, int] | None, can_traverse: Callable[[pathlib.Path], bool],
-                   why: str) -> None:
-        """Make the temporary directory (``base_dir`` first, if missing) and tell ``on_root``. With an
-        ``owner`` (user name, uid, gid: the server runs as another user) give it the directory and
-        raise :attr:`error` when that user cannot enter one of its parents; ``why`` says why the
-        server runs as that user, for the message."""
+    def run(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+        """Run ``argv`` in the directory (as the server's user when the recipe wraps commands), output captured."""
+        extra: dict = {}
+        if self.recipe.wrap_commands:
+            argv, extra = self.run_as.wrap(argv)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=self.root,
+                              stdin=subprocess.DEVNULL, env=self.recipe.env(), **extra)
+
+    # -- start -------------------------------------------------------------
+
+    def start(self) -> str:
+        """Find the binaries, create the data directory, start the server and wait until it accepts
+        a connection; returns its DSN.
+
+        Raises:
+            ConfigError: the recipe's, when it finds no binaries (nothing was created).
+            EmbeddedError: no binaries, a user that cannot run them or reach the directory, the data
+                directory's creation failed, or the server did not start or accept a connection
+                within :data:`START_TIMEOUT_S` (with the last lines of its log). Whatever was
+                started is left for ``stop``.
+        """
+        self.recipe.find_binaries()
+        self.run_as = self._pick_run_as()
+        self._make_root()
+        t_begin = time.monotonic()
+        self._check_binaries()
+        self._init()
+        self._launch(deadline=time.monotonic() + START_TIMEOUT_S)
+        self.log(f"embedded {self.recipe.label} ready at {self.dsn} "
+                 f"({self.recipe.init_word} + start {time.monotonic() - t_begin:.1f} s)")
+        return self.dsn
+
+    def _pick_run_as(self) -> RunAs:
+        recipe = self.recipe
+        if os.geteuid() != 0:
+            return RunAs()
+        for name in (*recipe.users, *([recipe.create_user] if recipe.create_user else [])):
+            with contextlib.suppress(KeyError):
+                pw = pwd.getpwnam(name)
+                return RunAs(name, pw.pw_uid, pw.pw_gid)
+        if recipe.create_user is None:
+            return RunAs("root", 0, 0)
+        name = recipe.create_user
+        self.log(f"creating system user {name!r} to run {recipe.label} ({recipe.create_reason})")
+        try:
+            err = subprocess.run([shutil.which("useradd") or "/usr/sbin/useradd", "--system", "--no-create-home",
+                                  name], capture_output=True, text=True, timeout=30).stderr.strip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            err = str(exc)
+        try:  # also covers a concurrent run having created it first
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            raise EmbeddedError(f"running as root and could not create system user {name!r} for {recipe.label} "
+                                f"({err or 'useradd failed'}); run as a non-root user or pass DSN=") from None
+        return RunAs(name, pw.pw_uid, pw.pw_gid)
+
+    def _make_root(self) -> None:
+        """Make the temporary directory (``base_dir`` first, if missing) and tell ``on_root``; give
+        it to the server's user, who must be able to enter each of its parents."""
         if self.base_dir is not None:
             self.base_dir.mkdir(parents=True, exist_ok=True)
         self.root = pathlib.Path(
-            tempfile.mkdtemp(prefix=self.prefix, dir=str(self.base_dir) if self.base_dir else None)
+            tempfile.mkdtemp(prefix=self.recipe.prefix, dir=str(self.base_dir) if self.base_dir else None)
         ).resolve()
         self.on_root(self.root)
-        if owner is None:
-            return
-        name, uid, gid = owner
-        os.chown(self.root, uid, gid)
-        for parent in self.root.parents:
-            if not can_traverse(parent):
-                raise self.error(
-                    f"user {name!r} ({why}) cannot enter {parent} (mode {stat.filemode(parent.stat().st_mode)}); "
-                    "pick a base directory whose parents are world-traversable, e.g. under /tmp"
-                )
+        run_as = self.run_as
+        if run_as.other_user:
+            os.chown(self.root, run_as.uid, run_as.gid)
+            for parent in self.root.parents:
+                if not run_as.can_traverse(parent):
+                    raise EmbeddedError(
+                        f"user {run_as.name!r} ({self.recipe.user_reason}) cannot enter {parent} (mode "
+                        f"{stat.filemode(parent.stat().st_mode)}); pick a base directory whose parents are world-traversable, e.g. under /tmp"
+                    )
+        for name in self.recipe.extra_dirs:
+            (self.root / name).mkdir(mode=0o700)
+            if run_as.other_user:
+                os.chown(self.root / name, run_as.uid, run_as.gid)
 
-    def _shutdown(self, problems: list[str]) -> None:
-        """Stop the server's processes, appending to ``problems`` what went wrong; called by
-        :meth:`stop` under its lock, with the directory still in place."""
-        raise NotImplementedError
+    def _check_binaries(self) -> None:
+        argv = self.recipe.version_argv()
+        try:
+            proc = self.run(argv, timeout=30)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EmbeddedError(f"cannot run {argv[0]}: {exc}") from exc
+        out = (proc.stdout + proc.stderr).strip()
+        if proc.returncode != 0:
+            who = f" as user {self.run_as.name!r}" if self.recipe.wrap_commands and self.run_as.other_user else ""
+            raise EmbeddedError(f"cannot run {argv[0]}{who}: {out}")
+        self.version = self.recipe.version(out)
+
+    def _init(self) -> None:
+        argv = self.recipe.init_argv(self)
+        name = pathlib.Path(argv[0]).name
+        try:
+            proc = self.run(argv, timeout=INIT_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EmbeddedError(f"{name} failed: {exc}") from exc
+        if proc.returncode != 0:
+            out = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-LOG_TAIL_LINES:])
+            raise EmbeddedError(f"{name} failed (exit {proc.returncode}):\n{out}")
+
+    def _launch(self, deadline: float) -> None:
+        """Start the server on a free port and wait until it answers; another port when the one
+        picked was taken meanwhile (at most :data:`_PORT_ATTEMPTS` in all)."""
+        recipe = self.recipe
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            self.port = free_port()
+            running = f"; running as {self.run_as.name}" if self.run_as.name else ""
+            self.log(f"embedded {recipe.label} {self.version} starting in {self.root} on port {self.port} "
+                     f"({recipe.where()}{running})")
+            self.started = True  # from here on stop() must look for a server
+            why = recipe.launch(self) or self._wait_ready(deadline)
+            if why is None:
+                return
+            first_log = recipe.logs(self)[0]
+            if attempt < _PORT_ATTEMPTS and "already in use" in log_tail(first_log):
+                self.log(f"port {self.port} was taken meanwhile; retrying on another port")
+                first_log.unlink(missing_ok=True)
+                continue
+            raise EmbeddedError(f"embedded {recipe.label} failed to start ({why}); last {LOG_TAIL_LINES} lines of "
+                                f"the server log:\n{log_tail(*recipe.logs(self))}")
+
+    def _wait_ready(self, deadline: float) -> str | None:
+        """Probe the server until it answers (None) or is gone, or ``deadline`` passes (why not)."""
+        why = "no answer"
+        while True:
+            gone = self.recipe.exited(self)
+            if gone is not None:
+                return gone
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return f"no connection accepted within {START_TIMEOUT_S} s: {why}"
+            why = self.recipe.probe(self, max(1, min(5, int(remaining))))
+            if why is None:
+                return None
+            time.sleep(0.05)
+
+    # -- stop --------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop the server (:meth:`_shutdown`) and delete the temporary directory, then log one line.
+        """Stop the server (:meth:`Recipe.shutdown`), end whatever else names its data directory
+        (a server whose start was interrupted, an install tool's bootstrap server), delete the
+        temporary directory, then log one line.
 
         Safe to call more than once and from atexit; a call interrupted halfway (e.g. by a second
         Ctrl-C) can be repeated.
@@ -97,11 +322,52 @@ class ThrowawayServer:
                 return
             t0 = time.monotonic()
             problems: list[str] = []
-            self._shutdown(problems)
+            if self.started:
+                self.recipe.shutdown(self, problems)
+            if self.data_dir.exists():
+                end_processes(self.data_dir)
             self.started = False
             shutil.rmtree(self.root, ignore_errors=True)
             if self.root.exists():
                 problems.append(f"could not remove {self.root}")
             self._stopped = True
             note = f" ({'; '.join(problems)})" if problems else ""
-            self.log(f"embedded {self.label} stopped in {time.monotonic() - t0:.1f} s, data dir removed{note}")
+            self.log(f"embedded {self.recipe.label} stopped in {time.monotonic() - t0:.1f} s, data dir removed{note}")
+
+
+@contextlib.contextmanager
+def embedded(recipe: Recipe, max_connections: int, base_dir: pathlib.Path | None = None,
+             log: Callable[[str], None] = print) -> Iterator[str]:
+    """Start a throwaway server by ``recipe``; yield its DSN; stop it and delete it on exit.
+
+    ``max_connections`` (int >= 1) is raised or lowered into ``recipe.max_connections_range``
+    (with a line to ``log``); ``base_dir`` (created if missing; None: the system's temporary
+    directory) holds the server's directory; ``log`` receives short progress lines.
+
+    Raises:
+        ValueError: ``max_connections`` is not a positive int.
+        EmbeddedError, or the recipe's ConfigError: see :meth:`EmbeddedServer.start`.
+    """
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+        raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
+    setting = max_connections
+    if recipe.max_connections_range is not None:
+        low, high = recipe.max_connections_range
+        setting = min(max(max_connections, low), high)
+        if setting != max_connections:
+            log(f"max_connections {max_connections} is outside {recipe.label}'s {low}..{high}; "
+                f"the server gets {setting}")
+    server = EmbeddedServer(recipe, setting, pathlib.Path(base_dir) if base_dir is not None else None, log)
+    watchdog = embedded_watchdog.spawn()  # for a death no hook survives (kill -9)
+    server.on_root = watchdog.guard
+    atexit.register(server.stop)
+    try:
+        with sigterm_as_exit():
+            try:
+                yield server.start()
+            finally:
+                server.stop()
+    finally:
+        if server.stopped:
+            atexit.unregister(server.stop)
+            watchdog.close()

@@ -9,19 +9,20 @@ directory that still exists, the watchdog sends SIGTERM to every process whose c
 it (the server, and their children), SIGKILL after :data:`GRACE_S` to those left, and deletes the
 directory. After a normal stop the directory is gone already and the watchdog exits at once.
 
-Used by :func:`bench.engines.common.serve` through :func:`spawn`; run as
+Used by :func:`bench.engines.embedded_base.embedded` through :func:`spawn`; run as
 ``python -m bench.engines.embedded_watchdog``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import pathlib
 import shutil
 import signal
 import subprocess
 import sys
+
+from bench.engines.embedded_host import end_processes
 
 __all__ = ["GRACE_S", "Watchdog", "spawn", "reap"]
 
@@ -69,25 +70,7 @@ def spawn() -> Watchdog:
 def reap(path: pathlib.Path) -> None:
     """Stop every process whose command line names ``path`` (and their children): SIGTERM, then
     SIGKILL after :data:`GRACE_S`; then delete ``path``."""
-    import psutil
-
-    needle = str(path)
-    victims: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if proc.pid != os.getpid() and any(needle in arg for arg in proc.info["cmdline"] or ()):
-                victims[proc.pid] = proc
-                victims.update((c.pid, c) for c in proc.children(recursive=True))
-        except psutil.Error:
-            pass
-    for proc in victims.values():
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = psutil.wait_procs(list(victims.values()), timeout=GRACE_S)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=GRACE_S)
+    end_processes(path, grace_s=GRACE_S)
     shutil.rmtree(path, ignore_errors=True)
 
 

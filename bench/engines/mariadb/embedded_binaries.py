@@ -3,8 +3,7 @@
 The server is ``mariadbd``, else ``mysqld``; the tool that creates its data directory is
 ``mariadb-install-db``, else ``mysql_install_db``. Each is looked for in the directories of
 ``PATH``, then ``/usr/sbin`` and ``/usr/bin`` (Debian puts the server in ``/usr/sbin``, which is
-not on a normal user's ``PATH``). Also :class:`EmbeddedError`, the error the embedded server
-raises once its binaries were found (see :mod:`bench.engines.mariadb.embedded`).
+not on a normal user's ``PATH``).
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ import os
 import pathlib
 from typing import Iterable
 
-from bench.errors import ConfigError, RunFailed
+from bench.errors import ConfigError
 
-__all__ = ["EmbeddedError", "INSTALL_DB_NAMES", "SERVER_NAMES", "SYSTEM_DIRS", "ServerBinaries",
+__all__ = ["INSTALL_DB_NAMES", "SERVER_NAMES", "SYSTEM_DIRS", "ServerBinaries",
            "find_server_binaries", "search_dirs"]
 
 SERVER_NAMES = ("mariadbd", "mysqld")
@@ -30,14 +29,6 @@ SYSTEM_DIRS: tuple[str, ...] = ("/usr/sbin", "/usr/bin")
 
 _ALLOWED = ("allowed: ENGINE=mariadb with DSN=mysql://user@host:port/ of a running server, "
             "or install mariadb-server")
-
-
-class EmbeddedError(RunFailed):
-    """The throwaway MariaDB server could not be started or stopped.
-
-    The message is meant for the user as is: it says what failed and, where the server got as
-    far as writing its error log, ends with the last lines of it.
-    """
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,90 +1,210 @@
 """The default database: a throwaway PostgreSQL server started for one run.
 
-When the user gives no ``DSN``/``DATABASE_URL``, queue-bench starts its own
-PostgreSQL in a fresh temporary data directory, runs against it over TCP on
-127.0.0.1, and stops it and deletes the data directory afterwards::
+When the user gives no ``DSN``/``DATABASE_URL``, queue-bench starts its own PostgreSQL in a fresh
+temporary data directory, runs against it over TCP on 127.0.0.1, and stops it and deletes the data
+directory afterwards::
 
     with embedded_postgres(max_connections=workers + 10) as dsn:
         run_benchmark(dsn)     # dsn == "postgresql://postgres@127.0.0.1:PORT/postgres"
 
-Server binaries (``initdb``, ``pg_ctl``, ``postgres``) are taken from the
-machine first (``pg_config --bindir``, then the highest
-``/usr/lib/postgresql/*/bin``, then ``PATH``) and otherwise from the
-``pgserver`` wheel, which bundles a PostgreSQL build.
+The lifecycle (directory, user, watchdog, start, stop) is :mod:`bench.engines.embedded_base`'s;
+this module is PostgreSQL's recipe for it. The binaries (``initdb``, ``pg_ctl``, ``postgres``) are
+found by :mod:`bench.engines.postgres.embedded_binaries`. ``initdb`` refuses to run as root, so
+under root the server runs as the ``postgres`` system user if it exists, otherwise as a
+``qbench`` system user created on first use.
 
-The server keeps PostgreSQL's durability defaults (``fsync=on``,
-``synchronous_commit=on``): queue-bench measures a real queue, so commits pay
-for the WAL flush.  Only ``initdb`` runs with ``--no-sync`` (it writes the
-empty cluster; nothing there needs to survive a crash).
-
-``initdb`` refuses to run as root, so under root the server runs as the
-``postgres`` system user if it exists, otherwise as a ``qbench`` system user
-created on first use.
-
-The server is stopped on normal exit, on any exception (including
-``KeyboardInterrupt``), on SIGTERM (while the context is open in the main
-thread and no other SIGTERM handler was installed), by an ``atexit`` fallback,
-and, when the Python process dies without any of those (SIGKILL), by a watchdog process
-(:mod:`bench.engines.embedded_watchdog`) that stops the server and deletes its directory.
-
-The parts: :mod:`~bench.engines.postgres.embedded_binaries` (finding the binaries, and
-:class:`EmbeddedError`), :mod:`~bench.engines.postgres.embedded_user` (the user it runs as),
-:mod:`~bench.engines.postgres.embedded_config` (initdb's options and the server's settings),
-:mod:`~bench.engines.postgres.embedded_server` (start and stop),
-:mod:`~bench.engines.postgres.embedded_processes` (port, log, leftover processes). This module
-holds the context manager and the signal handling that make the stop happen.
+The server keeps PostgreSQL's durability defaults (``fsync=on``, ``synchronous_commit=on``):
+queue-bench measures a real queue, so commits pay for the WAL flush. Only ``initdb`` runs with
+``--no-sync`` (it writes the empty cluster; nothing there needs to survive a crash).
 """
 
 from __future__ import annotations
 
 import contextlib
 import pathlib
-from typing import Callable, Iterator
+import re
+import shlex
+import subprocess
+from typing import Callable, ContextManager
 
-from bench.engines.common import serve
-from bench.engines.postgres.embedded_binaries import EmbeddedError
-from bench.engines.postgres.embedded_server import Server
+import psycopg
 
-__all__ = ["EmbeddedError", "embedded_postgres"]
+from bench.engines.embedded_base import START_TIMEOUT_S, STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe, embedded
+from bench.engines.embedded_host import wait_gone
+from bench.engines.postgres.embedded_binaries import ServerBinaries, find_server_binaries
+
+__all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRecipe", "embedded_postgres",
+           "has_pg_stat_statements"]
+
+SHARED_BUFFERS = "256MB"
+#: https://www.postgresql.org/docs/current/runtime-config-autovacuum.html#GUC-AUTOVACUUM-NAPTIME
+AUTOVACUUM_NAPTIME = "1s"
+_MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 
 
-@contextlib.contextmanager
-def embedded_postgres(
-    max_connections: int,
-    *,
-    base_dir: pathlib.Path | None = None,
-    log: Callable[[str], None] = print,
-) -> Iterator[str]:
+def embedded_postgres(max_connections: int, *, base_dir: pathlib.Path | None = None,
+                      log: Callable[[str], None] = print) -> ContextManager[str]:
     """Start a throwaway PostgreSQL server; yield its DSN; stop it and delete it on exit.
 
     Args:
-        max_connections: the server's ``max_connections`` (connections, int >= 1).
-            Pass the run's workers plus headroom (monitor, reaper, producers, and
-            PostgreSQL's own 3 ``superuser_reserved_connections``).
-        base_dir: directory to create the temporary cluster directory in
-            (created if missing); default: the system temp dir.  Under root its
-            parents must be traversable by the ``postgres``/``qbench`` user.
+        max_connections: the server's ``max_connections`` (connections, int >= 1). Pass the run's
+            workers plus headroom (monitor, reaper, producers, and PostgreSQL's own 3
+            ``superuser_reserved_connections``).
+        base_dir: directory to create the temporary cluster directory in (created if missing);
+            default: the system temp dir. Under root its parents must be traversable by the
+            ``postgres``/``qbench`` user.
         log: receives short progress lines (one ``str`` per call, no newline).
 
     Yields:
-        ``postgresql://postgres@127.0.0.1:PORT/postgres`` (trust auth, TCP on
-        loopback only).  The server listens on 127.0.0.1:PORT, its Unix socket
-        lives in the data directory, ``shared_buffers=256MB``, and fsync /
-        synchronous_commit are at their defaults (on).
+        ``postgresql://postgres@127.0.0.1:PORT/postgres`` (trust auth, TCP on loopback only). The
+        server listens on 127.0.0.1:PORT, its Unix socket lives in the data directory,
+        ``shared_buffers=256MB``, and fsync / synchronous_commit are at their defaults (on).
 
     Raises:
-        EmbeddedError: no binaries (message says to pass DSN=), initdb failed,
-            the server did not start or accept a connection within 60 s
-            (message includes the last 20 lines of the server log), or running
-            as root without a usable unprivileged user.
+        EmbeddedError: no binaries (message says to pass DSN=), initdb failed, the server did not
+            start or accept a connection within 60 s (message includes the last 20 lines of the
+            server log), or running as root without a usable unprivileged user.
         ValueError: ``max_connections`` is not a positive int.
 
-    On leaving the block, normally or by any exception (``KeyboardInterrupt``
-    included), the server gets ``pg_ctl stop -m fast -w`` (escalating to
-    immediate shutdown, then SIGKILL) and the temporary directory is removed.
-    An ``atexit`` hook does the same if the block is never left cleanly.
+    On leaving the block, normally or by any exception (``KeyboardInterrupt`` included), the
+    server gets ``pg_ctl stop -m fast -w`` (escalating to immediate shutdown, then SIGKILL) and
+    the temporary directory is removed; see :mod:`bench.engines.embedded_base` for the other ways out.
     """
-    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-        raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
-    server = Server(max_connections, pathlib.Path(base_dir) if base_dir is not None else None, log)
-    yield from serve(server)
+    return embedded(PostgresRecipe(), max_connections, base_dir, log)
+
+
+class PostgresRecipe(Recipe):
+    """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop``, probed with psycopg."""
+
+    label = "PostgreSQL"
+    prefix = "qbench-pg-"
+    users = ("postgres",)
+    create_user = "qbench"
+    user_reason = "PostgreSQL runs as it, initdb refuses root"
+    create_reason = "initdb refuses root"
+    init_word = "initdb"
+
+    def __init__(self):
+        self.bins: ServerBinaries | None = None
+
+    def find_binaries(self) -> None:
+        self.bins = find_server_binaries()
+
+    def version_argv(self) -> list[str]:
+        return [self.bins.postgres, "--version"]
+
+    def version(self, out: str) -> str:
+        m = re.search(r"(\d+(?:\.\d+)*)", out)
+        return m.group(1) if m else out
+
+    def where(self) -> str:
+        return f"binaries: {self.bins.bindir}, {self.bins.source}"
+
+    def init_argv(self, srv: EmbeddedServer) -> list[str]:
+        """``initdb``: trust authentication, superuser ``postgres``, UTF8 with the C locale, no sync."""
+        return [
+            self.bins.initdb, "-D", str(srv.data_dir),
+            "--auth=trust", "-U", "postgres", "--encoding=UTF8",
+            "--locale=C",  # independent of whatever LANG the caller has (possibly not installed)
+            "--no-sync",   # speeds up initdb only; the running server keeps fsync on
+        ]
+
+    def logs(self, srv: EmbeddedServer) -> tuple[pathlib.Path, ...]:
+        return (srv.root / "server.log",)
+
+    def dsn(self, port: int) -> str:
+        return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+
+    def launch(self, srv: EmbeddedServer) -> str | None:
+        """``pg_ctl start -w`` with :func:`server_options`."""
+        argv = [
+            self.bins.pg_ctl, "start", "-D", str(srv.data_dir), "-l", str(self.logs(srv)[0]),
+            "-w", "-t", str(START_TIMEOUT_S), "-o", server_options(self.bins, srv.data_dir, srv.port, srv.max_connections),
+        ]
+        try:
+            proc = srv.run(argv, timeout=START_TIMEOUT_S + 15)
+        except subprocess.TimeoutExpired:
+            return f"pg_ctl start did not return within {START_TIMEOUT_S + 15} s"
+        except OSError as exc:
+            return f"cannot run pg_ctl: {exc}"
+        if proc.returncode != 0:
+            msg = "; ".join((proc.stderr or proc.stdout).strip().splitlines()) or "no output"
+            return f"pg_ctl exit {proc.returncode}: {msg}"
+        return None
+
+    def probe(self, srv: EmbeddedServer, timeout: int) -> str | None:
+        """``SELECT 1``; then ``CREATE EXTENSION pg_stat_statements`` when the build has it."""
+        try:
+            with psycopg.connect(srv.dsn, connect_timeout=timeout, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+                if has_pg_stat_statements(self.bins):
+                    try:
+                        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                    except psycopg.Error as exc:  # e.g. the extension's SQL files are not installed
+                        srv.log(f"pg_stat_statements not available on the embedded server: {exc}")
+        except psycopg.Error as exc:
+            return str(exc)
+        return None
+
+    def shutdown(self, srv: EmbeddedServer, problems: list[str]) -> None:
+        """``pg_ctl stop -m fast``, then ``immediate``; wait until the postmaster is gone. Without
+        its pid file (interrupted before the postmaster wrote it) the lifecycle's sweep finds it by
+        its command line (-D <our unique data dir>)."""
+        pid_file = srv.data_dir / "postmaster.pid"
+        if not pid_file.exists():
+            return
+        pid = None
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(pid_file.read_text().split("\n", 1)[0])
+        if not self._pg_ctl_stop(srv, "fast", STOP_TIMEOUT_S):
+            problems.append("fast shutdown failed")
+            if not self._pg_ctl_stop(srv, "immediate", 30):
+                problems.append("immediate shutdown failed; killed")
+                return
+        # pg_ctl -w returns once postmaster.pid is gone, a moment before the process itself
+        # exits; wait so that "stopped" really means no process (the sweep kills a lingering one).
+        if pid and not wait_gone(pid, timeout=10):
+            problems.append(f"postmaster {pid} lingered; killed")
+
+    def _pg_ctl_stop(self, srv: EmbeddedServer, mode: str, timeout: int) -> bool:
+        argv = [self.bins.pg_ctl, "stop", "-D", str(srv.data_dir), "-m", mode, "-w", "-t", str(timeout)]
+        try:
+            proc = srv.run(argv, timeout=timeout + 15)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return proc.returncode == 0 or not (srv.data_dir / "postmaster.pid").exists()
+
+
+def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int) -> str:
+    """The value of ``pg_ctl start -o``: one ``-c name=value`` per setting, each quoted for /bin/sh.
+
+    The server listens on 127.0.0.1:``port`` only, with its Unix socket in ``data_dir`` (none when
+    that path is too long for a socket), ``max_connections``, ``shared_buffers`` =
+    :data:`SHARED_BUFFERS`, ``autovacuum_naptime`` = :data:`AUTOVACUUM_NAPTIME`, and
+    pg_stat_statements preloaded when the build has it (:func:`has_pg_stat_statements`).
+    """
+    socket_dir = str(data_dir)
+    if len(socket_dir) + len(f"/.s.PGSQL.{port}") > _MAX_SOCKET_PATH:
+        socket_dir = ""  # path too long for a Unix socket; TCP only (all we use)
+    settings = {
+        "listen_addresses": "127.0.0.1",
+        "port": str(port),
+        # PostgreSQL list syntax: double quotes keep spaces/commas in the path intact
+        "unix_socket_directories": f'"{socket_dir}"' if socket_dir else "",
+        "max_connections": str(max_connections),
+        "shared_buffers": SHARED_BUFFERS,
+        # How often the autovacuum launcher looks at each database (default 1 min): at 1 s, per-table
+        # AUTOVACUUM_SETTINGS take effect within a quick run, as they would within a long one on a
+        # server left at the default (FR-12; the cost: one launcher wake-up a second).
+        "autovacuum_naptime": AUTOVACUUM_NAPTIME,
+    }
+    if has_pg_stat_statements(bins):
+        # The tool owns this whole server: per-statement statistics for the claim.
+        settings["shared_preload_libraries"] = "pg_stat_statements"
+    # pg_ctl hands -o to /bin/sh, hence shlex.quote
+    return " ".join(f"-c {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
+
+
+def has_pg_stat_statements(bins: ServerBinaries) -> bool:
+    """True when the server's library directory holds pg_stat_statements (a contrib module)."""
+    return any(bins.bindir.parent.glob("lib/**/pg_stat_statements.so"))

@@ -1,9 +1,7 @@
 """The embedded server's binaries: where ``initdb``, ``pg_ctl`` and ``postgres`` are found.
 
 From the machine first (``pg_config --bindir``, then the highest ``/usr/lib/postgresql/*/bin``,
-then ``PATH``), otherwise from the ``pgserver`` wheel, which bundles a PostgreSQL build. Also
-:class:`EmbeddedError`, the one error the embedded server raises (see
-:mod:`bench.engines.postgres.embedded`).
+then ``PATH``), otherwise from the ``pgserver`` wheel, which bundles a PostgreSQL build.
 """
 
 from __future__ import annotations
@@ -16,19 +14,11 @@ import re
 import shutil
 import subprocess
 
-from bench.errors import RunFailed
+from bench.engines.embedded_base import EmbeddedError
 
-__all__ = ["EmbeddedError", "ServerBinaries", "find_server_binaries"]
+__all__ = ["ServerBinaries", "find_server_binaries"]
 
 _SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
-
-
-class EmbeddedError(RunFailed):
-    """The throwaway PostgreSQL server could not be found, started or stopped.
-
-    The message is meant for the user as is: it says what failed and, where
-    the server got as far as writing a log, ends with the last lines of it.
-    """
 
 
 @dataclasses.dataclass(frozen=True)

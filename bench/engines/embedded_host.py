@@ -1,0 +1,147 @@
+"""What an embedded server's lifecycle asks of the machine: the user it runs as, a free port, the
+tail of its log, the end of its processes, and SIGTERM turned into an exit while it runs.
+
+Used by :mod:`bench.engines.embedded_base` (the lifecycle), by the engines' recipes and by the
+watchdog (:mod:`bench.engines.embedded_watchdog`). No database driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import stat
+import threading
+import time
+from typing import Iterator
+
+import psutil
+
+__all__ = ["LOG_TAIL_LINES", "RunAs", "end_processes", "free_port", "log_tail", "sigterm_as_exit", "wait_gone"]
+
+LOG_TAIL_LINES = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class RunAs:
+    """Who the server runs as: ourselves (``name is None``: not root) or the user ``name`` (uid,
+    gid); ``name == "root"`` when root runs it itself (an engine that allows it)."""
+
+    name: str | None = None
+    uid: int = -1
+    gid: int = -1
+
+    @property
+    def other_user(self) -> bool:
+        """True when the server runs as a user other than this process's (files must be chowned)."""
+        return self.name is not None and self.uid != os.geteuid()
+
+    def wrap(self, argv: list[str]) -> tuple[list[str], dict]:
+        """Return (argv, extra subprocess kwargs) running ``argv`` as this user."""
+        if not self.other_user:
+            return argv, {}
+        runuser = shutil.which("runuser") or next(
+            (p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.access(p, os.X_OK)), None
+        )
+        if runuser:
+            return [runuser, "-u", self.name, "--", *argv], {}
+        # No runuser: let subprocess drop privileges in the child (thread-safe, unlike preexec_fn).
+        groups = os.getgrouplist(self.name, self.gid)
+        return argv, {"user": self.uid, "group": self.gid, "extra_groups": groups}
+
+    def can_traverse(self, path: pathlib.Path) -> bool:
+        """True when this user may enter directory ``path`` (its execute bit for the user, a group or others)."""
+        if not self.other_user:
+            return os.access(path, os.X_OK)
+        st = path.stat()
+        if st.st_uid == self.uid:
+            return bool(st.st_mode & stat.S_IXUSR)
+        if st.st_gid in os.getgrouplist(self.name, self.gid):
+            return bool(st.st_mode & stat.S_IXGRP)
+        return bool(st.st_mode & stat.S_IXOTH)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to 0, read, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_tail(*paths: pathlib.Path, n: int = LOG_TAIL_LINES) -> str:
+    """The last ``n`` lines of the first of ``paths`` that has any, or a note that all are absent or empty."""
+    for path in paths:
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        if lines:
+            return "\n".join(lines[-n:])
+    return "(the server wrote no log)"
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until process ``pid`` has exited (a zombie counts as exited);
+    True when it has."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        except psutil.Error:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def end_processes(path: pathlib.Path, grace_s: float = 0.0) -> None:
+    """End every process whose command line names ``path``, and their children: SIGTERM and up to
+    ``grace_s`` seconds to exit first when ``grace_s`` > 0, then SIGKILL; waits up to 10 s for them."""
+    needle = str(path)
+    victims: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.pid != os.getpid() and any(needle in arg for arg in proc.info["cmdline"] or ()):
+                victims[proc.pid] = proc
+                victims.update((c.pid, c) for c in proc.children(recursive=True))
+        except psutil.Error:
+            pass
+    left = list(victims.values())
+    if grace_s > 0:
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, left = psutil.wait_procs(left, timeout=grace_s)
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(left, timeout=10)
+
+
+@contextlib.contextmanager
+def sigterm_as_exit() -> Iterator[None]:
+    """While open, turn SIGTERM into SystemExit so ``finally`` blocks (and an embedded server's
+    stop) run. Only in the main thread and only if SIGTERM still has its default action, so
+    handlers installed by the caller (or Locust) are left alone."""
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _raise_exit)
+                installed = True
+    try:
+        yield
+    finally:
+        if installed and signal.getsignal(signal.SIGTERM) is _raise_exit:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _raise_exit(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise SystemExit(128 + signum)
