@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report.run_format import NA, as_int, fmt_num, fmt_us_as_ms, fmt_value, is_none_or_nan
+from bench.report.format import fmt_num
+from bench.report.run_format import NA, as_int, fmt_us_as_ms, fmt_value, is_none_or_nan
 from bench.report.run_notes import workers_plan_label
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
