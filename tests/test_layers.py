@@ -1,4 +1,6 @@
-"""The layers' import rules (docs/architecture.md), read from every import in ``bench/``, lazy ones included.
+"""The layers' import rules (docs/architecture.md), read from every import in ``bench/``: lazy ones, relative
+ones (resolved against the importing module's package) and ``importlib.import_module``/``__import__`` calls
+with a constant name included.
 
 Rules:
 1. A database driver (psycopg, PyMySQL, mariadb) is imported only under ``bench/engines/<name>/``.
@@ -36,18 +38,76 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _is_module(name: str) -> bool:
+    """``name`` (dotted) is a module or package under the repository root."""
+    path = BENCH.parent / name.replace(".", "/")
+    return path.with_suffix(".py").exists() or path.is_dir()
+
+
+def _package(path: Path) -> str:
+    """The package a relative import in ``path`` is resolved against: itself for an ``__init__.py``."""
+    name = _module_name(path)
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _resolve(name: str, level: int, package: str) -> str:
+    """The absolute name of ``name`` imported with ``level`` leading dots from a module of ``package``
+    (``"engines.postgres", 2, "bench.report"`` -> ``"bench.engines.postgres"``); ``name`` as is at level 0."""
+    if not level:
+        return name
+    parts = package.split(".")
+    return ".".join(parts[:len(parts) - (level - 1)] + ([name] if name else []))
+
+
+def _from_names(node: ast.ImportFrom, package: str) -> set[str]:
+    """What ``from <module> import a, b`` imports: the module, and each name that is a bench module itself.
+    A relative module (``from ..engines.postgres import db``, ``from . import x``) is resolved against
+    ``package``, the importing module's package."""
+    module = _resolve(node.module or "", node.level, package)
+    found = {module}
+    if module == "bench" or module.startswith("bench."):
+        found.update(f"{module}.{alias.name}" for alias in node.names if _is_module(f"{module}.{alias.name}"))
+    return found
+
+
+def _dynamic_import(node: ast.Call) -> str | None:
+    """The module an ``importlib.import_module("...")`` or ``__import__("...")`` call with a constant name
+    imports (a relative name resolved against a constant ``package=``); None for any other call."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    target = node.args[0]
+    if not (isinstance(target, ast.Constant) and isinstance(target.value, str)):
+        return None
+    if name == "import_module" and target.value.startswith("."):
+        package = next((k.value for k in node.keywords if k.arg == "package"),
+                       node.args[1] if len(node.args) > 1 else None)
+        if not (isinstance(package, ast.Constant) and isinstance(package.value, str)):
+            return None
+        name = target.value.lstrip(".")
+        return _resolve(name, len(target.value) - len(name), package.value)
+    return target.value
+
+
+def _imports_in(source: str, package: str, top_level_only: bool = False) -> set[str]:
+    """The modules ``source`` (a module of ``package``) imports: ``import``, ``from ... import`` (relative
+    ones resolved), and ``importlib.import_module``/``__import__`` with a constant name; lazy ones too
+    unless ``top_level_only``."""
+    tree = ast.parse(source)
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in tree.body if top_level_only else ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            if node.module == "bench" or node.module.startswith("bench."):  # from bench.x import module
-                found.update(f"{node.module}.{alias.name}" for alias in node.names
-                             if (BENCH.parent / f"{node.module}.{alias.name}".replace(".", "/")).with_suffix(".py")
-                             .exists() or (BENCH.parent / f"{node.module}.{alias.name}".replace(".", "/")).is_dir())
+        elif isinstance(node, ast.ImportFrom):
+            found.update(_from_names(node, package))
+        elif isinstance(node, ast.Call) and (dynamic := _dynamic_import(node)):
+            found.add(dynamic)
     return found
+
+
+def _imports(path: Path) -> set[str]:
+    return _imports_in(path.read_text(), _package(path))
 
 
 def _within(name: str, package: str) -> bool:
@@ -116,19 +176,37 @@ def test_the_rules_catch_what_they_forbid():
     assert broken_rules("bench.runner", "bench.engines.postgres.db")[0].startswith("7")
     assert broken_rules("bench.sweep.driver", "bench.engines") == []
     assert broken_rules("bench.engines.postgres.pgbench", "bench.runner")[0].startswith("8")
+    # read from source: a relative import from bench/report into a driver-owning engine module breaks rule 3
+    for source in ("from ..engines.postgres import db\n", "from ..engines.postgres.db import connect\n"):
+        caught = {name: broken_rules("bench.report.format", name)
+                  for name in _imports_in(source, "bench.report") if broken_rules("bench.report.format", name)}
+        assert "bench.engines.postgres.db" in caught and caught["bench.engines.postgres.db"][0].startswith("3")
+
+
+def test_relative_and_dynamic_imports_are_seen():
+    """A relative import, ``importlib.import_module`` and ``__import__`` with a constant name are read as the
+    absolute module they load."""
+    report = "bench.report"  # the package of bench/report/format.py
+    for source in ("def f():\n    from ..engines import postgres\n    from ..engines.postgres import db\n",
+                   "import importlib\nimportlib.import_module('bench.engines.postgres.db')\n",
+                   "from importlib import import_module\nimport_module('..engines.postgres.db', 'bench.report')\n",
+                   "import importlib\nimportlib.import_module('.db', package='bench.engines.postgres')\n",
+                   "__import__('bench.engines.postgres.db')\n"):
+        found = _imports_in(source, report)
+        assert "bench.engines.postgres.db" in found, source
+    assert _imports_in("from . import format\n", report) == {"bench.report", "bench.report.format"}
+    assert _imports_in("from . import x\n", "bench.engines.postgres") == {"bench.engines.postgres"}
+    assert _imports_in("from .. import errors\n", "bench.report") == {"bench", "bench.errors"}
+    assert _package(BENCH / "report" / "__init__.py") == "bench.report"
+    assert _package(BENCH / "report" / "format.py") == "bench.report"
+    # a name only known when it runs is not guessed
+    assert _imports_in("import importlib\nimportlib.import_module(f'bench.{x}')\n", report) == {"importlib"}
 
 
 def _top_level_imports(path: Path) -> set[str]:
     """The bench modules ``path`` imports at module level (what runs when it is imported)."""
-    found = set()
-    for node in ast.parse(path.read_text(), str(path)).body:
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("bench"):
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names
-                         if (BENCH.parent / f"{node.module}.{a.name}".replace(".", "/")).with_suffix(".py").exists())
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("bench"))
-    return found
+    return {name for name in _imports_in(path.read_text(), _package(path), top_level_only=True)
+            if name == "bench" or name.startswith("bench.")}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -218,8 +218,8 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
         return build_config("default", {"workers": str(workers), "rate": str(rate), "slo": "claim_p99<=1s",
                                         "duration": "10s", "warmup": "1s"})
 
-    planner = Planner([Design("the design", {}, config)], 100.0, PlanOptions(None, 1, 120.0), 50, run,
-                      tmp_path / "plan", {"inputs": "test"}, log=lambda line: None)
+    planner = Planner([Design("the design", {}, config)], 100.0, PlanOptions(None, 1, 120.0), most_workers=50, run=run,
+                      out_dir=tmp_path / "plan", inputs={"inputs": "test"}, log=lambda line: None)
     state = planner.run()
     assert state["designs"][0]["workers"]["needed"] == 3
     at_4 = next(s for s in state["designs"][0]["workers"]["steps"] if s["workers"] == 4)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.report.format import fmt_num
 from bench.report.run_page import ReportError, render_report
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_small"
@@ -62,6 +63,17 @@ def test_throughput_and_counts_formatted_from_summary(run_dir):
     assert f"{s['throughput_jobs_per_s']:,.1f} jobs/s" in page
     assert f"{s['claims_per_s']:,.1f} claims/s" in page
     assert f"{s['jobs_completed']:,}" in page
+
+
+def test_the_one_number_format_and_its_missing_value_rule():
+    """fmt_num, used by the run, sweep and compare pages: fixed decimals, thousands, a unit; None, NaN and
+    the text "nan" (a CSV cell) are 'n/a' without the unit; other text as it is."""
+    assert fmt_num(1234.5, 1, "s") == "1,234.5 s"
+    assert fmt_num(1234.5) == "1,234"  # round half to even, as Python's format rounds 1234.5
+    assert fmt_num("7", 2) == "7.00"
+    for missing in (None, float("nan"), "nan", np.nan):
+        assert fmt_num(missing, 1, "jobs/s") == "n/a"
+    assert fmt_num("failed: timeout", 1, "s") == "failed: timeout"
 
 
 def test_claim_latency_shown_in_ms_with_microsecond_precision(run_dir):

@@ -124,7 +124,7 @@ def _count_jobs(result: dict, table: dict, batch: int, processed: int | None) ->
                                   f"{table['attempts_done'] - table['done']:,} claims of done jobs beyond one each")
 
 
-def _pair(pgbench: str, dsn: str, cfg, backlog: int, cal_dir: Path, label: str, log) -> dict:
+def _pair(pgbench: str, dsn: str, cfg, label: str, *, backlog: int, cal_dir: Path, log) -> dict:
     """One A B pair: pgbench, then queue-bench, each on a freshly prepared table.
 
     When pgbench's side already failed, queue-bench is not run (``queue_bench`` None):
@@ -155,7 +155,7 @@ def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
     log(f"calibration: {pairs} pairs of pgbench (A) then queue-bench (B), {cfg.workers} clients, "
         f"{cfg.duration_s:g} s measured after {cfg.warmup_s:g} s warm-up, same monitor on both sides -> {cal_dir}")
     try:
-        run_pairs(figures, pairs, lambda label: _pair(pgbench, dsn, cfg, backlog, cal_dir, label, log), PGBENCH, log)
+        run_pairs(figures, pairs, lambda label: _pair(pgbench, dsn, cfg, label, backlog=backlog, cal_dir=cal_dir, log=log), PGBENCH, log)
     finally:
         with db.connect(dsn) as conn:
             db.drop_schema(conn, cfg.schema)

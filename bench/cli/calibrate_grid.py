@@ -162,7 +162,7 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _round(i: int, order: list[int], conf: dict, pgbench: str, dsn: str, cal_dir: Path, log) -> dict:
+def _round(i: int, order: list[int], conf: dict, *, pgbench: str, dsn: str, cal_dir: Path, log) -> dict:
     """Round ``i``: pgbench, then queue-bench with each process count in ``order``; tried again
     (fresh pgbench, then the process counts whose run had a problem) up to :data:`RETRIES_PER_PAIR`
     times. Returns ``{"round", "order", "tries", "processes": [{"processes", "kept", "try", "ratio"}]}``."""
@@ -263,7 +263,7 @@ def _calibrate_on(dsn: str, confs: list[dict], pairs: int, cal_dir: Path, figure
             ps = conf["processes"]
             for i in range(1, pairs + 1):
                 order = ps[(i - 1) % len(ps):] + ps[:(i - 1) % len(ps)]
-                entry["rounds"].append(_round(i, order, conf, pgbench, dsn, cal_dir, log))
+                entry["rounds"].append(_round(i, order, conf, pgbench=pgbench, dsn=dsn, cal_dir=cal_dir, log=log))
             entry["results"] = _results(entry, log)
     finally:
         with db.connect(dsn) as conn:

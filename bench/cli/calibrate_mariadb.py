@@ -132,7 +132,7 @@ def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dic
     return per_client, runs
 
 
-def _pair(slap: str, dsn: str, cfg, backlog: int, per_client: int, cal_dir: Path, label: str, log) -> dict:
+def _pair(slap: str, dsn: str, cfg, label: str, *, backlog: int, per_client: int, cal_dir: Path, log) -> dict:
     """One A B pair: mariadb-slap, then queue-bench, each on a freshly prepared table. When
     mariadb-slap's side already failed, queue-bench is not run (``queue_bench`` None)."""
     side = _slap_side(slap, dsn, cfg, backlog, per_client, cal_dir / "mariadb-slap" / label)
@@ -166,8 +166,8 @@ def _calibrate_on(slap: str, dsn: str, cfg, pairs: int, cal_dir: Path, log) -> d
         per_client, figures["sizing_runs"] = _sizing(slap, dsn, cfg, cal_dir / "mariadb-slap", log)
         backlog = max(runner.compute_backlog(cfg)[0], math.ceil(BACKLOG_SAFETY * cfg.workers * per_client))
         figures.update({"mariadb_slap_jobs_per_client": per_client, "backlog": backlog})
-        run_pairs(figures, pairs, lambda label: _pair(slap, dsn, cfg, backlog, per_client, cal_dir, label, log),
-                  SLAP, log)
+        run_pairs(figures, pairs, lambda label: _pair(slap, dsn, cfg, label, backlog=backlog, per_client=per_client,
+                                                      cal_dir=cal_dir, log=log), SLAP, log)
     finally:
         engine.drop_schema_at(dsn, cfg.schema)
         finish(figures, cal_dir, log, SLAP)

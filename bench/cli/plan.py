@@ -170,7 +170,8 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
               f"{most} workers, {c.options.repetitions} repetition{'s' if c.options.repetitions > 1 else ''} per step "
               f"-> {c.out_dir}")
         try:
-            state = Planner(c.designs, c.rate, c.options, most, run_step, c.out_dir, c.inputs, c.done).run()
+            state = Planner(c.designs, c.rate, c.options, most_workers=most, run=run_step, out_dir=c.out_dir,
+                            inputs=c.inputs, done=c.done).run()
         except (KeyboardInterrupt, SearchStopped) as err:
             sys.stderr.write(f"qbench: {'plan interrupted' if isinstance(err, KeyboardInterrupt) else err}; what was "
                              f"measured is in {c.out_dir / 'plan.json'} (run the same command again to resume)\n")

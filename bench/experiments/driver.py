@@ -137,8 +137,11 @@ def _finished_sweep(exp_dir: Path, matrix_hash: str) -> Path | None:
     return None
 
 
-def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, engine: str, dsn: str, log: Callable[[str], None],
-             on_run: Callable[[Path], None], probe_runner: Callable[[str], Mapping[str, Any]]) -> dict:
+def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str, dsn: str,
+             log: Callable[[str], None], on_run: Callable[[Path], None],
+             probe_runner: Callable[[str], Mapping[str, Any]]) -> dict:
+    """Measure ``exp`` into ``exp_dir`` (its probe, or its sweep within its budget) and return its outcome,
+    decided by :func:`decide_experiment`; not applicable to ``engine``: the outcome says so, nothing run."""
     started = time.monotonic()
     if exp.reason_not_applicable(engine):
         return decide_experiment(exp, exp_dir, catalogue_dir, engine, sweep_dir=None, probe=None, unfinished="",
@@ -207,7 +210,8 @@ def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, resu
             else:
                 log(f"{exp.number:>2}. {exp.title}: {exp.claim}")
                 try:
-                    outcome = _run_one(exp, exp_dir, catalogue_dir, engine, dsn, log, on_run, probe_runner)
+                    outcome = _run_one(exp, exp_dir, catalogue_dir, engine=engine, dsn=dsn, log=log, on_run=on_run,
+                                       probe_runner=probe_runner)
                 except (SweepInterrupted, KeyboardInterrupt):
                     raise CatalogueInterrupted(catalogue_dir) from None
                 log(f"    -> {outcome['verdict']}: {'; '.join(outcome['reasons'])}")

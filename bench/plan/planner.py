@@ -51,9 +51,14 @@ def least_workers(design: Design, rate: float, most: int) -> int:
 
 
 class Planner:
-    """Runs a plan and keeps ``plan.json`` (``state``) current in ``out_dir``."""
+    """Runs a plan and keeps ``plan.json`` (``state``) current in ``out_dir``.
 
-    def __init__(self, designs: list[Design], target_rate: float, options: PlanOptions, most_workers: int,
+    ``designs`` are planned for ``target_rate`` (jobs/s) with ``options``, up to ``most_workers``; ``run(cfg)``
+    measures one step and returns its run directory; ``inputs`` is recorded as ``plan.json``'s ``inputs``;
+    ``done`` maps each run a resumed plan made before (its key) to its directory.
+    """
+
+    def __init__(self, designs: list[Design], target_rate: float, options: PlanOptions, *, most_workers: int,
                  run: Callable[[RunConfig], Path], out_dir: Path, inputs: dict[str, Any],
                  done: dict[str, str] | None = None, log: Callable[[str], None] = print):
         self.designs, self.rate, self.options, self.most = designs, target_rate, options, most_workers

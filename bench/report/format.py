@@ -19,14 +19,21 @@ if TYPE_CHECKING:
 NA = "n/a"
 
 
-def fmt_num(v: Any, decimals: int = 0) -> str:
-    """Thousands-separated number with fixed decimals, or 'n/a'; text that is not a number as is."""
+def fmt_num(v: Any, decimals: int = 0, unit: str = "") -> str:
+    """Thousands-separated number with ``decimals`` fixed decimals and an optional unit after a space
+    (``1234.5, 1, "s"`` -> ``'1,234.5 s'``): the one fixed-decimals number style of the reports.
+
+    A missing value is 'n/a', without the unit: None and anything that converts to a float NaN (a NaN, the
+    text ``"nan"`` of a CSV cell), the rule of :func:`bench.results.values.is_missing`. Text that is not a
+    number is returned as it is.
+    """
     if is_missing(v):
         return NA
     try:
-        return f"{float(v):,.{decimals}f}"
+        text = f"{float(v):,.{decimals}f}"
     except (TypeError, ValueError):
         return str(v)
+    return f"{text} {unit}" if unit else text
 
 
 def ci_text(stat: Stat, scale: float = 1.0, fmt: Callable[[Any], str] = fmt_sig) -> str:

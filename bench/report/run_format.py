@@ -1,8 +1,8 @@
 """Values as text on the run report (:mod:`bench.report.run_page`): numbers with units, settings.
 
-Pure functions of their arguments. Unlike :func:`bench.results.values.is_missing` (used by the
-sweep and compare pages), a value counts as missing here only when it is None or a float NaN:
-text such as ``"nan"`` is shown as it is.
+Pure functions of their arguments. Numbers are :func:`bench.report.format.fmt_num`'s. Unlike
+:func:`bench.results.values.is_missing`, :func:`is_none_or_nan` counts a value as missing only when it is
+None or a float NaN (text such as ``"nan"`` is not).
 """
 
 from __future__ import annotations
@@ -11,26 +11,14 @@ import json
 import math
 from typing import Any
 
-from bench.report.format import NA
+from bench.report.format import NA, fmt_num
 
-__all__ = ["NA", "as_int", "fmt_num", "fmt_us_as_ms", "fmt_value", "is_none_or_nan"]
+__all__ = ["NA", "as_int", "fmt_us_as_ms", "fmt_value", "is_none_or_nan"]
 
 
 def is_none_or_nan(v: Any) -> bool:
     """True for None and a float NaN; False for any other value (text and ints included)."""
     return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def fmt_num(v: Any, decimals: int = 0, unit: str = "") -> str:
-    """Thousands-separated number with a fixed number of decimals and an optional unit after a space
-    (``1234.5, 1, "s"`` -> ``'1,234.5 s'``); 'n/a' when missing; text that is not a number as is."""
-    if is_none_or_nan(v):
-        return NA
-    try:
-        text = f"{float(v):,.{decimals}f}"
-    except (TypeError, ValueError):
-        return str(v)
-    return f"{text} {unit}" if unit else text
 
 
 def fmt_us_as_ms(v: Any) -> str:

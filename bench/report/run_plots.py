@@ -20,7 +20,8 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from bench.analysis.empty_claims import empty_while_work_waited  # noqa: E402
-from bench.report.run_format import fmt_num, is_none_or_nan  # noqa: E402
+from bench.report.format import fmt_num  # noqa: E402
+from bench.report.run_format import is_none_or_nan  # noqa: E402
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
            "draw_loop_lag", "draw_oldest_age", "draw_priority_ages", "draw_throughput"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report.run_format import NA, as_int, fmt_num, fmt_us_as_ms, fmt_value, is_none_or_nan
+from bench.report.format import fmt_num
+from bench.report.run_format import NA, as_int, fmt_us_as_ms, fmt_value, is_none_or_nan
 from bench.report.run_notes import workers_plan_label
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -67,14 +68,18 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     harness CPU and the monitor's cost; ``config`` gives the batch size and layout. Latencies are in
     a separate table (:func:`latency_rows`).
     """
+    return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
+            *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
+            *_wait_rows(summary, config), *_cost_rows(summary, config)]
+
+
+def _count_rows(summary: dict, config: dict) -> list[dict]:
+    """Throughput, claims, the window, the counts, rows per claim against the batch, oldest age, errors."""
     batch = as_int(config.get("batch"))
     max_rows = as_int(summary.get("max_rows_per_claim"))
     over_batch = max_rows is not None and batch is not None and max_rows > batch
     age = summary.get("oldest_eligible_age_s") or {}
-    cpu = summary.get("harness_cpu_max_pct")
-    mon = summary.get("monitor_query_us") or {}
-
-    rows = [
+    return [
         _row("throughput", fmt_num(summary.get("throughput_jobs_per_s"), 1, "jobs/s")),
         _row("claims per second", fmt_num(summary.get("claims_per_s"), 1, "claims/s")),
         _row("measured window", fmt_num(summary.get("measured_s"), 1, "s")),
@@ -90,48 +95,76 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
              " / ".join(fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
         _row("errors", _fmt_errors(summary.get("errors"))),
     ]
-    if summary.get("offered_rate_jobs_per_s"):
-        lag = summary.get("producer_lag_ms") or {}
-        rows.append(_row("offered load (open-loop producers)", fmt_num(summary["offered_rate_jobs_per_s"], 1, "jobs/s")))
-        rows.append(_row("jobs produced", fmt_num(summary.get("jobs_produced"))))
-        rows.append(_row("producer schedule lag p50 / p99 / max",
-                         " / ".join(fmt_num(lag.get(k), 3) for k in ("p50", "p99", "max")) + " ms"))
-        rows.append(_row("does the queue keep up?", str(summary.get("saturation_verdict")),
-                         bad=bool(summary.get("saturated"))))
-    # Retry and lease figures (measured window), shown when the run has them.
-    for key, label in (("nowait_retries", "NOWAIT retries (after back-off)"),
-                       ("retries", "failed attempts re-queued with back-off"),
-                       ("dead_lettered", "jobs dead-lettered"),
-                       ("lease_expiries", "lease expiries (reaper)"),
-                       ("stale_completions", "stale completions rejected by the token"),
-                       ("redeliveries", "redeliveries (claims beyond a job's first)"),
-                       ("crashed_claims", "claims abandoned by crashed workers (fault)"),
-                       ("late_completions", "late completions (fault)"),
-                       ("backend_kills", "backends killed (fault)")):
-        if key in summary:
-            rows.append(_row(label, fmt_num(summary.get(key))))
-    if config.get("wakeup") == "notify":
-        waiters = summary.get("notify_lock_waiters") or {}
-        if summary.get("notify_wakeups") is not None:  # None: a library's own worker (its wake-ups are its own)
-            rows.append(_row("idle waits ended by a notification (WAKEUP=notify)", fmt_num(summary.get("notify_wakeups"))))
-        rows.append(_row("commits waiting on the notify lock max / mean (Lock:object)",
-                         f"{fmt_num(waiters.get('max'))} / {fmt_num(waiters.get('mean'), 2)} sessions"))
-    rows.extend(queue_rows(summary))
+
+
+def _open_loop_rows(summary: dict) -> list[dict]:
+    """Offered load, jobs produced, producer lag and the keep-up verdict; none for a closed-loop run."""
+    if not summary.get("offered_rate_jobs_per_s"):
+        return []
+    lag = summary.get("producer_lag_ms") or {}
+    return [_row("offered load (open-loop producers)", fmt_num(summary["offered_rate_jobs_per_s"], 1, "jobs/s")),
+            _row("jobs produced", fmt_num(summary.get("jobs_produced"))),
+            _row("producer schedule lag p50 / p99 / max",
+                 " / ".join(fmt_num(lag.get(k), 3) for k in ("p50", "p99", "max")) + " ms"),
+            _row("does the queue keep up?", str(summary.get("saturation_verdict")),
+                 bad=bool(summary.get("saturated")))]
+
+
+def _retry_rows(summary: dict) -> list[dict]:
+    """Retry, lease and fault figures (measured window), those the run has."""
+    return [_row(label, fmt_num(summary.get(key)))
+            for key, label in (("nowait_retries", "NOWAIT retries (after back-off)"),
+                               ("retries", "failed attempts re-queued with back-off"),
+                               ("dead_lettered", "jobs dead-lettered"),
+                               ("lease_expiries", "lease expiries (reaper)"),
+                               ("stale_completions", "stale completions rejected by the token"),
+                               ("redeliveries", "redeliveries (claims beyond a job's first)"),
+                               ("crashed_claims", "claims abandoned by crashed workers (fault)"),
+                               ("late_completions", "late completions (fault)"),
+                               ("backend_kills", "backends killed (fault)"))
+            if key in summary]
+
+
+def _notify_rows(summary: dict, config: dict) -> list[dict]:
+    """Notification wake-ups and the notify lock's waiters (``WAKEUP=notify`` only)."""
+    if config.get("wakeup") != "notify":
+        return []
+    rows = []
+    waiters = summary.get("notify_lock_waiters") or {}
+    if summary.get("notify_wakeups") is not None:  # None: a library's own worker (its wake-ups are its own)
+        rows.append(_row("idle waits ended by a notification (WAKEUP=notify)", fmt_num(summary.get("notify_wakeups"))))
+    rows.append(_row("commits waiting on the notify lock max / mean (Lock:object)",
+                     f"{fmt_num(waiters.get('max'))} / {fmt_num(waiters.get('mean'), 2)} sessions"))
+    return rows
+
+
+def _invariant_rows(summary: dict) -> list[dict]:
+    """The audit's invariants (red unless 0), in its order, then those a queue definition could not check."""
     invariants = summary.get("invariants") or {}
-    for key in invariants:  # in the audit's order (summary.json keeps it)
-        v = invariants[key]
-        rows.append(_row(f"invariant: {key}", fmt_num(v),
-                         bad=is_none_or_nan(v) or v != 0))
-    for key, why in (summary.get("uncheckable_invariants") or {}).items():  # a queue definition's audit
-        rows.append(_row(f"invariant: {key}", f"not checked: {why}", bad=True))
+    rows = [_row(f"invariant: {key}", fmt_num(v), bad=is_none_or_nan(v) or v != 0)
+            for key, v in invariants.items()]  # in the audit's order (summary.json keeps it)
+    rows.extend(_row(f"invariant: {key}", f"not checked: {why}", bad=True)
+                for key, why in (summary.get("uncheckable_invariants") or {}).items())
+    return rows
+
+
+def _wait_rows(summary: dict, config: dict) -> list[dict]:
+    """The per-job wait inside a batch (batch > 1) and a library worker's dispatch delay, in ms."""
+    rows = []
     batch_wait = summary.get("batch_wait_us") or {}
-    if (batch or 1) > 1 and batch_wait.get("p50") is not None:
+    if (as_int(config.get("batch")) or 1) > 1 and batch_wait.get("p50") is not None:
         rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",
                          " / ".join(fmt_num(batch_wait.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
     dispatch = summary.get("dispatch_delay_us") or {}
     if dispatch.get("p50") is not None:  # a queue library's own worker
         rows.append(_row("dispatch delay p50 / p99 (the library's fetch returned, its task not started)",
                          " / ".join(fmt_num(dispatch.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
+    return rows
+
+
+def _cost_rows(summary: dict, config: dict) -> list[dict]:
+    """Archived jobs (archive layout), table sizes before / after, harness CPU and the monitor's cost."""
+    rows = []
     if config.get("layout") == "archive":
         rows.append(_row("jobs moved to the archive (mover)", fmt_num(summary.get("archived_jobs"))))
     sizes = summary.get("table_sizes") or {}
@@ -140,7 +173,9 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
             text = f"table {part['table_bytes'] / 1e6:,.1f} MB, indexes {part['indexes_bytes'] / 1e6:,.1f} MB"
             return text + (f", archive {part['archive_bytes'] / 1e6:,.1f} MB" if part.get("archive_bytes") else "")
         rows.append(_row("sizes before / after the run", f"{mb(sizes['before'])} / {mb(sizes['after'])}"))
+    cpu = summary.get("harness_cpu_max_pct")
     limit = summary.get("harness_cpu_limit_pct")  # the run's own suspect limit (bench/run_summary.py)
+    mon = summary.get("monitor_query_us") or {}
     rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
                      bad=not is_none_or_nan(cpu) and limit is not None and float(cpu) > limit))
     rows.append(_row("monitor query cost mean / max",

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from bench.analysis.statistics import fit_usl  # noqa: E402
+from bench.analysis.statistics import UslFit, fit_usl  # noqa: E402
 from bench.report.format import NA, fmt_num, fmt_sig  # noqa: E402
 from bench.report.render import legend_above, save_png  # noqa: E402
 from bench.report.sweep_axes import (  # noqa: E402
@@ -46,6 +46,16 @@ def _fit_points(sweep: SweepResults, cells: list[Cell]) -> tuple[list[float], li
     return ws, xs, left_out
 
 
+#: The throughput-vs-workers figure's caption (the series not drawn follow it).
+SCALING_CAPTION = (
+    "Mean throughput (jobs completed per second over the measured window) at each worker count, "
+    "with the 95 % confidence interval of the mean across repetitions as error bars; dashed: the "
+    "Universal Scalability Law X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted to the trustworthy runs, "
+    "its peak marked ▼. σ (contention) bends the curve flat; κ (coherency, crosstalk between "
+    "workers) makes it fall after the peak. Red rings mark cells with a failed, suspect or "
+    "invariant-breaking run.")
+
+
 def scaling_figure(sweep: SweepResults) -> tuple[dict | None, list[dict]]:
     """Throughput vs workers with a USL fit per series; returns (figure spec, USL table rows).
 
@@ -57,84 +67,92 @@ def scaling_figure(sweep: SweepResults) -> tuple[dict | None, list[dict]]:
     series = cell_series(sweep, "workers")
     table, drawn = [], []
     for label, cells in series:
-        ws, xs, left_out = _fit_points(sweep, cells)
-        counts = sorted({int(w) for w in ws})
-        row = {"series": label, "n_points": len(ws), "worker_counts": ", ".join(str(c) for c in counts) or NA,
-               "left_out": left_out, "fit": None, "reason": None}
-        fit = None
-        try:
-            fit = fit_usl(ws, xs)
-        except ValueError as exc:
-            row["reason"] = (f"no fit: {len(counts)} distinct worker count{'s' if len(counts) != 1 else ''} "
-                             f"with trustworthy runs ({row['worker_counts']}); the USL has three parameters and "
-                             f"needs at least 3" if len(counts) < 3 else f"no fit: {exc}")
-        else:
-            row["fit"] = {
-                "lambda": fmt_sig(fit.lambda_jobs_per_s),
-                "sigma": f"{fit.sigma:.4g}", "sigma_se": NA if is_missing(fit.sigma_stderr) else f"{fit.sigma_stderr:.2g}",
-                "kappa": f"{fit.kappa:.4g}", "kappa_se": NA if is_missing(fit.kappa_stderr) else f"{fit.kappa_stderr:.2g}",
-                "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else f"{fit.peak_workers:,.1f}"),
-                "peak_jobs": ("∞" if math.isinf(fit.peak_jobs_per_s) else fmt_num(fit.peak_jobs_per_s)),
-                "mape": f"{fit.mape_pct:.1f}", "r2": NA if is_missing(fit.r2) else f"{fit.r2:.3f}",
-                "poor": (fit.mape_pct > 10 or (not is_missing(fit.sigma_stderr) and fit.sigma_stderr > max(fit.sigma, 1e-9))
-                         or (not is_missing(fit.kappa_stderr) and fit.kappa_stderr > max(fit.kappa, 1e-12))),
-                "beyond": (not math.isinf(fit.peak_workers) and fit.peak_workers > max(counts)),
-            }
+        row, fit = _usl_row(sweep, label, cells)
         table.append(row)
         if len(cells) >= 2:
             drawn.append((label, cells, fit))
-
     if not drawn:
         return None, table
-
-    def draw() -> bytes:
-        fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100, layout="constrained")
-        all_w, all_stats, handles, labels = [], [], [], []
-        for color, xs, (label, cells, fit) in colored(sweep, drawn, "workers"):
-            stats = [c.stat("throughput_jobs_per_s") for c in cells]
-            h = errorbar(ax, xs, stats, fmt="o", color=color)
-            ring_bad(ax, xs, stats, cells)
-            all_w += xs
-            all_stats += stats
-            if fit is not None:
-                shown_peak = not math.isinf(fit.peak_workers) and fit.peak_workers <= 4 * max(xs)
-                top = max(max(xs), fit.peak_workers if shown_peak else 0) * 1.15
-                grid = np.geomspace(min(xs), top, 200)
-                (line,) = ax.plot(grid, fit.predict(grid), "--", color=color, linewidth=1.2)
-                handles.append((h, line))
-                labels.append(f"{label}: mean ± 95 % CI, USL fit σ {fit.sigma:.3g}, κ {fit.kappa:.2g}")
-            else:
-                handles.append(h)
-                labels.append(f"{label}: mean ± 95 % CI (no fit)")
-            if fit is not None and shown_peak:  # a peak far beyond the measured counts is in the table only
-                ax.plot([fit.peak_workers], [fit.peak_jobs_per_s], marker="v", color=color, markersize=8)
-                ax.annotate(f"peak {fmt_num(fit.peak_jobs_per_s)} jobs/s\nat {fit.peak_workers:.0f} workers",
-                            (fit.peak_workers, fit.peak_jobs_per_s), textcoords="offset points",
-                            xytext=(6, 6), fontsize="x-small", color=color)
-                all_w.append(fit.peak_workers)
-        if any(c.bad for _, cells, _ in drawn for c in cells):
-            (ring,) = ax.plot([], [], "o", **RING)
-            handles.append(ring)
-            labels.append("cell with a failed, suspect or invariant-breaking run")
-        int_log_axis(ax, [w for w in all_w if w > 0 and float(w).is_integer()] or all_w)
-        ax.set_xlim(min(all_w) / 1.3, max(all_w) * 1.3)
-        ax.set_xlabel("workers (connections, log scale)")
-        linear_y(ax, all_stats, "throughput (jobs/s)")
-        ax.grid(True, alpha=0.3)
-        legend_above(ax, handles, labels=labels)
-        return save_png(fig)
-
-    caption = ("Mean throughput (jobs completed per second over the measured window) at each worker count, "
-               "with the 95 % confidence interval of the mean across repetitions as error bars; dashed: the "
-               "Universal Scalability Law X(N) = λN / (1 + σ(N−1) + κN(N−1)) fitted to the trustworthy runs, "
-               "its peak marked ▼. σ (contention) bends the curve flat; κ (coherency, crosstalk between "
-               "workers) makes it fall after the peak. Red rings mark cells with a failed, suspect or "
-               "invariant-breaking run.")
+    caption = SCALING_CAPTION
     _, skipped = drawable(series)
     if skipped:
         caption += (" Not drawn (a single worker count, nothing to scale): " + "; ".join(skipped) + ".")
     return {"name": "throughput_vs_workers", "title": "Throughput vs workers (USL fit)",
-            "caption": caption, "draw": draw}, table
+            "caption": caption, "draw": lambda: _draw_scaling(sweep, drawn)}, table
+
+
+def _usl_row(sweep: SweepResults, label: str, cells: list[Cell]) -> tuple[dict, UslFit | None]:
+    """The USL table's row of one series (see :func:`scaling_figure`) and its fit (None when there is none)."""
+    ws, xs, left_out = _fit_points(sweep, cells)
+    counts = sorted({int(w) for w in ws})
+    row = {"series": label, "n_points": len(ws), "worker_counts": ", ".join(str(c) for c in counts) or NA,
+           "left_out": left_out, "fit": None, "reason": None}
+    try:
+        fit = fit_usl(ws, xs)
+    except ValueError as exc:
+        row["reason"] = (f"no fit: {len(counts)} distinct worker count{'s' if len(counts) != 1 else ''} "
+                         f"with trustworthy runs ({row['worker_counts']}); the USL has three parameters and "
+                         f"needs at least 3" if len(counts) < 3 else f"no fit: {exc}")
+        return row, None
+    row["fit"] = {
+        "lambda": fmt_sig(fit.lambda_jobs_per_s),
+        "sigma": f"{fit.sigma:.4g}", "sigma_se": NA if is_missing(fit.sigma_stderr) else f"{fit.sigma_stderr:.2g}",
+        "kappa": f"{fit.kappa:.4g}", "kappa_se": NA if is_missing(fit.kappa_stderr) else f"{fit.kappa_stderr:.2g}",
+        "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else f"{fit.peak_workers:,.1f}"),
+        "peak_jobs": ("∞" if math.isinf(fit.peak_jobs_per_s) else fmt_num(fit.peak_jobs_per_s)),
+        "mape": f"{fit.mape_pct:.1f}", "r2": NA if is_missing(fit.r2) else f"{fit.r2:.3f}",
+        "poor": (fit.mape_pct > 10 or (not is_missing(fit.sigma_stderr) and fit.sigma_stderr > max(fit.sigma, 1e-9))
+                 or (not is_missing(fit.kappa_stderr) and fit.kappa_stderr > max(fit.kappa, 1e-12))),
+        "beyond": (not math.isinf(fit.peak_workers) and fit.peak_workers > max(counts)),
+    }
+    return row, fit
+
+
+def _draw_scaling(sweep: SweepResults, drawn: list) -> bytes:
+    """The throughput-vs-workers PNG: each ``(label, cells, fit)`` of ``drawn`` as means with error bars,
+    its USL curve and peak, and a ring legend entry when a cell is bad."""
+    fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100, layout="constrained")
+    all_w, all_stats, handles, labels = [], [], [], []
+    for color, xs, (label, cells, fit) in colored(sweep, drawn, "workers"):
+        stats = [c.stat("throughput_jobs_per_s") for c in cells]
+        h = errorbar(ax, xs, stats, fmt="o", color=color)
+        ring_bad(ax, xs, stats, cells)
+        all_w += xs
+        all_stats += stats
+        if fit is None:
+            handles.append(h)
+            labels.append(f"{label}: mean ± 95 % CI (no fit)")
+            continue
+        handles.append((h, _draw_usl(ax, fit, xs, color)))
+        labels.append(f"{label}: mean ± 95 % CI, USL fit σ {fit.sigma:.3g}, κ {fit.kappa:.2g}")
+        if not math.isinf(fit.peak_workers) and fit.peak_workers <= 4 * max(xs):
+            all_w.append(fit.peak_workers)
+    if any(c.bad for _, cells, _ in drawn for c in cells):
+        (ring,) = ax.plot([], [], "o", **RING)
+        handles.append(ring)
+        labels.append("cell with a failed, suspect or invariant-breaking run")
+    int_log_axis(ax, [w for w in all_w if w > 0 and float(w).is_integer()] or all_w)
+    ax.set_xlim(min(all_w) / 1.3, max(all_w) * 1.3)
+    ax.set_xlabel("workers (connections, log scale)")
+    linear_y(ax, all_stats, "throughput (jobs/s)")
+    ax.grid(True, alpha=0.3)
+    legend_above(ax, handles, labels=labels)
+    return save_png(fig)
+
+
+def _draw_usl(ax: plt.Axes, fit: UslFit, xs: list[float], color: str) -> Line2D:
+    """Draw ``fit``'s curve over the worker counts ``xs`` (on to its peak when that is within 4 times the
+    largest), and mark the peak then; returns the curve's line."""
+    shown_peak = not math.isinf(fit.peak_workers) and fit.peak_workers <= 4 * max(xs)
+    top = max(max(xs), fit.peak_workers if shown_peak else 0) * 1.15
+    grid = np.geomspace(min(xs), top, 200)
+    (line,) = ax.plot(grid, fit.predict(grid), "--", color=color, linewidth=1.2)
+    if shown_peak:  # a peak far beyond the measured counts is in the table only
+        ax.plot([fit.peak_workers], [fit.peak_jobs_per_s], marker="v", color=color, markersize=8)
+        ax.annotate(f"peak {fmt_num(fit.peak_jobs_per_s)} jobs/s\nat {fit.peak_workers:.0f} workers",
+                    (fit.peak_workers, fit.peak_jobs_per_s), textcoords="offset points",
+                    xytext=(6, 6), fontsize="x-small", color=color)
+    return line
 
 
 def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, x_axis: str,

@@ -44,10 +44,12 @@ def _flag(value: bool | str) -> int | str:
     return value if isinstance(value, str) else int(value)
 
 
-def cell_row(cell_id: str, rep: int, cfg: RunConfig, run_dir: Path | None, sweep_dir: Path,
-             summary: dict | None, status: str, seeded_backlog: int | None = None) -> dict:
-    """One ``cells.csv`` row from a run's ``summary.json`` (``summary`` None for a failed run);
-    ``backlog`` is the backlog really seeded (``run.json``), else the configured one."""
+def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: Path, run_dir: Path | None = None,
+             summary: dict | None = None, seeded_backlog: int | None = None) -> dict:
+    """One ``cells.csv`` row of repetition ``rep`` of cell ``cell_id`` run with ``cfg``, from the run's
+    ``summary.json`` (``summary`` and ``run_dir`` None for a run that failed before it wrote one);
+    ``run_dir`` is written relative to ``sweep_dir``, and ``backlog`` is the backlog really seeded
+    (``seeded_backlog``, from ``run.json``), else the configured one."""
     row = {"cell_id": cell_id, "rep": rep, "status": status,
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
            "engine": cfg.engine, "queue": cfg.queue, "isolation": cfg.isolation,

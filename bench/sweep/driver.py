@@ -35,7 +35,7 @@ import itertools
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import IO, Any, Callable, Mapping
 
 from bench.config.file_values import check_file_value
 from bench.config.parameters import BY_KEY, SWEEP_AXES
@@ -199,23 +199,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     (raises :class:`SweepInterrupted`) without recording it. The saved states are
     dropped when every run has been measured.
     """
-    from tqdm import tqdm  # the progress bar: a well-kept library, not our own
-
-    from bench.engines import engine_for, get_engine
-    from bench import runner
-
-    sweep_dir = None if fresh else find_resumable(results_dir, sweep)
-    if sweep_dir is None:
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        sweep_dir = results_dir / "sweeps" / f"{sweep.name}-{stamp}"
-        sweep_dir.mkdir(parents=True)
-        meta = {"sweep_id": sweep_dir.name, **sweep.description(), "started_at": _now_iso(),
-                "ended_at": None, "complete": False}
-        write_meta(sweep_dir, meta)
-        log(f"sweep {sweep.name}: {len(sweep.cells)} cells x {sweep.repetitions} repetitions -> {sweep_dir}")
-    else:
-        meta = read_result(sweep_dir / "sweep.json")
-        log(f"sweep {sweep.name}: resuming {sweep_dir}")
+    sweep_dir, meta = _open_sweep_dir(sweep, results_dir, fresh, log)
     done = measured_runs(sweep_dir)
     keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
     todo = [(cid, params, cfg, rep) for cid, params, cfg in sweep.cells for rep in range(1, sweep.repetitions + 1)
@@ -223,56 +207,9 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     total = len(sweep.cells) * sweep.repetitions
     if done:
         log(f"{len(done)} of {total} runs already measured; {len(todo)} to go")
-    dsn_of = (lambda name: dsn[name]) if isinstance(dsn, Mapping) else (lambda name: dsn)
-    state_schema = {}  # engine name -> its saved states' schema, for the engines the sweep ran
-    # disable=None: no bar when stderr is not a terminal (a piped log gets each run's own lines, not redraws)
-    bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=sweep.name, dynamic_ncols=True, disable=None,
-               bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
-    run_log = (sweep_dir / "sweep.log").open("a")
-    out_of_time = False
-    try:
-        for cid, params, cfg, rep in todo:
-            what = ", ".join(f"{k}={v}" for k, v in params.items())
-            if deadline is not None and time.monotonic() + cfg.warmup_s + cfg.duration_s > deadline:
-                bar.write(f"  {cid} rep {rep} ({what}): not run, the time budget is spent")
-                out_of_time = True
-                break
-            bar.set_postfix_str(f"{cid} rep {rep}: {what}")
-            cfg = _with_results(cfg, sweep_dir / "runs")
-            run_log.write(f"== {cid} rep {rep}: {what}\n")
-            started = time.monotonic()
-            engine = engine_for(cfg)
-            state_schema[cfg.engine] = engine.state_schema_for(sweep.base.schema)
-            try:
-                run_dir = runner.run(cfg, dsn_of(cfg.engine),
-                                     log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
-                                     state_schema=state_schema[cfg.engine])
-            except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
-                raise SweepInterrupted(sweep_dir) from None
-            except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
-                reason = engine.error_message(err)
-                append_row(sweep_dir, cell_row(cid, rep, cfg, None, sweep_dir, None, f"failed: {reason}"))
-                bar.write(f"  {cid} rep {rep} ({what}): failed: {reason}")
-                bar.update(1)
-                continue
-            result = RunResult.load(run_dir)
-            summary = result.summary
-            if not summary["complete"] and not summary.get("database_lost"):
-                raise SweepInterrupted(sweep_dir)
-            status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
-            on_run(run_dir)
-            seeded = result.run.get("backlog")
-            append_row(sweep_dir, cell_row(cid, rep, cfg, run_dir, sweep_dir, summary, status, seeded))
-            claim = summary["claim_latency_us"]
-            bar.write(f"  {cid} rep {rep} ({what}): {summary['throughput_jobs_per_s']:,} jobs/s, claim p50 "
-                      f"{_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
-                      + (" SUSPECT" if summary["suspect"] else "") + (" SATURATED" if summary.get("saturated") else "")
-                      + f" [{time.monotonic() - started:.0f} s]")
-            bar.update(1)
-    finally:
-        bar.close()
-        run_log.close()
-    failed = len(sweep.cells) * sweep.repetitions - len(measured_runs(sweep_dir))
+    runs = _SweepRuns(sweep, sweep_dir, dsn, on_run)
+    out_of_time = runs.measure_all(todo, total, deadline)
+    failed = total - len(measured_runs(sweep_dir))
     meta.update(complete=failed == 0, ended_at=_now_iso())
     write_meta(sweep_dir, meta)
     if out_of_time:  # an experiment's budget: its verdict is decided without these runs
@@ -280,9 +217,109 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     elif failed:
         log(f"{failed} runs failed (see cells.csv); run the sweep again to retry just those")
     if out_of_time or not failed:
-        for name, schema in state_schema.items():
-            get_engine(name).drop_schema_at(dsn_of(name), schema)
+        runs.drop_saved_states()
     return sweep_dir
+
+
+def _open_sweep_dir(sweep: Sweep, results_dir: Path, fresh: bool, log: Callable[[str], None]) -> tuple[Path, dict]:
+    """The sweep's directory and its ``sweep.json`` fields: the newest unfinished one of the same matrix
+    under ``results_dir`` (unless ``fresh``), else a new one, its ``sweep.json`` written."""
+    sweep_dir = None if fresh else find_resumable(results_dir, sweep)
+    if sweep_dir is not None:
+        log(f"sweep {sweep.name}: resuming {sweep_dir}")
+        return sweep_dir, read_result(sweep_dir / "sweep.json")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    sweep_dir = results_dir / "sweeps" / f"{sweep.name}-{stamp}"
+    sweep_dir.mkdir(parents=True)
+    meta = {"sweep_id": sweep_dir.name, **sweep.description(), "started_at": _now_iso(),
+            "ended_at": None, "complete": False}
+    write_meta(sweep_dir, meta)
+    log(f"sweep {sweep.name}: {len(sweep.cells)} cells x {sweep.repetitions} repetitions -> {sweep_dir}")
+    return sweep_dir, meta
+
+
+class _SweepRuns:
+    """The runs of one sweep directory: each measured through :func:`bench.runner.run` (its lines to
+    ``sweep.log``), its row appended to ``cells.csv``, one line on the progress bar; and the schemas of
+    the saved history states the engines it ran keep."""
+
+    def __init__(self, sweep: Sweep, sweep_dir: Path, dsn: str | Mapping[str, str],
+                 on_run: Callable[[Path], None]) -> None:
+        self.sweep, self.sweep_dir, self.dsn, self.on_run = sweep, sweep_dir, dsn, on_run
+        self.state_schema: dict[str, str] = {}  # engine name -> its saved states' schema
+
+    def dsn_of(self, engine: str) -> str:
+        """The DSN of ``engine``'s server (the one DSN when the sweep was given one)."""
+        return self.dsn[engine] if isinstance(self.dsn, Mapping) else self.dsn
+
+    def measure_all(self, todo: list[tuple], total: int, deadline: float | None) -> bool:
+        """Measure each ``(cell_id, params, cfg, rep)`` of ``todo`` in order, under a progress bar of ``total``
+        runs; True when ``deadline`` stopped it before a run that would have ended after it."""
+        from tqdm import tqdm  # the progress bar: a well-kept library, not our own
+
+        # disable=None: no bar when stderr is not a terminal (a piped log gets each run's own lines, not redraws)
+        bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=self.sweep.name, dynamic_ncols=True,
+                   disable=None,
+                   bar_format="{desc}: {n_fmt}/{total_fmt} runs |{bar}| {elapsed} elapsed, about {remaining} left")
+        run_log = (self.sweep_dir / "sweep.log").open("a")
+        try:
+            for cid, params, cfg, rep in todo:
+                what = ", ".join(f"{k}={v}" for k, v in params.items())
+                if deadline is not None and time.monotonic() + cfg.warmup_s + cfg.duration_s > deadline:
+                    bar.write(f"  {cid} rep {rep} ({what}): not run, the time budget is spent")
+                    return True
+                bar.set_postfix_str(f"{cid} rep {rep}: {what}")
+                run_log.write(f"== {cid} rep {rep}: {what}\n")
+                bar.write(f"  {cid} rep {rep} ({what}): {self._measure(cid, rep, cfg, run_log)}")
+                bar.update(1)
+        finally:
+            bar.close()
+            run_log.close()
+        return False
+
+    def _measure(self, cid: str, rep: int, cfg: RunConfig, run_log: IO[str]) -> str:
+        """Run repetition ``rep`` of cell ``cid`` and append its ``cells.csv`` row; returns its outcome in
+        one line (``failed: <reason>`` for a run the database or the configuration refused).
+
+        Raises:
+            SweepInterrupted: the run was interrupted (Ctrl-C, or an incomplete run with its database up).
+        """
+        from bench.engines import engine_for
+        from bench import runner
+
+        cfg = _with_results(cfg, self.sweep_dir / "runs")
+        started = time.monotonic()
+        engine = engine_for(cfg)
+        self.state_schema[cfg.engine] = engine.state_schema_for(self.sweep.base.schema)
+        try:
+            run_dir = runner.run(cfg, self.dsn_of(cfg.engine),
+                                 log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
+                                 state_schema=self.state_schema[cfg.engine])
+        except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
+            raise SweepInterrupted(self.sweep_dir) from None
+        except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
+            status = f"failed: {engine.error_message(err)}"
+            append_row(self.sweep_dir, cell_row(cid, rep, cfg, status=status, sweep_dir=self.sweep_dir))
+            return status
+        result = RunResult.load(run_dir)
+        summary = result.summary
+        if not summary["complete"] and not summary.get("database_lost"):
+            raise SweepInterrupted(self.sweep_dir)
+        status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
+        self.on_run(run_dir)
+        append_row(self.sweep_dir, cell_row(cid, rep, cfg, status=status, sweep_dir=self.sweep_dir, run_dir=run_dir,
+                                            summary=summary, seeded_backlog=result.run.get("backlog")))
+        claim = summary["claim_latency_us"]
+        return (f"{summary['throughput_jobs_per_s']:,} jobs/s, claim p50 {_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
+                + (" SUSPECT" if summary["suspect"] else "") + (" SATURATED" if summary.get("saturated") else "")
+                + f" [{time.monotonic() - started:.0f} s]")
+
+    def drop_saved_states(self) -> None:
+        """Drop the saved history states' schema of each engine the sweep ran."""
+        from bench.engines import get_engine
+
+        for name, schema in self.state_schema.items():
+            get_engine(name).drop_schema_at(self.dsn_of(name), schema)
 
 
 def _with_results(cfg: RunConfig, results: Path) -> RunConfig:
