@@ -121,7 +121,9 @@ def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_it
     table_ms = 1000 * _median(pickups)
     tool_ms = summary["pickup_latency_ms"]["p50"]
     assert abs(tool_ms - table_ms) <= max(0.10 * table_ms, 2.0), (tool_ms, table_ms)
-    assert summary["invariants"]["lost_jobs"] == 0 and summary["jobs_completed"] >= 0.9 * rate * (end - start)
+    # it kept up with what arrived in this window (the producers' own count, not RATE: on a loaded machine they lag)
+    assert summary["invariants"]["lost_jobs"] == 0 and summary["jobs_completed"] >= 0.9 * summary["jobs_produced"], \
+        (summary["jobs_completed"], summary["jobs_produced"])
 
 
 @pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
