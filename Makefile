@@ -130,12 +130,12 @@ bench-ui: $(STAMP) ## one run under Locust's web UI (WEB_PORT, MAX_WORKERS)
 # else one line naming them and exit 2 before any test (tests/prerequisites.sh).
 test: $(TEST_STAMP) ## the full test suite, as CI runs it
 	tests/prerequisites.sh
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 # The quick tier (at most 5 minutes on 2 cores): every layer, without the tests marked slow.
 test-quick: $(TEST_STAMP) ## the quick tier (tests marked slow left out): a few minutes, every layer
 	tests/prerequisites.sh
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -rs -m "not slow"
 
 # The harness's memory over a long run (a benchmark, not a test): one run, 10 minutes unless
 # DURATION is given; other run parameters pass through. It logs the harness RSS every minute
