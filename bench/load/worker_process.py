@@ -54,7 +54,7 @@ from bench.measure import interval_codec, metrics, seconds  # noqa: E402
 from bench.measure.claimlog import StampedLog  # noqa: E402
 from bench.measure.cpu_meter import CpuMeter  # noqa: E402
 
-__all__ = ["DSN_ENV", "EXIT_AFTER_DONE_S", "exit_now", "main", "serve"]
+__all__ = ["DSN_ENV", "EXIT_AFTER_DONE_S", "WorkerProcess", "exit_now", "main", "serve"]
 
 #: The environment variable that carries the DSN to a worker process started on this machine.
 DSN_ENV = "QBENCH_WORKER_DSN"
@@ -83,52 +83,93 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
         log(f"qbench worker: no master answered at {master_host}:{master_port} within "
             f"{CONNECT_TIMEOUT * CONNECT_RETRY_COUNT} s")
         return 1
-    state: dict = {}
-    cpu = CpuMeter(psutil.Process())
-    greenlets: list = []
-    configured = gevent.event.Event()
+    process = WorkerProcess(env, runner, f"{master_host}:{master_port}", dsn, log)
+    process.listen()
+    return process.wait()
 
-    def on_config(environment, msg, **_):
-        index = int(msg.data["process"])
-        state["index"] = index
+
+class WorkerProcess:
+    """One load generator process connected to its master (``master``, ``host:port``): Locust's
+    worker ``runner`` in ``env``, the run's state once the master has sent the configuration
+    (``index``, ``cfg``, ``recorder``, ``claims``, ``ctx``; ``failed`` when its sessions could not be
+    set up), and a handler per message of the master (the module's docstring lists them)."""
+
+    def __init__(self, env, runner, master: str, dsn: str, log):
+        self.env, self.runner, self.master, self.dsn, self.log = env, runner, master, dsn, log
+        self.index = self.cfg = self.recorder = self.claims = self.ctx = self.failed = None
+        self.cpu = CpuMeter(psutil.Process())
+        self.greenlets: list = []
+        self.configured = gevent.event.Event()
+
+    def listen(self) -> None:
+        """Register the handlers, watch the master's heartbeat, and say hello: asked for only now, since a
+        message the master sent as the connection opened could come before the handlers exist (Locust
+        drops a message it has no handler for)."""
+        for name, handler in (("qbench_config", self.on_config), ("qbench_go", self.on_go),
+                              ("qbench_rotate", self.on_rotate), ("qbench_stopping", self.on_stopping),
+                              ("qbench_fault", self.on_fault), ("qbench_refused", self.on_refused)):
+            self.runner.register_message(name, handler)
+        self.greenlets.append(gevent.spawn(self.watch_master))
+        self.runner.send_message("qbench_hello", {"host": socket.gethostname(), "pid": os.getpid()})
+        self.env.events.test_stop.add_listener(self.on_test_stop)
+
+    def wait(self) -> int:
+        """Wait for the configuration, then for the runner to end; the exit status (see :func:`serve`)."""
+        if not self.configured.wait(timeout=CONFIG_WAIT_S):
+            self.log(f"qbench worker: no configuration from the master at {self.master} within {CONFIG_WAIT_S:g} s")
+            return 1
+        if self.failed is not None:
+            self.log(f"qbench worker: {self.failed}")
+            gevent.sleep(EXIT_AFTER_DONE_S)  # let the message leave
+            return 1
         try:
-            cfg = from_public(msg.data["config"], dsn)
+            self.runner.greenlet.join()
+        finally:
+            gevent.killall(self.greenlets)
+        return 0
+
+    def on_config(self, environment, msg, **_) -> None:
+        """Set up this process's sessions for the run's configuration; tell the master ready or failed."""
+        self.index = int(msg.data["process"])
+        try:
+            cfg = from_public(msg.data["config"], self.dsn)
             engine = engine_for(cfg)
-            sessions = engine.sessions(dsn, cfg)
+            sessions = engine.sessions(self.dsn, cfg)
             sessions.check_cooperative()
-            engine.connect(dsn, "queue-bench worker check").close()  # a DSN this host cannot use fails here
+            engine.connect(self.dsn, "queue-bench worker check").close()  # a DSN this host cannot use fails here
         except Exception as err:  # noqa: BLE001 - any failure is told to the master, in one line
             if not isinstance(err, (QBenchError, KeyError, TypeError, ValueError)):
                 err = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
-            runner.send_message("qbench_failed", {"process": index, "error": str(err)})
-            state["failed"] = str(err)
-            configured.set()
+            self.runner.send_message("qbench_failed", {"process": self.index, "error": str(err)})
+            self.failed = str(err)
+            self.configured.set()
             return
-        recorder = metrics.Recorder(cfg.batch)
-        claims = StampedLog()
-        ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=recorder, log=claims,
-                                 name_prefix=f"p{index}-")
-        env.run_context = ctx
-        env.stop_timeout = stop_timeout_s(cfg)  # a stopping user finishes its cycle, within this
-        state.update(cfg=cfg, recorder=recorder, claims=claims, ctx=ctx)
-        greenlets.extend([gevent.spawn(report_connected), gevent.spawn(seconds.loop_lag_probe, recorder)])
-        runner.send_message("qbench_ready", {"process": index, "host": socket.gethostname(), "pid": os.getpid()})
-        configured.set()
+        self.cfg, self.recorder, self.claims = cfg, metrics.Recorder(cfg.batch), StampedLog()
+        self.ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=self.recorder, log=self.claims,
+                                      name_prefix=f"p{self.index}-")
+        self.env.run_context = self.ctx
+        self.env.stop_timeout = stop_timeout_s(cfg)  # a stopping user finishes its cycle, within this
+        self.greenlets.extend([gevent.spawn(self.report_connected), gevent.spawn(seconds.loop_lag_probe, self.recorder)])
+        self.runner.send_message("qbench_ready", {"process": self.index, "host": socket.gethostname(),
+                                                  "pid": os.getpid()})
+        self.configured.set()
 
-    def on_go(environment, msg, **_):
-        cpu.read()  # the connecting phase's CPU belongs to no second
-        state["ctx"].go.set()
+    def on_go(self, environment, msg, **_) -> None:
+        """Every worker is connected: claim now."""
+        self.cpu.read()  # the connecting phase's CPU belongs to no second
+        self.ctx.go.set()
 
-    def on_rotate(environment, msg, **_):
-        interval = state["recorder"].rotate(int(msg.data["index"]), float(msg.data["start_s"]),
-                                            float(msg.data["end_s"]))
-        runner.send_message("qbench_interval", {"process": state["index"], "interval": interval_codec.encode(interval),
-                                                "cpu": list(cpu.read()), "events": state["claims"].take(),
-                                                "workers": state["ctx"].running_workers})
+    def on_rotate(self, environment, msg, **_) -> None:
+        """Close the second the master names and send it, with this process's CPU and claim events."""
+        interval = self.recorder.rotate(int(msg.data["index"]), float(msg.data["start_s"]), float(msg.data["end_s"]))
+        self.runner.send_message("qbench_interval", {
+            "process": self.index, "interval": interval_codec.encode(interval), "cpu": list(self.cpu.read()),
+            "events": self.claims.take(), "workers": self.ctx.running_workers})
         interval.release()  # a killed process loses at most its last second of claim events
 
-    def on_fault(environment, msg, **_):
-        ctx, data = state["ctx"], msg.data
+    def on_fault(self, environment, msg, **_) -> None:
+        """Open a fault window on ``count`` of this process's workers, chosen at random, or close it."""
+        ctx, data = self.ctx, msg.data
         if data["open"]:
             names = list(ctx.worker_names)
             mark_workers(ctx, data["kind"], set(random.sample(names, min(int(data["count"]), len(names)))),
@@ -136,69 +177,47 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
         else:
             ctx.active_faults.pop(data["kind"], None)
 
-    def on_stopping(environment, msg, **_):
-        state["ctx"].stopping = True
+    def on_stopping(self, environment, msg, **_) -> None:
+        """Finish the current cycle."""
+        self.ctx.stopping = True
 
-    def on_refused(environment, msg, **_):
-        log(f"qbench worker: refused by the master at {master_host}:{master_port}: {msg.data.get('reason')}")
-        runner.client.send(Message("quit", None, runner.client_id))  # leave Locust's list of workers
+    def on_refused(self, environment, msg, **_) -> None:
+        """Not wanted, or the master stopped: leave Locust's list of workers and exit 2."""
+        self.log(f"qbench worker: refused by the master at {self.master}: {msg.data.get('reason')}")
+        self.runner.client.send(Message("quit", None, self.runner.client_id))
         gevent.spawn_later(0.2, exit_now, 2)
 
-    def watch_master():
-        """Exit when the master has gone quiet: no heartbeat for :data:`MASTER_GONE_S`."""
-        while True:
-            gevent.sleep(1.0)
-            last = runner.last_heartbeat_timestamp
-            if last and time.time() - last > MASTER_GONE_S:
-                log(f"qbench worker: the master at {master_host}:{master_port} went away "
-                    f"(no heartbeat for {MASTER_GONE_S:g} s)")
-                exit_now(1)
-
-    for name, handler in (("qbench_config", on_config), ("qbench_go", on_go), ("qbench_rotate", on_rotate),
-                          ("qbench_stopping", on_stopping), ("qbench_fault", on_fault), ("qbench_refused", on_refused)):
-        runner.register_message(name, handler)
-    greenlets.append(gevent.spawn(watch_master))
-    # Asked for only now: a message the master sent as the connection opened could come before
-    # these handlers exist (Locust drops a message it has no handler for).
-    runner.send_message("qbench_hello", {"host": socket.gethostname(), "pid": os.getpid()})
-
-    def on_test_stop(environment, **_):
-        if "ctx" not in state:
+    def on_test_stop(self, environment, **_) -> None:
+        """The users have stopped: send the stop phase's interval, the plan state and the last claim events."""
+        if self.ctx is None:
             return
-        ctx, claims, recorder = state["ctx"], state["claims"], state["recorder"]
-        tail = recorder.rotate(recorder.rotations, 0.0, 0.0)
-        runner.send_message("qbench_done", {
-            "process": state["index"], "tail": interval_codec.encode(tail), "plan_sessions": ctx.plan_sessions,
-            "worker_explain": ctx.worker_explain, "events": claims.take(), "events_total": claims.events})
+        tail = self.recorder.rotate(self.recorder.rotations, 0.0, 0.0)
+        self.runner.send_message("qbench_done", {
+            "process": self.index, "tail": interval_codec.encode(tail), "plan_sessions": self.ctx.plan_sessions,
+            "worker_explain": self.ctx.worker_explain, "events": self.claims.take(),
+            "events_total": self.claims.events})
         tail.release()
         # Everything is handed over: exit once the message is out (Locust's quit ends the runner's
         # greenlets, not the process, and after its stop the master no longer lists this process).
         gevent.spawn_later(EXIT_AFTER_DONE_S, os._exit, 0)
 
-    env.events.test_stop.add_listener(on_test_stop)
-
-    def report_connected():
-        sent = -1
-        ctx = state["ctx"]
+    def watch_master(self) -> None:
+        """Exit when the master has gone quiet: no heartbeat for :data:`MASTER_GONE_S`."""
         while True:
-            if ctx.connected_workers != sent:
-                sent = ctx.connected_workers
-                runner.send_message("qbench_connected", {"process": state["index"], "workers": sent})
-            gevent.sleep(0.02)
+            gevent.sleep(1.0)
+            last = self.runner.last_heartbeat_timestamp
+            if last and time.time() - last > MASTER_GONE_S:
+                self.log(f"qbench worker: the master at {self.master} went away (no heartbeat for {MASTER_GONE_S:g} s)")
+                exit_now(1)
 
-    if not configured.wait(timeout=CONFIG_WAIT_S):
-        log(f"qbench worker: no configuration from the master at {master_host}:{master_port} within "
-            f"{CONFIG_WAIT_S:g} s")
-        return 1
-    if "failed" in state:
-        log(f"qbench worker: {state['failed']}")
-        gevent.sleep(EXIT_AFTER_DONE_S)  # let the message leave
-        return 1
-    try:
-        runner.greenlet.join()
-    finally:
-        gevent.killall(greenlets)
-    return 0
+    def report_connected(self) -> None:
+        """Tell the master how many of this process's workers have their first connection open, on each change."""
+        sent = -1
+        while True:
+            if self.ctx.connected_workers != sent:
+                sent = self.ctx.connected_workers
+                self.runner.send_message("qbench_connected", {"process": self.index, "workers": sent})
+            gevent.sleep(0.02)
 
 
 def main(argv: list[str] | None = None) -> int:

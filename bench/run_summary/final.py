@@ -1,0 +1,32 @@
+"""The lines a run ends with in its log."""
+
+from __future__ import annotations
+
+from bench.measure import seconds
+from bench.measure.rss import RSS_REPORTED_MIN
+from bench.results.values import library_caveat_line
+from bench.results.verdict import end_block
+
+
+def final_lines(log, s: dict) -> None:
+    """Log the lines a run ends with: the end block (:func:`bench.results.verdict.end_block`), a queue
+    library's SQL-path caveat or own-worker line, RSS, SUSPECT."""
+    if not s["measured_s"]:
+        log("nothing was measured: the run stopped during the warm-up")
+        return
+    for line in end_block(s):
+        log(line)
+    if caveat := library_caveat_line(s):
+        log(caveat)
+    library = (s.get("queue_definition") or {}).get("library") or {}
+    if library.get("mode") == "worker":
+        workers = [p for p in s.get("processes") or [] if p.get("role") == "worker"]
+        dispatch = s.get("dispatch_delay_us") or {}
+        log(f"{library['package']} {library['version']}: its own worker, in {len(workers)} process"
+            f"{'es' if len(workers) != 1 else ''} ({sum(1 for p in workers if p.get('lost'))} lost); "
+            f"dispatch delay p50 {seconds.fmt_ms(dispatch.get('p50'))}, p99 {seconds.fmt_ms(dispatch.get('p99'))}"
+            " (LIBRARY_MODE=sql sends its SQL from the tool's workers instead)")
+    rss = s["harness_rss_mb"]
+    at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
+    growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"
+    log(f"harness RSS {(at + ', ') if at else ''}{rss['end']:,.1f} MB at the end, peak {rss['max']:,.1f} MB{growth}")

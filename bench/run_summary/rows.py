@@ -1,0 +1,61 @@
+"""Figures of ``summary.json`` read from the measured seconds' rows (``intervals.csv``)."""
+
+from __future__ import annotations
+
+import math
+
+
+def percentile(values: list[float], pct: float) -> float | None:
+    """The ``pct`` percentile of ``values`` (nearest rank), None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, math.ceil(pct / 100 * len(ordered)) - 1)  # nearest-rank
+    return ordered[rank]
+
+
+def worker_changes(rows: list[dict]) -> list[dict]:
+    """The measured seconds in which the number of running workers changed (Locust's web UI, or a
+    lost load generator process): ``[{"t_s", "workers_before", "workers"}]``, counted as each
+    second ended; none in a run whose workers stayed as started."""
+    changes, before = [], None
+    for row in rows:
+        now = row.get("workers")
+        if before is not None and now is not None and now != before:
+            changes.append({"t_s": row["t_s"], "workers_before": before, "workers": now})
+        before = now if now is not None else before
+    return changes
+
+
+def index_bytes(rows: list[dict]) -> dict | None:
+    """``summary.json``'s ``claim_index_bytes``: the size of the claim's index (bytes, sampled each second as
+    intervals.csv's ``claim_index_bytes``) at the first and last sample of the measured window and its
+    largest: ``{"first", "last", "max"}``; None when never sampled (``INDEX=none``, or MariaDB)."""
+    sizes = [r["claim_index_bytes"] for r in rows if r.get("claim_index_bytes") is not None]
+    return {"first": sizes[0], "last": sizes[-1], "max": max(sizes)} if sizes else None
+
+
+def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:
+    """Plain-language notes on how often the monitor's table queries could be afforded, with their cost."""
+    notes = []
+    n = len(rows)
+    for column, kind, what, budget in (("oldest_eligible_age_s", "age", "oldest eligible age", 5),
+                                       ("queue_depth", "counts", "queue depth and running", 2)):
+        taken = sum(1 for r in rows if r.get(column) is not None)
+        spent = costs_s.get(kind) or []
+        if n and taken < n:
+            mean_ms = f"{1000 * sum(spent) / len(spent):,.1f} ms" if spent else "more than the run"
+            notes.append(f"{what} sampled in {taken} of {n} seconds: one sample took {mean_ms} on this "
+                         f"table under this load, and samples are spaced so they take at most {budget} % "
+                         "of the time")
+    if in_flight_s > 1.0:
+        notes.append(f"a monitor table query had been running for {in_flight_s:,.1f} s when the load stopped")
+    if failures:
+        notes.append(f"{failures} monitor statements failed or hit their statement_timeout "
+                     "(5 s for the statistics query, 30 s for a table query)")
+    return notes
+
+
+def column(rows: list[dict], name: str) -> list:
+    """The values of column ``name`` over ``rows``, the seconds without one left out."""
+    return [r[name] for r in rows if r.get(name) is not None]

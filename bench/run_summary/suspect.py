@@ -1,0 +1,185 @@
+"""Whether a run can be trusted: ``summary.json``'s ``suspect_reasons``, each a plain sentence on
+what may have set the pace or gone unmeasured, with the limits they are judged by."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from bench.config.run_config import RunConfig
+from bench.measure import metrics, seconds
+from bench.run_summary.facts import Figures
+
+#: Above this harness CPU (% of one core) the load generator may be the bottleneck.
+SUSPECT_CPU_PCT = 90.0
+
+
+#: Above this event-loop lag p99 (µs) over the measured window the load generator is saturated
+#: and the run suspect. It is the probe's own period: a p99 above it means that in 1 % of ticks
+#: the loop woke more than a whole period late (a 10 ms timer firing after 20 ms), so the process
+#: is not keeping its own schedule. Every latency it measures ends when its greenlet runs again,
+#: and each worker cycle waits for at least three wake-ups (claim reply, the work's timer,
+#: completion reply): a lag of this size adds tens of ms to cycles that at the calibration
+#: load (README "Calibration": pgbench 3,305 claim+complete transactions/s at 50 clients)
+#: last 50 / 3,305 s = 15 ms, so the generator, not the database, sets the pace. A starved generator
+#: reads low on CPU (it waits for a core), so the CPU rule alone misses it. Measured figures
+#: behind the choice are in the README ("Event-loop lag").
+SUSPECT_LOOP_LAG_P99_US = 10_000
+
+#: Above this producer schedule lag p50 (ms) over the measured window, the open-loop producers ran
+#: more than a second behind their schedule for most of their inserts: the queue was not offered
+#: ``RATE`` (pgbench ``--rate`` reports the same schedule lag as the sign that the offered rate was
+#: not sustained: https://www.postgresql.org/docs/current/pgbench.html, "--rate"), so the run
+#: cannot answer what that rate does. Latencies stay honest: they are measured from the schedule.
+SUSPECT_PRODUCER_LAG_P50_MS = 1000.0
+
+
+def suspect_reasons(f: Figures) -> list[str]:
+    """Every reason the run of ``f`` may not be trusted, in a fixed order; none for a sound run."""
+    return [*_harness_reasons(f), *_cycle_reasons(f), *_producer_reasons(f), *_database_lost_reasons(f),
+            *_process_pace_reasons(f), *_claim_log_reasons(f), *_lost_process_reasons(f), *_outcome_reasons(f)]
+
+
+def _harness_reasons(f: Figures) -> list[str]:
+    """The load generator's CPU, the monitor's missed samples, the event loop's lag."""
+    reasons = []
+    if f.cpu_max > SUSPECT_CPU_PCT:
+        reasons.append(f"load generator CPU reached {f.cpu_max:.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
+                       "the harness may be the bottleneck")
+    # The last row of an interrupted run is a partial second the monitor never reached.
+    whole = f.facts.rows if f.facts.complete else f.facts.rows[:-1]
+    missed = sum(1 for r in whole if r.get("lock_waiters") is None)
+    if missed:
+        reasons.append(f"the monitor missed {missed} of {len(whole)} samples")
+    if f.loop_lag.get_total_count() and seconds.p99_of(f.loop_lag) > SUSPECT_LOOP_LAG_P99_US:
+        claim_p99_us = seconds.p99_of(f.claim) if f.claim.get_total_count() else None
+        reasons.append(f"event-loop lag p99 {seconds.p99_of(f.loop_lag) / 1000:,.2f} ms "
+                       f"(> {SUSPECT_LOOP_LAG_P99_US / 1000:g} ms): the load generator waited for a core, so it "
+                       "may set the pace instead of the database, and each latency it measured (claim p99 "
+                       f"{seconds.fmt_ms(claim_p99_us)}) may include that much of its own delay")
+    return reasons
+
+
+def _cycle_reasons(f: Figures) -> list[str]:
+    """A worker cycle too long for the window, or work per claim that outlasts the lease."""
+    cfg, measured_s, reasons = f.facts.cfg, f.measured_s, []
+    claim_mean_s = (metrics.mean_value(f.claim) / 1e6) if f.claim.get_total_count() else 0.0
+    complete_mean_s = (metrics.mean_value(f.complete_h) / 1e6) if f.complete_h.get_total_count() else 0.0
+    cycle_s = claim_mean_s + f.work_s * cfg.batch + complete_mean_s
+    if measured_s and cycle_s * 5 > measured_s:
+        reasons.append(f"one worker cycle (claim + work + completion) takes about {cycle_s:,.2f} s, so the "
+                       f"{measured_s:,.1f} s window holds fewer than 5 per worker: throughput is quantised; "
+                       "use a longer DURATION")
+    if f.work_s * cfg.batch > cfg.lease_s:
+        reasons.append(f"the work per claim (about {f.work_s * cfg.batch:,.2f} s) outlasts the lease "
+                       f"({cfg.lease_s:g} s): completions arrive after the lease expired"
+                       + ("" if cfg.reaper_interval_s > 0 else ", and with no reaper nothing takes the jobs back"))
+    return reasons
+
+
+def _producer_reasons(f: Figures) -> list[str]:
+    """Open-loop producers too far behind their schedule to offer ``RATE``."""
+    cfg = f.facts.cfg
+    if not (cfg.rate > 0 and f.producer_lag.get_total_count()):
+        return []
+    lag_p50_ms = f.producer_lag.get_value_at_percentile(50) / 1000.0
+    if lag_p50_ms <= SUSPECT_PRODUCER_LAG_P50_MS:
+        return []
+    arrived = f.counters["jobs_produced"] / f.measured_s if f.measured_s else 0.0
+    return [f"the producers ran {lag_p50_ms / 1000:,.1f} s behind their schedule (lag p50 > "
+            f"{SUSPECT_PRODUCER_LAG_P50_MS / 1000:g} s): {arrived:,.1f} jobs/s arrived of RATE "
+            f"{cfg.rate:g}, so the queue was not offered RATE (each insert takes longer than "
+            "PRODUCERS / RATE allows: add PRODUCERS, or the database is saturated)"]
+
+
+def _database_lost_reasons(f: Figures) -> list[str]:
+    lost = f.facts.run_info.get("database_lost")
+    return [f"the database went away during the run ({lost}); the end-of-run audit could not run, so the "
+            "invariants are unknown"] if lost else []
+
+
+def _process_pace_reasons(f: Figures) -> list[str]:
+    """With several load generator processes: one saturated process sets the pace."""
+    processes, reasons = f.facts.run_info.get("processes") or [], []
+    for process in processes if len(processes) > 1 else []:
+        lag = process.get("loop_lag_p99_us")
+        if lag is not None and lag > SUSPECT_LOOP_LAG_P99_US:
+            reasons.append(f"load generator process {process['process']}: event-loop lag p99 {lag / 1000:,.2f} ms "
+                           f"(> {SUSPECT_LOOP_LAG_P99_US / 1000:g} ms): that process waited for a core")
+        if (process.get("cpu_max_pct") or 0) > SUSPECT_CPU_PCT:
+            reasons.append(f"load generator process {process['process']}: CPU reached {process['cpu_max_pct']:.0f} % "
+                           f"of a core (> {SUSPECT_CPU_PCT:.0f} %)")
+    return reasons
+
+
+def _claim_log_reasons(f: Figures) -> list[str]:
+    """A claim log that reached the audit empty (its events were never gathered) checks nothing: its
+    clean invariants would be a figure that was never measured."""
+    details = f.facts.audit.get("details") or {}
+    if f.counters["jobs_claimed"] and details.get("jobs_claimed_distinct") == 0:
+        return [f"the claim log holds none of the {f.counters['jobs_claimed']:,} jobs claimed: the audit's "
+                "checks that read it (double claims, stale completions, redeliveries) checked nothing"]
+    return []
+
+
+def _lost_process_reasons(f: Figures) -> list[str]:
+    """Processes lost during the run, except the library worker processes ``FAULTS=process_kill`` killed."""
+    killed, reasons = f.counters["process_kills"], []
+    for process in f.facts.run_info.get("processes") or []:
+        if not process.get("lost"):
+            continue
+        missed = process.get("missing_seconds") or []
+        since = f" from second {missed[0]} of the measured window on" if missed else ""
+        if process.get("role"):  # a queue library's own worker process
+            if killed:
+                killed -= 1
+                continue
+            reasons.append(f"library worker process {process['process']} exited with status "
+                           f"{process.get('exit_status')} ({process.get('exit_reason')}){since}: the rest of the "
+                           "window ran without its workers, and the jobs it held waited for the library's own recovery")
+        else:
+            reasons.append(f"load generator process {process['process']} was lost{since}: its workers stopped "
+                           "with it, and the claim log misses its events after its last flush (up to a second), so "
+                           "what is read from the log (redeliveries, double claims) can be low; lost and duplicated "
+                           "jobs are read from the database and are complete")
+    return reasons
+
+
+def _outcome_reasons(f: Figures) -> list[str]:
+    """A backlog that ran dry, or a window with no completed job."""
+    reasons = []
+    if f.backlog_exhausted:
+        reasons.append("the backlog ran dry: throughput is bounded by the seeded backlog")
+    if f.measured_s and f.counters["jobs_completed"] == 0:
+        cause = no_completion_cause(f.facts.cfg, f.counters, f.errors, f.work_s, f.measured_s)
+        reasons.append(f"no job was completed in the measured window, so there is no throughput or latency to "
+                       f"report: {cause}")
+    return reasons
+
+
+def no_completion_cause(cfg: RunConfig, counters: Counter, errors: Counter, work_s: float,
+                        measured_s: float) -> str:
+    """Why a window with no completed job had none, from what it counted: attempts that failed
+    (retries, dead letters), errors by kind (deadlocks, lock timeouts, NOWAIT refusals, lost
+    connections), jobs claimed whose work outlasts the window, or no claim finished at all.
+    Every cause that applies is named, in that order; ``work_s`` is the mean work per job (s)."""
+    causes = []
+    ended = counters["dead_lettered"] + counters["reaper_dead_lettered"]
+    if ended or counters["retries"]:
+        causes.append(f"every attempt failed ({counters['retries']:,} retried, {ended:,} dead-lettered): "
+                      "see FAIL_PROB, POISON_SHARE and MAX_ATTEMPTS")
+    if errors:
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in errors.most_common(3))
+        more = len(errors) - 3
+        causes.append(f"{sum(errors.values()):,} errors ({kinds}{f', and {more} more kinds' if more > 0 else ''}): "
+                      "claims or completions failed; see the errors table of the report")
+    if counters["jobs_claimed"]:
+        per_claim_s = work_s * cfg.batch
+        n = counters["jobs_claimed"]
+        causes.append(f"{n:,} job{'s were' if n != 1 else ' was'} claimed and none finished"
+                      + (f": the work per claim, about {per_claim_s:,.2f} s, is not shorter than the "
+                         f"{measured_s:,.1f} s window; use a longer DURATION or a shorter WORK_MS"
+                         if per_claim_s >= measured_s else ""))
+    if not causes:
+        causes.append("no claim returned a job in the window: a claim may take longer than the window; "
+                      "use a longer DURATION")
+    return "; ".join(causes)

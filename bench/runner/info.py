@@ -1,0 +1,93 @@
+"""``run.json`` of one run: what ran, where, on what, and what the run saw of the server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from bench import __version__, run_summary
+from bench.config.parameters import defaults_on
+from bench.config.queue_definition import describe_queue
+from bench.config.run_config import mask_dsn
+from bench.measure import seconds
+
+#: The directory that holds ``bench/``: a checkout's root when the tool runs from one (``pip install -e .``).
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+
+
+def git_sha() -> str | None:
+    """The checkout's commit, or None when the tool is not run from a checkout (an installed wheel: its
+    directory is not the root of a git work tree, even inside someone else's) or git is missing."""
+    try:
+        out = subprocess.run(["git", "-C", str(PACKAGE_PARENT), "rev-parse", "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.split()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != PACKAGE_PARENT:
+        return None
+    return lines[1]
+
+
+def now_iso() -> str:
+    """The wall-clock time now, UTC, ISO 8601 to the millisecond."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def client_info(driver_wait: str) -> dict:
+    """``run.json``'s ``client``: this machine (cores, memory in bytes, Python, platform, host name) and
+    how the driver waits (``driver_wait``)."""
+    return {"cores": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "hostname": socket.gethostname(), "driver_wait": driver_wait}
+
+
+def seed_info(seed) -> dict:
+    """``run.json``'s ``seed``: rows seeded (history and backlog), seconds and rows/s, index and VACUUM seconds."""
+    return {"rows": seed.history + seed.backlog, "history": seed.history, "backlog": seed.backlog,
+            "seconds": round(seed.seconds, 3), "rows_per_s": round(seed.rows_per_s, 1),
+            "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)}
+
+
+def run_info(run) -> dict:
+    """``run.json`` of ``run`` (a :class:`bench.runner.run.Run` that has been audited)."""
+    cfg, engine, tally, audited, workers_plan = run.cfg, run.engine, run.tally, run.audited, run.workers_plan
+    measured = tally.measured
+    start_unix = run.clock.unix0 + (measured.start_s if measured.intervals else run.n_warm)
+    end_unix = run.clock.unix0 + measured.end_s if measured.intervals else start_unix  # empty window
+    vacuumer = run.side_tasks.vacuumer
+    return {
+        "run_id": run.run_id, "tool_version": __version__, "git_sha": git_sha(),
+        **run.server,
+        "client": client_info(run.wait_fn),
+        "dsn_masked": mask_dsn(run.dsn), "embedded_database": run.embedded,
+        "config": cfg.public(), "config_defaults": defaults_on(cfg.engine),
+        "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
+        "backlog": run.backlog, "backlog_computed": run.backlog_how,
+        "seed": seed_info(run.seed),
+        "connections": run.room,
+        # the nodes of the plan the workers ran (read on a worker's own session)
+        "claim_plan_nodes": workers_plan.get("nodes") or None,
+        "claim_plans": {**(engine.plans_summary(run.claim_plans) or {"auto": None}),
+                        "workers": {k: v for k, v in workers_plan.items() if k not in ("text", "nodes")}},
+        "autovacuum": run_summary.vacuum_during(run.vacuum_before, audited.vacuum_after, cfg),
+        "vacuum_passes": run_summary.vacuum_passes(cfg, vacuumer.passes if vacuumer else [], run.n_warm, tally.rows),
+        "pg_stat_statements": run.pgss,
+        "monitor_table_query_in_flight_s": round(run.table_query_in_flight_s, 3),
+        "database_lost": audited.database_lost,
+        "monitor_table_cost_s": run.monitor.table_cost_s,
+        "monitor_errors": dict(run.monitor.errors),
+        "sizes_before": run.sizes_before, "sizes_after": audited.sizes_after,
+        "started_at": run.started_at, "load_started_at": seconds.iso_at(run.clock.unix0),
+        "measured_start": seconds.iso_at(start_unix), "measured_end": seconds.iso_at(end_unix),
+        "ended_at": seconds.iso_at(run.ended_unix),
+        "harness_rss_mb": run.rss.summary(),
+        "processes": run.driver.processes,
+        "web_ui": run.ui.info(measured.seconds) if run.ui else None,
+    }

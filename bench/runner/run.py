@@ -1,0 +1,276 @@
+"""One run as an object that holds its state (in the spirit of Locust's ``Environment`` and pyperf's
+runner): its configuration, engine, connections, results directory, clock and log; each phase
+(prepare the database, start the load and its monitor, the swarm, stop, audit, write the files)
+is a method, called in order by :meth:`Run.execute`."""
+
+from __future__ import annotations
+
+from bench.load import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
+
+import logging  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Callable  # noqa: E402
+
+import gevent  # noqa: E402
+import psutil  # noqa: E402
+
+from bench import __version__, run_summary  # noqa: E402
+from bench.config.run_config import RunConfig  # noqa: E402
+from bench.engines import engine_for  # noqa: E402
+from bench.errors import ConfigError  # noqa: E402
+from bench.load.distributed import run_driver  # noqa: E402
+from bench.load.fault_windows import fault_window  # noqa: E402
+from bench.load.library_driver import LibraryWorkersDriver  # noqa: E402
+from bench.load.web_ui import WebUI  # noqa: E402
+from bench.measure import metrics, seconds  # noqa: E402
+from bench.measure.cpu_meter import CpuMeter  # noqa: E402
+from bench.measure.rss import RssLog  # noqa: E402
+from bench.results import run_files  # noqa: E402
+from bench.results.model import RunResult  # noqa: E402
+from bench.runner.audit import Audited, audit, database_lost  # noqa: E402
+from bench.runner.backlog import run_backlog  # noqa: E402
+from bench.runner.info import now_iso, run_info  # noqa: E402
+from bench.runner.interrupts import SIGNALS, Interrupts  # noqa: E402
+from bench.runner.side_tasks import SideTasks  # noqa: E402
+from bench.runner.tally import Tally  # noqa: E402
+
+
+class Run:
+    """One benchmark of ``cfg`` against ``dsn``; see :func:`bench.runner.run` for the arguments.
+
+    Construction checks what needs no server (the engine's capabilities, a cooperative driver);
+    :meth:`execute` does the rest and returns the run directory."""
+
+    def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
+                 state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
+                 web_ui: tuple[str, int, int] | None = None):
+        self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
+        self.state_schema, self.external_workers, self.web_ui = state_schema, external_workers, web_ui
+        self.engine = engine_for(cfg)
+        self.engine.capabilities.check(cfg.public())
+        self.sessions = self.engine.sessions(dsn, cfg)
+        self.wait_fn = self.sessions.check_cooperative()
+
+    def execute(self) -> Path:
+        """Claim the schema on an admin connection, run every phase, and restore the signal handlers."""
+        logging.getLogger("locust").setLevel(logging.ERROR)  # e.g. its "spawn rate is very high" warning: all users start at once by design
+        admin = self.admin = self.engine.connect(self.dsn, "queue-bench admin")
+        try:
+            self.server = self.engine.server_info(admin)
+            self.room = self._claim_schema()  # locked until the run ends
+            handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
+            try:
+                return self._phases()
+            finally:
+                for sig, handler in handlers.items():
+                    signal.signal(sig, handler)
+        finally:
+            admin.close()
+
+    def _claim_schema(self) -> dict:
+        """The engine's claim of the schema, checked for the connections the run needs (and the web UI's most workers)."""
+        extra = self.web_ui[2] - self.cfg.workers if self.web_ui else 0  # the workers the web UI may add
+        try:
+            return self.engine.claim_schema(self.admin, self.cfg.schema, self.cfg.connections_needed() + extra)
+        except ConfigError as err:
+            if extra and err.param == "WORKERS":  # it is the web UI's most workers that do not fit
+                detail = str(err).split(": ", 1)[1].split("; allowed:")[0]
+                raise ConfigError("MAX_WORKERS", f"{detail} (for MAX_WORKERS {self.web_ui[2]}); allowed: a lower "
+                                                 "MAX_WORKERS, or a server with more connections") from None
+            raise
+
+    def _phases(self) -> Path:
+        self._announce()
+        self._prepare()
+        self._start_load()
+        self._swarm()
+        self._stop()
+        self.audited = self._audit()
+        return self._write()
+
+    def _announce(self) -> None:
+        """Choose the backlog and the run id; log the run's first lines."""
+        cfg = self.cfg
+        self.backlog, self.backlog_how = run_backlog(cfg)
+        self.run_id = run_files.new_run_id(cfg)
+        self.started_at = now_iso()
+        self.log(f"queue-bench {__version__}: run {self.run_id}")
+        self.log(f"policy {cfg.policy}, workers {cfg.workers}, batch {cfg.batch}, txn {cfg.txn}, work {cfg.work_ms:g} ms, "
+                 f"index {cfg.index}, history {cfg.history:,}, backlog {self.backlog:,} ({self.backlog_how})")
+        self.log(f"server: {self.server['server_version'].split(',')[0]}; connections free {self.room['available']} of "
+                 f"{self.room['max_connections']}; driver waits on {self.wait_fn}")
+
+    def _prepare(self) -> None:
+        """Prepare the table (seed it), read what the run compares against afterwards, create the run directory."""
+        engine, admin, cfg = self.engine, self.admin, self.cfg
+        self.seed = engine.prepare(admin, cfg, self.backlog, log=self.log, state_schema=self.state_schema)
+        self.sizes_before = engine.table_sizes(admin, cfg.schema)
+        self.claim_plans, self.plans_when = None, None
+        if self.backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
+            self.claim_plans, self.plans_when = engine.capture_plans(admin, cfg, "on the seeded table, before the load")
+        self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
+        self.pgss_missing = engine.statement_stats_unavailable(admin)
+        # Created only now: bad input and an interrupted seeding leave no run directory behind.
+        self.run_dir = Path(cfg.results) / self.run_id
+        self.run_dir.mkdir(parents=True)
+
+    def _start_load(self) -> None:
+        """Start the workers; once they are connected, the clock, the monitor's samplers, the fault
+        windows and the side tasks (the warm-up, then the measured window, in whole seconds)."""
+        cfg = self.cfg
+        self._make_driver()
+        self.n_warm = int(round(cfg.warmup_s))
+        self.n_meas = max(1, int(round(cfg.duration_s)))
+        self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them
+        connect_s = self.driver.wait_connected()
+        if connect_s >= 1.0:
+            self.log(f"workers connected in {connect_s:.1f} s; the warm-up and the measured window start now")
+        self.clock = clock = seconds.Clock()
+        self.ctx.measured_start_unix = clock.unix0 + self.n_warm
+        self.cpu_meter.read()  # the connecting phase's CPU belongs to no second
+        self.tally = Tally(self.driver, self.n_warm)
+        self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note)
+        self.samplers.append(gevent.spawn(seconds.loop_lag_probe, self.recorder))
+        for note_text in cfg.notes:  # windows clipped to the measured window by validation
+            self.log(f"note: {note_text}")
+        self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.dsn, clock, self.n_warm,
+                                             self.recorder, self.log) for f in cfg.faults]
+        self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s)
+        self.tally.open_logs(self.run_dir, clock.unix0)
+        self.rss = RssLog(self.proc, self.log)
+
+    def _make_driver(self) -> None:
+        """The recorder, the claim log, the run context, the monitor and the run driver (not started)."""
+        cfg, dsn = self.cfg, self.dsn
+        self.recorder = metrics.Recorder(cfg.batch)
+        self.claim_log = swarm.ClaimLog()
+        self.ctx = swarm.SwarmContext(cfg=cfg, sessions=self.sessions, recorder=self.recorder, log=self.claim_log)
+        self.monitor = self.engine.monitor(dsn, cfg)
+        library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
+        self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
+                       else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
+        self.proc = psutil.Process()
+        self.cpu_meter = CpuMeter(self.proc)
+
+    def _started_or_cleaned(self, start):
+        """``start()``'s result; when it fails (or is interrupted) nothing was measured: the workers are
+        killed and the run directory removed before the error goes on."""
+        try:
+            return start()
+        except BaseException:
+            self.driver.kill()
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise
+
+    def _swarm(self) -> None:
+        """The load: one tick a second through the warm-up and the measured window, until its end, a
+        Ctrl-C or the web UI's Stop; ``complete`` says whether the window ran to its end."""
+        cfg, n_warm = self.cfg, self.n_warm
+        self.complete = True
+        self.prev_s = 0.0
+        self.interrupts = Interrupts(self.log)
+        self.pgss_reset = (self.engine.statement_stats_reset(self.admin, cfg, self.pgss_missing)
+                           if n_warm == 0 else None)
+        self.ui = (self._started_or_cleaned(  # its port was taken since the check: nothing was measured
+            lambda: WebUI(self.driver, *self.web_ui, cfg.producers if cfg.rate > 0 else 0, self.interrupts.event.set,
+                          self.log)) if self.web_ui else None)
+        try:
+            for k in range(n_warm + self.n_meas):
+                if self.interrupts.event.wait(timeout=max(0.0, k + 1 - self.clock.now_s())):
+                    self.complete = bool(self.ui and self.ui.stop_pressed and k > n_warm)  # the UI's Stop ends a measured window
+                    self.log("interrupted: stopping the swarm and writing what was measured (complete: false)"
+                             if not self.complete else f"stopped in the web UI after {k - n_warm} measured seconds")
+                    break
+                self._tick(k)
+        finally:
+            self.interrupts.load_ended(self.driver)  # run() restores the handlers
+
+    def _tick(self, k: int) -> None:
+        """Close second ``k`` of the load: count it, and log the progress line every few seconds."""
+        now_s = self.clock.now_s()
+        interval = self.driver.rotate(self.recorder, k, self.prev_s, now_s)
+        if self.ui:
+            self.ui.feed(interval)
+        self.prev_s = now_s
+        cpu = self.driver.cpu(self.cpu_meter.read())
+        self.tally.account(interval, cpu if k >= self.n_warm else None)
+        self.rss.tick(k + 1)
+        if k + 1 == self.n_warm:  # the measured window starts now
+            self.pgss_reset = self.engine.statement_stats_reset(self.admin, self.cfg, self.pgss_missing)
+        if (k + 1) % seconds.PROGRESS_EVERY_S == 0:
+            seconds.progress_line(self.log, k + 1, self.n_warm, self.n_meas, list(self.tally.recent),
+                                  self.tally.samples.get(k))
+
+    def _stop(self) -> None:
+        """Stop the load and everything beside it; count the stop phase; join the samples to the rows."""
+        # The claim's pg_stat_statements entry covers the measured window only: read it now, before
+        # the stop phase and before any plan capture executes the claim again.
+        self.pgss = self.engine.statement_stats_read(self.admin, self.cfg, self.pgss_missing, self.pgss_reset)
+        # Intervals after the last tick (stop phase) still count for the invariants.
+        self.ctx.stopping = True
+        self.table_query_in_flight_s = self.monitor.table_query_running_s()
+        gevent.killall(self.samplers)
+        gevent.killall(self.fault_greenlets)  # each closes what it opened (finally)
+        self.ctx.active_faults.clear()
+        self.driver.stop()
+        self.driver.quit()
+        if self.ui:
+            self.ui.close()
+        self.side_tasks.stop()
+        self.workers_plan = self.engine.workers_plan(self.ctx.plan_sessions, self.ctx.worker_explain, self.cfg)
+        self._account_tail()
+        self.tally.close_logs()
+        self.ended_unix = time.time()
+        vacuumer = self.side_tasks.vacuumer
+        self.tally.join_samples(vacuumer.passes if vacuumer is not None else None)
+
+    def _account_tail(self) -> None:
+        """Count the stop phase's interval; measured only when an interrupted run stopped inside its window."""
+        # The second the loop was in when it stopped (n_warm + n_meas on a complete run): an interrupted
+        # run's partial last second keeps its own index, not the planned end's.
+        tail = self.driver.tail(self.recorder, self.recorder.rotations, self.prev_s, self.clock.now_s())
+        tail_measured = (not self.complete and tail.counters["claims"] and self.tally.measured.intervals < self.n_meas
+                         and self.clock.now_s() > self.n_warm)
+        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None)
+
+    def _audit(self) -> Audited:
+        """The end-of-run reads (:func:`bench.runner.audit.audit`), or, when the database went away,
+        what is written instead: the run is then incomplete and unaudited."""
+        try:
+            return audit(self)
+        except (ConfigError, *self.engine.database_errors) as err:
+            lost = database_lost(self.engine, err)
+            self.log(f"the database went away during the run ({lost.database_lost}): writing what was measured, "
+                     "unaudited")
+            self.complete = False
+            self.plans_when = self.plans_when or "not captured: the database went away"
+            if "unavailable" in self.pgss:
+                self.pgss = {"unavailable": "the database went away"}
+            return lost
+
+    def _write(self) -> Path:
+        """Write the result files (claim_plan.txt, run.json, summary.json, intervals.csv and the optional
+        ones), log the run's last lines, and return the run directory."""
+        self.monitor.close()
+        self.claim_log.close()
+        run_dir, tally, audited = self.run_dir, self.tally, self.audited
+        claim_plan = self.engine.plans_text(self.claim_plans, self.plans_when, self.workers_plan)
+        (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
+        info = run_info(self)
+        summary = run_summary.summarize(run_summary.RunFacts(
+            run_id=self.run_id, cfg=self.cfg, measured=tally.measured, rows=tally.rows, complete=self.complete,
+            max_rows_per_claim=tally.max_rows_per_claim, audit=audited.audit, final_sample=audited.final_sample,
+            monitor_failures=self.monitor.failures, run_info=info, plan_warnings=self.engine.plan_warnings))
+        run_files.write_intervals(run_dir / "intervals.csv", tally.rows)
+        RunResult(run_dir, info, summary).dump()
+        if len({0} | {p for p, _ in self.cfg.priority_mix}) > 1:
+            run_files.write_priority_ages(run_dir / "priority_ages.csv", [
+                (r["t_s"], tally.samples.get(r["t_s"] + self.n_warm, {}).get("age_by_priority")) for r in tally.rows])
+        if audited.audit["retry_gaps"] is not None:
+            # Seconds between successive claims of each job that failed at least once (database time).
+            run_files.write_json_list(run_dir / "retry_gaps.json", audited.audit["retry_gaps"])
+        run_summary.final_lines(self.log, summary)
+        return run_dir

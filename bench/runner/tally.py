@@ -1,0 +1,72 @@
+"""What a run counted, second by second: the totals over the whole load, the measured window's
+running totals and histogram logs, one row per measured second, and the monitor's samples."""
+
+from __future__ import annotations
+
+import collections
+from collections import Counter
+from pathlib import Path
+
+from bench.measure import metrics, seconds
+from bench.results import run_files
+
+
+class Tally:
+    """The counts of one run (one second's histograms are held at a time: see :class:`metrics.Window`).
+
+    ``totals`` covers the warm-up, the measured window and the stop phase (the invariants cover them
+    all); ``measured`` and ``rows`` (one small dict per measured second, ``intervals.csv``) the
+    measured window only; ``samples`` maps a second's index to the monitor values taken in it.
+    ``driver`` is the run's :class:`bench.load.driver.RunDriver`; second ``n_warm`` is the first measured.
+    """
+
+    def __init__(self, driver, n_warm: int):
+        self.driver, self.n_warm = driver, n_warm
+        self.samples: dict[int, dict] = {}
+        self.measured = metrics.Window()
+        self.totals: Counter = Counter()
+        self.max_rows_per_claim = 0
+        self.rows: list[dict] = []
+        self.recent: collections.deque = collections.deque(maxlen=seconds.PROGRESS_EVERY_S)  # the progress line's
+        self.hlogs = None
+
+    def note(self, k: int, values: dict) -> None:
+        """Keep a monitor sample taken in second ``k`` (its ``cost_s`` summed as ``monitor_query_us``)."""
+        entry = self.samples.setdefault(k, {"monitor_query_us": 0})
+        entry["monitor_query_us"] += int(values["cost_s"] * 1e6)
+        entry.update({key: v for key, v in values.items() if key != "cost_s" and v is not None})
+
+    def open_logs(self, run_dir: Path, unix0: float) -> None:
+        """Open the histogram logs (``histograms/``, one set per process) and ``processes.csv``."""
+        self.hlogs = run_files.HistogramLogs(run_dir / "histograms", metrics.HISTOGRAM_NAMES, unix0)
+        self.driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
+                                      metrics.HISTOGRAM_NAMES, unix0), run_files.ProcessSeconds(run_dir / "processes.csv"))
+
+    def account(self, interval: metrics.Interval, cpu: tuple[float, float, float] | None) -> None:
+        """Count ``interval`` in the totals; with ``cpu``, it is measured: to the logs, the window and a row."""
+        self.totals.update(interval.counters)
+        self.max_rows_per_claim = max(self.max_rows_per_claim, interval.max_rows_per_claim)
+        if cpu is None:  # warm-up or stop phase: counted, never read again
+            interval.release()
+            return
+        self.hlogs.write(interval)
+        self.measured.add(interval)
+        self.driver.measured(interval.index - self.n_warm)  # each process's part: summary.json processes, processes.csv
+        if len(self.recent) == self.recent.maxlen:
+            self.recent[0].release()  # leaves the progress line's window now
+        self.recent.append(interval)
+        self.rows.append(seconds.interval_row(interval, interval.index - self.n_warm, None, cpu)
+                         | {"workers": self.driver.running_workers()})
+
+    def close_logs(self) -> None:
+        """Close the histogram logs and the processes' logs."""
+        self.hlogs.close()
+        self.driver.close_process_logs()
+
+    def join_samples(self, vacuum_passes: list[tuple[float, float]] | None) -> None:
+        """Add the monitor's samples (and the periodic VACUUM passes, when the run had them) to the rows:
+        only now, since a table sample taken in second k may have returned after tick k."""
+        for row in self.rows:
+            row.update(seconds.sample_columns(self.samples.get(row["t_s"] + self.n_warm)))
+            if vacuum_passes is not None:
+                row.update(seconds.vacuum_columns(vacuum_passes, row["t_s"] + self.n_warm))
