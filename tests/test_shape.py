@@ -31,23 +31,11 @@ MAX_POSITIONAL = 6
 MAX_FILE_LINES = 400
 MIN_DUPLICATE_LINES = 6
 
-_RUN_OBJECT = "the run becomes an object (issue 24, the run-object rewrite of runner / run_summary / worker_process)"
-_RUNNER_CALLS = ("called positionally from bench/runner.py: its parameters are grouped with the run-object "
-                 "rewrite of runner.py (issue 24)")
 _ENGINES = "redesign 2: the database and the queue apart, one engine base (issue 24)"
 
 #: (file under the repository, function's qualified name or "" for the file, "lines" | "positional") -> why it
 #: breaks a rule today.
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("bench/runner.py", "", "lines"): _RUN_OBJECT,
-    ("bench/runner.py", "_run", "lines"): _RUN_OBJECT,
-    ("bench/runner.py", "_run", "positional"): _RUN_OBJECT,
-    ("bench/run_summary.py", "", "lines"): _RUN_OBJECT,
-    ("bench/run_summary.py", "summarize", "lines"): _RUN_OBJECT,
-    ("bench/run_summary.py", "summarize", "positional"): _RUN_OBJECT,
-    ("bench/load/worker_process.py", "serve", "lines"): _RUN_OBJECT,
-    ("bench/load/fault_windows.py", "fault_window", "positional"): _RUNNER_CALLS,
-    ("bench/load/web_ui.py", "WebUI.__init__", "positional"): _RUNNER_CALLS,
     ("bench/engines/mariadb/audit.py", "run_audit", "lines"): _ENGINES,
     ("bench/engines/mariadb/slap.py", "run_slap", "positional"): _ENGINES,
     ("bench/engines/mariadb/slap.py", "slap_argv", "positional"): _ENGINES,

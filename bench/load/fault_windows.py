@@ -26,8 +26,8 @@ def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
     ctx.active_faults[kind] = chosen
 
 
-def fault_window(engine, fault, driver, dsn: str, clock: "seconds.Clock", n_warm: int, recorder: metrics.Recorder,
-                 log) -> None:
+def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_warm: int,
+                 recorder: metrics.Recorder, log) -> None:
     """Open ``fault``'s window at its start (seconds since measured start), close it at its end.
     ``driver`` is the run driver (:class:`bench.load.driver.RunDriver`), which marks the chosen
     workers in whichever processes run them.

@@ -96,7 +96,7 @@ class WebUI:
     Raises ConfigError (``WEB_PORT``) when the port cannot be listened on.
     """
 
-    def __init__(self, driver, host: str, port: int, max_workers: int, producers: int, on_stop, log=print):
+    def __init__(self, driver, host: str, port: int, max_workers: int, *, producers: int, on_stop, log=print):
         import locust.argument_parser as locust_args
         from flask import jsonify, request
 

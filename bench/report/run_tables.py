@@ -174,7 +174,7 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
             return text + (f", archive {part['archive_bytes'] / 1e6:,.1f} MB" if part.get("archive_bytes") else "")
         rows.append(_row("sizes before / after the run", f"{mb(sizes['before'])} / {mb(sizes['after'])}"))
     cpu = summary.get("harness_cpu_max_pct")
-    limit = summary.get("harness_cpu_limit_pct")  # the run's own suspect limit (bench/run_summary.py)
+    limit = summary.get("harness_cpu_limit_pct")  # the run's own suspect limit (bench/run_summary/)
     mon = summary.get("monitor_query_us") or {}
     rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
                      bad=not is_none_or_nan(cpu) and limit is not None and float(cpu) > limit))

@@ -136,8 +136,9 @@ class Run:
         self.samplers.append(gevent.spawn(seconds.loop_lag_probe, self.recorder))
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")
-        self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.dsn, clock, self.n_warm,
-                                             self.recorder, self.log) for f in cfg.faults]
+        self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.dsn, clock=clock,
+                                             n_warm=self.n_warm, recorder=self.recorder, log=self.log)
+                                for f in cfg.faults]
         self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s)
         self.tally.open_logs(self.run_dir, clock.unix0)
         self.rss = RssLog(self.proc, self.log)
@@ -175,8 +176,8 @@ class Run:
         self.pgss_reset = (self.engine.statement_stats_reset(self.admin, cfg, self.pgss_missing)
                            if n_warm == 0 else None)
         self.ui = (self._started_or_cleaned(  # its port was taken since the check: nothing was measured
-            lambda: WebUI(self.driver, *self.web_ui, cfg.producers if cfg.rate > 0 else 0, self.interrupts.event.set,
-                          self.log)) if self.web_ui else None)
+            lambda: WebUI(self.driver, *self.web_ui, producers=cfg.producers if cfg.rate > 0 else 0,
+                          on_stop=self.interrupts.event.set, log=self.log)) if self.web_ui else None)
         try:
             for k in range(n_warm + self.n_meas):
                 if self.interrupts.event.wait(timeout=max(0.0, k + 1 - self.clock.now_s())):
