@@ -1,9 +1,13 @@
-"""The engine seam: PostgreSQL implements every method of bench.engines.base.Engine, and an
-engine's capabilities table refuses a parameter value it cannot honour with one line."""
+"""The engine seam, over every engine and every queue kind: each gives what bench.engines.base.Engine's shared
+flows need, answers the calls a run makes before the load, and keeps the one schema rule; an engine's
+capabilities refuse a parameter value it cannot honour with one line, and are what the callers read."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -11,43 +15,171 @@ from pathlib import Path
 import pytest
 
 from bench.config.run_config import build_config
-from bench.engines.base import Capabilities, Engine
+from bench.engines import ENGINES, capabilities, get_engine
+from bench.engines.base import Engine
 from bench.errors import ConfigError
+from conftest import MARIADB_DSN
 
 REPO = Path(__file__).resolve().parents[1]
+PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+DSNS = {"postgres": PG_DSN, "mariadb": MARIADB_DSN}
 
 
-def _protocol_members() -> set[str]:
-    return {name for name, _ in inspect.getmembers(Engine) if not name.startswith("_")} | set(Engine.__annotations__)
+def _installed(package: str) -> bool:
+    try:
+        __import__(package)
+    except ImportError:
+        return False
+    return True
 
 
-def test_postgres_implements_the_whole_engine_interface():
-    code = ("from bench.load import swarm\nfrom bench.engines import get_engine\nimport inspect\n"
-            "e = get_engine('postgres')\n"
-            "print(' '.join(sorted(n for n in dir(e) if not n.startswith('_'))))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+#: (engine, QUEUE): the built-in queue on each engine, a queue definition, and each library adapter installed.
+KINDS = [("postgres", "builtin"), ("mariadb", "builtin"), ("postgres", "tasks")] + [
+    ("postgres", library) for library in ("procrastinate", "pgqueuer") if _installed(library)]
+#: What an engine must give the shared flows of :class:`Engine` (its adapter), and the methods each engine
+#: writes itself (the base has no flow for them).
+ADAPTER = ("name", "capabilities", "db", "plans", "probes", "faults", "first_line", "worker_session",
+           "producer_session", "cooperative_wait", "reaper_task")
+OWN = ("monitor", "workers_plan", "plans_summary", "audit", "completed_per_queue")
+
+_INSPECT = """
+import json, sys
+from bench.load import swarm
+from bench.config.run_config import build_config
+from bench.engines import engine_for
+from bench.engines.base import Engine
+engine = engine_for(build_config("default", {"engine": sys.argv[1], "queue": sys.argv[2]}))
+members = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
+print(json.dumps({"missing": sorted(n for n in members if not hasattr(engine, n)),
+                  "inherited": sorted(n for n in sys.argv[3].split(",") if getattr(type(engine), n) is getattr(Engine, n)),
+                  "wait": engine.sessions(sys.argv[4], None).check_cooperative(),
+                  "caps": engine.capabilities.recorded()}))
+"""
+
+
+@pytest.mark.parametrize(("engine", "queue"), KINDS)
+def test_every_engine_and_queue_kind_gives_the_whole_interface(engine, queue):
+    """In a process of its own (gevent patched before the driver): every member of Engine is there, the methods
+    the base leaves to an engine are written, and its driver waits cooperatively."""
+    proc = subprocess.run([sys.executable, "-c", _INSPECT, engine, queue, ",".join(OWN), DSNS[engine]],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    missing = _protocol_members() - set(proc.stdout.split())
-    assert not missing, f"PostgresEngine lacks {sorted(missing)}"
+    found = json.loads(proc.stdout)
+    assert found["missing"] == [] and found["inherited"] == [], found
+    assert found["wait"] and found["caps"]["engine"] == engine
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_each_engine_sets_its_adapter_and_its_flags_once(name):
+    engine = get_engine(name)
+    assert isinstance(engine, Engine) and engine.name == name
+    assert all(getattr(engine, a, None) is not None for a in ADAPTER), [a for a in ADAPTER if getattr(engine, a, None) is None]
+    assert engine.capabilities is capabilities(name)
+    recorded = engine.capabilities.recorded()
+    assert {"vacuum", "statement_stats", "table_rows_estimated", "kill_reaches_other_processes", "calibrator",
+            "nowait_error", "label"} <= set(recorded) and "allowed" not in recorded
+    # an engine without the archive layout or the periodic VACUUM refuses them before anything runs
+    if type(engine).mover is Engine.mover:
+        assert engine.capabilities.allowed.get("layout") and "archive" not in engine.capabilities.allowed["layout"]
+    if type(engine).vacuumer is Engine.vacuumer:
+        assert engine.capabilities.allowed.get("vacuum_every_s") == ("n/a",)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_before_the_load_an_engine_answers_the_run(name):
+    """connect, server_info (with the capabilities run.json records), is_alive, check_schema on an absent schema."""
+    engine = get_engine(name)
+    conn = engine.connect(DSNS[name], "queue-bench interface test")
+    try:
+        info = engine.server_info(conn)
+        assert info["server_version"] and info["engine_capabilities"] == engine.capabilities.recorded()
+        assert engine.is_alive(conn)
+        room = engine.check_schema(conn, f"qbench_if_{secrets.token_hex(4)}", 1)
+        assert room["available"] >= 1 and room["max_connections"] >= room["available"]
+        with pytest.raises(ConfigError) as err:
+            engine.check_schema(conn, f"qbench_if_{secrets.token_hex(4)}", 10**6)
+        assert err.value.param == "WORKERS"
+    finally:
+        conn.close()
+
+
+_DEPENDENT = {  # (create the tool's schema with a table, a dependent outside it, drop both)
+    "postgres": (["CREATE SCHEMA {s}", "COMMENT ON SCHEMA {s} IS '{mark}'", "CREATE TABLE {s}.jobs (id bigint PRIMARY KEY)",
+                  "CREATE SCHEMA {s}_user", "CREATE VIEW {s}_user.v AS SELECT id FROM {s}.jobs"],
+                 "view {s}_user.v", ["DROP SCHEMA IF EXISTS {s}_user CASCADE", "DROP SCHEMA IF EXISTS {s} CASCADE"]),
+    "mariadb": (["CREATE DATABASE {s} COMMENT '{mark}'", "CREATE TABLE {s}.jobs (id BIGINT PRIMARY KEY)",
+                 "CREATE DATABASE {s}_user", "CREATE VIEW {s}_user.v AS SELECT id FROM `{s}`.jobs"],
+                "view {s}_user.v", ["DROP DATABASE IF EXISTS {s}_user", "DROP DATABASE IF EXISTS {s}"]),
+}
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_the_tools_schema_others_depend_on_is_refused_before_anything_is_created(name):
+    """One rule on every engine: the tool's own schema with a dependent outside it is refused when it is
+    checked (check_schema, claim_schema: a sweep's and a run's first step), not only when it would be dropped;
+    the lock is not taken, and nothing is dropped."""
+    from bench.engines.ownership import SCHEMA_MARK
+
+    engine, schema = get_engine(name), f"qbench_dep_{secrets.token_hex(3)}"
+    create, dependent, drop = _DEPENDENT[name]
+    conn = engine.connect(DSNS[name], "queue-bench interface test")
+    run = lambda text: _execute(engine, conn, text.format(s=schema, mark=SCHEMA_MARK))  # noqa: E731
+    try:
+        for text in create:
+            run(text)
+        for call in (engine.check_schema, engine.claim_schema):
+            with pytest.raises(ConfigError) as err:
+                call(conn, schema, 1)
+            assert err.value.param == "SCHEMA" and dependent.format(s=schema) in str(err.value), str(err.value)
+        assert engine.db.OWNERSHIP.try_lock(conn, schema)  # the refused claim did not take it
+        engine.db.OWNERSHIP.unlock(conn, schema)
+        with pytest.raises(ConfigError):
+            engine.db.OWNERSHIP.drop(conn, schema)
+        assert engine.db.OWNERSHIP.state(conn, schema) == "ours"
+    finally:
+        for text in drop:
+            run(text)
+        conn.close()
+
+
+def _execute(engine, conn, text: str) -> bool:
+    if engine.name == "mariadb":
+        engine.db.execute(conn, text)
+    else:
+        conn.execute(text)
+    return True
 
 
 def test_the_interface_names_every_need_of_a_run():
     """The issue's list: connect and check, prepare and seed, sessions, reaper, mover, monitor,
     audit, plans and statement statistics, fault actions, capabilities."""
+    members = {name for name, _ in inspect.getmembers(Engine) if not name.startswith("_")} | set(Engine.__annotations__)
     for name in ("connect", "claim_schema", "prepare", "sessions", "reaper", "mover", "monitor", "audit",
                  "capture_plans", "workers_plan", "statement_stats_read", "hold_snapshot", "kill_one_worker",
                  "capabilities"):
-        assert name in _protocol_members(), name
+        assert name in members, name
 
 
 def test_a_value_the_engine_cannot_honour_is_refused_with_one_line():
     cfg = build_config("default", {"index": "partial"}).public()
-    caps = Capabilities(engine="someengine", allowed={"index": ("none", "status", "composite")},
-                        reasons={"index": "it has no partial indexes"})
+    caps = dataclasses.replace(capabilities("postgres"), engine="someengine",
+                               allowed={"index": ("none", "status", "composite")},
+                               reasons={"index": "it has no partial indexes"})
     with pytest.raises(ConfigError) as err:
         caps.check(cfg)
     line = str(err.value)
     assert line.startswith("INDEX: 'partial' is not supported on someengine (it has no partial indexes)")
     assert "allowed: none, status, composite" in line and "\n" not in line
     caps.check(build_config("default", {"index": "composite"}).public())  # a value it has: no error
-    Capabilities(engine="postgres").check(cfg)
+    dataclasses.replace(caps, allowed={}).check(cfg)
+
+
+def test_the_configuration_reads_the_flag_not_the_name():
+    """backend_kill with PROCESSES > 1 is refused where the engine's kill cannot reach other processes."""
+    faults = {"processes": 2, "workers": 2, "faults": "backend_kill@1-2"}
+    assert capabilities("postgres").kill_reaches_other_processes
+    build_config("default", {**faults, "engine": "postgres"})
+    assert not capabilities("mariadb").kill_reaches_other_processes
+    with pytest.raises(ConfigError) as err:
+        build_config("default", {**faults, "engine": "mariadb"})
+    assert str(err.value).startswith("FAULTS: backend_kill on MariaDB")

@@ -14,7 +14,7 @@ import pytest
 from bench.config.run_config import build_config
 from bench.engines import get_engine
 from bench.engines.base import EngineError, LockNotAvailable
-from bench.engines.mariadb import db, sessions
+from bench.engines.mariadb import db
 from bench.engines.mariadb.dsn import connect_args
 from conftest import CLEAN_INVARIANTS, MARIADB_DSN, qbench
 
@@ -64,7 +64,7 @@ def test_policies_with_two_connections(maria_schema, index):
     results = {}
     for policy in ("wait", "nowait", "skip_locked"):
         cfg, conn = _prepared(schema, policy=policy, index=index, batch=1)
-        factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+        factory = get_engine("mariadb").sessions(MARIADB_DSN, cfg)
         holder, other = factory.worker_session("w-holder"), factory.worker_session("w-other")
         try:
             holder.begin()
@@ -105,7 +105,7 @@ def test_a_lock_wait_timeout_is_not_lock_not_available(maria_schema):
     """MariaDB returns 1205 for NOWAIT and for a lock wait that timed out alike: classified by policy."""
     _, schema = maria_schema
     cfg, conn = _prepared(schema, policy="wait", batch=1)
-    factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+    factory = get_engine("mariadb").sessions(MARIADB_DSN, cfg)
     holder, other = factory.worker_session("w-holder"), factory.worker_session("w-other")
     try:
         holder.begin()
@@ -125,7 +125,7 @@ def test_a_lock_wait_timeout_is_not_lock_not_available(maria_schema):
 def test_claim_complete_and_fail_are_fenced(maria_schema):
     _, schema = maria_schema
     cfg, conn = _prepared(schema, batch=3, lease_s=0.2)
-    factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+    factory = get_engine("mariadb").sessions(MARIADB_DSN, cfg)
     w = factory.worker_session("w1")
     try:
         rows = w.claim()
@@ -166,7 +166,7 @@ def test_fr07_with_two_sessions_the_second_skip_locked_claim_is_empty(maria_sche
     got, locked = {}, {}
     for index in ("status", "composite"):
         cfg, conn = _prepared(schema, backlog=50, policy="skip_locked", index=index, batch=1, isolation=isolation)
-        factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+        factory = get_engine("mariadb").sessions(MARIADB_DSN, cfg)
         holder, other = factory.worker_session("w-holder"), factory.worker_session("w-other")
         try:
             holder.begin()
@@ -193,7 +193,7 @@ def test_generated_index_under_repeatable_read_makes_skip_locked_wait(maria_sche
     timeout) instead of taking row 2, which is why its runs deadlock; under READ COMMITTED it takes row 2."""
     _, schema = maria_schema
     cfg, conn = _prepared(schema, backlog=50, policy="skip_locked", index="generated", batch=1, isolation=isolation)
-    factory = sessions.MariaDBSessions(MARIADB_DSN, cfg)
+    factory = get_engine("mariadb").sessions(MARIADB_DSN, cfg)
     holder, other = factory.worker_session("w-holder"), factory.worker_session("w-other")
     try:
         holder.begin()

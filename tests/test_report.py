@@ -286,3 +286,17 @@ def test_harness_cpu_is_red_above_the_runs_own_limit(run_dir):
     assert 'value bad' in _row_cell(render_report(run_dir).read_text(), "harness CPU max")
     _edit_summary(run_dir, harness_cpu_limit_pct=99.0)
     assert 'value bad' not in _row_cell(render_report(run_dir).read_text(), "harness CPU max")
+
+
+def test_the_report_reads_the_engine_capabilities_the_run_recorded():
+    """The flags come from run.json's ``engine_capabilities`` (put in the summary by load_run), whatever
+    the engine's name; a run written before they were recorded gets what its engine had then."""
+    from bench.report.run_format import engine_capability
+
+    recorded = {"config": {"engine": "postgres"}, "engine_capabilities": {"vacuum": False, "statement_stats": False}}
+    assert engine_capability(recorded, "vacuum") is False and engine_capability(recorded, "statement_stats") is False
+    assert engine_capability(recorded, "table_rows_estimated") is False  # not recorded: postgres's then
+    assert engine_capability({"config": {"engine": "mariadb"}}, "vacuum") is False
+    assert engine_capability({"config": {"engine": "mariadb"}}, "table_rows_estimated") is True
+    assert engine_capability({"config": {}}, "vacuum") is True
+    assert engine_capability({}, "statement_stats") is True

@@ -39,20 +39,14 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("bench/engines/mariadb/audit.py", "run_audit", "lines"): _ENGINES,
     ("bench/engines/mariadb/slap.py", "run_slap", "positional"): _ENGINES,
     ("bench/engines/mariadb/slap.py", "slap_argv", "positional"): _ENGINES,
-    ("bench/engines/postgres/db.py", "", "lines"): _ENGINES,
-    ("bench/engines/postgres/db.py", "prepare", "lines"): _ENGINES,
     ("bench/engines/postgres/pgbench.py", "run_pgbench", "lines"): _ENGINES,
     ("bench/engines/postgres/pgbench.py", "run_pgbench", "positional"): _ENGINES,
     ("bench/engines/postgres/plans.py", "capture_claim_plans", "positional"): _ENGINES,
     ("bench/engines/postgres/policies.py", "literal_claim", "positional"): _ENGINES,
 }
 
-_EMBEDDED = "redesign 2: the engine base (issue 24)"
-
 #: The modules (a set of two or more) whose shared lines pylint reports, -> why they are left today.
-DUPLICATE_EXEMPTIONS: dict[frozenset[str], str] = {
-    frozenset({"bench.engines.mariadb.engine", "bench.engines.postgres.engine"}): _EMBEDDED,
-}
+DUPLICATE_EXEMPTIONS: dict[frozenset[str], str] = {}
 
 
 def _functions(tree: ast.Module):

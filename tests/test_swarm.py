@@ -106,8 +106,8 @@ def test_convoy_hold_transaction(dsn, tmp_path):
 
 def test_refuses_blocking_wait_function():
     """If psycopg was imported before gevent patched select, psycopg uses wait_c and the run is refused."""
-    code = ("import psycopg\nfrom bench.load import swarm\nfrom bench.engines.postgres.sessions import PostgresSessions\n"
-            "PostgresSessions('', None).check_cooperative()\n")
+    code = ("import psycopg\nfrom bench.load import swarm\nfrom bench.engines import get_engine\n"
+            "get_engine('postgres').sessions('', None).check_cooperative()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode != 0
     assert "NotCooperativeError" in proc.stderr and "wait_c" in proc.stderr

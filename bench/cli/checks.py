@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from bench.config.run_config import engine_of_dsn
+from bench.engines import non_loopback_host as engine_non_loopback_host
 from bench.errors import EXIT_BAD_INPUT, ConfigError
 
 
@@ -22,11 +23,7 @@ def bad_input(message: str) -> int:
 def non_loopback_host(dsn: str) -> str | None:
     """The host ``dsn`` would load that is not this machine, or None; parsed by the engine its
     scheme names (never connects). Raises ConfigError (``DSN``) when it cannot be parsed."""
-    if engine_of_dsn(dsn) == "mariadb":
-        from bench.engines.mariadb.dsn import non_loopback_host as host_of
-    else:
-        from bench.engines.postgres.dsn import non_loopback_host as host_of
-    return host_of(dsn)
+    return engine_non_loopback_host(engine_of_dsn(dsn), dsn)
 
 
 

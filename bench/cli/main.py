@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import contextlib
+import importlib
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from bench import __version__
 from bench.config.lookup import how_given
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
+from bench.engines import capabilities, embedded_server
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
                           exit_status, first_status)
@@ -134,6 +136,12 @@ def _report(args: argparse.Namespace) -> int:
     return _rerender(args.run_dir, "RUN_DIR", "a results/<run_id> directory", render_report, ReportError)
 
 
+#: The calibration of each tool an engine's capabilities name (``calibrator``): (module, function), imported
+#: when used (after gevent's monkey-patching).
+_CALIBRATORS = {"pgbench": ("bench.cli.calibrate", "calibrate"),
+                "mariadb-slap": ("bench.cli.calibrate_mariadb", "calibrate_mariadb")}
+
+
 def _calibrate(args: argparse.Namespace) -> int:
     from bench.load import swarm  # noqa: F401
 
@@ -141,10 +149,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     engine = choose_engine(args.engine, dsn)
     check_loopback(dsn, args.allow_remote)
     check_results_dir(args.results)
-    if engine == "mariadb":
-        from bench.cli.calibrate_mariadb import calibrate_mariadb as calibrate
-    else:
-        from bench.cli.calibrate import calibrate
+    module, function = _CALIBRATORS[capabilities(engine).calibrator]
+    calibrate = getattr(importlib.import_module(module), function)
     return calibrate(workers=args.workers, duration=args.duration, warmup=args.warmup, pairs=args.pairs,
                      dsn=dsn, schema=args.schema, results=args.results, batch=args.batch, processes=args.processes)
 
@@ -189,13 +195,7 @@ def _database(dsn: str | None, allow_remote: bool, connections: int, engine: str
     check_loopback(dsn, allow_remote)
     if dsn:
         return contextlib.nullcontext(dsn), False
-    if engine == "mariadb":
-        from bench.engines.mariadb.embedded import embedded_mariadb
-
-        return embedded_mariadb(max_connections=connections + 20), True
-    from bench.engines.postgres.embedded import embedded_postgres
-
-    return embedded_postgres(max_connections=connections + 20), True
+    return embedded_server(engine, connections + 20), True
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from bench.config.file_values import check_file_value
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
 from bench.config.queue_parameters import QueueParameters
+from bench.engines import capabilities
 from bench.errors import ConfigError
 from bench.results.slo import open_loop_keys
 
@@ -195,11 +196,12 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
                                        "a process without a worker; allowed: PROCESSES from 1 to WORKERS")
-    if (values["processes"] > 1 and values.get("engine") == "mariadb"
+    caps = capabilities(values.get("engine") or "postgres")
+    if (values["processes"] > 1 and not caps.kill_reaches_other_processes
             and any(f.kind == "backend_kill" for f in values["faults"])):
-        raise ConfigError("FAULTS", "backend_kill on MariaDB kills the worker connections this process opened, and "
-                                    "with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
-                                    "with PROCESSES=1 on MariaDB")
+        raise ConfigError("FAULTS", f"backend_kill on {caps.label} kills the worker connections this process opened, "
+                                    "and with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
+                                    f"with PROCESSES=1 on {caps.label}")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0 (--no-prepared): an "
                                         "unprepared claim is planned with its values on every execution; allowed: "

@@ -15,11 +15,15 @@ gone (the user opens a new one).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Mapping, Protocol
+from types import ModuleType
+from typing import Any, Callable, Protocol
 
-from bench.config.parameters import BY_KEY, NOT_APPLICABLE, PARAMETERS
-from bench.errors import ConfigError, RunFailed
+from bench.engines.capability import Capabilities
+from bench.engines.common import INVARIANTS, with_connection
+from bench.errors import RunFailed
+
+__all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
+           "ProducerSession", "SessionFactory", "Sessions", "WorkerSession"]
 
 #: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
 #: lease_until, claimed_at); the last two are database epoch seconds (for the claim log). Pickup is
@@ -132,76 +136,106 @@ class SessionFactory(Protocol):
 
 
 
-@dataclasses.dataclass(frozen=True)
-class Capabilities:
-    """What an engine can honour: for each run parameter it restricts (by workload-file key), the
-    values it supports; a parameter not listed is supported with every value the parameter table
-    allows. ``reasons`` says, per key, why (shown in the refusal)."""
-
-    engine: str
-    allowed: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
-    reasons: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    #: The error a NOWAIT claim raises on a locked row (what the report names), e.g. ``55P03``.
-    nowait_error: str = ""
-    #: Features where engines (or versions of one) differ, by name: ``True`` when supported.
-    features: Mapping[str, bool] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def from_table(cls, engine: str, **extra: Any) -> "Capabilities":
-        """The capabilities the parameter table gives ``engine``
-        (:attr:`bench.config.parameters.Parameter.engine_values`); a parameter with no meaning there
-        allows only :data:`~bench.config.parameters.NOT_APPLICABLE`."""
-        allowed = {p.key: (p.engine_values[engine] or (NOT_APPLICABLE,)) for p in PARAMETERS
-                   if engine in p.engine_values}
-        reasons = {p.key: p.engine_reasons[engine] for p in PARAMETERS if engine in p.engine_reasons}
-        return cls(engine=engine, allowed=allowed, reasons=reasons, **extra)
-
-    def check(self, config: Mapping[str, Any]) -> None:
-        """Raise ConfigError (the parameter's upper-case name) for the first value in ``config`` (a
-        ``RunConfig.public()`` dict) this engine cannot honour; return None when it can run it."""
-        for key, allowed in self.allowed.items():
-            value = config.get(BY_KEY[key].attribute)
-            if value not in allowed:
-                why = f" ({self.reasons[key]})" if key in self.reasons else ""
-                raise ConfigError(key.upper(), f"{value!r} is not supported on {self.engine}{why}; allowed: "
-                                               + ", ".join(str(v) for v in allowed))
+class NotCooperativeError(RunFailed):
+    """The driver would block the whole process on a wait; concurrency would be fake."""
 
 
-class Engine(Protocol):
-    """Everything a run asks of a database, for one engine. ``conn`` arguments are the engine's own
-    admin connections (from :meth:`connect`); ``cfg`` is a :class:`bench.config.run_config.RunConfig`.
-    Methods raise ConfigError for what the user must change (one line, exit 2) and one of
-    :attr:`database_errors` when the database fails."""
+class Sessions:
+    """The :class:`SessionFactory` of one run (``dsn``, ``cfg``): an engine's session classes, each made
+    as ``cls(dsn, cfg, name)``, and its check of the driver's wait (``cooperative() -> name``, RuntimeError
+    when it would block)."""
+
+    def __init__(self, dsn: str, cfg: Any, worker: type, producer: type, cooperative: Callable[[], str]):
+        self.dsn, self.cfg = dsn, cfg
+        self.worker, self.producer, self.cooperative = worker, producer, cooperative
+
+    def worker_session(self, name: str) -> WorkerSession:
+        """A new session for worker ``name``. Raises :class:`ConnectFailed`."""
+        return self.worker(self.dsn, self.cfg, name)
+
+    def producer_session(self, name: str) -> ProducerSession:
+        """A new session for producer ``name``. Raises :class:`ConnectFailed`."""
+        return self.producer(self.dsn, self.cfg, name)
+
+    def check_cooperative(self) -> str:
+        """The name of the driver's wait function; :class:`NotCooperativeError` if a wait would block every
+        greenlet of the process."""
+        try:
+            return self.cooperative()
+        except RuntimeError as err:
+            raise NotCooperativeError(str(err)) from None
+
+
+class Engine:
+    """Everything a run asks of a database, for one engine, with the flows every engine shares written
+    here once. An engine (``bench/engines/<name>/engine.py``) is a subclass that gives its modules (the
+    adapter: :attr:`db`, :attr:`plans`, :attr:`probes`, :attr:`faults`), its session classes and its
+    :class:`Capabilities`, and overrides only what differs.
+
+    ``conn`` arguments are the engine's own admin connections (from :meth:`connect`); ``cfg`` is a
+    :class:`bench.config.run_config.RunConfig`. Methods raise ConfigError for what the user must change
+    (one line, exit 2) and one of :attr:`database_errors` when the database fails."""
 
     name: str
     capabilities: Capabilities
-    #: exceptions that mean "the database failed or went away" (caught around the audit)
-    database_errors: tuple[type[BaseException], ...]
     #: the audit's invariant names, each 0 on a correct run
-    invariants: tuple[str, ...]
+    invariants: tuple[str, ...] = INVARIANTS
+    #: the engine's ``db`` module: ``connect(dsn, application_name=)``, ``is_alive``, ``server_info``,
+    #: ``prepare``, ``table_sizes``, ``state_schema_for``, ``DATABASE_ERRORS`` and its schemas' ``OWNERSHIP``
+    #: (:class:`bench.engines.ownership.SchemaOwnership`)
+    db: ModuleType
+    #: ``plans_text``, ``plan_warnings``; ``offset_lock_probe``, ``subselect_overclaim_probe``;
+    #: ``hold_snapshot``, ``killer``, ``kill_one_worker``, ``release``
+    plans: ModuleType
+    probes: ModuleType
+    faults: ModuleType
+    #: the first line of a driver error's message (a staticmethod)
+    first_line: Callable[[BaseException], str]
+    #: ``(dsn, cfg, name)`` -> a session; the driver's wait check (a staticmethod)
+    worker_session: type
+    producer_session: type
+    cooperative_wait: Callable[[], str]
+    #: ``(conn, schema, interval_s, recorder)`` -> the reaper's periodic task
+    reaper_task: type
+    #: why a figure another engine reports is empty here, by name (``autovacuum``, ``pg_stat_statements``, ...)
+    not_measured: dict[str, str] = {}
+
+    @property
+    def database_errors(self) -> tuple[type[BaseException], ...]:
+        """Exceptions that mean "the database failed or went away" (caught around the audit)."""
+        return self.db.DATABASE_ERRORS
 
     # -- connect and check
     def connect(self, dsn: str, application_name: str) -> Any:
         """An admin connection (autocommit); ConfigError (``DSN``) when it cannot connect."""
+        return self.db.connect(dsn, application_name=application_name)
 
     def is_alive(self, conn: Any) -> bool:
         """The connection still answers."""
+        return self.db.is_alive(conn)
 
     def server_info(self, conn: Any) -> dict:
-        """``server_version`` and the server settings run.json records."""
+        """``server_version`` and the server settings run.json records, and the engine's capabilities
+        (``engine_capabilities``: :meth:`Capabilities.recorded`, what the report reads of them)."""
+        return {**self.db.server_info(conn), "engine_capabilities": self.capabilities.recorded()}
 
     def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
-        """Check the schema is the tool's (or absent) and free, lock it for this run on ``conn``, and
-        check the server has ``connections`` free; returns ``{"available", "max_connections", ...}``."""
+        """Check the schema is the tool's (or absent) with nothing outside depending on it, lock it for
+        this run on ``conn``, and check the server has ``connections`` free; returns ``{"available",
+        "max_connections", ...}`` (:meth:`bench.engines.ownership.SchemaOwnership.claim`)."""
+        return self.db.OWNERSHIP.claim(conn, schema, connections)
 
     def check_schema(self, conn: Any, schema: str, connections: int) -> dict:
-        """:meth:`claim_schema`'s checks without taking the schema's lock."""
+        """:meth:`claim_schema`'s checks without taking the schema's lock (a sweep's check before its first run)."""
+        return self.db.OWNERSHIP.check(conn, schema, connections)
 
     def sessions(self, dsn: str, cfg: Any) -> SessionFactory:
         """The worker and producer sessions of the run."""
+        return Sessions(dsn, cfg, self.worker_session, self.producer_session, self.cooperative_wait)
 
     def error_message(self, err: BaseException) -> str:
         """The first line of a database error's message."""
+        return self.first_line(err)
 
     # -- prepare the schema, layouts and index variants; seed
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
@@ -209,77 +243,104 @@ class Engine(Protocol):
         """Drop and create the run's schema (layout, index variant), seed history and backlog; returns
         the seed's figures (``history``, ``backlog``, ``seconds``, ``rows_per_s``, ``index_seconds``,
         ``vacuum_seconds``)."""
+        return self.db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
 
     def table_sizes(self, conn: Any, schema: str) -> dict:
-        """``{"table_bytes", "indexes_bytes"}`` of the queue's tables."""
+        """``{"table_bytes", "indexes_bytes", "archive_bytes"}`` of the queue's tables."""
+        return self.db.table_sizes(conn, schema)
 
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
-        """Vacuum and analyze counts of the queue table (to diff across the run)."""
+        """Vacuum and analyze counts of the queue table (to diff across the run), or ``{"not_applicable":
+        why}`` on an engine without vacuum."""
+        return {"not_applicable": self.not_measured["autovacuum"]}
 
     def state_schema_for(self, schema: str) -> str:
         """The schema that holds saved seeded states for runs in ``schema``."""
+        return self.db.state_schema_for(schema)
 
     def drop_schema_at(self, dsn: str, schema: str) -> None:
-        """Drop the tool's ``schema`` (only when it carries the tool's marker)."""
+        """Drop the tool's ``schema`` (only when it carries the tool's mark), on a connection of its own."""
+        with_connection(lambda: self.connect(dsn, "queue-bench cleanup"),
+                        lambda conn: self.db.OWNERSHIP.drop(conn, schema))
 
     def clean(self, dsn: str, *, dry_run: bool) -> list:
         """``qbench clean``: every schema on ``dsn`` carrying the tool's mark, as
         :class:`bench.engines.common.ToolSchema`; each dropped unless ``dry_run``, a run holds it
         (``in_use``) or objects outside it depend on it (``dependents``). Raises
         :attr:`database_errors` when the server cannot be reached."""
+        return with_connection(lambda: self.connect(dsn, "queue-bench clean"),
+                               lambda conn: self.db.OWNERSHIP.clean(conn, dry_run=dry_run))
 
     # -- during the load: monitor samples, reaper, archive mover, periodic VACUUM
     def monitor(self, dsn: str, cfg: Any) -> Any:
         """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
+        raise NotImplementedError
 
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
                        note: Callable[[int, dict], None]) -> list:
         """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``."""
+        from bench.engines.sampler import spawn_samplers
+
+        return spawn_samplers(monitor, now_s, n_seconds, note)
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Any:
         """A periodic task (``run``, ``stop``, ``conn``) that re-queues or dead-letters expired leases."""
+        return self.reaper_task(self.connect(dsn, "queue-bench reaper"), cfg.schema, cfg.reaper_interval_s, recorder)
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Any:
-        """A periodic task that moves finished rows to the archive."""
+        """A periodic task that moves finished rows to the archive (``LAYOUT=archive``; an engine without it
+        refuses the layout in its capabilities)."""
+        raise NotImplementedError(f"LAYOUT=archive is not built for {self.name}")
 
     def vacuumer(self, dsn: str, cfg: Any, recorder: Any, now_s: Callable[[], float]) -> Any:
         """A periodic task (``run``, ``stop``, ``conn``) that VACUUMs the queue table every
         ``cfg.vacuum_every_s`` seconds; ``passes`` holds ``(start_s by now_s(), duration_s)`` of each."""
+        raise NotImplementedError(f"VACUUM_EVERY_S is not built for {self.name}")
 
     # -- plans and statement statistics
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
-        """The claim's plans (auto, custom, generic) explained now, and ``when`` as said."""
+        """The claim's plans explained now, and ``when`` as said."""
+        return self.plans.capture_plans(conn, cfg, when)
 
     def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
         """The plan the workers' own sessions ran, from their plan counts and one worker's EXPLAIN."""
+        raise NotImplementedError
 
     def plans_text(self, captured: dict | None, when: str, workers: dict) -> str:
         """``claim_plan.txt``."""
+        return self.plans.plans_text(captured, when, workers)
 
     def plans_summary(self, captured: dict | None) -> dict | None:
         """The captured plans without their text, for run.json."""
+        raise NotImplementedError
 
     def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
         """Red lines for the report: the workers' claim scans the table, claim latency grew."""
+        return self.plans.plan_warnings(workers, growth)
 
     def statement_stats_unavailable(self, conn: Any) -> str | None:
         """Why the claim's statement statistics cannot be read, or None."""
+        return self.not_measured["pg_stat_statements"]
 
     def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
-        """Reset the claim's statement statistics at the measured window's start."""
+        """Reset the claim's statement statistics at the measured window's start; why not, or None."""
+        return missing
 
     def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
-        """The claim's statement statistics over the measured window."""
+        """The claim's statement statistics over the measured window, or ``{"unavailable": why}``."""
+        return {"unavailable": missing or reset}
 
     # -- audit facts
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """The invariants checked against the database's rows and the claim log: ``invariants``,
         ``status_counts``, ``details``, ``redeliveries``, ``retry_gaps``."""
+        raise NotImplementedError
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """``{queue name: jobs done}`` by ``finished_at`` within [``start_unix``, ``end_unix``) (client
         epoch seconds, moved to the server's clock), for each of the run's queue names
         (``NAMED_QUEUES``/``TENANTS`` > 1), 0 for a queue with none; read after the load."""
+        raise NotImplementedError
 
     # -- probes (the experiments catalogue): each on a throwaway table of its own in the tool's schema
     def offset_lock_probe(self, dsn: str, schema: str) -> dict:
@@ -288,6 +349,7 @@ class Engine(Protocol):
         ``{"offset_returned", "skip_locked_got", "locked_rows" (sorted ids), "method" ("nowait probe" or
         "pgrowlocks"), "plan"}``, as measured, or ``{"not_applicable": why}``. Raises ConfigError
         (``SCHEMA``, ``DSN``) and :attr:`database_errors`."""
+        return self.probes.offset_lock_probe(dsn, schema)
 
     def subselect_overclaim_probe(self, dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
         """Experiment 13 (FR-03): on ``rows`` pending rows, the sub-select claim ``UPDATE … WHERE id IN
@@ -296,22 +358,29 @@ class Engine(Protocol):
         measured; with ``"not_applicable": why`` where the engine refuses the sub-select form. Raises
         ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` below 1) and
         :attr:`database_errors`."""
+        return self.probes.subselect_overclaim_probe(dsn, schema, rows, limit)
 
     # -- a queue library's own worker
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
         """How to start one of a queue library's own worker processes (``LIBRARY_MODE=worker``): its argv and
         the environment it needs besides this one's (the DSN: never on a command line); None when the
-        queue has no such worker. The protocol it speaks: :mod:`bench.engines.postgres.library_workers`."""
+        queue has no such worker (the built-in queue). The protocol it speaks:
+        :mod:`bench.engines.postgres.library_workers`."""
+        return None
 
     # -- fault actions
     def hold_snapshot(self, dsn: str, schema: str) -> Any:
-        """Open a connection holding a snapshot (an old xmin) until :meth:`release`."""
+        """Open a connection holding a snapshot (an old xmin; an old read view) until :meth:`release`."""
+        return self.faults.hold_snapshot(dsn, schema)
 
     def killer(self, dsn: str) -> Any:
         """A connection that can terminate worker backends (:meth:`kill_one_worker`)."""
+        return self.connect(dsn, "queue-bench backend killer")
 
     def kill_one_worker(self, handle: Any) -> bool:
         """Terminate one random worker's backend; False when there was none."""
+        return self.faults.kill_one_worker(handle)
 
     def release(self, handle: Any) -> None:
-        """Close what :meth:`hold_snapshot` or :meth:`killer` opened."""
+        """Roll back and close what :meth:`hold_snapshot` or :meth:`killer` opened."""
+        self.faults.release(handle)

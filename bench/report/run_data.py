@@ -34,7 +34,8 @@ def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
     """Read ``run.json``, ``summary.json`` and ``intervals.csv`` of ``run_dir``.
 
     Returns:
-        ``(run, summary, intervals)``: the two JSON objects as dicts, and the per-second rows
+        ``(run, summary, intervals)``: the two JSON objects as dicts (the summary with run.json's
+        ``engine_capabilities``, when recorded), and the per-second rows
         as a DataFrame with every column numeric (unparseable cells NaN), sorted by ``t_s``
         (seconds since the measured start) with a fresh 0..n-1 index.
 
@@ -48,6 +49,8 @@ def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
             raise ReportError(f"{name} not found in run directory {run_dir}")
     run = _read_json(run_dir / "run.json")
     summary = _read_json(run_dir / "summary.json")
+    if "engine_capabilities" in run:  # what the report reads of them (bench.report.run_format.engine_capability)
+        summary["engine_capabilities"] = run["engine_capabilities"]
     try:
         df = pd.read_csv(run_dir / "intervals.csv")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

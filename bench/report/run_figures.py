@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.report.render import png_uri, save_png  # noqa: E402
+from bench.report.run_format import engine_capability  # noqa: E402
 from bench.results.histograms import read_hlog, spectrum  # noqa: E402
 from bench.report.run_plots import (  # noqa: E402
     SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_locks_running, draw_loop_lag,
@@ -49,8 +50,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
     plots_dir = run_dir / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
     figures = []
-    engine = (summary.get("config") or {}).get("engine", "postgres")
-    figure_specs = [HISTORY_LIST if spec[0] == "dead_tuples" and engine == "mariadb" else spec for spec in FIGURES]
+    vacuum = engine_capability(summary, "vacuum")  # else old row versions are an undo log's history list
+    figure_specs = [HISTORY_LIST if spec[0] == "dead_tuples" and not vacuum else spec for spec in FIGURES]
     priority_ages = run_dir / "priority_ages.csv"
     if priority_ages.is_file():
         by_priority = pd.read_csv(priority_ages)

@@ -13,7 +13,7 @@ from typing import Any
 
 from bench.report.format import NA, fmt_num
 
-__all__ = ["NA", "as_int", "fmt_us_as_ms", "fmt_value", "is_none_or_nan"]
+__all__ = ["NA", "as_int", "engine_capability", "fmt_us_as_ms", "fmt_value", "is_none_or_nan"]
 
 
 def is_none_or_nan(v: Any) -> bool:
@@ -44,3 +44,20 @@ def as_int(v: Any) -> int | None:
         return None if is_none_or_nan(v) else int(v)
     except (TypeError, ValueError):
         return None
+
+
+#: The engine capabilities the report reads, for a run written before run.json recorded them
+#: (``engine_capabilities``): by the engine its config names (PostgreSQL's when it names none).
+_BEFORE_RECORDED = {"postgres": {"vacuum": True, "statement_stats": True, "table_rows_estimated": False},
+                    "mariadb": {"vacuum": False, "statement_stats": False, "table_rows_estimated": True}}
+
+
+def engine_capability(summary: dict, name: str) -> Any:
+    """The flag ``name`` of the run's engine (:class:`bench.engines.base.Capabilities`) as the run recorded it
+    (``engine_capabilities`` of run.json, which :func:`bench.report.run_data.load_run` puts in the summary);
+    for an older run, what its engine had then."""
+    recorded = summary.get("engine_capabilities") or {}
+    if name in recorded:
+        return recorded[name]
+    engine = (summary.get("config") or {}).get("engine") or "postgres"
+    return _BEFORE_RECORDED.get(engine, _BEFORE_RECORDED["postgres"])[name]

@@ -21,7 +21,7 @@ from matplotlib.ticker import (  # noqa: E402
 
 from bench.analysis.empty_claims import empty_while_work_waited  # noqa: E402
 from bench.report.format import fmt_num  # noqa: E402
-from bench.report.run_format import is_none_or_nan  # noqa: E402
+from bench.report.run_format import engine_capability, is_none_or_nan  # noqa: E402
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
            "draw_loop_lag", "draw_oldest_age", "draw_priority_ages", "draw_throughput"]
@@ -266,7 +266,7 @@ def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
         ax.plot(points["table_tuples"], points[col] / 1000.0, linestyle="none", marker="o", markersize=3,
                 label=f"claim latency {label}")
     ax.set_xlabel("queue table rows, InnoDB's estimate (information_schema.TABLES.TABLE_ROWS)"
-                  if (summary.get("config") or {}).get("engine") == "mariadb"
+                  if engine_capability(summary, "table_rows_estimated")
                   else "queue table tuples, live + dead (pg_stat_user_tables)")
     ax.set_ylabel("claim latency (ms)")
     ax.set_ylim(bottom=0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report.format import fmt_num
-from bench.report.run_format import NA, as_int, fmt_us_as_ms, fmt_value, is_none_or_nan
+from bench.report.run_format import NA, as_int, engine_capability, fmt_us_as_ms, fmt_value, is_none_or_nan
 from bench.report.run_notes import workers_plan_label
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -48,7 +48,7 @@ def plan_rows(summary: dict) -> list[dict]:
         rows.append(row("EXPLAIN FORMAT=JSON of the claim on the tool's own session (rows: the optimizer's estimate)",
                         plans["explain"]))
     pgss = summary.get("pg_stat_statements") or {}
-    if pgss and (summary.get("config") or {}).get("engine", "postgres") == "postgres":  # an extension of PostgreSQL
+    if pgss and engine_capability(summary, "statement_stats"):
         unavailable = pgss.get("unavailable")
         rows.append({"what": "pg_stat_statements, measured window",
                      "scan": f"not recorded: {unavailable}" if unavailable else f"{fmt_value(pgss.get('calls'))} calls",

@@ -84,7 +84,7 @@ import pymysql
 
 from bench.engines.mariadb.db import execute, query
 from bench.engines.mariadb.policies import ident, literal
-from bench.engines.common import INVARIANTS, audit_result  # noqa: F401 - INVARIANTS: the engine exports it
+from bench.engines.common import audit_result
 from bench.measure.claimlog import EVENT_COLUMNS, EVENT_KINDS, ClaimLog
 from bench.workload.jobs import poison_sql
 

@@ -19,12 +19,12 @@ from bench.config.run_config import RunConfig
 from bench.data import SCHEMAS_DIR
 from bench.engines.mariadb.connection import open_connection
 from bench.engines.mariadb.policies import ident, literal
-from bench.engines.common import SeedResult
+from bench.engines.common import SeedResult, ToolSchema
+from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 SCHEMA_DIR = SCHEMAS_DIR / "mariadb"
-SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
 #: The exceptions a database error raises through this engine.
 DATABASE_ERRORS = (pymysql.err.MySQLError, OSError)
 #: Server variables recorded with every run (``@@name``; absent ones are recorded as None).
@@ -96,17 +96,6 @@ def connection_headroom(conn) -> dict[str, int]:
     return {"max_connections": max_conn, "reserved": 0, "in_use": in_use, "available": max_conn - in_use}
 
 
-def check_capacity(conn, needed: int) -> dict[str, int]:
-    """Refuse (ConfigError ``WORKERS``) when fewer than ``needed`` connections are free."""
-    room = connection_headroom(conn)
-    if room["available"] < needed:
-        raise ConfigError("WORKERS", (
-            f"the run needs {needed} more connections but the server has {room['available']} free "
-            f"(max_connections {room['max_connections']} - in use {room['in_use']}); "
-            "allowed: fewer WORKERS (or producers), or a server with a larger max_connections"))
-    return room
-
-
 def schema_state(conn, schema: str) -> str:
     """``"absent"``, ``"ours"`` (carries :data:`SCHEMA_MARK`) or ``"foreign"``."""
     rows = query(conn, "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (schema,))
@@ -115,23 +104,14 @@ def schema_state(conn, schema: str) -> str:
     return "ours" if rows[0][0] == SCHEMA_MARK else "foreign"
 
 
-def check_schema_usable(conn, schema: str) -> None:
-    """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's, or is the tool's but
-    objects in other databases depend on it (a run would have to drop it)."""
-    state = schema_state(conn, schema)
-    if state == "foreign":
-        raise ConfigError("SCHEMA", f"database {schema!r} exists and was not created by queue-bench; "
-                                    "allowed: another SCHEMA (the tool never touches a database it did not create)")
-    if state == "ours":
-        _refuse_dependents(conn, schema)
+def try_lock_schema(conn, schema: str) -> bool:
+    """Take the named lock ``qbench:<schema>`` on ``conn`` (held until it closes); True when taken."""
+    return query(conn, "SELECT GET_LOCK(%s, 0)", (f"qbench:{schema}",))[0][0] == 1
 
 
-def lock_schema(conn, schema: str) -> None:
-    """Take the named lock ``qbench:<schema>`` on ``conn`` (held until it closes), or raise
-    ConfigError (``SCHEMA``) when another run holds it."""
-    if query(conn, "SELECT GET_LOCK(%s, 0)", (f"qbench:{schema}",))[0][0] != 1:
-        raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this server; "
-                                    "wait for it or choose another SCHEMA")
+def unlock_schema(conn, schema: str) -> None:
+    """Release the lock :func:`try_lock_schema` took."""
+    query(conn, "SELECT RELEASE_LOCK(%s)", (f"qbench:{schema}",))
 
 
 _OUTSIDE_DEPENDENTS = """
@@ -152,34 +132,36 @@ def outside_dependents(conn, schema: str) -> list[str]:
     return [r[0] for r in query(conn, _OUTSIDE_DEPENDENTS, (schema, schema, schema, schema))]
 
 
-def _refuse_dependents(conn, schema: str) -> None:
-    dependents = outside_dependents(conn, schema)
-    if dependents:
-        raise ConfigError("SCHEMA", f"objects outside database {schema!r} depend on it ({'; '.join(dependents)}); "
-                                    "queue-bench drops only its own database: remove them, or choose another SCHEMA")
-
-
-def drop_schema(conn, schema: str) -> None:
-    """Drop ``schema`` if, and only if, it is the tool's own. Raises ConfigError (``SCHEMA``), dropping
-    nothing, when objects in other databases depend on it (:func:`outside_dependents`)."""
-    if schema_state(conn, schema) == "ours":
-        _refuse_dependents(conn, schema)
-        execute(conn, f"DROP DATABASE {ident(schema)}")
-
-
-def drop_schema_at(dsn: str, schema: str) -> None:
-    """:func:`drop_schema` on a connection of its own (opened and closed here)."""
-    conn = connect(dsn, application_name="queue-bench cleanup")
-    try:
-        drop_schema(conn, schema)
-    finally:
-        conn.close()
-
-
 def state_schema_for(schema: str) -> str:
     """The name saved states would have (``<schema>_state``). This engine keeps none: every run
     generates its history (so a sweep's cleanup finds nothing to drop)."""
     return f"{schema}_state"[:64]
+
+
+def _create_marked(conn, schema: str) -> None:
+    execute(conn, f"CREATE DATABASE {ident(schema)} CHARACTER SET utf8mb4 COMMENT {literal(SCHEMA_MARK)}")
+
+
+#: The tool's databases on the server: (name, tables, estimated rows, bytes), for ``qbench clean``.
+_LIST = """
+SELECT s.SCHEMA_NAME, count(t.TABLE_NAME), coalesce(sum(t.TABLE_ROWS), 0),
+       coalesce(sum(t.DATA_LENGTH + t.INDEX_LENGTH), 0)
+FROM information_schema.SCHEMATA s
+LEFT JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = s.SCHEMA_NAME AND t.TABLE_TYPE = 'BASE TABLE'
+WHERE s.SCHEMA_COMMENT = %s
+GROUP BY s.SCHEMA_NAME ORDER BY s.SCHEMA_NAME"""
+
+#: The tool's databases on MariaDB (:mod:`bench.engines.ownership`): a database marked by its comment, the
+#: named lock ``qbench:<schema>`` (https://mariadb.com/kb/en/get_lock/).
+OWNERSHIP = SchemaOwnership(
+    word="database", lock_scope="server", state=schema_state, dependents=outside_dependents,
+    try_lock=try_lock_schema, unlock=unlock_schema, create_marked=_create_marked,
+    drop_owned=lambda conn, schema: execute(conn, f"DROP DATABASE {ident(schema)}"),
+    headroom=connection_headroom, state_schema_for=state_schema_for,
+    listed=lambda conn: [ToolSchema(name, int(tables), int(rows), int(size))
+                         for name, tables, rows, size in query(conn, _LIST, (SCHEMA_MARK,))])
+check_schema_usable, lock_schema, drop_schema, check_capacity = (
+    OWNERSHIP.check_usable, OWNERSHIP.lock, OWNERSHIP.drop, OWNERSHIP.check_capacity)
 
 
 def statements(name: str, schema: str) -> list[str]:
@@ -253,8 +235,7 @@ def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = pri
     schema = cfg.schema
     check_schema_usable(conn, schema)
     check_lock_memory(conn, cfg, backlog)
-    drop_schema(conn, schema)
-    execute(conn, f"CREATE DATABASE {ident(schema)} CHARACTER SET utf8mb4 COMMENT {literal(SCHEMA_MARK)}")
+    OWNERSHIP.recreate(conn, schema)
     for statement in statements("table.sql", schema):
         execute(conn, statement)
     jobs = ident(schema, "jobs")

@@ -87,6 +87,10 @@ def embedded_mariadb(max_connections: int, *, base_dir: pathlib.Path | None = No
     return embedded(MariaDBRecipe(), max_connections, base_dir, log)
 
 
+#: The name :func:`bench.engines.embedded_server` calls on every engine.
+embedded_server = embedded_mariadb
+
+
 class MariaDBRecipe(Recipe):
     """MariaDB's throwaway server: the install tool, ``mariadbd`` as a child process, probed with PyMySQL."""
 

@@ -26,17 +26,12 @@ def hold_snapshot(dsn: str, schema: str):
 
 
 def release(conn) -> None:
-    """Roll back and close what :func:`hold_snapshot` or :func:`killer` opened."""
+    """Roll back and close what :func:`hold_snapshot` or the engine's ``killer`` opened."""
     try:
         if conn.open:
             conn.rollback()
     finally:
         conn.close()
-
-
-def killer(dsn: str):
-    """A connection for :func:`kill_one_worker`."""
-    return db.connect(dsn, application_name="queue-bench backend killer")
 
 
 def kill_one_worker(conn) -> bool:

@@ -32,7 +32,7 @@ import pymysql
 from bench.engines.mariadb import db
 from bench.engines.mariadb.connection import ISOLATION_LEVELS, open_connection
 from bench.engines.mariadb.error_kinds import error_number
-from bench.engines.mariadb.policies import claim_select, ident, literal
+from bench.engines.mariadb.policies import claim_select, ident
 
 #: Each probe session's ``innodb_lock_wait_timeout`` (s) and ``max_statement_time`` (s): none of
 #: its statements waits (NOWAIT, SKIP LOCKED), so this bound is a safety net, never reached.
@@ -62,26 +62,19 @@ def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple
     (``SCHEMA``) for a database that is not the tool's or that a run holds, ``DSN`` when it cannot
     connect."""
     admin = db.connect(dsn, application_name="queue-bench probe")
-    created_schema = False
     name = f"qbench_probe_{kind}_{secrets.token_hex(4)}"
     table = ident(schema, name)
     try:
-        db.check_schema_usable(admin, schema)
-        db.lock_schema(admin, schema)  # released when the connection closes
-        if db.schema_state(admin, schema) == "absent":
-            db.execute(admin, f"CREATE DATABASE {ident(schema)} CHARACTER SET utf8mb4 COMMENT {literal(db.SCHEMA_MARK)}")
-            created_schema = True
-        db.execute(admin, _CREATE.format(table=table))
-        db.execute(admin, f"INSERT INTO {table} (id, run_at) VALUES "
-                          + ",".join(f"({i}, NOW(6) - INTERVAL {(rows - i + 1) * 1000} MICROSECOND)" for i in range(1, rows + 1)))
-        yield admin, table, name
+        with db.OWNERSHIP.borrowed(admin, schema):
+            try:
+                db.execute(admin, _CREATE.format(table=table))
+                db.execute(admin, f"INSERT INTO {table} (id, run_at) VALUES " + ",".join(
+                    f"({i}, NOW(6) - INTERVAL {(rows - i + 1) * 1000} MICROSECOND)" for i in range(1, rows + 1)))
+                yield admin, table, name
+            finally:
+                db.execute(admin, f"DROP TABLE IF EXISTS {table}")
     finally:
-        try:
-            db.execute(admin, f"DROP TABLE IF EXISTS {table}")
-            if created_schema:
-                db.drop_schema(admin, schema)
-        finally:
-            admin.close()
+        admin.close()
 
 
 def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:

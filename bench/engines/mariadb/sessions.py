@@ -18,9 +18,8 @@ from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
 from bench.engines.mariadb import policies
-from bench.engines.mariadb.connection import cooperative_wait, open_connection, results
+from bench.engines.mariadb.connection import open_connection, results
 from bench.engines.mariadb.error_kinds import LOCK_NOT_AVAILABLE, error_kind, first_line, is_lost
-from bench.errors import RunFailed
 from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 #: Connection ids of this process's open worker sessions (the ``backend_kill`` fault picks from them:
@@ -214,30 +213,3 @@ class MariaDBProducerSession(_Session):
         queues = [self.queues[queue_index(self.rng.random(), n, self.flood)] for _ in priorities] if n > 1 else None
         rows = self.run(policies.insert(self.cfg.schema, priorities, run_at_s, self.cfg.max_attempts, queues))[0][1]
         return [int(r[0]) for r in rows]
-
-
-class NotCooperativeError(RunFailed):
-    """PyMySQL would block the whole process on a wait; concurrency would be fake."""
-
-
-class MariaDBSessions:
-    """The :class:`bench.engines.base.SessionFactory` of one MariaDB run (``dsn``, ``cfg``)."""
-
-    def __init__(self, dsn: str, cfg: RunConfig):
-        self.dsn = dsn
-        self.cfg = cfg
-
-    def worker_session(self, name: str) -> MariaDBWorkerSession:
-        """A new worker session. Raises :class:`bench.engines.base.ConnectFailed`."""
-        return MariaDBWorkerSession(self.dsn, self.cfg, name)
-
-    def producer_session(self, name: str) -> MariaDBProducerSession:
-        """A new producer session. Raises :class:`bench.engines.base.ConnectFailed`."""
-        return MariaDBProducerSession(self.dsn, self.cfg, name)
-
-    def check_cooperative(self) -> str:
-        """The socket PyMySQL waits on; raises :class:`NotCooperativeError` when it is not gevent's."""
-        try:
-            return cooperative_wait()
-        except RuntimeError as err:
-            raise NotCooperativeError(str(err)) from None

@@ -65,7 +65,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from bench.engines.common import INVARIANTS, audit_result  # noqa: F401 - INVARIANTS: the engine exports it
+from bench.engines.common import audit_result
 from bench.measure.claimlog import EVENT_COLUMNS, ClaimLog
 from bench.workload.jobs import poison_sql
 

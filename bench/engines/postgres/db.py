@@ -16,12 +16,12 @@ from psycopg import sql
 
 from bench.config.run_config import RunConfig
 from bench.data import SCHEMAS_DIR
-from bench.engines.common import SeedResult
+from bench.engines.common import SeedResult, ToolSchema
+from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 SCHEMA_DIR = SCHEMAS_DIR / "postgres"
-SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
 #: The exceptions a database error raises through this engine (a caller outside the engine catches these).
 DATABASE_ERRORS = (psycopg.Error,)
 
@@ -95,17 +95,6 @@ def connection_headroom(conn: psycopg.Connection) -> dict[str, int]:
             "available": max_conn - su_reserved - reserved - in_use}
 
 
-def check_capacity(conn: psycopg.Connection, needed: int) -> dict[str, int]:
-    """Refuse (ConfigError ``WORKERS``) when fewer than ``needed`` connections are free."""
-    room = connection_headroom(conn)
-    if room["available"] < needed:
-        raise ConfigError("WORKERS", (
-            f"the run needs {needed} more connections but the server has {room['available']} free "
-            f"(max_connections {room['max_connections']} - reserved {room['reserved']} - in use {room['in_use']}); "
-            "allowed: fewer WORKERS (or producers), or a server with a larger max_connections"))
-    return room
-
-
 def schema_state(conn: psycopg.Connection, schema: str) -> str:
     """``"absent"``, ``"ours"`` (carries :data:`SCHEMA_MARK`) or ``"foreign"``."""
     row = conn.execute(
@@ -116,13 +105,6 @@ def schema_state(conn: psycopg.Connection, schema: str) -> str:
     return "ours" if row[0] == SCHEMA_MARK else "foreign"
 
 
-def check_schema_usable(conn: psycopg.Connection, schema: str) -> None:
-    """Raise ConfigError (``SCHEMA``) if ``schema`` exists and is not the tool's."""
-    if schema_state(conn, schema) == "foreign":
-        raise ConfigError("SCHEMA", f"schema {schema!r} exists and was not created by queue-bench; "
-                                    "allowed: another SCHEMA (the tool never touches a schema it did not create)")
-
-
 def try_lock_schema(conn: psycopg.Connection, schema: str) -> bool:
     """Try to take ``schema``'s session-level advisory lock on ``conn``; True when taken."""
     return conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (f"queue-bench:{schema}",)).fetchone()[0]
@@ -131,18 +113,6 @@ def try_lock_schema(conn: psycopg.Connection, schema: str) -> bool:
 def unlock_schema(conn: psycopg.Connection, schema: str) -> None:
     """Release the lock :func:`try_lock_schema` took."""
     conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"queue-bench:{schema}",))
-
-
-def lock_schema(conn: psycopg.Connection, schema: str) -> None:
-    """Take a session-level advisory lock for ``schema`` on ``conn`` (held until it closes).
-
-    A second queue-bench run on the same database and schema would drop the
-    table under the first; it is refused instead (ConfigError ``SCHEMA``).
-    Advisory locks create no object: https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS
-    """
-    if not try_lock_schema(conn, schema):
-        raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this database; "
-                                    "wait for it or choose another SCHEMA")
 
 
 def _ddl(name: str, schema: str, **extra: sql.Composable) -> sql.Composed:
@@ -185,18 +155,40 @@ def outside_dependents(conn: psycopg.Connection, schema: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def drop_schema(conn: psycopg.Connection, schema: str) -> None:
-    """Drop ``schema`` if, and only if, it is the tool's own.
+def _create_marked(conn: psycopg.Connection, schema: str) -> None:
+    ident = sql.Identifier(schema)
+    with conn.transaction():
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
+        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(SCHEMA_MARK)))
 
-    Raises ConfigError (``SCHEMA``), dropping nothing, when objects outside it depend on it
-    (:func:`outside_dependents`): ``CASCADE`` would drop a user's view, function or foreign key."""
-    if schema_state(conn, schema) != "ours":
-        return
-    dependents = outside_dependents(conn, schema)
-    if dependents:
-        raise ConfigError("SCHEMA", f"objects outside schema {schema!r} depend on it ({'; '.join(dependents)}); "
-                                    "queue-bench drops only its own schema: remove them, or choose another SCHEMA")
-    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+#: The tool's schemas of this database: (name, tables, estimated rows, bytes), for ``qbench clean``.
+_LIST = """
+SELECT n.nspname,
+       count(c.oid) FILTER (WHERE c.relkind IN ('r', 'p')),
+       coalesce(sum(greatest(c.reltuples, 0)) FILTER (WHERE c.relkind = 'r'), 0)::bigint,
+       coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relkind = 'r'), 0)::bigint
+FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid
+WHERE obj_description(n.oid, 'pg_namespace') = %s
+GROUP BY n.nspname ORDER BY n.nspname"""
+
+
+def state_schema_for(schema: str) -> str:
+    """The tool's schema holding saved seeded states for runs in ``schema`` (``<schema>_state``)."""
+    return f"{schema}_state"[:63]
+
+
+#: The tool's schemas on PostgreSQL (:mod:`bench.engines.ownership`): a schema marked by its comment, a
+#: session-level advisory lock per schema name (https://www.postgresql.org/docs/current/explicit-locking.html#ADVISORY-LOCKS).
+OWNERSHIP = SchemaOwnership(
+    word="schema", lock_scope="database", state=schema_state, dependents=outside_dependents,
+    try_lock=try_lock_schema, unlock=unlock_schema, create_marked=_create_marked,
+    drop_owned=lambda conn, schema: conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema))),
+    headroom=connection_headroom, state_schema_for=state_schema_for,
+    listed=lambda conn: [ToolSchema(name, int(tables), int(rows), int(size))
+                         for name, tables, rows, size in conn.execute(_LIST, (SCHEMA_MARK,)).fetchall()])
+check_schema_usable, lock_schema, drop_schema, check_capacity = (
+    OWNERSHIP.check_usable, OWNERSHIP.lock, OWNERSHIP.drop, OWNERSHIP.check_capacity)
 
 
 #: Columns of a seeded history row, in the order both seeding paths write them.
@@ -215,20 +207,6 @@ def _queue_of(cfg: RunConfig) -> Callable[[str], sql.Composable]:
     return lambda id_sql: sql.SQL(f"'q' || ({queue_sql(seeded_u_sql(id_sql), n, flood)})::int")
 
 
-def drop_schema_at(dsn: str, schema: str) -> None:
-    """:func:`drop_schema` on a connection of its own (opened and closed here)."""
-    conn = connect(dsn, application_name="queue-bench cleanup")
-    try:
-        drop_schema(conn, schema)
-    finally:
-        conn.close()
-
-
-def state_schema_for(schema: str) -> str:
-    """The tool's schema holding saved seeded states for runs in ``schema`` (``<schema>_state``)."""
-    return f"{schema}_state"[:63]
-
-
 def ensure_history_state(conn: psycopg.Connection, state_schema: str, history: int,
                          log: Callable[[str], None] = print) -> sql.Composed:
     """Return the saved history table for ``history`` rows in ``state_schema``, creating it
@@ -241,12 +219,9 @@ def ensure_history_state(conn: psycopg.Connection, state_schema: str, history: i
     are used: a template database would copy faster still but means creating
     databases outside the tool's schema. Raises ConfigError (``SCHEMA``) if ``state_schema`` belongs to someone else.
     """
-    check_schema_usable(conn, state_schema)
-    ident = sql.Identifier(state_schema)
+    OWNERSHIP.refuse_foreign(conn, state_schema)
     if schema_state(conn, state_schema) == "absent":
-        with conn.transaction():
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(SCHEMA_MARK)))
+        _create_marked(conn, state_schema)
     name = f"history_{history}"
     table = sql.Identifier(state_schema, name)
     exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
@@ -279,13 +254,9 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
     to someone else.
     """
     schema = cfg.schema
-    check_schema_usable(conn, schema)
-    ident = sql.Identifier(schema)
-    drop_schema(conn, schema)
+    OWNERSHIP.recreate(conn, schema)
     partitioning = sql.SQL("PARTITION BY LIST (status)" if cfg.layout == "partitioned" else "")
     with conn.transaction():
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(SCHEMA_MARK)))
         conn.execute(_ddl("table.sql", schema, partitioning=partitioning))
         layout_ddl = _ddl(f"layout_{cfg.layout}.sql", schema)
         if _has_statements(layout_ddl, conn):

@@ -12,6 +12,7 @@ tool's schema is created, changed or dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable
 
@@ -19,8 +20,8 @@ import psycopg
 from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition
-from bench.engines.base import Capabilities
 from bench.engines.common import SeedResult
+from bench.engines.postgres import CAPABILITIES
 from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
 from bench.engines.postgres.defined_monitor import DefinedMonitor, DefinedReaper
 from bench.engines.postgres.defined_sessions import DefinedSessions
@@ -40,8 +41,9 @@ class DefinedQueueEngine(PostgresEngine):
     """The PostgreSQL engine over ``defn``'s table and statements (see :class:`bench.engines.base.Engine`
     for every method's contract; those not written here are the built-in engine's)."""
 
-    capabilities = Capabilities(engine="postgres", nowait_error="55P03",
-                                features={"plan_cache": True, "partial_index": True, "vacuum": False})
+    #: PostgreSQL's flags; the parameter table's per-engine values are the built-in queue's, and a
+    #: definition's parameters are checked by :mod:`bench.config.queue_parameters`
+    capabilities = dataclasses.replace(CAPABILITIES, allowed={}, reasons={})
 
     def __init__(self, defn: QueueDefinition):
         self.defn = defn
@@ -141,12 +143,7 @@ class DefinedQueueEngine(PostgresEngine):
         back. Returns the seed's figures (rows by the definition's predicates). Raises ConfigError
         (``SCHEMA``, ``QUEUE``, ``INDEX``) and leaves no schema behind when a statement fails."""
         schema = cfg.schema
-        ident = sql.Identifier(schema)
-        db.check_schema_usable(conn, schema)
-        db.drop_schema(conn, schema)
-        with conn.transaction():
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(ident, sql.Literal(db.SCHEMA_MARK)))
+        db.OWNERSHIP.recreate(conn, schema)
         conn.execute(defined_sql.set_search_path(schema))
         try:
             self._prepare(conn, cfg, backlog, log)

@@ -16,11 +16,11 @@ import psycopg
 
 from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
-from bench.engines.base import ClaimedRow, ConnectFailed, EngineError
+from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, Sessions
 from bench.engines.postgres import defined_sql
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import rows
-from bench.engines.postgres.sessions import ISOLATION_LEVELS, PgWorkerSession, PostgresSessions, _open, _translate
+from bench.engines.postgres.sessions import ISOLATION_LEVELS, PgWorkerSession, _open, _translate, cooperative_wait
 
 
 def claim_columns(dsn: str, schema: str, body: str) -> list[str]:
@@ -181,12 +181,12 @@ class DefinedProducerSession:
         self.session.close()
 
 
-class DefinedSessions(PostgresSessions):
+class DefinedSessions(Sessions):
     """The :class:`bench.engines.base.SessionFactory` of a defined queue. The columns the claim
     returns are read from the server once, at the first worker session (the table exists by then)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition):
-        super().__init__(dsn, cfg)
+        super().__init__(dsn, cfg, DefinedWorkerSession, DefinedProducerSession, cooperative_wait)
         self.defn = defn
         self.returned: list[str] | None = None
 

@@ -73,6 +73,10 @@ def embedded_postgres(max_connections: int, *, base_dir: pathlib.Path | None = N
     return embedded(PostgresRecipe(), max_connections, base_dir, log)
 
 
+#: The name :func:`bench.engines.embedded_server` calls on every engine.
+embedded_server = embedded_postgres
+
+
 class PostgresRecipe(Recipe):
     """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop``, probed with psycopg."""
 

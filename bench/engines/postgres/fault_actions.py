@@ -20,17 +20,12 @@ def hold_snapshot(dsn: str, schema: str, table: str = "jobs") -> psycopg.Connect
 
 
 def release(conn: psycopg.Connection) -> None:
-    """Roll back and close what :func:`hold_snapshot` or :func:`killer` opened."""
+    """Roll back and close what :func:`hold_snapshot` or the engine's ``killer`` opened."""
     try:
         if not conn.closed and not conn.autocommit:
             conn.rollback()
     finally:
         conn.close()
-
-
-def killer(dsn: str) -> psycopg.Connection:
-    """A connection for :func:`kill_one_worker`."""
-    return db.connect(dsn, application_name="queue-bench backend killer")
 
 
 def kill_one_worker(conn: psycopg.Connection) -> bool:

@@ -69,34 +69,23 @@ def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple
     ConfigError (``SCHEMA``) for a schema that is not the tool's or that a run holds, ``DSN``
     when it cannot connect."""
     admin = db.connect(dsn, application_name="queue-bench probe")
-    created_schema = locked = False
     name = f"qbench_probe_{kind}_{secrets.token_hex(4)}"
     table = sql.Identifier(schema, name)
     seq = sql.Identifier(schema, f"{name}_seq")
     try:
-        db.check_schema_usable(admin, schema)
-        db.lock_schema(admin, schema)
-        locked = True
-        with admin.transaction():
-            if db.schema_state(admin, schema) == "absent":
-                admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-                admin.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(schema),
-                                                                           sql.Literal(db.SCHEMA_MARK)))
-                created_schema = True
-            admin.execute(sql.SQL(_CREATE).format(table=table))
-            admin.execute(sql.SQL("CREATE SEQUENCE {}").format(seq))
-            admin.execute(sql.SQL(_FILL).format(table=table), {"rows": rows})
-            admin.execute(sql.SQL("ANALYZE {}").format(table))
-        yield admin, table, name
+        with db.OWNERSHIP.borrowed(admin, schema):
+            try:
+                with admin.transaction():
+                    admin.execute(sql.SQL(_CREATE).format(table=table))
+                    admin.execute(sql.SQL("CREATE SEQUENCE {}").format(seq))
+                    admin.execute(sql.SQL(_FILL).format(table=table), {"rows": rows})
+                    admin.execute(sql.SQL("ANALYZE {}").format(table))
+                yield admin, table, name
+            finally:
+                admin.rollback()
+                admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+                admin.execute(sql.SQL("DROP SEQUENCE IF EXISTS {}").format(seq))
     finally:
-        if not admin.broken:
-            admin.rollback()
-            admin.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
-            admin.execute(sql.SQL("DROP SEQUENCE IF EXISTS {}").format(seq))
-            if created_schema:
-                db.drop_schema(admin, schema)
-            if locked:
-                db.unlock_schema(admin, schema)
         admin.close()
 
 

@@ -6,7 +6,7 @@ Python ints and floats; every psycopg error leaves as a
 :class:`bench.engines.base.EngineError` keyed by its SQLSTATE or a named kind
 (:func:`bench.engines.postgres.error_kinds.error_kind`). psycopg must be imported
 after gevent's monkey-patching (``bench.load.swarm`` does it first), so that its
-wait function cooperates: :meth:`PostgresSessions.check_cooperative` verifies it.
+wait function cooperates: :func:`cooperative_wait` verifies it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from bench.engines.common import poll_wait
 from bench.engines.postgres import policies
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import PreparedSession, int_array, rows
-from bench.errors import RunFailed
 from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 
@@ -239,32 +238,13 @@ class PgProducerSession:
         self.session.close()
 
 
-class NotCooperativeError(RunFailed):
-    """psycopg would block the whole process on a wait; concurrency would be fake."""
-
-
-class PostgresSessions:
-    """The :class:`bench.engines.base.SessionFactory` of one PostgreSQL run (``dsn``, ``cfg``)."""
-
-    def __init__(self, dsn: str, cfg: RunConfig):
-        self.dsn = dsn
-        self.cfg = cfg
-
-    def worker_session(self, name: str) -> PgWorkerSession:
-        """A new worker session. Raises :class:`bench.engines.base.ConnectFailed`."""
-        return PgWorkerSession(self.dsn, self.cfg, name)
-
-    def producer_session(self, name: str) -> PgProducerSession:
-        """A new producer session. Raises :class:`bench.engines.base.ConnectFailed`."""
-        return PgProducerSession(self.dsn, self.cfg, name)
-
-    def check_cooperative(self) -> str:
-        """Return psycopg's wait function's name, or raise :class:`NotCooperativeError` if it is the
-        blocking C ``wait_c`` or ``select`` is not monkey-patched (see psycopg ``psycopg/waiting.py``)."""
-        name = getattr(psycopg.waiting.wait, "__name__", str(psycopg.waiting.wait))
-        patched = monkey.is_module_patched("select")
-        if not patched or name == "wait_c":
-            raise NotCooperativeError(
-                f"psycopg uses {name} with select {'patched' if patched else 'not patched'}: "
-                "a greenlet waiting on a row lock would block every worker; import bench.load.swarm before psycopg")
-        return name
+def cooperative_wait() -> str:
+    """psycopg's wait function's name; RuntimeError if it is the blocking C ``wait_c`` or ``select`` is not
+    monkey-patched (see psycopg ``psycopg/waiting.py``)."""
+    name = getattr(psycopg.waiting.wait, "__name__", str(psycopg.waiting.wait))
+    patched = monkey.is_module_patched("select")
+    if not patched or name == "wait_c":
+        raise RuntimeError(
+            f"psycopg uses {name} with select {'patched' if patched else 'not patched'}: "
+            "a greenlet waiting on a row lock would block every worker; import bench.load.swarm before psycopg")
+    return name

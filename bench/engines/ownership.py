@@ -1,0 +1,156 @@
+"""The tool's schemas, one flow on every engine: which are its own, when one is refused, locked,
+created, dropped and cleaned.
+
+A schema (a database on MariaDB) is the tool's when it carries the tool's mark (a comment the tool
+writes when it creates it); one without it is never touched. The rule, checked before anything is
+created: a foreign schema is refused, and so is the tool's own when objects outside it depend on it
+(a run, a probe or ``qbench clean`` would have to drop it, and ``CASCADE`` would take those objects
+along, or ``DROP DATABASE`` fail halfway). The drop checks the same again. A run holds its schema's
+lock (an advisory or named lock: no object) until it ends; a second run on it is refused.
+
+Each engine gives the SQL as a :class:`SchemaOwnership` (``OWNERSHIP`` in its ``db`` module).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Callable, Iterator
+
+from bench.engines.common import ToolSchema
+from bench.errors import ConfigError
+
+Conn = Any
+#: The comment that marks a schema (a database on MariaDB) as the tool's, written when it creates one.
+SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaOwnership:
+    """One engine's SQL for its schemas (each callable takes the engine's admin connection first), and the
+    flows written once over it."""
+
+    #: what a schema is called on this engine (``schema``, ``database``), and where its lock is known
+    word: str
+    lock_scope: str
+    #: ``(conn, schema) -> "absent" | "ours" | "foreign"``
+    state: Callable[[Conn, str], str]
+    #: ``(conn, schema) -> [what outside it depends on it, as a phrase]``
+    dependents: Callable[[Conn, str], list[str]]
+    #: ``(conn, schema) -> bool``: take its lock for this session, True when taken; and release it
+    try_lock: Callable[[Conn, str], bool]
+    unlock: Callable[[Conn, str], None]
+    #: create it, marked as the tool's; drop it (called only on the tool's own, with no dependent)
+    create_marked: Callable[[Conn, str], None]
+    drop_owned: Callable[[Conn, str], None]
+    #: ``conn -> {"max_connections", "reserved", "in_use", "available"}``
+    headroom: Callable[[Conn], dict]
+    #: ``conn -> [ToolSchema]``: every schema carrying the mark
+    listed: Callable[[Conn], list[ToolSchema]]
+    #: the schema holding saved states for runs in a schema (its lock is the run schema's)
+    state_schema_for: Callable[[str], str]
+
+    def refuse_foreign(self, conn: Conn, schema: str) -> None:
+        """Raise ConfigError (``SCHEMA``) when ``schema`` exists and is not the tool's."""
+        if self.state(conn, schema) == "foreign":
+            raise ConfigError("SCHEMA", f"{self.word} {schema!r} exists and was not created by queue-bench; allowed: "
+                                        f"another SCHEMA (the tool never touches a {self.word} it did not create)")
+
+    def refuse_dependents(self, conn: Conn, schema: str) -> None:
+        """Raise ConfigError (``SCHEMA``) naming what outside ``schema`` depends on it, if anything does."""
+        dependents = self.dependents(conn, schema)
+        if dependents:
+            raise ConfigError("SCHEMA", f"objects outside {self.word} {schema!r} depend on it ({'; '.join(dependents)}); "
+                                        f"queue-bench drops only its own {self.word}: remove them, or choose another SCHEMA")
+
+    def check_usable(self, conn: Conn, schema: str) -> None:
+        """The rule, before anything is created: ``schema`` is absent, or the tool's with nothing outside it
+        depending on it. Raises ConfigError (``SCHEMA``)."""
+        self.refuse_foreign(conn, schema)
+        if self.state(conn, schema) == "ours":
+            self.refuse_dependents(conn, schema)
+
+    def lock(self, conn: Conn, schema: str) -> None:
+        """Take ``schema``'s lock on ``conn`` (held until it closes or :attr:`unlock`); ConfigError
+        (``SCHEMA``) when another run holds it."""
+        if not self.try_lock(conn, schema):
+            raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this "
+                                        f"{self.lock_scope}; wait for it or choose another SCHEMA")
+
+    def check_capacity(self, conn: Conn, needed: int) -> dict:
+        """The server's connection headroom; ConfigError (``WORKERS``) when fewer than ``needed`` are free."""
+        room = self.headroom(conn)
+        if room["available"] < needed:
+            reserved = f" - reserved {room['reserved']}" if room["reserved"] else ""
+            raise ConfigError("WORKERS", (
+                f"the run needs {needed} more connections but the server has {room['available']} free "
+                f"(max_connections {room['max_connections']}{reserved} - in use {room['in_use']}); "
+                "allowed: fewer WORKERS (or producers), or a server with a larger max_connections"))
+        return room
+
+    def check(self, conn: Conn, schema: str, connections: int) -> dict:
+        """:meth:`check_usable` and :meth:`check_capacity` (``connections`` free), without the lock."""
+        self.check_usable(conn, schema)
+        return self.check_capacity(conn, connections)
+
+    def claim(self, conn: Conn, schema: str, connections: int) -> dict:
+        """:meth:`check_usable`, then the lock, held by ``conn`` until the run ends, then :meth:`check_capacity`."""
+        self.check_usable(conn, schema)
+        self.lock(conn, schema)
+        return self.check_capacity(conn, connections)  # this admin connection is already counted
+
+    def drop(self, conn: Conn, schema: str) -> None:
+        """Drop ``schema`` if, and only if, it is the tool's own; ConfigError (``SCHEMA``), dropping nothing,
+        when objects outside it depend on it."""
+        if self.state(conn, schema) == "ours":
+            self.refuse_dependents(conn, schema)
+            self.drop_owned(conn, schema)
+
+    def recreate(self, conn: Conn, schema: str) -> None:
+        """The run's schema made afresh: checked (:meth:`check_usable`), dropped, created and marked."""
+        self.check_usable(conn, schema)
+        self.drop(conn, schema)
+        self.create_marked(conn, schema)
+
+    @contextlib.contextmanager
+    def borrowed(self, conn: Conn, schema: str) -> Iterator[None]:
+        """``schema`` checked, locked and created if absent for the block (a probe's scratch tables go in it);
+        dropped after when the block created it, and unlocked. Raises ConfigError (``SCHEMA``)."""
+        self.check_usable(conn, schema)
+        self.lock(conn, schema)
+        created = False
+        try:
+            if self.state(conn, schema) == "absent":
+                self.create_marked(conn, schema)
+                created = True
+            yield
+        finally:
+            if created:
+                self.drop(conn, schema)
+            self.unlock(conn, schema)
+
+    def clean(self, conn: Conn, *, dry_run: bool = False) -> list[ToolSchema]:
+        """``qbench clean``: every schema :attr:`listed` finds, each dropped under its lock unless a run holds
+        it (``in_use``; a saved-state schema is in use while its run schema is), objects outside it depend on it
+        (``dependents``) or ``dry_run``. Returns them all."""
+        found = self.listed(conn)
+        for schema in found:
+            owners = [schema.name]
+            base = schema.name[:-len("_state")]
+            if schema.name.endswith("_state") and self.state_schema_for(base) == schema.name:
+                owners.append(base)
+            taken = []
+            try:
+                for owner in owners:
+                    if not self.try_lock(conn, owner):
+                        schema.in_use = True
+                        break
+                    taken.append(owner)
+                if not schema.in_use:
+                    schema.dependents = tuple(self.dependents(conn, schema.name))
+                if not schema.in_use and not schema.dependents and not dry_run:
+                    self.drop_owned(conn, schema.name)
+            finally:
+                for owner in taken:
+                    self.unlock(conn, owner)
+        return found
