@@ -53,13 +53,21 @@ GOALS = $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
 CMDLINE_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 goal_vars = $(VARS_$(1)) $(if $(filter $(1),$(RUN_TARGETS)),$(RUN_VARS) $(PARAM_NAMES))
 # Values come from the command line only, as qbench takes none from the environment: an exported
-# WORKERS=200 must not change `make bench` unseen. A variable the goals read that is set in the
-# environment is dropped, with one line saying so (`make bench WORKERS=200` gives it).
+# WORKERS=200 must not change `make bench` unseen, and `WORKERS=200 make bench` must not run 10 workers.
+# A variable the goals read that is set only in the environment stops make with one line (exit 2), and so
+# does $DATABASE_URL for a goal that reads DSN (qbench would load that database unasked), and an empty
+# value on the command line (DSN=$UNSET_VARIABLE must not mean "the default").
 ENV_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter environment,$(origin $(v))),$(v))))
-ENV_DROPPED := $(if $(ENV_VARS),$(filter-out $(GLOBAL_VARS),$(filter $(ENV_VARS),$(foreach goal,$(GOALS),$(call goal_vars,$(goal))))))
-ifneq ($(ENV_DROPPED),)
-$(warning $(ENV_DROPPED): set in the environment, ignored; give it on the command line: make $(GOALS) $(firstword $(ENV_DROPPED))=...)
-$(foreach v,$(ENV_DROPPED),$(eval undefine $(v)))
+ENV_GIVEN := $(if $(ENV_VARS),$(filter-out $(GLOBAL_VARS),$(filter $(ENV_VARS),$(foreach goal,$(GOALS),$(call goal_vars,$(goal))))))
+ifneq ($(ENV_GIVEN),)
+$(error $(ENV_GIVEN): set in the environment, which make does not read; allowed: on the command line, make $(GOALS) $(firstword $(ENV_GIVEN))=$($(firstword $(ENV_GIVEN))), or unset $(ENV_GIVEN))
+endif
+ifneq ($(and $(filter environment,$(origin DATABASE_URL)),$(filter DSN,$(foreach goal,$(GOALS),$(call goal_vars,$(goal)))),$(filter-out command line,$(origin DSN))),)
+$(error DATABASE_URL: set in the environment, and make does not pick the database from it; allowed: make $(GOALS) DSN="$$DATABASE_URL", or unset DATABASE_URL for the embedded throwaway server)
+endif
+CMDLINE_EMPTY = $(strip $(foreach v,$(CMDLINE_VARS),$(if $(strip $($(v))),,$(v))))
+ifneq ($(CMDLINE_EMPTY),)
+$(error $(CMDLINE_EMPTY): empty; allowed: a value, or leave $(firstword $(CMDLINE_EMPTY)) out for its default)
 endif
 WORKLOAD ?= default
 DSN      ?=
@@ -86,6 +94,8 @@ RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) $(
 help: ## list the targets (this list)
 	@echo "make <target> [VARIABLE=value ...]; a variable the target does not read stops make (exit 2)."
 	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
+	@echo "Each target's own variables (besides PYTHON, VENV):"
+	@$(foreach t,$(sort $(patsubst VARS_%,%,$(filter VARS_%,$(.VARIABLES)))),printf "  %-16s %s\n" '$(t)' '$(strip $(VARS_$(t)) $(if $(filter $(t),$(RUN_TARGETS)),$(RUN_VARS) + the run parameters))';)
 	@echo "Run parameters (bench, bench-ui, soak, sweep, compare-indexes, capacity, plan): one Make variable per"
 	@echo "qbench run option, WORK_MS=5 for --work-ms 5, yes/no as 1 or 0 (PREPARED=0 for --no-prepared):"
 	@echo "$(PARAM_NAMES)" | fold -s -w 98 | sed 's/^/  /'

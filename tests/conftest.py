@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Tests that run `make` want what a user's shell gives it, not what `make test` passes its children:
 # MAKELEVEL adds "Entering directory" lines, MAKEFLAGS carries the outer command line's variables.
-for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+# DATABASE_URL would pick the database of every qbench and make command a test runs.
+for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "DATABASE_URL"):
     os.environ.pop(_name, None)
 
 

@@ -191,18 +191,31 @@ def test_make_takes_the_variables_its_target_reads():
 
 
 def test_make_takes_values_from_the_command_line_only():
-    """An exported WORKERS or WORKLOAD does not change a run unseen: dropped, with one line naming it."""
-    env = {**os.environ, "WORKERS": "200", "WORKLOAD": "nowhere", "SWEEP": "batch"}
-    proc = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench"], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env=env)
-    assert proc.returncode == 0, proc.stderr
-    line = _command(proc, "qbench run")
-    assert "--workers" not in line and "--workload='default'" in line, line
-    warned = proc.stderr.strip().splitlines()
-    assert len(warned) == 1 and "WORKERS" in warned[0] and "WORKLOAD" in warned[0] and "SWEEP" not in warned[0], warned
-    given = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bench", "WORKERS=3"], cwd=REPO, capture_output=True,
-                           text=True, timeout=60, env=env)
-    assert "--workers='3'" in _command(given, "qbench run")
+    """An exported WORKERS or WORKLOAD, or $DATABASE_URL, does not change a run unseen: make stops with one
+    line naming it (exit 2) unless the command line gives the value; an empty value is refused too."""
+    def make(env_extra: dict, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "-n", "-W", "pyproject.toml", *args], cwd=REPO, capture_output=True,
+                              text=True, timeout=60, env={**os.environ, **env_extra})
+
+    env = {"WORKERS": "200", "WORKLOAD": "nowhere", "SWEEP": "batch"}
+    proc = make(env, "bench")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "qbench" not in proc.stdout, proc.stdout
+    named = lines[0].split(": set in the environment")[0].split()[-2:] if lines else []
+    assert len(lines) == 1 and sorted(named) == ["WORKERS", "WORKLOAD"] and "SWEEP" not in lines[0], lines
+    assert "make bench WORKLOAD=nowhere" in lines[0] and "unset" in lines[0], lines
+    given = make(env, "bench", "WORKERS=3", "WORKLOAD=default")
+    assert given.returncode == 0 and "--workers='3'" in _command(given, "qbench run"), given.stderr
+    url = make({"DATABASE_URL": "postgresql://me@127.0.0.1/prod"}, "bench")
+    assert url.returncode == 2 and len(url.stderr.strip().splitlines()) == 1 and "DATABASE_URL" in url.stderr
+    assert 'DSN="$DATABASE_URL"' in url.stderr
+    chosen = make({"DATABASE_URL": "postgresql://me@127.0.0.1/prod"}, "bench", "DSN=postgresql://127.0.0.1/x")
+    assert chosen.returncode == 0 and "--dsn='postgresql://127.0.0.1/x'" in _command(chosen, "qbench run")
+    assert make({"DATABASE_URL": "postgresql://me@127.0.0.1/prod"}, "help").returncode == 0
+    for empty in ("WORKERS=", "DSN="):
+        proc = make({}, "bench", empty)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and f"{empty[:-1]}: empty; allowed" in lines[0], lines
 
 
 def test_make_calibrate_honours_workers_and_duration():
@@ -235,5 +248,23 @@ def test_make_help_lists_every_target_and_where_the_parameters_are():
     listed = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ") and line.split()}
     assert set(phony) <= listed, set(phony) - listed
     assert all(p.name in proc.stdout for p in PARAMETERS) and "qbench run --help" in proc.stdout
+    own = {line.split()[0]: line.split()[1:] for line in proc.stdout.split("own variables")[1].split("Run parameters")[0]
+           .splitlines()[1:] if line.strip()}
+    makefile_lists = {line.split("=")[0][5:].strip(): line.split("=", 1)[1].split() for line in makefile.splitlines()
+                      if line.startswith("VARS_") and "\\" not in line}
+    assert all(set(v) <= set(own[t]) for t, v in makefile_lists.items()), (own, makefile_lists)
+    assert "CONFIRM_S" in own["plan"] and "DSN" in own["bench"]
     bare = subprocess.run(["make"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert bare.returncode == 0 and bare.stdout == proc.stdout  # the default goal is help
+
+
+def test_a_database_taken_from_database_url_is_named_without_its_password(monkeypatch):
+    """qbench takes $DATABASE_URL when no --dsn is given, and says so on stderr, password left out."""
+    monkeypatch.setenv("DATABASE_URL", "postgresql://postgres:not-shown@127.0.0.1:5432/postgres")
+    proc = qbench_in_process("clean", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert ("qbench: database postgresql://postgres@127.0.0.1:5432/postgres from $DATABASE_URL" in proc.stderr
+            and "not-shown" not in proc.stderr), proc.stderr
+    monkeypatch.delenv("DATABASE_URL")
+    given = qbench_in_process("clean", "--dry-run", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres")
+    assert given.returncode == 0 and "DATABASE_URL" not in given.stderr

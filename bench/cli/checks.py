@@ -4,8 +4,10 @@ can results be written. Each raises :class:`bench.errors.ConfigError` (one line,
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 from bench.config.run_config import engine_of_dsn
@@ -36,7 +38,22 @@ def chosen_dsn(given: str | None) -> str | None:
             raise ConfigError("DSN", "empty; allowed: a PostgreSQL or MariaDB URL, or a libpq key=value DSN "
                                      "(leave --dsn out for the embedded throwaway server)")
         return given
-    return os.environ.get("DATABASE_URL") or None
+    from_env = os.environ.get("DATABASE_URL") or None
+    if from_env:  # a benchmark loads that database: say which, every time
+        sys.stderr.write(f"qbench: database {without_password(from_env)} from $DATABASE_URL "
+                         "(--dsn chooses another; unset DATABASE_URL for the embedded throwaway server)\n")
+    return from_env
+
+
+def without_password(dsn: str) -> str:
+    """``dsn`` as it may be printed: a URL's password, or a key=value DSN's ``password=…``, left out."""
+    if "://" in dsn:
+        url = urllib.parse.urlsplit(dsn)
+        if url.password is not None:
+            netloc = url.netloc.replace(f":{url.password}@", "@", 1)
+            return urllib.parse.urlunsplit(url._replace(netloc=netloc))
+        return dsn
+    return re.sub(r"password\s*=\s*('[^']*'|\S+)", "password=…", dsn)
 
 
 def check_loopback(dsn: str | None, allow_remote: bool) -> None:
