@@ -229,14 +229,15 @@ compare: $(STAMP) ## compare two runs or sweeps: A=results/<run> B=results/<run>
 	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B))
 
 # The regression gate for CI: exit 4 when B is worse than A by more than MAX_REGRESSION (default 10%)
-# and significantly (p < 0.05) on GATE_METRICS (default throughput,claim_p99).
-# make gate A=results/<run> B=results/<run> [MAX_REGRESSION=5%]
+# and significantly (p < 0.05) on GATE_METRICS (default throughput,claim_p99), judged on the repetitions
+# of two sweeps; one run on each side cannot be judged (exit 2, "no verdict").
+# make gate A=results/sweeps/<id> B=results/sweeps/<id> [MAX_REGRESSION=5%]
 MAX_REGRESSION ?= 10%
 GATE_METRICS ?=
-gate: $(STAMP) ## the regression gate for CI: exit 4 when B is worse than A (MAX_REGRESSION, GATE_METRICS)
-	@test -n '$(A)' -a -n '$(B)' || { echo "make gate: A and B are required; allowed: results/<run_id> or results/sweeps/<sweep_id> directories" >&2; exit 2; }
-	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B)) --max-regression=$(call sq,$(MAX_REGRESSION)) \
-		$(if $(GATE_METRICS),--gate-metrics=$(call sq,$(GATE_METRICS)))
+GATE_ARGS = $(strip --max-regression=$(call sq,$(MAX_REGRESSION)) $(if $(GATE_METRICS),--gate-metrics=$(call sq,$(GATE_METRICS))))
+gate: $(STAMP) ## the regression gate for CI: exit 4 when sweep B is worse than sweep A (MAX_REGRESSION, GATE_METRICS)
+	@test -n '$(A)' -a -n '$(B)' || { echo "make gate: A and B are required; allowed: results/sweeps/<sweep_id> directories with repetitions" >&2; exit 2; }
+	$(BIN)/qbench compare $(call sq,$(A)) $(call sq,$(B)) $(GATE_ARGS)
 
 # Re-render a sweep's comparison report from its files: make sweep-report SWEEP_DIR=results/sweeps/<id>
 sweep-report: $(STAMP) ## re-render a sweep's comparison page: SWEEP_DIR=results/sweeps/<id>

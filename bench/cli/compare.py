@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench.cli.checks import bad_input
-from bench.errors import EXIT_SLO, ConfigError
+from bench.errors import EXIT_BAD_INPUT, EXIT_SLO, ConfigError
 
 
 def add_parser(sub) -> None:
@@ -15,8 +15,9 @@ def add_parser(sub) -> None:
     cmp_.add_argument("b", metavar="RUN_OR_SWEEP_B")
     cmp_.add_argument("--out", help="HTML page to write (default: RUN_OR_SWEEP_B/compare_vs_<A's name>.html)")
     cmp_.add_argument("--max-regression", help="the regression gate: exit 4 when B is worse than A by more than this "
-                                               "(e.g. 10%%) and significantly (p < 0.05) on a gated metric "
-                                               "(default: none, no gate; make gate: 10%%)")
+                                               "(e.g. 10%%) and significantly (p < 0.05) on a gated metric, judged on "
+                                               "two sweeps' repetitions; one run a side: no verdict, exit 2 "
+                                               "(default: none; make gate: 10%%)")
     cmp_.add_argument("--gate-metrics", help="what the gate checks, a comma list of throughput, claim_p50, claim_p95, "
                                              "claim_p99, age_max (default: throughput,claim_p99)")
     cmp_.set_defaults(func=compare_command)
@@ -24,7 +25,8 @@ def add_parser(sub) -> None:
 
 def compare_command(args: argparse.Namespace) -> int:
     """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
-    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression."""
+    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression, 2 when nothing could be
+    judged (one run on each side)."""
     from bench.analysis.regression import limit_text, parse_limit, parse_metrics
     from bench.report.compare_page import CompareError, compare, gate
 
@@ -38,7 +40,7 @@ def compare_command(args: argparse.Namespace) -> int:
         raise ConfigError("GATE_METRICS", "names what --max-regression gates on; allowed: with --max-regression")
     try:
         text, page = compare(args.a, args.b, args.out)
-        found, untested = gate(args.a, args.b, limit, metrics) if limit is not None else ([], [])
+        found, untested, judged = gate(args.a, args.b, limit, metrics) if limit is not None else ([], [], 0)
     except CompareError as err:
         return bad_input(str(err))
     print(text)
@@ -47,7 +49,11 @@ def compare_command(args: argparse.Namespace) -> int:
             print(f"gate: cannot judge {line}")
         for line in found:
             print(f"gate: REGRESSION {line}")
-        if not found:
+        if judged and not found:
             print(f"gate: no regression beyond {limit_text(limit)} on {', '.join(metrics)}")
+        elif not judged:
+            print(f"gate: no verdict: none of {', '.join(metrics)} could be judged (the lines above say why)")
     print(f"report: {page.resolve()}")
+    if limit is not None and not found and not judged:
+        return EXIT_BAD_INPUT
     return EXIT_SLO if found else 0

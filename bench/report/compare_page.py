@@ -61,6 +61,7 @@ class _Row:
     higher_is_better: bool
     scale: float = 1.0  # divide a/b by this for display (µs -> ms)
     key: str = ""  # the regression gate's name of the metric (bench.analysis.regression.GATE_METRICS)
+    within_runs: bool = False  # tested on per-second samples of single runs: no run-to-run spread in it
 
 
 def _kind(path: Path, arg: str) -> str:
@@ -125,7 +126,8 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
             samples = f"{len(xa)}/{len(xb)} s"
         else:
             p, sig, samples = None, None, "max: no test"
-        rows.append(_Row(label, unit, va, vb, _rel(va, vb), p, sig, samples, higher, scale, _GATE_KEYS.get(label, "")))
+        rows.append(_Row(label, unit, va, vb, _rel(va, vb), p, sig, samples, higher, scale, _GATE_KEYS.get(label, ""),
+                         within_runs=bool(column)))
     notes = [
         "A and B are the run's whole-window figures (summary.json); relative difference = (B − A) / A.",
         "p-value: Welch's unequal-variance t-test on the per-second samples of intervals.csv (jobs_completed "
@@ -200,7 +202,7 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
             else:
                 p, sig, samples = None, None, "1 rep: no test"
             rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale,
-                             _GATE_KEYS.get(label, "")))
+                             key=_GATE_KEYS.get(label, ""), within_runs=samples.endswith("s*")))
     unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(sb, c) not in matched_b]
     if not matched_b:
         raise CompareError(f"RUN_OR_SWEEP_B: no cell of {b} has the parameters of a cell of {a} (A varies "
@@ -300,21 +302,30 @@ def _draw_rel_diff(rows: list[_Row]) -> bytes:
     return save_png(fig)
 
 
-def gate(a_path: Path | str, b_path: Path | str, limit: float, metrics: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """The regression gate (:mod:`bench.analysis.regression`) of B against A: (regressions, untested), one
-    line each, for the compared rows whose gate name is in ``metrics``. Raises CompareError like :func:`compare`."""
+def gate(a_path: Path | str, b_path: Path | str, limit: float,
+         metrics: tuple[str, ...]) -> tuple[list[str], list[str], int]:
+    """The regression gate (:mod:`bench.analysis.regression`) of B against A: (regressions, untested, judged:
+    how many compared rows were judged), one line each, for the compared rows whose gate name is in ``metrics``. Only a difference tested on repetitions
+    is judged: one run on each side (two runs, or a sweep cell with one repetition) is untested, since its
+    per-second samples miss the run-to-run spread. Raises CompareError like :func:`compare`."""
     a, b = Path(a_path), Path(b_path)
     kind = _kind(a, "RUN_OR_SWEEP_A")
     rows, _ = (_compare_runs if kind == "run" else _compare_sweeps)(a, b)
-    found, untested = [], []
+    found, untested, judged = [], [], 0
     for r in (r for r in rows if r.key in metrics):
         if r.significant is None:
             untested.append(f"{r.metric}: no test ({r.samples})")
-        elif regresses(r.rel_diff, r.significant, r.higher_is_better, limit):
-            p = _fmt_p(r.p_value)
-            found.append(f"{r.metric}: {_fmt_value(r, r.a)} -> {_fmt_value(r, r.b)} ({_fmt_rel(r.rel_diff)}, "
-                         f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit_text(limit)} allowed")
-    return found, untested
+        elif r.within_runs:
+            untested.append(f"{r.metric}: one run on each side ({r.samples}); seconds within a run do not hold the "
+                            "run-to-run spread, and two runs of one design on a shared machine can differ by more "
+                            "than the limit: gate two sweeps with REPETITIONS=2 or more")
+        else:
+            judged += 1
+            if regresses(r.rel_diff, r.significant, r.higher_is_better, limit):
+                p = _fmt_p(r.p_value)
+                found.append(f"{r.metric}: {_fmt_value(r, r.a)} -> {_fmt_value(r, r.b)} ({_fmt_rel(r.rel_diff)}, "
+                             f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit_text(limit)} allowed")
+    return found, untested, judged
 
 
 def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None = None) -> tuple[str, Path]:
