@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report.format import fmt_num
-from bench.report.run_format import NA, as_int, engine_capability, fmt_us_as_ms, fmt_value, is_none_or_nan
+from bench.report.run_format import NA, as_int, engine_capability, fmt_value, is_none_or_nan
 from bench.report.run_notes import workers_plan_label
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -214,20 +214,19 @@ def _fmt_errors(errors: Any) -> str:
 
 
 def latency_rows(summary: dict) -> list[dict]:
-    """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text, all in ms.
-
-    Claim and completion latency arrive in µs and are shown as ms with 3 decimals.
+    """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text: ms with 3
+    decimals (µs precision), or s with 2 decimals from 10 s up (a pickup of 19,021.823 ms reads 19.02 s).
     """
     stats = ("p50", "p95", "p99", "max", "mean")
     rows = []
     for label, key, fmt in (
-        ("claim latency", "claim_latency_us", fmt_us_as_ms),
-        ("completion latency", "complete_latency_us", fmt_us_as_ms),
-        ("pickup latency", "pickup_latency_ms", lambda v: fmt_num(v, 3, "ms")),
+        ("claim latency", "claim_latency_us", _us),
+        ("completion latency", "complete_latency_us", _us),
+        ("pickup latency", "pickup_latency_ms", _ms),
         ("job work, measured (configured mean "
-         f"{fmt_num(summary.get('work_expected_ms'), 3, 'ms')})", "work_duration_us", fmt_us_as_ms),
-        ("event-loop lag (10 ms timer, how late)", "loop_lag_us", fmt_us_as_ms),
-        ("NOWAIT back-off sleeps", "nowait_backoff_us", fmt_us_as_ms),
+         f"{fmt_num(summary.get('work_expected_ms'), 3, 'ms')})", "work_duration_us", _us),
+        ("event-loop lag (10 ms timer, how late)", "loop_lag_us", _us),
+        ("NOWAIT back-off sleeps", "nowait_backoff_us", _us),
     ):
         d = summary.get(key)
         if d is None and key in OPTIONAL_LATENCY_KEYS:  # runs recorded before the key existed
@@ -237,6 +236,17 @@ def latency_rows(summary: dict) -> list[dict]:
         d = d or {}
         rows.append({"label": label, "cells": [fmt(d.get(s)) for s in stats]})
     return rows
+
+
+def _ms(ms: Any) -> str:
+    """A duration in ms as the latency table shows it: '412.000 ms', or '19.02 s' from 10 s up."""
+    if is_none_or_nan(ms):
+        return NA
+    return fmt_num(float(ms) / 1000.0, 2, "s") if float(ms) >= 10_000 else fmt_num(ms, 3, "ms")
+
+
+def _us(us: Any) -> str:
+    return NA if is_none_or_nan(us) else _ms(float(us) / 1000.0)
 
 
 def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:

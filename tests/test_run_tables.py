@@ -1,4 +1,4 @@
-"""The report's "Run configuration": what is called changed from the defaults."""
+"""The run report's tables: what is called changed from the defaults, and how latencies are written."""
 
 from __future__ import annotations
 
@@ -16,3 +16,14 @@ def test_only_parameters_set_away_from_their_default_are_called_changed():
     assert _config_rows(plain, defaults)["changed_rows"] == []
     set_ = build_config(overrides={"workers": 7}).public()
     assert _config_rows(set_, defaults)["changed_rows"] == [("workers", "7", str(defaults["workers"]))]
+
+
+def test_the_latency_table_gives_ms_with_us_precision_and_seconds_from_10_s():
+    from bench.report.run_tables import latency_rows
+
+    summary = {"claim_latency_us": {"p50": 412, "p95": 9_999_999, "p99": 10_000_000, "max": 133_000, "mean": None},
+               "complete_latency_us": {}, "pickup_latency_ms": {"p50": 19_021.823}, "work_duration_us": {},
+               "loop_lag_us": {}, "nowait_backoff_us": None}
+    rows = {r["label"].split(",")[0]: r["cells"] for r in latency_rows(summary)}
+    assert rows["claim latency"] == ["0.412 ms", "9,999.999 ms", "10.00 s", "133.000 ms", "n/a"]
+    assert rows["pickup latency"][0] == "19.02 s"
