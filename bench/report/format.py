@@ -8,7 +8,6 @@ its 95 % confidence interval is a :class:`bench.results.sweep.Stat` (``n``, ``me
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from bench.results.values import fmt_sig, is_missing  # noqa: F401 - fmt_sig: read from here too

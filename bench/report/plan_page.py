@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
 from bench.analysis.plan_answer import slo_at
-from bench.report.render import environment, legend_above, png_uri, save_png
+from bench.report.render import environment, label_log_axis, legend_above, png_uri, save_png
 from bench.results.model import read_result
 from bench.results.values import fmt_seconds, fmt_sig
 
@@ -47,6 +47,7 @@ def _draw(series: dict[str, dict[str, Any]], title: str, xlabel: str, marks: lis
                         va="top" if i % 2 else "bottom", ha="right", fontsize="x-small", color="#555")
         if all(v > 0 for v in s["y"] + [s["threshold"]]) and time_key:
             ax.set_yscale("log")
+            label_log_axis(ax.yaxis)
         ax.set_xlabel(xlabel)
         if xlabel == "workers":
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from jinja2 import Environment, FileSystemLoader  # noqa: E402
 from matplotlib.legend_handler import HandlerTuple  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from bench.data import TEMPLATES_DIR  # noqa: E402
 
@@ -34,6 +35,15 @@ def save_png(fig: plt.Figure) -> bytes:
     finally:
         plt.close(fig)
     return buf.getvalue()
+
+
+def label_log_axis(axis) -> None:
+    """A log-scale ``axis`` (``ax.xaxis``/``ax.yaxis``) labelled at 1, 2 and 5 of each decade as plain numbers,
+    so a range inside one decade still gets values to read (3-53 ms: 5, 10, 20, 50)."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,g}"))
+    axis.set_minor_locator(LogLocator(base=10, subs="auto"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def legend_above(ax: plt.Axes, handles: list | None = None, ncol: int | None = None,

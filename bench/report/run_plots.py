@@ -16,11 +16,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
-    FuncFormatter, MaxNLocator, NullFormatter, StrMethodFormatter,
+    MaxNLocator, NullLocator, StrMethodFormatter,
 )
 
 from bench.analysis.empty_claims import empty_while_work_waited  # noqa: E402
 from bench.report.format import fmt_num  # noqa: E402
+from bench.report.render import label_log_axis  # noqa: E402
 from bench.report.run_format import engine_capability, is_none_or_nan  # noqa: E402
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
@@ -101,8 +102,7 @@ def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
                 marker=m, label=f"claim latency {label}")
     if use_log:
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:,g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        label_log_axis(ax.yaxis)
         ax.set_ylabel("claim latency (ms, log scale)")
     else:
         ax.set_ylim(bottom=0)
@@ -306,7 +306,8 @@ def draw_latency_spectrum(ax: plt.Axes, spectra: dict[str, list[tuple[float, int
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(sorted(ticks), [ticks[x] for x in sorted(ticks)], fontsize="x-small")
-    ax.minorticks_off()
+    ax.xaxis.set_minor_locator(NullLocator())
+    label_log_axis(ax.yaxis)
     ax.set_xlabel("percentile (HdrHistogram's axis: 1 / (1 - p))")
     ax.set_ylabel("latency (ms, log scale)")
     _legend(ax)

@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # noqa: E402
 
+from bench.report.render import label_log_axis  # noqa: E402
 from bench.report.sweep_answer import DESIGN_KEYS, design_text  # noqa: E402
 from bench.results.sweep import Cell, Stat, SweepResults, norm_param  # noqa: E402
 from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
@@ -115,8 +116,7 @@ def auto_log_y(ax: plt.Axes, values: Sequence[float], unit_label: str) -> None:
     v = np.asarray([x for x in values if not is_missing(x) and x > 0], dtype=float)
     if v.size and v.max() / v.min() > LOG_SCALE_RATIO:
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        label_log_axis(ax.yaxis)
         ax.set_ylabel(f"{unit_label}, log scale")
     else:
         ax.set_ylim(bottom=0)
