@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -90,9 +91,9 @@ def test_the_web_ui_changes_the_workers_and_its_stop_ends_a_complete_run(dsn, tm
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["complete"] is True and s["invariants"] == CLEAN_INVARIANTS, (s["complete"], s["invariants"])
-    # ended by Stop, long before DURATION, and not before the whole seconds already written
-    # (a second's line is written when it ends, a hair after the window's clock passes it)
-    assert seen_before_stop - 0.01 <= s["measured_s"] < 60, (seen_before_stop, s["measured_s"])
+    # ended by Stop, long before DURATION, and not before the seconds already written (the last of them may
+    # be the second Stop cut short: 5 lines with measured_s 4.962)
+    assert seen_before_stop <= math.ceil(s["measured_s"]) and s["measured_s"] < 60, (seen_before_stop, s["measured_s"])
     assert s["web_ui"]["stopped_at_t_s"] == s["measured_s"] and s["web_ui"]["max_workers"] == 6, s["web_ui"]
     with open(run_dir / "intervals.csv", newline="") as fh:
         workers = [int(r["workers"]) for r in csv.DictReader(fh)]

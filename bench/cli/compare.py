@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench.cli.checks import bad_input
-from bench.errors import EXIT_BAD_INPUT, EXIT_SLO, ConfigError
+from bench.errors import EXIT_SLO, ConfigError
 
 
 def add_parser(sub) -> None:
@@ -25,8 +25,8 @@ def add_parser(sub) -> None:
 
 def compare_command(args: argparse.Namespace) -> int:
     """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
-    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression, 2 when nothing could be
-    judged (one run on each side)."""
+    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression; refused (exit 2, nothing
+    written) when no gated metric can be judged (one run on each side)."""
     from bench.analysis.regression import limit_text, parse_limit, parse_metrics
     from bench.report.compare_page import CompareError, compare, gate
 
@@ -39,8 +39,12 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.gate_metrics is not None and limit is None:
         raise ConfigError("GATE_METRICS", "names what --max-regression gates on; allowed: with --max-regression")
     try:
-        text, page = compare(args.a, args.b, args.out)
         found, untested, judged = gate(args.a, args.b, limit, metrics) if limit is not None else ([], [], 0)
+        if limit is not None and not judged:  # refused before the page is written: nothing created
+            return bad_input(f"MAX_REGRESSION: no gated metric can be judged (first: {untested[0].split(';')[0]}): "
+                             "seconds within a run do not hold the run-to-run spread; allowed: A and B two sweeps "
+                             "run with REPETITIONS=2 or more, or leave --max-regression out to only compare")
+        text, page = compare(args.a, args.b, args.out)
     except CompareError as err:
         return bad_input(str(err))
     print(text)
@@ -49,11 +53,7 @@ def compare_command(args: argparse.Namespace) -> int:
             print(f"gate: cannot judge {line}")
         for line in found:
             print(f"gate: REGRESSION {line}")
-        if judged and not found:
+        if not found:
             print(f"gate: no regression beyond {limit_text(limit)} on {', '.join(metrics)}")
-        elif not judged:
-            print(f"gate: no verdict: none of {', '.join(metrics)} could be judged (the lines above say why)")
     print(f"report: {page.resolve()}")
-    if limit is not None and not found and not judged:
-        return EXIT_BAD_INPUT
     return EXIT_SLO if found else 0
