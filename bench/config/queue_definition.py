@@ -5,8 +5,9 @@ A queue definition gives the queue table's DDL, how to seed it, the claim as the
 completion, failure, reaper and enqueue statements, and which columns and predicates the monitor and
 the audit read. The tool runs it with every run parameter that still applies (:func:`applicability`)
 and refuses, in one line, a parameter set explicitly that does not. ``QUEUE=builtin`` (the default)
-runs the tool's own reference queue, whose every part is a parameter; ``bench/data/queues/model/`` is
-that same queue written as a definition.
+runs the tool's own reference queue, whose every part is a parameter: a definition generated from the
+run's parameters (:mod:`bench.engines.postgres.builtin_queue`); ``bench/data/queues/model/`` is an
+example modelled on it.
 
 Statements use named parameters ``:name`` (as pgbench and psql variables do), turned into ``$n``
 placeholders for a server-side prepared statement or into SQL literals (``PREPARED=0``); ``::`` casts,
