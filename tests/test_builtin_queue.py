@@ -1,13 +1,15 @@
 """The built-in queue as a definition generated from the run's parameters
-(:mod:`bench.engines.postgres.builtin_queue`): its claim is the one text the workers prepare, the one
-pgbench runs and the one the probes use; its table, layouts and index variants are the schema files';
-and every statement it generates parses on the real PostgreSQL in every layout.
+(:mod:`bench.engines.postgres.builtin_queue`): its claim is the one text the workers prepare and the one
+pgbench prepares for ``make calibrate`` (read back from the server's ``pg_prepared_statements`` in
+pgbench's own session); its table, layouts and index variants are the schema files'; and every
+statement it generates parses on the real PostgreSQL in every layout.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import subprocess
 
 import psycopg
 import pytest
@@ -16,8 +18,9 @@ from psycopg import sql
 from bench.config.choices import LAYOUTS, POLICIES, TENANT_ORDERS
 from bench.config.run_config import build_config
 from bench.config.sql_text import render, scan_parameters
-from bench.engines.postgres import builtin_queue, policies
+from bench.engines.postgres import builtin_queue, db, policies
 from bench.engines.postgres.defined_sql import claim_body
+from bench.engines.postgres.pgbench import claim_complete_script, find_pgbench
 from bench.workload.queues import queue_count
 
 #: SHA-256 of the default run's claim (POLICY=skip_locked, one queue name) as the workers prepared it
@@ -88,3 +91,30 @@ def test_the_generated_table_indexes_and_statements_parse_in_every_layout(dsn, l
             result = conn.pgconn.prepare(name.encode(), body.encode())
             assert result.status == psycopg.pq.ExecStatus.COMMAND_OK, (name, result.error_message)
         conn.execute("DROP SCHEMA qbench CASCADE")
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_pgbench_prepares_the_workers_own_claim(dsn, tmp_path, batch):
+    """``make calibrate``'s script (:func:`claim_complete_script` of the run's definition), run by pgbench
+    with ``-M prepared`` and one more line that copies its session's ``pg_prepared_statements`` into a
+    table: with batch 1 the claim pgbench prepared is the workers' claim byte for byte; with more, that
+    claim is the gathering CTE's body. The completion is the workers' with its ending ``;``."""
+    cfg = build_config("default", {"schema": "qbench", "history": 0, "batch": batch}, dsn=dsn)
+    with db.connect(dsn) as conn:
+        db.prepare(conn, cfg, 100, log=lambda _m: None)
+        conn.execute("CREATE TABLE qbench.seen (statement text)")
+    script = claim_complete_script(builtin_queue.definition(cfg), cfg.policy, cfg.lease_s, batch)
+    (tmp_path / "script.sql").write_text(script + "INSERT INTO qbench.seen SELECT statement FROM pg_prepared_statements;\n")
+    proc = subprocess.run([find_pgbench(), "-n", "-M", "prepared", "-f", str(tmp_path / "script.sql"), "-t", "2",
+                           "-c", "1", dsn], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with db.connect(dsn) as conn:
+        seen = {row[0] for row in conn.execute("SELECT statement FROM qbench.seen")}
+        done = conn.execute("SELECT count(*) FROM qbench.jobs WHERE status = 'done'").fetchone()[0]
+    workers = policies.prepared_statements(cfg.schema, cfg.policy)
+    assert done == 2 * batch
+    if batch == 1:
+        assert workers["claim"] in seen and workers["complete_one"] + ";" in seen
+    else:
+        assert any(s.startswith("WITH claimed AS (" + workers["claim"] + ") SELECT") for s in seen), seen
+        assert workers["complete_many"] + ";" in seen

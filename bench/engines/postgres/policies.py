@@ -1,7 +1,8 @@
 """The built-in queue's statements (:mod:`bench.engines.postgres.builtin_queue`, where their SQL and
 its reasons are) rendered for each client: ``$n`` placeholders for the workers' prepared statements,
-SQL literals for ``PREPARED=0``, psycopg's named placeholders for the probes and tests, pgbench
-variables for ``make calibrate``; and the producers' insert.
+SQL literals for ``PREPARED=0``, psycopg's named placeholders for the probes and tests; and the
+producers' insert. ``make calibrate``'s pgbench script renders the same definition
+(:func:`bench.engines.postgres.pgbench.claim_complete_script`).
 
 Locking clauses: https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE
 (``NOWAIT`` raises SQLSTATE 55P03 ``lock_not_available``; ``SKIP LOCKED`` skips
@@ -25,17 +26,6 @@ LOCKING_CLAUSE = {
 
 #: The worker's prepared statements: their names and the built-in definition's statement each is.
 _PREPARED = {"claim": "claim", "complete_one": "complete", "complete_many": "complete_many", "fail": "fail"}
-
-#: pgbench variable for each parameter of the calibration script (``client_id`` is pgbench's own).
-_PGBENCH_VARIABLES = {"batch": "batch", "worker": "client_id", "lease_s": "lease_s", "id": "id",
-                      "token": "attempt_token", "ids": "ids", "tokens": "tokens"}
-
-#: pgbench's ``\\gset`` takes one row: with batch > 1 the claim's rows are gathered into one, its
-#: ids and tokens as array literals (``{1,2}``) that the completion binds as its ``bigint[]``
-#: parameters, and the claimed row count beside them. ``coalesce``: an empty claim completes nothing.
-_PGBENCH_GATHER = ("WITH claimed AS ({claim}) SELECT coalesce(array_agg(id), '{{}}') AS ids, "
-                   "coalesce(array_agg(attempt_token), '{{}}') AS tokens, count(*) AS claimed FROM claimed")
-
 
 def _render(name: str, schema: str, policy: str, placeholder: Callable[[int, str], str], queues: int = 1,
             order: str = "plain", **names: str) -> str:
@@ -103,35 +93,6 @@ def complete_many_sql(schema: str) -> sql.SQL:
     Returns the ids applied; the rest were stale.
     """
     return _named("complete_many", schema)
-
-
-def pgbench_script(schema: str, policy: str, lease_s: float, batch: int = 1) -> str:
-    """The claim + completion of ``batch`` jobs as a pgbench custom script: one pgbench
-    transaction claims up to ``batch`` jobs in one statement and completes them in a second.
-
-    The same statements the swarm prepares (:func:`prepared_statements`), with
-    pgbench variables where the swarm binds parameters: under
-    ``pgbench -M prepared`` each ``:variable`` is sent as a bound parameter
-    (``$n``), so the server plans and executes exactly what it does for the
-    swarm, custom-versus-generic plan choice included. ``\\gset`` stores the
-    claimed id and token for the completion. With ``batch`` 1 that is ``complete_one``;
-    with more, the claim runs inside a CTE that gathers its rows into one (``\\gset`` takes
-    one row: ``ids``, ``tokens`` as array literals and ``claimed``, the row count) and the
-    completion is the swarm's ``complete_many`` on those arrays. Used by ``make calibrate``.
-    Raises KeyError for an unknown policy.
-    """
-    def variable(_i: int, param: str) -> str:
-        return f":{_PGBENCH_VARIABLES[param]}"
-
-    one_line = lambda text: " ".join(text.split())  # noqa: E731 - pgbench wants one statement per line
-    claim = one_line(_render("claim", schema, policy, variable))
-    if batch == 1:
-        complete = _render("complete", schema, policy, variable)
-        return (f"\\set batch 1\n\\set lease_s {float(lease_s)!r}\n"
-                f"{claim} \\gset\n{one_line(complete)};\n")
-    complete = _render("complete_many", schema, policy, variable)
-    return (f"\\set batch {int(batch)}\n\\set lease_s {float(lease_s)!r}\n"
-            f"{_PGBENCH_GATHER.format(claim=claim)} \\gset\n{one_line(complete)};\n")
 
 
 def prepared_statements(schema: str, policy: str, queues: int = 1, order: str = "plain") -> dict[str, str]:
