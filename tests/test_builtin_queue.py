@@ -21,6 +21,8 @@ from bench.config.sql_text import render, scan_parameters
 from bench.engines.postgres import builtin_queue, db, policies
 from bench.engines.postgres.defined_sql import claim_body
 from bench.engines.postgres.pgbench import claim_complete_script, find_pgbench
+from bench.engines.postgres.session import rows
+from bench.engines.postgres.sessions import PgWorkerSession
 from bench.workload.queues import queue_count
 
 #: SHA-256 of the default run's claim (POLICY=skip_locked, one queue name) as the workers prepared it
@@ -118,3 +120,34 @@ def test_pgbench_prepares_the_workers_own_claim(dsn, tmp_path, batch):
     else:
         assert any(s.startswith("WITH claimed AS (" + workers["claim"] + ") SELECT") for s in seen), seen
         assert workers["complete_many"] + ";" in seen
+
+
+@pytest.mark.parametrize("queues,prepared", [((1, 1, "plain"), True), ((1, 3, "round_robin"), True),
+                                             ((3, 1, "plain"), False)])
+def test_the_workers_session_prepares_the_generated_statements(dsn, queues, prepared):
+    """The one PostgreSQL worker session, fed by the generated definition, prepares the statements of
+    :func:`policies.prepared_statements` as they are (read back from its own ``pg_prepared_statements``),
+    the claim not wrapped; with ``PREPARED=0`` its claim text is :func:`policies.literal_claim`; one claim
+    and its completion run."""
+    named, tenants, order = queues
+    given = {"schema": "qbench", "history": 0, "named_queues": named, "tenants": tenants, "prepared": prepared}
+    cfg = build_config("default", given | ({"tenant_order": order} if tenants > 1 else {}), dsn=dsn)
+    with db.connect(dsn) as conn:
+        db.prepare(conn, cfg, 10, log=lambda _m: None)
+    session = PgWorkerSession(dsn, cfg, "worker-1")
+    try:
+        seen = {r[0].decode(): r[1].decode() for r in rows(session.session.query(
+            b"SELECT name, statement FROM pg_prepared_statements"))}
+        expected = policies.prepared_statements(cfg.schema, cfg.policy, queue_count(cfg), cfg.tenant_order)
+        names = [f"q{i}" for i in range(queue_count(cfg))] if queue_count(cfg) > 1 else ["default"]
+        if prepared:
+            assert seen["claim"] == expected["claim"]
+        else:
+            assert "claim" not in seen and session.claim_text.decode() == policies.literal_claim(
+                cfg.schema, cfg.policy, cfg.batch, "worker-1", cfg.lease_s, names, cfg.tenant_order)
+        assert (seen["complete"], seen["complete_many"], seen["fail"]) == (
+            expected["complete_one"], expected["complete_many"], expected["fail"])
+        claimed = session.claim()
+        assert len(claimed) == 1 and session.complete([claimed[0][:2]]) == {claimed[0][0]}
+    finally:
+        session.close()

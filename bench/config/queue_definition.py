@@ -128,6 +128,12 @@ class QueueDefinition:
     #: ``[library]``: ``package``, ``version``, ``generated`` (statements the library's own code writes at
     #: run time), ``measurement`` and ``plans`` (what the report says of them); None for a team's own queue
     library: dict | None = None
+    #: True when the claim returns the six columns of a claimed row itself, in order (id, token,
+    #: pickup µs, attempts, lease end and claim time in epoch seconds): it is prepared as written, not
+    #: inside the wrapper (the built-in queue's, :mod:`bench.engines.postgres.builtin_queue`)
+    claim_row: bool = False
+    #: Statement name -> its parameters in ``$n`` order, where that is not their order of first use
+    parameter_order: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def uses(self, statement: str, parameter: str) -> bool:
         """True when ``statement`` exists and binds ``:parameter`` (for a statement the library generates,

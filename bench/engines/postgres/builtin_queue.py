@@ -198,8 +198,10 @@ def definition(cfg) -> QueueDefinition:
     ddl = schema_ddl("table.sql", schema, partitioning=partitioning) + schema_ddl(f"layout_{cfg.layout}.sql", schema)
     indexes = {path.stem.removeprefix("index_"): schema_ddl(path.name, schema)
                for path in sorted(SCHEMA_DIR.glob("index_*.sql"))}
-    statements = {name: statement(name, schema, queues, order)[0] for name in STATEMENTS}
+    generated = {name: statement(name, schema, queues, order) for name in STATEMENTS}
     return QueueDefinition(name=BUILTIN, path=SCHEMA_DIR / "table.sql",
                            description="queue-bench's own queue, generated from the run's parameters",
-                           table="jobs", ddl=ddl, indexes=indexes, default_index=BY_KEY["index"].default, columns=dict(COLUMNS),
-                           predicates=dict(PREDICATES), statements=statements, defaults={})
+                           table="jobs", ddl=ddl, indexes=indexes, default_index=BY_KEY["index"].default,
+                           columns=dict(COLUMNS), predicates=dict(PREDICATES),
+                           statements={name: text for name, (text, _) in generated.items()}, defaults={},
+                           claim_row=True, parameter_order={name: params for name, (_, params) in generated.items()})
