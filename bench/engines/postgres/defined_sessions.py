@@ -1,10 +1,11 @@
-"""The sessions of a written queue definition (:mod:`bench.config.queue_definition`).
+"""The sessions of PostgreSQL's queues, each a queue definition (:mod:`bench.config.queue_definition`).
 
 Its workers run the one worker session of PostgreSQL, :class:`bench.engines.postgres.sessions.PgWorkerSession`,
 fed by the definition: one autocommit connection per worker, ``search_path`` set to the tool's schema,
 the claim, completion and failure prepared once (``$n`` parameters, text format) and waited for through
 gevent, the claim inside the wrapper of :func:`bench.engines.postgres.defined_sql.wrapped_claim`. Here:
-the columns the claim returns (read from the server once) and the producers' one-job ``enqueue``.
+the session factory of both queue kinds, the columns a written claim returns (read from the server once)
+and the producers' one-job ``enqueue``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from bench.engines.base import ConnectFailed, Sessions
 from bench.engines.postgres import defined_sql
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import rows
-from bench.engines.postgres.sessions import PgWorkerSession, _open, _translate, cooperative_wait
+from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, _open, _translate, cooperative_wait
 
 
 def claim_columns(dsn: str, schema: str, body: str) -> list[str]:
@@ -75,13 +76,17 @@ class DefinedProducerSession:
 
 
 class DefinedSessions(Sessions):
-    """The :class:`bench.engines.base.SessionFactory` of a defined queue. The columns the claim
-    returns are read from the server once, at the first worker session (the table exists by then)."""
+    """The :class:`bench.engines.base.SessionFactory` of PostgreSQL's queues, over the run's queue
+    definition ``defn`` (the built-in queue's, generated, or a written one). The columns a wrapped
+    claim returns are read from the server once, at the first worker session (the table exists by
+    then). Producers run the definition's ``enqueue``; the built-in queue's producers, which have none,
+    run its batched insert (:class:`PgProducerSession`)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition):
-        super().__init__(dsn, cfg, PgWorkerSession, DefinedProducerSession, cooperative_wait)
+        producer = DefinedProducerSession if "enqueue" in defn.statements else PgProducerSession
+        super().__init__(dsn, cfg, PgWorkerSession, producer, cooperative_wait)
         self.defn = defn
-        self.returned: list[str] | None = None
+        self.returned: list[str] = [] if defn.claim_row else None
 
     def worker_session(self, name: str) -> PgWorkerSession:
         """A new worker session. Raises :class:`bench.engines.base.ConnectFailed`."""
@@ -93,6 +98,8 @@ class DefinedSessions(Sessions):
                 raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
         return PgWorkerSession(self.dsn, self.cfg, name, self.defn, self.returned)
 
-    def producer_session(self, name: str) -> DefinedProducerSession:
+    def producer_session(self, name: str) -> DefinedProducerSession | PgProducerSession:
         """A new producer session. Raises :class:`bench.engines.base.ConnectFailed`."""
+        if self.producer is PgProducerSession:
+            return PgProducerSession(self.dsn, self.cfg, name)
         return DefinedProducerSession(self.dsn, self.cfg, self.defn, name)
