@@ -48,12 +48,11 @@ from bench.load import swarm
 from bench.config.run_config import build_config
 from bench.engines import engine_for
 from bench.engines.base import Engine
-cfg = build_config("default", {"engine": sys.argv[1], "queue": sys.argv[2]})
-engine = engine_for(cfg)
+engine = engine_for(build_config("default", {"engine": sys.argv[1], "queue": sys.argv[2]}))
 members = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
 print(json.dumps({"missing": sorted(n for n in members if not hasattr(engine, n)),
                   "inherited": sorted(n for n in sys.argv[3].split(",") if getattr(type(engine), n) is getattr(Engine, n)),
-                  "wait": engine.sessions(sys.argv[4], cfg).check_cooperative(),
+                  "wait": engine.sessions(sys.argv[4], None).check_cooperative(),
                   "caps": engine.capabilities.recorded()}))
 """
 

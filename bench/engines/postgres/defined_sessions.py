@@ -10,6 +10,9 @@ and the producers' one-job ``enqueue``.
 
 from __future__ import annotations
 
+import functools
+from typing import Callable
+
 import psycopg
 
 from bench.config.queue_definition import QueueDefinition
@@ -77,29 +80,34 @@ class DefinedProducerSession:
 
 class DefinedSessions(Sessions):
     """The :class:`bench.engines.base.SessionFactory` of PostgreSQL's queues, over the run's queue
-    definition ``defn`` (the built-in queue's, generated, or a written one). The columns a wrapped
-    claim returns are read from the server once, at the first worker session (the table exists by
-    then). Producers run the definition's ``enqueue``; the built-in queue's producers, which have none,
-    run its batched insert (:class:`PgProducerSession`)."""
+    definition, ``queue()`` (the built-in queue's, generated, or a written one; asked for at the first
+    session, so the factory can check its driver's wait before any run). The columns a wrapped claim
+    returns are read from the server once, at the first worker session (the table exists by then).
+    Producers run the definition's ``enqueue``; the built-in queue's producers, which have none, run its
+    batched insert (:class:`PgProducerSession`)."""
 
-    def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition):
-        producer = DefinedProducerSession if "enqueue" in defn.statements else PgProducerSession
-        super().__init__(dsn, cfg, PgWorkerSession, producer, cooperative_wait)
-        self.defn = defn
-        self.returned: list[str] = [] if defn.claim_row else None
+    def __init__(self, dsn: str, cfg: RunConfig, queue: Callable[[], QueueDefinition]):
+        super().__init__(dsn, cfg, PgWorkerSession, DefinedProducerSession, cooperative_wait)
+        self.queue = queue
+        self.returned: list[str] | None = None
+
+    @functools.cached_property
+    def defn(self) -> QueueDefinition:
+        """The run's queue definition."""
+        return self.queue()
 
     def worker_session(self, name: str) -> PgWorkerSession:
         """A new worker session. Raises :class:`bench.engines.base.ConnectFailed`."""
         if self.returned is None:
             body, _ = defined_sql.positional(defined_sql.claim_body(self.defn, self.cfg.policy))
             try:
-                self.returned = claim_columns(self.dsn, self.cfg.schema, body)
+                self.returned = [] if self.defn.claim_row else claim_columns(self.dsn, self.cfg.schema, body)
             except psycopg.Error as err:
                 raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
         return PgWorkerSession(self.dsn, self.cfg, name, self.defn, self.returned)
 
     def producer_session(self, name: str) -> DefinedProducerSession | PgProducerSession:
         """A new producer session. Raises :class:`bench.engines.base.ConnectFailed`."""
-        if self.producer is PgProducerSession:
+        if "enqueue" not in self.defn.statements:
             return PgProducerSession(self.dsn, self.cfg, name)
         return DefinedProducerSession(self.dsn, self.cfg, self.defn, name)

@@ -46,7 +46,7 @@ class PostgresEngine(Engine):
 
     def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
         """The worker and producer sessions of the run, over its queue's definition (:meth:`queue`)."""
-        return DefinedSessions(dsn, cfg, self.queue(cfg))
+        return DefinedSessions(dsn, cfg, lambda: self.queue(cfg))
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Reaper:
         """The queue definition's reaper statement every ``REAPER_INTERVAL_S`` on its own connection."""
