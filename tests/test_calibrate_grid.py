@@ -22,7 +22,9 @@ import pytest
 from conftest import REPO, qbench
 from test_calibrate import _aggregate  # pgbench's aggregate logs, read independently of bench/
 
-from bench.engines.postgres import policies
+from bench.config.run_config import build_config
+from bench.engines.postgres import builtin_queue
+from bench.engines.postgres.pgbench import claim_complete_script
 
 LINE_RE = re.compile(r"^workers 4, batch 10, processes (\d): median ratio: (\d+\.\d\d|n/a) \(min .*, (\d+) pairs, "
                      r"(\d+) left out\)$")
@@ -68,8 +70,8 @@ def test_grid_calibration_file_and_lines_agree_with_what_they_rest_on(dsn, tmp_p
             pg, pg_dir = t["pgbench"], cal_dir / t["pgbench_dir"]
             # the script: the swarm's claim and complete_many, 10 jobs per transaction
             script = (pg_dir / "claim_complete.sql").read_text()
-            assert script == policies.pgbench_script(conf["config"]["schema"], "skip_locked",
-                                                     conf["config"]["lease_s"], 10)
+            defn = builtin_queue.definition(build_config("default", {"schema": conf["config"]["schema"]}))
+            assert script == claim_complete_script(defn, "skip_locked", conf["config"]["lease_s"], 10)
             assert "\\set batch 10" in script and "unnest(:ids::bigint[], :tokens::bigint[])" in script
             # jobs = transactions × 10 because the table says every transaction completed 10
             processed = int(re.search(r"actually processed: (\d+)", (pg_dir / "pgbench.out").read_text()).group(1))

@@ -5,7 +5,7 @@ A pair is one pgbench run (A) then one queue-bench run (B), each on a freshly
 prepared table (same backlog, ``skip_locked``, batch 1, ``WORK_MS=0``, partial
 index); the pairs alternate A B A B ... (:data:`PAIRS_DEFAULT` pairs unless told).
 
-- pgbench runs the statements of :func:`bench.engines.postgres.policies.pgbench_script` with
+- pgbench runs the statements of :func:`bench.engines.postgres.pgbench.claim_complete_script` with
   ``-M prepared`` (one pgbench transaction = one claim + one completion = one
   job) and writes its per-second aggregate log (``--aggregate-interval=1``:
   transactions counted per interval, not rounded rates). Its first seconds up to
@@ -49,10 +49,10 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from bench.engines.postgres import db
-from bench.engines.postgres import policies
+from bench.engines.postgres import builtin_queue, db
 from bench import runner
-from bench.engines.postgres.pgbench import find_pgbench, per_job_us, processed_transactions, run_pgbench
+from bench.engines.postgres.pgbench import (claim_complete_script, find_pgbench, per_job_us, processed_transactions,
+                                            run_pgbench)
 from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, PAIRS_DEFAULT, RETRIES_PER_PAIR,
                                        SUMMARY_FORMAT, Native, finish, monitor_during, run_pairs,
                                        with_swarm_side)
@@ -90,7 +90,7 @@ def pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path, *, co
         db.check_capacity(conn, cfg.workers + 2)  # pgbench's clients + the monitor's two connections
         db.prepare(conn, cfg, backlog, log=lambda _m: None)
         stats: list = []
-        script = policies.pgbench_script(cfg.schema, cfg.policy, cfg.lease_s, cfg.batch)
+        script = claim_complete_script(builtin_queue.definition(cfg), cfg.policy, cfg.lease_s, cfg.batch)
         n_warm, n_meas = int(round(cfg.warmup_s)), max(1, int(round(cfg.duration_s)))
         result = run_pgbench(pgbench, dsn, script, cfg.workers, n_warm, n_meas, out_dir,
                              during=_monitor_during(dsn, cfg, stats))

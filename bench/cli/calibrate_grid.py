@@ -13,7 +13,7 @@ jobs/s of its own round's pgbench.
   again in the round's next try, after a fresh pgbench, up to :data:`RETRIES_PER_PAIR` times; a
   process count still failing then is left out of that round.
 - **pgbench with batch > 1**: one transaction claims ``batch`` jobs with the swarm's claim and
-  completes them with its ``complete_many`` (:func:`bench.engines.postgres.policies.pgbench_script`).
+  completes them with its ``complete_many`` (:func:`bench.engines.postgres.pgbench.claim_complete_script`).
   Its jobs/s is tps × batch only because the table says so after every run: done rows = pgbench's
   processed transactions × batch, each claimed once, none running (:func:`calibrate.pgbench_side`).
 - **Harness CPU per job**: the CPU of every load generator process, summed

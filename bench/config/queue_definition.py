@@ -5,8 +5,9 @@ A queue definition gives the queue table's DDL, how to seed it, the claim as the
 completion, failure, reaper and enqueue statements, and which columns and predicates the monitor and
 the audit read. The tool runs it with every run parameter that still applies (:func:`applicability`)
 and refuses, in one line, a parameter set explicitly that does not. ``QUEUE=builtin`` (the default)
-runs the tool's own reference queue, whose every part is a parameter; ``bench/data/queues/model/`` is
-that same queue written as a definition.
+runs the tool's own reference queue, whose every part is a parameter: a definition generated from the
+run's parameters (:mod:`bench.engines.postgres.builtin_queue`); ``bench/data/queues/model/`` is an
+example modelled on it.
 
 Statements use named parameters ``:name`` (as pgbench and psql variables do), turned into ``$n``
 placeholders for a server-side prepared statement or into SQL literals (``PREPARED=0``); ``::`` casts,
@@ -127,6 +128,12 @@ class QueueDefinition:
     #: ``[library]``: ``package``, ``version``, ``generated`` (statements the library's own code writes at
     #: run time), ``measurement`` and ``plans`` (what the report says of them); None for a team's own queue
     library: dict | None = None
+    #: True when the claim returns the six columns of a claimed row itself, in order (id, token,
+    #: pickup µs, attempts, lease end and claim time in epoch seconds): it is prepared as written, not
+    #: inside the wrapper (the built-in queue's, :mod:`bench.engines.postgres.builtin_queue`)
+    claim_row: bool = False
+    #: Statement name -> its parameters in ``$n`` order, where that is not their order of first use
+    parameter_order: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def uses(self, statement: str, parameter: str) -> bool:
         """True when ``statement`` exists and binds ``:parameter`` (for a statement the library generates,

@@ -96,10 +96,11 @@ def scan_parameters(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def render(text: str, placeholder) -> tuple[str, list[str]]:
+def render(text: str, placeholder, order: tuple[str, ...] = ()) -> tuple[str, list[str]]:
     """``text`` with each ``:name`` replaced by ``placeholder(position, name)`` (positions from 1, one
-    per distinct name, in order of first use); returns the text and the names in position order."""
-    order: list[str] = []
+    per distinct name: those of ``order`` first, in its order, then the others in order of first use);
+    returns the text and the names in position order."""
+    order = list(order)
     out, last = [], 0
     for start, end, name in scan_parameters(text):
         if name not in order:

@@ -23,8 +23,7 @@ from bench.config.queue_definition import QueueDefinition
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
 from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
-from bench.engines.postgres.defined_monitor import DefinedMonitor, DefinedReaper
-from bench.engines.postgres.defined_sessions import DefinedSessions
+from bench.engines.postgres.defined_monitor import DefinedMonitor
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
@@ -48,10 +47,9 @@ class DefinedQueueEngine(PostgresEngine):
     def __init__(self, defn: QueueDefinition):
         self.defn = defn
 
-    # -- sessions
-    def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
-        """The worker and producer sessions of the run, over the definition's statements."""
-        return DefinedSessions(dsn, cfg, self.defn)
+    def queue(self, cfg: Any) -> QueueDefinition:
+        """The run's queue: the written definition (its sessions and reaper are PostgreSQL's, fed by it)."""
+        return self.defn
 
     # -- prepare and check
     def _reject(self, conn: psycopg.Connection, schema: str, param: str, message: str) -> None:
@@ -238,11 +236,6 @@ class DefinedQueueEngine(PostgresEngine):
     def monitor(self, dsn: str, cfg: Any) -> DefinedMonitor:
         """The per-second sampler over the definition's table and predicates."""
         return DefinedMonitor(lambda name: db.connect(dsn, application_name=name), cfg.schema, self.defn)
-
-    def reaper(self, dsn: str, cfg: Any, recorder: Any) -> DefinedReaper:
-        """The definition's reaper statement every ``REAPER_INTERVAL_S``."""
-        return DefinedReaper(db.connect(dsn, application_name="queue-bench reaper"), cfg.schema, self.defn,
-                             cfg.lease_s, cfg.reaper_interval_s, recorder)
 
     # -- plans and statement statistics
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:

@@ -44,9 +44,10 @@ def _strip(text: str) -> str:
     return text.strip().rstrip(";").strip()
 
 
-def positional(text: str) -> tuple[str, list[str]]:
-    """``text`` with ``$n`` for each ``:name`` and the names in ``$n`` order."""
-    return render(_strip(text), lambda i, _name: f"${i}")
+def positional(text: str, order: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """``text`` with ``$n`` for each ``:name`` and the names in ``$n`` order (``order``'s first, then by
+    first use: :attr:`QueueDefinition.parameter_order`)."""
+    return render(_strip(text), lambda i, _name: f"${i}", order)
 
 
 def literal(text: str, values: dict) -> str:

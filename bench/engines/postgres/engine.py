@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
-from bench.engines.postgres import CAPABILITIES, audit, captures, db, fault_actions, pg_stat_statements, plans, probes, vacuum
+from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, pg_stat_statements,
+                                    plans, probes, vacuum)
+from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.error_kinds import first_line
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -33,7 +36,22 @@ class PostgresEngine(Engine):
     db, plans, probes, faults = db, plans, probes, fault_actions
     first_line = staticmethod(first_line)
     worker_session, producer_session, cooperative_wait = PgWorkerSession, PgProducerSession, staticmethod(cooperative_wait)
+    #: the reaper's task; :meth:`reaper` also gives it the queue's definition and ``LEASE_S``
     reaper_task = Reaper
+
+    def queue(self, cfg: Any) -> QueueDefinition:
+        """The run's queue as a definition: the built-in queue's, generated from ``cfg``
+        (:func:`bench.engines.postgres.builtin_queue.definition`)."""
+        return builtin_queue.definition(cfg)
+
+    def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
+        """The worker and producer sessions of the run, over its queue's definition (:meth:`queue`)."""
+        return DefinedSessions(dsn, cfg, lambda: self.queue(cfg))
+
+    def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Reaper:
+        """The queue definition's reaper statement every ``REAPER_INTERVAL_S`` on its own connection."""
+        return Reaper(self.connect(dsn, "queue-bench reaper"), cfg.schema, self.queue(cfg), cfg.lease_s,
+                      cfg.reaper_interval_s, recorder)
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:

@@ -23,10 +23,13 @@ from typing import Callable
 import gevent
 import psutil
 
+from bench.config.queue_definition import QueueDefinition
+from bench.config.sql_text import render
+from bench.engines.postgres.defined_sql import claim_body
 from bench.errors import ConfigError
 from bench.measure.seconds import iso_at
 
-__all__ = ["PGBENCH_TAIL_S", "find_pgbench", "per_job_us", "processed_transactions", "read_aggregate_log",
+__all__ = ["PGBENCH_TAIL_S", "claim_complete_script", "find_pgbench", "per_job_us", "processed_transactions", "read_aggregate_log",
            "run_pgbench"]
 
 #: pgbench runs this long past the measured window, so that its last measured second
@@ -38,6 +41,42 @@ _PROCESSED_RE = re.compile(r"number of transactions actually processed: (\d+)")
 #: pgbench 15 aggregate log columns (0-based): interval_start, num_transactions, ...,
 #: serialization_failures and deadlock_failures last.
 _AGG_START, _AGG_TRANSACTIONS = 0, 1
+
+#: pgbench variable for each parameter of the calibration script (``client_id`` is pgbench's own).
+_VARIABLES = {"batch": "batch", "worker": "client_id", "lease_s": "lease_s", "id": "id",
+              "token": "attempt_token", "ids": "ids", "tokens": "tokens"}
+
+#: pgbench's ``\\gset`` takes one row: with batch > 1 the claim's rows are gathered into one, its
+#: ids and tokens as array literals (``{1,2}``) that the completion binds as its ``bigint[]``
+#: parameters, and the claimed row count beside them. ``coalesce``: an empty claim completes nothing.
+_GATHER = ("WITH claimed AS ({claim}) SELECT coalesce(array_agg(id), '{{}}') AS ids, "
+           "coalesce(array_agg(attempt_token), '{{}}') AS tokens, count(*) AS claimed FROM claimed")
+
+
+def claim_complete_script(defn: QueueDefinition, policy: str, lease_s: float, batch: int = 1) -> str:
+    """The claim and completion of ``batch`` jobs of queue ``defn`` (the built-in queue's definition,
+    :func:`bench.engines.postgres.builtin_queue.definition`) as a pgbench custom script: one pgbench
+    transaction claims up to ``batch`` jobs in one statement and completes them in a second.
+
+    The definition's claim with ``policy``'s locking clause and a pgbench variable where the workers
+    bind each parameter. Under ``pgbench -M prepared`` each ``:variable`` is sent as a bound parameter,
+    numbered ``$n`` in order of appearance, so with ``batch`` 1 the server prepares the workers' claim
+    byte for byte (``\\gset`` ends it with no space before) and plans it as it does for the swarm,
+    custom-versus-generic plan choice included; the completion is the workers' ``complete`` with
+    the ``;`` that ends it. With more, the claim runs inside a CTE that gathers its rows into one
+    (``\\gset`` takes one row: ``ids``, ``tokens`` as array literals and ``claimed``, the row count) and
+    the completion is ``complete_many`` on those arrays. Used by ``make calibrate``. Raises KeyError
+    for an unknown policy or a parameter without a pgbench variable (a claim over several queue names).
+    """
+    def variable(_i: int, param: str) -> str:
+        return f":{_VARIABLES[param]}"
+
+    claim = render(claim_body(defn, policy), variable)[0]
+    head = f"\\set batch {int(batch)}\n\\set lease_s {float(lease_s)!r}\n"
+    if batch == 1:
+        return f"{head}{claim}\\gset\n{render(defn.statements['complete'].strip(), variable)[0]};\n"
+    complete = render(defn.statements["complete_many"].strip(), variable)[0]
+    return f"{head}{_GATHER.format(claim=claim)}\\gset\n{complete};\n"
 
 
 def find_pgbench() -> str:

@@ -1,12 +1,14 @@
-"""The reaper: takes back jobs whose lease expired, on its own connection.
+"""The reaper: takes back jobs whose lease expired, on its own connection, by running the queue
+definition's ``reaper`` statement every ``reaper_interval_s``.
 
-Every ``reaper_interval_s`` it runs :func:`bench.engines.postgres.policies.reap_sql` in one
-short autocommit transaction: running rows whose ``lease_expires_at`` (database
-time) has passed go back to ``pending`` (the expired attempt counts), or to
-``dead`` once ``attempts >= max_attempts``. It locks with ``SKIP LOCKED``, so it
-never blocks a claimer, and re-checks status and lease in the ``UPDATE``, so a
-job completed meanwhile is never resurrected (field case FR-06). Its statement
-time is load on the server too and is kept as ``reaper_query_us``.
+The built-in queue's (:data:`bench.engines.postgres.builtin_queue.STATEMENTS`) runs in one short
+autocommit transaction: running rows whose ``lease_expires_at`` (database time) has passed go back to
+``pending`` (the expired attempt counts), or to ``dead`` once ``attempts >= max_attempts``. It locks
+with ``SKIP LOCKED``, so it never blocks a claimer, and re-checks status and lease in the ``UPDATE``,
+so a job completed meanwhile is never resurrected (field case FR-06). A written definition's runs as
+written, ``:lease_s`` inlined. The rows it returns are the jobs taken back, their second column true
+(or ``dead``) for those dead-lettered. Its statement time is load on the server too and is kept as
+``reaper_query_us``.
 """
 
 from __future__ import annotations
@@ -15,26 +17,36 @@ import time
 
 import psycopg
 
-from bench.engines.postgres import policies
-from bench.measure.metrics import Recorder
+from bench.config.queue_definition import QueueDefinition
+from bench.engines.postgres import defined_sql
 from bench.engines.postgres.periodic import Periodic
+from bench.measure.metrics import Recorder
+
+#: A reaper row's second column that means dead-lettered (``t`` as psycopg reads a boolean as text).
+_DEAD = {True: "dead", "dead": "dead", "t": "dead"}
 
 
 class Reaper(Periodic):
-    """Re-queues expired leases every ``interval_s`` seconds until :meth:`stop`.
+    """Runs ``defn``'s reaper statement every ``interval_s`` seconds until :meth:`stop`.
 
     Counts go to ``recorder``: ``lease_expiries`` (jobs taken back),
     ``reaper_dead_lettered`` (of those, the ones past ``max_attempts``),
     ``reaper_runs``; statement errors by SQLSTATE.
     """
 
-    def __init__(self, conn: psycopg.Connection, schema: str, interval_s: float, recorder: Recorder):
+    def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
+                 interval_s: float, recorder: Recorder):
         super().__init__(conn, interval_s, recorder)
-        self.query = policies.reap_sql(schema)
+        conn.execute(defined_sql.set_search_path(schema))
+        # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
+        # prepared (it may hold several statements), the generated one as psycopg prepares a repeated query.
+        self.query = defined_sql.literal(defn.statements["reaper"], {"lease_s": float(lease_s)}).strip().rstrip(";")
+        self.prepare = None if defn.claim_row else False
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
         started = time.perf_counter()
-        rows = self.conn.execute(self.query).fetchall()
+        cur = self.conn.execute(self.query, prepare=self.prepare)
+        rows = cur.fetchall() if cur.description else []
         self.query_us_total += int((time.perf_counter() - started) * 1e6)
-        return self.count_pass(rows)
+        return self.count_pass([(r[0], _DEAD.get(r[1] if len(r) > 1 else None, "pending")) for r in rows])

@@ -1,7 +1,8 @@
 """PostgreSQL's worker and producer sessions (:mod:`bench.engines.base`), over :class:`PreparedSession`.
 
 Each session owns one autocommit psycopg connection, prepared once with the
-statements of :mod:`bench.engines.postgres.policies`. Results come back as
+statements of its queue's definition: the built-in queue's, generated from the run's parameters
+(:mod:`bench.engines.postgres.builtin_queue`), or a written one (:mod:`bench.engines.postgres.defined_sessions`). Results come back as
 Python ints and floats; every psycopg error leaves as a
 :class:`bench.engines.base.EngineError` keyed by its SQLSTATE or a named kind
 (:func:`bench.engines.postgres.error_kinds.error_kind`). psycopg must be imported
@@ -18,12 +19,13 @@ import psycopg.waiting
 from gevent import monkey
 from psycopg import sql
 
+from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
-from bench.engines.postgres import policies
+from bench.engines.postgres import builtin_queue, defined_sql, policies
 from bench.engines.postgres.error_kinds import error_kind, first_line
-from bench.engines.postgres.session import PreparedSession, int_array, rows
+from bench.engines.postgres.session import PreparedSession, rows
 from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 
@@ -55,34 +57,53 @@ def _open(dsn: str, application_name: str, settings: dict[str, str], statements:
 
 
 class PgWorkerSession:
-    """A worker's session: its claim (prepared, or literal with ``PREPARED=0``), completions, failures."""
+    """A worker's session on queue ``defn`` (the run's built-in queue, :func:`builtin_queue.definition`,
+    unless given): its claim (prepared, or literal with ``PREPARED=0``; inside the wrapper of
+    :func:`defined_sql.wrapped_claim` unless the definition's claim returns the claimed row itself),
+    complete (or complete_many for a batch), fail. ``returned``: the columns a wrapped claim returns."""
 
-    def __init__(self, dsn: str, cfg: RunConfig, name: str):
-        self.cfg = cfg
-        self.name = name
+    def __init__(self, dsn: str, cfg: RunConfig, name: str, defn: QueueDefinition | None = None,
+                 returned: list[str] = ()):
+        self.cfg, self.name = cfg, name
+        self.defn = defn = defn or builtin_queue.definition(cfg)
         self.queues = queue_names(queue_count(cfg))
-        order = cfg.tenant_order if cfg.tenants > 1 else "plain"
-        statements = policies.prepared_statements(cfg.schema, cfg.policy, len(self.queues), order)
-        self.claim_params = [str(cfg.batch).encode(), name.encode(), repr(float(cfg.lease_s)).encode()]
-        if len(self.queues) > 1:
-            self.claim_params.append(policies.text_array(self.queues).encode())
-        self.claim_text = None
-        if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
-            del statements["claim"]
-            self.claim_text = policies.literal_claim(cfg.schema, cfg.policy, cfg.batch, name, cfg.lease_s,
-                                                     self.queues, order).encode()
-        settings = {"plan_cache_mode": cfg.plan_cache} if cfg.plan_cache != "auto" else {}
+        order = defn.parameter_order
+        body, self.claim_names = defined_sql.positional(defined_sql.claim_body(defn, cfg.policy), order.get("claim", ()))
+        self.claim_values = {**defined_sql.claim_values(cfg.batch, name, cfg.lease_s),
+                             "queues": policies.text_array(self.queues)}
+        statements = {"claim": self._wrapped(body, returned)}
+        self.params: dict[str, list[str]] = {}
+        for key in ("complete", "complete_many", "fail"):
+            if key in defn.statements:
+                statements[key], self.params[key] = defined_sql.positional(defn.statements[key], order.get(key, ()))
+        settings = {**defn.settings, "search_path": defined_sql.schema_path(cfg.schema)}
+        if cfg.plan_cache not in ("auto", "n/a"):
+            settings["plan_cache_mode"] = cfg.plan_cache
         if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
+        if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
+            del statements["claim"]
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
         self.notify = cfg.wakeup == "notify"
-        if self.notify:
-            try:
+        try:
+            if "register" in defn.statements:
+                registered = rows(self.session.query(defined_sql.literal(defn.statements["register"], {}).encode()))
+                self.claim_values["worker_id"] = int(registered[0][0])
+            if self.notify:
                 self.session.command(sql.SQL("LISTEN {}").format(
                     sql.Identifier(policies.notify_channel(cfg.schema))).as_string(None).encode())
-            except psycopg.Error as err:
-                self.session.close()
-                raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+        except psycopg.Error as err:
+            self.session.close()
+            raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+        self.worker_id = self.claim_values["worker_id"] if "register" in defn.statements else None
+        self.claim_params = [defined_sql.text_param(self.claim_values[n]) for n in self.claim_names]
+        self.claim_text = None if cfg.prepared else self._wrapped(
+            defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
+
+    def _wrapped(self, body: str, returned: list[str]) -> str:
+        """The claim ``body`` as it is sent: as written when it returns the claimed row itself, else in
+        the wrapper that reads the row from what it returns (``returned``)."""
+        return body if self.defn.claim_row else defined_sql.wrapped_claim(self.defn, body, returned)
 
     @property
     def broken(self) -> bool:
@@ -113,32 +134,50 @@ class PgWorkerSession:
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
 
+    def _run(self, key: str, values: dict):
+        """Execute prepared ``key`` with ``values`` (the caller's own dict: ``worker_id`` is set in it)."""
+        values["worker_id"] = self.worker_id
+        try:
+            return self.session.execute(key.encode(), [defined_sql.text_param(values[n]) for n in self.params[key]])
+        except psycopg.Error as err:
+            raise _translate(err, self.session) from None
+
     def claim(self) -> list[ClaimedRow]:
-        """See :meth:`bench.engines.base.WorkerSession.claim`."""
-        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(r[5])) for r in self._claim_rows()]
+        """See :meth:`bench.engines.base.WorkerSession.claim`. A queue without an attempt token gets a
+        random negative token per claimed job (the audit pairs each claim with its completion by it); the
+        pickup element is None when a wrapped claim does not return the definition's ``eligible_at``."""
+        out = []
+        for r in self._claim_rows():
+            token = int(r[1]) if r[1] is not None else -random.getrandbits(62) - 1
+            out.append((int(r[0]), token, int(r[2]) if r[2] is not None else None, int(r[3]), float(r[4]),
+                        float(r[5])))
+        return out
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
-        """See :meth:`bench.engines.base.WorkerSession.complete`."""
-        try:
-            if len(jobs) == 1:
-                job_id, token = jobs[0]
-                result = self.session.execute(b"complete_one", [str(job_id).encode(), str(token).encode()])
-                return {job_id} if result.command_tuples == 1 else set()
-            result = self.session.execute(b"complete_many", [int_array([j[0] for j in jobs]),
-                                                             int_array([j[1] for j in jobs])])
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
-        return {int(r[0]) for r in rows(result)}
+        """See :meth:`bench.engines.base.WorkerSession.complete`: one ``complete_many`` for a batch
+        when the definition has it (the ids it returns were applied), else ``complete`` per job
+        (applied when it changed a row)."""
+        if len(jobs) > 1 and "complete_many" in self.params:
+            result = self._run("complete_many", {"ids": [j[0] for j in jobs], "tokens": [j[1] for j in jobs]})
+            return {int(r[0]) for r in rows(result)}
+        applied = set()
+        for job_id, token in jobs:
+            result = self._run("complete", {"id": job_id, "token": token})
+            if result.command_tuples or result.ntuples:
+                applied.add(job_id)
+        return applied
 
     def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
-        """See :meth:`bench.engines.base.WorkerSession.fail`."""
-        try:
-            result = self.session.execute(b"fail", [str(job_id).encode(), str(token).encode(),
-                                                    repr(retry_delay_s).encode(), error.encode()])
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
-        status = rows(result)
-        return status[0][0].decode() if status else None
+        """See :meth:`bench.engines.base.WorkerSession.fail`: None when no row changed (fenced);
+        ``dead`` when the statement's first returned value is true (or ``dead``), else ``pending``."""
+        if "fail" not in self.params:
+            raise EngineError("no_fail_statement", "the queue definition has no fail statement")
+        result = self._run("fail", {"id": job_id, "token": token, "delay_s": float(retry_delay_s), "error": error})
+        if not (result.command_tuples or result.ntuples):
+            return None
+        values = rows(result)
+        first = values[0][0] if values and values[0] else None
+        return "dead" if first in (b"t", b"dead") else "pending"
 
     def _command(self, command: bytes) -> None:
         try:
@@ -195,8 +234,8 @@ class PgWorkerSession:
         session's values, or the literal claim."""
         if self.claim_text is not None:
             return self.claim_text
-        cfg = self.cfg
-        return f"EXECUTE claim({', '.join(policies.claim_arguments(cfg.batch, self.name, cfg.lease_s, self.queues))})".encode()
+        args = ", ".join(sql.Literal(self.claim_values[n]).as_string(None) for n in self.claim_names)
+        return f"EXECUTE claim({args})".encode() if args else b"EXECUTE claim"
 
     def close(self) -> None:
         """Close the connection."""

@@ -1,0 +1,207 @@
+"""The built-in PostgreSQL queue (``QUEUE=builtin``) as a queue definition generated from the run's
+parameters, as :mod:`bench.engines.postgres.libraries.pgqueuer` generates pgqueuer's: its table, index
+variants, columns, predicates and its statements with ``:name::type`` parameters and ``{locking}`` in the
+claim (:mod:`bench.config.queue_definition`'s format). This module holds the built-in queue's claim,
+completion, failure and reaper SQL, once: the workers' prepared and literal statements, the probes' and
+the plans' claim and ``make calibrate``'s pgbench script are renderings of these texts
+(:mod:`bench.engines.postgres.policies`).
+
+The claim is one statement, one round trip: a ``MATERIALIZED`` CTE selects at
+most ``batch`` eligible ids in claim order (priority, run_at, id) with the
+policy's locking clause, and the outer ``UPDATE`` marks exactly those rows
+``running`` with a lease, a fresh attempt (fencing) token and ``locked_by``.
+The CTE is evaluated once, so the claim cannot take more rows than its LIMIT;
+the ``UPDATE … WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`` form can
+be re-run by a nested loop and over-claim (docs/design.md, field case FR-03).
+
+Row times that record a moment (``started_at``, ``lease_expires_at`` at the claim;
+``finished_at`` at completion, failure and reaping; a retry's ``run_at``) use
+``clock_timestamp()``, the time the statement reaches that row, not ``now()``, the
+start of the transaction: under ``TXN=hold`` that is the ``BEGIN`` before the lock
+wait and the job's work, and ``now()`` would make ``finished_at − started_at`` 0
+and start the lease before the claim. Eligibility (``run_at <= now()``) keeps
+``now()``: stable within the statement, so the index condition can use it. The
+claim takes its moment once, in the ``moment`` CTE that reads ``picked`` (so after
+the rows are locked): ``started_at`` and the lease's start are the same instant.
+https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT
+
+What the generated definition does not carry (the run's engine does it around the statements): the
+layouts' mover and archive view, the seed (set-based, from a saved history state when a sweep has one),
+the producers' batched insert with its NOTIFY, and the queue names' ``$4`` (docs/queues.md).
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from bench.config.parameters import BY_KEY
+from bench.config.queue_definition import BUILTIN, QueueDefinition
+from bench.config.sql_text import LOCKING_PLACEHOLDER
+from bench.data import SCHEMAS_DIR
+from bench.workload.queues import queue_count
+
+SCHEMA_DIR = SCHEMAS_DIR / "postgres"
+
+_CLAIM = """\
+WITH picked AS MATERIALIZED (
+    SELECT id
+    FROM {jobs}
+    WHERE status = 'pending' AND run_at <= now(){queue_filter}
+    ORDER BY priority, run_at, id
+    LIMIT {batch}
+    {locking}
+), moment AS MATERIALIZED (
+    SELECT clock_timestamp() AS at FROM picked LIMIT 1
+)
+UPDATE {jobs} AS j
+SET status = 'running',
+    attempts = j.attempts + 1,
+    attempt_token = nextval({token_seq}),
+    locked_by = {worker},
+    lease_expires_at = moment.at + make_interval(secs => {lease_s}),
+    started_at = moment.at
+FROM picked, moment
+WHERE j.id = picked.id
+RETURNING j.id, j.attempt_token,
+          (extract(epoch FROM clock_timestamp() - j.run_at) * 1000000)::bigint AS pickup_us,
+          j.attempts, extract(epoch FROM j.lease_expires_at)::float8 AS lease_until,
+          extract(epoch FROM j.started_at)::float8 AS claimed_at"""
+
+# TENANT_ORDER=round_robin: the picked CTE's body. The turn is one nextval per claim (its subquery
+# holds a volatile function, so it is not pulled up, and generate_series reads it, so it is the
+# outermost side of the joins: evaluated once). Tenant (turn + i) mod N is read i-th, each a LATERAL
+# locking read in claim order; the outer LIMIT stops the nested loop once it has the batch, and a row
+# is locked only when it is pulled through, so no row is locked that the claim does not take.
+_ROUND_ROBIN_PICK = """\
+    SELECT h.id
+    FROM (SELECT nextval({turn_seq}) AS k) AS turn,
+         generate_series(turn.k, turn.k + cardinality({queues}) - 1) AS s(i),
+         LATERAL (
+             SELECT id
+             FROM {jobs}
+             WHERE status = 'pending' AND run_at <= now()
+               AND queue = ({queues})[mod(s.i, cardinality({queues}))::int + 1]
+             ORDER BY priority, run_at, id
+             LIMIT {batch}
+             {locking}
+         ) AS h
+    LIMIT {batch}"""
+
+_COMPLETE_ONE = """\
+UPDATE {jobs}
+SET status = 'done', finished_at = clock_timestamp(), lease_expires_at = NULL
+WHERE id = {id} AND attempt_token = {token} AND status = 'running'"""
+
+_COMPLETE_MANY = """\
+UPDATE {jobs} AS j
+SET status = 'done', finished_at = clock_timestamp(), lease_expires_at = NULL
+FROM unnest({ids}, {tokens}) AS c(id, token)
+WHERE j.id = c.id AND j.attempt_token = c.token AND j.status = 'running'
+RETURNING j.id"""
+
+_FAIL = """\
+UPDATE {jobs}
+SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+    run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE clock_timestamp() + make_interval(secs => {delay_s}) END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN clock_timestamp() END,
+    lease_expires_at = NULL, locked_by = NULL, last_error = {error}
+WHERE id = {id} AND attempt_token = {token} AND status = 'running'
+RETURNING status"""
+
+# The reaper: running rows whose lease expired go back to pending (or dead past
+# max_attempts), keeping their run_at: the job was due then, so it keeps its place
+# in claim order and its age keeps counting. SKIP LOCKED so it never waits on a worker; the outer UPDATE
+# re-checks status and lease, so a job finished meanwhile is never touched (FR-06).
+_REAP = """\
+WITH expired AS MATERIALIZED (
+    SELECT id FROM {jobs}
+    WHERE status = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {jobs} AS j
+SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN clock_timestamp() END,
+    lease_expires_at = NULL, locked_by = NULL, last_error = 'lease expired'
+FROM expired
+WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
+RETURNING j.id, j.status"""
+
+#: Each statement's template and its parameters, in ``$n`` order, with their types. With more than one
+#: queue name the claim takes a fourth, the names (:func:`statement`). Keys are the definition's
+#: statement names (``complete`` is the completion of one job).
+STATEMENTS = {
+    "claim": (_CLAIM, (("batch", "int"), ("worker", "text"), ("lease_s", "float8"))),
+    "complete": (_COMPLETE_ONE, (("id", "bigint"), ("token", "bigint"))),
+    "complete_many": (_COMPLETE_MANY, (("ids", "bigint[]"), ("tokens", "bigint[]"))),
+    "fail": (_FAIL, (("id", "bigint"), ("token", "bigint"), ("delay_s", "float8"), ("error", "text"))),
+    "reaper": (_REAP, ()),
+}
+#: The reaper's LIMIT: rows re-queued per pass.
+REAP_LIMIT = 1000
+
+#: ``[columns]`` and ``[predicates]`` of the built-in queue (what the monitor and the audit read).
+COLUMNS = {"id": "id", "token": "attempt_token", "attempts": "attempts", "lease": "lease_expires_at",
+           "eligible_at": "run_at"}
+PREDICATES = {"eligible": "status = 'pending' AND run_at <= now()", "running": "status = 'running'",
+              "done": "status = 'done'"}
+
+
+def _names(schema: str, table: str = "jobs", token_seq: str = "attempt_token_seq") -> dict[str, str]:
+    """The queue's object names in ``schema``, quoted: the table, and the token and turn sequences as
+    the text literals ``nextval`` takes."""
+    ident = lambda *parts: sql.Identifier(*parts).as_string(None)  # noqa: E731
+    seq = lambda name: sql.Literal(f"{ident(schema)}.{name}").as_string(None)  # noqa: E731
+    return {"jobs": ident(schema, table), "token_seq": seq(ident(token_seq)), "turn_seq": seq("queue_turn_seq")}
+
+
+def statement(name: str, schema: str, queues: int = 1, order: str = "plain", *, table: str = "jobs",
+              token_seq: str = "attempt_token_seq", limit: int = REAP_LIMIT) -> tuple[str, tuple[str, ...]]:
+    """Statement ``name`` (a key of :data:`STATEMENTS`) over the queue table in ``schema``, each
+    parameter written ``:name::type``, the claim's locking clause as ``{locking}``; and the parameter
+    names in ``$n`` order. A claim over ``queues`` > 1 names takes them as a fourth parameter,
+    ``queues`` (text[]), and tests ``queue = ANY(…)`` (``order`` ``plain``), or takes tenants in
+    rotation (``round_robin``: :data:`_ROUND_ROBIN_PICK` in place of the picked CTE's body). ``table``
+    and ``token_seq`` name the queue table and token sequence (a probe's scratch table); ``limit`` is
+    the reaper's. Raises KeyError for an unknown statement."""
+    template, params = STATEMENTS[name]
+    if name == "claim":
+        filter_ = "\n      AND queue = ANY({queues})" if queues > 1 else ""
+        template = template.replace("{queue_filter}", filter_)
+        params = params + ((("queues", "text[]"),) if queues > 1 else ())
+        if queues > 1 and order == "round_robin":
+            head, rest = template.split("AS MATERIALIZED (\n", 1)
+            _, tail = rest.split("\n), moment AS MATERIALIZED (", 1)
+            template = head + "AS MATERIALIZED (\n" + _ROUND_ROBIN_PICK + "\n), moment AS MATERIALIZED (" + tail
+    slots = {param: f":{param}::{cast}" for param, cast in params}
+    text = template.format(locking=LOCKING_PLACEHOLDER, limit=int(limit), **slots,
+                           **_names(schema, table, token_seq))
+    return text, tuple(param for param, _ in params)
+
+
+def schema_ddl(name: str, schema: str, **extra: str) -> str:
+    """DDL file ``name`` of ``schemas/postgres/`` with ``{schema}`` bound to the quoted schema
+    (``{{``/``}}`` escape braces) and each ``extra`` text put in place."""
+    return sql.SQL((SCHEMA_DIR / name).read_text()).format(
+        schema=sql.Identifier(schema), **{k: sql.SQL(v) for k, v in extra.items()}).as_string(None)
+
+
+def definition(cfg) -> QueueDefinition:
+    """The built-in queue of run ``cfg`` (a RunConfig: ``schema``, ``layout``, ``named_queues``,
+    ``tenants``, ``tenant_order``) as a :class:`QueueDefinition`: the table in ``cfg.layout``, every
+    index variant (``INDEX``), the statements of :data:`STATEMENTS` for its queue names and tenant order
+    (the claim's ``{locking}`` is left for ``POLICY``)."""
+    schema, queues = cfg.schema, queue_count(cfg)
+    order = cfg.tenant_order if cfg.tenants > 1 else "plain"
+    partitioning = "PARTITION BY LIST (status)" if cfg.layout == "partitioned" else ""
+    ddl = schema_ddl("table.sql", schema, partitioning=partitioning) + schema_ddl(f"layout_{cfg.layout}.sql", schema)
+    indexes = {path.stem.removeprefix("index_"): schema_ddl(path.name, schema)
+               for path in sorted(SCHEMA_DIR.glob("index_*.sql"))}
+    generated = {name: statement(name, schema, queues, order) for name in STATEMENTS}
+    return QueueDefinition(name=BUILTIN, path=SCHEMA_DIR / "table.sql",
+                           description="queue-bench's own queue, generated from the run's parameters",
+                           table="jobs", ddl=ddl, indexes=indexes, default_index=BY_KEY["index"].default,
+                           columns=dict(COLUMNS), predicates=dict(PREDICATES),
+                           statements={name: text for name, (text, _) in generated.items()}, defaults={},
+                           claim_row=True, parameter_order={name: params for name, (_, params) in generated.items()})
