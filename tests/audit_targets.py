@@ -32,8 +32,6 @@ from bench.engines.mariadb.sessions import MariaDBWorkerSession
 from bench.engines.postgres import policies as pg_policies
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.probes import FR03_SETTINGS
-from bench.engines.postgres.session import PreparedSession
-from bench.engines.postgres.sessions import PgWorkerSession
 from bench.measure.claimlog import ClaimLog
 from bench.measure.metrics import Recorder
 from conftest import CLEAN_INVARIANTS, MARIADB_DSN
@@ -167,27 +165,18 @@ TARGETS = {t.name: t for t in (
 
 
 def _mutated_session(engine, dsn: str, cfg, name: str, mutation: Mutation | None):
-    """The engine's worker session ``name``, its statements changed by ``mutation`` when given: a built-in
-    PostgreSQL session re-prepared, a MariaDB session whose every sent text is changed, a definition's
-    session over a copy of the definition."""
+    """The engine's worker session ``name``, its statements changed by ``mutation`` when given: on PostgreSQL
+    (the built-in queue is a generated definition too) a session over a changed copy of the run's definition,
+    on MariaDB a session whose every sent text is changed."""
     sessions = engine.sessions(dsn, cfg)
     if mutation is None:
         return sessions.worker_session(name)
     if isinstance(sessions, DefinedSessions):
-        defn = engine.defn
+        defn = engine.queue(cfg)
         statements = {k: mutation.apply(v, is_claim=k == "claim") for k, v in defn.statements.items()}
         variant = dataclasses.replace(defn, statements=statements, settings={**defn.settings, **mutation.settings})
-        return DefinedSessions(dsn, cfg, variant).worker_session(name)
-    session = sessions.worker_session(name)
-    if isinstance(session, PgWorkerSession):
-        statements = {k: mutation.apply(v, is_claim=k == "claim")
-                      for k, v in pg_policies.prepared_statements(cfg.schema, cfg.policy).items()}
-        conn = psycopg.connect(dsn, autocommit=True, application_name=f"queue-bench test {name}")
-        for setting, value in mutation.settings.items():
-            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(value)))
-        session.session.close()
-        session.session = PreparedSession(conn, statements)
-        return session
+        return DefinedSessions(dsn, cfg, lambda: variant).worker_session(name)
+    session = sessions.worker_session(name)  # PostgreSQL's are all the definition's (above)
     assert isinstance(session, MariaDBWorkerSession)
     session.__class__ = _MutatedMariaDBSession
     session.mutation = mutation
