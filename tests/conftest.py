@@ -3,9 +3,17 @@ that runs ``qbench`` as a user would (a subprocess), against the real server.
 
 The server is the one on 127.0.0.1:5432 (trust auth) unless QBENCH_TEST_DSN names
 another maintenance database to create throwaway databases from.
+
+The test process is patched for gevent here, once, before anything imports a database driver, as
+``qbench`` patches itself at its entry point (:mod:`bench.gevent_patch`): the tests import the load,
+the run and the engines at the top of their modules and call them in this process.
 """
 
 from __future__ import annotations
+
+from bench.gevent_patch import patch
+
+patch()  # first: psycopg picks its wait function when it is imported
 
 import json
 import os

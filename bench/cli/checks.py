@@ -4,6 +4,7 @@ can results be written. Each raises :class:`bench.errors.ConfigError` (one line,
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -87,8 +88,6 @@ def parse_port(value: str, name: str) -> int:
 def check_can_listen(host: str, port: int, name: str) -> None:
     """Refuse (ConfigError naming ``name``) a ``host:port`` this process cannot listen on (in use, or
     not an interface of this host), before anything is prepared."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((host, port))

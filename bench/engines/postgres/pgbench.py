@@ -23,6 +23,7 @@ from typing import Callable
 import gevent
 import psutil
 
+from bench.engines.postgres.embedded_binaries import find_server_binaries
 from bench.errors import ConfigError
 from bench.measure.seconds import iso_at
 
@@ -49,8 +50,6 @@ def find_pgbench() -> str:
     if found:
         return found
     try:
-        from bench.engines.postgres.embedded_binaries import find_server_binaries
-
         candidate = Path(find_server_binaries().bindir) / "pgbench"
         if candidate.exists():
             return str(candidate)
