@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pymysql
 import pytest
 from psycopg import sql
+
+from bench.engines.mariadb.dsn import connect_args
 
 ADMIN_DSN = os.environ.get("QBENCH_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REPO = Path(__file__).resolve().parent.parent
@@ -87,10 +90,6 @@ MARIADB_DSN = os.environ.get("QBENCH_TEST_MARIADB_DSN", "mysql://root@127.0.0.1:
 @pytest.fixture
 def maria_schema():
     """(MariaDB DSN, a fresh schema name); the database of that name is dropped after the test."""
-    import pymysql
-
-    from bench.engines.mariadb.dsn import connect_args
-
     name = f"qbench_m_{secrets.token_hex(4)}"
     yield MARIADB_DSN, name
     conn = pymysql.connect(**connect_args(MARIADB_DSN), autocommit=True)
