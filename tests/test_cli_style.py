@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench.cli.main import build_parser
+from bench.cli.main import LOAD_COMMANDS, build_parser
 from bench.config.parameter import GROUPS
 from bench.config.parameters import PARAMETERS
 from bench.config.run_config import build_config
@@ -138,6 +139,30 @@ def test_in_process_calls_refuse_to_reach_the_load(tmp_path):
         with pytest.raises(AssertionError, match="input reached the database"):
             qbench_in_process("run", *dsn, "--duration", "1s", "--results", str(tmp_path / "r"))
         assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_every_command_is_known_to_run_load_or_not():
+    """main() patches gevent for the commands that run load; a new command must say which it is."""
+    assert set(_subcommands()) == LOAD_COMMANDS | {"report", "compare", "sweep-report", "clean"}
+
+
+def _imported(*argv: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """``qbench ARGV`` in a fresh interpreter, and the top-level packages it imported (``-X importtime``)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench.cli.main", *argv], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return proc, {line.rsplit("|", 1)[1].strip().split(".")[0] for line in lines}
+
+
+def test_help_and_a_refusal_import_no_driver_and_no_heavy_library():
+    """``qbench run --help`` imports no database driver, no gevent, no Locust, no matplotlib or pandas;
+    a refused value of a command that runs load has gevent patched (main() does it before the command) and
+    still no driver, Locust or matplotlib."""
+    heavy = {"psycopg", "pymysql", "locust", "matplotlib", "pandas"}
+    proc, imported = _imported("run", "--help")
+    assert proc.returncode == 0 and not imported & (heavy | {"gevent"}), sorted(imported & (heavy | {"gevent"}))
+    proc, imported = _imported("run", "--workers", "abc", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres")
+    assert proc.returncode == 2 and "gevent" in imported and not imported & heavy, sorted(imported & heavy)
 
 
 @pytest.mark.parametrize("argv, line", [
