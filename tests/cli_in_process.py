@@ -1,10 +1,12 @@
 """``qbench`` run in the test process, for input refused before any load: the CLI's entry function
 (:func:`bench.cli.main.main`) with ``argv``, its stdout, stderr and exit status captured.
 
-The load needs gevent's monkey-patching (:mod:`bench.load.swarm`, imported before any database
-driver), which must never happen in the pytest process: while a call runs, importing that module
-raises ImportError, so input that reaches the load fails the test instead of patching. After the
-call, ``select`` must still be the unpatched one.
+The test process is patched for gevent once, by ``conftest.py``, as ``qbench`` patches itself at its
+entry point. A refusal must come before the command reaches a database: while a call runs, getting an
+engine or an embedded server (:func:`bench.engines.get_engine`, :func:`~bench.engines.engine_for`,
+:func:`~bench.engines.embedded_server`, which the run, the sweep, the plan and the capacity search all
+go through, and which load bench/engines/<name>/'s modules through one function) fails the test
+instead of connecting, starting a server or running load.
 """
 
 from __future__ import annotations
@@ -13,48 +15,41 @@ import contextlib
 import io
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
+import bench.engines as engines
+from bench.cli.main import main
+
 REPO = Path(__file__).resolve().parent.parent
-SWARM = "bench.load.swarm"
-_MISSING = object()
-
-
-def _patched() -> bool:
-    monkey = sys.modules.get("gevent.monkey")
-    return bool(monkey and monkey.is_module_patched("select"))
+#: The submodules of bench/engines/<name>/ that reach a server: the engine (built-in or a queue definition's)
+#: and the embedded server.
+REACHING = ("engine", "defined_engine", "embedded")
 
 
 @contextlib.contextmanager
-def _load_forbidden():
-    """Within the block, ``from bench.load import swarm`` raises ImportError."""
-    import bench.load as load_package
+def _database_forbidden():
+    """Within the block, getting an engine or an embedded server raises AssertionError."""
+    module = engines._module  # noqa: SLF001 - the one door to bench/engines/<name>/
 
-    module = sys.modules.get(SWARM, _MISSING)
-    attribute = load_package.__dict__.pop("swarm", _MISSING)
-    sys.modules[SWARM] = None  # the import system's "halted" marker
+    def guarded_module(name: str, sub: str = ""):
+        assert sub not in REACHING, f"input reached the database (bench.engines.{name}.{sub}) instead of a refusal"
+        return module(name, sub)
+
+    engines._module = guarded_module  # noqa: SLF001
     try:
         yield
     finally:
-        if module is _MISSING:
-            sys.modules.pop(SWARM, None)
-        else:
-            sys.modules[SWARM] = module
-        if attribute is not _MISSING:
-            load_package.swarm = attribute
+        engines._module = module  # noqa: SLF001
 
 
 def qbench_in_process(*argv: str) -> subprocess.CompletedProcess:
     """``qbench ARGV`` through :func:`bench.cli.main.main` in this process, from the repository's
     directory; returns a CompletedProcess (returncode, stdout, stderr as text) like
     :func:`conftest.qbench`. Signal handlers main() installs are put back."""
-    from bench.cli.main import main
-
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     out, err = io.StringIO(), io.StringIO()
     try:
-        with _load_forbidden(), contextlib.chdir(REPO), contextlib.redirect_stdout(out), \
+        with _database_forbidden(), contextlib.chdir(REPO), contextlib.redirect_stdout(out), \
                 contextlib.redirect_stderr(err):
             try:
                 code = main(list(argv))
@@ -63,5 +58,4 @@ def qbench_in_process(*argv: str) -> subprocess.CompletedProcess:
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    assert not _patched(), "gevent patched select in the pytest process"
     return subprocess.CompletedProcess(["qbench", *argv], code, out.getvalue(), err.getvalue())

@@ -3,9 +3,17 @@ that runs ``qbench`` as a user would (a subprocess), against the real server.
 
 The server is the one on 127.0.0.1:5432 (trust auth) unless QBENCH_TEST_DSN names
 another maintenance database to create throwaway databases from.
+
+The test process is patched for gevent here, once, before anything imports a database driver, as
+``qbench`` patches itself at its entry point (:mod:`bench.gevent_patch`): the tests import the load,
+the run and the engines at the top of their modules and call them in this process.
 """
 
 from __future__ import annotations
+
+from bench.gevent_patch import patch
+
+patch()  # first: psycopg picks its wait function when it is imported
 
 import json
 import os
@@ -15,8 +23,11 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pymysql
 import pytest
 from psycopg import sql
+
+from bench.engines.mariadb.dsn import connect_args
 
 ADMIN_DSN = os.environ.get("QBENCH_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REPO = Path(__file__).resolve().parent.parent
@@ -80,10 +91,6 @@ MARIADB_DSN = os.environ.get("QBENCH_TEST_MARIADB_DSN", "mysql://root@127.0.0.1:
 @pytest.fixture
 def maria_schema():
     """(MariaDB DSN, a fresh schema name); the database of that name is dropped after the test."""
-    import pymysql
-
-    from bench.engines.mariadb.dsn import connect_args
-
     name = f"qbench_m_{secrets.token_hex(4)}"
     yield MARIADB_DSN, name
     conn = pymysql.connect(**connect_args(MARIADB_DSN), autocommit=True)

@@ -7,9 +7,8 @@ without result files exits 2 with one line. A schema that exists and was not
 created by queue-bench is refused and left intact.
 
 Input refused before the load is checked in this process (:mod:`cli_in_process`: the CLI's entry
-function, with gevent's patching forbidden); what needs the database or a DSN parsed (after the
-patching: psycopg must come after it), and a few cases of each kind as end-to-end checks, run
-``qbench`` as a subprocess.
+function, with the engines and the embedded servers out of reach); what needs the database, and a few
+cases of each kind as end-to-end checks, run ``qbench`` as a subprocess.
 """
 
 from __future__ import annotations
@@ -72,9 +71,9 @@ BAD_RUN_INPUT = [
 ]
 
 
-#: BAD_RUN_INPUT cases refused only once the load's gevent patching is done (they need the database,
-#: or a DSN parsed by psycopg): they run qbench as a subprocess.
-AFTER_THE_PATCHING = {"dsn-unreachable", "dsn-malformed", "too-many-connections", "dsn-hostaddr-remote", "dsn-service"}
+#: BAD_RUN_INPUT cases refused only once the command reaches the database (or its DSN is parsed by the
+#: driver): they run qbench as a subprocess.
+AT_THE_DATABASE = {"dsn-unreachable", "dsn-malformed", "too-many-connections", "dsn-hostaddr-remote", "dsn-service"}
 
 
 def _schemas(dsn: str) -> set[str]:
@@ -111,7 +110,7 @@ def test_bad_run_input_exits_2_with_one_line_and_touches_nothing(dsn, tmp_path, 
     schemas_before, relations_before = _schemas(dsn), _relations(dsn)
     results = tmp_path / "results"
     dsn_args = [] if "--dsn" in args else ["--dsn", dsn]
-    run = qbench if case in AFTER_THE_PATCHING else qbench_in_process
+    run = qbench if case in AT_THE_DATABASE else qbench_in_process
     proc = run("run", *dsn_args, "--results", str(results), *args)
 
     assert proc.returncode == 2, proc.stdout + proc.stderr

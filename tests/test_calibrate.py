@@ -14,10 +14,16 @@ import json
 import os
 import re
 import statistics
+import threading
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
+from bench.engines.mariadb import policies
+from bench.engines.postgres.db import SCHEMA_MARK
 from conftest import MARIADB_DSN, qbench
 
 LINE_RE = re.compile(r"^median ratio: (\d+\.\d\d) \(min (\d+\.\d\d), max (\d+\.\d\d), (\d+) pairs, (\d+) left out\)$")
@@ -117,11 +123,6 @@ def test_calibrate_refuses_zero_pairs_and_creates_nothing(tmp_path):
 def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
     """Another run holds the schema: exit 2 with one line, no calibration directory, and the
     other run's schema is still there (the calibration's clean-up must not drop it)."""
-    import psycopg
-    from psycopg import sql
-
-    from bench.engines.postgres.db import SCHEMA_MARK
-
     with psycopg.connect(dsn, autocommit=True) as holder:
         holder.execute("CREATE SCHEMA qbench_busy")
         holder.execute(sql.SQL("COMMENT ON SCHEMA qbench_busy IS {}").format(sql.Literal(SCHEMA_MARK)))
@@ -139,11 +140,6 @@ def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
 def test_a_pair_whose_pgbench_failed_is_run_again(dsn, tmp_path):
     """pgbench's sessions are terminated once, during the first pair's pgbench run: that try is
     reported with pgbench's failure and the pair is run again; the pair's ratio is its last try's."""
-    import threading
-    import time
-
-    import psycopg
-
     killed = []
 
     def kill_pgbench_once() -> None:
@@ -195,8 +191,6 @@ def test_mariadb_calibration_line_and_file_agree_with_what_they_rest_on(maria_sc
     """A short MariaDB calibration (10 clients, 1 pair): exit 0, a ``median ratio:`` line with a
     number > 0, and calibration.json with both sides' jobs and jobs/s > 0, each recomputed from the
     files and the table counts it rests on; mariadb-slap ran the swarm's own statements."""
-    from bench.engines.mariadb import policies
-
     dsn, schema = maria_schema
     proc = qbench("calibrate", "--engine", "mariadb", "--dsn", dsn, "--schema", schema, "--workers", "10",
                   "--warmup", "1s", "--duration", "2s", "--pairs", "1", "--results", "results",

@@ -1,9 +1,13 @@
 """``qbench clean`` drops the schemas the tool created, and only those; ``qbench --version``."""
 
 import psycopg
+import pymysql
 import pytest
 
 from bench import __version__
+from bench.engines.mariadb.db import SCHEMA_MARK as MARIA_SCHEMA_MARK
+from bench.engines.mariadb.dsn import connect_args
+from bench.engines.mariadb.embedded import embedded_mariadb
 from bench.engines.postgres.db import SCHEMA_MARK
 from conftest import qbench
 
@@ -116,17 +120,11 @@ def test_objects_outside_the_schema_that_depend_on_it_are_never_dropped(dsn, tmp
 def test_clean_on_mariadb_drops_only_marked_databases_that_no_run_holds_or_others_use():
     """On a throwaway MariaDB server: a marked database is dropped; one a run holds (its named lock),
     one that a view elsewhere reads, and an unmarked one are left; --dry-run drops nothing."""
-    import pymysql
-
-    from bench.engines.mariadb.db import SCHEMA_MARK
-    from bench.engines.mariadb.dsn import connect_args
-    from bench.engines.mariadb.embedded import embedded_mariadb
-
     with embedded_mariadb(20, log=lambda _m: None) as mdsn:
         conn = pymysql.connect(**connect_args(mdsn), autocommit=True)
         with conn.cursor() as cur:
             for name, marked in (("cl_run", True), ("cl_busy", True), ("cl_used", True), ("cl_theirs", False)):
-                cur.execute(f"CREATE DATABASE {name}" + (f" COMMENT '{SCHEMA_MARK}'" if marked else ""))
+                cur.execute(f"CREATE DATABASE {name}" + (f" COMMENT '{MARIA_SCHEMA_MARK}'" if marked else ""))
                 cur.execute(f"CREATE TABLE {name}.jobs (id int PRIMARY KEY)")
                 cur.execute(f"INSERT INTO {name}.jobs SELECT seq FROM {name}.seq_1_to_5000")
             cur.execute("CREATE VIEW cl_theirs.v AS SELECT id FROM cl_used.jobs")

@@ -7,16 +7,18 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench.cli.main import build_parser
+from bench.cli.main import LOAD_COMMANDS, build_parser
 from bench.config.parameter import GROUPS
 from bench.config.parameters import PARAMETERS
 from bench.config.run_config import build_config
 from bench.errors import ConfigError
-from cli_in_process import _patched, qbench_in_process
+from cli_in_process import qbench_in_process
+from conftest import qbench
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_COMMANDS = ("run", "sweep", "capacity", "plan", "master")
@@ -132,11 +134,36 @@ def test_no_file_in_the_repository_says_on_or_off_for_a_yes_no():
 
 def test_in_process_calls_refuse_to_reach_the_load(tmp_path):
     """The guard of the in-process bad-input tests is real: input good enough to start a run stops
-    at the import of the swarm (gevent's patching), and nothing was patched."""
-    with pytest.raises(ImportError):
-        qbench_in_process("run", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres", "--duration", "1s",
-                          "--results", str(tmp_path / "r"))
-    assert not _patched()
+    where the command would get its engine, before it connects or writes a file; without a DSN, where
+    it would start the embedded server."""
+    for dsn in (["--dsn", "postgresql://postgres@127.0.0.1:5432/postgres"], []):
+        with pytest.raises(AssertionError, match="input reached the database"):
+            qbench_in_process("run", *dsn, "--duration", "1s", "--results", str(tmp_path / "r"))
+        assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_every_command_is_known_to_run_load_or_not():
+    """main() patches gevent for the commands that run load; a new command must say which it is."""
+    assert set(_subcommands()) == LOAD_COMMANDS | {"report", "compare", "sweep-report", "clean"}
+
+
+def _imported(*argv: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """``qbench ARGV`` in a fresh interpreter, and the top-level packages it imported (``-X importtime``)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "bench.cli.main", *argv], capture_output=True,
+                          text=True, cwd=REPO, timeout=60)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return proc, {line.rsplit("|", 1)[1].strip().split(".")[0] for line in lines}
+
+
+def test_help_and_a_refusal_import_no_driver_and_no_heavy_library():
+    """``qbench run --help`` imports no database driver, no gevent, no Locust, no matplotlib or pandas;
+    a refused value of a command that runs load has gevent patched (main() does it before the command) and
+    still no driver, Locust or matplotlib."""
+    heavy = {"psycopg", "pymysql", "locust", "matplotlib", "pandas"}
+    proc, imported = _imported("run", "--help")
+    assert proc.returncode == 0 and not imported & (heavy | {"gevent"}), sorted(imported & (heavy | {"gevent"}))
+    proc, imported = _imported("run", "--workers", "abc", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres")
+    assert proc.returncode == 2 and "gevent" in imported and not imported & heavy, sorted(imported & heavy)
 
 
 @pytest.mark.parametrize("argv, line", [
@@ -258,13 +285,12 @@ def test_make_help_lists_every_target_and_where_the_parameters_are():
     assert bare.returncode == 0 and bare.stdout == proc.stdout  # the default goal is help
 
 
-def test_a_database_taken_from_database_url_is_named_without_its_password(monkeypatch):
+def test_a_database_taken_from_database_url_is_named_without_its_password():
     """qbench takes $DATABASE_URL when no --dsn is given, and says so on stderr, password left out."""
-    monkeypatch.setenv("DATABASE_URL", "postgresql://postgres:not-shown@127.0.0.1:5432/postgres")
-    proc = qbench_in_process("clean", "--dry-run")
+    env = {**os.environ, "DATABASE_URL": "postgresql://postgres:not-shown@127.0.0.1:5432/postgres"}
+    proc = qbench("clean", "--dry-run", env=env)
     assert proc.returncode == 0, proc.stderr
     assert ("qbench: database postgresql://postgres@127.0.0.1:5432/postgres from $DATABASE_URL" in proc.stderr
             and "not-shown" not in proc.stderr), proc.stderr
-    monkeypatch.delenv("DATABASE_URL")
-    given = qbench_in_process("clean", "--dry-run", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres")
+    given = qbench("clean", "--dry-run", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres")
     assert given.returncode == 0 and "DATABASE_URL" not in given.stderr

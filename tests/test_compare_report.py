@@ -18,6 +18,7 @@ import pytest
 
 from bench.cli.main import main as qbench_main
 from bench.report.compare_page import CompareError, compare
+from bench.report.run_page import render_report
 from bench.report.sweep_page import render_sweep_report
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -104,11 +105,8 @@ def _render(sweep_dir: Path) -> str:
 
 def test_sweep_report_renders_from_files_alone_without_a_database(small):
     """In a fresh interpreter: rendering imports no database module (data flows one way)."""
-    code = ("import sys; from bench.report.sweep_page import render_sweep_report; "
-            f"p = render_sweep_report({str(small)!r}); "
-            "print(p); print(sorted(m for m in ('psycopg', 'bench.engines.postgres.db', 'bench.runner', 'bench.load.swarm') "
-            "if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "render_child.py"), str(small)], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert out[0] == str(small / "compare.html")
@@ -249,8 +247,6 @@ def test_plan_summary_highlights_generic_plan_losing_the_index(small):
 
 
 def test_run_table_links_each_run_report_relatively(small):
-    from bench.report.run_page import render_report
-
     row = _rows(small)[0]
     render_report(small / row["run_dir"])
     page = _render(small)
@@ -352,11 +348,9 @@ def test_compare_two_sweeps_without_a_common_cell_is_refused(small, scaling, cap
 def test_saturated_cell_is_never_the_capacity_answer(small):
     """A run whose open-loop arrivals outpaced the workers measured a queue falling behind:
     its cell is flagged and the capacity answer moves to another cell."""
-    import re as _re
-
     def chosen() -> str:
         page = render_sweep_report(small).read_text()
-        return _re.search(r"Cell (c\d+) \(", page).group(1), page
+        return re.search(r"Cell (c\d+) \(", page).group(1), page
 
     before, _ = chosen()
     rows = _rows(small)

@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import secrets
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bench.config.run_config import build_config
-from bench.engines import ENGINES, capabilities, get_engine
+from bench.engines import ENGINES, capabilities, engine_for, get_engine
 from bench.engines.base import Engine
+from bench.engines.ownership import SCHEMA_MARK
 from bench.errors import ConfigError
 from conftest import MARIADB_DSN
 
-REPO = Path(__file__).resolve().parents[1]
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DSNS = {"postgres": PG_DSN, "mariadb": MARIADB_DSN}
 
@@ -42,31 +38,16 @@ ADAPTER = ("name", "capabilities", "db", "plans", "probes", "faults", "first_lin
            "producer_session", "cooperative_wait", "reaper_task")
 OWN = ("monitor", "workers_plan", "plans_summary", "audit", "completed_per_queue")
 
-_INSPECT = """
-import json, sys
-from bench.load import swarm
-from bench.config.run_config import build_config
-from bench.engines import engine_for
-from bench.engines.base import Engine
-engine = engine_for(build_config("default", {"engine": sys.argv[1], "queue": sys.argv[2]}))
-members = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
-print(json.dumps({"missing": sorted(n for n in members if not hasattr(engine, n)),
-                  "inherited": sorted(n for n in sys.argv[3].split(",") if getattr(type(engine), n) is getattr(Engine, n)),
-                  "wait": engine.sessions(sys.argv[4], None).check_cooperative(),
-                  "caps": engine.capabilities.recorded()}))
-"""
-
-
 @pytest.mark.parametrize(("engine", "queue"), KINDS)
 def test_every_engine_and_queue_kind_gives_the_whole_interface(engine, queue):
-    """In a process of its own (gevent patched before the driver): every member of Engine is there, the methods
-    the base leaves to an engine are written, and its driver waits cooperatively."""
-    proc = subprocess.run([sys.executable, "-c", _INSPECT, engine, queue, ",".join(OWN), DSNS[engine]],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    found = json.loads(proc.stdout)
-    assert found["missing"] == [] and found["inherited"] == [], found
-    assert found["wait"] and found["caps"]["engine"] == engine
+    """Every member of Engine is there, the methods the base leaves to an engine are written, and its driver
+    waits cooperatively (this process is patched for gevent before any driver import, by conftest.py)."""
+    found = engine_for(build_config("default", {"engine": engine, "queue": queue}))
+    members = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
+    assert [n for n in members if not hasattr(found, n)] == []
+    assert [n for n in OWN if getattr(type(found), n) is getattr(Engine, n)] == []
+    assert found.sessions(DSNS[engine], None).check_cooperative()
+    assert found.capabilities.recorded()["engine"] == engine
 
 
 @pytest.mark.parametrize("name", ENGINES)
@@ -118,8 +99,6 @@ def test_the_tools_schema_others_depend_on_is_refused_before_anything_is_created
     """One rule on every engine: the tool's own schema with a dependent outside it is refused when it is
     checked (check_schema, claim_schema: a sweep's and a run's first step), not only when it would be dropped;
     the lock is not taken, and nothing is dropped."""
-    from bench.engines.ownership import SCHEMA_MARK
-
     engine, schema = get_engine(name), f"qbench_dep_{secrets.token_hex(3)}"
     create, dependent, drop = _DEPENDENT[name]
     conn = engine.connect(DSNS[name], "queue-bench interface test")

@@ -4,8 +4,14 @@ engines' lock probes."""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
+from bench.config.run_config import build_config
+from bench.engines import get_engine
+from bench.engines.mariadb import db as maria_db
+from bench.engines.postgres import db
+from bench.errors import ConfigError
 from conftest import CLEAN_INVARIANTS, MARIADB_DSN, run_and_load
 
 
@@ -40,8 +46,6 @@ def test_offset_in_a_locking_read_locks_the_rows_it_skips(engine, dsn, maria_sch
     """Experiment 4, measured on each engine: A's ``OFFSET 1 LIMIT 1 FOR UPDATE`` returns 2 and holds
     1 and 2 (PostgreSQL: ``Limit`` above ``LockRows``; InnoDB: every record scanned), so B's
     SKIP LOCKED claim gets 3. The probe leaves nothing behind: it made the absent schema itself."""
-    from bench.engines import get_engine
-
     target, schema = (dsn, "qbench_probe_pg") if engine == "postgres" else maria_schema
     result = get_engine(engine).offset_lock_probe(target, schema)
     assert {k: result[k] for k in OFFSET_FACTS} == OFFSET_FACTS, result
@@ -54,10 +58,6 @@ def test_offset_in_a_locking_read_locks_the_rows_it_skips(engine, dsn, maria_sch
 def test_offset_probe_reads_pgrowlocks_where_it_is_installed(dsn):
     """Where ``pgrowlocks`` is installed already (here by the test, in its throwaway database; the
     tool never creates an extension) the probe reads the rows A holds from it: the same 1 and 2."""
-    import psycopg
-
-    from bench.engines import get_engine
-
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION pgrowlocks")
         try:
@@ -70,15 +70,12 @@ def test_offset_probe_reads_pgrowlocks_where_it_is_installed(dsn):
 
 def _schema_absent(engine: str, target: str, schema: str) -> bool:
     if engine == "postgres":
-        import psycopg
-
         with psycopg.connect(target) as conn:
             return conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()[0] == 0
-    from bench.engines.mariadb import db
 
-    conn = db.connect(target)
+    conn = maria_db.connect(target)
     try:
-        return db.schema_state(conn, schema) == "absent"
+        return maria_db.schema_state(conn, schema) == "absent"
     finally:
         conn.close()
 
@@ -86,11 +83,6 @@ def _schema_absent(engine: str, target: str, schema: str) -> bool:
 def test_the_probe_touches_only_the_tools_schema(dsn):
     """In the tool's existing schema the probe adds and drops only its own table (the queue's rows
     stay as they were); a schema someone else made is refused with one line, untouched."""
-    from bench.config.run_config import build_config
-    from bench.engines import get_engine
-    from bench.engines.postgres import db
-    from bench.errors import ConfigError
-
     with db.connect(dsn) as conn:
         db.prepare(conn, build_config("default", {"schema": "qbench_probe_own"}, dsn=dsn), backlog=5,
                    log=lambda _msg: None)
@@ -112,8 +104,6 @@ def test_subselect_probe_overclaims_on_postgres_and_the_tools_claim_takes_its_li
     """Experiment 13 (FR-03) as an engine probe: under the FR-03 planner settings the sub-select
     claim is a Nested Loop Semi Join re-running its LIMIT 2 locking sub-select per outer row and
     updates all 11 rows; the tool's claim (its real claim_sql) returns exactly 2. Rolled back."""
-    from bench.engines import get_engine
-
     result = get_engine("postgres").subselect_overclaim_probe(dsn, "qbench_probe_pg", rows=11, limit=2)
     assert (result["limit"], result["subselect_rows"], result["tool_claim_rows"]) == (2, 11, 2), result
     assert "Nested Loop Semi Join" in result["plan"], result["plan"]
@@ -126,8 +116,6 @@ def test_subselect_probe_overclaims_on_postgres_and_the_tools_claim_takes_its_li
 def test_subselect_probe_is_not_applicable_on_mariadb(maria_schema):
     """MariaDB refuses LIMIT in an IN sub-query (error 1235), measured by sending it; the tool's
     claim step still takes exactly its LIMIT."""
-    from bench.engines import get_engine
-
     target, schema = maria_schema
     result = get_engine("mariadb").subselect_overclaim_probe(target, schema, rows=11, limit=2)
     assert "error 1235" in result["not_applicable"] and "LIMIT & IN/ALL/ANY/SOME subquery" in result["not_applicable"]

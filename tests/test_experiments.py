@@ -7,12 +7,15 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from bench.errors import ConfigError
 from bench.experiments.catalogue import EXPERIMENTS_DIR, load_catalogue, load_experiment
+from bench.experiments.driver import run_catalogue
+from bench.sweep.driver import run_sweep
 from conftest import REPO, qbench
 from waiting import measured_seconds, wait_until
 
@@ -139,35 +142,18 @@ def test_a_catalogue_interrupted_in_its_second_experiment_resumes(dsn, tmp_path)
     assert "A fencing token rejects a stale completion" in html and "&gt; 0" in html
 
 
-BUDGET_SCRIPT = '''
-import json, sys, time
-from pathlib import Path
-from bench.load import swarm  # gevent first, as the command does
-from bench.experiments.catalogue import load_experiment
-from bench.experiments.driver import run_catalogue
-from bench.sweep.driver import run_sweep
-dsn, tmp = sys.argv[1], Path(sys.argv[2])
-exp = load_experiment(tmp / "over.toml", dsn=dsn)
-lines = []
-catalogue = run_catalogue([exp], dsn, "postgres", tmp / "a", probe_runner=dict, log=lines.append)
-outcome = json.loads((catalogue / exp.name / "outcome.json").read_text())
-sweep_dir = run_sweep(exp.sweep(dsn), dsn, tmp / "b", log=lines.append, deadline=time.monotonic())
-print(json.dumps({"verdict": outcome["verdict"], "reasons": outcome["reasons"], "runs": outcome["runs"],
-                  "sweep_complete": json.loads((sweep_dir / "sweep.json").read_text())["complete"],
-                  "cells_csv": (sweep_dir / "cells.csv").is_file(), "log": lines}))
-'''
-
-
 @pytest.mark.slow
 def test_an_experiment_that_cannot_fit_its_budget_is_inconclusive_and_says_why(dsn, tmp_path):
     """Runs that need more than the budget are not started: inconclusive, with the seconds needed
     and the budget; and no run of a sweep starts past its deadline (the budget's clock)."""
     (tmp_path / "over.toml").write_text(GOOD.replace("budget_s = 30", "budget_s = 5"))
-    proc = subprocess.run([sys.executable, "-c", BUDGET_SCRIPT, dsn, str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["verdict"] == "inconclusive" and out["runs"] == []
-    assert "more than its budget of 5 s" in out["reasons"][0], out["reasons"]
-    assert out["sweep_complete"] is False and not out["cells_csv"]
-    assert any("the time budget ran out: 2 runs not measured" in line for line in out["log"]), out["log"]
+    exp = load_experiment(tmp_path / "over.toml", dsn=dsn)
+    lines: list[str] = []
+    catalogue = run_catalogue([exp], dsn, "postgres", tmp_path / "a", probe_runner=dict, log=lines.append)
+    outcome = json.loads((catalogue / exp.name / "outcome.json").read_text())
+    assert outcome["verdict"] == "inconclusive" and outcome["runs"] == []
+    assert "more than its budget of 5 s" in outcome["reasons"][0], outcome["reasons"]
+    sweep_dir = run_sweep(exp.sweep(dsn), dsn, tmp_path / "b", log=lines.append, deadline=time.monotonic())
+    assert json.loads((sweep_dir / "sweep.json").read_text())["complete"] is False
+    assert not (sweep_dir / "cells.csv").is_file()
+    assert any("the time budget ran out: 2 runs not measured" in line for line in lines), lines

@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 
 from bench.config.run_config import build_config
+from bench.engines.mariadb.sessions import MariaDBWorkerSession
+from bench.engines.postgres import db
+from bench.engines.postgres.session import rows
+from bench.engines.postgres.sessions import PgWorkerSession
 from conftest import MARIADB_DSN
 
 
 @pytest.mark.parametrize("level,shown", [("read_committed", "read committed"), ("repeatable_read", "repeatable read"),
                                          ("serializable", "serializable")])
 def test_postgres_worker_sessions_run_at_the_isolation_asked(dsn, level, shown):
-    from bench.engines.postgres import db
-    from bench.engines.postgres.session import rows
-    from bench.engines.postgres.sessions import PgWorkerSession
-
     cfg = build_config("default", {"isolation": level, "schema": "qbench_iso"}, dsn=dsn)
     conn = db.connect(dsn)
     db.prepare(conn, cfg, 10, log=lambda _m: None)  # the session prepares its claim on the table
@@ -30,8 +30,6 @@ def test_postgres_worker_sessions_run_at_the_isolation_asked(dsn, level, shown):
 @pytest.mark.parametrize("level,shown", [("read_committed", "READ-COMMITTED"), ("repeatable_read", "REPEATABLE-READ"),
                                          ("serializable", "SERIALIZABLE")])
 def test_mariadb_worker_sessions_run_at_the_isolation_asked(maria_schema, level, shown):
-    from bench.engines.mariadb.sessions import MariaDBWorkerSession
-
     _, schema = maria_schema
     cfg = build_config("default", {"isolation": level, "schema": schema}, dsn=MARIADB_DSN)
     session = MariaDBWorkerSession(MARIADB_DSN, cfg, "worker-1")

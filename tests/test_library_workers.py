@@ -6,15 +6,19 @@ process whose jobs come back through the library's own recovery, and a missing d
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import datetime as dt
+import html
 import json
-import subprocess
+import re
 import sys
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from cli_in_process import qbench_in_process
 from conftest import REPO, qbench, run_and_load
 
 JOBS = 2000
@@ -70,8 +74,6 @@ def _window(run_dir) -> tuple[float, float]:
 
 
 def _intervals(run_dir) -> list[dict]:
-    import csv
-
     with (run_dir / "intervals.csv").open(newline="") as fh:
         return list(csv.DictReader(fh))
 
@@ -147,26 +149,29 @@ def test_a_killed_library_worker_process_is_named_and_its_jobs_come_back_through
     assert summary["invariants"]["lost_jobs"] == 0 and summary["invariants"]["duplicated_jobs"] == 0
 
 
-def _without(module: str) -> str:
-    """A ``python -c`` program that runs qbench with ``module`` (and its submodules) not importable: a
-    meta-path finder refuses it, as if it were not installed."""
-    return ("import sys\n"
-            "class Block:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            f"        if name == {module!r} or name.startswith({module + '.'!r}):\n"
-            "            raise ModuleNotFoundError(name)\n"
-            "sys.meta_path.insert(0, Block())\n"
-            "from bench.cli.main import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
+@contextlib.contextmanager
+def _without(module: str):
+    """Within the block, ``module`` (and its submodules) can be neither found nor imported, as if it were not
+    installed: the import system's "halted" marker stands in sys.modules for it; the modules are put back after."""
+    saved = {name: m for name, m in sys.modules.items() if name == module or name.startswith(module + ".")}
+    for name in saved:
+        del sys.modules[name]
+    sys.modules[module] = None
+    try:
+        yield
+    finally:
+        del sys.modules[module]
+        sys.modules.update(saved)
 
 
 @pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
 def test_a_queue_library_not_installed_is_one_line_naming_its_extra(tmp_path, library):
     """QUEUE=<library> without the library (its extra not installed) is refused before anything is created:
     one line naming the extra that installs it, exit 2."""
-    proc = subprocess.run([sys.executable, "-c", _without(library), "run", "--queue", library, "--dsn",
-                           "postgresql://postgres@127.0.0.1:5432/qbench_never_created", "--results", str(tmp_path / "r")],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    with _without(library):
+        proc = qbench_in_process("run", "--queue", library, "--dsn",
+                                 "postgresql://postgres@127.0.0.1:5432/qbench_never_created", "--results",
+                                 str(tmp_path / "r"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qbench: QUEUE:"), lines
@@ -179,18 +184,17 @@ def test_a_queue_library_not_installed_is_one_line_naming_its_extra(tmp_path, li
 def test_a_missing_driver_of_a_librarys_own_worker_is_one_line_naming_what_to_install(tmp_path):
     """pgqueuer's own worker runs over asyncpg: without it, LIBRARY_MODE=worker is refused before anything is
     created (one line, exit 2), naming the extra; LIBRARY_MODE=sql does not need it."""
-    blocker = _without("asyncpg")
     base = ["run", "--queue", "pgqueuer", "--dsn", "postgresql://postgres@127.0.0.1:5432/qbench_never_created",
             "--results", str(tmp_path / "r")]
-    proc = subprocess.run([sys.executable, "-c", blocker, *base], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+    with _without("asyncpg"):
+        proc = qbench_in_process(*base)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("qbench: LIBRARY_MODE:"), lines
     assert "'asyncpg'" in lines[0] and "pip install 'queue-bench[pgqueuer]') (it brings pgqueuer[asyncpg]==1.6.0)" in lines[0]
     assert not (tmp_path / "r").exists()
-    plan = subprocess.run([sys.executable, "-c", blocker, "run", "--queue", "pgqueuer", "--library-mode", "sql",
-                           "--help"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    with _without("asyncpg"):
+        plan = qbench_in_process("run", "--queue", "pgqueuer", "--library-mode", "sql", "--help")
     assert plan.returncode == 0
 
 
@@ -219,10 +223,6 @@ def test_the_comparison_page_shows_a_library_by_its_own_worker_and_its_two_modes
     """A sweep of one library in both modes beside the tool's queue: the queues table shows the library by its
     own worker and says so in its heading; its SQL path goes to the modes table, whose ratio is the SQL path's
     jobs/s over its own worker's, from the runs' own figures (cells.csv)."""
-    import csv
-    import html
-    import re
-
     spec = tmp_path / "modes.toml"
     spec.write_text('description = "test"\nworkload = "default"\nrepetitions = 1\n'
                     'cells = [{ queue = "builtin" }, { queue = "procrastinate", library_mode = "worker" },'

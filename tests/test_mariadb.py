@@ -72,8 +72,8 @@ def test_policies_with_two_connections(maria_schema, index):
             assert [r[0] for r in held] == [1]
             if policy == "wait":
                 other.run("SET SESSION innodb_lock_wait_timeout = 10")
-                # A thread, not a greenlet: this test process is not monkey-patched by gevent (the
-                # cooperative driver is checked by the runs, in their own processes).
+                # A thread, so a greenlet: conftest.py patches this process for gevent, and PyMySQL's socket
+                # is gevent's, so the waiter blocked on the row lock yields to the loop below.
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     waiter = pool.submit(other.claim)
                     deadline = time.monotonic() + 5

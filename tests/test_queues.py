@@ -8,8 +8,13 @@ from collections import Counter
 import psycopg
 import pymysql
 import pytest
+from psycopg import sql
 
 from bench.analysis.fairness import jain_index, per_queue_figures
+from bench.config.run_config import build_config
+from bench.engines.mariadb.dsn import connect_args
+from bench.engines.postgres import db, policies
+from bench.errors import ConfigError
 from bench.workload.queues import queue_index, queue_names, seeded_u
 from tests.conftest import CLEAN_INVARIANTS, run_and_load
 
@@ -78,7 +83,6 @@ def test_ten_named_queues_on_mariadb_run_clean(maria_schema, tmp_path):
     _, summary, _ = run_and_load(dsn, tmp_path, "--named-queues", "10", "--duration", "2s", "--warmup", "0s",
                                  "--workers", "3", "--backlog", "3000", "--rate", "50", "--schema", schema)
     _check_run(summary, queue_names(10))
-    from bench.engines.mariadb.dsn import connect_args
 
     conn = pymysql.connect(**connect_args(dsn))
     try:
@@ -91,9 +95,6 @@ def test_ten_named_queues_on_mariadb_run_clean(maria_schema, tmp_path):
 
 
 def test_the_ready_table_variant_refuses_named_queues():
-    from bench.config.run_config import build_config
-    from bench.errors import ConfigError
-
     with pytest.raises(ConfigError, match="NAMED_QUEUES"):
         build_config("default", {"engine": "mariadb", "index": "ready_table", "named_queues": 2},
                      dsn="mysql://root@127.0.0.1:3306/")
@@ -109,9 +110,6 @@ def _tenant_run(dsn, tmp_path, order: str) -> tuple:
 
 def _seeded_per_queue(dsn: str, schema: str) -> dict[str, int]:
     """Jobs per queue name in ``schema``'s table after a run (every row, done or not: the demand)."""
-    import psycopg
-    from psycopg import sql
-
     with psycopg.connect(dsn) as conn:
         return dict(conn.execute(sql.SQL("SELECT queue, count(*) FROM {} GROUP BY queue").format(
             sql.Identifier(schema, "jobs"))).fetchall())
@@ -150,9 +148,6 @@ def test_round_robin_is_fairer_than_plain_order_to_the_tenants_a_flooder_starves
 
 
 def test_a_round_robin_claim_takes_tenants_in_turn_and_locks_only_what_it_takes(dsn):
-    from bench.config.run_config import build_config
-    from bench.engines.postgres import db, policies
-
     cfg = build_config("default", {"tenants": 3, "tenant_order": "round_robin", "schema": "qbench_rr"}, dsn=dsn)
     names = queue_names(3)
     with psycopg.connect(dsn, autocommit=True) as admin:

@@ -7,14 +7,21 @@ Each test runs ``qbench run`` as a user would and reads its result files.
 from __future__ import annotations
 
 import csv
+import datetime as dt
+import json
+import signal
 import statistics
 import subprocess
 import sys
+import time
+from datetime import datetime
 
 import psutil
+import psycopg
 import pytest
+from psycopg import sql
 
-from conftest import CLEAN_INVARIANTS, REPO, run_and_load
+from conftest import ADMIN_DSN, CLEAN_INVARIANTS, REPO, run_and_load
 from waiting import measured_seconds, wait_until
 
 
@@ -105,10 +112,10 @@ def test_convoy_hold_transaction(dsn, tmp_path):
 
 
 def test_refuses_blocking_wait_function():
-    """If psycopg was imported before gevent patched select, psycopg uses wait_c and the run is refused."""
-    code = ("import psycopg\nfrom bench.load import swarm\nfrom bench.engines import get_engine\n"
-            "get_engine('postgres').sessions('', None).check_cooperative()\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    """If psycopg was imported before gevent patched select, psycopg uses wait_c and the run is refused
+    (in a process of its own: this one is patched by conftest.py)."""
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "unpatched_child.py")], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
     assert proc.returncode != 0
     assert "NotCooperativeError" in proc.stderr and "wait_c" in proc.stderr
 
@@ -119,11 +126,6 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path, processes):
     """SIGINT during the load: exit 130, the files are written with complete=false, invariants hold;
     the measured window is the seconds measured (with 2 processes their stop-phase parts once
     stretched it back to the load's start, halving the throughput), and the stop is no worker change."""
-    import datetime as dt
-    import json
-    import signal
-    import time
-
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(tmp_path),
                              "--duration", "60s", "--warmup", "1s", "--workers", "4", "--processes", processes],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -145,8 +147,6 @@ def test_interrupt_writes_an_incomplete_run(dsn, tmp_path, processes):
     assert (run_dir / "report.html").exists() and "interrupted run" in (run_dir / "report.html").read_text()
     assert out.strip().splitlines()[-1].startswith("report: ")
     # The partial last second keeps its own place in time, not the planned end's (60).
-    import csv
-
     with (run_dir / "intervals.csv").open(newline="") as fh:
         seconds = [int(r["t_s"]) for r in csv.DictReader(fh)]
     assert seconds == list(range(len(seconds))) and seconds[-1] < 30, seconds
@@ -160,8 +160,6 @@ def test_monitor_queries_the_table_at_most_once_a_second(dsn, tmp_path):
     """The monitor's table queries are load and run at most once a second: on this small table the
     planner answers both counts (depth, running) with sequential scans, so seq_scan stays within
     about two per second plus the audit's; the bug this guards against ran ~80 table queries a second."""
-    import psycopg
-
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "1", "--work-ms", "100", "--backlog", "1000",
                                  "--duration", "5s", "--warmup", "1s")
     # A backend flushes its table statistics at most once a second, and at its exit: wait until the
@@ -181,14 +179,6 @@ def test_database_going_away_is_reported_not_hidden(dsn, tmp_path):
     """Mid-run, the database stops accepting connections and every backend is terminated: the run
     does not hang, exits 1 with one line saying so, and writes what it measured with complete=false,
     the invariants unknown (null, not 0) and the reason in the summary."""
-    import json
-    import time
-
-    import psycopg
-    from psycopg import sql
-
-    from conftest import ADMIN_DSN
-
     dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(tmp_path),
                              "--duration", "8s", "--warmup", "1s", "--workers", "4"],
@@ -222,10 +212,6 @@ def test_a_second_interrupt_after_the_load_stops_waiting_for_long_jobs(dsn, tmp_
     """20 s jobs, a 3 s window: a Ctrl-C after the window waits for the results, a second one stops
     waiting for the jobs in progress, so the run ends well before the jobs would have (and before
     Locust's stop timeout of 75 s), with its files and report written and clean invariants."""
-    import json
-    import signal
-    import time
-
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", dsn, "--results", str(tmp_path),
                              "--duration", "3s", "--warmup", "1s", "--workers", "2", "--work-ms", "20000",
                              "--backlog", "100"],
@@ -248,8 +234,6 @@ def test_a_second_interrupt_after_the_load_stops_waiting_for_long_jobs(dsn, tmp_
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     run = json.loads((run_dir / "run.json").read_text())
     s = json.loads((run_dir / "summary.json").read_text())
-    from datetime import datetime
-
     stop_s = (datetime.fromisoformat(run["ended_at"]) - datetime.fromisoformat(run["measured_end"])).total_seconds()
     # The jobs began with the load, 4 s before the window ended: waiting for them takes about 16 s more.
     assert stop_s < 10, stop_s

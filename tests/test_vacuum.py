@@ -13,7 +13,13 @@ from psycopg import sql
 
 from bench.config.autovacuum import SETTINGS, parse_autovacuum_settings, short_names
 from bench.config.run_config import build_config
+from bench.engines.postgres import embedded
+from bench.engines.postgres.embedded import embedded_postgres
+from bench.experiments.catalogue import load_experiment
+from bench.experiments.driver import run_catalogue
 from bench.errors import ConfigError
+from bench.report.run_notes import vacuum_note
+from bench.run_summary import vacuum_during
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
 AGGRESSIVE = "vacuum_scale_factor=0,autovacuum_vacuum_threshold=1000,vacuum_cost_delay=0"
@@ -150,8 +156,6 @@ def test_aggressive_settings_make_autovacuum_take_the_queue_table_within_a_quick
 
 
 def test_the_reports_vacuum_note_names_the_passes_and_the_settings():
-    from bench.report.run_notes import vacuum_note
-
     passes = {"every_s": 1.0, "count": 5, "duration_ms": {"p50": 8.5, "max": 17.9}, "run_count": 7}
     off = vacuum_note({"autovacuum": {"enabled": False, "server_autovacuum": False}, "vacuum_passes": passes})
     assert "started 5 times" in off and "8.5 ms at the median and 17.9 ms at most" in off
@@ -166,8 +170,6 @@ def test_the_reports_vacuum_note_names_the_passes_and_the_settings():
 def test_no_autovacuum_run_under_a_naptime_longer_than_the_run_is_unobservable_not_a_failure():
     """The rule alone: autovacuum on, no run seen, and a naptime not shorter than the watched span ->
     ``unobservable`` with the reason; a naptime shorter than the span, or a run seen, -> no such note."""
-    from bench.run_summary import vacuum_during
-
     cfg = build_config(overrides={"autovacuum_settings": AGGRESSIVE})
     counts = {"autovacuum_count": 0, "autoanalyze_count": 0, "last_autovacuum": None, "last_autoanalyze": None,
               "server_autovacuum": True, "naptime_s": 60.0, "at_s": 1000.0}
@@ -220,41 +222,21 @@ key = "autovacuum.autovacuum_runs"
 holds_if = "> 0"
 '''
 
-CATALOGUE_SCRIPT = '''
-import json, sys
-from pathlib import Path
-from bench.load import swarm  # gevent first, as the command does
-from bench.experiments.catalogue import load_experiment
-from bench.experiments.driver import run_catalogue
-dsn, tmp = sys.argv[1], Path(sys.argv[2])
-exp = load_experiment(tmp / "unobservable.toml", dsn=dsn)
-catalogue = run_catalogue([exp], dsn, "postgres", tmp / "results", probe_runner=dict, log=lambda _line: None)
-print(json.dumps(json.loads((catalogue / exp.name / "outcome.json").read_text())))
-'''
-
-
 @pytest.mark.slow
 def test_an_experiment_on_a_server_whose_naptime_outlasts_its_run_is_inconclusive_and_says_why(tmp_path, monkeypatch):
     """A server of the test's own, autovacuum on with autovacuum_naptime = 60 s (as the system
     server's), and an experiment whose 2 s run asks per-table autovacuum settings to act: no
     autovacuum run is seen, and the verdict is inconclusive, naming the naptime, not "does not hold"."""
-    import subprocess
-    import sys
-
-    from bench.engines.postgres import embedded
-    from bench.engines.postgres.embedded import embedded_postgres
-    from conftest import REPO
-
     (tmp_path / "unobservable.toml").write_text(UNOBSERVABLE_EXPERIMENT)
     monkeypatch.setattr(embedded, "AUTOVACUUM_NAPTIME", "60s")  # the server's own start option
     with embedded_postgres(20, log=lambda _line: None) as server:
         with psycopg.connect(server, autocommit=True) as conn:
             assert conn.execute("SHOW autovacuum").fetchone()[0] == "on"
             assert conn.execute("SELECT setting FROM pg_settings WHERE name = 'autovacuum_naptime'").fetchone()[0] == "60"
-        proc = subprocess.run([sys.executable, "-c", CATALOGUE_SCRIPT, server, str(tmp_path)], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+        exp = load_experiment(tmp_path / "unobservable.toml", dsn=server)
+        catalogue = run_catalogue([exp], server, "postgres", tmp_path / "results", probe_runner=dict,
+                                  log=lambda _line: None)
+    outcome = json.loads((catalogue / exp.name / "outcome.json").read_text())
     (figure,) = outcome["figures"]
     assert figure["values"] == [0], figure
     assert outcome["verdict"] == "inconclusive", outcome

@@ -1,6 +1,6 @@
 """Does the queue keep up? The run-level verdict of an open-loop run, from its result rows.
 
-No database and no load generator here (tests import it without gevent's patching).
+No database and no load generator here.
 """
 
 from __future__ import annotations

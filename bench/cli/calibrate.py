@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.engines.postgres import builtin_queue, db
+from bench.engines.postgres.embedded import embedded_postgres
 from bench import runner
 from bench.engines.postgres.pgbench import (claim_complete_script, find_pgbench, per_job_us, processed_transactions,
                                             run_pgbench)
@@ -176,7 +177,7 @@ def calibrate(*, workers: str = "50", duration: str = "20s", warmup: str = "5s",
     round, else 1.
     """
     n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
-    from bench.cli.calibrate_grid import calibrate_grid, grid_requested  # it imports this module
+    from bench.cli.calibrate_grid import calibrate_grid, grid_requested  # here: it imports this module (a cycle)
 
     if grid_requested(workers, batch, processes):
         return calibrate_grid(workers=workers, batch=batch, processes=processes, duration=duration, warmup=warmup,
@@ -190,8 +191,6 @@ def calibrate(*, workers: str = "50", duration: str = "20s", warmup: str = "5s",
     if cfg.dsn:
         figures = _calibrate_on(cfg.dsn, cfg, n_pairs, cal_dir, log)
     else:
-        from bench.engines.postgres.embedded import embedded_postgres
-
         with embedded_postgres(max_connections=2 * cfg.workers + 20, log=lambda _m: None) as embedded_dsn:
             figures = _calibrate_on(embedded_dsn, cfg, n_pairs, cal_dir, log)
     return 0 if figures["pairs_kept"] else 1

@@ -45,6 +45,7 @@ from bench.config.parameters import BY_KEY
 from bench.config.parsers import parse_int
 from bench.config.run_config import build_config
 from bench.engines.postgres import db
+from bench.engines.postgres.embedded import embedded_postgres
 from bench.engines.postgres.pgbench import find_pgbench, per_job_us
 from bench.errors import ConfigError
 from bench.results.model import RunResult, stamped
@@ -306,8 +307,6 @@ def calibrate_grid(*, workers: str, batch: str, processes: str | None, duration:
     if cfg.dsn:
         _calibrate_on(cfg.dsn, confs, n_pairs, cal_dir, figures, log)
     else:
-        from bench.engines.postgres.embedded import embedded_postgres
-
         # the pairs' sizing (2 × workers + 20), for the largest configuration
         figures["embedded_max_connections"] = 2 * max(grid["workers"]) + 20
         with embedded_postgres(max_connections=figures["embedded_max_connections"], log=lambda _m: None) as edsn:

@@ -45,11 +45,13 @@ import math
 from pathlib import Path
 
 from bench import runner
+from bench.cli.calibrate_grid import refuse_grid
 from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, PAIRS_DEFAULT, RETRIES_PER_PAIR,
                                        Native, finish, monitor_during, run_pairs, with_swarm_side)
 from bench.config.parsers import parse_int as _int
 from bench.config.run_config import build_config
 from bench.engines import get_engine
+from bench.engines.mariadb.embedded import embedded_mariadb
 from bench.engines.mariadb.slap import count_problems, find_slap, job_counts, run_slap, slap_script, slap_version
 from bench.engines.postgres.pgbench import per_job_us
 from bench.errors import RunFailed
@@ -187,8 +189,6 @@ def calibrate_mariadb(*, workers: str = "50", duration: str = "20s", warmup: str
     ``$DATABASE_URL``, ``$DSN_MARIADB``) it runs on the embedded MariaDB server
     (:func:`bench.engines.mariadb.embedded.embedded_mariadb`), started for it and stopped after.
     """
-    from bench.cli.calibrate_grid import refuse_grid
-
     refuse_grid(workers, batch, processes)
     n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -201,8 +201,6 @@ def calibrate_mariadb(*, workers: str = "50", duration: str = "20s", warmup: str
     if cfg.dsn:
         figures = _calibrate_on(slap, cfg.dsn, cfg, n_pairs, cal_dir, log)
     else:
-        from bench.engines.mariadb.embedded import embedded_mariadb
-
         with embedded_mariadb(max_connections=2 * cfg.workers + 20, log=lambda _m: None) as embedded_dsn:
             figures = _calibrate_on(slap, embedded_dsn, cfg, n_pairs, cal_dir, log)
     return 0 if figures["pairs_kept"] else 1

@@ -10,21 +10,19 @@ from pathlib import Path
 
 from bench.cli.checks import check_results_dir
 from bench.config.run_config import RunConfig
+from bench.engines import get_engine
 from bench.errors import exit_status
+from bench.sweep import capacity_search
 
 
 def capacity_command(args: argparse.Namespace, cfg: RunConfig, database) -> int:
     """Run ``qbench capacity`` for the validated ``cfg``, whose ``rate`` is the first step's (``RATE_START``);
     ``database`` is the CLI's database context (see :func:`bench.cli.main._database`). Returns the exit status."""
-    from bench.sweep import capacity_search
-
     start_rate = cfg.rate  # RATE_START, checked by the caller
     check_results_dir(cfg.results)
 
-    from bench.load import swarm  # noqa: F401
-    from bench.engines import get_engine
-    from bench import runner
-    from bench.report.run_page import render_report
+    from bench import runner  # here, after the checks: Locust takes ~1 s, which a refusal does not pay
+    from bench.report.run_page import render_report  # here: matplotlib (~1 s), likewise
 
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(cfg.results) / "capacity" / f"{stamp}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import tempfile
 import urllib.parse
@@ -104,8 +105,6 @@ def parse_port(value: str, name: str) -> int:
 def check_can_listen(host: str, port: int, name: str) -> None:
     """Refuse (ConfigError naming ``name``) a ``host:port`` this process cannot listen on (in use, or
     not an interface of this host), before anything is prepared."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((host, port))

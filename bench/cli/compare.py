@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from bench.analysis.regression import limit_text, parse_limit, parse_metrics
 from bench.cli.checks import bad_input
 from bench.errors import EXIT_SLO, ConfigError
 
@@ -27,8 +28,7 @@ def compare_command(args: argparse.Namespace) -> int:
     """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
     line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression; refused (exit 2, nothing
     written) when no gated metric can be judged (one run on each side)."""
-    from bench.analysis.regression import limit_text, parse_limit, parse_metrics
-    from bench.report.compare_page import CompareError, compare, gate
+    from bench.report.compare_page import CompareError, compare, gate  # here: matplotlib and pandas (~1 s)
 
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
         if not value.strip():

@@ -24,7 +24,7 @@ def master_command(args: argparse.Namespace, run) -> int:
     port = parse_port(args.master_port, "MASTER_PORT")
     check_can_listen(args.master_bind_host, port, "MASTER_PORT")  # before anything is prepared
     if getattr(args, "ui", False):
-        from bench.load.web_ui import DEFAULT_PORT
+        from bench.load.web_ui import DEFAULT_PORT  # here, with --ui only: it imports Locust (~1 s)
 
         if parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT") == port:
             raise ConfigError("WEB_PORT", f"{port} is the master's port (--master-port); allowed: another free port")
@@ -34,8 +34,7 @@ def master_command(args: argparse.Namespace, run) -> int:
 
 def worker_command(args: argparse.Namespace) -> int:
     """``qbench worker --master-host H``: one load generator process of a run whose master is on H."""
-    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver (or its conninfo) is imported
-    from bench.load.worker_process import exit_now, serve
+    from bench.load.worker_process import exit_now, serve  # here: Locust (~1 s), which a refusal does not pay
 
     port = parse_port(args.master_port, "MASTER_PORT")
     dsn = chosen_dsn(args.dsn)

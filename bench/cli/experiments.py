@@ -13,6 +13,7 @@ from pathlib import Path
 from bench.cli.checks import check_results_dir, chosen_dsn
 from bench.cli.run_options import DSN_SCHEMES, add_database_options
 from bench.config.run_config import build_config
+from bench.engines import get_engine
 
 
 def add_parser(sub) -> None:
@@ -40,8 +41,8 @@ def add_parser(sub) -> None:
 
 def experiments_command(args: argparse.Namespace) -> int:
     """Validate the selection, start or reuse the database, run the catalogue, render the page."""
-    from bench.cli.main import _database, _finish_first
-    from bench.experiments.catalogue import load_catalogue
+    from bench.cli.main import _database, _finish_first  # here: bench.cli.main imports this module (a cycle)
+    from bench.experiments.catalogue import load_catalogue  # here: pandas and scipy (~1 s), not for --help
 
     dsn_given = chosen_dsn(args.dsn)
     experiments = load_catalogue(args.names, full=args.full, dsn=dsn_given)  # validates every file and run
@@ -51,12 +52,9 @@ def experiments_command(args: argparse.Namespace) -> int:
               if s is not None]
     connections = max([s.max_connections() for s in sweeps] + [base.connections_needed()])
 
-    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
-
-    from bench.engines import get_engine
-    from bench.experiments.driver import run_catalogue
-    from bench.report.experiments_page import render_experiments_page
-    from bench.report.run_page import render_report
+    from bench.experiments.driver import run_catalogue  # here, after the checks: Locust (~1 s)
+    from bench.report.experiments_page import render_experiments_page  # here: matplotlib (~1 s)
+    from bench.report.run_page import render_report  # here: matplotlib
 
     engine = get_engine(base.engine)
     database, _ = _database(dsn_given, args.allow_remote, connections, base.engine)

@@ -21,7 +21,8 @@ from bench import __version__
 from bench.config.lookup import how_given
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
-from bench.engines import capabilities, embedded_server
+from bench.engines import capabilities, embedded_server, get_engine
+from bench.gevent_patch import patch
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
                           exit_status, first_status)
@@ -31,6 +32,14 @@ from bench.cli.run_options import ALLOW_REMOTE_HELP, add_database_options, add_r
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
 from bench.cli.distributed import master_command, worker_command
 from bench.cli import experiments as experiments_cli
+from bench.cli.capacity import capacity_command
+from bench.cli.clean import clean_command
+from bench.cli.plan import add_parser as add_plan_parser, plan_command
+from bench.sweep.driver import Sweep, run_sweep
+
+#: The commands that run load: main() applies gevent's monkey-patching before calling them
+#: (:mod:`bench.gevent_patch`), before any of them imports a database driver.
+LOAD_COMMANDS = frozenset({"run", "sweep", "master", "worker", "capacity", "plan", "calibrate", "experiments"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,10 +102,8 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
         raise ConfigError("LIBRARY_MODE", f"worker runs the library's own worker processes, which {what} cannot "
                                           f"drive; allowed: LIBRARY_MODE=sql with {what}, or run without {what}")
 
-    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
-
-    from bench import runner
-    from bench.report.run_page import render_report
+    from bench import runner  # here, not at the top: Locust takes ~1 s, which --help and refusals do not pay
+    from bench.report.run_page import render_report  # here: matplotlib (~1 s), likewise
 
     web_ui = web_ui_options(args, cfg)
     extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
@@ -131,20 +138,18 @@ def _rerender(path: str, param: str, allowed: str, render, error: type[Exception
 
 
 def _report(args: argparse.Namespace) -> int:
-    from bench.report.run_page import ReportError, render_report
+    from bench.report.run_page import ReportError, render_report  # here: matplotlib (~1 s)
 
     return _rerender(args.run_dir, "RUN_DIR", "a results/<run_id> directory", render_report, ReportError)
 
 
 #: The calibration of each tool an engine's capabilities name (``calibrator``): (module, function), imported
-#: when used (after gevent's monkey-patching).
+#: when used (it imports the run, and the run Locust: ~1 s).
 _CALIBRATORS = {"pgbench": ("bench.cli.calibrate", "calibrate"),
                 "mariadb-slap": ("bench.cli.calibrate_mariadb", "calibrate_mariadb")}
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from bench.load import swarm  # noqa: F401
-
     dsn = chosen_dsn(args.dsn)
     engine = choose_engine(args.engine, dsn)
     check_loopback(dsn, args.allow_remote)
@@ -157,8 +162,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _sweep_report(args: argparse.Namespace) -> int:
     """``qbench sweep-report SWEEP_DIR``: re-render compare.html from the sweep's files."""
-    from bench.report.sweep_page import render_sweep_report
-    from bench.results.sweep import CompareError
+    from bench.report.sweep_page import render_sweep_report  # here: matplotlib and pandas (~1 s)
+    from bench.results.sweep import CompareError  # here: pandas
 
     return _rerender(args.sweep_dir, "SWEEP_DIR", "a results/sweeps/<sweep_id> directory",
                      render_sweep_report, CompareError)
@@ -199,8 +204,6 @@ def _database(dsn: str | None, allow_remote: bool, connections: int, engine: str
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from bench.sweep.driver import Sweep, run_sweep
-
     reps = None
     if args.repetitions is not None:
         try:
@@ -210,10 +213,6 @@ def _sweep(args: argparse.Namespace) -> int:
     sweep = Sweep.load(args.sweep, _overrides(args), repetitions=reps, dsn=chosen_dsn(args.dsn))  # validates every cell
     results = Path(sweep.base.results)
     check_results_dir(str(results))
-
-    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before psycopg is imported
-
-    from bench.engines import get_engine
 
     engines = {}  # engine name -> its DSN (given, or from the environment), in cell order
     for _cid, _params, cell in sweep.cells:
@@ -229,14 +228,14 @@ def _sweep(args: argparse.Namespace) -> int:
                 engine.check_schema(conn, sweep.base.schema, sweep.max_connections())
             finally:
                 conn.close()
-        from bench.report.run_page import render_report
+        from bench.report.run_page import render_report  # here: matplotlib (~1 s)
 
         def render_run(run_dir):
             with _finish_first("writing the run's report first"):
                 render_report(run_dir)
 
         sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run)
-    from bench.report.sweep_page import render_sweep_report
+    from bench.report.sweep_page import render_sweep_report  # here: matplotlib (~1 s)
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")
     if not read_result(sweep_dir / "sweep.json")["complete"]:
@@ -245,15 +244,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _clean_command(args: argparse.Namespace) -> int:
-    from bench.cli.clean import clean_command
-
-    return clean_command(args)
-
-
 def _capacity(args: argparse.Namespace) -> int:
-    from bench.cli.capacity import capacity_command
-
     overrides = _overrides(args)
     for key, why in (("rate", "the capacity search sets the arrival rate itself; allowed: leave RATE unset (use "
                               "RATE_START)"),
@@ -272,8 +263,6 @@ def _capacity(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from bench.cli.plan import plan_command
-
     return plan_command(args, _overrides(args), _workload(args), chosen_dsn(args.dsn), _database, check_results_dir)
 
 
@@ -321,8 +310,6 @@ def _add_run_commands(sub) -> None:
     groups["load"].add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s, doubled per "
                                                                     "step (default: 100)")
     cap.set_defaults(func=_capacity)
-    from bench.cli.plan import add_parser as add_plan_parser
-
     add_plan_parser(sub).set_defaults(func=_plan)
 
 
@@ -367,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "one is required, the embedded server keeps nothing)")
     cln.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
     cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing (default: no)")
-    cln.set_defaults(func=_clean_command)
+    cln.set_defaults(func=clean_command)
     _add_calibrate(sub)
     experiments_cli.add_parser(sub)
     return parser
@@ -376,6 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``qbench`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if args.command in LOAD_COMMANDS:
+        patch()  # once, here: after parsing (so --help stays fast), before a command imports a driver
     # SIGTERM before the load behaves like Ctrl-C (the run installs its own handlers for the load).
     # SIGINT too, even when the shell started us with it ignored (a background job of a script):
     # the load honours it, so seeding must as well.

@@ -15,8 +15,10 @@ from typing import Any, Callable
 from bench.cli.run_options import add_run_options
 from bench.config.choices import MAX_WORKERS
 from bench.config.run_config import RunConfig, build_config, mask_dsn
+from bench.engines import get_engine
 from bench.plan.steps import design_id
 from bench.errors import ConfigError, exit_status
+from bench.plan.planner import Design, Planner, least_workers
 from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, SET_BY_PLAN, STEP_DURATION, STEP_WARMUP,
                                 candidates, plan_options, varied)
 from bench.results.model import read_result
@@ -94,8 +96,6 @@ def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, d
            check_results_dir) -> _Checked:
     """Every input of ``qbench plan`` checked (ConfigError, exit 2, nothing created), and the plan directory
     chosen: an unfinished plan with the same inputs is resumed unless ``--fresh``."""
-    from bench.plan.planner import Design, least_workers
-
     options = plan_options({p.key: getattr(args, p.key) for p in PLAN_OPTIONS})
     given = {k: v for k, v in overrides.items() if v not in (None, "")}
     designs_given = candidates(given)
@@ -136,12 +136,10 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
     """Run ``qbench plan``; ``database(dsn, allow_remote, connections, engine)`` gives the CLI's (context
     manager for the database, embedded?): the DSN after the loopback check, or an embedded server."""
     c = _check(args, overrides, workload, dsn, check_results_dir)
-    from bench.load import swarm  # noqa: F401  - gevent monkey-patching, before a driver is imported
-    from bench import runner
-    from bench.engines import get_engine
-    from bench.plan.planner import Planner
-    from bench.report.plan_page import render_plan
-    from bench.report.run_page import render_report
+    from bench import runner  # here, after the checks: Locust takes ~1 s, which a refusal does not pay
+    from bench.report.plan_page import render_plan  # here: matplotlib (~1 s), likewise
+    from bench.report.run_page import render_report  # here: matplotlib
+
 
     engine, overhead, most = get_engine(c.first.engine), c.first.connections_needed() - c.first.workers, c.most
     context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine)

@@ -31,7 +31,7 @@ def web_ui_options(args: argparse.Namespace, cfg) -> tuple[str, int, int] | None
                 raise ConfigError(option.upper(), "has no effect without --ui; allowed: add --ui (make bench-ui), "
                                                   f"or leave --{option.replace('_', '-')} out")
         return None
-    from bench.load.web_ui import DEFAULT_PORT, parse_max_workers
+    from bench.load.web_ui import DEFAULT_PORT, parse_max_workers  # here, with --ui only: it imports Locust (~1 s)
 
     host = args.web_host or "127.0.0.1"
     port = parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT")

@@ -6,6 +6,7 @@ library is located, never imported (it may import a database driver).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def library_of(data: Any, defn: str, statements: dict) -> dict | None:
     located without being imported (it may import a database driver). ``statements``: the statement names
     and their parameters (:data:`bench.config.queue_definition.STATEMENT_PARAMETERS`). Raises ConfigError
     (``QUEUE``)."""
-    from importlib import metadata
+    from importlib import metadata  # here: it imports email, zipfile, csv (~10 ms), which --help does not pay
 
     if data is None:
         return None
@@ -106,8 +107,6 @@ def install_extra(package: str) -> str:
 
 def _missing(name: str) -> bool:
     """True when module ``name`` cannot be located here (located, not imported)."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec(name) is None
     except (ImportError, ValueError):
@@ -122,8 +121,6 @@ def missing_worker_module(library: dict) -> str | None:
 
 def library_file(library: dict, defn: str) -> str:
     """The text of ``library["ddl_file"]`` inside the installed package (located, not imported)."""
-    import importlib.util
-
     spec = importlib.util.find_spec(library["package"])
     path = Path(spec.origin).parent / library["ddl_file"] if spec and spec.origin else None
     if path is None or not path.is_file():

@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any
 
 from bench.config.parameter import NOT_APPLICABLE, Parameter
+from bench.config.parameters import BY_KEY
 from bench.config.queue_definition import (BUILTIN, DEFINITION_ENGINES, QueueDefinition, applicability, load_queue,
                                            missing_worker_module)
 from bench.config.queue_library import install_extra
@@ -43,8 +44,6 @@ class QueueParameters:
         """From the merged raw values (``raw``: workload file and options), the keys the user set as
         options (``given``) and the run's engine. Raises ConfigError (``QUEUE`` or the parameter a
         definition's ``[defaults]`` sets wrongly)."""
-        from bench.config.parameters import BY_KEY  # the table imports this package's parser
-
         queue = BY_KEY["queue"].parse(raw["queue"]) if raw.get("queue") not in (None, "") else BUILTIN
         if queue == BUILTIN:
             if "library_mode" in given:
@@ -74,8 +73,6 @@ class QueueParameters:
         """A library's ``LIBRARY_MODE`` (``worker`` unless set), None for a definition that is not one.
         Raises ConfigError (``LIBRARY_MODE``) for a value not allowed, or ``worker`` when what the
         library's own worker imports is not installed (naming what to install)."""
-        from bench.config.parameters import BY_KEY
-
         if defn.library is None:
             return None
         mode = BY_KEY["library_mode"].parse(raw.get("library_mode", "worker"))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.config.file_values import check_file_value
+from bench.config.faults import Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
 from bench.config.queue_parameters import QueueParameters
@@ -83,8 +84,6 @@ def from_public(data: Mapping[str, Any], dsn: str | None) -> RunConfig:
     place of the masked one. How a distributed run's master hands its configuration to a
     worker process, which connects with the DSN it was given itself. Raises TypeError or
     KeyError when ``data`` is not such a dict."""
-    from bench.config.faults import Fault
-
     values = dict(data)
     values["dsn"] = dsn
     values["priority_mix"] = tuple(tuple(pair) for pair in values["priority_mix"])

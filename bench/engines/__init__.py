@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from bench.config.choices import ENGINES  # each a package bench/engines/<name>/
+from bench.config.queue_definition import is_builtin, load_queue
 from bench.errors import ConfigError
 
 __all__ = ["ENGINES", "capabilities", "embedded_server", "engine_for", "get_engine", "non_loopback_host"]
@@ -30,9 +31,9 @@ def capabilities(name: str):
 
 
 def get_engine(name: str = "postgres"):
-    """The :class:`bench.engines.base.Engine` called ``name``. Imported on first use, after
-    :mod:`bench.load.swarm` has applied gevent's monkey-patching. Raises ConfigError (``ENGINE``)
-    for an unknown name."""
+    """The :class:`bench.engines.base.Engine` called ``name``. Imported on first use (with its driver), after
+    the entry point has applied gevent's monkey-patching (:mod:`bench.gevent_patch`). Raises ConfigError
+    (``ENGINE``) for an unknown name."""
     return _module(name, "engine").ENGINE
 
 
@@ -56,13 +57,9 @@ def engine_for(cfg):
     ``cfg.engine`` for ``QUEUE=builtin``, else the queue definition's
     (:class:`bench.engines.postgres.defined_engine.DefinedQueueEngine`, one per definition and process).
     Raises ConfigError (``ENGINE``, ``QUEUE``)."""
-    from bench.config.queue_definition import is_builtin, load_queue
-
     if is_builtin(cfg.queue):
         return get_engine(cfg.engine)
+    defined = _module("postgres", "defined_engine")  # through _module, as every engine module
     if cfg.queue not in _DEFINED:
-        from bench.engines.postgres.defined_engine import DefinedQueueEngine
-        from bench.engines.postgres.libraries import resolve
-
-        _DEFINED[cfg.queue] = DefinedQueueEngine(resolve(load_queue(cfg.queue)))
+        _DEFINED[cfg.queue] = defined.DefinedQueueEngine(_module("postgres", "libraries").resolve(load_queue(cfg.queue)))
     return _DEFINED[cfg.queue]

@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 
 from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
+from bench.engines.sampler import spawn_samplers
 from bench.errors import RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
@@ -279,8 +280,6 @@ class Engine:
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
                        note: Callable[[int, dict], None]) -> list:
         """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``."""
-        from bench.engines.sampler import spawn_samplers
-
         return spawn_samplers(monitor, now_s, n_seconds, note)
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Any:

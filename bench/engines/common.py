@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
+import gevent
+
 T = TypeVar("T")
 
 #: The audit's invariant keys of ``summary.json``, all 0 on a correct run, on every engine.
@@ -18,8 +20,6 @@ INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "s
 def poll_wait(timeout_s: float) -> bool:
     """:meth:`bench.engines.base.WorkerSession.wait_for_work` of a session that polls: sleep
     ``timeout_s`` seconds (gevent's sleep, so the other greenlets run) and return False."""
-    import gevent
-
     gevent.sleep(timeout_s)
     return False
 
@@ -146,8 +146,6 @@ class Periodic:
 
     def run(self) -> None:
         """Loop until :meth:`stop` (run it in a greenlet)."""
-        import gevent
-
         while not self.stopping:
             try:
                 self.once()

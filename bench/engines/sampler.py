@@ -16,6 +16,8 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+import gevent
+
 #: Largest share of wall time each table query may take (its query time / interval).
 AGE_BUDGET = 0.05
 COUNT_BUDGET = 0.02
@@ -195,8 +197,6 @@ def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds:
     Needs gevent (the process that runs the swarm); used by the runner and, during
     pgbench, by ``make calibrate``, so that both carry the same monitor load.
     """
-    import gevent
-
     def stats_loop() -> None:
         k = 0
         while k < n_seconds:

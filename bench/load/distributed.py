@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import gevent
+from locust.env import Environment
 
 from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
@@ -82,8 +83,6 @@ class DistributedDriver(MergedProcesses):
 
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int, float] | None = None,
                  log=print):
-        from locust.env import Environment  # imported late: locust patches at import (done by swarm)
-
         self.cfg, self.ctx, self.dsn, self.external, self.log = cfg, ctx, dsn, external, log
         self.users = users(cfg)
         self.env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))

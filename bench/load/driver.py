@@ -15,6 +15,7 @@ import time
 from typing import Protocol
 
 import gevent
+from locust.env import Environment
 
 from bench.config.run_config import RunConfig
 from bench.config.faults import choose_workers
@@ -119,8 +120,6 @@ class LocalDriver:
 
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext):
         self.cfg, self.ctx = cfg, ctx
-        from locust.env import Environment  # imported late: locust patches at import (already done by swarm)
-
         self.users = users(cfg)
         env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
         env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)

@@ -1,36 +1,25 @@
 """The worker swarm: each worker is one Locust user with its own database session.
 
-Import this module before anything imports a database driver: it applies gevent's
-monkey-patching first, so psycopg 3 picks a cooperative wait function
-(``wait_poll``/``wait_select`` on the patched ``select``) instead of the C
-``wait_c``, which would freeze every greenlet of the process while one waits
-on a row lock (see psycopg ``psycopg/waiting.py``, ``_is_select_patched``).
-The engine's ``check_cooperative`` verifies that and the runner refuses to start otherwise.
+The process's entry point has applied gevent's monkey-patching before any database driver was
+imported (:mod:`bench.gevent_patch`); the engine's ``check_cooperative`` verifies it and the run
+refuses to start otherwise.
 """
 
-from gevent import monkey
+import random
+import time
+from dataclasses import dataclass, field
 
-monkey.patch_all()
+import gevent
+import gevent.event
+from typing import Any
+from locust import User, task
+from locust.user.task import LOCUST_STATE_STOPPING
 
-import random  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-
-import gevent  # noqa: E402
-import gevent.event  # noqa: E402
-from typing import Any  # noqa: E402
-from locust import User, task  # noqa: E402
-from locust.user.task import LOCUST_STATE_STOPPING  # noqa: E402
-
-from bench.config.run_config import RunConfig  # noqa: E402
-from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession  # noqa: E402
-from bench.measure.claimlog import ClaimLog  # noqa: E402
-from bench.measure.metrics import Recorder  # noqa: E402
-from bench.workload import jobs  # noqa: E402
-
-# A Ctrl-C is the user's, not a failure of the greenlet it lands in: gevent's hub must not print
-# it (it still reaches the main greenlet as KeyboardInterrupt, and the command says one line).
-gevent.get_hub().NOT_ERROR = (*gevent.get_hub().NOT_ERROR, KeyboardInterrupt)
+from bench.config.run_config import RunConfig
+from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession
+from bench.measure.claimlog import ClaimLog
+from bench.measure.metrics import Recorder
+from bench.workload import jobs
 
 #: Pause after a claim or completion that failed with an error (not a lost connection), before the next claim.
 ERROR_PAUSE_S = 0.010

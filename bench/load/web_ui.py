@@ -24,6 +24,9 @@ import sys
 import time
 
 import gevent
+import locust.argument_parser as locust_args
+from flask import jsonify, request
+from locust.stats import bucket_response_time
 
 from bench.errors import ConfigError
 from bench.measure.metrics import Interval, recorded_counts
@@ -61,8 +64,6 @@ def _log_many(entry, counts: dict[float, int], now: float) -> None:
     """Add ``counts`` (latency in ms -> requests) to a Locust ``StatsEntry`` as its ``log`` would one
     request at a time (Locust's own fields: requests, their second, total, min, max and its rounded
     response-time buckets, ``locust.stats.StatsEntry.log``)."""
-    from locust.stats import bucket_response_time
-
     if entry.use_response_times_cache and entry.last_request_timestamp and int(now) > int(entry.last_request_timestamp):
         entry._cache_response_times(int(now) - 1)  # noqa: SLF001 - what log does first (the UI's current percentiles)
     n = sum(counts.values())
@@ -97,9 +98,6 @@ class WebUI:
     """
 
     def __init__(self, driver, host: str, port: int, max_workers: int, *, producers: int, on_stop, log=print):
-        import locust.argument_parser as locust_args
-        from flask import jsonify, request
-
         self.driver, self.max_workers, self.producers = driver, max_workers, producers
         self.stop_pressed = False  # True once the person pressed Stop
         self._starting = None  # the greenlet applying the latest count

@@ -29,30 +29,31 @@ process → master
     workers read, the last lines); the process exits :data:`EXIT_AFTER_DONE_S` later.
 """
 
-from bench.load import swarm  # first: gevent's monkey-patching precedes every driver import
+import argparse
+import os
+import random
+import socket
+import sys
+import time
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import socket  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import gevent
+import gevent.event
+import psutil
+from locust.env import Environment
+from locust.rpc import Message
+from locust.runners import CONNECT_RETRY_COUNT, CONNECT_TIMEOUT
 
-import gevent  # noqa: E402
-import gevent.event  # noqa: E402
-import psutil  # noqa: E402
-from locust.rpc import Message  # noqa: E402
-from locust.runners import CONNECT_RETRY_COUNT, CONNECT_TIMEOUT  # noqa: E402
-
-from bench.config.run_config import from_public  # noqa: E402
-from bench.engines import engine_for  # noqa: E402
-from bench.errors import QBenchError  # noqa: E402
-from bench.load.driver import stop_timeout_s  # noqa: E402
-from bench.load.fault_windows import mark_workers  # noqa: E402
-from bench.load.producers import Producer  # noqa: E402
-from bench.measure import interval_codec, metrics, seconds  # noqa: E402
-from bench.measure.claimlog import StampedLog  # noqa: E402
-from bench.measure.cpu_meter import CpuMeter  # noqa: E402
+from bench.config.run_config import from_public
+from bench.engines import engine_for
+from bench.errors import QBenchError
+from bench.gevent_patch import patch
+from bench.load import swarm
+from bench.load.driver import stop_timeout_s
+from bench.load.fault_windows import mark_workers
+from bench.load.producers import Producer
+from bench.measure import interval_codec, metrics, seconds
+from bench.measure.claimlog import StampedLog
+from bench.measure.cpu_meter import CpuMeter
 
 __all__ = ["DSN_ENV", "EXIT_AFTER_DONE_S", "WorkerProcess", "exit_now", "main", "serve"]
 
@@ -71,8 +72,6 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
     run ends; returns the exit status (0; 1 when no master answered within Locust's connection
     retries, 300 s, the configuration never came, or the sessions could not be set up, after
     telling the master)."""
-    from locust.env import Environment
-
     # The users' classes by name (Locust's master tells a worker how many of each to start; the
     # counts are the master's): the run's context reaches them through the environment.
     classes = [type("QueueWorker", (swarm.QueueWorker,), {}), type("Producer", (Producer,), {})]
@@ -222,6 +221,7 @@ class WorkerProcess:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.load.worker_process``: a process the master started on this machine."""
+    patch()  # this process's entry point: before the engine's driver is imported
     parser = argparse.ArgumentParser(prog="python -m bench.load.worker_process")
     parser.add_argument("--master-host", default="127.0.0.1")
     parser.add_argument("--master-port", type=int, required=True)

@@ -7,20 +7,18 @@ seeded), ``tally`` (what each second counted), ``interrupts`` (Ctrl-C during and
 ``audit`` (the end-of-run reads, or what is left when the database went away) and ``info``
 (``run.json``).
 
-Import :mod:`bench.load.swarm` (which monkey-patches for gevent) before this package
-when psycopg has not been imported yet; :func:`run` re-checks.
+The process must be monkey-patched for gevent before psycopg is imported (:mod:`bench.gevent_patch`,
+at the command's entry point); :func:`run` re-checks.
 """
 
 from __future__ import annotations
 
-from bench.load import swarm  # noqa: F401,I001 - first: gevent's monkey-patching must precede psycopg's import
+from pathlib import Path
+from typing import Callable
 
-from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
-
-from bench.config.run_config import RunConfig  # noqa: E402
-from bench.runner.backlog import compute_backlog  # noqa: E402
-from bench.runner.run import Run  # noqa: E402
+from bench.config.run_config import RunConfig
+from bench.runner.backlog import compute_backlog
+from bench.runner.run import Run
 
 __all__ = ["Run", "compute_backlog", "run"]
 

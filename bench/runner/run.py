@@ -5,37 +5,36 @@ is a method, called in order by :meth:`Run.execute`."""
 
 from __future__ import annotations
 
-from bench.load import swarm  # noqa: I001 - first: gevent's monkey-patching must precede psycopg's import
+import logging
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Callable
 
-import logging  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
+import gevent
+import psutil
 
-import gevent  # noqa: E402
-import psutil  # noqa: E402
-
-from bench import __version__, run_summary  # noqa: E402
-from bench.config.run_config import RunConfig  # noqa: E402
-from bench.engines import engine_for  # noqa: E402
-from bench.errors import ConfigError  # noqa: E402
-from bench.load.distributed import run_driver  # noqa: E402
-from bench.load.fault_windows import fault_window  # noqa: E402
-from bench.load.library_driver import LibraryWorkersDriver  # noqa: E402
-from bench.load.web_ui import WebUI  # noqa: E402
-from bench.measure import metrics, seconds  # noqa: E402
-from bench.measure.cpu_meter import CpuMeter  # noqa: E402
-from bench.measure.rss import RssLog  # noqa: E402
-from bench.results import run_files  # noqa: E402
-from bench.results.model import RunResult  # noqa: E402
-from bench.runner.audit import Audited, audit, database_lost  # noqa: E402
-from bench.runner.backlog import run_backlog  # noqa: E402
-from bench.runner.info import now_iso, run_info  # noqa: E402
-from bench.runner.interrupts import SIGNALS, Interrupts  # noqa: E402
-from bench.runner.side_tasks import SideTasks  # noqa: E402
-from bench.runner.tally import Tally  # noqa: E402
+from bench import __version__, run_summary
+from bench.config.run_config import RunConfig
+from bench.engines import engine_for
+from bench.errors import ConfigError
+from bench.load import swarm
+from bench.load.distributed import run_driver
+from bench.load.fault_windows import fault_window
+from bench.load.library_driver import LibraryWorkersDriver
+from bench.load.web_ui import WebUI
+from bench.measure import metrics, seconds
+from bench.measure.cpu_meter import CpuMeter
+from bench.measure.rss import RssLog
+from bench.results import run_files
+from bench.results.model import RunResult
+from bench.runner.audit import Audited, audit, database_lost
+from bench.runner.backlog import run_backlog
+from bench.runner.info import now_iso, run_info
+from bench.runner.interrupts import SIGNALS, Interrupts
+from bench.runner.side_tasks import SideTasks
+from bench.runner.tally import Tally
 
 
 class Run:

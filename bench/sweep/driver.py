@@ -44,6 +44,7 @@ from bench.sweep.sweep_file import check_target, sweep_path
 from bench.results.model import ResultsError, RunResult, read_result
 from bench.config.run_config import RunConfig, build_config, read_toml
 from bench.data import DATA_DIR
+from bench.engines import engine_for, get_engine
 from bench.errors import ConfigError, Interrupted
 
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
@@ -255,7 +256,7 @@ class _SweepRuns:
     def measure_all(self, todo: list[tuple], total: int, deadline: float | None) -> bool:
         """Measure each ``(cell_id, params, cfg, rep)`` of ``todo`` in order, under a progress bar of ``total``
         runs; True when ``deadline`` stopped it before a run that would have ended after it."""
-        from tqdm import tqdm  # the progress bar: a well-kept library, not our own
+        from tqdm import tqdm  # here: bench.cli.main imports this module, and --help needs no progress bar
 
         # disable=None: no bar when stderr is not a terminal (a piped log gets each run's own lines, not redraws)
         bar = tqdm(total=total, initial=total - len(todo), unit="run", desc=self.sweep.name, dynamic_ncols=True,
@@ -284,8 +285,7 @@ class _SweepRuns:
         Raises:
             SweepInterrupted: the run was interrupted (Ctrl-C, or an incomplete run with its database up).
         """
-        from bench.engines import engine_for
-        from bench import runner
+        from bench import runner  # here: bench.cli.main imports this module, and the run imports Locust (~1 s)
 
         cfg = _with_results(cfg, self.sweep_dir / "runs")
         started = time.monotonic()
@@ -316,8 +316,6 @@ class _SweepRuns:
 
     def drop_saved_states(self) -> None:
         """Drop the saved history states' schema of each engine the sweep ran."""
-        from bench.engines import get_engine
-
         for name, schema in self.state_schema.items():
             get_engine(name).drop_schema_at(self.dsn_of(name), schema)
 

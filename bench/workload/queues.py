@@ -20,6 +20,7 @@ arithmetic on both engines.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 #: The fractional part of the golden ratio: ``u = frac(id × WEYL)`` for a seeded row.
 WEYL = "0.6180339887498949"
@@ -55,8 +56,6 @@ def queue_index(u: float, n: int, flood: float) -> int:
 
 def seeded_u(job_id: int) -> float:
     """``u`` of a seeded row: ``frac(id × WEYL)``, as :func:`queue_sql` computes it in decimal."""
-    from decimal import Decimal
-
     x = Decimal(job_id) * Decimal(WEYL)
     return float(x - int(x))
 

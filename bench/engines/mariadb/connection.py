@@ -6,8 +6,8 @@ columns hold UTC) and the run's ``ISOLATION`` for its transactions, and has the
 ``MULTI_STATEMENTS`` capability so that the claim's update, read-back and commit go in one round
 trip (https://mariadb.com/kb/en/mariadb-client-server-protocol/ ``CLIENT_MULTI_STATEMENTS``).
 
-PyMySQL is pure Python: its socket is gevent's once :mod:`bench.load.swarm` has monkey-patched
-the standard library, so a greenlet waiting on a row lock yields to the others
+PyMySQL is pure Python: its socket is gevent's once the entry point has monkey-patched the
+standard library (:mod:`bench.gevent_patch`), so a greenlet waiting on a row lock yields to the others
 (:func:`cooperative_wait`). A C driver (mysqlclient) would block the whole process.
 """
 
@@ -73,5 +73,6 @@ def cooperative_wait() -> str:
     owner = getattr(module, "__module__", "")
     if not owner.startswith("gevent"):
         raise RuntimeError(f"PyMySQL's socket is {owner or std_socket.__name__}.socket, not gevent's: a greenlet "
-                           "waiting on a row lock would block every worker; import bench.load.swarm before PyMySQL")
+                           "waiting on a row lock would block every worker; call bench.gevent_patch.patch() "
+                           "before importing PyMySQL")
     return f"{owner}.socket"

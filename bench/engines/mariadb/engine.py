@@ -1,8 +1,8 @@
 """MariaDB as a :class:`bench.engines.base.Engine`: the modules of this package that the shared flows
 call (``db``, ``plans``, ``probes``, ``fault_actions``, the sessions), and where it differs.
 
-Import it after :mod:`bench.load.swarm` (gevent's monkey-patching must precede PyMySQL's import,
-so that its socket is gevent's); :func:`bench.engines.get_engine` does so lazily.
+Import it after the entry point's gevent monkey-patching (:mod:`bench.gevent_patch`: it must precede
+PyMySQL's import, so that its socket is gevent's); :func:`bench.engines.get_engine` imports it when first asked.
 
 Where MySQL 8 differs (untested: no server here), the differences are listed in docs/architecture.md:
 NOWAIT's error 3572 (classified in :mod:`bench.engines.mariadb.error_kinds`), ``SKIP LOCKED`` since 8.0.1,

@@ -29,7 +29,8 @@ def non_loopback_host(dsn: str) -> str | None:
     (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS).
     Raises ConfigError (``DSN``) when the DSN cannot be parsed.
     """
-    # imported here: psycopg must not be imported before bench.load.swarm has patched gevent
+    # imported here: bench.cli.main imports this module before its entry point patches gevent, which must
+    # precede psycopg's import (bench.gevent_patch); and --help needs no driver
     from psycopg.conninfo import conninfo_to_dict
 
     try:

@@ -58,7 +58,7 @@ def _version_key(path: str) -> tuple[int, ...]:
 
 def _pgserver_bindir() -> pathlib.Path | None:
     try:
-        from pgserver import _commands  # type: ignore[import-not-found]
+        from pgserver import _commands  # type: ignore[import-not-found]  # here: optional, Linux and macOS only
     except Exception:  # not installed, or broken on this platform
         return None
     path = getattr(_commands, "POSTGRES_BIN_PATH", None)

@@ -2,8 +2,8 @@
 call (``db``, ``plans``, ``probes``, ``fault_actions``, the sessions), and what only PostgreSQL has
 (autovacuum settings, the archive mover, the periodic VACUUM, prepared plans, pg_stat_statements).
 
-Import it after :mod:`bench.load.swarm` (gevent's monkey-patching must precede psycopg's import);
-:func:`bench.engines.get_engine` does so lazily.
+Import it after the entry point's gevent monkey-patching (:mod:`bench.gevent_patch`: it must precede
+psycopg's import); :func:`bench.engines.get_engine` imports it when first asked.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import psutil
 from bench.config.queue_definition import QueueDefinition
 from bench.config.sql_text import render
 from bench.engines.postgres.defined_sql import claim_body
+from bench.engines.postgres.embedded_binaries import find_server_binaries
 from bench.errors import ConfigError
 from bench.measure.seconds import iso_at
 
@@ -88,8 +89,6 @@ def find_pgbench() -> str:
     if found:
         return found
     try:
-        from bench.engines.postgres.embedded_binaries import find_server_binaries
-
         candidate = Path(find_server_binaries().bindir) / "pgbench"
         if candidate.exists():
             return str(candidate)

@@ -6,7 +6,7 @@ statements of its queue's definition: the built-in queue's, generated from the r
 Python ints and floats; every psycopg error leaves as a
 :class:`bench.engines.base.EngineError` keyed by its SQLSTATE or a named kind
 (:func:`bench.engines.postgres.error_kinds.error_kind`). psycopg must be imported
-after gevent's monkey-patching (``bench.load.swarm`` does it first), so that its
+after gevent's monkey-patching (``bench.gevent_patch.patch`` at the entry point), so that its
 wait function cooperates: :func:`cooperative_wait` verifies it.
 """
 
@@ -285,5 +285,6 @@ def cooperative_wait() -> str:
     if not patched or name == "wait_c":
         raise RuntimeError(
             f"psycopg uses {name} with select {'patched' if patched else 'not patched'}: "
-            "a greenlet waiting on a row lock would block every worker; import bench.load.swarm before psycopg")
+            "a greenlet waiting on a row lock would block every worker; call bench.gevent_patch.patch() "
+            "before importing psycopg")
     return name
