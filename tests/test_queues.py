@@ -16,7 +16,7 @@ from bench.engines.mariadb.dsn import connect_args
 from bench.engines.postgres import db, policies
 from bench.errors import ConfigError
 from bench.workload.queues import queue_index, queue_names, seeded_u
-from tests.conftest import CLEAN_INVARIANTS, run_and_load
+from conftest import CLEAN_INVARIANTS, run_and_load
 
 
 def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_one_taker():
