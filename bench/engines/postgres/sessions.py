@@ -97,6 +97,7 @@ class PgWorkerSession:
             raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
         self.worker_id = self.claim_values["worker_id"] if "register" in defn.statements else None
         self.claim_params = [defined_sql.text_param(self.claim_values[n]) for n in self.claim_names]
+        self.statement_names = {key: key.encode() for key in self.params}  # encoded once, not per completion
         self.claim_text = None if cfg.prepared else self._wrapped(
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
 
@@ -138,7 +139,8 @@ class PgWorkerSession:
         """Execute prepared ``key`` with ``values`` (the caller's own dict: ``worker_id`` is set in it)."""
         values["worker_id"] = self.worker_id
         try:
-            return self.session.execute(key.encode(), [defined_sql.text_param(values[n]) for n in self.params[key]])
+            return self.session.execute(self.statement_names[key],
+                                        [defined_sql.text_param(values[n]) for n in self.params[key]])
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
 
