@@ -19,7 +19,7 @@ import psycopg.waiting
 from gevent import monkey
 from psycopg import sql
 
-from bench.config.queue_definition import QueueDefinition
+from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
@@ -97,7 +97,11 @@ class PgWorkerSession:
             raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
         self.worker_id = self.claim_values["worker_id"] if "register" in defn.statements else None
         self.claim_params = [defined_sql.text_param(self.claim_values[n]) for n in self.claim_names]
-        self.statement_names = {key: key.encode() for key in self.params}  # encoded once, not per completion
+        # Per statement, its name and where each of its parameters sits among the arguments _run is given
+        # (STATEMENT_PARAMETERS' order), worked out once: a completion then only encodes its own values.
+        self.bound = {key: (key.encode(), [list(STATEMENT_PARAMETERS[key]).index(n) for n in names])
+                      for key, names in self.params.items()}
+        self.worker_param = defined_sql.text_param(self.worker_id)
         self.claim_text = None if cfg.prepared else self._wrapped(
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
 
@@ -135,12 +139,13 @@ class PgWorkerSession:
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
 
-    def _run(self, key: str, values: dict):
-        """Execute prepared ``key`` with ``values`` (the caller's own dict: ``worker_id`` is set in it)."""
-        values["worker_id"] = self.worker_id
+    def _run(self, key: str, *args: bytes):
+        """Execute prepared ``key`` with its text-encoded arguments in the order of
+        :data:`bench.config.queue_definition.STATEMENT_PARAMETERS` (``worker_id``, last there, is added here)."""
+        name, slots = self.bound[key]
+        args = (*args, self.worker_param)
         try:
-            return self.session.execute(self.statement_names[key],
-                                        [defined_sql.text_param(values[n]) for n in self.params[key]])
+            return self.session.execute(name, [args[i] for i in slots])
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
 
@@ -159,12 +164,13 @@ class PgWorkerSession:
         """See :meth:`bench.engines.base.WorkerSession.complete`: one ``complete_many`` for a batch
         when the definition has it (the ids it returns were applied), else ``complete`` per job
         (applied when it changed a row)."""
-        if len(jobs) > 1 and "complete_many" in self.params:
-            result = self._run("complete_many", {"ids": [j[0] for j in jobs], "tokens": [j[1] for j in jobs]})
+        if len(jobs) > 1 and "complete_many" in self.bound:
+            result = self._run("complete_many", defined_sql.text_param([j[0] for j in jobs]),
+                               defined_sql.text_param([j[1] for j in jobs]))
             return {int(r[0]) for r in rows(result)}
         applied = set()
         for job_id, token in jobs:
-            result = self._run("complete", {"id": job_id, "token": token})
+            result = self._run("complete", str(job_id).encode(), str(token).encode())
             if result.command_tuples or result.ntuples:
                 applied.add(job_id)
         return applied
@@ -172,9 +178,10 @@ class PgWorkerSession:
     def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
         """See :meth:`bench.engines.base.WorkerSession.fail`: None when no row changed (fenced);
         ``dead`` when the statement's first returned value is true (or ``dead``), else ``pending``."""
-        if "fail" not in self.params:
+        if "fail" not in self.bound:
             raise EngineError("no_fail_statement", "the queue definition has no fail statement")
-        result = self._run("fail", {"id": job_id, "token": token, "delay_s": float(retry_delay_s), "error": error})
+        result = self._run("fail", str(job_id).encode(), str(token).encode(), repr(float(retry_delay_s)).encode(),
+                           error.encode())
         if not (result.command_tuples or result.ntuples):
             return None
         values = rows(result)
