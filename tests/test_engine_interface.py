@@ -34,7 +34,7 @@ KINDS = [("postgres", "builtin"), ("mariadb", "builtin"), ("postgres", "tasks")]
     ("postgres", library) for library in ("procrastinate", "pgqueuer") if _installed(library)]
 #: What an engine must give the shared flows of :class:`Engine` (its adapter), and the methods each engine
 #: writes itself (the base has no flow for them).
-ADAPTER = ("name", "capabilities", "db", "plans", "probes", "faults", "first_line", "worker_session",
+ADAPTER = ("name", "capabilities", "driver", "db", "plans", "probes", "faults", "worker_session",
            "producer_session", "cooperative_wait", "reaper_task")
 OWN = ("monitor", "workers_plan", "plans_summary", "audit", "completed_per_queue")
 
@@ -64,6 +64,28 @@ def test_each_engine_sets_its_adapter_and_its_flags_once(name):
         assert engine.capabilities.allowed.get("layout") and "archive" not in engine.capabilities.allowed["layout"]
     if type(engine).vacuumer is Engine.vacuumer:
         assert engine.capabilities.allowed.get("vacuum_every_s") == ("n/a",)
+
+
+#: The counter key and the first line each engine's driver gives a syntax error.
+SYNTAX_ERROR = {"postgres": ("42601", "syntax error"), "mariadb": ("mysql_1064", "You have an error in your SQL syntax")}
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_each_engines_driver_adapter_runs_a_statement_and_names_its_error(name):
+    """The driver adapter on a real server: a statement runs; a bad one raises one of its errors, whose kind
+    is the server's code and whose first line is the server's message; a closed connection is not alive."""
+    driver = get_engine(name).driver
+    conn = driver.connect(DSNS[name], application_name="queue-bench driver test")
+    driver.execute(conn, "SELECT 1")
+    with pytest.raises(driver.errors) as err:
+        driver.execute(conn, "SELEC 1")
+    kind, message = SYNTAX_ERROR[name]
+    assert driver.error_kind(err.value, conn) == kind
+    assert driver.first_line(err.value).startswith(message) and "\n" not in driver.first_line(err.value)
+    driver.after_error(conn)
+    assert driver.is_alive(conn)
+    conn.close()
+    assert not driver.is_alive(conn)
 
 
 @pytest.mark.parametrize("name", ENGINES)

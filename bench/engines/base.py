@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 
 from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
+from bench.engines.driver import Driver
 from bench.engines.sampler import spawn_samplers
 from bench.errors import RunFailed
 
@@ -181,17 +182,16 @@ class Engine:
     capabilities: Capabilities
     #: the audit's invariant names, each 0 on a correct run
     invariants: tuple[str, ...] = INVARIANTS
-    #: the engine's ``db`` module: ``connect(dsn, application_name=)``, ``is_alive``, ``server_info``,
-    #: ``prepare``, ``table_sizes``, ``state_schema_for``, ``DATABASE_ERRORS`` and its schemas' ``OWNERSHIP``
-    #: (:class:`bench.engines.ownership.SchemaOwnership`)
+    #: the adapter over its driver (connect, execute, is-alive, error kind, first line)
+    driver: Driver
+    #: the engine's ``db`` module: ``server_info``, ``prepare``, ``table_sizes``, ``state_schema_for`` and its
+    #: schemas' ``OWNERSHIP`` (:class:`bench.engines.ownership.SchemaOwnership`)
     db: ModuleType
     #: ``plans_text``, ``plan_warnings``; ``offset_lock_probe``, ``subselect_overclaim_probe``;
     #: ``hold_snapshot``, ``killer``, ``kill_one_worker``, ``release``
     plans: ModuleType
     probes: ModuleType
     faults: ModuleType
-    #: the first line of a driver error's message (a staticmethod)
-    first_line: Callable[[BaseException], str]
     #: ``(dsn, cfg, name)`` -> a session; the driver's wait check (a staticmethod)
     worker_session: type
     producer_session: type
@@ -204,16 +204,16 @@ class Engine:
     @property
     def database_errors(self) -> tuple[type[BaseException], ...]:
         """Exceptions that mean "the database failed or went away" (caught around the audit)."""
-        return self.db.DATABASE_ERRORS
+        return self.driver.errors
 
     # -- connect and check
     def connect(self, dsn: str, application_name: str) -> Any:
         """An admin connection (autocommit); ConfigError (``DSN``) when it cannot connect."""
-        return self.db.connect(dsn, application_name=application_name)
+        return self.driver.connect(dsn, application_name=application_name)
 
     def is_alive(self, conn: Any) -> bool:
         """The connection still answers."""
-        return self.db.is_alive(conn)
+        return self.driver.is_alive(conn)
 
     def server_info(self, conn: Any) -> dict:
         """``server_version`` and the server settings run.json records, and the engine's capabilities
@@ -236,7 +236,7 @@ class Engine:
 
     def error_message(self, err: BaseException) -> str:
         """The first line of a database error's message."""
-        return self.first_line(err)
+        return self.driver.first_line(err)
 
     # -- prepare the schema, layouts and index variants; seed
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],

@@ -111,11 +111,11 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
 
 class Periodic:
     """Calls :meth:`once` every ``interval_s`` seconds until :meth:`stop` (run :meth:`run` in a
-    greenlet); an error of :attr:`driver_errors` is counted in ``recorder`` by :meth:`error_kind`,
-    :meth:`after_error` runs, and the loop goes on. Subclasses implement :meth:`once`, the driver's
-    errors and kinds; ``query_us_total`` sums their statement time (µs)."""
+    greenlet); an error of the engine's :attr:`driver` (:class:`bench.engines.driver.Driver`) is counted
+    in ``recorder`` by its kind, the driver cleans the connection, and the loop goes on. Subclasses set
+    :attr:`driver` and implement :meth:`once`; ``query_us_total`` sums their statement time (µs)."""
 
-    driver_errors: tuple = ()
+    driver: Any = None
 
     def __init__(self, conn, interval_s: float, recorder):
         self.conn = conn
@@ -127,13 +127,6 @@ class Periodic:
     def once(self):  # pragma: no cover - abstract
         """One pass (implemented by subclasses)."""
         raise NotImplementedError
-
-    def error_kind(self, err: BaseException) -> str:  # pragma: no cover - abstract
-        """The error counter key of ``err``."""
-        raise NotImplementedError
-
-    def after_error(self) -> None:
-        """What to do on the connection after a failed pass (nothing by default)."""
 
     def count_pass(self, rows: list | tuple) -> tuple[int, int]:
         """Count one reaper pass over ``rows`` of ``(id, new status)``: ``reaper_runs``,
@@ -149,9 +142,9 @@ class Periodic:
         while not self.stopping:
             try:
                 self.once()
-            except self.driver_errors as err:
-                self.recorder.error(self.error_kind(err))
-                self.after_error()
+            except self.driver.errors as err:
+                self.recorder.error(self.driver.error_kind(err, self.conn))
+                self.driver.after_error(self.conn)
             gevent.sleep(self.interval_s)
 
     def stop(self) -> None:

@@ -20,6 +20,8 @@ from bench.data import SCHEMAS_DIR
 from bench.engines.mariadb.connection import open_connection
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.common import SeedResult, ToolSchema
+from bench.engines.driver import Driver
+from bench.engines.mariadb.error_kinds import error_kind, first_line
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
@@ -68,6 +70,19 @@ def is_alive(conn) -> bool:
         return True
     except (pymysql.err.MySQLError, OSError):
         return False
+
+
+def _rollback_quietly(conn) -> None:
+    """Roll back what a failed statement left open, ignoring a connection that is gone."""
+    try:
+        conn.rollback()
+    except DATABASE_ERRORS:
+        pass
+
+
+#: PyMySQL as the shared flows use it (a failed pass's transaction is rolled back).
+DRIVER = Driver(errors=DATABASE_ERRORS, connect=connect, execute=execute, is_alive=is_alive,
+                error_kind=lambda err, conn: error_kind(err), first_line=first_line, after_error=_rollback_quietly)
 
 
 def server_info(conn) -> dict:

@@ -18,7 +18,6 @@ from typing import Any
 from bench.engines.base import Engine
 from bench.engines.mariadb import CAPABILITIES, audit, db, fault_actions, plans, probes
 from bench.engines.mariadb.connection import cooperative_wait
-from bench.engines.mariadb.error_kinds import first_line
 from bench.engines.mariadb.monitor import Monitor
 from bench.engines.mariadb.reaper import Reaper
 from bench.engines.mariadb.sessions import MariaDBProducerSession, MariaDBWorkerSession
@@ -31,7 +30,7 @@ class MariaDBEngine(Engine):
     name = "mariadb"
     capabilities = CAPABILITIES
     db, plans, probes, faults = db, plans, probes, fault_actions
-    first_line = staticmethod(first_line)
+    driver = db.DRIVER
     worker_session, producer_session = MariaDBWorkerSession, MariaDBProducerSession
     cooperative_wait = staticmethod(cooperative_wait)
     reaper_task = Reaper

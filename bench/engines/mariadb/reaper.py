@@ -13,13 +13,16 @@ import time
 
 from bench.engines.mariadb import policies
 from bench.engines.mariadb.connection import results
-from bench.engines.mariadb.periodic import Periodic
+from bench.engines.common import Periodic
+from bench.engines.mariadb.db import DRIVER
 from bench.measure.metrics import Recorder
 
 
 class Reaper(Periodic):
     """Re-queues expired leases every ``interval_s`` seconds until :meth:`stop`. Counts go to
     ``recorder``: ``lease_expiries``, ``reaper_dead_lettered``, ``reaper_runs``; errors by kind."""
+
+    driver = DRIVER
 
     def __init__(self, conn, schema: str, interval_s: float, recorder: Recorder):
         super().__init__(conn, interval_s, recorder)

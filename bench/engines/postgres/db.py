@@ -17,13 +17,14 @@ from psycopg import sql
 from bench.config.run_config import RunConfig
 from bench.data import SCHEMAS_DIR
 from bench.engines.common import SeedResult, ToolSchema
+from bench.engines.driver import Driver
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
+from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 SCHEMA_DIR = SCHEMAS_DIR / "postgres"
 #: The exceptions a database error raises through this engine (a caller outside the engine catches these).
-DATABASE_ERRORS = (psycopg.Error,)
 
 #: Server settings recorded with every run (SHOW name).
 KEY_SETTINGS = (
@@ -62,6 +63,11 @@ def is_alive(conn: psycopg.Connection) -> bool:
         return True
     except psycopg.OperationalError:
         return False
+
+
+#: psycopg as the shared flows use it (a psycopg connection's ``execute``; a broken one counts as lost).
+DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, text, args=None: conn.execute(text, args),
+                is_alive=is_alive, error_kind=lambda err, conn: error_kind(err, lost=conn.broken), first_line=first_line)
 
 
 def server_info(conn: psycopg.Connection) -> dict:

@@ -15,7 +15,6 @@ from bench.engines.base import Engine
 from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, pg_stat_statements,
                                     plans, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
-from bench.engines.postgres.error_kinds import first_line
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.engines.postgres.reaper import Reaper
@@ -34,7 +33,7 @@ class PostgresEngine(Engine):
     name = "postgres"
     capabilities = CAPABILITIES
     db, plans, probes, faults = db, plans, probes, fault_actions
-    first_line = staticmethod(first_line)
+    driver = db.DRIVER
     worker_session, producer_session, cooperative_wait = PgWorkerSession, PgProducerSession, staticmethod(cooperative_wait)
     #: the reaper's task; :meth:`reaper` also gives it the queue's definition and ``LEASE_S``
     reaper_task = Reaper

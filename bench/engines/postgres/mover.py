@@ -17,7 +17,8 @@ import psycopg
 from psycopg import sql
 
 from bench.measure.metrics import Recorder
-from bench.engines.postgres.periodic import Periodic
+from bench.engines.common import Periodic
+from bench.engines.postgres.db import DRIVER
 
 MOVE_EVERY_S = 1.0
 MOVE_BATCH = 10_000
@@ -43,6 +44,8 @@ class Mover(Periodic):
     Counts go to ``recorder``: ``archived_jobs`` (rows moved), ``mover_runs``;
     statement errors by SQLSTATE.
     """
+
+    driver = DRIVER
 
     def __init__(self, conn: psycopg.Connection, schema: str, recorder: Recorder,
                  interval_s: float = MOVE_EVERY_S, batch: int = MOVE_BATCH):

@@ -19,7 +19,8 @@ import psycopg
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.postgres import defined_sql
-from bench.engines.postgres.periodic import Periodic
+from bench.engines.common import Periodic
+from bench.engines.postgres.db import DRIVER
 from bench.measure.metrics import Recorder
 
 #: A reaper row's second column that means dead-lettered (``t`` as psycopg reads a boolean as text).
@@ -33,6 +34,8 @@ class Reaper(Periodic):
     ``reaper_dead_lettered`` (of those, the ones past ``max_attempts``),
     ``reaper_runs``; statement errors by SQLSTATE.
     """
+
+    driver = DRIVER
 
     def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
                  interval_s: float, recorder: Recorder):

@@ -15,7 +15,8 @@ from typing import Callable
 import psycopg
 from psycopg import sql
 
-from bench.engines.postgres.periodic import Periodic
+from bench.engines.common import Periodic
+from bench.engines.postgres.db import DRIVER
 
 #: The queue table's leaf relations, with their storage parameters: ``jobs`` itself, or its
 #: partitions (a partitioned table takes no storage parameters:
@@ -68,6 +69,8 @@ class Vacuumer(Periodic):
     (lock waits included). A failed pass is counted in ``recorder`` by SQLSTATE; a pass that
     :meth:`stop` cancels is neither a pass nor an error.
     """
+
+    driver = DRIVER
 
     def __init__(self, conn: psycopg.Connection, schema: str, interval_s: float, recorder,
                  now_s: Callable[[], float]):

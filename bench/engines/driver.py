@@ -1,0 +1,27 @@
+"""The small adapter each engine gives over its database driver (psycopg, PyMySQL): what the flows
+written once (:mod:`bench.engines.base`, :class:`bench.engines.common.Periodic`) call on a connection."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Driver:
+    """One engine's driver. Each callable takes the driver's own connection where it names one."""
+
+    #: what the driver's calls raise when the database failed or went away
+    errors: tuple[type[BaseException], ...]
+    #: ``(dsn, *, application_name=) -> connection`` (autocommit); ConfigError (``DSN``) when it cannot connect
+    connect: Callable[..., Any]
+    #: ``(conn, text, args=None)``: run one statement
+    execute: Callable[..., Any]
+    #: ``conn -> bool``: the connection still answers (one round trip)
+    is_alive: Callable[[Any], bool]
+    #: ``(err, conn) -> str``: the error counter key (a SQLSTATE or a named kind)
+    error_kind: Callable[[BaseException, Any], str]
+    #: ``err -> str``: the first line of the database's message
+    first_line: Callable[[BaseException], str]
+    #: ``conn -> None``: what a failed statement left open, rolled back; never raises
+    after_error: Callable[[Any], None] = lambda conn: None
