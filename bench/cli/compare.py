@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 def compare_command(args: argparse.Namespace) -> int:
     """``qbench compare A B [--out PATH] [--max-regression 10%]``: prints the table and ``report: <path>``;
-    returns 4 on a regression. Raises ConfigError when no gated metric can be judged."""
+    returns 4 on a regression, 2 (nothing written) when no gated metric can be judged."""
     from bench.report.compare_page import CompareError, compare, gate  # here: matplotlib and pandas (~1 s)
 
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):

@@ -52,7 +52,7 @@ def _design_builder(workload: str, overrides: dict[str, Any], dsn: str | None) -
 
 
 def _first(builder) -> RunConfig:
-    """The first design at its given values; an open-loop-only SLO key without RATE is refused as RATE's."""
+    """The first design at its given values. Raises ConfigError (``RATE``) for an open-loop-only SLO key without RATE."""
     try:
         return builder(None, None)
     except ConfigError as err:

@@ -15,9 +15,9 @@ BACKLOG_MIN, BACKLOG_MAX = 1_000, 5_000_000
 
 
 def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
-    """(pending rows to seed so the run cannot drain them, how): claim-rate ceiling ``workers × batch × 1000 /
-    work_ms`` jobs/s (else :data:`BACKLOG_CEILING_JOBS_PER_S` × batch) × (warm-up + measured) s ×
-    :data:`BACKLOG_SAFETY`, within [1,000, 5,000,000] rows."""
+    """(pending rows to seed so the run cannot drain them, how): the claim-rate ceiling in jobs/s
+    (:data:`BACKLOG_CEILING_JOBS_PER_S` × batch, at most ``workers × batch × 1000 / work_ms``) × (warm-up +
+    measured) s × :data:`BACKLOG_SAFETY`, within [1,000, 5,000,000] rows."""
     ceiling = BACKLOG_CEILING_JOBS_PER_S * cfg.batch
     if cfg.work_ms > 0:
         ceiling = min(ceiling, cfg.workers * cfg.batch * 1000.0 / cfg.work_ms)
