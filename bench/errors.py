@@ -1,25 +1,5 @@
-"""queue-bench's error hierarchy and the exit status of each kind, decided here and nowhere else.
-
-Every error meant for the user derives from :class:`QBenchError`; ``str(err)`` is the one line
-the command prints (after ``qbench: ``), and :func:`exit_status` maps the error to the process's
-exit status. The command line (:mod:`bench.cli.main`) catches :class:`QBenchError` once and asks
-this module for the status; any other exception is a bug and keeps its traceback.
-
-=====================  ======  ==============================================================
-class                  status  meaning
-=====================  ======  ==============================================================
-:class:`BadInput`      2       a parameter, file or argument is not allowed; nothing was created
-:class:`Interrupted`   130     Ctrl-C / SIGTERM (the shell convention 128 + SIGINT)
-:class:`RunFailed`     1       the run could not be measured as asked (database lost, a cell
-                               failed, the environment cannot run the load faithfully)
-=====================  ======  ==============================================================
-
-A finished run's outcomes are not errors: broken invariants (3), an SLO missed (4), a suspect run
-under ``--strict`` (5); :data:`EXIT_MEANINGS` lists every status. A command may have several
-outcomes at once; :func:`first_status` picks the one it exits with, in :data:`PRECEDENCE` order.
-
-This module imports nothing from queue-bench, so every layer may import it.
-"""
+"""queue-bench's error hierarchy and the exit status of each, decided here and nowhere else (the table:
+docs/running.md). Imports nothing from queue-bench."""
 
 from __future__ import annotations
 
@@ -63,9 +43,8 @@ def exit_status_table() -> str:
 
 
 def first_status(statuses) -> int:
-    """The exit status of a command whose outcomes gave ``statuses`` (an iterable of ints from
-    :data:`PRECEDENCE`): the first of them in that order, or :data:`EXIT_OK` when there is none.
-    Raises ValueError for a status that is not in :data:`PRECEDENCE`."""
+    """The exit status for ``statuses`` (ints of :data:`PRECEDENCE`): the first in that order, or
+    :data:`EXIT_OK`. Raises ValueError for a status not in :data:`PRECEDENCE`."""
     given = set(statuses) - {EXIT_OK}
     unknown = given - set(PRECEDENCE)
     if unknown:
@@ -86,11 +65,7 @@ class BadInput(QBenchError, ValueError):
 
 
 class ConfigError(BadInput):
-    """A parameter has a value that is not allowed.
-
-    ``param`` is the parameter's name as the user typed it (upper case, the Make
-    variable); ``str(err)`` is one line naming the parameter and what is allowed.
-    """
+    """A parameter has a value that is not allowed; ``param`` its name as typed (upper case)."""
 
     def __init__(self, param: str, message: str):
         self.param = param
@@ -104,17 +79,15 @@ class Interrupted(QBenchError):
 
 
 class RunFailed(QBenchError):
-    """The command could not measure what was asked: the environment cannot run the load
-    faithfully (a driver that blocks the event loop, an embedded server that does not start),
-    or the database went away."""
+    """The command could not measure what was asked (a blocking driver, an embedded server that does not start,
+    the database gone)."""
 
     exit_status = EXIT_FAILED
 
 
 def exit_status(err: BaseException) -> int:
-    """The process exit status for ``err``: its :attr:`QBenchError.exit_status`; a
-    ``KeyboardInterrupt`` is :data:`EXIT_INTERRUPTED`. Raises TypeError for any other exception
-    (a bug: it should keep its traceback, not be mapped to a status)."""
+    """The exit status for ``err`` (:attr:`QBenchError.exit_status`; ``KeyboardInterrupt``:
+    :data:`EXIT_INTERRUPTED`). Raises TypeError for any other exception."""
     if isinstance(err, QBenchError):
         return err.exit_status
     if isinstance(err, KeyboardInterrupt):

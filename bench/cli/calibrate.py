@@ -1,46 +1,7 @@
-"""``make calibrate``: pgbench and queue-bench on the same claim and completion SQL,
-same client count, same database, same measured window, same monitor load.
+"""``make calibrate``: pgbench and queue-bench on the same claim and completion SQL, in alternating pairs.
 
-A pair is one pgbench run (A) then one queue-bench run (B), each on a freshly
-prepared table (same backlog, ``skip_locked``, batch 1, ``WORK_MS=0``, partial
-index); the pairs alternate A B A B ... (:data:`PAIRS_DEFAULT` pairs unless told).
-
-- pgbench runs the statements of :func:`bench.engines.postgres.pgbench.claim_complete_script` with
-  ``-M prepared`` (one pgbench transaction = one claim + one completion = one
-  job) and writes its per-second aggregate log (``--aggregate-interval=1``:
-  transactions counted per interval, not rounded rates). Its first seconds up to
-  the warm-up boundary are dropped exactly as queue-bench drops its warm-up, and
-  its tps is the transactions of the following ``DURATION`` whole seconds over
-  those seconds.
-- The same :class:`bench.engines.postgres.monitor.Monitor` sampling loop that runs during every
-  queue-bench run runs during pgbench too, on its own two connections, so both
-  sides carry the same extra load.
-- A pair in which either side is suspect (queue-bench's ``suspect``; pgbench
-  failed transactions, a non-zero exit, missing seconds in its log, or missed
-  monitor samples) is run again, up to :data:`RETRIES_PER_PAIR` times; a pair
-  that still fails is reported and left out of the median.
-- CPU µs per job, both over the measured window only: pgbench's process CPU
-  (user + system, read with psutil at the window's start and end) over its
-  jobs in that window; the harness's per-second CPU (``harness_cpu_pct`` in
-  ``intervals.csv``, the measured window) over its completed jobs.
-
-Output: each pair's ratio, then :data:`SUMMARY_FORMAT`; the same figures in
-``<results>/calibration-<stamp>/calibration.json`` (with pgbench's logs and the
-queue-bench run directories under it). Goal (docs/design.md): median ratio
-≥ :data:`GOAL_MEDIAN_RATIO` and harness CPU per job ≤ :data:`GOAL_CPU_FACTOR` ×
-pgbench's.
-
-pgbench is found, run and its logs read by :mod:`bench.engines.postgres.pgbench`.
-
-With ``--processes`` (``make calibrate CAL_PROCESSES=1,2,4``), lists of workers or a batch other
-than 1, :func:`calibrate` runs the grid of :mod:`bench.cli.calibrate_grid` instead: rounds of
-pgbench then queue-bench with each process count, per workers × batch configuration.
-
-What every engine's calibration shares (the pairs and their retries, the printed lines,
-queue-bench's side, the monitor beside the native client, calibration.json) is in
-:mod:`bench.cli.calibrate_pairs`; MariaDB's counterpart, driven by mariadb-slap, is
-:mod:`bench.cli.calibrate_mariadb`.
-"""
+The method (pairs, the same measured window, retries, CPU per job, the goal) is docs/calibration.md's; the
+grid is :mod:`bench.cli.calibrate_grid`, what every engine shares :mod:`bench.cli.calibrate_pairs`."""
 
 from __future__ import annotations
 
@@ -75,16 +36,10 @@ def _monitor_during(dsn: str, cfg, stats_taken: list) -> Callable[[Callable[[], 
 
 
 def pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path, *, count_jobs: bool = False) -> dict:
-    """pgbench's side of a pair: a freshly prepared table with ``backlog`` pending rows, then
-    :func:`run_pgbench` with ``cfg.workers`` clients and the script of ``cfg.batch`` jobs per
-    transaction, the monitor beside it; writes into ``out_dir``.
-
-    Returns :func:`run_pgbench`'s figures with ``monitor_samples``; a missed monitor sample is one
-    of its ``problems``. With ``count_jobs``, also ``table`` (:func:`db.job_counts` after pgbench
-    ended), ``processed`` (the transactions pgbench reports for its whole run), ``batch``, ``jobs``
-    (measured transactions × batch), ``jobs_per_s`` (tps × batch) and ``cpu_us_per_job`` over those
-    jobs, which holds only when every transaction completed ``batch`` jobs: the table's done rows
-    must be ``processed`` × batch, each claimed once, none left running, else it is a problem."""
+    """pgbench's side of a pair on a freshly prepared table of ``backlog`` pending rows, the monitor beside it;
+    files into ``out_dir``. Returns :func:`run_pgbench`'s figures with ``monitor_samples``; with
+    ``count_jobs`` also ``table``, ``processed``, ``batch``, ``jobs``, ``jobs_per_s`` (tps × batch) and
+    ``cpu_us_per_job`` (µs), a problem unless the done rows are ``processed`` × batch, each claimed once."""
     with db.connect(dsn, application_name="queue-bench calibrate") as conn:
         db.check_schema_usable(conn, cfg.schema)
         db.lock_schema(conn, cfg.schema)
@@ -107,8 +62,7 @@ def pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path, *, co
 
 
 def _count_jobs(result: dict, table: dict, batch: int, processed: int | None) -> None:
-    """``result`` (pgbench's side) with its jobs from ``table`` (:func:`db.job_counts`) and the
-    transactions pgbench ``processed``: see :func:`pgbench_side`."""
+    """``result`` with its jobs counted from ``table`` and ``processed`` (see :func:`pgbench_side`)."""
     result.update({"table": table, "processed": processed, "batch": batch, "jobs": result["transactions"] * batch,
                    "jobs_per_s": result["tps"] * batch,
                    "cpu_us_per_job": per_job_us(result["cpu_s"], result["transactions"] * batch),
@@ -126,10 +80,7 @@ def _count_jobs(result: dict, table: dict, batch: int, processed: int | None) ->
 
 
 def _pair(pgbench: str, dsn: str, cfg, label: str, *, backlog: int, cal_dir: Path, log) -> dict:
-    """One A B pair: pgbench, then queue-bench, each on a freshly prepared table.
-
-    When pgbench's side already failed, queue-bench is not run (``queue_bench`` None):
-    the pair is run again either way."""
+    """One A B pair (pgbench, then queue-bench); ``queue_bench`` None when pgbench's side failed."""
     pg = pgbench_side(pgbench, dsn, cfg, backlog, cal_dir / "pgbench" / label)
     entry = {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg, "queue_bench": None,
              "ratio": None, "problems": [f"pgbench: {p}" for p in pg["problems"]]}
@@ -167,15 +118,10 @@ def _calibrate_on(dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
 def calibrate(*, workers: str = "50", duration: str = "20s", warmup: str = "5s", pairs: str | int = PAIRS_DEFAULT,
               dsn: str | None = None, schema: str = "qbench", results: str = "results", batch: str = "1",
               processes: str | None = None, log=print) -> int:
-    """Run the calibration and print the figures; returns the exit status.
-
-    0 when at least one pair was kept, 1 when every pair was left out; bad input
-    raises :class:`bench.config.run_config.ConfigError` (``PAIRS``, ``WORKERS``, ...) before
-    anything is created. With ``processes`` (e.g. ``"1,2,4"``), a list of ``workers`` or a
-    ``batch`` other than 1 (each a value or a comma list), the grid of
-    :mod:`bench.cli.calibrate_grid` instead: 0 when every configuration and process count kept a
-    round, else 1.
-    """
+    """Run the calibration and print the figures; returns the exit status: 0 when a pair was kept (grid: every
+    configuration and process count kept a round), else 1. ``processes``, a list of ``workers`` or a ``batch``
+    other than 1 run the grid (:mod:`bench.cli.calibrate_grid`). Raises ConfigError (``PAIRS``, ``WORKERS``,
+    ...) before anything is created."""
     n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
     from bench.cli.calibrate_grid import calibrate_grid, grid_requested  # here: it imports this module (a cycle)
 

@@ -1,30 +1,5 @@
-"""``make calibrate CAL_PROCESSES=1,2,4`` (``qbench calibrate --processes 1,2,4``): pgbench against
-queue-bench run with each load generator process count, for each workers × batch configuration.
-
-For each configuration (``--workers`` × ``--batch``, each a value or a comma list) the calibration
-runs ``--pairs`` rounds. A round is pgbench (A) then queue-bench once per process count (B1 B2 B4
-…), each on a freshly prepared table with the same backlog, the same SQL, clients and monitor as
-the pairs of :mod:`bench.cli.calibrate`; the B's order is rotated from round to round (round 2:
-B2 B4 B1), so that no process count always runs last. Each ratio is queue-bench's jobs/s over the
-jobs/s of its own round's pgbench.
-
-- **Retries**: the rules of the pairs (:mod:`bench.cli.calibrate_pairs`). A round whose pgbench
-  side has a problem is run again without its B's; a B with a problem (``suspect``, …) is run
-  again in the round's next try, after a fresh pgbench, up to :data:`RETRIES_PER_PAIR` times; a
-  process count still failing then is left out of that round.
-- **pgbench with batch > 1**: one transaction claims ``batch`` jobs with the swarm's claim and
-  completes them with its ``complete_many`` (:func:`bench.engines.postgres.pgbench.claim_complete_script`).
-  Its jobs/s is tps × batch only because the table says so after every run: done rows = pgbench's
-  processed transactions × batch, each claimed once, none running (:func:`calibrate.pgbench_side`).
-- **Harness CPU per job**: the CPU of every load generator process, summed
-  (:func:`processes_cpu`: ``processes.csv``, the master's rows included), over the jobs completed
-  in the measured window; with one process, as the pairs compute it (``intervals.csv``).
-
-Output: a line per try of each side (with each process's busiest second and which process, if any,
-was saturated), a line per configuration and process count with its ratios and CPU per job, and
-last one ``workers W, batch B, processes P: median ratio: …`` line (:data:`GRID_PREFIX` +
-:data:`SUMMARY_FORMAT`) for each; the figures in ``calibration.json`` (``configurations``).
-"""
+"""``make calibrate CAL_PROCESSES=1,2,4``: pgbench against queue-bench with each load generator process count,
+per workers × batch configuration (rounds, rotation, retries: docs/calibration.md)."""
 
 from __future__ import annotations
 
@@ -60,8 +35,8 @@ PGBENCH_JOBS = Native("pgbench", "pgbench", "jobs_per_s", "jobs/s", "jobs", PGBE
 
 
 def grid_requested(workers: str, batch: str, processes: str | None) -> str | None:
-    """The parameter that asks for the grid (``PROCESSES``, ``WORKERS`` as a list, ``BATCH`` other
-    than 1), or None: the pairs of :func:`bench.cli.calibrate.calibrate`, as before the grid."""
+    """The parameter that asks for the grid (``PROCESSES``, ``WORKERS`` as a list, ``BATCH`` other than 1), or
+    None."""
     if processes is not None:
         return "PROCESSES"
     if "," in str(workers):
@@ -70,8 +45,7 @@ def grid_requested(workers: str, batch: str, processes: str | None) -> str | Non
 
 
 def refuse_grid(workers: str, batch: str, processes: str | None) -> None:
-    """Raise ConfigError naming the parameter when the grid is asked for (:func:`grid_requested`) on an
-    engine whose calibration has only the pairs (MariaDB: mariadb-slap)."""
+    """Raise ConfigError naming the parameter that asks for the grid on an engine with the pairs only."""
     param = grid_requested(workers, batch, processes)
     if param:
         raise ConfigError(param, "lists of workers, batch sizes and process counts are calibrated against pgbench "
@@ -79,9 +53,8 @@ def refuse_grid(workers: str, batch: str, processes: str | None) -> None:
 
 
 def parse_values(param: str, text: str) -> tuple[int, ...]:
-    """``"1,2,4"`` (or one value) as integers in the range of parameter ``param`` (``WORKERS``,
-    ``BATCH``, ``PROCESSES``: the parameter table's), in the order given. Raises ConfigError
-    naming ``param`` for a value that is not an integer, out of range, empty or given twice."""
+    """``"1,2,4"`` (or one value) as integers in ``param``'s table range, in the order given. Raises ConfigError
+    naming ``param`` for a value not an integer, out of range, empty or given twice."""
     p = BY_KEY[param.lower()]
     allowed = f"an integer from {p.minimum} to {p.maximum}, or a comma-separated list of them (e.g. 1,2,4)"
     values: list[int] = []
@@ -97,14 +70,10 @@ def parse_values(param: str, text: str) -> tuple[int, ...]:
 
 
 def processes_cpu(run_dir: Path) -> dict:
-    """The CPU of every load generator process of a run over its measured window, summed.
-
-    Each ``processes.csv`` row is one process's one measured second (the master's, process 0,
-    included): its ``cpu_pct`` / 100 × the second's length (``measured_s`` over the measured
-    seconds of ``intervals.csv``) is CPU seconds. Returns ``{"cpu_s", "user_s", "system_s" (s,
-    summed over every row), "cpu_by_process" ({process: s}), "rows", "rows_expected" (processes ×
-    measured seconds: fewer when a process missed seconds, whose CPU is then not counted),
-    "master_cpu_max_pct" (None without a process 0)}``."""
+    """CPU seconds of every load generator process over a run's measured window: each ``processes.csv`` row's
+    ``cpu_pct`` / 100 × the second's length. Returns ``{"cpu_s", "user_s", "system_s", "cpu_by_process"
+    ({process: s}), "rows", "rows_expected" (processes × measured seconds), "master_cpu_max_pct" (None without
+    a process 0)}``."""
     summary = RunResult.load(run_dir).summary
     with open(run_dir / "intervals.csv", newline="") as fh:
         n_seconds = sum(1 for _ in csv.DictReader(fh))
@@ -122,8 +91,7 @@ def processes_cpu(run_dir: Path) -> dict:
 
 
 def _processes_text(qb: dict) -> str:
-    """Each process's busiest second and loop lag, and which (if any) was saturated; sets
-    ``qb["saturated_processes"]``."""
+    """Each process's busiest second and loop lag, and the saturated ones; sets ``qb["saturated_processes"]``."""
     parts, saturated = [], []
     if qb.get("master_cpu_max_pct") is not None:
         parts.append(f"master CPU max {qb['master_cpu_max_pct']:.0f} %")
@@ -164,9 +132,9 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def _round(i: int, order: list[int], conf: dict, *, pgbench: str, dsn: str, cal_dir: Path, log) -> dict:
-    """Round ``i``: pgbench, then queue-bench with each process count in ``order``; tried again
-    (fresh pgbench, then the process counts whose run had a problem) up to :data:`RETRIES_PER_PAIR`
-    times. Returns ``{"round", "order", "tries", "processes": [{"processes", "kept", "try", "ratio"}]}``."""
+    """Round ``i``: pgbench, then queue-bench with each process count in ``order``, tried up to
+    :data:`RETRIES_PER_PAIR` more times. Returns ``{"round", "order", "tries", "processes": [{"processes",
+    "kept", "try", "ratio"}]}``."""
     w, b = conf["workers"], conf["batch"]
     pending, last, tries = list(order), {}, []
     for attempt in range(1 + RETRIES_PER_PAIR):
@@ -229,8 +197,8 @@ def _results(conf: dict, log) -> list[dict]:
 
 def _configurations(workers: tuple[int, ...], batches: tuple[int, ...], processes: tuple[int, ...],
                     base: dict, dsn: str | None) -> list[dict]:
-    """Every configuration's RunConfigs (one per process count, and pgbench's), validated now:
-    ConfigError (``PROCESSES`` more than the workers, …) before anything is created."""
+    """Every configuration's RunConfigs (one per process count, and pgbench's), validated before anything is
+    created (ConfigError)."""
     confs = []
     for w in workers:
         for b in batches:
@@ -273,8 +241,7 @@ def _calibrate_on(dsn: str, confs: list[dict], pairs: int, cal_dir: Path, figure
 
 
 def _finish(figures: dict, cal_dir: Path, log) -> None:
-    """calibration.json, then the ``median ratio:`` line of every configuration and process count
-    measured (a configuration interrupted before its end has none)."""
+    """calibration.json, then the ``median ratio:`` line of every configuration and process count measured."""
     lines = [r["summary_line"] for conf in figures["configurations"] for r in conf.get("results") or []]
     figures.update(summary_lines=lines, cores=psutil.cpu_count())
     cal_dir.mkdir(parents=True, exist_ok=True)
@@ -286,10 +253,9 @@ def _finish(figures: dict, cal_dir: Path, log) -> None:
 
 def calibrate_grid(*, workers: str, batch: str, processes: str | None, duration: str, warmup: str, n_pairs: int,
                    dsn: str | None, schema: str, results: str, log=print) -> int:
-    """The grid calibration (module docstring) with ``workers``, ``batch`` and ``processes`` given as
-    a value or a comma list (``processes`` None: 1); prints the figures and returns the exit status:
-    0 when every configuration and process count kept at least one round, else 1. Bad input raises
-    ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) before anything is created."""
+    """The grid calibration; ``workers``, ``batch``, ``processes`` each a value or a comma list (``processes``
+    None: 1). Prints the figures; returns 0 when every configuration and process count kept a round, else 1.
+    Raises ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) before anything is created."""
     grid = {"workers": parse_values("WORKERS", workers), "batch": parse_values("BATCH", batch),
             "processes": parse_values("PROCESSES", "1" if processes is None else processes)}
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

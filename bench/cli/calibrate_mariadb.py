@@ -1,42 +1,5 @@
-"""``make calibrate ENGINE=mariadb``: mariadb-slap and queue-bench on the same claim and completion
-SQL, same client count, same server, same monitor load, in alternating pairs.
-
-A pair is one mariadb-slap run (A) then one queue-bench run (B), each on a freshly prepared table
-(the same backlog, ``skip_locked``, batch 1, ``WORK_MS=0``, index ``composite``, no history,
-``ISOLATION=repeatable_read``, the engine's default: :data:`ISOLATION`); the pairs alternate A B A B ...
-(:data:`bench.cli.calibrate_pairs.PAIRS_DEFAULT` pairs unless told).
-
-- mariadb-slap (https://mariadb.com/kb/en/mariadb-slap/; found, run and checked by
-  :mod:`bench.engines.mariadb.slap`) runs the swarm's own statements
-  (:func:`bench.engines.mariadb.slap.slap_script`: the same three round trips per job; that
-  docstring says exactly what differs). It has no time limit, no warm-up and no per-second output,
-  so each of its ``WORKERS`` clients runs a fixed number of jobs, the same in every pair, and its
-  jobs/s is the jobs done (counted on the table afterwards: every job ``done``, claimed once) over
-  its wall-clock seconds from start to exit, connecting and ramp-up included.
-- That number is sized once, before the pairs, so that a run lasts about ``DURATION``: sizing runs
-  of mariadb-slap (each on a fresh table, monitor on) start at :data:`PROBE_START_PER_CLIENT` jobs
-  per client and grow until one lasts :data:`PROBE_MIN_S` or :data:`PROBE_SHARE` × ``DURATION``,
-  whichever is longer (a short run's ramp-up understates the rate); the last one's rate ×
-  ``DURATION`` / clients gives the jobs per client (at least :data:`PER_CLIENT_MIN`). They are in calibration.json
-  (``sizing_runs``), not in the pairs.
-- queue-bench (``bench.runner.run``) runs as every run does: ``WARMUP`` dropped, its jobs/s over
-  its ``DURATION`` measured window. ratio = queue-bench jobs/s / mariadb-slap jobs/s.
-- The monitor of every queue-bench run (``engine.monitor`` + ``engine.spawn_samplers``) runs
-  during mariadb-slap too, on its own two connections.
-- A pair in which either side has a problem (queue-bench's ``suspect``; mariadb-slap: an exit
-  status other than 0, anything on its stderr, no summary, jobs not done or claimed more than
-  once, or monitor samples missed) is run again, up to
-  :data:`bench.cli.calibrate_pairs.RETRIES_PER_PAIR` times, then left out of the median.
-- CPU µs per job: mariadb-slap's process CPU (user + system, from ``RUSAGE_CHILDREN``) over its
-  whole run and its jobs; the harness's per-second CPU over its measured window and its jobs
-  (:func:`bench.cli.calibrate_pairs.harness_figures`).
-
-Output, as PostgreSQL's calibration prints it (:func:`bench.cli.calibrate_pairs.run_pairs`,
-:func:`bench.cli.calibrate_pairs.finish`): each pair's line, the CPU per job, then the
-``median ratio: …`` line; the same figures in ``<results>/calibration-<stamp>/calibration.json``
-(``engine: "mariadb"``, stamped with ``format_version``; mariadb-slap's script and output under
-``mariadb-slap/``, the queue-bench runs under ``runs/``).
-"""
+"""``make calibrate ENGINE=mariadb``: mariadb-slap (https://mariadb.com/kb/en/mariadb-slap/) and queue-bench on
+the same claim and completion SQL, in alternating pairs (docs/calibration.md)."""
 
 from __future__ import annotations
 
@@ -79,9 +42,9 @@ SAMPLE_GRACE_S = 0.2
 
 
 def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir: Path) -> dict:
-    """One mariadb-slap run on a freshly prepared table, the monitor beside it; its figures from
-    :func:`bench.engines.mariadb.slap.run_slap` plus ``jobs`` (done on the table), ``jobs_per_s``,
-    ``counts``, CPU per job, ``monitor_samples`` and every problem found."""
+    """One mariadb-slap run on a freshly prepared table, the monitor beside it: :func:`run_slap`'s figures plus
+    ``jobs`` (done on the table), ``jobs_per_s``, ``counts``, CPU per job (µs), ``monitor_samples`` and every
+    problem found."""
     engine = get_engine("mariadb")
     conn = engine.connect(dsn, "queue-bench calibrate")
     try:
@@ -111,9 +74,8 @@ def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir:
 
 
 def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dict]]:
-    """(jobs per client for a run of about ``cfg.duration_s``, the sizing runs' figures).
-
-    Raises RunFailed when a sizing run has a problem."""
+    """(jobs per client for a run of about ``cfg.duration_s``, the sizing runs' figures). Raises RunFailed when a
+    sizing run has a problem."""
     per_client, runs = PROBE_START_PER_CLIENT, []
     long_enough_s = max(PROBE_MIN_S, PROBE_SHARE * cfg.duration_s)
     for i in range(1, PROBE_ROUNDS + 1):
@@ -135,8 +97,7 @@ def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dic
 
 
 def _pair(slap: str, dsn: str, cfg, label: str, *, backlog: int, per_client: int, cal_dir: Path, log) -> dict:
-    """One A B pair: mariadb-slap, then queue-bench, each on a freshly prepared table. When
-    mariadb-slap's side already failed, queue-bench is not run (``queue_bench`` None)."""
+    """One A B pair (mariadb-slap, then queue-bench); ``queue_bench`` None when mariadb-slap's side failed."""
     side = _slap_side(slap, dsn, cfg, backlog, per_client, cal_dir / "mariadb-slap" / label)
     entry = {"label": label, "mariadb_slap_dir": f"mariadb-slap/{label}", "mariadb_slap": side, "queue_bench": None,
              "ratio": None, "problems": [f"mariadb-slap: {p}" for p in side["problems"]]}
@@ -179,16 +140,10 @@ def _calibrate_on(slap: str, dsn: str, cfg, pairs: int, cal_dir: Path, log) -> d
 def calibrate_mariadb(*, workers: str = "50", duration: str = "20s", warmup: str = "5s",
                       pairs: str | int = PAIRS_DEFAULT, dsn: str | None = None, schema: str = "qbench",
                       results: str = "results", batch: str = "1", processes: str | None = None, log=print) -> int:
-    """Run the MariaDB calibration and print the figures; returns the exit status.
-
-    0 when at least one pair was kept, 1 when every pair was left out (or a sizing run failed:
-    RunFailed). Bad input raises ConfigError before anything is created: ``PAIRS``, ``WORKERS``, ...;
-    ``MARIADB_SLAP`` when no mariadb-slap is on ``$PATH``; the grid of :mod:`bench.cli.calibrate_grid`
-    (``processes``, a list of ``workers``, a ``batch`` other than 1) is pgbench's only, and refused
-    (:func:`bench.cli.calibrate_grid.refuse_grid`). Without a DSN (``--dsn``,
-    ``$DATABASE_URL``, ``$DSN_MARIADB``) it runs on the embedded MariaDB server
-    (:func:`bench.engines.mariadb.embedded.embedded_mariadb`), started for it and stopped after.
-    """
+    """Run the MariaDB calibration (the embedded server without a DSN) and print the figures; returns 0 when a
+    pair was kept, 1 when none was or a sizing run failed (RunFailed). Raises ConfigError before anything is
+    created: ``PAIRS``, ``WORKERS``, …; ``MARIADB_SLAP`` with no mariadb-slap on ``$PATH``; the grid's
+    parameters (:func:`bench.cli.calibrate_grid.refuse_grid`)."""
     refuse_grid(workers, batch, processes)
     n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

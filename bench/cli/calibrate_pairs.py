@@ -1,20 +1,5 @@
-"""What every engine's ``make calibrate`` shares: a pair is the engine's native load client (A)
-then queue-bench (B) on the same claim and completion SQL; pairs alternate A B A B ...
-
-- :class:`Native`: how the native client's side of a pair is keyed in calibration.json and printed
-  (:data:`bench.cli.calibrate.PGBENCH`, :data:`bench.cli.calibrate_mariadb.SLAP`);
-- :func:`monitor_during`: the runner's monitor beside the native client, so both sides carry the
-  same monitor load;
-- :func:`with_swarm_side` and :func:`harness_figures`: queue-bench's side of a pair and the ratio
-  (queue-bench jobs/s over the native client's rate);
-- :func:`run_pairs`: the pairs, each tried again up to :data:`RETRIES_PER_PAIR` times while it has
-  a problem, with one printed line per try;
-- :func:`finish`: CPU per job over the kept pairs, calibration.json (stamped with
-  ``format_version``) and last the :data:`SUMMARY_FORMAT` line (:func:`summary_line`).
-
-The engines' calibrations: :mod:`bench.cli.calibrate` (pgbench on PostgreSQL) and
-:mod:`bench.cli.calibrate_mariadb` (mariadb-slap on MariaDB).
-"""
+"""What every engine's ``make calibrate`` shares: the native client (A) then queue-bench (B) in alternating
+pairs, their retries, the printed lines and calibration.json."""
 
 from __future__ import annotations
 
@@ -44,8 +29,7 @@ SUMMARY_FORMAT = "median ratio: {median} (min {min}, max {max}, {kept} pairs, {l
 
 @dataclass(frozen=True)
 class Native:
-    """The native load client a calibration compares the swarm with, as its side of a pair is
-    keyed in calibration.json and printed."""
+    """The native load client of a calibration: how its side of a pair is keyed and printed."""
 
     #: its side's key in a pair and in ``cpu_us_per_job`` (``pgbench``)
     key: str
@@ -61,13 +45,9 @@ class Native:
 
 
 def harness_figures(run_dir: Path) -> dict:
-    """queue-bench's side of a pair from its result files.
-
-    Returns ``{"jobs_per_s", "jobs_completed", "measured_s", "cpu_us_per_job"
-    (mean harness CPU of the measured seconds × measured_s / jobs completed),
-    "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
-    "cpu_s", "complete"}``.
-    """
+    """queue-bench's side of a pair from its result files: ``{"jobs_per_s", "jobs_completed", "measured_s",
+    "cpu_us_per_job" (µs), "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
+    "cpu_s", "complete"}``."""
     summary = RunResult.load(run_dir).summary
     with open(run_dir / "intervals.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -101,10 +81,8 @@ def summary_line(ratios: list[float], left_out: int) -> str:
 
 def monitor_during(make_monitor: Callable[[], Any], spawn: Callable[..., list],
                    stats_taken: list) -> Callable[[Callable[[], float], int], Callable[[], None]]:
-    """``during`` for a native client's run: the runner's monitor loop (``make_monitor()``, started
-    with ``spawn``: an engine's ``spawn_samplers``) on its own connections.
-
-    Appends ``(unix time, lock_waiters)`` of each statistics sample to ``stats_taken``."""
+    """``during`` for a native client's run: the runner's monitor (``make_monitor()``, started with ``spawn``) on
+    its own connections; appends ``(unix time, lock_waiters)`` per sample to ``stats_taken``."""
     def start(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
         monitor = make_monitor()
         started = time.time() - now_s()
@@ -123,9 +101,8 @@ def monitor_during(make_monitor: Callable[[], Any], spawn: Callable[..., list],
 
 
 def with_swarm_side(entry: dict, native_rate: float | None, cfg, dsn: str, cal_dir: Path, log) -> dict:
-    """``entry`` (a pair whose native side ran clean) with queue-bench's side run now (``runner.run``
-    with ``cfg`` on ``dsn``; its figures from :func:`harness_figures`, its run directory relative
-    to ``cal_dir``), the ratio (queue-bench jobs/s over ``native_rate``) and both sides' problems."""
+    """``entry`` with queue-bench's side run now (``cfg`` on ``dsn``, its directory relative to ``cal_dir``), the
+    ratio (its jobs/s over ``native_rate``) and both sides' problems."""
     run_dir = runner.run(cfg, dsn, log=lambda m: log("    " + m) if m.startswith("SUSPECT") else None)
     qb = harness_figures(run_dir)
     qb["run_dir"] = str(run_dir.resolve().relative_to(cal_dir.resolve()))  # calibration.json's paths: relative to it
@@ -141,8 +118,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def swarm_text(qb: dict, ratio: float | None, native_name: str, native_cpu_us: float | None) -> str:
-    """One try's queue-bench side as printed: ``queue-bench X jobs/s, ratio R; CPU per job <native>
-    C µs, harness H µs`` (``-`` for a figure it lacks; ``qb`` {} when the side did not run)."""
+    """One try's queue-bench side as printed (``-`` for a missing figure; ``qb`` {} when it did not run)."""
     return (f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(ratio, '.2f')}; "
             f"CPU per job {native_name} {_fmt(native_cpu_us, '.1f')} µs, "
             f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs")
@@ -154,20 +130,15 @@ def not_kept(problems: list[str]) -> str:
 
 
 def stop_if_interrupted(qb: dict) -> None:
-    """A queue-bench run that was interrupted (``complete`` false) stops the calibration: raises
-    KeyboardInterrupt."""
+    """Raise KeyboardInterrupt when the queue-bench run was interrupted (``complete`` false)."""
     if qb.get("complete") is False:
         raise KeyboardInterrupt
 
 
 def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native: Native, log) -> None:
-    """Run ``pairs`` pairs, each up to 1 + :data:`RETRIES_PER_PAIR` times until a try has no
-    problem, appending each pair to ``figures["pairs"]`` and logging each try's line.
-
-    ``run_pair(label)`` runs one try (label ``pair<i>-try<j>``) and returns its entry: the native
-    side under ``native.key``, ``queue_bench`` (None when it was not run), ``ratio``, ``problems``.
-    A queue-bench run that was interrupted (``complete`` false) stops the calibration
-    (KeyboardInterrupt)."""
+    """Run ``pairs`` pairs, each up to 1 + :data:`RETRIES_PER_PAIR` times until a try has no problem, into
+    ``figures["pairs"]``. ``run_pair(label)`` returns one try's entry (``native.key``, ``queue_bench``,
+    ``ratio``, ``problems``). Raises KeyboardInterrupt when a queue-bench run was interrupted."""
     for i in range(1, pairs + 1):
         attempts = []
         for attempt in range(1 + RETRIES_PER_PAIR):
@@ -188,12 +159,9 @@ def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native
 
 
 def cpu_per_job(kept: list[dict], native: Native) -> dict:
-    """CPU µs per job over the ``kept`` pairs' tries (each with its native side under ``native.key``
-    and ``queue_bench``): each side's CPU seconds (total, user, system) summed over the tries, over
-    its jobs summed over them (each side over its window: ``native.cpu_window``). Returns
-    ``{native.key, "harness", "harness_over_<native.key>", "<native.key>_user",
-    "<native.key>_system", "harness_user", "harness_system"}``; a value is None when no try was
-    kept, a side completed no job or lacks a CPU reading."""
+    """CPU µs per job of each side over the ``kept`` pairs' tries (total, user, system): ``{native.key,
+    "harness", "harness_over_<native.key>", "<native.key>_user", "<native.key>_system", "harness_user",
+    "harness_system"}``; None when no try was kept or a side lacks jobs or a CPU reading."""
     cpu = {}
     for side, jobs_key in ((native.key, native.jobs_key), ("queue_bench", "jobs_completed")):
         jobs = sum(r[side][jobs_key] for r in kept)
@@ -208,8 +176,8 @@ def cpu_per_job(kept: list[dict], native: Native) -> dict:
 
 
 def ratio_figures(ratios: list[float], left_out: int) -> dict:
-    """``median_ratio``, ``min_ratio``, ``max_ratio`` (None when ``ratios`` is empty), ``pairs_kept``
-    and ``pairs_left_out`` of the kept pairs' ``ratios``."""
+    """``median_ratio``, ``min_ratio``, ``max_ratio`` (None when ``ratios`` is empty), ``pairs_kept`` and
+    ``pairs_left_out``."""
     return {"median_ratio": statistics.median(ratios) if ratios else None,
             "min_ratio": min(ratios) if ratios else None, "max_ratio": max(ratios) if ratios else None,
             "pairs_kept": len(ratios), "pairs_left_out": left_out}

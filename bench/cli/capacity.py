@@ -16,8 +16,8 @@ from bench.sweep import capacity_search
 
 
 def capacity_command(args: argparse.Namespace, cfg: RunConfig, database) -> int:
-    """Run ``qbench capacity`` for the validated ``cfg``, whose ``rate`` is the first step's (``RATE_START``);
-    ``database`` is the CLI's database context (see :func:`bench.cli.main._database`). Returns the exit status."""
+    """Run ``qbench capacity`` for ``cfg`` (its ``rate`` is ``RATE_START``) in ``database`` (see
+    :func:`bench.cli.main._database`); returns the exit status."""
     start_rate = cfg.rate  # RATE_START, checked by the caller
     check_results_dir(cfg.results)
 

@@ -1,5 +1,5 @@
-"""Checks every command makes before it touches anything: which database, may it be loaded, and
-can results be written. Each raises :class:`bench.errors.ConfigError` (one line, exit 2)."""
+"""Checks every command makes before it touches anything (DSN, loopback, results directory, port); each raises
+:class:`bench.errors.ConfigError`."""
 
 from __future__ import annotations
 
@@ -17,23 +17,21 @@ from bench.errors import EXIT_BAD_INPUT, ConfigError
 
 
 def bad_input(message: str) -> int:
-    """Print ``qbench: message`` (one line naming the parameter and what is allowed) on stderr;
-    returns the bad-input exit status, 2."""
+    """Print ``qbench: message`` on stderr; returns 2."""
     sys.stderr.write(f"qbench: {message}\n")
     return EXIT_BAD_INPUT
 
 
 def non_loopback_host(dsn: str) -> str | None:
-    """The host ``dsn`` would load that is not this machine, or None; parsed by the engine its
-    scheme names (never connects). Raises ConfigError (``DSN``) when it cannot be parsed."""
+    """The non-loopback host ``dsn`` names, or None (never connects). Raises ConfigError (``DSN``) when it cannot
+    be parsed."""
     return engine_non_loopback_host(engine_of_dsn(dsn), dsn)
 
 
 
 def chosen_dsn(given: str | None) -> str | None:
-    """The DSN a command uses: ``--dsn`` when given, else ``$DATABASE_URL``, else None (the embedded
-    server). An explicitly empty ``--dsn ''`` is refused (ConfigError ``DSN``) rather than taken to
-    mean "embedded": a mistyped variable must not silently load a different database."""
+    """``--dsn``, else ``$DATABASE_URL``, else None (the embedded server). Raises ConfigError (``DSN``) for an
+    explicitly empty ``--dsn ''``."""
     if given is not None:
         if not given.strip():
             raise ConfigError("DSN", "empty; allowed: a PostgreSQL or MariaDB URL, or a libpq key=value DSN "
@@ -66,10 +64,8 @@ def check_loopback(dsn: str | None, allow_remote: bool) -> None:
 
 
 def check_results_dir(path: str) -> None:
-    """Raise ConfigError (``RESULTS``) unless run directories can be created under ``path``.
-
-    Nothing is created: the nearest existing ancestor must be a writable directory.
-    """
+    """Raise ConfigError (``RESULTS``) unless the nearest existing ancestor of ``path`` is a writable directory;
+    creates nothing."""
     if not str(path).strip():
         raise ConfigError("RESULTS", "is empty; allowed: a writable directory path")
     target = Path(path).expanduser().absolute()
@@ -86,8 +82,7 @@ def check_results_dir(path: str) -> None:
 
 
 def parse_bounded(value: str, name: str, low: float, high: float, allowed: str, convert=int):
-    """``convert(value)`` from ``low`` to ``high`` (inclusive), or ConfigError naming ``name`` with
-    ``allowed`` (e.g. ``a TCP port from 1 to 65535``) for anything else."""
+    """``convert(value)`` within [``low``, ``high``], else ConfigError naming ``name`` with ``allowed``."""
     try:
         number = convert(value)
     except ValueError:
@@ -103,8 +98,7 @@ def parse_port(value: str, name: str) -> int:
 
 
 def check_can_listen(host: str, port: int, name: str) -> None:
-    """Refuse (ConfigError naming ``name``) a ``host:port`` this process cannot listen on (in use, or
-    not an interface of this host), before anything is prepared."""
+    """Raise ConfigError naming ``name`` when this process cannot listen on ``host:port``."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind((host, port))

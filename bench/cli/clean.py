@@ -11,8 +11,8 @@ from bench.errors import ConfigError
 
 
 def clean_command(args: argparse.Namespace) -> int:
-    """``qbench clean``: drop the tool's schemas (MariaDB: databases) in ``--dsn``/``$DATABASE_URL``,
-    on the engine of the DSN's scheme, and print each one (tables, estimated rows, MiB). Raises ConfigError (``DSN``) without a DSN; returns 0."""
+    """``qbench clean``: drop the tool's schemas (MariaDB: databases) in ``--dsn``/``$DATABASE_URL`` and print
+    each (tables, estimated rows, MiB); returns 0. Raises ConfigError (``DSN``) without a DSN."""
     dsn = chosen_dsn(args.dsn)
     if not dsn:
         raise ConfigError("DSN", "required for clean (the embedded server is thrown away after each run); "

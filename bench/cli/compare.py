@@ -25,9 +25,8 @@ def add_parser(sub) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    """``qbench compare A B [--out PATH] [--max-regression 10%]``: the table, then ``report: <path>`` as the last
-    line; with ``--max-regression`` the gate's lines first, and exit 4 on a regression; refused (exit 2, nothing
-    written) when no gated metric can be judged (one run on each side)."""
+    """``qbench compare A B [--out PATH] [--max-regression 10%]``: prints the table and ``report: <path>``;
+    returns 4 on a regression, 2 (nothing written) when no gated metric can be judged."""
     from bench.report.compare_page import CompareError, compare, gate  # here: matplotlib and pandas (~1 s)
 
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):

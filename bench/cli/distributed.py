@@ -14,9 +14,8 @@ __all__ = ["master_command", "worker_command"]
 
 
 def master_command(args: argparse.Namespace, run) -> int:
-    """``qbench master --expect-workers K …``: ``run`` (the ``qbench run`` command) whose K load generator
-    processes are ``qbench worker`` processes started elsewhere. Raises ConfigError (exit 2) for a
-    bad count, a ``--processes`` beside it, or a port this host cannot listen on."""
+    """``qbench master --expect-workers K``: ``run`` with K ``qbench worker`` processes started elsewhere. Raises
+    ConfigError for a bad count, ``--processes`` beside it, or a port this host cannot listen on."""
     expect = parse_bounded(args.expect_workers, "EXPECT_WORKERS", 1, 64, "an integer from 1 to 64")
     if args.processes not in (None, ""):
         raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")

@@ -1,12 +1,5 @@
-"""The docs site's generated references: ``docs/reference/parameters.md`` and ``docs/reference/cli.md``.
-
-``python -m bench.cli.docs_reference`` (``make docs-ref``) writes both into ``docs/reference/``;
-``python -m bench.cli.docs_reference --check`` exits 1 naming each file that differs. The parameters
-page is the one parameter table (:func:`bench.config.parameters.readme_table`); the CLI page is each
-subcommand's ``format_help()``, read from the parser :func:`bench.cli.main.build_parser` builds, with
-the terminal width fixed at :data:`COLUMNS` so the text does not depend on the terminal.
-``tests/test_docs.py`` checks the committed files equal :func:`pages`.
-"""
+"""``python -m bench.cli.docs_reference [--check]`` (``make docs-ref``): writes, or checks, the generated
+``docs/reference/parameters.md`` and ``docs/reference/cli.md``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""``qbench experiments [NAME…]`` (``make experiments [FULL=1]``): run the catalogue in
-``bench/data/workloads/experiments/``, decide each verdict, and render ``experiments.html``.
-
-Exit status: 0 when every experiment reached a verdict (any of the four), 1 when the
-catalogue could not run, 2 on bad input, 130 when interrupted (run it again to resume).
-"""
+"""``qbench experiments [NAME…]`` (``make experiments``): run the catalogue, decide each verdict, render
+``experiments.html``. Exit: 0 every verdict reached, 1 the catalogue could not run, 2 bad input, 130
+interrupted."""
 
 from __future__ import annotations
 

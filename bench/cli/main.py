@@ -1,11 +1,4 @@
-"""``qbench``: the command line.
-
-``qbench run [options]`` runs one benchmark and prints the report path as its
-last line; ``qbench report RUN_DIR`` re-renders a report from result files
-alone; ``qbench calibrate`` compares the swarm with pgbench (``--engine mariadb``:
-mariadb-slap) on the same SQL.
-Bad input prints one line naming the parameter and exits with status 2.
-"""
+"""``qbench``: the command line; bad input is one line naming the parameter, exit 2."""
 
 from __future__ import annotations
 
@@ -43,8 +36,7 @@ LOAD_COMMANDS = frozenset({"run", "sweep", "master", "worker", "capacity", "plan
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit status 2, and no abbreviated options
-    (``--rate`` must never be taken for ``--rate-start``)."""
+    """argparse with a one-line error, exit status 2, and no abbreviated options."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
@@ -170,8 +162,7 @@ def _sweep_report(args: argparse.Namespace) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict:
-    """The run parameters given as options; an option given with an empty value (``--workers ''``)
-    is refused (ConfigError naming the parameter) instead of silently meaning its default."""
+    """The run parameters given as options. Raises ConfigError naming a parameter given an empty value."""
     given = {p.key: getattr(args, p.key, None) for p in PARAMETERS}
     for p in PARAMETERS:
         value = given.get(p.key)
@@ -183,8 +174,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 @contextlib.contextmanager
 def _finish_first(what: str):
-    """Within the block, Ctrl-C / SIGTERM print ``what`` and are ignored: the run's files are
-    being written and an interrupted write would leave a run directory without its report."""
+    """Within the block Ctrl-C / SIGTERM print ``what`` and are ignored (the run's files are being written)."""
     handlers = {sig: signal.signal(sig, lambda *_: sys.stderr.write(f"qbench: {what}\n"))
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -195,8 +185,8 @@ def _finish_first(what: str):
 
 
 def _database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres"):
-    """(context manager yielding the DSN, embedded?): ``dsn`` after the loopback check, else
-    ``engine``'s embedded server with ``connections`` + 20 ``max_connections``."""
+    """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
+    server with ``connections`` + 20 ``max_connections``."""
     check_loopback(dsn, allow_remote)
     if dsn:
         return contextlib.nullcontext(dsn), False
@@ -267,8 +257,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _add_run_commands(sub) -> None:
-    """``run``, ``sweep``, ``capacity``, ``master`` and ``plan``: the run parameters in their groups, and
-    each command's own options (in the group they belong to, else the command's own options)."""
+    """``run``, ``sweep``, ``capacity``, ``master`` and ``plan``: the run parameters and each command's options,
+    in their groups."""
     run = sub.add_parser("run", help="run one benchmark and render its report")
     groups = add_run_options(run)
     groups["output"].add_argument("--strict", action="store_true", help="exit 5 when the run is suspect (its figures "

@@ -1,6 +1,5 @@
-"""``qbench plan``: the capacity plan (``make plan``). Checks every input before anything runs, starts
-or checks the database, runs (or resumes) the plan, renders ``plan.html`` and exits with the answer's
-status (0 met and confirmed, 4 nothing meets the SLO or the confirmation failed, 130 interrupted)."""
+"""``qbench plan`` (``make plan``): check every input, run or resume the capacity plan, render ``plan.html``.
+Exit: 0 met and confirmed, 4 nothing meets the SLO or the confirmation failed, 130 interrupted."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ from bench.sweep.capacity_search import SearchStopped
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    """The ``plan`` subcommand: the plan's own options, then every run parameter in its group (a comma
-    list of candidates where :data:`LISTABLE` allows)."""
+    """The ``plan`` subcommand: its own options, then every run parameter in its group (a comma list where
+    :data:`LISTABLE` allows)."""
     plan = sub.add_parser("plan", help="the capacity plan: the fewest workers that meet an SLO at a target RATE, "
                                        "the headroom above it, across candidate designs",
                           description="A comma list of " + ", ".join(k.upper() for k in LISTABLE) + " (e.g. --policy "
@@ -53,7 +52,7 @@ def _design_builder(workload: str, overrides: dict[str, Any], dsn: str | None) -
 
 
 def _first(builder) -> RunConfig:
-    """The first design at its given values; an open-loop-only SLO key with RATE missing is named as RATE's absence."""
+    """The first design at its given values. Raises ConfigError (``RATE``) for an open-loop-only SLO key without RATE."""
     try:
         return builder(None, None)
     except ConfigError as err:
@@ -94,8 +93,8 @@ class _Checked:
 
 def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
            check_results_dir) -> _Checked:
-    """Every input of ``qbench plan`` checked (ConfigError, exit 2, nothing created), and the plan directory
-    chosen: an unfinished plan with the same inputs is resumed unless ``--fresh``."""
+    """Every input of ``qbench plan`` checked (ConfigError) and the plan directory chosen (an unfinished one with
+    the same inputs unless ``--fresh``)."""
     options = plan_options({p.key: getattr(args, p.key) for p in PLAN_OPTIONS})
     given = {k: v for k, v in overrides.items() if v not in (None, "")}
     designs_given = candidates(given)
@@ -133,8 +132,7 @@ def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, d
 
 def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
                  database: Callable[[str | None, bool, int, str], Any], check_results_dir) -> int:
-    """Run ``qbench plan``; ``database(dsn, allow_remote, connections, engine)`` gives the CLI's (context
-    manager for the database, embedded?): the DSN after the loopback check, or an embedded server."""
+    """Run ``qbench plan``; ``database(dsn, allow_remote, connections, engine)`` is the CLI's database context."""
     c = _check(args, overrides, workload, dsn, check_results_dir)
     from bench import runner  # here, after the checks: Locust takes ~1 s, which a refusal does not pay
     from bench.report.plan_page import render_plan  # here: matplotlib (~1 s), likewise

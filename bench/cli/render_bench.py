@@ -1,15 +1,7 @@
-"""What a long run's result files cost to read: a benchmark of the report, not of the database.
+"""What a long run's result files cost to read: a benchmark of the report (``make report-bench``).
 
-``python -m bench.cli.render_bench RUN_DIR [--seconds 3600] [--out DIR]`` (``make report-bench``)
-copies a real run directory to ``DIR`` (default: a temporary directory) with its measured
-seconds repeated until the window is ``--seconds`` long: ``intervals.csv`` gets one row per
-second, every ``histograms/<name>.hlog`` one interval per second (written with the run's own
-writer, :class:`bench.results.run_files.HistogramLogs`); ``summary.json`` and ``run.json`` are the
-source's, so the page's figures are the source run's, repeated. Then it times, each in a fresh
-process, ``qbench report DIR`` and the sum of ``claim_latency_us.hlog`` read one interval at a
-time with hdrh's ``HistogramLogReader``, and prints their wall time and peak RSS (the child's
-``VmHWM`` in /proc/self/status, see proc(5): Linux only). Bad input: one line naming the parameter, exit 2.
-"""
+Stretches RUN_DIR's measured seconds to ``--seconds`` in a copy, then times ``qbench report`` and a full read
+of the claim ``.hlog``, each in a fresh process: wall time and peak RSS (``VmHWM``, proc(5): Linux only)."""
 
 from __future__ import annotations
 
@@ -48,8 +40,8 @@ def _tiled(df: pd.DataFrame, n_source: int, seconds: int) -> pd.DataFrame:
 
 
 def check_run_dir(source: Path) -> int:
-    """How many measured seconds the run directory ``source`` holds; ValueError (one line naming
-    RUN_DIR) when it lacks a file the report reads or has no measured second."""
+    """The measured seconds of the run directory ``source``. Raises ValueError (naming RUN_DIR) when it lacks a
+    file the report reads or has no measured second."""
     for name in (*COPIED_FILES, "intervals.csv"):
         if not (source / name).is_file():
             raise ValueError(f"RUN_DIR: {source} has no {name}; allowed: a results/<run_id> directory")
@@ -60,10 +52,8 @@ def check_run_dir(source: Path) -> int:
 
 
 def stretch_run(source: Path, out: Path, seconds: int) -> int:
-    """Write ``out``: ``source``'s result files with its measured seconds repeated to ``seconds``.
-
-    Returns how many measured seconds ``source`` had. Raises ValueError as :func:`check_run_dir`.
-    """
+    """Write ``out``: ``source``'s result files with its measured seconds repeated to ``seconds``; returns
+    ``source``'s measured seconds. Raises ValueError as :func:`check_run_dir`."""
     n_source = check_run_dir(source)
     intervals = pd.read_csv(source / "intervals.csv")
     out.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,5 @@
-"""The run parameters as command-line options of ``qbench run``, ``sweep``, ``capacity``, ``plan`` and
-``master``: one option per row of the parameter table (:data:`bench.config.parameters.PARAMETERS`),
-in the argparse group the row names (:data:`bench.config.parameter.GROUPS`), each help line ending
-with the default. A yes/no parameter is a switch pair, ``--prepared`` / ``--no-prepared``.
-
-Every option's default is None in the parsed arguments (an option left out takes the workload
-file's value, else the table's default), so the default is written into the help text instead.
-"""
+"""The run parameters as options of ``qbench run``, ``sweep``, ``capacity``, ``plan`` and ``master``: one per row
+of the parameter table, in its group, each option's default None (its default is in the help text)."""
 
 from __future__ import annotations
 
@@ -32,8 +26,8 @@ def add_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
 
 
 def add_run_options(parser: argparse.ArgumentParser, workload: bool = True) -> dict[str, argparse._ArgumentGroup]:
-    """Add every run parameter, ``--dsn`` and ``--allow-remote`` (and ``--workload`` unless told not
-    to) to ``parser`` in their groups; returns the groups so the command adds its own options there."""
+    """Add every run parameter, ``--dsn``, ``--allow-remote`` (and ``--workload`` unless told not to) to
+    ``parser``; returns the groups."""
     parser.epilog = EPILOG
     groups = add_groups(parser)
     if workload:
@@ -58,9 +52,8 @@ _IGNORED_VALUE = re.compile(r"argument (--[a-z0-9-]+)/--no-[a-z0-9-]+: ignored e
 
 
 def switch_message(message: str, argv: list[str], extras: list[str]) -> str:
-    """argparse's ``message`` about a yes/no switch given a value (``--prepared=0``, or
-    ``--prepared 0``: ``extras`` holds what it did not recognise in ``argv``) as one line naming the
-    parameter and what is allowed; any other message as it is."""
+    """argparse's ``message`` about a yes/no switch given a value (``--prepared=0``; ``extras`` holds what
+    ``argv`` left unrecognised) as one line naming the parameter; any other message as it is."""
     option, value = None, None
     found = _IGNORED_VALUE.match(message)
     if found:

@@ -1,5 +1,4 @@
-"""The ``--ui`` options of ``qbench run`` and ``qbench master`` (``make bench-ui``): Locust's web UI
-over a run (:mod:`bench.load.web_ui`). Checked before anything is prepared."""
+"""The ``--ui`` options of ``qbench run`` and ``qbench master`` (:mod:`bench.load.web_ui`)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ def add_web_ui_options(parser: argparse.ArgumentParser) -> None:
 
 
 def web_ui_options(args: argparse.Namespace, cfg) -> tuple[str, int, int] | None:
-    """``--ui``: Locust's web UI on (host, port), up to max workers; None without it. Raises
-    ConfigError for a bad port or ``--max-workers``, or a port this host cannot listen on."""
+    """(host, port, max workers) for ``--ui``, None without it. Raises ConfigError for a bad port or
+    ``--max-workers``, or a port this host cannot listen on."""
     if not args.ui:
         for option in ("web_host", "web_port", "max_workers"):
             if getattr(args, option) is not None:

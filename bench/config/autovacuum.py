@@ -1,20 +1,7 @@
-"""``AUTOVACUUM_SETTINGS``: per-table autovacuum storage parameters for the tool's queue table.
-
-The settings PostgreSQL lets a table override for the autovacuum of that table alone: when it
-triggers (thresholds and scale factors) and how fast it goes (cost delay and limit), with the
-ranges PostgreSQL 15 accepts for each (``src/backend/access/common/reloptions.c``; the page is
-https://www.postgresql.org/docs/current/sql-createtable.html#SQL-CREATETABLE-STORAGE-PARAMETERS).
-``tests/test_vacuum.py`` checks every range against the server: each bound is accepted and the
-value just outside it refused.
-
-Names are accepted with or without the ``autovacuum_`` prefix (``vacuum_scale_factor`` or
-``autovacuum_vacuum_scale_factor``) and always recorded by PostgreSQL's full name, the one
-``pg_class.reloptions`` shows. Not offered: ``autovacuum_enabled`` (that is ``AUTOVACUUM``),
-the freeze ages (about wraparound, not about the queue) and ``toast.*`` (the queue's TOAST
-table holds only large payloads).
-
-Standard library only (with :mod:`bench.errors`), as the parameter table is.
-"""
+"""``AUTOVACUUM_SETTINGS``: per-table autovacuum storage parameters for the queue table, with the ranges
+PostgreSQL 15 accepts (``src/backend/access/common/reloptions.c``;
+https://www.postgresql.org/docs/current/sql-createtable.html#SQL-CREATETABLE-STORAGE-PARAMETERS), checked
+against the server by ``tests/test_vacuum.py``. Standard library only."""
 
 from __future__ import annotations
 
@@ -40,7 +27,7 @@ SETTINGS: dict[str, tuple[str, float, float, str]] = {
 
 
 def short_names() -> str:
-    """The settings' names without the prefix, comma-separated (for messages and the README)."""
+    """The settings' names without the prefix, comma-separated."""
     return ", ".join(name.removeprefix(PREFIX) for name in SETTINGS)
 
 
@@ -73,14 +60,10 @@ def _value(full: str, raw: Any) -> int | float:
 
 
 def parse_autovacuum_settings(value: Any) -> tuple[tuple[str, int | float], ...]:
-    """``"vacuum_scale_factor=0,vacuum_threshold=1000"`` or a TOML table ``{vacuum_scale_factor = 0}``
-    → ``(("autovacuum_vacuum_scale_factor", 0.0), ("autovacuum_vacuum_threshold", 1000))``, sorted
-    by full name; ``""`` or ``{}`` → ``()`` (nothing set: the server's settings apply).
-
-    Raises ConfigError (``AUTOVACUUM_SETTINGS``) for an item that is not ``name=value``, an unknown
-    name (listing the allowed ones), a setting given twice (with and without the prefix too), or a
-    value of the wrong type or out of range (naming the setting and its range).
-    """
+    """``"vacuum_scale_factor=0,vacuum_threshold=1000"`` or a TOML table → ``(("autovacuum_vacuum_scale_factor",
+    0.0), ("autovacuum_vacuum_threshold", 1000))``, sorted by full name; ``""`` or ``{}`` → ``()``. Raises
+    ConfigError (``AUTOVACUUM_SETTINGS``) for a malformed item, an unknown name, a setting given twice, or a
+    value of the wrong type or out of range."""
     if value is None or value == "" or value == {}:
         return ()
     if isinstance(value, dict):

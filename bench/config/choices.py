@@ -1,5 +1,4 @@
-"""The values and bounds the parameter table (:mod:`bench.config.parameters`) allows, one constant each.
-Standard library only, as the table is."""
+"""The values and bounds the parameter table allows, one constant each. Standard library only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Reading a queue definition's TOML tables: one-line refusals (ConfigError naming ``QUEUE``) for a
-missing or empty string, an unknown key or a value of the wrong shape. Shared by
-:mod:`bench.config.queue_definition` and :mod:`bench.config.queue_library`. Standard library only.
-"""
+"""One-line refusals (ConfigError naming ``QUEUE``) for a queue definition's TOML tables: a missing or empty
+string, an unknown key, a value of the wrong shape. Standard library only."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
-"""Fault injection on a schedule inside the run.
-
-Windows are in seconds since the start of the measured window (the x axis of
-every time-series plot, where they are shaded). Kinds:
-
-``crash_after_claim``
-    a ``share`` of the workers each crash once in the window: right after a
-    claim they drop their connection without completing; the rows stay
-    ``running`` until their lease expires and a reaper takes them back.
-``late_worker``
-    a ``share`` of the workers, in the window, finish ``extra_s`` after their
-    lease expired; the completion is stale and the fencing token rejects it.
-``long_transaction``
-    one extra connection holds a ``REPEATABLE READ`` snapshot (an xmin) for the
-    whole window, so vacuum cannot remove the dead rows the queue leaves behind
-    (field case FR-02).
-``backend_kill``
-    every ``every_s`` in the window, ``pg_terminate_backend`` on a random worker
-    connection; the worker reconnects with back-off and the error is counted.
-``process_kill``
-    at the window's start, ``SIGKILL`` to one of a queue library's own worker
-    processes (``LIBRARY_MODE=worker``, ``PROCESSES >= 2``), chosen at random:
-    its jobs in progress come back only through the library's own recovery,
-    and the run names the lost process.
-
-Workload files give them as ``[[faults]]`` tables (``kind``, ``start_s``,
-``end_s`` and the kind's options); the command line as
-``kind@start-end[:key=value,...]`` items separated by ``;``.
-"""
+"""``FAULTS``: fault windows in seconds since the measured start, ``[[faults]]`` tables in a file or
+``kind@start-end[:key=value,...];...`` on the command line. The kinds: docs/reference/parameters.md."""
 
 from __future__ import annotations
 
@@ -87,10 +60,8 @@ def _fault(item: dict) -> Fault:
 
 
 def parse_faults(value: Any) -> tuple[Fault, ...]:
-    """Faults from a TOML list of tables or the ``kind@start-end[:k=v,...];...`` string.
-
-    Raises ConfigError (``FAULTS``) naming what is allowed.
-    """
+    """Faults from a TOML list of tables or the ``kind@start-end[:k=v,...];...`` string. Raises ConfigError
+    (``FAULTS``) naming what is allowed."""
     if value in (None, "", []):
         return ()
     if isinstance(value, (list, tuple)):
@@ -116,8 +87,8 @@ def _bad(item: Any):
 
 
 def fault_count(workers: int, share: float) -> int:
-    """How many of ``workers`` workers a fault window with ``share`` applies to: at least one (none
-    of none), about ``share`` of them."""
+    """How many of ``workers`` workers a window with ``share`` applies to: about ``share`` of them, at least one
+    (none of none)."""
     return min(workers, max(1, round(share * workers))) if workers else 0
 
 
@@ -127,10 +98,8 @@ def choose_workers(names: list[str], share: float, rng: random.Random | None = N
 
 
 def split_choice(workers: dict[int, int], share: float, rng: random.Random | None = None) -> dict[int, int]:
-    """With the workers spread over processes (``workers``: process -> its workers), how many of each
-    process's workers the window applies to: :func:`fault_count` of all of them, chosen uniformly
-    among all (each process then picks that many of its own at random, so the choice is that of
-    :func:`choose_workers` over the whole swarm)."""
+    """{process: how many of its workers the window applies to}, for ``workers`` (process -> its workers):
+    :func:`fault_count` of all of them, chosen uniformly over the whole swarm."""
     slots = [process for process, n in sorted(workers.items()) for _ in range(n)]
     picked = (rng or random).sample(slots, fault_count(len(slots), share))
     return {process: picked.count(process) for process in sorted(workers)}

@@ -1,7 +1,4 @@
-"""The type each run parameter must have in a workload or sweep file, where TOML has types
-(:func:`check_file_value`); the parameters are :data:`bench.config.parameters.PARAMETERS`.
-Standard library only, as the table is.
-"""
+"""The TOML type each run parameter must have in a workload or sweep file. Standard library only."""
 
 from __future__ import annotations
 
@@ -18,12 +15,8 @@ _FILE_TYPES = {
 
 
 def check_file_value(key: str, value: Any, source: str) -> None:
-    """Refuse a workload/sweep file value whose TOML type does not fit the parameter.
-
-    ``key`` must be in :data:`BY_KEY` (else ConfigError naming the key and listing the allowed
-    ones); ``source`` names the file in the message. ``workers = "10"`` or ``work_ms = true`` is a
-    mistake in a file, where TOML has types; on the command line everything is text.
-    """
+    """Refuse a workload/sweep file value whose TOML type does not fit the parameter ``key`` (``source`` names
+    the file). Raises ConfigError naming the key, or listing the allowed keys for an unknown one."""
     param = BY_KEY.get(key)
     if param is None:
         raise ConfigError(key.upper(), f"unknown key in {source}; allowed: {', '.join(sorted(BY_KEY))}")

@@ -1,8 +1,5 @@
-"""A named file of one's own or a shipped one: ``WORKLOAD``, ``SWEEP`` and ``QUEUE`` are each a name,
-looked up in the working directory first (``./workloads/<name>.toml``, ``./workloads/sweeps/<name>.toml``,
-``./queues/<name>/queue.toml``), then among the files shipped in the package (:mod:`bench.data`), or a
-path. Standard library only: read before any database is reached.
-"""
+"""``WORKLOAD``, ``SWEEP`` and ``QUEUE`` files: a name looked up in the working directory, then among the shipped
+files (:mod:`bench.data`), or a path. Standard library only."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
-    """One kind of named file: ``local`` is its directory relative to the working directory,
-    ``shipped`` the package's, ``pattern`` the file of a name inside either (``{}`` the name)."""
+    """One kind of named file: ``local`` and ``shipped`` directories, ``pattern`` the file of a name (``{}``)."""
 
     param: str
     noun: str
@@ -44,25 +40,21 @@ KINDS = {
 
 
 def how_given(param: str) -> str:
-    """How ``param`` (``WORKLOAD``, ``SWEEP``, ``QUEUE``) is given, in words, for help texts and refusals:
-    "a name looked up in ./workloads/ of the working directory, then the shipped ones, or a path ..."."""
+    """How ``param`` (``WORKLOAD``, ``SWEEP``, ``QUEUE``) is given, in words, for help texts and refusals."""
     kind = KINDS[param]
     return f"a name looked up in ./{kind.local}/ of the working directory, then the shipped ones, or {kind.path_hint}"
 
 
 def known_names(param: str) -> list[str]:
-    """The names ``param`` (``WORKLOAD``, ``SWEEP``, ``QUEUE``) may take: the working directory's and the
-    shipped ones, sorted, each once."""
+    """The names ``param`` may take (the working directory's and the shipped ones), sorted, each once."""
     kind = KINDS[param]
     return sorted(kind.names_in(Path.cwd() / kind.local) | kind.names_in(kind.shipped))
 
 
 def find(param: str, name: str, also: tuple[str, ...] = ()) -> Path:
-    """The file of ``name`` for ``param`` (``WORKLOAD``, ``SWEEP``, ``QUEUE``): a path when ``name`` ends in
-    ``.toml`` (or, for ``QUEUE``, holds a ``/`` or starts with ``.``: a directory holding ``queue.toml``),
-    else ``./<local>/`` of the working directory, then the shipped directory. ``also``: other values the
-    parameter allows, named in the error. Raises ConfigError naming ``param``, where it looked and what is
-    allowed."""
+    """The file of ``name`` for ``param``: a path when ``name`` ends in ``.toml`` (``QUEUE``: also holds a ``/``
+    or starts with ``.``), else ``./<local>/``, then the shipped directory. ``also``: other allowed values.
+    Raises ConfigError naming ``param``, where it looked and what is allowed."""
     kind = KINDS[param]
     allowed = "allowed: " + ", ".join([*also, *known_names(param)]) + f", or {kind.path_hint}"
     if name.endswith(".toml"):

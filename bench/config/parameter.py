@@ -1,7 +1,5 @@
-"""One run parameter of the table (:class:`Parameter`): its name, kind, range, default, per-engine
-rules and how it parses. The table itself is :data:`bench.config.parameters.PARAMETERS`. Standard
-library only (with :mod:`bench.config.parsers` and :mod:`bench.errors`), as the table is.
-"""
+"""One run parameter of the table (:class:`Parameter`): name, kind, range, default, per-engine rules, parser.
+Standard library only."""
 
 from __future__ import annotations
 
@@ -31,19 +29,10 @@ GROUPS: dict[str, str] = {
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """One run parameter.
-
-    ``key`` is its name in workload and sweep files (lower case); :attr:`name` the Make variable and
-    the name errors use (upper case); :attr:`option` the command-line option. ``kind`` is one of
-    ``int``, ``number``, ``share`` (0..1), ``choice``, ``duration`` (whole seconds), ``flag`` (yes/no:
-    ``--name``/``--no-name`` on the command line, ``1``/``0`` in Make, ``true``/``false`` in files),
-    ``text``, ``table`` or ``list`` (structured values with a ``parse`` of their own). ``group`` is
-    its option group in ``--help`` (a key of :data:`GROUPS`). ``field`` is the
-    :class:`bench.config.run_config.RunConfig` attribute it sets (``key`` unless given). ``allowed``
-    and ``default_text`` override the README's generated columns; ``meaning`` is the README's long
-    text (``help`` when empty). The values each parameter must refuse are the tests' own
-    (``tests/bad_values.py``).
-    """
+    """One run parameter. ``key`` is its name in files (lower case); ``kind`` one of ``int``, ``number``,
+    ``share`` (0..1), ``choice``, ``duration`` (whole seconds), ``flag``, ``text``, ``table``, ``list``;
+    ``group`` its ``--help`` group (:data:`GROUPS`); ``field`` its RunConfig attribute (``key`` unless given);
+    ``allowed``, ``default_text`` and ``meaning`` override the generated reference's columns."""
 
     key: str
     kind: str
@@ -70,8 +59,8 @@ class Parameter:
             raise AssertionError(f"{self.key}: group {self.group!r} is not one of {', '.join(GROUPS)}")
 
     def default_on(self, engine: str) -> Any:
-        """The default on ``engine``: its own (:attr:`engine_defaults`), :data:`NOT_APPLICABLE` when
-        the parameter has no meaning there, else :attr:`default`."""
+        """The default on ``engine``: :attr:`engine_defaults`' value, :data:`NOT_APPLICABLE`, else
+        :attr:`default`."""
         if engine in self.engine_values and not self.engine_values[engine]:
             return NOT_APPLICABLE
         return self.engine_defaults.get(engine, self.default)
@@ -81,8 +70,7 @@ class Parameter:
         return not (engine in self.engine_values and not self.engine_values[engine])
 
     def check_on(self, engine: str, value: Any) -> None:
-        """Raise ConfigError when ``value`` (parsed, set by the user) cannot be honoured on ``engine``:
-        the parameter has no meaning there, or the engine supports only some of its values."""
+        """Raise ConfigError when ``value`` (set by the user) cannot be honoured on ``engine``."""
         if engine not in self.engine_values:
             return
         allowed = self.engine_values[engine]
@@ -111,8 +99,7 @@ class Parameter:
 
     @property
     def value_type(self) -> Any:
-        """The type of the RunConfig field: its kind's (:data:`KIND_TYPES`), or that or ``str`` when
-        the parameter has no meaning on some engine (its value there is :data:`NOT_APPLICABLE`)."""
+        """The RunConfig field's type: its kind's (:data:`KIND_TYPES`), or that or ``str`` where it can be n/a."""
         kind_type = KIND_TYPES[self.kind]
         return kind_type if all(self.engine_values.values()) else kind_type | str
 
@@ -173,6 +160,5 @@ class Parameter:
         return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
 
     def help_text(self) -> str:
-        """The ``--help`` line: :attr:`help` and the default, as plain text
-        (``worker connections (Locust users) (default: 10)``)."""
+        """The ``--help`` line: :attr:`help` and the default (``worker connections (default: 10)``)."""
         return f"{self.help} (default: {self.default_shown().replace('`', '')})".replace("%", "%%")

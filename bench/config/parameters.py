@@ -1,22 +1,6 @@
-"""The one table of run parameters: name, type, range, default, unit and help of each.
-
-Everything that lists run parameters is made from :data:`PARAMETERS`:
-
-- the ``qbench run`` / ``sweep`` / ``capacity`` / ``plan`` options (:mod:`bench.cli.run_options`): ``--work-ms``
-  for ``work_ms``, ``--prepared`` / ``--no-prepared`` for a yes/no, each in the ``--help`` group its ``group`` names;
-- the Make pass-through (the Makefile asks ``python3 -m bench.config.parameters make-vars``);
-- the keys a workload file may set and the type each must have in TOML
-  (:func:`bench.config.file_values.check_file_value`);
-- the axes a sweep may vary (:data:`SWEEP_AXES`);
-- the README's parameter table (``python3 -m bench.config.parameters readme``; ``tests/test_parameters.py``
-  checks that the README holds exactly that table);
-- the fields of :class:`bench.config.run_config.RunConfig` and their types (:attr:`Parameter.value_type`).
-
-The values each parameter must refuse are the tests' own (``tests/bad_values.py``).
-
-This module and :mod:`bench.config.parsers` import only the standard library and
-:mod:`bench.errors`, so the Makefile can run it before the virtual environment exists.
-"""
+"""The one table of run parameters (:data:`PARAMETERS`): name, type, range, default, unit and help of each, from
+which the options, Make variables, file keys, sweep axes, reference and RunConfig are made (see
+docs/architecture.md). Standard library only: the Makefile reads it before ``.venv`` exists."""
 
 from __future__ import annotations
 
@@ -325,8 +309,7 @@ SWEEP_AXES: tuple[str, ...] = tuple(p.key for p in PARAMETERS if p.sweep)
 
 
 def defaults_on(engine: str) -> dict[str, Any]:
-    """Every parameter's default on ``engine``, parsed and keyed as :meth:`RunConfig.public` writes the
-    config (the report shows a run's configuration as its differences from these)."""
+    """Every parameter's default on ``engine``, parsed and keyed as :meth:`RunConfig.public` writes them."""
     out = {}
     for p in PARAMETERS:
         default = p.default_on(engine)
@@ -344,8 +327,7 @@ def readme_table() -> str:
 
 
 def make_vars() -> str:
-    """``NAME:--option:kind`` triples, space-separated, for the Makefile's pass-through (a ``flag``'s
-    ``1``/``0`` becomes ``--option``/``--no-option``)."""
+    """``NAME:--option:kind`` triples, space-separated, for the Makefile's pass-through."""
     return " ".join(f"{p.name}:{p.option}:{p.kind}" for p in PARAMETERS)
 
 

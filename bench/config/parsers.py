@@ -1,9 +1,5 @@
-"""Parsers for run parameter values: text from the command line or typed values from TOML.
-
-Each takes the parameter's name (upper case, as the user types it) and a raw value, and returns the
-typed value or raises :class:`bench.errors.ConfigError` with one line naming the parameter and what
-is allowed. The parameter table (:mod:`bench.config.parameters`) says which parser each uses.
-"""
+"""Parsers for run parameter values (text or TOML values); each returns the typed value or raises ConfigError
+naming the parameter (upper case) and what is allowed."""
 
 from __future__ import annotations
 
@@ -18,10 +14,7 @@ _DURATION_ALLOWED = "a number with a unit ms, s, m or h (e.g. 30s, 2m), or a num
 
 
 def parse_duration_s(param: str, value: Any) -> float:
-    """Parse ``"30s"``, ``"2m"``, ``"500ms"``, ``"1h"`` or a plain number of seconds.
-
-    Returns seconds (float). Raises :class:`ConfigError` naming ``param``.
-    """
+    """``"30s"``, ``"2m"``, ``"500ms"``, ``"1h"`` or a plain number → seconds (float). Raises ConfigError."""
     if isinstance(value, bool):
         raise ConfigError(param, f"{value!r} is not a duration; allowed: {_DURATION_ALLOWED}")
     if isinstance(value, (int, float)):
@@ -35,18 +28,15 @@ def parse_duration_s(param: str, value: Any) -> float:
 
 
 def whole_seconds(param: str, raw: Any, seconds: float) -> None:
-    """Refuse a duration that is not a whole number of seconds (raises :class:`ConfigError`).
-
-    The run measures in one-second intervals from the load start, so the warm-up and the
-    measured window are whole numbers of them; 500ms would otherwise be rounded silently."""
+    """Raise ConfigError for a duration (s) that is not a whole number of seconds."""
     if abs(seconds - round(seconds)) > 1e-9:
         raise ConfigError(param, f"{raw!r} is not a whole number of seconds; allowed: whole seconds, e.g. "
                                  "0s, 5s, 2m (the run measures in one-second intervals)")
 
 
 def parse_int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
-    """An integer from ``minimum`` to ``maximum`` (inclusive; no upper bound when None); ``1_000`` is
-    allowed, a bool or a fraction is not. Raises ConfigError naming ``param``."""
+    """An integer in [``minimum``, ``maximum``] (no upper bound when None); ``1_000`` allowed, a bool or a
+    fraction not. Raises ConfigError."""
     allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
     if isinstance(value, bool):
         raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}")
@@ -61,8 +51,7 @@ def parse_int(param: str, value: Any, *, minimum: int, maximum: int | None = Non
 
 def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False,
                  maximum: float | None = None) -> float:
-    """A finite number >= ``minimum`` (> it when ``strict``) and <= ``maximum`` when given. Raises
-    ConfigError naming ``param``."""
+    """A finite number >= ``minimum`` (> with ``strict``), <= ``maximum`` when given. Raises ConfigError."""
     allowed = f"a number {'>' if strict else '>='} {minimum:g}" + (f" and <= {maximum:,g}" if maximum is not None else "")
     if isinstance(value, bool):
         raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}")
@@ -77,7 +66,7 @@ def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False
 
 
 def parse_share(param: str, value: Any) -> float:
-    """A fraction from 0 to 1. Raises ConfigError naming ``param``."""
+    """A fraction from 0 to 1. Raises ConfigError."""
     try:
         number = parse_number(param, value, minimum=0.0)
     except ConfigError:
@@ -104,8 +93,8 @@ def parse_priority_mix(value: Any) -> tuple[tuple[int, float], ...]:
 
 
 def parse_bursts(value: Any) -> tuple[tuple[float, float, float], ...]:
-    """Producer bursts: ``[{start_s, end_s, rate}]`` (TOML) or ``"start-end@rate;..."`` →
-    ((start_s, end_s, rate_jobs_per_s), ...), seconds since the measured start."""
+    """``[{start_s, end_s, rate}]`` (TOML) or ``"start-end@rate;..."`` → ((start_s, end_s, jobs/s), ...), seconds
+    since the measured start."""
     allowed = "start-end@rate items separated by ';' (seconds since measured start, jobs/s), e.g. 10-15@2000"
     if value in (None, "", []):
         return ()
@@ -126,8 +115,7 @@ def parse_bursts(value: Any) -> tuple[tuple[float, float, float], ...]:
 
 
 def parse_flag(param: str, value: Any) -> bool:
-    """A yes/no: a bool (the command line's ``--name``/``--no-name``, a TOML ``true``/``false``) or
-    ``1``/``0`` (Make's, and TOML's integers) → bool; raises ConfigError naming ``param``."""
+    """A bool, or ``1``/``0`` (Make, TOML integers) → bool. Raises ConfigError."""
     if isinstance(value, bool):
         return value
     text = str(value).strip()
@@ -139,7 +127,7 @@ def parse_flag(param: str, value: Any) -> bool:
 
 
 def parse_choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
-    """One of ``allowed`` (case-insensitive; returned in lower case). Raises ConfigError naming ``param``."""
+    """One of ``allowed`` (case-insensitive; returned in lower case). Raises ConfigError."""
     text = str(value).strip().lower()
     if text not in allowed:
         raise ConfigError(param, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
@@ -152,10 +140,8 @@ _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def parse_schema(value: Any) -> str:
-    """The tool's own schema name: a lower-case identifier of at most :data:`SCHEMA_MAX_LEN`
-    characters, not a system schema and not ending in ``_state`` (that suffix names the schema of a
-    sweep's saved states, ``<schema>_state``, which must never be another run's schema).
-    Raises ConfigError (``SCHEMA``)."""
+    """A lower-case identifier of at most :data:`SCHEMA_MAX_LEN` characters, not a system schema and not ending
+    in ``_state`` (a sweep's saved states). Raises ConfigError (``SCHEMA``)."""
     schema = str(value)
     if not _SCHEMA_RE.match(schema) or len(schema) > SCHEMA_MAX_LEN:
         raise ConfigError("SCHEMA", f"{schema!r} is not allowed; allowed: a lower-case identifier ([a-z_][a-z0-9_]*, "

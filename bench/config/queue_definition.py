@@ -1,22 +1,5 @@
-"""A user's own queue, described without Python: ``queues/<name>/queue.toml`` (``QUEUE=<name>``), in the
-working directory or shipped in the package (:mod:`bench.config.lookup`).
-
-A queue definition gives the queue table's DDL, how to seed it, the claim as the team wrote it, the
-completion, failure, reaper and enqueue statements, and which columns and predicates the monitor and
-the audit read. The tool runs it with every run parameter that still applies (:func:`applicability`)
-and refuses, in one line, a parameter set explicitly that does not. ``QUEUE=builtin`` (the default)
-runs the tool's own reference queue, whose every part is a parameter: a definition generated from the
-run's parameters (:mod:`bench.engines.postgres.builtin_queue`); ``bench/data/queues/model/`` is an
-example modelled on it.
-
-Statements use named parameters ``:name`` (as pgbench and psql variables do), turned into ``$n``
-placeholders for a server-side prepared statement or into SQL literals (``PREPARED=0``); ``::`` casts,
-quoted strings, quoted identifiers, dollar-quoted bodies and comments are left alone
-(:func:`scan_parameters`). Each statement may use only its own parameters (:data:`STATEMENT_PARAMETERS`).
-The claim may hold ``{locking}``, replaced by the policy's locking clause (``POLICY``).
-
-Standard library only (tomllib): the definition is read before any database is reached.
-"""
+"""A queue definition, ``queues/<name>/queue.toml`` (``QUEUE=<name>``), read and checked for shape; its format is
+docs/queues.md's. Standard library only."""
 
 from __future__ import annotations
 
@@ -102,16 +85,9 @@ _NEVER = {
 
 @dataclasses.dataclass(frozen=True)
 class QueueDefinition:
-    """One queue definition, checked for shape (not yet against a database).
-
-    ``name``: what ``QUEUE`` named; ``path``: the ``queue.toml``; ``table``: the queue table's name
-    inside the tool's schema; ``ddl``: its DDL (run with ``search_path`` set to the tool's schema, so
-    unqualified names land there); ``indexes``: index variant name -> DDL (``INDEX``), with
-    ``default_index``; ``columns``, ``predicates``: see :data:`COLUMNS`, :data:`PREDICATES`;
-    ``statements``: name -> SQL with ``:name`` parameters; ``defaults``: run parameter key -> value
-    (the definition's own defaults, e.g. ``lease_s``); ``settings``: server settings (GUC name -> text
-    value) of the workers' sessions, as the team's application sets them (``SET name = value`` on each
-    worker's connection before its statements are prepared)."""
+    """One queue definition, checked for shape. ``table`` is the queue table's name in the tool's schema;
+    ``indexes`` variant name -> DDL; ``statements`` name -> SQL with ``:name`` parameters; ``defaults`` run
+    parameter key -> value; ``settings`` server setting name -> text, set on each worker's session."""
 
     name: str
     path: Path
@@ -136,8 +112,7 @@ class QueueDefinition:
     parameter_order: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def uses(self, statement: str, parameter: str) -> bool:
-        """True when ``statement`` exists and binds ``:parameter`` (for a statement the library generates,
-        when ``[library] parameters`` says it does)."""
+        """True when ``statement`` exists and binds ``:parameter``."""
         if statement in self.generated:
             return parameter in self.library.get("parameters", {}).get(statement, [])
         text = self.statements.get(statement)
@@ -145,8 +120,7 @@ class QueueDefinition:
 
     @property
     def generated(self) -> tuple[str, ...]:
-        """The statements (and ``ddl``) a queue library's own code writes at run time
-        (:mod:`bench.engines.postgres.libraries`)."""
+        """The statements (and ``ddl``) a queue library's code writes at run time."""
         return tuple((self.library or {}).get("generated", ()))
 
     @property
@@ -161,13 +135,9 @@ class QueueDefinition:
 
 
 def describe_queue(queue: str, mode: str = "sql") -> dict | None:
-    """What a run records of its queue definition (``run.json`` and ``summary.json``
-    ``queue_definition``; the report's "The queue under test"): ``name``, ``path``, ``description``,
-    ``table``, and for a queue library ``library`` {``package``, ``version``, ``measurement``,
-    ``plans``, ``mode`` (``LIBRARY_MODE``: ``worker``, the library's own worker, whose ``measurement``
-    is then its worker's; ``sql``, its statements sent by queue-bench's workers), ``caveat`` (for ``sql``,
-    what that means for its figures, :data:`bench.results.values.LIBRARY_SQL_PATH_CAVEAT`; else None)}.
-    None for ``QUEUE=builtin``."""
+    """``run.json``/``summary.json`` ``queue_definition``: ``name``, ``path``, ``description``, ``table``, and
+    for a queue library ``library`` {``package``, ``version``, ``measurement``, ``plans``, ``mode``,
+    ``caveat``}; None for ``QUEUE=builtin``."""
     if is_builtin(queue):
         return None
     defn = load_queue(queue)
@@ -192,16 +162,13 @@ def known_queues() -> list[str]:
 
 
 def queue_path(name: str) -> Path:
-    """``./queues/<name>/queue.toml`` of the working directory, else the shipped one, or ``name`` itself
-    when it is a path to a ``.toml`` file or to a directory holding ``queue.toml``
-    (:func:`bench.config.lookup.find`). Raises ConfigError (``QUEUE``) naming where it looked and the
-    definitions there are."""
+    """The ``queue.toml`` of ``name`` (:func:`bench.config.lookup.find`). Raises ConfigError (``QUEUE``) naming
+    where it looked and the definitions there are."""
     return find("QUEUE", name, also=(BUILTIN,))
 
 
 def parse_queue(value: Any) -> str:
-    """``QUEUE``'s value: ``builtin`` or the name or path of a definition that exists and is well
-    formed (:func:`load_queue`). Raises ConfigError (``QUEUE``)."""
+    """``QUEUE``'s value: ``builtin`` or a well-formed definition's name or path. Raises ConfigError."""
     name = str(value).strip()
     if name != BUILTIN:
         load_queue(name)
@@ -209,11 +176,8 @@ def parse_queue(value: Any) -> str:
 
 
 def load_queue(name: str) -> QueueDefinition:
-    """Read and check the definition ``name`` (see :func:`queue_path`): TOML, known keys, required
-    parts, each statement's parameters (:data:`STATEMENT_PARAMETERS`), ``{locking}`` in the claim only,
-    index variants and defaults. Raises ConfigError (``QUEUE``) with one line naming what is wrong.
-    The statements are checked against a database later, before any load
-    (:mod:`bench.engines.postgres.defined_engine`)."""
+    """Read and check the definition ``name`` for shape (keys, required parts, each statement's parameters,
+    ``{locking}`` in the claim only, index variants, defaults). Raises ConfigError (``QUEUE``)."""
     path = queue_path(name)
     defn = f"queue {name!r} ({path})"
     try:
@@ -248,8 +212,7 @@ def load_queue(name: str) -> QueueDefinition:
 
 
 def _table(data: dict, defn: str, library: dict | None, generated: set[str]) -> tuple[str, str]:
-    """The ``[table]`` part's name (a lower-case SQL identifier) and DDL (the library's file's when it gives
-    one; "" when the library generates it)."""
+    """The ``[table]`` name (a lower-case identifier) and DDL (the library's file's, or "" when generated)."""
     table = _only(data.get("table", {}), _TABLE_KEYS, defn, "table")
     table_name = _text(table, "name", defn, "table.", required=True)
     if not _IDENT_RE.match(table_name) or len(table_name) > 63:
@@ -261,9 +224,8 @@ def _table(data: dict, defn: str, library: dict | None, generated: set[str]) -> 
 
 
 def _statements(data: dict, defn: str, generated: set[str]) -> dict[str, str]:
-    """The ``[statements]`` given (key -> SQL): the required ones the library does not generate present,
-    each with only its own parameters, ``:worker_id`` only beside a register statement, ``{locking}`` in
-    the claim only."""
+    """The ``[statements]`` (key -> SQL), checked: required ones present, each with only its own parameters,
+    ``:worker_id`` only beside a register statement, ``{locking}`` in the claim only."""
     statements = _only(data.get("statements", {}), STATEMENT_PARAMETERS, defn, "statements")
     for key in generated & set(statements):
         raise _fail(defn, f"statements.{key} is given and generated by the library", "one of the two")
@@ -286,8 +248,8 @@ def _statements(data: dict, defn: str, generated: set[str]) -> dict[str, str]:
 
 
 def _columns_and_predicates(data: dict, defn: str) -> tuple[dict, dict]:
-    """The ``[columns]`` (``id`` and ``eligible_at`` required) and ``[predicates]`` (``eligible`` and ``done``
-    required, conditions without parameters), each value text."""
+    """The ``[columns]`` (``id``, ``eligible_at`` required) and ``[predicates]`` (``eligible``, ``done``
+    required, without parameters), as text."""
     columns = _only(data.get("columns", {}), COLUMNS, defn, "columns")
     for key in ("id", "eligible_at"):
         _text(columns, key, defn, "columns.", required=True)
@@ -304,8 +266,7 @@ def _columns_and_predicates(data: dict, defn: str) -> tuple[dict, dict]:
 
 
 def _indexes(data: dict, defn: str) -> tuple[dict[str, str], str | None]:
-    """The ``[indexes]`` variants (name -> DDL, "" for none) and the default one's name (None without
-    variants)."""
+    """The ``[indexes]`` variants (name -> DDL, "" for none) and the default's name (None without variants)."""
     indexes = dict(_only(data.get("indexes", {}), set(data.get("indexes", {})), defn, "indexes"))
     default_index = indexes.pop("default", None)
     for key, value in indexes.items():
@@ -330,10 +291,8 @@ def _settings(data: dict, defn: str) -> dict[str, str]:
 
 
 def applicability(defn: QueueDefinition, mode: str = "sql") -> dict[str, str]:
-    """Run parameter key -> why it does not apply to ``defn`` (a library's under ``LIBRARY_MODE`` ``mode``),
-    for every parameter that does not. A parameter not listed applies. ``BATCH`` is listed when the claim
-    has no ``:batch`` (it claims what it claims: BATCH stays 1 and the audit counts every row above it as
-    an over-claim)."""
+    """Run parameter key -> why it does not apply to ``defn`` (a library's under ``LIBRARY_MODE`` ``mode``); a
+    key not listed applies. ``BATCH`` is listed when the claim has no ``:batch``."""
     out = _sql_applicability(defn)
     if defn.library is None:
         out["library_mode"] = "it is not a queue library"

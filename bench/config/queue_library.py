@@ -1,8 +1,5 @@
-"""A queue library's part of a queue definition: its ``[library]`` table (the library's own schema and SQL,
-checked against the installed release) and ``[library.worker]`` (how ``LIBRARY_MODE=worker`` runs the
-library's own worker, and the run parameters that do not apply to it). Standard library only: the
-library is located, never imported (it may import a database driver).
-"""
+"""A queue definition's ``[library]`` and ``[library.worker]`` tables. Standard library only: the library is
+located, never imported."""
 
 from __future__ import annotations
 
@@ -38,17 +35,8 @@ WORKER_APPLIES = ("lease_s", "wakeup")
 
 
 def library_of(data: Any, defn: str, statements: dict) -> dict | None:
-    """The ``[library]`` table of a definition that drives a queue library's own schema and SQL, checked:
-    ``package`` (its distribution and import name), ``version`` (the one the definition was written
-    for: another installed version is refused, so the library's SQL is what the definition describes),
-    ``ddl_file`` (the library's own schema file, relative to its installed package directory: its
-    migration), ``generated`` (statement names, and ``ddl``, that the library's code writes at run
-    time: :mod:`bench.engines.postgres.libraries`), ``parameters`` (for each generated statement, the
-    ``:name`` parameters it takes), ``measurement`` and ``plans`` (what the report says about how
-    the library is driven and what its plan figures mean). None when ``data`` is None. The package is
-    located without being imported (it may import a database driver). ``statements``: the statement names
-    and their parameters (:data:`bench.config.queue_definition.STATEMENT_PARAMETERS`). Raises ConfigError
-    (``QUEUE``)."""
+    """The ``[library]`` table, checked (keys: docs/queues.md); None when ``data`` is None. ``statements``: the
+    statement names and their parameters. Raises ConfigError (``QUEUE``), e.g. for another installed version."""
     from importlib import metadata  # here: it imports email, zipfile, csv (~10 ms), which --help does not pay
 
     if data is None:
@@ -79,10 +67,8 @@ def library_of(data: Any, defn: str, statements: dict) -> dict | None:
 
 
 def _worker_of(data: Any, defn: str) -> dict:
-    """``[library.worker]``, checked: ``requires`` (import names its own worker needs beyond the package:
-    a driver), ``install`` (the pip requirement that brings them), ``defaults`` (run parameters set as the
-    library's own defaults are, unless the user sets them), ``wakeup`` (the ``WAKEUP`` values it has),
-    ``workers_per_batch`` (its least concurrency per batch row, 0 for none), ``measurement`` (how its worker is measured, for the report). Raises ConfigError (``QUEUE``)."""
+    """``[library.worker]``, checked: ``requires``, ``install``, ``defaults``, ``wakeup``, ``workers_per_batch``,
+    ``measurement``. Raises ConfigError (``QUEUE``)."""
     if not isinstance(data, dict):
         raise _fail(defn, "[library.worker] is missing", "a [library.worker] table (docs/queues.md)")
     worker = dict(_only(data, _WORKER_KEYS, defn, "library.worker"))
@@ -96,9 +82,8 @@ def _worker_of(data: Any, defn: str) -> dict:
 
 
 def install_extra(package: str) -> str:
-    """The command that installs queue library ``package`` at the release its definition is written for:
-    queue-bench's extra of the same name (``pyproject.toml``, ``[project.optional-dependencies]``); run
-    from a checkout (its Makefile beside the package), the checkout's own ``make install EXTRAS=…``."""
+    """The command that installs queue library ``package`` at its definition's release: the extra of the same
+    name (``pyproject.toml``), or from a checkout ``make install EXTRAS=…``."""
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / "Makefile").is_file() and (checkout / "pyproject.toml").is_file():
         return f"make install EXTRAS={package} (in {checkout}; elsewhere pip install 'queue-bench[{package}]')"
@@ -114,8 +99,8 @@ def _missing(name: str) -> bool:
 
 
 def missing_worker_module(library: dict) -> str | None:
-    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) that cannot
-    be imported here (located, not imported), or None."""
+    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) not installed here,
+    or None."""
     return next((name for name in (library["package"], *library["worker"]["requires"]) if _missing(name)), None)
 
 

@@ -1,17 +1,4 @@
-"""What ``QUEUE`` does to the other run parameters: the one rule for a queue definition's parameters.
-
-With ``QUEUE=builtin`` nothing changes. With a definition (:mod:`bench.config.queue_definition`):
-
-- a parameter that does not apply (:func:`~bench.config.queue_definition.applicability`) is refused in
-  one line when set as an option or Make variable; from a workload file it is dropped with a note; its
-  value is ``n/a`` for a choice (``POLICY``, ``LAYOUT``, ...) and the table's default otherwise (a number
-  the run still reads, such as ``RATE`` 0 or ``BATCH`` 1);
-- ``INDEX`` takes the definition's own variant names (``[indexes]``), its ``default`` unless set;
-- the definition's ``[defaults]`` replace the table's default of a parameter the user did not set;
-- ``LIBRARY_MODE`` (a queue library's: ``worker`` unless set, n/a for every other queue) decides which
-  parameters apply (:func:`~bench.config.queue_definition.applicability`), and under ``worker`` the
-  library's own defaults (``[library.worker] defaults``) come on top of ``[defaults]``.
-"""
+"""What ``QUEUE`` does to the other run parameters: the one rule (docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -28,8 +15,7 @@ from bench.errors import ConfigError
 
 @dataclasses.dataclass(frozen=True)
 class QueueParameters:
-    """The parameters a queue definition decides for one :func:`bench.config.run_config.build_config`
-    call. ``defn`` is None for ``QUEUE=builtin`` (then :meth:`takes` is always False)."""
+    """The parameters a queue definition decides for one ``build_config`` call (``defn`` None: builtin)."""
 
     queue: str
     defn: QueueDefinition | None
@@ -41,9 +27,8 @@ class QueueParameters:
 
     @classmethod
     def of(cls, raw: dict, given: set, engine: str, workload: str) -> "QueueParameters":
-        """From the merged raw values (``raw``: workload file and options), the keys the user set as
-        options (``given``) and the run's engine. Raises ConfigError (``QUEUE`` or the parameter a
-        definition's ``[defaults]`` sets wrongly)."""
+        """From the merged raw values, the keys the user set as options (``given``) and the engine. Raises
+        ConfigError (``QUEUE`` or the parameter a definition's ``[defaults]`` sets wrongly)."""
         queue = BY_KEY["queue"].parse(raw["queue"]) if raw.get("queue") not in (None, "") else BUILTIN
         if queue == BUILTIN:
             if "library_mode" in given:
@@ -70,9 +55,8 @@ class QueueParameters:
 
     @staticmethod
     def _library_mode(defn: QueueDefinition, raw: dict) -> str | None:
-        """A library's ``LIBRARY_MODE`` (``worker`` unless set), None for a definition that is not one.
-        Raises ConfigError (``LIBRARY_MODE``) for a value not allowed, or ``worker`` when what the
-        library's own worker imports is not installed (naming what to install)."""
+        """A library's ``LIBRARY_MODE`` (``worker`` unless set), None otherwise. Raises ConfigError
+        (``LIBRARY_MODE``) for a bad value, or ``worker`` without what its worker imports."""
         if defn.library is None:
             return None
         mode = BY_KEY["library_mode"].parse(raw.get("library_mode", "worker"))
@@ -91,9 +75,8 @@ class QueueParameters:
         return self.defn is not None and (p.key in self.not_applicable or p.key == "index" or p.key in self.defaults)
 
     def value(self, p: Parameter, raw: dict, notes: list[str]) -> Any:
-        """``p``'s value under the definition; a note is added to ``notes`` when a workload file's value
-        is dropped. Raises ConfigError naming ``p`` for a value set that does not apply or that the
-        definition does not offer."""
+        """``p``'s value under the definition; a note in ``notes`` when a file's value is dropped. Raises
+        ConfigError naming ``p`` for a value set that does not apply or is not offered."""
         defn = self.defn
         if p.key == "library_mode" and defn is None:
             return NOT_APPLICABLE
@@ -123,11 +106,10 @@ class QueueParameters:
             raise ConfigError("QUEUE", f"{defn.path}: [defaults] {p.key}: {str(err).split(': ', 1)[1]}") from None
 
     def check(self, values: dict) -> list[str]:
-        """Refuse what a library's own worker cannot run (ConfigError naming the parameter): fewer
-        ``WORKERS`` per process than its ``workers_per_batch`` × ``BATCH`` (unless ``WORKERS`` was left to
-        its default, which is raised to that, with a note: the notes are returned); a fault window on the tool's own workers
-        (``crash_after_claim``, ``late_worker``: its worker is not the tool's); ``process_kill`` outside
-        worker mode or with one process (the run would end with it)."""
+        """Refuse what a library's own worker cannot run (ConfigError naming the parameter): too few ``WORKERS``
+        per process for ``workers_per_batch`` × ``BATCH`` (a default ``WORKERS`` is raised, with a note;
+        returns the notes), ``crash_after_claim``/``late_worker``, ``process_kill`` outside worker mode or
+        with one process."""
         kills = any(f.kind == "process_kill" for f in values["faults"])
         notes: list[str] = []
         if self.mode != "worker":
@@ -158,8 +140,8 @@ class QueueParameters:
         return notes
 
     def _worker_value(self, p: Parameter, value: Any) -> Any:
-        """``value`` of ``p``, refused (ConfigError naming ``p``) when the library's own worker has no such
-        value: a ``WAKEUP`` it does not offer."""
+        """``value`` of ``p``. Raises ConfigError naming ``p`` for a value the library's worker lacks
+        (``WAKEUP``)."""
         if p.key == "wakeup" and self.mode == "worker":
             offered = self.defn.library["worker"]["wakeup"]
             if value not in offered:

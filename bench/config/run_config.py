@@ -1,12 +1,5 @@
-"""A run's parameters: read a workload file, merge overrides, validate, and refuse contradictions.
-
-A run's effective parameters come from the parameter table's defaults
-(:mod:`bench.config.parameters`), then a workload file (``workloads/<name>.toml`` of the working
-directory or the shipped one, or a path to a ``.toml`` file, read with :mod:`tomllib`), then command-line options / Make variables of the same
-name. Validation happens before anything touches a database: a bad value or a contradictory
-combination raises :class:`bench.errors.ConfigError`, which the CLI turns into one line and exit
-status 2.
-"""
+"""A run's parameters: the table's defaults, then a workload file, then options; validated, contradictions
+refused (ConfigError) before any database is reached."""
 
 from __future__ import annotations
 
@@ -29,9 +22,8 @@ from bench.results.slo import open_loop_keys
 
 
 def _table_fields(cls: type) -> type:
-    """``cls`` with one field annotation per row of the parameter table, in table order and before
-    its own: :attr:`~bench.config.parameter.Parameter.attribute` typed
-    :attr:`~bench.config.parameter.Parameter.value_type` (for :func:`dataclasses.dataclass`)."""
+    """``cls`` with one annotation per table row (:attr:`Parameter.attribute`: :attr:`Parameter.value_type`),
+    before its own."""
     table = {p.attribute: p.value_type for p in PARAMETERS}
     cls.__annotations__ = {**table, **cls.__dict__.get("__annotations__", {})}
     return cls
@@ -40,19 +32,10 @@ def _table_fields(cls: type) -> type:
 @dataclasses.dataclass(frozen=True)
 @_table_fields
 class RunConfig:
-    """Effective, validated parameters of one run: one field per row of the parameter table
-    (:data:`bench.config.parameters.PARAMETERS`), generated from it (:func:`_table_fields`; static
-    type checkers do not see those fields), plus the workload's name, the DSN and notes.
-
-    Durations are in seconds (``duration_s``, ``warmup_s``, ``lease_s``), the job duration in
-    milliseconds (``work_ms``). ``backlog`` 0 means "compute it" (see
-    :func:`bench.runner.compute_backlog`). ``dsn`` None means "start the embedded database".
-    ``notes`` are sentences about what validation changed (a fault or burst window clipped to the
-    measured window); the run's summary carries them. ``autovacuum_settings`` holds
-    ``(full name, value)`` pairs (:func:`bench.config.autovacuum.parse_autovacuum_settings`),
-    a dict in :meth:`public`. A parameter with no meaning on ``engine``
-    holds :data:`bench.config.parameters.NOT_APPLICABLE` (``"n/a"``). Build with :func:`build_config`.
-    """
+    """Effective, validated parameters of one run: one field per row of the parameter table, plus ``workload``,
+    ``dsn`` (None: the embedded server) and ``notes`` (what validation clipped). Durations in s, ``work_ms``
+    in ms; ``backlog`` 0: computed; n/a parameters hold :data:`NOT_APPLICABLE`. Build with
+    :func:`build_config`."""
 
     workload: str = "default"
     dsn: str | None = None
@@ -63,8 +46,8 @@ class RunConfig:
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
     def connections_needed(self) -> int:
-        """Connections a run opens besides its admin connection: the workers, the monitor's
-        two, the reaper, the periodic VACUUM, the producers, the archive mover and the fault windows' own."""
+        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, fault
+        windows."""
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill")))
@@ -79,11 +62,8 @@ class RunConfig:
 
 
 def from_public(data: Mapping[str, Any], dsn: str | None) -> RunConfig:
-    """The :class:`RunConfig` whose :meth:`RunConfig.public` gave ``data`` (a JSON round trip: lists
-    back to tuples, fault windows back to :class:`bench.config.faults.Fault`), with ``dsn`` in
-    place of the masked one. How a distributed run's master hands its configuration to a
-    worker process, which connects with the DSN it was given itself. Raises TypeError or
-    KeyError when ``data`` is not such a dict."""
+    """The RunConfig whose :meth:`RunConfig.public` gave ``data``, with ``dsn`` for the masked one (a distributed
+    run's worker process). Raises TypeError or KeyError for another dict."""
     values = dict(data)
     values["dsn"] = dsn
     values["priority_mix"] = tuple(tuple(pair) for pair in values["priority_mix"])
@@ -102,15 +82,12 @@ def mask_dsn(dsn: str) -> str:
 
 
 def workload_path(name: str) -> Path:
-    """``./workloads/<name>.toml`` of the working directory, else the shipped one, or ``name`` itself
-    when it is a path to a ``.toml`` file (:func:`bench.config.lookup.find`). Raises ConfigError
-    (``WORKLOAD``) naming where it looked and the workloads there are."""
+    """The workload file of ``name`` (:func:`bench.config.lookup.find`). Raises ConfigError (``WORKLOAD``)."""
     return find("WORKLOAD", name)
 
 
 def read_toml(path: Path, param: str) -> dict[str, Any]:
-    """The table of the TOML file ``path`` (workload or sweep file); ConfigError naming ``param``
-    when it is not UTF-8 TOML."""
+    """The table of the TOML file ``path``. Raises ConfigError naming ``param`` when it is not UTF-8 TOML."""
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -119,12 +96,8 @@ def read_toml(path: Path, param: str) -> dict[str, Any]:
 
 
 def load_workload(name: str) -> dict[str, Any]:
-    """Read a workload file (see :func:`workload_path`) and return its table, every value checked
-    against its parameter's TOML type.
-
-    Raises :class:`ConfigError`: ``WORKLOAD`` if the file is missing or not valid TOML; the key's
-    name for an unknown key or a value of the wrong type.
-    """
+    """A workload file's table, every value checked against its parameter's TOML type. Raises ConfigError:
+    ``WORKLOAD`` (missing, not TOML), or the key's name."""
     path = workload_path(name)
     data = read_toml(path, "WORKLOAD")
     for key, value in data.items():
@@ -134,8 +107,8 @@ def load_workload(name: str) -> dict[str, Any]:
 
 
 def _clip_windows(values: dict[str, Any]) -> list[str]:
-    """Refuse fault and burst windows that start at or after the end of the measured window; clip
-    ones that run past it (replacing them in ``values``). Returns a note per clipped window."""
+    """Refuse fault and burst windows starting at or after the measured window's end, clip those running past it
+    (in ``values``); returns a note per clipped window."""
     duration = values["duration_s"]
     notes = []
     faults = []
@@ -179,10 +152,8 @@ _NEEDS = (
 
 
 def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) -> list[str]:
-    """Refuse parameter values that contradict each other (raises ConfigError naming the parameter
-    that must change) and clip windows that run past the measured window. ``values`` maps RunConfig
-    fields to parsed values and is updated in place; ``given`` holds the keys the user set (in a
-    workload file or as an option), which :data:`_NEEDS` checks. Returns notes on what was clipped."""
+    """Refuse contradictory values (ConfigError naming the parameter to change) and clip windows; ``values``
+    (RunConfig fields) is updated in place, ``given`` the keys the user set. Returns the notes."""
     for key, needs, holds in _NEEDS:
         if key in given and not holds(values):
             raise ConfigError(key.upper(), f"has no effect without {needs}; allowed: set {needs}, or leave "
@@ -240,8 +211,8 @@ DSN_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "maria
 
 
 def engine_of_dsn(dsn: str | None) -> str | None:
-    """The engine a DSN's scheme names (:data:`DSN_SCHEMES`): ``postgres`` for a libpq ``key=value``
-    string, None for no DSN. Raises ConfigError (``DSN``) for a scheme no engine knows."""
+    """The engine a DSN's scheme names (``postgres`` for key=value, None for no DSN). Raises ConfigError
+    (``DSN``) for an unknown scheme."""
     if dsn is None or not dsn.strip():
         return None
     match = re.match(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://", dsn)
@@ -255,8 +226,8 @@ def engine_of_dsn(dsn: str | None) -> str | None:
 
 
 def choose_engine(given: Any, dsn: str | None) -> str:
-    """The run's engine: ``ENGINE`` when given (checked against the DSN's scheme), else the DSN's,
-    else ``postgres``. Raises ConfigError (``ENGINE``) for an unknown engine or one the DSN contradicts."""
+    """``ENGINE`` when given, else the DSN's, else ``postgres``. Raises ConfigError (``ENGINE``) for an unknown
+    engine or one the DSN contradicts."""
     from_dsn = engine_of_dsn(dsn)
     if given is None or given == "":
         return from_dsn or ENGINES[0]
@@ -268,9 +239,8 @@ def choose_engine(given: Any, dsn: str | None) -> str:
 
 
 def engine_dsn(engine: str) -> str | None:
-    """The DSN given for one engine in the environment (``DSN_POSTGRES``, ``DSN_MARIADB``), or None:
-    what a run with ``ENGINE`` set and no ``--dsn``, and each engine's cells of a sweep, use before
-    falling back to that engine's embedded server. Raises ConfigError when it is set but empty."""
+    """``DSN_POSTGRES``/``DSN_MARIADB`` for ``engine`` from the environment, or None. Raises ConfigError when set
+    but empty."""
     name = f"DSN_{engine.upper()}"
     value = os.environ.get(name)
     if value is None:
@@ -283,17 +253,9 @@ def engine_dsn(engine: str) -> str | None:
 
 def build_config(workload: str = "default", overrides: Mapping[str, Any] | None = None,
                  dsn: str | None = None) -> RunConfig:
-    """Merge the table's defaults, a workload file and overrides, and validate every value.
-
-    ``overrides`` maps lower-case keys (as in the TOML file) to raw values (strings from the
-    command line or typed values); None and "" are ignored. ``dsn`` None or blank means the
-    embedded server, unless the environment gives the engine's own (:func:`engine_dsn`). The
-    engine (:func:`choose_engine`) picks each unset parameter's default
-    (:meth:`bench.config.parameters.Parameter.default_on`); a value set that the engine cannot
-    honour is refused (:meth:`~bench.config.parameters.Parameter.check_on`). Returns a
-    :class:`RunConfig`. Raises :class:`ConfigError` naming the first bad parameter (in table
-    order), then the first contradiction.
-    """
+    """A :class:`RunConfig` from the table's defaults (per engine), a workload file and ``overrides`` (lower-case
+    keys -> raw values; None and "" ignored); ``dsn`` None or blank: :func:`engine_dsn`, else embedded. Raises
+    ConfigError naming the first bad parameter (table order), then the first contradiction."""
     raw = dict(load_workload(workload))
     given = set()  # keys set by the caller (options, Make variables, a sweep), not by the workload file
     for key, value in (overrides or {}).items():

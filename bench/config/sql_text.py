@@ -1,5 +1,5 @@
-"""SQL text as queue definitions write it: what is quoted or commented (left alone), where ``{locking}``
-stands, and the ``:name`` parameters and their rendering as ``$n`` or literals. Standard library only."""
+"""SQL text as queue definitions write it: quoted and commented spans, ``{locking}``, and ``:name`` parameters
+rendered as ``$n`` or literals. Standard library only."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ LOCKING_PLACEHOLDER = "{locking}"
 
 
 def skip_quoted(text: str, i: int) -> int | None:
-    """When a quoted or commented token starts at ``text[i]`` ('…' strings, E'…' too, "…"
-    identifiers, $tag$…$tag$ bodies, -- and /* */ comments): the index just after it; else None."""
+    """The index just after a quoted or commented token starting at ``text[i]`` ('…', E'…', "…", $tag$…$tag$, --
+    and /* */), else None."""
     n, c = len(text), text[i]
     if c == "'":
         backslash = i > 0 and text[i - 1] in "eE"
@@ -60,8 +60,7 @@ def outside_quotes(text: str, token: str) -> list[int]:
 
 
 def has_locking(text: str) -> bool:
-    """True when ``{locking}`` stands in SQL ``text`` outside quoted strings, identifiers, dollar-quoted
-    bodies and comments."""
+    """True when ``{locking}`` stands in ``text`` outside what :func:`skip_quoted` skips."""
     return bool(outside_quotes(text, LOCKING_PLACEHOLDER))
 
 
@@ -73,8 +72,8 @@ def replace_locking(text: str, clause: str) -> str:
 
 
 def scan_parameters(text: str) -> list[tuple[int, int, str]]:
-    """The ``:name`` parameters of SQL ``text`` as ``(start, end, name)`` (character offsets, the
-    colon included), skipping ``::`` casts and what :func:`skip_quoted` skips."""
+    """``(start, end, name)`` of each ``:name`` in ``text`` (offsets, colon included), skipping ``::`` casts and
+    what :func:`skip_quoted` skips."""
     found = []
     i, n = 0, len(text)
     while i < n:
@@ -97,9 +96,8 @@ def scan_parameters(text: str) -> list[tuple[int, int, str]]:
 
 
 def render(text: str, placeholder, order: tuple[str, ...] = ()) -> tuple[str, list[str]]:
-    """``text`` with each ``:name`` replaced by ``placeholder(position, name)`` (positions from 1, one
-    per distinct name: those of ``order`` first, in its order, then the others in order of first use);
-    returns the text and the names in position order."""
+    """(``text`` with each ``:name`` replaced by ``placeholder(position, name)``, the names in position order);
+    positions from 1, one per distinct name, ``order``'s first."""
     order = list(order)
     out, last = [], 0
     for start, end, name in scan_parameters(text):

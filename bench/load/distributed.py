@@ -1,23 +1,5 @@
-"""The run driver of ``PROCESSES > 1``: Locust's own master and worker runners on this machine.
-
-This process runs Locust's ``MasterRunner`` (and, in :mod:`bench.runner`, the clock, the monitor,
-the reaper and the audit); ``cfg.processes`` worker processes (:mod:`bench.load.worker_process`)
-each run a ``WorkerRunner`` with the users Locust's master gives them (it splits the workers
-evenly) on connections of their own. Each second the master asks every process to close that
-second (``qbench_rotate``) and merges what they send back with its own recorder's second
-(:func:`bench.measure.interval_codec.merge`): histograms added bucket by bucket, so a merged
-percentile is the percentile of the union of the values. A process that does not answer within
-:data:`ROTATE_WAIT_S` is missing from that second, which is recorded (``missing_seconds``); one
-whose OS process has exited, or that answered none of :data:`LOST_AFTER_S` seconds in a row, is
-lost (its users stop with it; Locust's master hands them to the others about 60 s later).
-
-Each second also carries that second's claim-log lines, stamped with the time they were written;
-the master keeps each process's lines in a file of its own. As the load stops, every process
-sends the stop phase's second, its last lines and the plan state its workers read on their own
-sessions; the files are merged in the order of their stamps into the run's claim log
-(:func:`bench.measure.claimlog.merge_stamped`) for the audit, which checks the database's facts
-either way.
-"""
+"""The run driver of ``PROCESSES > 1``: Locust's master runner here, its worker runners in
+:mod:`bench.load.worker_process` processes, each second merged exactly (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -59,8 +41,8 @@ EXTERNAL_WAIT_S = 300.0
 
 
 def run_driver(cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, external: tuple[str, int, float] | None, log):
-    """The run's driver: :class:`DistributedDriver` with ``PROCESSES > 1`` or workers started elsewhere
-    (``external``: bind host, port and, optionally, the seconds to wait for them), else :class:`bench.load.driver.LocalDriver`."""
+    """:class:`DistributedDriver` with ``PROCESSES > 1`` or ``external`` workers (bind host, port, optional
+    seconds to wait), else :class:`bench.load.driver.LocalDriver`."""
     if cfg.processes > 1 or external:
         return DistributedDriver(cfg, ctx, dsn, external=external, log=log)
     return LocalDriver(cfg, ctx)
@@ -73,13 +55,9 @@ def _free_port() -> int:
 
 
 class DistributedDriver(MergedProcesses):
-    """``cfg.processes`` Locust worker processes under this process's Locust master, sharing ``ctx``'s
-    configuration; ``dsn`` is the database they connect to (handed over in their environment).
-
-    ``processes`` after the run: one dict per process, ``{"process", "pid", "workers" (connected as the load started),
-    "lost" (bool), "missing_seconds" (seconds it did not answer), "cpu_max_pct", "counters"
-    (its jobs_claimed, jobs_completed, claims, errors over the whole run)}``.
-    """
+    """``cfg.processes`` Locust worker processes under this process's master, sharing ``ctx``'s configuration, on
+    ``dsn``. :attr:`processes`: per process ``{"process", "pid", "workers", "lost", "missing_seconds",
+    "cpu_max_pct", "counters"}``."""
 
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int, float] | None = None,
                  log=print):
@@ -111,9 +89,8 @@ class DistributedDriver(MergedProcesses):
 
     # -- messages from the processes
     def _on_hello(self, environment, msg, **_):
-        """A worker process is connected and listening: give it its number and the run's
-        configuration (DSN masked: each process connects with its own). Processes beyond
-        ``cfg.processes`` get none and time out."""
+        """Give a connected process its number and the run's configuration (DSN masked); one beyond
+        ``cfg.processes`` gets none."""
         client_id = msg.node_id
         if client_id in self.clients:
             return
@@ -148,10 +125,8 @@ class DistributedDriver(MergedProcesses):
 
     # -- the run driver
     def _alive(self) -> list[int]:
-        """The processes still running; the others are marked lost: one started here whose OS process
-        has exited, or any that has answered none of the last :data:`LOST_AFTER_S` seconds (a
-        process that is only late, e.g. while Locust hands it more users, misses those seconds
-        and stays)."""
+        """The processes still running; marks lost one whose OS process exited or that answered none of the last
+        :data:`LOST_AFTER_S` seconds."""
         alive = []
         for i in sorted(self.stats):
             if i in self.done:  # it reported as it stopped, and exits EXIT_AFTER_DONE_S later: not lost
@@ -171,9 +146,8 @@ class DistributedDriver(MergedProcesses):
         return alive
 
     def start(self) -> None:
-        """Start the processes (or, with ``external``, wait for them to connect), wait until each has
-        its configuration and its sessions, then start every user (Locust splits them between the
-        processes). Raises RunFailed naming the process that failed or did not come."""
+        """Start the processes (or wait for ``external`` ones), each with its configuration and sessions, then
+        every user. Raises RunFailed naming the process that failed or did not come."""
         if self.external is None:
             env = {**os.environ, DSN_ENV: self.dsn}
             for i in range(1, self.cfg.processes + 1):  # numbered here by start; renumbered below
@@ -217,8 +191,8 @@ class DistributedDriver(MergedProcesses):
         return lines[-1] if lines else f"process {i} exited with status {self.procs[i].returncode}"
 
     def wait_connected(self) -> float:
-        """Wait until every worker of every process has its first connection (at most
-        :data:`CONNECT_WAIT_S`), then let them all claim; the seconds waited."""
+        """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim; the
+        seconds waited."""
         started = time.monotonic()
         while sum(self.connected.values()) < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
             if not self._alive():
@@ -232,7 +206,7 @@ class DistributedDriver(MergedProcesses):
 
     def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """Close second ``index`` here and in every live process; merge what arrives within
-        :data:`ROTATE_WAIT_S` (a process later than that is missing from this second)."""
+        :data:`ROTATE_WAIT_S`."""
         own = recorder.rotate(index, start_s, end_s)
         alive = self._alive()
         self._last_t_s = index - int(round(self.cfg.warmup_s))
@@ -240,16 +214,14 @@ class DistributedDriver(MergedProcesses):
         return self._merge_second(own, index, alive, ROTATE_WAIT_S)
 
     def running_workers(self) -> int:
-        """Workers running in every process not lost, each as of the latest second it sent (a late
-        process counts with its previous second's)."""
+        """Workers running in every process not lost, each as of the latest second it sent."""
         if self._workers_at_stop is not None:
             return self._workers_at_stop
         return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
-        """Tell each process how many of its workers the window applies to
-        (:func:`bench.config.faults.split_choice` over the workers each has connected); each picks
-        that many of its own at random (``qbench_fault``)."""
+        """Tell each process how many of its workers the window takes (:func:`bench.config.faults.split_choice`);
+        each picks that many of its own."""
         while sum(self.connected.values()) < self.cfg.workers and not given_up() and self._alive():
             gevent.sleep(0.001)
         counts = split_choice({i: self.connected.get(i, 0) for i in self._alive()}, fault.share)
@@ -262,8 +234,8 @@ class DistributedDriver(MergedProcesses):
         self.master.send_message("qbench_fault", {"kind": kind, "open": False})
 
     def stop(self) -> None:
-        """Let every process's workers finish their cycle, stop the users, collect what each
-        process reports as it stops, and merge the claim logs into ``ctx.log``."""
+        """Let the workers finish their cycle, stop the users, collect each process's report, and merge the claim
+        logs into ``ctx.log``."""
         self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it
         self.master.send_message("qbench_stopping")
         self.master.stop()
@@ -278,8 +250,7 @@ class DistributedDriver(MergedProcesses):
         self._merge_claim_logs()
 
     def quit(self) -> None:
-        """Quit the master and wait for the processes (each exits once it has reported as it stopped);
-        remove the claim log files."""
+        """Quit the master, wait for the processes to exit, remove the claim log files."""
         self.master.quit()
         for proc in self.procs.values():
             try:
@@ -290,8 +261,7 @@ class DistributedDriver(MergedProcesses):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def kill(self) -> None:
-        """Stop every process started here now, and tell those started elsewhere to exit; remove the
-        claim log files."""
+        """Stop every process started here now, tell the others to exit; remove the claim log files."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()

@@ -1,11 +1,5 @@
-"""The run driver: what starts and stops a run's Locust users, behind one interface.
-
-:class:`RunDriver` is what :mod:`bench.runner` asks of the swarm: start the users, stop them
-(each finishes its cycle, up to a stop timeout), quit. :class:`LocalDriver` runs them in this
-process with Locust's own ``LocalRunner``; a distributed driver (Locust's master and worker
-runners) implements the same three methods. The run context reaches every user through the
-Locust ``Environment`` (``environment.run_context``), never through class attributes.
-"""
+"""The run driver (:class:`RunDriver`): what starts and stops a run's Locust users; :class:`LocalDriver` runs
+them in this process (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -41,40 +35,35 @@ class RunDriver(Protocol):
         """Close second ``index``: every process's values of it, merged exactly."""
 
     def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
-        """The load generator's CPU over the second just closed: ``own`` (this process's), or the
-        busiest process's."""
+        """The load generator's CPU over the second just closed (% of a core): ``own``, or the busiest process's."""
 
     def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """The stop phase's second, after :meth:`stop`: every process's last values, merged."""
 
     def measured(self, t_s: int) -> None:
-        """The second just closed (:meth:`rotate`, :meth:`tail`) is measured second ``t_s``: count each
-        process's part, and write its row of ``processes.csv``."""
+        """Count the second just closed as measured second ``t_s`` and write its ``processes.csv`` rows."""
 
     def running_workers(self) -> int:
-        """Workers running as the second just closed ended (Locust's web UI can change it); after
-        :meth:`stop`, those running as it began."""
+        """Workers running as the second just closed ended; after :meth:`stop`, as it began."""
 
     def open_fault(self, fault, given_up) -> None:
-        """Open a ``crash_after_claim`` or ``late_worker`` window (a :class:`bench.config.faults.Fault`)
-        on :func:`bench.config.faults.fault_count` of the workers, chosen at random among all of them,
-        once every worker has started (or ``given_up()`` is true)."""
+        """Open a ``crash_after_claim`` or ``late_worker`` window on :func:`bench.config.faults.fault_count` of
+        the workers, chosen at random, once every worker has started (or ``given_up()``)."""
 
     def close_fault(self, kind: str) -> None:
         """Close the window of fault ``kind`` opened by :meth:`open_fault`."""
 
     def open_process_logs(self, open_logs, per_second) -> None:
-        """Write each process's measured seconds to ``per_second`` (a
-        :class:`bench.results.run_files.ProcessSeconds`), and with several processes each one's
-        histograms to ``open_logs(i)`` as well."""
+        """Write each process's measured seconds to ``per_second`` (``ProcessSeconds``), and with several
+        processes its histograms to ``open_logs(i)``."""
 
     def close_process_logs(self) -> None:
         """Close what :meth:`open_process_logs` opened, ``processes.csv`` included."""
 
     @property
     def processes(self) -> list[dict]:
-        """What each load generator process did: ``{"process", "pid", "workers", "lost",
-        "missing_seconds", "cpu_max_pct", "counters"}`` per process."""
+        """Per load generator process: ``{"process", "pid", "workers", "lost", "missing_seconds", "cpu_max_pct",
+        "counters"}``."""
 
     def stop(self) -> None:
         """Stop the users: each finishes its current cycle, within the stop timeout."""
@@ -87,18 +76,15 @@ class RunDriver(Protocol):
 
 
 def stop_timeout_s(cfg: RunConfig) -> float:
-    """Seconds a stopping user may take: the longest cycle (a batch of jobs, or under ``hold`` the
-    convoy of every worker's batch), at least 10 s, plus the EXPLAIN one worker runs as it stops."""
+    """Seconds a stopping user may take: the longest cycle (under ``hold`` every worker's batch), at least 10 s,
+    plus the EXPLAIN one worker runs as it stops."""
     cycle_s = 2 * cfg.work_ms * cfg.batch / 1000.0 * (cfg.workers if cfg.txn == "hold" else 1)
     return max(10.0, cycle_s) + swarm.EXPLAIN_TIMEOUT_MS / 1000.0 + 5
 
 
 def user_classes(cfg: RunConfig) -> list[type]:
-    """This run's Locust user classes: subclasses of its own, ``cfg.producers`` producers with ``RATE``
-    (``fixed_count``: Locust starts them first) and workers for every other user, so that a user
-    count of :func:`users` starts ``cfg.workers`` workers and another count (the web UI's) changes
-    only the workers. The same names in every process of a distributed run, which is how Locust's
-    master tells its workers what to start."""
+    """This run's Locust user classes: ``cfg.producers`` producers with ``RATE`` (``fixed_count``) and workers
+    for every other user; the same names in every process of a distributed run."""
     classes = [type("QueueWorker", (swarm.QueueWorker,), {"weight": 1})]
     if cfg.rate > 0:
         classes.append(type("Producer", (Producer,), {"fixed_count": cfg.producers}))
@@ -115,8 +101,7 @@ CONNECT_WAIT_S = 60.0
 
 
 class LocalDriver:
-    """The users of one run in this process (Locust's ``LocalRunner``): ``cfg.workers`` workers
-    and, with ``RATE``, ``cfg.producers`` producers, sharing ``ctx``."""
+    """The users of one run in this process (Locust's ``LocalRunner``), sharing ``ctx``."""
 
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext):
         self.cfg, self.ctx = cfg, ctx
@@ -136,10 +121,8 @@ class LocalDriver:
         self._runner.start(self.users, spawn_rate=self.users * 10)
 
     def wait_connected(self) -> float:
-        """Wait until every worker has opened its first connection (at most :data:`CONNECT_WAIT_S`),
-        then let them claim (``ctx.go``); return the seconds waited. Opening 50 PyMySQL connections in
-        one process took longer than a 1 s warm-up, and the first measured seconds then held no full
-        swarm."""
+        """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim
+        (``ctx.go``); the seconds waited."""
         started = time.monotonic()
         while self.ctx.connected_workers < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
             gevent.sleep(0.02)
@@ -174,8 +157,7 @@ class LocalDriver:
         self.ctx.active_faults.pop(kind, None)
 
     def measured(self, t_s: int) -> None:
-        """The second just closed is measured second ``t_s``: count it for :attr:`processes`, and
-        write its row of ``processes.csv``."""
+        """Count the second just closed as measured second ``t_s`` and write its ``processes.csv`` row."""
         parts = MeasuredParts()
         parts.parts, parts.cpus = {1: self._last}, {1: self._last_cpu[0]}  # held by the run, not released here
         parts.count({1: self._stats})
@@ -183,8 +165,7 @@ class LocalDriver:
             self._per_second.write(t_s, 1, self._last_cpu, self._last)
 
     def open_process_logs(self, open_logs, per_second) -> None:
-        """``processes.csv`` rows go to ``per_second``; no histogram logs of its own: with one process
-        the run's are that process's."""
+        """``processes.csv`` rows to ``per_second``; no histogram logs of its own."""
         self._per_second = per_second
 
     def close_process_logs(self) -> None:

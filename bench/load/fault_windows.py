@@ -1,11 +1,4 @@
-"""A fault window of a run (``FAULTS``, :mod:`bench.config.faults`): opened at its start, closed at its
-end, in seconds since the measured start, on the run's clock (:mod:`bench.measure.seconds`).
-
-What the window does depends on its kind: ``crash_after_claim`` and ``late_worker`` mark the
-workers they apply to in the run context (``ctx.active_faults``), which the workers read;
-``long_transaction`` holds a snapshot on a connection of its own; ``backend_kill`` terminates a
-worker's backend every ``every_s``. The database is reached only through the engine.
-"""
+"""A ``FAULTS`` window opened and closed on the run's clock, in seconds since the measured start."""
 
 from __future__ import annotations
 
@@ -19,8 +12,7 @@ __all__ = ["fault_window", "mark_workers"]
 
 
 def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
-    """Open a ``crash_after_claim`` or ``late_worker`` window on the workers ``chosen`` (names) of the
-    run context ``ctx`` (:class:`bench.load.swarm.SwarmContext`); each worker reads it."""
+    """Open a ``crash_after_claim`` or ``late_worker`` window on the workers ``chosen`` (names) of ``ctx``."""
     ctx.late_extra_s = extra_s
     ctx.crashed.clear()
     ctx.active_faults[kind] = chosen
@@ -28,14 +20,8 @@ def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
 
 def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_warm: int,
                  recorder: metrics.Recorder, log) -> None:
-    """Open ``fault``'s window at its start (seconds since measured start), close it at its end.
-    ``driver`` is the run driver (:class:`bench.load.driver.RunDriver`), which marks the chosen
-    workers in whichever processes run them.
-
-    The window opens only once the main loop has rotated into the second it starts in: the tick
-    and the window are due at the same instant, and if the window went first, what it causes
-    (a crash right after a claim) would be counted in the second before, a warm-up one when the
-    window starts at 0, and vanish from the measured figures."""
+    """Open ``fault``'s window at its start (s since measured start), once the main loop has rotated into that
+    second, and close it at its end; ``driver`` marks the chosen workers in their processes."""
     clock.sleep_until(n_warm + fault.start_s)
     while recorder.rotations < n_warm + math.floor(fault.start_s):
         gevent.sleep(0.001)

@@ -1,18 +1,6 @@
-"""The run driver of ``LIBRARY_MODE=worker``: a queue library's own worker in ``PROCESSES`` processes of its
-own, and with ``RATE`` one more process of the library's own producers.
-
-The processes are started fresh (``engine.library_worker_command``: no gevent, no Locust, the library's
-own asyncio event loop) and spoken to over their standard streams, one JSON line per message (the
-protocol: :mod:`bench.engines.postgres.library_workers`), each in a session of its own (a terminal's
-Ctrl-C reaches the run, which stops them in order). Each second this process asks every one to close
-that second and merges what they send back with its own recorder's second
-(:func:`bench.measure.interval_codec.merge`), as :class:`bench.load.distributed.DistributedDriver` does
-with Locust's processes; their claim-log lines, stamped, are merged in
-the order of their stamps into the run's claim log for the audit as the load stops: each process writes
-its lines to its own file as it writes them (one ``write`` each), so a process killed mid-second loses
-none of the events it had written. A process whose OS
-process exits before it reported as it stopped is lost, and the run says which (its pid and exit status).
-"""
+"""The run driver of ``LIBRARY_MODE=worker``: a queue library's own worker in ``PROCESSES`` processes (and with
+``RATE`` one of its producers), spoken to over their standard streams in JSON lines
+(:mod:`bench.engines.postgres.library_workers`), each second merged exactly (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -106,8 +94,7 @@ class LibraryWorkersDriver(MergedProcesses):
         return lines[-1] if lines else "nothing on its stderr"
 
     def _alive(self) -> list[int]:
-        """The processes still running; one whose OS process exited before it reported as it stopped is
-        marked lost, once, with a line naming it."""
+        """The processes still running; one whose OS process exited before it reported is marked lost, once."""
         alive = []
         for i, proc in sorted(self.procs.items()):
             if i in self.done:
@@ -126,8 +113,8 @@ class LibraryWorkersDriver(MergedProcesses):
 
     # -- the run driver
     def start(self) -> None:
-        """Start every process and wait until each has opened its library's app. Raises RunFailed naming
-        the process that failed (its own line) or did not start."""
+        """Start every process and wait until each has opened its library's app. Raises RunFailed naming the
+        process that failed or did not start."""
         env = {**os.environ, **self.env}
         for i, (role, workers) in self.roles.items():
             # A session of its own: a terminal's Ctrl-C reaches this process only, which stops them in order.
@@ -192,8 +179,7 @@ class LibraryWorkersDriver(MergedProcesses):
         return i
 
     def stop(self) -> None:
-        """Stop every process as the library stops (jobs in progress finish), collect what each reports, and
-        merge the claim logs into ``ctx.log``."""
+        """Stop every process as the library stops, collect their reports, merge the claim logs into ``ctx.log``."""
         self._workers_at_stop = self.running_workers()
         alive = self._alive()
         for i in alive:
@@ -225,7 +211,7 @@ class LibraryWorkersDriver(MergedProcesses):
 
     @property
     def processes(self) -> list[dict]:
-        """What each process did (the shape of :attr:`bench.load.distributed.DistributedDriver.processes`), with
-        its ``role`` (``worker`` or ``producer``)."""
+        """Per process, as :attr:`bench.load.distributed.DistributedDriver.processes`, with ``role`` (``worker``
+        or ``producer``)."""
         self.measured_parts.hold({}, {})
         return [finish_process_stats(self.stats[i]) | {"role": self.roles[i][0]} for i in sorted(self.stats)]

@@ -1,10 +1,5 @@
-"""What the run asks of Locust's ``MasterRunner`` that Locust has no option for: which Locust workers
-take part in the run. Used by :class:`bench.load.distributed.DistributedDriver`.
-
-Locust's master hands a share of the users to every worker that connects, at once, even while a
-test runs (``locust.runners.MasterRunner.client_listener``, ``client_ready``): a worker the run
-refuses must get none, nor take any from the run's processes.
-"""
+"""Which Locust workers take part in a run: a latecomer the run refuses gets none of its users
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -22,10 +17,8 @@ def drop_workers(master, client_ids: Iterable[str]) -> None:
 
 
 def keep_out_latecomers(master, unwanted: Callable[[str], bool]) -> None:
-    """From now on, a Locust worker that connects while ``unwanted(client_id)`` is true gets no users.
-    Locust fires ``worker_connect`` just before it files the newcomer and redispatches, so the
-    master's dispatcher is hidden until Locust has done so, then the newcomer is dropped
-    (:func:`drop_workers`) and the dispatcher restored: the run's users stay where they are."""
+    """From now on a Locust worker that connects while ``unwanted(client_id)`` gets no users: the dispatcher is
+    hidden while Locust files the newcomer (``worker_connect`` fires first), then it is dropped."""
 
     def on_connect(client_id, **_):
         dispatcher = master._users_dispatcher  # noqa: SLF001 - Locust has no switch for this

@@ -1,15 +1,8 @@
-"""What the drivers of several load processes share (:class:`bench.load.distributed.DistributedDriver`, Locust's
-processes; :class:`bench.load.library_driver.LibraryWorkersDriver`, a queue library's own): each second, the
-processes' parts merged exactly with this process's own (:func:`bench.measure.interval_codec.merge`), each
-process's part counted, written to its own histogram logs and its row of ``processes.csv``, and the busiest
-process's CPU.
+"""The per-second merge both multi-process drivers share: the processes' parts merged exactly with this
+process's, each counted, written to its own histogram logs and ``processes.csv`` row.
 
-A driver that mixes :class:`MergedProcesses` in sets ``cfg``, ``stats`` (process -> its figures,
-:func:`bench.load.process_stats.new_process_stats`), ``parts`` and ``cpu_parts`` (second -> process -> what
-it sent), ``done`` (process -> its last report, with ``tail``), ``tmp`` (a directory for each process's
-stamped claim-log lines) and ``ctx`` (the run's :class:`bench.load.swarm.SwarmContext`), and calls
-:meth:`_init_merge`.
-"""
+A driver mixing in :class:`MergedProcesses` sets ``cfg``, ``stats``, ``parts``, ``cpu_parts``, ``done``,
+``tmp`` and ``ctx``, and calls :meth:`_init_merge`."""
 
 from __future__ import annotations
 
@@ -37,8 +30,8 @@ class MergedProcesses:
         self._own_lag_p99: int | None = None
 
     def _merge_second(self, own: Interval, index: int, alive: list[int], wait_s: float) -> Interval:
-        """Second ``index``: ``own`` and what the ``alive`` processes send within ``wait_s`` (a process later
-        than that is missing from it, which its ``missing_seconds`` record), merged; ``own`` is released."""
+        """Second ``index``: ``own`` merged with what the ``alive`` processes send within ``wait_s`` (later:
+        missing); ``own`` is released."""
         deadline = time.monotonic() + wait_s
         while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:
             gevent.sleep(0.002)
@@ -66,8 +59,8 @@ class MergedProcesses:
                 fh.write(text)
 
     def _merge_claim_logs(self) -> None:
-        """As the load stops: a process that did not report is lost; every process's lines go into the run's
-        claim log in the order of their stamps (:func:`bench.measure.claimlog.merge_stamped`)."""
+        """As the load stops: mark processes that did not report lost; merge every process's lines into the claim
+        log in stamp order."""
         for i in self.stats:
             if i not in self.done:
                 self.stats[i]["lost"] = True
@@ -84,9 +77,8 @@ class MergedProcesses:
         return merged
 
     def measured(self, t_s: int) -> None:
-        """The second just closed is measured second ``t_s``: count each process's part of it, write it
-        to that process's histogram logs and its row of ``processes.csv`` (this process's, process 0: its
-        CPU and loop lag) (:meth:`open_process_logs`)."""
+        """Count the second just closed as measured second ``t_s``: each process's part to its histogram logs and
+        ``processes.csv`` row (process 0: this one)."""
         self.measured_parts.count(self.stats)
         for i, part in sorted(self.measured_parts.parts.items()):
             if i in self.logs:
@@ -97,11 +89,8 @@ class MergedProcesses:
                 self.per_second.write(t_s, i, self._cpus.get(i, (0.0, 0.0, 0.0)), part)
 
     def open_process_logs(self, open_logs, per_second) -> None:
-        """Write each process's measured seconds to logs of its own too: ``open_logs(i)`` returns the
-        :class:`bench.results.run_files.HistogramLogs` of process ``i`` (its ``write`` and ``close``
-        are used), so that a reader can check the merged logs against the union of the processes';
-        and each second's CPU and loop lag of every process to ``per_second`` (a
-        :class:`bench.results.run_files.ProcessSeconds`)."""
+        """Write each process's measured seconds to its own logs (``open_logs(i)``: a ``HistogramLogs``) and each
+        second's CPU and loop lag to ``per_second`` (``ProcessSeconds``)."""
         self.logs = {i: open_logs(i) for i in sorted(self.stats)}
         self.per_second = per_second
 
@@ -113,7 +102,6 @@ class MergedProcesses:
             self.per_second.close()
 
     def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
-        """The busiest process's CPU over the second just closed (% of a core), this one included:
-        one saturated process is enough to make the generator, not the database, set the pace."""
+        """The busiest process's CPU over the second just closed (% of a core), this one included."""
         self._own_cpu = own
         return max([own, *self._cpus.values()], key=lambda c: c[0])

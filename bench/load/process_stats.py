@@ -1,9 +1,5 @@
-"""What each load generator process did over the measured window, for ``summary.json`` ``processes``.
-
-Used by both run drivers (:mod:`bench.load.driver`, :mod:`bench.load.distributed`): a process's
-counters, its busiest second's CPU and its event-loop lag p99, over the measured seconds only, so
-that their sums over the processes are the run's figures.
-"""
+"""What each load generator process did over the measured window (``summary.json`` ``processes``): its counters,
+busiest second's CPU and loop-lag p99."""
 
 from __future__ import annotations
 
@@ -30,8 +26,8 @@ def finish_process_stats(stats: dict) -> dict:
 
 
 class MeasuredParts:
-    """The processes' parts of the second just closed, held until the run says whether that second
-    is measured (:meth:`count`) or not (the next :meth:`hold` releases them)."""
+    """The processes' parts of the second just closed, held until :meth:`count` (measured) or the next
+    :meth:`hold`."""
 
     def __init__(self) -> None:
         self.parts: dict[int, Interval] = {}

@@ -1,19 +1,7 @@
-"""Open-loop producers: jobs arrive at ``RATE`` jobs/s whatever the queue does.
-
-Each producer is one Locust user with its own connection and ``RATE /
-PRODUCERS`` of the arrivals, on a schedule fixed in advance: evenly spaced
-(``constant``) or with exponential gaps (``poisson``), at the burst's rate inside
-a ``BURSTS`` window. A job's ``run_at`` is
-its *intended* enqueue time (plus ``FUTURE_DELAY_MS`` for the ``FUTURE_SHARE``
-scheduled in the future), not the time the insert happened to be sent, so a
-stalled database or producer cannot hide the delay from the pickup latency
-(coordinated omission, as corrected by ``pgbench --rate``:
-https://www.postgresql.org/docs/current/pgbench.html). When a producer falls
-behind its schedule it inserts every job that is due in one statement, and the
-lag (actual send minus intended time) is recorded as ``producer_lag_us``.
-Intended times are client wall-clock seconds; the database compares them with
-its own ``now()``, so on another host clock skew enters pickup latency.
-"""
+"""Open-loop producers: ``RATE`` jobs/s on a schedule fixed in advance, ``run_at`` the intended enqueue time
+(coordinated omission, as ``pgbench --rate`` corrects it:
+https://www.postgresql.org/docs/current/pgbench.html); the lag is ``producer_lag_us``. The rules:
+docs/design.md."""
 
 from __future__ import annotations
 
@@ -30,9 +18,7 @@ from bench.workload.arrivals import MAX_DUE_PER_INSERT, next_gap_s, rate_at
 
 
 class Producer(User):
-    """One open-loop producer (a Locust user with ``fixed_count = PRODUCERS``), inserting through
-    the engine's :class:`bench.engines.base.ProducerSession`; its run context comes from the
-    Locust environment (``environment.run_context``, a :class:`bench.load.swarm.SwarmContext`)."""
+    """One open-loop producer (``fixed_count = PRODUCERS``) inserting through a ``ProducerSession``."""
 
     def wait_time(self) -> float:
         """None between task runs; an hour once the run is stopping (see :meth:`bench.load.swarm.QueueWorker.wait_time`)."""

@@ -1,9 +1,5 @@
-"""The worker swarm: each worker is one Locust user with its own database session.
-
-The process's entry point has applied gevent's monkey-patching before any database driver was
-imported (:mod:`bench.gevent_patch`); the engine's ``check_cooperative`` verifies it and the run
-refuses to start otherwise.
-"""
+"""The worker swarm: each worker one Locust user with its own database session; the process is gevent-patched
+first (:mod:`bench.gevent_patch`)."""
 
 import random
 import time
@@ -34,9 +30,8 @@ RECONNECT_CAP_S = 2.0
 
 @dataclass
 class SwarmContext:
-    """What every worker and producer of one run shares, handed to them through their Locust
-    ``Environment`` (``environment.run_context``, set by the run driver): config, the engine's
-    session factory, the recorder and the claim log."""
+    """What every user of one run shares (``environment.run_context``): config, session factory, recorder, claim
+    log."""
 
     cfg: RunConfig
     sessions: SessionFactory
@@ -74,22 +69,11 @@ class SwarmContext:
 
 
 class QueueWorker(User):
-    """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete.
-
-    Latencies: ``claim_latency_us`` from the start of the claim until its rows
-    are in hand (in ``short`` mode the claim runs in autocommit, so its commit
-    is inside; in ``hold`` mode it includes the ``BEGIN``); ``complete_latency_us``
-    for the completion statement (in ``hold`` mode with the ``COMMIT`` that ends
-    the long transaction). The database is reached only through the engine's
-    :class:`bench.engines.base.WorkerSession`; the run context comes from the
-    Locust environment (``environment.run_context``, a :class:`SwarmContext`).
-    """
+    """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete; records
+    ``claim_latency_us`` and ``complete_latency_us`` (docs/design.md's terms)."""
 
     def wait_time(self) -> float:
-        """Seconds between two runs of the task: none, but once the run is stopping an hour, so
-        that the user waits for Locust's stop (which ends a waiting user at once) instead of
-        running its task again: it would read its plan state again (a worker process of a
-        distributed run hears that the run is stopping before Locust stops its users)."""
+        """Seconds between task runs: 0, or :data:`STOPPED_WAIT_S` once the run is stopping."""
         return STOPPED_WAIT_S if self.ctx.stopping else 0.0
 
     def __init__(self, environment):
@@ -134,14 +118,9 @@ class QueueWorker(User):
         self._abandon_claims(in_doubt=False)
 
     def _abandon_claims(self, *, in_doubt: bool) -> None:
-        """``TXN=hold``: the open transaction ended without its ``COMMIT`` returning, so its claims are
-        dropped from the log (:class:`bench.measure.claimlog.Tentative`) and counted: the database rolled
-        them back and the jobs went back to ``pending`` with no lease expiry and ``attempts`` not raised,
-        so their next claim is a redelivery that neither ``lease_expiries``, the audit's ``redeliveries``
-        (committed claims only) nor ``attempts`` shows. ``rolled_back_claims`` counts those jobs;
-        ``in_doubt_claims`` those whose ``COMMIT`` was sent and whose connection was lost before the
-        reply (the database may have committed them). Nothing to count in ``TXN=short``: each claim
-        commits before its rows are returned."""
+        """``TXN=hold``: the transaction ended without its ``COMMIT`` returning: drop its claims from the log and
+        count them, ``rolled_back_claims``, or ``in_doubt_claims`` when the ``COMMIT`` was sent and the
+        connection lost (see docs/reading-the-report.md)."""
         events = self.events
         if not self.hold or events is self.ctx.log or not events.claims:
             return
@@ -161,12 +140,7 @@ class QueueWorker(User):
 
     @task
     def work_until_stopped(self) -> None:
-        """Run claim/work/complete cycles until the run stops.
-
-        One Locust task invocation runs many cycles: Locust's per-task bookkeeping
-        (scheduling, wait_time, stop checks) would otherwise cost harness CPU on
-        every job, CPU that the database server on the same machine needs.
-        """
+        """Run claim/work/complete cycles until the run stops (many per Locust task)."""
         self.ctx.go.wait()
         # Locust asks this one user to stop (the web UI lowered the worker count) by its state:
         # it finishes its cycle, reads its plan counts and leaves; the run goes on.
@@ -175,13 +149,8 @@ class QueueWorker(User):
         self.read_plan_state()
 
     def read_plan_state(self) -> None:
-        """As the load stops, read how this session planned its claim, into the shared context.
-
-        The plan cache's counts are visible only to the session that prepared the statement,
-        so each worker reads its own (:meth:`WorkerSession.plan_counts`). Then the first worker
-        to get here explains the claim on its own connection (:meth:`WorkerSession.explain_claim`,
-        after the counts, since it adds an execution). Errors are recorded, never raised.
-        """
+        """As the load stops, read this session's plan counts into the context; the first worker then explains
+        the claim on its own connection (after the counts: it adds an execution). Errors are recorded."""
         session = self.session
         if session is None or session.broken:
             return
@@ -201,11 +170,8 @@ class QueueWorker(User):
             self.ctx.worker_explain["error"] = str(err)
 
     def claim_work_complete(self) -> None:
-        """One cycle: claim up to ``batch`` jobs, run them, complete them.
-
-        Errors are counted by kind (SQLSTATE or named); ``55P03`` (NOWAIT) backs off with
-        jitter; a lost connection is re-opened with back-off.
-        """
+        """One cycle: claim up to ``batch`` jobs, run them, complete them. Errors are counted by kind; 55P03
+        backs off with jitter; a lost connection is re-opened with back-off."""
         if self.session is None or self.session.broken:
             self.session = None
             self._connect()

@@ -1,22 +1,5 @@
-"""Locust's own web UI over a run (``qbench run --ui``, ``make bench-ui``): a person watches the run
-and changes the number of workers while it goes on; the run's measurement is unchanged.
-
-The UI is Locust's (:meth:`locust.env.Environment.create_web_ui`) on the run driver's environment,
-with two of its routes taking the run's rules:
-
-- **Start / Edit** (``POST /swarm``): the user count is the workers (plus ``PRODUCERS`` with
-  ``RATE``), from 1 to :attr:`WebUI.max_workers` workers, which the database was checked for before
-  the run; another count is refused in the UI's own message. The runner then starts or stops
-  workers at the form's spawn rate; a stopped worker finishes its cycle first
-  (:class:`bench.load.swarm.QueueWorker`).
-- **Stop** (``POST /stop``): ends the measured window as a complete run, through the run's own
-  stop (every worker finishes its cycle, the plans are read, the audit runs, the files and the
-  report are written), not Locust's, which would leave the run waiting for its clock.
-
-Each second the run's merged second is also logged into Locust's statistics (``claim`` and
-``complete``, response times in ms; errors by kind), so the UI's charts show what the run measures.
-These statistics are the UI's only: the result files come from the run's own histograms.
-"""
+"""Locust's own web UI over a run (``qbench run --ui``): its Edit changes the workers, its Stop ends the run as
+complete; its charts are fed from the run's seconds (docs/processes-and-ui.md)."""
 
 from __future__ import annotations
 
@@ -40,14 +23,14 @@ UI_MAX_WORKERS = 1000
 
 
 def max_workers_default(workers: int) -> int:
-    """How many workers a web UI run may grow to when ``--max-workers`` is not given: 4 × ``workers``,
-    at least ``workers`` + 10 and at most :data:`UI_MAX_WORKERS` (but never below ``workers``)."""
+    """The default ``--max-workers``: 4 × ``workers``, at least ``workers`` + 10, at most :data:`UI_MAX_WORKERS`,
+    never below ``workers``."""
     return max(workers, min(UI_MAX_WORKERS, max(4 * workers, workers + 10)))
 
 
 def parse_max_workers(value, workers: int) -> int:
-    """``--max-workers``: an integer from ``workers`` to :data:`UI_MAX_WORKERS`, or the default
-    (:func:`max_workers_default`) for None. Raises ConfigError (``MAX_WORKERS``)."""
+    """``--max-workers``: an integer from ``workers`` to :data:`UI_MAX_WORKERS`, or the default for None. Raises
+    ConfigError (``MAX_WORKERS``)."""
     if value in (None, ""):
         return max_workers_default(workers)
     try:
@@ -61,9 +44,8 @@ def parse_max_workers(value, workers: int) -> int:
 
 
 def _log_many(entry, counts: dict[float, int], now: float) -> None:
-    """Add ``counts`` (latency in ms -> requests) to a Locust ``StatsEntry`` as its ``log`` would one
-    request at a time (Locust's own fields: requests, their second, total, min, max and its rounded
-    response-time buckets, ``locust.stats.StatsEntry.log``)."""
+    """Add ``counts`` (ms -> requests) to a Locust ``StatsEntry`` as ``locust.stats.StatsEntry.log`` would, one
+    request at a time."""
     if entry.use_response_times_cache and entry.last_request_timestamp and int(now) > int(entry.last_request_timestamp):
         entry._cache_response_times(int(now) - 1)  # noqa: SLF001 - what log does first (the UI's current percentiles)
     n = sum(counts.values())
@@ -79,8 +61,7 @@ def _log_many(entry, counts: dict[float, int], now: float) -> None:
 
 
 def _without_our_argv(call):
-    """``call()`` while ``sys.argv`` holds only the program name: Locust's UI parses its extra options
-    from ``sys.argv``, which holds qbench's own (no greenlet switch happens in between)."""
+    """``call()`` with ``sys.argv`` holding only the program name (Locust's UI parses ``sys.argv``)."""
     argv = sys.argv
     sys.argv = argv[:1]
     try:
@@ -90,12 +71,8 @@ def _without_our_argv(call):
 
 
 class WebUI:
-    """Locust's web UI on ``driver``'s environment (``driver.env``, ``driver.runner``), listening on
-    ``host:port``; ``producers`` users are producers (0 without ``RATE``); the UI may set 1 to
-    ``max_workers`` workers; ``on_stop`` is called once when the person presses Stop.
-
-    Raises ConfigError (``WEB_PORT``) when the port cannot be listened on.
-    """
+    """Locust's web UI on ``driver``'s environment at ``host:port``; ``producers`` users are producers; 1 to
+    ``max_workers`` workers; ``on_stop`` is called once on Stop. Raises ConfigError (``WEB_PORT``)."""
 
     def __init__(self, driver, host: str, port: int, max_workers: int, *, producers: int, on_stop, log=print):
         self.driver, self.max_workers, self.producers = driver, max_workers, producers
@@ -150,10 +127,9 @@ class WebUI:
         log(f"web UI: {self.url} (change the workers there; Stop ends the run and writes its report)")
 
     def feed(self, interval: Interval) -> None:
-        """Log ``interval`` (a merged second) into Locust's statistics: its claims and completions
-        with their latencies (ms) and its errors by kind. Each latency bucket is added with its count
-        at once (:func:`_log_many`), from the non-empty buckets only (:func:`bench.measure.metrics.recorded_counts`):
-        one call per claim, or hdrh's own iterator, cost the event loop tens of ms a second."""
+        """Log ``interval`` (a merged second) into Locust's statistics: claims, completions (ms) and errors by
+        kind, each non-empty bucket at once (a call per claim, or hdrh's iterator, cost the event loop tens
+        of ms a second)."""
         stats = self.driver.env.stats
         now = time.time()
         for name, key in (("claim", "claim_latency_us"), ("complete", "complete_latency_us")):
@@ -168,8 +144,7 @@ class WebUI:
                 stats.log_error("SQL", "claim", kind)
 
     def info(self, stopped_at_t_s: float | None) -> dict:
-        """What ``run.json`` records: ``{"url", "max_workers", "stopped_at_t_s"}`` (None when the run
-        was not ended by the UI's Stop)."""
+        """``run.json``'s ``{"url", "max_workers", "stopped_at_t_s"}`` (None unless ended by Stop)."""
         return {"url": self.url, "max_workers": self.max_workers,
                 "stopped_at_t_s": round(stopped_at_t_s, 3) if self.stop_pressed else None}
 

@@ -1,33 +1,5 @@
-"""One load generator process of a distributed run: a Locust worker runner with its share of the
-users, its own connections, its own recorder and its own claim log.
-
-Started by :class:`bench.load.distributed.DistributedDriver` on this machine as
-``python -m bench.load.worker_process --master-port PORT`` (the DSN in the environment variable
-:data:`DSN_ENV`, never on a command line, where ``ps`` would show a password), or by a user on
-another host as ``qbench worker --master-host H --master-port P --dsn DSN``. Either way it talks
-to the master only through Locust: the master's runner spawns and stops its users, and these
-custom messages (``register_message`` / ``send_message``) carry the rest:
-
-master → process
-    ``qbench_config`` ``{"process", "config"}`` (its number and the run's configuration, as
-    :meth:`~bench.config.run_config.RunConfig.public` gives it: the DSN masked, the process uses
-    its own), ``qbench_go`` (every worker connected: claim now), ``qbench_rotate`` ``{"index",
-    "start_s", "end_s"}`` (close that second and send it), ``qbench_stopping`` (finish the
-    current cycle), ``qbench_fault`` ``{"kind", "open", "count", "extra_s"}`` (open or close a
-    ``crash_after_claim`` / ``late_worker`` window on ``count`` of its workers), ``qbench_refused`` ``{"reason"}`` (not wanted, or the master stopped: exit 2).
-    A process that hears no heartbeat from the master for :data:`MASTER_GONE_S` exits.
-process → master
-    ``qbench_hello`` ``{"host", "pid"}`` (connected, handlers in place: send the configuration),
-    ``qbench_ready`` ``{"process", "host", "pid"}`` or ``qbench_failed`` ``{"process", "error"}``
-    (its sessions could not be set up), ``qbench_connected`` ``{"process", "workers"}`` (workers
-    whose first connection is open), ``qbench_interval`` ``{"process", "interval", "cpu",
-    "events", "workers"}`` (the second, encoded by :func:`bench.measure.interval_codec.encode`, this
-    process's CPU over it, % of a core, the claim log's stamped lines of that second, and its
-    workers running as it closed),
-    ``qbench_done`` ``{"process", "tail", "plan_sessions", "worker_explain", "events",
-    "events_total"}`` once its users have stopped (the stop phase's interval, the plan state its
-    workers read, the last lines); the process exits :data:`EXIT_AFTER_DONE_S` later.
-"""
+"""One load generator process of a distributed run: a Locust worker runner with its share of the users,
+connections, recorder and claim log. Its messages with the master: docs/architecture.md."""
 
 import argparse
 import os
@@ -68,10 +40,8 @@ CONFIG_WAIT_S = 120.0
 
 
 def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
-    """Connect to the master at ``master_host:master_port`` and run its users on ``dsn`` until the
-    run ends; returns the exit status (0; 1 when no master answered within Locust's connection
-    retries, 300 s, the configuration never came, or the sessions could not be set up, after
-    telling the master)."""
+    """Run the master's users on ``dsn`` until the run ends; returns 0, or 1 when no master answered within
+    Locust's retries (300 s), the configuration never came, or the sessions could not be set up."""
     # The users' classes by name (Locust's master tells a worker how many of each to start; the
     # counts are the master's): the run's context reaches them through the environment.
     classes = [type("QueueWorker", (swarm.QueueWorker,), {}), type("Producer", (Producer,), {})]
@@ -88,10 +58,8 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
 
 
 class WorkerProcess:
-    """One load generator process connected to its master (``master``, ``host:port``): Locust's
-    worker ``runner`` in ``env``, the run's state once the master has sent the configuration
-    (``index``, ``cfg``, ``recorder``, ``claims``, ``ctx``; ``failed`` when its sessions could not be
-    set up), and a handler per message of the master (the module's docstring lists them)."""
+    """One load generator process connected to ``master`` (``host:port``): Locust's worker ``runner`` in ``env``,
+    the run's state once configured, and a handler per master message."""
 
     def __init__(self, env, runner, master: str, dsn: str, log):
         self.env, self.runner, self.master, self.dsn, self.log = env, runner, master, dsn, log
@@ -101,9 +69,8 @@ class WorkerProcess:
         self.configured = gevent.event.Event()
 
     def listen(self) -> None:
-        """Register the handlers, watch the master's heartbeat, and say hello: asked for only now, since a
-        message the master sent as the connection opened could come before the handlers exist (Locust
-        drops a message it has no handler for)."""
+        """Register the handlers, watch the master's heartbeat, then say hello (Locust drops a message without a
+        handler)."""
         for name, handler in (("qbench_config", self.on_config), ("qbench_go", self.on_go),
                               ("qbench_rotate", self.on_rotate), ("qbench_stopping", self.on_stopping),
                               ("qbench_fault", self.on_fault), ("qbench_refused", self.on_refused)):
@@ -230,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def exit_now(status: int) -> None:
-    """End the process with ``status`` without the interpreter's shutdown, which can block for ever
-    in ZeroMQ's context termination when the master has gone with messages still queued to it."""
+    """End the process with ``status`` via ``os._exit`` (the interpreter's shutdown can block in ZeroMQ)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

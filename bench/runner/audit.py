@@ -1,6 +1,5 @@
-"""The end of a run's reads from the database: the final sample, the VACUUM counts, the claim's plan
-when none was taken before the load, the audit and the table sizes; or, when the database went
-away, what is written in their place."""
+"""The end of a run's reads from the database (final sample, VACUUM counts, plan, audit, sizes), or what is
+written when the database went away."""
 
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ from bench.workload.queues import queue_count
 
 @dataclass
 class Audited:
-    """What the end of the run read: ``final_sample`` (the monitor's last sample), ``audit`` (the
-    engine's :meth:`~bench.engines.base.Engine.audit` result), ``vacuum_after`` and ``sizes_after``
-    (None when the database went away, and ``database_lost`` then says why, in one line)."""
+    """What the end of the run read: ``final_sample``, ``audit``, ``vacuum_after``, ``sizes_after`` (None when
+    the database went away; ``database_lost`` then says why, in one line)."""
 
     final_sample: dict
     audit: dict
@@ -23,10 +21,8 @@ class Audited:
 
 
 def audit(run) -> Audited:
-    """Read the end of ``run`` (a :class:`bench.runner.run.Run` whose load has stopped). A dead admin
-    connection is replaced (``run.admin``), and the claim's plan is captured now when it was not before
-    the load (``run.claim_plans``, ``run.plans_when``). Raises the engine's database errors (or a
-    ConfigError) when the database has gone."""
+    """Read the end of ``run`` (load stopped): replaces a dead admin connection, captures the claim's plan if not
+    taken before the load. Raises the engine's database errors (or ConfigError) when the database has gone."""
     engine, cfg, measured = run.engine, run.cfg, run.tally.measured
     # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
     run.monitor.reset_table_conn()
@@ -45,8 +41,8 @@ def audit(run) -> Audited:
 
 
 def database_lost(engine, err: Exception) -> Audited:
-    """What a run writes when the database went away (``err``) before it could be audited: the
-    invariants unknown (None), no sample, no sizes."""
+    """What a run writes when the database went away (``err``) before the audit: invariants None, no sample, no
+    sizes."""
     message = engine.error_message(err).removeprefix("DSN: ").split("; allowed:")[0]
     return Audited(final_sample={"queue_depth": None},
                    audit={"invariants": dict.fromkeys(engine.invariants), "status_counts": {}, "details": {},

@@ -15,13 +15,9 @@ BACKLOG_MIN, BACKLOG_MAX = 1_000, 5_000_000
 
 
 def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
-    """Pending rows to seed so the run cannot drain them, and how that was computed.
-
-    Upper bound on the claim rate: ``workers × batch × 1000 / work_ms`` when jobs
-    take time, else :data:`BACKLOG_CEILING_JOBS_PER_S` × batch; times the whole run
-    (warm-up + measured), × :data:`BACKLOG_SAFETY`, within [1,000, 5,000,000].
-    If a run still drains it, the summary says ``backlog_exhausted``.
-    """
+    """(pending rows to seed so the run cannot drain them, how): the claim-rate ceiling in jobs/s
+    (:data:`BACKLOG_CEILING_JOBS_PER_S` × batch, at most ``workers × batch × 1000 / work_ms``) × (warm-up +
+    measured) s × :data:`BACKLOG_SAFETY`, within [1,000, 5,000,000] rows."""
     ceiling = BACKLOG_CEILING_JOBS_PER_S * cfg.batch
     if cfg.work_ms > 0:
         ceiling = min(ceiling, cfg.workers * cfg.batch * 1000.0 / cfg.work_ms)
@@ -33,8 +29,7 @@ def compute_backlog(cfg: RunConfig) -> tuple[int, str]:
 
 
 def run_backlog(cfg: RunConfig) -> tuple[int, str]:
-    """The backlog this run seeds and how it was chosen: ``BACKLOG`` when given, none with open-loop
-    producers (``RATE``), else :func:`compute_backlog`."""
+    """(backlog, how chosen): ``BACKLOG`` when given, 0 with ``RATE``, else :func:`compute_backlog`."""
     if cfg.backlog or cfg.rate > 0:
         return cfg.backlog, ("given" if cfg.backlog else "none: open-loop producers feed the queue")
     return compute_backlog(cfg)

@@ -22,8 +22,7 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 def git_sha() -> str | None:
-    """The checkout's commit, or None when the tool is not run from a checkout (an installed wheel: its
-    directory is not the root of a git work tree, even inside someone else's) or git is missing."""
+    """The checkout's commit, or None when not run from a checkout's root (an installed wheel) or without git."""
     try:
         out = subprocess.run(["git", "-C", str(PACKAGE_PARENT), "rev-parse", "--show-toplevel", "HEAD"],
                              capture_output=True, text=True, timeout=5)
@@ -41,8 +40,7 @@ def now_iso() -> str:
 
 
 def client_info(driver_wait: str) -> dict:
-    """``run.json``'s ``client``: this machine (cores, memory in bytes, Python, platform, host name) and
-    how the driver waits (``driver_wait``)."""
+    """``run.json``'s ``client``: cores, memory (bytes), Python, platform, host name, ``driver_wait``."""
     return {"cores": os.cpu_count(), "memory_bytes": psutil.virtual_memory().total,
             "python": platform.python_version(), "platform": platform.platform(),
             "hostname": socket.gethostname(), "driver_wait": driver_wait}

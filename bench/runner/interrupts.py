@@ -1,5 +1,5 @@
-"""Ctrl-C and SIGTERM over a run: during the load they end it (the files are still written); after
-it, the first waits for the results and a second stops waiting for the jobs in progress."""
+"""Ctrl-C and SIGTERM over a run: during the load they end it; after it, the first waits for the files and a
+second stops waiting for jobs in progress."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupts:
-    """The run's handlers of :data:`SIGNALS`. Installed at construction: ``event`` is set by a signal
-    (or by the web UI's Stop) during the load; :meth:`load_ended` installs the after-load handler."""
+    """The run's handlers of :data:`SIGNALS`, installed at construction; ``event`` is set by a signal (or the web
+    UI's Stop) during the load."""
 
     def __init__(self, log: Callable[[str], None]):
         self.log = log
@@ -25,8 +25,7 @@ class Interrupts:
             signal.signal(sig, lambda *_: self.event.set())
 
     def load_ended(self, driver) -> None:
-        """From here on the results are being written: a Ctrl-C waits for them; a second one kills
-        ``driver``'s workers (a long WORK_MS would hold the stop for long)."""
+        """Install the after-load handler: a Ctrl-C waits for the files; a second kills ``driver``'s workers."""
         self.driver = driver
         for sig in SIGNALS:
             signal.signal(sig, self._interrupt_after_load)

@@ -1,7 +1,5 @@
-"""One run as an object that holds its state (in the spirit of Locust's ``Environment`` and pyperf's
-runner): its configuration, engine, connections, results directory, clock and log; each phase
-(prepare the database, start the load and its monitor, the swarm, stop, audit, write the files)
-is a method, called in order by :meth:`Run.execute`."""
+"""One run as an object holding its state (after Locust's ``Environment`` and pyperf's runner); each phase a
+method, called in order by :meth:`Run.execute`."""
 
 from __future__ import annotations
 
@@ -38,10 +36,8 @@ from bench.runner.tally import Tally
 
 
 class Run:
-    """One benchmark of ``cfg`` against ``dsn``; see :func:`bench.runner.run` for the arguments.
-
-    Construction checks what needs no server (the engine's capabilities, a cooperative driver);
-    :meth:`execute` does the rest and returns the run directory."""
+    """One benchmark of ``cfg`` against ``dsn`` (arguments: :func:`bench.runner.run`). Construction checks what
+    needs no server; :meth:`execute` returns the run directory."""
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
@@ -117,8 +113,7 @@ class Run:
         self.run_dir.mkdir(parents=True)
 
     def _start_load(self) -> None:
-        """Start the workers; once they are connected, the clock, the monitor's samplers, the fault
-        windows and the side tasks (the warm-up, then the measured window, in whole seconds)."""
+        """Start the workers; once connected, the clock, the samplers, the fault windows and the side tasks."""
         cfg = self.cfg
         self._make_driver()
         self.n_warm = int(round(cfg.warmup_s))
@@ -156,8 +151,8 @@ class Run:
         self.cpu_meter = CpuMeter(self.proc)
 
     def _started_or_cleaned(self, start):
-        """``start()``'s result; when it fails (or is interrupted) nothing was measured: the workers are
-        killed and the run directory removed before the error goes on."""
+        """``start()``'s result; when it fails or is interrupted, kill the workers and remove the run directory,
+        then re-raise."""
         try:
             return start()
         except BaseException:
@@ -166,8 +161,8 @@ class Run:
             raise
 
     def _swarm(self) -> None:
-        """The load: one tick a second through the warm-up and the measured window, until its end, a
-        Ctrl-C or the web UI's Stop; ``complete`` says whether the window ran to its end."""
+        """The load: one tick a second until the window's end, a Ctrl-C or the web UI's Stop; returns
+        ``complete``."""
         cfg, n_warm = self.cfg, self.n_warm
         self.complete = True
         self.prev_s = 0.0
@@ -237,8 +232,8 @@ class Run:
         self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None)
 
     def _audit(self) -> Audited:
-        """The end-of-run reads (:func:`bench.runner.audit.audit`), or, when the database went away,
-        what is written instead: the run is then incomplete and unaudited."""
+        """The end-of-run reads, or, when the database went away, what is written instead (incomplete,
+        unaudited)."""
         try:
             return audit(self)
         except (ConfigError, *self.engine.database_errors) as err:
@@ -252,8 +247,7 @@ class Run:
             return lost
 
     def _write(self) -> Path:
-        """Write the result files (claim_plan.txt, run.json, summary.json, intervals.csv and the optional
-        ones), log the run's last lines, and return the run directory."""
+        """Write the result files, log the last lines; returns the run directory."""
         self.monitor.close()
         self.claim_log.close()
         run_dir, tally, audited = self.run_dir, self.tally, self.audited

@@ -8,10 +8,9 @@ from bench.config.run_config import RunConfig
 
 
 class SideTasks:
-    """Started at construction, as ``cfg`` asks: the reaper (``REAPER_INTERVAL_S``), the archive mover
-    (``LAYOUT=archive``) and the periodic VACUUM (``VACUUM_EVERY_S``: in this, the master, process only;
-    ``vacuumer`` holds its passes). ``engine`` makes them (:class:`bench.engines.base.Engine`); ``now_s``
-    is the run's clock."""
+    """The reaper (``REAPER_INTERVAL_S``), archive mover (``LAYOUT=archive``) and periodic VACUUM
+    (``VACUUM_EVERY_S``, master process only), started at construction from ``engine``; ``now_s`` is the
+    clock."""
 
     def __init__(self, engine, cfg: RunConfig, dsn: str, recorder, now_s):
         self.started: list[tuple] = []  # (task, its greenlet), stopped in this order

@@ -1,5 +1,4 @@
-"""What a run counted, second by second: the totals over the whole load, the measured window's
-running totals and histogram logs, one row per measured second, and the monitor's samples."""
+"""What a run counted, second by second: totals, the measured window, rows, the monitor's samples."""
 
 from __future__ import annotations
 
@@ -12,13 +11,9 @@ from bench.results import run_files
 
 
 class Tally:
-    """The counts of one run (one second's histograms are held at a time: see :class:`metrics.Window`).
-
-    ``totals`` covers the warm-up, the measured window and the stop phase (the invariants cover them
-    all); ``measured`` and ``rows`` (one small dict per measured second, ``intervals.csv``) the
-    measured window only; ``samples`` maps a second's index to the monitor values taken in it.
-    ``driver`` is the run's :class:`bench.load.driver.RunDriver`; second ``n_warm`` is the first measured.
-    """
+    """The counts of one run: ``totals`` (warm-up, measured and stop phase), ``measured`` and ``rows`` (one dict
+    per measured second) the window only, ``samples`` (second -> monitor values); second ``n_warm`` is the
+    first measured."""
 
     def __init__(self, driver, n_warm: int):
         self.driver, self.n_warm = driver, n_warm
@@ -64,8 +59,8 @@ class Tally:
         self.driver.close_process_logs()
 
     def join_samples(self, vacuum_passes: list[tuple[float, float]] | None) -> None:
-        """Add the monitor's samples (and the periodic VACUUM passes, when the run had them) to the rows:
-        only now, since a table sample taken in second k may have returned after tick k."""
+        """Add the monitor's samples (and VACUUM passes) to the rows, now: a sample taken in second k may return
+        after tick k."""
         for row in self.rows:
             row.update(seconds.sample_columns(self.samples.get(row["t_s"] + self.n_warm)))
             if vacuum_passes is not None:

@@ -1,7 +1,4 @@
-"""When open-loop jobs arrive: the offered rate at a moment (``BURSTS`` windows) and the gap to the next
-arrival (``ARRIVAL``: evenly spaced, or exponential gaps for Poisson arrivals). Used by the tool's
-producers and by a queue library's own producers (``LIBRARY_MODE=worker``) alike.
-"""
+"""When open-loop jobs arrive (``BURSTS``, ``ARRIVAL``), for the tool's producers and a library's alike."""
 
 from __future__ import annotations
 

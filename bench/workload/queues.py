@@ -1,21 +1,5 @@
-"""Which queue (tenant) a job belongs to, with ``NAMED_QUEUES`` or ``TENANTS`` above 1; no database.
-
-The run's queue names are ``q0 … q<N-1>`` (:func:`queue_names`); with one queue every job keeps the
-table's default name (``default``) and the claim does not test the column. A job goes to queue
-``index(u)`` for a number ``u`` in [0, 1): tenant 0 (the flooder) takes the share ``f`` of the unit
-interval, the other ``N - 1`` queues split the rest evenly (:func:`queue_index`):
-
-    index(u) = 0                                         if u < f
-             = min(N - 1, 1 + floor((u - f) (N - 1) / (1 - f)))   otherwise
-
-With no flooder (``TENANT_FLOOD = 0``, and always with ``NAMED_QUEUES``) ``f = 1 / N``, which makes
-every queue's share ``1 / N``. Seeded rows (backlog and history) take ``u`` from their id,
-``frac(id × 0.6180339887498949)`` (the golden ratio's fractional part: Weyl's equidistributed
-sequence, so the queues interleave in id order and each gets its share of any id range to within
-a row or so); produced jobs take ``u`` from the producer session's random number generator. The
-seeded rows' expression, in SQL, is :func:`queue_sql` over :func:`seeded_u_sql`, exact decimal
-arithmetic on both engines.
-"""
+"""Which queue (tenant) a job belongs to with ``NAMED_QUEUES`` or ``TENANTS`` above 1, in Python and in SQL alike
+(the rule: docs/design.md); no database."""
 
 from __future__ import annotations
 
@@ -27,14 +11,12 @@ WEYL = "0.6180339887498949"
 
 
 def queue_count(cfg) -> int:
-    """The number of distinct queue names of a run: ``NAMED_QUEUES`` or ``TENANTS`` (at most one of
-    them is above 1; :mod:`bench.config.run_config` refuses both)."""
+    """``NAMED_QUEUES`` or ``TENANTS`` (at most one is above 1)."""
     return max(int(getattr(cfg, "named_queues", 1) or 1), int(getattr(cfg, "tenants", 1) or 1))
 
 
 def flood_share(cfg) -> float:
-    """The share ``f`` of jobs that go to queue ``q0``: ``TENANT_FLOOD`` when above 0 with
-    ``TENANTS`` > 1, else ``1 / N`` (an even spread)."""
+    """The share ``f`` of jobs for ``q0``: ``TENANT_FLOOD`` when above 0 with ``TENANTS`` > 1, else ``1 / N``."""
     n = queue_count(cfg)
     flood = float(getattr(cfg, "tenant_flood", 0.0) or 0.0) if int(getattr(cfg, "tenants", 1) or 1) > 1 else 0.0
     return flood if flood > 0 else 1.0 / n
@@ -55,7 +37,7 @@ def queue_index(u: float, n: int, flood: float) -> int:
 
 
 def seeded_u(job_id: int) -> float:
-    """``u`` of a seeded row: ``frac(id × WEYL)``, as :func:`queue_sql` computes it in decimal."""
+    """``u`` of a seeded row: ``frac(id × WEYL)`` (Weyl's sequence), as :func:`queue_sql` computes it in decimal."""
     x = Decimal(job_id) * Decimal(WEYL)
     return float(x - int(x))
 
