@@ -73,8 +73,9 @@ class ClaimLog(_EventSink):
         return Tentative(self)
 
     def copy_to(self, copy) -> int:
-        """Stream every event written so far to psycopg ``copy`` (a ``COPY … FROM STDIN (FORMAT csv)``
-        with :data:`EVENT_COLUMNS`); return the number of events."""
+        """Stream every event written so far to psycopg ``copy`` (a ``COPY … FROM STDIN (FORMAT csv)`` with
+        :data:`EVENT_COLUMNS`, https://www.postgresql.org/docs/current/sql-copy.html); return the number of
+        events."""
         self._file.seek(0)
         while chunk := self._file.read(COPY_CHUNK_BYTES):
             copy.write(chunk)
