@@ -1,7 +1,5 @@
-"""Does claim latency grow with the table during a run? A rule over a run's per-second rows.
-
-Pure: reads the measured seconds of ``intervals.csv`` (as dicts) and nothing else.
-"""
+"""Does claim latency grow with the table during a run? A rule (the ``GROWTH_*`` constants) over the measured
+seconds of ``intervals.csv``."""
 
 from __future__ import annotations
 
@@ -23,15 +21,10 @@ def _median(values: list[float]) -> float:
 
 
 def claim_growth(rows: list[dict]) -> dict:
-    """Does claim latency grow with the table during the run?
-
-    ``rows``: the measured seconds of ``intervals.csv`` (``claim_p50_us`` and the monitor's
-    ``table_tuples``, live + dead tuples of the queue table). Returns ``{"grows", "points",
-    "table_tuples_first", "table_tuples_last", "claim_p50_first_us", "claim_p50_last_us",
-    "r", "slope_us_per_1k_tuples"}`` (first/last = medians of the first and last quarter;
-    ``grows`` None when fewer than :data:`GROWTH_MIN_POINTS` seconds have both values). The
-    rule is the ``GROWTH_*`` constants of this module.
-    """
+    """Does claim latency grow with the table? From ``rows`` (measured seconds with ``claim_p50_us`` and
+    ``table_tuples``): ``{"grows", "points", "table_tuples_first", "table_tuples_last", "claim_p50_first_us",
+    "claim_p50_last_us", "r", "slope_us_per_1k_tuples"}`` (first/last: medians of the first and last quarter;
+    ``grows`` None with fewer than :data:`GROWTH_MIN_POINTS` seconds)."""
     points = [(float(r["table_tuples"]), float(r["claim_p50_us"])) for r in rows
               if r.get("table_tuples") is not None and r.get("claim_p50_us") is not None]
     out = {"grows": None, "points": len(points), "table_tuples_first": None, "table_tuples_last": None,

@@ -1,20 +1,6 @@
-"""Empty claims while work waited (field case FR-07): a claim that returned no row although eligible
-rows were pending, counted per second from the run's own figures, without sampling.
-
-The rule: in a run that drains a seeded backlog and never returns a row to the queue (no open-loop
-arrivals, no failures or poison jobs, no reaper, no faults), the pending rows only ever decrease,
-by claims. So at every moment of second ``t`` at least
-
-    pending_final + (jobs claimed in the measured seconds after t)
-
-rows were pending, ``pending_final`` being the pending rows the end-of-run audit counted in the
-table. Every empty claim of a second whose bound is above 0 came back empty while that much work
-waited. In any other run the bound does not hold (rows come and go), and the figure is None: not
-known, rather than a guess from the once-a-second depth sample, which misses seconds and counts
-rows that arrived after the claim.
-
-No database and no load generator here.
-"""
+"""Empty claims while work waited (field case FR-07): claims that returned no row although rows were certainly
+pending, a lower bound counted per second from the run's own figures, None where rows come and go (the rule:
+docs/mariadb.md)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,5 @@
-"""An experiment's figures, measured from its runs' result files (or its probe's facts).
-
-A figure is stated in the experiment file (``[[figures]]``, see :mod:`bench.experiments.catalogue`)::
-
-    name = "throughput at 16 workers / at 4"
-    measure = "ratio"             # value | ratio | probe (MEASURES)
-    key = "throughput_jobs_per_s"
-    of = { workers = 16 }         # the cell, by its matrix values (omitted: the only cell)
-    over = { workers = 4 }        # ratio: the denominator's cell (default: the same cell)
-    over_key = "..."              # ratio: the denominator's key (default: key)
-    holds_if = "<= 1.3"
-
-A ``key`` names a figure of one run (:func:`run_value`):
-
-- a ``summary.json`` value by its dotted path: ``claim_latency_us.p50``, ``invariants.lost_jobs``;
-- ``intervals.<column>.<aggregate>``: an ``intervals.csv`` column over the measured seconds,
-  aggregated by one of :data:`AGGREGATES` (``before`` / ``during`` / ``after``: the seconds before,
-  inside and after the run's fault windows);
-- ``derived.<name>``: one of :data:`DERIVED`, computed from the run's own figures.
-
-One value per repetition (a ratio pairs the two cells' runs by repetition), so the verdict
-(:mod:`bench.analysis.verdicts`) can tell a noisy figure. Reads only result files.
-"""
+"""An experiment's figures (``[[figures]]``, keys as in docs/experiments.md), measured from its runs' result
+files or its probe's facts: one value per repetition."""
 
 from __future__ import annotations
 
@@ -161,9 +140,8 @@ def _pickup_p50_over_half_poll(view: RunView) -> float | None:
 
 
 def _depth_growth_share_of_arrivals(view: RunView) -> float | None:
-    """How much the queue depth grew over the measured window (last second's depth less the
-    first's), as a share of the jobs that arrived in it (``jobs_produced``): near 0 when the depth
-    looks stable, 1 when no arrival was served."""
+    """How much the queue depth grew over the measured window (last second's less the first's), over the jobs
+    that arrived in it (``jobs_produced``): near 0 when stable, 1 when no arrival was served."""
     frame, produced = view.intervals, _number(view.summary.get("jobs_produced"))
     if "queue_depth" not in frame or not produced:
         return None
@@ -172,8 +150,8 @@ def _depth_growth_share_of_arrivals(view: RunView) -> float | None:
 
 
 def _recovery_s(view: RunView) -> float | None:
-    """Seconds from the end of the fault windows until completions per second, over 3 s, are back
-    to 90 % of their mean before the windows; None when they never are within the run."""
+    """Seconds from the end of the fault windows until completions per second, over 3 s, are back to 90 % of
+    their mean before the windows; None when they never are within the run."""
     span, frame = view.fault_span_s(), view.intervals
     if span is None or "jobs_completed" not in frame:
         return None
@@ -216,7 +194,7 @@ DERIVED: dict[str, Callable[[RunView], float | None]] = {
 
 
 def check_key(key: str) -> None:
-    """Raise ValueError when ``key`` is not a figure key this module can read (see the module docstring)."""
+    """Raise ValueError when ``key`` is not a figure key this module can read."""
     parts = key.split(".")
     if not key or any(not p for p in parts):
         raise ValueError(f"{key!r} is not a figure key")
@@ -227,7 +205,7 @@ def check_key(key: str) -> None:
 
 
 def run_value(view: RunView, key: str) -> float | None:
-    """The figure ``key`` of one run (module docstring), or None when the run has no such value."""
+    """The figure ``key`` of one run, or None when the run has no such value."""
     parts = key.split(".")
     if parts[0] == "intervals":
         return _aggregate(view, parts[1], parts[2])
@@ -272,9 +250,9 @@ def probe_value(probe: Mapping[str, Any] | None, key: str) -> float | None:
 
 def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
             probe: Mapping[str, Any] | None = None) -> Figure:
-    """Measure one figure stated by ``spec`` (a ``[[figures]]`` table, already validated) from
-    ``sweep`` (the experiment's runs) or ``probe`` (its probe's facts). Never raises on missing
-    data: the figure then has None values and ``missing`` says why."""
+    """Measure one figure stated by ``spec`` (a validated ``[[figures]]`` table) from ``sweep`` (the
+    experiment's runs) or ``probe`` (its facts). Never raises on missing data: the values are then None and
+    ``missing`` says why."""
     threshold = Threshold.parse(spec["holds_if"])
     name, key, how = spec["name"], spec["key"], spec["measure"]
     fig = Figure(name, threshold, [], unit=spec.get("unit", ""), detail=spec.get("note", ""),

@@ -1,14 +1,7 @@
-"""Fairness across queues (tenants): Jain's index of per-queue throughput, the per-queue figures of
-``summary.json`` in full or compact form, and the flooding tenant's oldest eligible age against the
-others'.
-
-Jain's fairness index of ``n`` allocations ``x_i`` is ``J = (Σ x_i)² / (n · Σ x_i²)``: 1 when every
-queue got the same, ``1/n`` when one queue got everything; it is independent of scale and of ``n``
-(R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for Resource
-Allocation in Shared Computer Systems", DEC-TR-301, Digital Equipment Corporation, 1984). It
-measures equal shares of throughput, not shares fair to each queue's demand: a queue with fewer
-jobs than its equal share (one that ran dry) lowers it however fairly it was served.
-"""
+"""Fairness across queues (tenants): Jain's index J = (Σ x_i)² / (n · Σ x_i²) of per-queue throughput (R.
+Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for Resource Allocation in
+Shared Computer Systems", DEC-TR-301, Digital Equipment Corporation, 1984), the per-queue figures of
+``summary.json``, and the flooding tenant's oldest eligible age against the others'."""
 
 from __future__ import annotations
 
@@ -26,10 +19,9 @@ def jain_index(values: list[float]) -> float | None:
 
 
 def per_queue_figures(completed: dict[str, int] | None) -> dict:
-    """``summary.json``'s ``jobs_completed_per_queue`` and ``fairness_jain`` from ``{queue: jobs
-    completed in the measured window}`` (None: one queue, or nothing read). The per-queue figure is
-    the dict itself up to :data:`PER_QUEUE_IN_FULL_MAX` queues, else ``{"queues", "min", "max",
-    "total"}``; ``fairness_jain`` is rounded to 4 decimals."""
+    """``summary.json``'s ``jobs_completed_per_queue`` and ``fairness_jain`` (4 decimals) from ``{queue: jobs
+    completed in the measured window}`` (None: one queue, or nothing read); the per-queue figure is the dict
+    itself up to :data:`PER_QUEUE_IN_FULL_MAX` queues, else ``{"queues", "min", "max", "total"}``."""
     if not completed:
         return {"jobs_completed_per_queue": None, "fairness_jain": None}
     values = list(completed.values())
@@ -46,10 +38,9 @@ def _series(values: list[float], final: float | None) -> dict:
 
 
 def tenant_ages(rows: list[dict], tenants: int) -> dict | None:
-    """``{"flooder": {max, mean, final}, "others": {...}}``: the oldest eligible age (s) of tenant 0
-    (``q0``) and the largest of the other tenants', over the measured seconds sampled
-    (``oldest_eligible_age_flooder_s``, ``oldest_eligible_age_others_s`` of ``intervals.csv``);
-    ``final`` is the last sample in the window. None with one tenant."""
+    """``{"flooder": {max, mean, final}, "others": {...}}``: the oldest eligible age (s) of tenant ``q0`` and
+    the largest of the other tenants', over the measured seconds sampled (``intervals.csv``); None with one
+    tenant."""
     if tenants <= 1:
         return None
     out = {}

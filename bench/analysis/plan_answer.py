@@ -1,10 +1,6 @@
-"""A capacity plan's answer, from its ``plan.json`` records alone: the cheapest design that meets
-the SLO (fewest workers, then most headroom; a tie within noise goes to the simpler design, batch 1
-before skip_locked), the sentence that says it, or the closest miss.
-
-Two designs tie when their worker counts are within the workers search's resolution (10 % or one
-worker) and their headroom within :data:`HEADROOM_NOISE`, the spread two plans of one design may show.
-"""
+"""A capacity plan's answer, from its ``plan.json`` records alone: the cheapest design that meets the SLO
+(ties within noise, :data:`HEADROOM_NOISE`, to the simpler design; docs/capacity-plan.md), the sentence that
+says it, or the closest miss."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Does the queue keep up? The run-level verdict of an open-loop run, from its result rows.
-
-No database and no load generator here.
-"""
+"""Does the queue keep up? The run-level verdict of an open-loop run, from its result rows."""
 
 from __future__ import annotations
 
@@ -27,19 +24,9 @@ def _slope(points: list[tuple[float, float]]) -> float:
 
 
 def saturation(rate: float, rows: list[dict], counters: Counter, measured_s: float) -> dict:
-    """With open-loop producers offering ``rate`` jobs/s (the run's ``RATE``): does the queue keep up?
-
-    Fits oldest eligible age against time (least squares), over the whole measured
-    window and over its second half. ``saturated`` when the age grows by more than
-    :data:`SATURATION_FAST_SLOPE` s per second and ends above :data:`SATURATION_AGE_S`;
-    or grows by more than :data:`SATURATION_SLOW_SLOPE` while the workers complete less
-    than :data:`SATURATION_COMPLETED_SHARE` of the jobs that arrived; or, over the second
-    half, still grows by more than :data:`SATURATION_SLOW_SLOPE` and ends above
-    :data:`SATURATION_AGE_S` — a queue that kept up at first and then fell behind (a claim
-    that grows costlier with the table), whose whole-window slope the flat start dilutes.
-    Without producers (a seeded backlog) it is not assessed: that backlog cannot drain by
-    construction.
-    """
+    """With open-loop producers offering ``rate`` jobs/s: does the queue keep up? Least-squares fits of the
+    oldest eligible age against time, over the whole window and its second half, against the ``SATURATION_*``
+    limits (the rule: docs/reading-the-report.md); not assessed without producers."""
     if rate <= 0:
         return {"saturated": None, "oldest_age_slope_s_per_s": None, "oldest_age_late_slope_s_per_s": None,
                 "saturation_verdict": None}

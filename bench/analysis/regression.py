@@ -1,9 +1,6 @@
-"""The regression gate's rule (``qbench compare A B --max-regression 10%``): B regresses on a metric when
-it is worse than A by more than the limit *and* significantly by compare's own test (Welch's t-test,
-p < 0.05, on per-second samples for runs and on repetitions for sweeps). Both, so neither noise that
-happens to be large nor a tiny change that happens to be significant fails a pipeline. pgqueuer's CI
-gates its benchmark the same way against the median of its last runs (its docs/comparisons/benchmarks.md).
-"""
+"""The regression gate's rule (``qbench compare A B --max-regression 10%``; docs/capacity-plan.md): worse than
+the limit *and* significant by compare's Welch's t-test (p < 0.05), as pgqueuer's CI gates its benchmark (its
+docs/comparisons/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +14,8 @@ DEFAULT_GATE_METRICS = ("throughput", "claim_p99")
 
 
 def parse_limit(text: str) -> float:
-    """``--max-regression``: ``10%`` (0 to 1,000 %) or a fraction ``0.1`` (0 to 1), as a fraction. A bare number
-    above 1 is refused rather than read as a multiple: ``10`` would mean 1,000 %. Raises ConfigError (MAX_REGRESSION)."""
+    """``--max-regression``: ``10%`` (0 to 1,000 %) or a fraction ``0.1`` (0 to 1), as a fraction; a bare
+    number above 1 is refused (``10`` would be 1,000 %). Raises ConfigError (MAX_REGRESSION)."""
     raw = str(text).strip()
     percent = raw.endswith("%")
     try:

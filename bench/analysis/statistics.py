@@ -1,15 +1,8 @@
-"""Capacity-planning math: pure functions, no database and no I/O.
-
-* The Universal Scalability Law (USL) fitted to measured throughput at several worker
-  counts: Gunther, "Guerrilla Capacity Planning" (Springer, 2007), ch. 4.
-* Workers needed for an arrival rate, by Little's law L = λW: Little, "A Proof for the
-  Queuing Formula L = λW", Operations Research 9(3):383-387, 1961.
-* Confidence intervals from Student's t, and Welch's unequal-variance t-test for
-  comparing repeated runs: Welch, "The generalization of 'Student's' problem when
-  several different population variances are involved", Biometrika 34, 1947.
-
-The numerics are scipy's (``optimize.least_squares``, ``stats.t``, ``stats.ttest_ind``).
-"""
+"""Capacity-planning math, pure functions (numerics by scipy): the Universal Scalability Law fit (Gunther,
+"Guerrilla Capacity Planning", Springer, 2007, ch. 4); workers by Little's law L = λW (Little, "A Proof for
+the Queuing Formula L = λW", Operations Research 9(3):383-387, 1961); Student's t intervals and Welch's t-test
+(Welch, "The generalization of 'Student's' problem when several different population variances are involved",
+Biometrika 34, 1947)."""
 
 from __future__ import annotations
 
@@ -24,13 +17,9 @@ __all__ = ["UslFit", "usl_throughput", "fit_usl", "workers_needed", "mean_ci", "
 
 
 def usl_throughput(workers, lambda_jobs_per_s, sigma, kappa):
-    """Throughput X(N) = λN / (1 + σ(N−1) + κN(N−1)) in jobs/s (Gunther 2007, ch. 4).
-
-    ``workers`` (N) is a number or an array of numbers; the result is a float for a
-    number and a numpy array of the same shape for an array. ``lambda_jobs_per_s`` is
-    X(1), the throughput of one worker; ``sigma`` the contention (serialised share of
-    the work) and ``kappa`` the coherency (crosstalk) coefficient.
-    """
+    """Throughput X(N) = λN / (1 + σ(N−1) + κN(N−1)) in jobs/s (Gunther 2007, ch. 4): a float for a number N,
+    a numpy array of the same shape for an array. ``lambda_jobs_per_s`` is X(1); ``sigma`` the contention,
+    ``kappa`` the coherency coefficient."""
     n = np.asarray(workers, dtype=float)
     x = lambda_jobs_per_s * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
     return float(x) if x.ndim == 0 else x
@@ -38,21 +27,14 @@ def usl_throughput(workers, lambda_jobs_per_s, sigma, kappa):
 
 @dataclass(frozen=True)
 class UslFit:
-    """A USL fit of measured throughput against worker count (Gunther 2007, ch. 4).
+    """A USL fit of throughput against worker count (Gunther 2007, ch. 4).
 
-    ``peak_workers`` is N* = sqrt((1 − σ) / κ), the worker count of maximum throughput,
-    and ``peak_jobs_per_s`` is X(N*); N* < 1 means a second worker already lowers
-    throughput (the formula's value is kept, not clamped to 1). When κ == 0 there is no
-    peak: ``peak_workers`` is ``math.inf`` and ``peak_jobs_per_s`` is the asymptote λ/σ
-    that throughput approaches (``math.inf`` too when σ == 0 as well: linear scaling).
-
-    ``rmse_jobs_per_s`` is the root mean square residual; ``mape_pct`` the mean absolute
-    percentage error (the "fit error", over points with throughput > 0; nan if none);
-    ``r2`` the coefficient of determination (nan when all throughputs are equal);
-    ``n_points`` the number of measurements fitted (repetitions included).
-    ``sigma_stderr`` / ``kappa_stderr`` are standard errors from the fit's covariance
-    matrix, nan when it cannot be estimated (e.g. only 3 points for 3 parameters).
-    """
+    ``peak_workers`` is N* = sqrt((1 − σ) / κ), not clamped to 1, and ``peak_jobs_per_s`` X(N*); with κ == 0,
+    ``math.inf`` and the asymptote λ/σ (``math.inf`` too when σ == 0). ``rmse_jobs_per_s``: root mean square
+    residual; ``mape_pct``: mean absolute percentage error over points with throughput > 0 (nan if none);
+    ``r2`` (nan when all throughputs are equal); ``n_points``: measurements fitted;
+    ``sigma_stderr``/``kappa_stderr`` from the fit's covariance, nan when it cannot be estimated (e.g. 3
+    points for 3 parameters)."""
 
     lambda_jobs_per_s: float
     sigma: float
@@ -72,14 +54,9 @@ class UslFit:
 
 
 def _initial_guess(n: np.ndarray, x: np.ndarray) -> tuple[float, float, float]:
-    """Starting (λ, σ, κ) from the USL linearised.
-
-    N / X(N) = (1 + (σ + κ)(N − 1) + κ(N − 1)²) / λ is a quadratic c0 + c1·m + c2·m² in
-    m = N − 1 (Gunther's quadratic, with λ left free), fitted by weighted linear least
-    squares so that the residuals are relative. Then λ = 1/c0, κ = c2/c0,
-    σ = c1/c0 − κ, clipped into the bounds. If the intercept is not positive, λ falls
-    back to the best X(N)/N at the smallest N.
-    """
+    """Starting (λ, σ, κ): N/X(N) = (1 + (σ+κ)(N−1) + κ(N−1)²)/λ fitted as a quadratic in N − 1 by weighted
+    linear least squares (relative residuals), clipped into the bounds; λ = the best X(N)/N at the smallest N
+    when the intercept is not positive."""
     keep = x > 0
     m, inv = n[keep] - 1.0, n[keep] / x[keep]
     c2, c1, c0 = np.polyfit(m, inv, 2, w=1.0 / inv) if np.unique(m).size >= 3 else (0.0, 0.0, 0.0)
@@ -94,19 +71,12 @@ def _initial_guess(n: np.ndarray, x: np.ndarray) -> tuple[float, float, float]:
 
 
 def fit_usl(workers: Sequence[float], throughput_jobs_per_s: Sequence[float]) -> UslFit:
-    """Fit the USL X(N) = λN / (1 + σ(N−1) + κN(N−1)) to measurements (Gunther 2007, ch. 4).
+    """Fit X(N) = λN / (1 + σ(N−1) + κN(N−1)) (Gunther 2007, ch. 4) to equal-length ``workers`` and
+    ``throughput_jobs_per_s`` (jobs/s; repeated N allowed) with λ > 0, 0 ≤ σ ≤ 1, κ ≥ 0: bounded least squares
+    (``scipy.optimize.least_squares``) on relative residuals, started from :func:`_initial_guess`.
 
-    ``workers`` and ``throughput_jobs_per_s`` are equal-length sequences, one measured
-    point per index; several points at the same N (repetitions) are allowed and all
-    count. Bounds: λ > 0, 0 ≤ σ ≤ 1, κ ≥ 0. Nonlinear least squares on relative
-    throughput residuals (``scipy.optimize.least_squares``, trust-region reflective; each
-    residual divided by the starting model's X(N)), started from a linearised fit (see
-    ``_initial_guess``). A parameter the solver reports at its bound is set exactly to it.
-
-    Raises ValueError when the lengths differ, an input is non-finite or negative, a
-    worker count is 0, no throughput is positive, or there are fewer than 3 distinct
-    worker counts.
-    """
+    Raises ValueError when the lengths differ, an input is non-finite or negative, a worker count is 0, no
+    throughput is positive, or there are fewer than 3 distinct worker counts."""
     n = np.asarray(workers, dtype=float).ravel()
     x = np.asarray(throughput_jobs_per_s, dtype=float).ravel()
     if n.size != x.size:
@@ -165,17 +135,11 @@ def fit_usl(workers: Sequence[float], throughput_jobs_per_s: Sequence[float]) ->
 
 
 def workers_needed(arrival_jobs_per_s: float, job_s: float, utilisation: float = 0.7) -> int:
-    """Workers to serve ``arrival_jobs_per_s`` at a target ``utilisation``, by Little's law.
+    """Workers to serve ``arrival_jobs_per_s`` at ``utilisation`` u (0 < u ≤ 1) by Little's law L = λW (Little
+    1961): ceil(rate × ``job_s`` / u), ``job_s`` being a worker's seconds per job (claim + work + completion)
+    and the quotient rounded to 9 decimals first (float noise); an int ≥ 1.
 
-    L = λW (Little 1961): the mean number of busy workers is the arrival rate times the
-    time one worker spends per job, ``job_s`` in seconds (claim + work + completion).
-    Divided by the utilisation target (0 < u ≤ 1) and rounded up; returns an int ≥ 1.
-    The quotient is rounded to 9 decimals first so that float noise (10.000000000000002)
-    does not add a worker.
-
-    Raises ValueError for a non-positive or non-finite rate or time, or a utilisation
-    outside (0, 1].
-    """
+    Raises ValueError for a non-positive or non-finite rate or time, or a utilisation outside (0, 1]."""
     if not (math.isfinite(arrival_jobs_per_s) and arrival_jobs_per_s > 0):
         raise ValueError(f"workers_needed: arrival_jobs_per_s must be > 0, got {arrival_jobs_per_s}")
     if not (math.isfinite(job_s) and job_s > 0):
@@ -186,12 +150,9 @@ def workers_needed(arrival_jobs_per_s: float, job_s: float, utilisation: float =
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): the mean of ``values`` and its two-sided Student's t interval.
-
-    The interval is mean ± t(confidence, n − 1) · s/√n (``scipy.stats.t``). With one
-    value: (value, nan, nan); with all values equal: (mean, mean, mean).
-    Raises ValueError for no values, a non-finite value, or confidence outside (0, 1).
-    """
+    """(mean, low, high): the mean of ``values`` ± t(confidence, n − 1) · s/√n (``scipy.stats.t``); (value,
+    nan, nan) for one value, (mean, mean, mean) when all are equal. Raises ValueError for no values, a
+    non-finite value, or confidence outside (0, 1)."""
     v = np.asarray(values, dtype=float).ravel()
     if v.size == 0:
         raise ValueError("mean_ci: no values")
@@ -212,14 +173,11 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
 def compare_samples(a: Sequence[float], b: Sequence[float]) -> dict:
     """Compare two samples (e.g. throughput of repeated runs under two settings).
 
-    Returns ``{"mean_a", "mean_b", "rel_diff", "p_value", "significant", "n_a", "n_b",
-    "test"}``: ``rel_diff`` = (mean_b − mean_a) / mean_a (nan when mean_a is 0);
-    ``p_value`` the two-sided p of Welch's unequal-variance t-test (Welch 1947,
-    ``scipy.stats.ttest_ind(equal_var=False)``), None when either side has fewer than
-    2 values or both have zero variance; ``significant`` is p < 0.05, or None with it;
-    ``test`` is "Welch t-test".
-    Raises ValueError when a side is empty or has a non-finite value.
-    """
+    Returns ``{"mean_a", "mean_b", "rel_diff", "p_value", "significant", "n_a", "n_b", "test"}``: ``rel_diff``
+    = (mean_b − mean_a) / mean_a (nan when mean_a is 0); ``p_value`` the two-sided p of Welch's t-test (Welch
+    1947, ``scipy.stats.ttest_ind(equal_var=False)``), None when a side has fewer than 2 values or both have
+    zero variance; ``significant`` is p < 0.05 (None with it); ``test`` is "Welch t-test". Raises ValueError
+    when a side is empty or has a non-finite value."""
     xa = np.asarray(a, dtype=float).ravel()
     xb = np.asarray(b, dtype=float).ravel()
     if xa.size == 0 or xb.size == 0:

@@ -1,25 +1,5 @@
-"""The rule that turns an experiment's measured figures into its verdict.
-
-An experiment (``bench/data/workloads/experiments/<name>.toml``, read by :mod:`bench.experiments.catalogue`)
-states a claim and one or more figures, each with a threshold: ``holds_if = "<= 1.3"``. This
-module decides, from the figures as measured, one of :data:`VERDICTS`:
-
-- ``not applicable``: the engine cannot run the experiment (decided before anything runs);
-- ``inconclusive``: a run it needs failed, was interrupted, suspect (the load generator was
-  saturated) or broke something the experiment does not expect; the budget ran out before every
-  run was measured; a figure could not be measured; its repetitions fall on both sides of the
-  threshold (noisy); or a figure lies within :data:`CLOSE_CALL` of its threshold;
-- ``does not hold``: every run is trustworthy and some figure is, in every repetition, on the
-  wrong side of its threshold (a claim is the conjunction of its figures);
-- ``holds``: every figure is, in every repetition, on the right side.
-
-A figure with ``decide_by = "ci95"`` is decided on the 95 % confidence interval of the mean over its
-repetitions instead (at least :data:`CI_MIN_REPETITIONS`): it holds when the whole interval is on
-the right side of its threshold, does not hold when the whole interval is on the wrong side, and is
-inconclusive when the interval straddles the threshold or there are too few repetitions.
-
-Pure functions on plain values: no database, no files (``tests/test_verdicts.py``).
-"""
+"""The rule that turns an experiment's measured figures into its verdict (the rule: docs/experiments.md,
+"Verdicts"). Pure functions on plain values: no database, no files."""
 
 from __future__ import annotations
 
@@ -31,7 +11,6 @@ from typing import Sequence
 
 from bench.analysis.statistics import mean_ci
 
-VERDICTS = ("holds", "does not hold", "inconclusive", "not applicable")
 #: Comparison operators a threshold may use.
 OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 #: A figure closer than this share of its threshold to the threshold is too close to call:
@@ -137,7 +116,8 @@ class Figure:
 
 @dataclass
 class Verdict:
-    """An experiment's verdict (one of :data:`VERDICTS`) and the sentences that explain it."""
+    """An experiment's verdict (``holds``, ``does not hold``, ``inconclusive`` or ``not applicable``) and the
+    sentences that explain it."""
 
     verdict: str
     reasons: list[str] = field(default_factory=list)
@@ -145,13 +125,9 @@ class Verdict:
 
 def decide(figures: Sequence[Figure], untrusted: Sequence[str] = (), unfinished: str = "",
            not_applicable: str = "") -> Verdict:
-    """The verdict from the measured ``figures``.
-
-    ``untrusted``: one sentence per run problem the experiment does not accept (a failed,
-    interrupted or suspect run...); ``unfinished``: why not every run was measured (the budget
-    ran out), or ""; ``not_applicable``: why the engine cannot run the experiment, or "". The
-    rules are the module docstring's.
-    """
+    """The verdict from the measured ``figures``. ``untrusted``: one sentence per run problem the experiment
+    does not accept; ``unfinished``: why not every run was measured, or ""; ``not_applicable``: why the engine
+    cannot run the experiment, or ""."""
     if not_applicable:
         return Verdict("not applicable", [not_applicable])
     blockers = [*([unfinished] if unfinished else []), *untrusted]

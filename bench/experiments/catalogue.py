@@ -1,45 +1,6 @@
-"""The experiments catalogue: one TOML file per experiment in ``bench/data/workloads/experiments/``.
-
-An experiment file (read with :mod:`tomllib`) states::
-
-    number = 1
-    title = "Convoy"
-    claim = "With plain FOR UPDATE and the claim transaction held ..."   # the rule, one sentence
-    measures = "jobs/s against workers, and lock waiters per other worker"  # the figure, in words
-    budget_s = 60                  # quick tier: at most this long, load and preparation included
-    engines = ["postgres", "mariadb"]          # where it applies (default: both)
-    not_applicable = { mariadb = "why" }       # the reason given on the other engines
-    accept = ["saturated"]         # run problems that are the point, not noise (ACCEPTABLE)
-
-    [runs]                         # ordinary runs: a sweep's keys (workload, repetitions, fixed, matrix or cells)
-    workload = "default"
-    [runs.fixed]
-    policy = "wait"
-    [runs.matrix]
-    workers = [4, 16]
-    [runs.postgres]                # run parameters for one engine only, laid over [runs.fixed]
-    plan_cache = "force_custom_plan"
-
-    [probe]                        # instead of [runs]: a probe the engine runs (PROBES)
-    kind = "offset_lock"
-
-    [[figures]]                    # see bench.analysis.experiment_figures
-    name = "throughput at 16 workers / at 4"
-    measure = "ratio"
-    key = "throughput_jobs_per_s"
-    of = { workers = 16 }
-    over = { workers = 4 }
-    holds_if = "<= 1.3"
-    # engine = "postgres"          # a figure measured on one engine only
-    # decide_by = "ci95"           # decided on the 95 % interval over >= 3 repetitions, not each one
-
-    [full]                         # FULL=1: the long version; each key replaces or extends the quick one
-    budget_s = 900
-    runs = { repetitions = 3, fixed = { duration = "10m" }, matrix = { workers = [4, 16, 64] } }
-
-Every file is validated (every run of every cell, every figure's key and threshold) before
-anything touches a database; a bad file is refused in one line naming ``EXPERIMENT``.
-"""
+"""The experiments catalogue: one TOML file per experiment in ``bench/data/workloads/experiments/``, read and
+validated (every run of every cell, every figure's key and threshold) before anything touches a database; the
+file format is in docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -79,7 +40,7 @@ def _bad(path: Path, message: str) -> ConfigError:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One validated experiment file (see the module docstring); ``full`` tells which tier it was read for."""
+    """One validated experiment file; ``full`` tells which tier it was read for."""
 
     name: str
     path: Path
@@ -277,19 +238,10 @@ def _product_size(matrix: Mapping[str, Any]) -> int:
     return size
 
 
-def experiment_names() -> list[str]:
-    """The names of the experiments in the catalogue directory, in file-name order."""
-    return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.toml"))
-
-
 def load_catalogue(names: Sequence[str] = (), full: bool = False, dsn: str | None = None) -> list[Experiment]:
     """The experiments ``names`` (all of the catalogue when empty), validated, in catalogue order
-    (``number``), for the engine of ``dsn``.
-
-    A name is a file's stem in ``bench/data/workloads/experiments/`` (``convoy``), its number (``1``), or a path
-    to an experiment file of one's own (``my_rule.toml``). Raises ConfigError: ``EXPERIMENTS`` for
-    an unknown name (listing the names and numbers there are), ``EXPERIMENT`` for a bad file.
-    """
+    (``number``), for the engine of ``dsn``. A name is a file's stem (``convoy``), a number (``1``) or a path
+    to a ``.toml``. Raises ConfigError: ``EXPERIMENTS`` for an unknown name, ``EXPERIMENT`` for a bad file."""
     engine = build_config("default", {}, dsn=dsn).engine
     experiments = [load_experiment(p, full, dsn, engine) for p in sorted(EXPERIMENTS_DIR.glob("*.toml"))]
     by_number: dict[str, Experiment] = {}

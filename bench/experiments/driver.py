@@ -1,17 +1,5 @@
-"""Run (or resume) a catalogue of experiments and decide each one's verdict.
-
-A catalogue run lives in ``results/experiments/<tier>-<stamp>/``: ``experiments.json`` (what
-was asked, and each experiment's outcome as it is decided) and one directory per experiment,
-holding its runs as an ordinary sweep (``<name>/sweeps/<name>-<stamp>/``, the files
-:func:`bench.sweep.driver.run_sweep` writes) or its probe's facts (``<name>/probe.json``), and
-``<name>/outcome.json`` once its verdict is decided.
-
-Resume: the same selection run again continues the newest unfinished catalogue run of the same
-tier and files: decided experiments are kept, an interrupted one resumes its sweep where it
-stopped (the sweep's own resume). Each experiment has a time budget (``budget_s``, preparation
-included); no run starts that would end after it, and an experiment whose budget ran out
-before all its runs is ``inconclusive`` and says so.
-"""
+"""Run (or resume) a catalogue of experiments into ``results/experiments/<tier>-<stamp>/`` and decide each
+one's verdict (the directory, resume and budgets: docs/experiments.md)."""
 
 from __future__ import annotations
 
@@ -66,10 +54,9 @@ def find_resumable(results_dir: Path, key: str) -> Path | None:
 
 
 def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
-    """One sentence per run problem of the sweep that the experiment does not ``accept``
-    (:data:`bench.experiments.catalogue.ACCEPTABLE`): failed runs, and each run's
-    :func:`bench.results.model.problems`, plus "saturated" unless accepted, and per-table autovacuum
-    settings that the run could not observe (the server's naptime not shorter than the run)."""
+    """One sentence per run problem of the sweep that the experiment does not ``accept``: failed runs, each
+    run's :func:`bench.results.model.problems`, "saturated" unless accepted, and ``AUTOVACUUM_SETTINGS`` the
+    run could not observe."""
     sweep = load_sweep(sweep_dir)
     found = []
     for _, row in sweep.runs.iterrows():
@@ -177,13 +164,9 @@ def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str
 def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, results_dir: Path, *,
                   probe_runner: Callable[[str], Mapping[str, Any]], fresh: bool = False,
                   log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _d: None) -> Path:
-    """Run (or resume) ``experiments`` against ``dsn`` (an ``engine`` database); returns the
-    catalogue directory, whose ``experiments.json`` holds every outcome.
-
-    ``probe_runner(kind)`` runs the engine's probe ``kind`` and returns its facts;
-    ``on_run(run_dir)`` runs after each measured run (the command renders its report). Raises
-    :class:`CatalogueInterrupted` on Ctrl-C (the directory resumes).
-    """
+    """Run (or resume) ``experiments`` against ``dsn`` (an ``engine`` database); returns the catalogue
+    directory, whose ``experiments.json`` holds every outcome. ``probe_runner(kind)`` returns a probe's facts;
+    ``on_run(run_dir)`` runs after each measured run. Raises :class:`CatalogueInterrupted` on Ctrl-C."""
     key = selection_key(experiments, engine)
     catalogue_dir = None if fresh else find_resumable(results_dir, key)
     tier = "full" if any(e.full for e in experiments) else "quick"

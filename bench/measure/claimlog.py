@@ -1,29 +1,7 @@
-"""The client's claim log: every committed claim, completion, failure and produced job, as it happens.
-
-Memory does not grow with the number of jobs: each event is one short CSV line
-(:data:`EVENT_COLUMNS`) appended, through a buffer of :data:`BUFFER_BYTES`, to an
-anonymous temporary file that disappears when the log is closed. The end-of-run
-audit (:func:`bench.engines.postgres.audit.run_audit`) loads the file into a ``TEMP`` table with
-``COPY`` and checks it against the tool's table in SQL
-(https://www.postgresql.org/docs/current/sql-copy.html); MariaDB's
-(:func:`bench.engines.mariadb.audit.run_audit`) reads the events with :meth:`ClaimLog.rows`
-and loads them with multi-row ``INSERT`` statements. Line order is event
-order, and the audit relies on it: it tells whether a job's previous claim had
-finished (completed or failed) when the job's next claim came back.
-
-Event kinds (:data:`EVENT_KINDS`): ``c`` a claim the database committed, with its
-database times (epoch seconds) ``claimed_at`` and ``lease_until``; ``a`` a
-completion the database applied; ``s`` a completion it rejected (stale token);
-``f`` a failure reported for an attempt; ``p`` a job a producer inserted.
-
-In ``TXN=hold`` a claim commits only with the ``COMMIT`` that ends the
-worker's transaction: until then its events go to a :class:`Tentative` buffer
-(bounded by the batch), written to the log by :meth:`Tentative.commit` once the
-``COMMIT`` returned, and dropped otherwise (crash, rollback, killed backend):
-a rolled-back claim is not a claim, and the row's next claim is legitimate.
-
-Everything runs in one OS thread (gevent greenlets): no locking.
-"""
+"""The client's claim log: every committed claim, completion, failure and produced job, one CSV line of
+:data:`EVENT_COLUMNS` each, streamed to an anonymous temporary file for the end-of-run audit. Line order is
+event order, which the audit relies on; ``TXN=hold`` events wait in a :class:`Tentative` until the ``COMMIT``
+returned. One OS thread (gevent greenlets): no locking."""
 
 from __future__ import annotations
 
@@ -69,10 +47,8 @@ class _EventSink:
 
 
 class ClaimLog(_EventSink):
-    """The run's event log, streamed to a temporary file (see the module docstring).
-
-    ``events`` counts the lines written. Call :meth:`close` when the audit is done.
-    """
+    """The run's event log, streamed to a temporary file; ``events`` counts the lines written. Call
+    :meth:`close` when the audit is done."""
 
     def __init__(self) -> None:
         self._file = tempfile.TemporaryFile("w+b", buffering=BUFFER_BYTES, prefix="queue-bench-claims-")
@@ -97,8 +73,9 @@ class ClaimLog(_EventSink):
         return Tentative(self)
 
     def copy_to(self, copy) -> int:
-        """Stream every event written so far to psycopg ``copy`` (a ``COPY … FROM STDIN (FORMAT csv)``
-        with :data:`EVENT_COLUMNS`); return the number of events."""
+        """Stream every event written so far to psycopg ``copy`` (a ``COPY … FROM STDIN (FORMAT csv)`` with
+        :data:`EVENT_COLUMNS`, https://www.postgresql.org/docs/current/sql-copy.html); return the number of
+        events."""
         self._file.seek(0)
         while chunk := self._file.read(COPY_CHUNK_BYTES):
             copy.write(chunk)
@@ -106,14 +83,10 @@ class ClaimLog(_EventSink):
         return self.events
 
     def rows(self) -> Iterator[tuple[str, int, int | None, float | None, float | None]]:
-        """Every event written so far, in log order, as a tuple of :data:`EVENT_COLUMNS`:
-        ``(kind, id, token, claimed_at, lease_until)``, an empty field as None (ints and floats
-        parsed from the line: a float reads back as the one written). For an engine that loads
-        the events with statements of its own instead of ``COPY``.
-
-        Reads the file in chunks of :data:`COPY_CHUNK_BYTES` and puts the file position back at
-        the end before each chunk's events are yielded, so events written while the iteration is
-        suspended are appended, not written over the ones still to come (they are not yielded)."""
+        """Every event written so far, in log order, as ``(kind, id, token, claimed_at, lease_until)`` (ints
+        and floats parsed, an empty field None), for an engine that loads the events without ``COPY``. Events
+        written while the iteration is suspended are appended, not yielded. Raises ValueError for a line
+        longer than :data:`COPY_CHUNK_BYTES`."""
         end = self._file.seek(0, io.SEEK_END)
         offset = 0
         while offset < end:
@@ -158,12 +131,8 @@ class Tentative(_EventSink):
 
 
 class StampedLog(ClaimLog):
-    """A load generator process's own event log in a distributed run: each line is prefixed with the
-    wall time it was written (``time.time()``, epoch seconds) and kept in memory until :meth:`take`
-    hands the lines over (every second, to the master), so a lost process loses at most one
-    second's events. The master appends each process's lines to a file of its own and merges the
-    files by :func:`merge_stamped`. One machine's processes share its clock, so the stamps order
-    their events as they happened; across hosts the order is as good as their clocks agree."""
+    """A load generator process's own event log in a distributed run: each line prefixed with its wall time
+    (``time.time()``, epoch seconds) and kept in memory until :meth:`take` hands it to the master."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -189,9 +158,8 @@ class StampedLog(ClaimLog):
 
 
 def merge_stamped(paths: Iterable, into: ClaimLog) -> int:
-    """Append the events of every :class:`StampedLog` file in ``paths`` to ``into``, in the order of
-    their stamps (each file is in that order already: a heap merge), without the stamps; return how
-    many. The audit then reads one log in event order, as from a single process."""
+    """Append the events of every :class:`StampedLog` file in ``paths`` to ``into`` in stamp order (a heap
+    merge), without the stamps; return how many."""
     def lines(path) -> Iterator[tuple[float, str]]:
         with open(path, "rb") as fh:
             for raw in fh:

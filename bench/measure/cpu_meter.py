@@ -8,15 +8,8 @@ import psutil
 
 
 class CpuMeter:
-    """CPU of this process (all its threads) between successive :meth:`read` calls.
-
-    Each :meth:`read` returns ``(total_pct, user_pct, system_pct)``: CPU seconds
-    since the previous read (``psutil.Process.cpu_times``: user and system, children
-    excluded) over the wall seconds between the reads, in % of one core (so up to
-    100 × cores). The split matters on a machine shared with the database server:
-    system time is mostly the loopback socket work every client pays (pgbench too),
-    user time is the harness's own code.
-    """
+    """CPU of this process (all its threads, children excluded; ``psutil.Process.cpu_times``) between
+    successive :meth:`read` calls, in % of one core (up to 100 × cores), split into user and system time."""
 
     def __init__(self, process: psutil.Process | None = None):
         self._process = process or psutil.Process()

@@ -1,15 +1,6 @@
-"""One second of measurements in a form that can cross a process boundary, and the exact merge of
-several processes' seconds into one.
-
-A load generator process (a Locust worker of a distributed run) closes its second
-(:meth:`bench.measure.metrics.Recorder.rotate`), encodes it with :func:`encode` and ships the
-result (a dict of str, int and float only: what Locust's messages carry, msgpack-encoded) to
-the master, which decodes each process's second with :func:`decode` and adds them with
-:func:`merge`. Histograms travel in HdrHistogram's own compressed encoding
-(``HdrHistogram.encode``, base64 of the zlib-deflated V2 encoding, the format of the ``.hlog``
-files) and are added bucket by bucket, so a merged p99 is the p99 of the union of every
-process's values, never an average of percentiles.
-"""
+"""One second of measurements encoded to cross a process boundary (str, int and float only; histograms in
+HdrHistogram's compressed V2 encoding, as in the ``.hlog`` files), and the exact merge of several processes'
+seconds, histograms added bucket by bucket."""
 
 from __future__ import annotations
 
@@ -52,11 +43,10 @@ def decode(data: dict[str, Any]) -> Interval:
 
 
 def merge(index: int, parts: Iterable[Interval]) -> Interval:
-    """One interval of second ``index`` holding every part's values: histograms added bucket by
-    bucket, counters and errors summed, the largest claim kept. It spans the first part's start and
-    end: the run's clock closes the second (the master's own part comes first), and a process's
-    part is stamped with its own recorder's times (its stop phase's part with 0, 0), which must not
-    stretch the measured window. With no parts, an empty interval of length 0."""
+    """One interval of second ``index`` holding every part's values: histograms added bucket by bucket,
+    counters and errors summed, the largest claim kept. It spans the first part's start and end (the run's
+    clock's part comes first; the others' times must not stretch the window); with no parts, an empty interval
+    of length 0."""
     parts = list(parts)
     histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}
     counters, errors = Counter(), Counter()

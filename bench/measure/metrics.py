@@ -1,14 +1,5 @@
-"""Client-side measurement: per-second HdrHistograms and counters.
-
-Latencies are recorded as integer microseconds in HdrHistograms (the ``hdrh``
-package, a port of Gil Tene's HdrHistogram), one set per one-second interval;
-whole-window histograms are the exact sum of the measured intervals, so every
-figure can be recomputed from the interval log. A :class:`Window` keeps those sums
-as running totals, so a run holds one second's histograms at a time however long it is. Locust's own statistics are not
-used: they round sub-100 ms response times to whole milliseconds.
-
-Everything here runs in one OS thread (gevent greenlets), so no locking is needed.
-"""
+"""Client-side measurement: per-second HdrHistograms (integer µs) and counters, and the measured window's
+running totals. Everything runs in one OS thread (gevent greenlets): no locking."""
 
 from __future__ import annotations
 
@@ -45,19 +36,9 @@ def new_histogram(name: str) -> HdrHistogram:
 
 
 def record_values(hist: HdrHistogram, values: "list[int]", highest: int) -> None:
-    """Record every value of ``values`` (integer µs) into ``hist``, as ``record_value`` would one by one.
-
-    Values are first clamped to ``[1, highest]``. The counts index of each value is
-    computed with numpy from the histogram's own bucket parameters, by the same
-    formula as ``hdrh``'s ``_counts_index_for`` (HdrHistogram's ``countsArrayIndex``:
-    bucket = bit length of ``value | sub_bucket_mask`` minus ``unit_magnitude`` and
-    ``sub_bucket_half_count_magnitude + 1``; sub-bucket = ``value >> (bucket +
-    unit_magnitude)``), then added to its counts array in place. At a few thousand
-    values a second this costs about 0.1 µs a value against 1.2 µs for a
-    ``record_value`` call. ``tests/test_metrics.py`` checks that both give the same
-    histogram, bucket for bucket. Raises ValueError for ``highest`` beyond 2**53
-    (the bit length is taken from a float64).
-    """
+    """Record ``values`` (integer µs, clamped to ``[1, highest]``) into ``hist`` as ``record_value`` would one
+    by one: each counts index by hdrh's ``_counts_index_for`` (HdrHistogram's ``countsArrayIndex``), in numpy.
+    Raises ValueError for ``highest`` at or beyond 2**53 (the bit length is taken from a float64)."""
     if not values:
         return
     if highest >= 2 ** 53:
@@ -75,16 +56,9 @@ def record_values(hist: HdrHistogram, values: "list[int]", highest: int) -> None
 
 
 def values_at_percentiles(hist: HdrHistogram, percentiles: "Iterable[float]") -> list[int]:
-    """The values of ``hist`` at each of ``percentiles`` (0–100), as ``hist.get_value_at_percentile`` gives them.
-
-    ``hdrh``'s own method walks the counts array in Python, index by index, for each
-    percentile: about 1–5 ms per call at a few ms of latency, which once a second for
-    several percentiles and histograms was a large share of the harness's CPU. Here one
-    numpy cumulative sum serves every percentile, and the target count and the value
-    reported for the bucket found are hdrh's own (``get_target_count_at_percentile``,
-    ``get_highest_equivalent_value``; ``get_lowest_equivalent_value`` for percentile 0),
-    so the results are identical (``tests/test_metrics.py``). An empty histogram gives 0s.
-    """
+    """The values of ``hist`` at each of ``percentiles`` (0–100), identical to
+    ``hist.get_value_at_percentile`` (hdrh's target count and equivalent values, from one numpy cumulative
+    sum); 0s when empty."""
     percentiles = list(percentiles)
     if hist.get_total_count() == 0:
         return [0] * len(percentiles)
@@ -98,22 +72,16 @@ def values_at_percentiles(hist: HdrHistogram, percentiles: "Iterable[float]") ->
 
 
 def recorded_counts(hist: HdrHistogram) -> list[tuple[int, int]]:
-    """``(value, count)`` of each non-empty bucket of ``hist``, in value order; the value is the
-    bucket's highest equivalent value, as hdrh's recorded iterator gives it (``value_iterated_to``),
-    found with numpy instead of that iterator, which walks every bucket in Python (tens of ms)."""
+    """``(value, count)`` of each non-empty bucket of ``hist``, in value order; the value is the bucket's
+    highest equivalent value, as hdrh's recorded iterator (``value_iterated_to``) gives it."""
     counts = np.ctypeslib.as_array(hist.counts)
     return [(hist.get_highest_equivalent_value(hist.get_value_from_index(i)), int(counts[i]))
             for i in np.flatnonzero(counts).tolist()]
 
 
 def mean_value(hist: HdrHistogram) -> float:
-    """The mean of ``hist``, as ``hist.get_mean_value`` gives it (0.0 when empty).
-
-    hdrh's method iterates every recorded bucket through its Python iterator (about
-    1 s for a long run's claim histogram); here only the non-zero buckets are visited,
-    each weighted by the middle of its equivalent-value range, as hdrh does
-    (``_hdr_median_equiv_value``: lowest equivalent value plus half the range).
-    """
+    """The mean of ``hist``, as ``hist.get_mean_value`` gives it (each bucket weighted as hdrh's
+    ``_hdr_median_equiv_value``), over the non-zero buckets only; 0.0 when empty."""
     total_count = hist.get_total_count()
     if total_count == 0:
         return 0.0
@@ -128,11 +96,8 @@ def mean_value(hist: HdrHistogram) -> float:
 
 @dataclasses.dataclass
 class Interval:
-    """One second (or less, at the end) of client measurements.
-
-    ``index`` counts seconds since the load started (warm-up included);
-    ``start_s``/``end_s`` are monotonic seconds since the load started.
-    """
+    """One second (or less, at the end) of client measurements: ``index`` counts seconds since the load
+    started (warm-up included); ``start_s``/``end_s`` are monotonic seconds since the load started."""
 
     index: int
     start_s: float
@@ -148,39 +113,22 @@ class Interval:
         return self.end_s - self.start_s
 
     def release(self) -> None:
-        """Free this interval's histograms now, once nothing will read them again.
-
-        An ``hdrh`` histogram and its encoder refer to each other (``histogram.encoder``,
-        ``encoder.histogram``), so a dropped histogram is a reference cycle that only
-        Python's cyclic collector frees, and its full collections are rare: in a long run
-        the per-second histograms (about 100 KB of counts each) pile up until one comes
-        (measured: about 10 MB a minute of RSS growth at 10 workers). Cutting the
-        encoder's back-reference lets reference counting free them at once. The
-        histograms must not be encoded afterwards.
-        """
+        """Free this interval's histograms now by cutting the histogram–encoder reference cycle; they must not
+        be encoded afterwards."""
         for hist in self.histograms.values():
             hist.encoder.histogram = None
 
 
 class Recorder:
-    """Accumulates the current interval's latencies and counters.
+    """Accumulates the current interval's latencies (raw µs, folded into HdrHistograms by :meth:`rotate`) and
+    counters.
 
-    Counters: ``claims`` (claim statements that returned, rows or not),
-    ``jobs_claimed``, ``empty_claims``, ``jobs_completed`` (completions applied),
-    ``stale_completions`` (completion updates that matched no row: token moved on),
-    ``jobs_produced`` (inserted by open-loop producers),
-    ``over_claims`` (claims returning more than ``batch`` rows), ``nowait_retries``.
-    ``errors`` counts by SQLSTATE, or a named kind when there is none (:mod:`bench.engines.postgres.error_kinds`).
-    ``max_rows_per_claim`` is the largest claim of the interval.
-
-    The hot path only appends: each latency goes to a per-second list of raw µs and
-    the per-claim counters are plain integers; :meth:`rotate` folds them into the
-    interval's HdrHistograms (:func:`record_values`) and its Counter. On the 2 cores
-    the harness shares with the server, a ``record_value`` call per latency cost about
-    1.2–3 µs; an append costs about 0.1 µs.
-
-    ``rotations`` counts the intervals closed so far: the one now recording has that index.
-    """
+    Counters: ``claims`` (claim statements that returned, rows or not), ``jobs_claimed``, ``empty_claims``,
+    ``jobs_completed`` (completions applied), ``stale_completions`` (completion updates that matched no row:
+    token moved on), ``jobs_produced`` (inserted by open-loop producers), ``over_claims`` (claims returning
+    more than ``batch`` rows), ``nowait_retries``. ``errors`` counts by SQLSTATE, or a named kind when there
+    is none (:mod:`bench.engines.postgres.error_kinds`). ``max_rows_per_claim`` is the largest claim of the
+    interval; ``rotations`` counts the intervals closed so far."""
 
     def __init__(self, batch: int):
         self.batch = batch
@@ -273,16 +221,10 @@ class Recorder:
 
 
 class Window:
-    """Running totals of the measured window: the intervals added so far, without keeping them.
-
-    ``histograms`` holds one histogram per :data:`HISTOGRAM_NAMES` name, the exact
-    sum (``HdrHistogram.add``) of the added intervals'; ``counters`` and ``errors``
-    their sums; ``start_s`` the first interval's start and ``end_s`` the last one's
-    end (monotonic seconds since the load started, None while empty); ``seconds``
-    the sum of their lengths and ``intervals`` how many were added. Memory is a
-    fixed set of histograms (about 1 MB at :data:`SIGNIFICANT_DIGITS`), whatever
-    the length of the run.
-    """
+    """Running totals of the measured window, without keeping its intervals: ``histograms`` (per
+    :data:`HISTOGRAM_NAMES` name, the exact sum of the added intervals'), ``counters``, ``errors``,
+    ``start_s`` and ``end_s`` (monotonic seconds since the load started, None while empty), ``seconds`` (the
+    sum of their lengths), ``intervals`` (how many). About 1 MB whatever the run's length."""
 
     def __init__(self) -> None:
         self.histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}
@@ -317,10 +259,8 @@ def merge(intervals: "list[Interval] | Window", name: str) -> HdrHistogram:
 
 
 def latency_summary(hist: HdrHistogram, scale: float = 1.0) -> dict[str, float | None]:
-    """{p50, p95, p99, max, mean} of ``hist`` divided by ``scale``; all None when empty.
-
-    Percentiles are HdrHistogram values (within 0.1 % at 3 significant digits).
-    """
+    """{p50, p95, p99, max, mean} of ``hist`` divided by ``scale``; all None when empty (percentiles within
+    0.1 % at 3 significant digits)."""
     if hist.get_total_count() == 0:
         return {"p50": None, "p95": None, "p99": None, "max": None, "mean": None}
     p50, p95, p99 = values_at_percentiles(hist, (50, 95, 99))

@@ -1,10 +1,6 @@
-"""The load generator's own memory: its resident set size (RSS) once a minute during the load.
-
-A soak run (``make soak``) shows whether the harness's memory grows with the
-length of the run; ``summary.json`` and ``run.json`` carry the figures as
-``harness_rss_mb``. RSS is read with psutil (``memory_info().rss``), the peak
-with ``getrusage`` (``ru_maxrss``: KiB on Linux, bytes on macOS; see getrusage(2)).
-"""
+"""The load generator's own memory: its resident set size (RSS, psutil's ``memory_info().rss``) once a minute
+during the load, and its peak (``getrusage``'s ``ru_maxrss``: KiB on Linux, bytes on macOS; see getrusage(2));
+``harness_rss_mb`` in ``summary.json``."""
 
 from __future__ import annotations
 
@@ -28,10 +24,8 @@ def peak_rss_mb() -> float:
 
 
 class RssLog:
-    """Samples ``proc``'s RSS every :data:`RSS_EVERY_S` seconds of load and logs one line each.
-
-    ``proc``: a :class:`psutil.Process`; ``log``: where the ``harness RSS ...`` lines go.
-    """
+    """Samples ``proc`` (a :class:`psutil.Process`)'s RSS every :data:`RSS_EVERY_S` seconds of load and logs a
+    ``harness RSS ...`` line to ``log`` each time."""
 
     def __init__(self, proc: psutil.Process, log: Callable[[str], None]):
         self.proc = proc
@@ -47,13 +41,9 @@ class RssLog:
         self.log(f"harness RSS {rss_mb:,.1f} MB at {elapsed_s // 60} min of load")
 
     def summary(self) -> dict:
-        """``{at_1m, at_5m, at_10m, end, max, growth_mb_per_min, per_minute}`` in MiB.
-
-        ``at_<n>m`` is the sample after n minutes of load (None if the load was shorter),
-        ``end`` the RSS now, ``max`` the process's peak RSS (at least every sample), ``growth_mb_per_min`` the
-        change from the first to the last minute sample over the minutes between
-        (None with fewer than two), ``per_minute`` every sample in order.
-        """
+        """``{at_1m, at_5m, at_10m, end, max, growth_mb_per_min, per_minute}`` in MiB: ``at_<n>m`` after n
+        minutes of load (None if shorter), ``end`` now, ``max`` the peak, ``growth_mb_per_min`` from the first
+        to the last minute sample (None with fewer than two), ``per_minute`` every sample."""
         samples = self.per_minute_mb
         end_mb = round(self.proc.memory_info().rss / MIB, 1)
         growth = (round((samples[-1] - samples[0]) / (len(samples) - 1), 2) if len(samples) > 1 else None)

@@ -83,18 +83,15 @@ def sample_columns(sample: dict | None) -> dict:
 
 
 def vacuum_columns(passes: list[tuple[float, float]], k: int) -> dict:
-    """intervals.csv's ``vacuum_passes`` (passes that started in second ``k`` of the load, 0 when
-    none) and ``vacuum_ms`` (their summed duration, ms; empty when none) from ``(start_s, duration_s)``
-    pairs (:class:`bench.engines.postgres.vacuum.Vacuumer`); a pass longer than a second is marked
-    in the second it started."""
+    """intervals.csv's ``vacuum_passes`` (passes that started in second ``k`` of the load, 0 when none) and
+    ``vacuum_ms`` (their summed duration, ms; empty when none) from ``(start_s, duration_s)`` pairs."""
     durations = [d for start, d in passes if int(start) == k]
     return {"vacuum_passes": len(durations), "vacuum_ms": round(sum(durations) * 1000, 3) if durations else None}
 
 
 def loop_lag_probe(recorder: metrics.Recorder, period_s: float = LOOP_LAG_PERIOD_S) -> None:
-    """Sleep ``period_s`` over and over (run it in a greenlet until killed), recording in
-    ``loop_lag_us`` how late each wake-up came beyond ``period_s`` (µs, at least 1): the time a
-    ready greenlet waited for the event loop, i.e. for the process to get a core."""
+    """Sleep ``period_s`` over and over (in a greenlet until killed), recording in ``loop_lag_us`` how late
+    each wake-up came beyond it (µs, at least 1): how long a ready greenlet waited for a core."""
     while True:
         started = time.perf_counter()
         gevent.sleep(period_s)

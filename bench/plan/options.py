@@ -1,8 +1,5 @@
-"""The plan's own options (``PLAN_MAX_WORKERS``, ``REPETITIONS``, ``CONFIRM_S``) and its candidate
-designs: run parameters given as comma lists (``POLICY=skip_locked,nowait BATCH=1,10``).
-
-Bad input raises :class:`bench.errors.ConfigError` naming the parameter, before anything runs.
-"""
+"""The plan's own options (``PLAN_MAX_WORKERS``, ``REPETITIONS``, ``CONFIRM_S``) and its candidate designs
+from comma lists (``POLICY=skip_locked,nowait BATCH=1,10``); bad input raises ConfigError."""
 
 from __future__ import annotations
 
@@ -64,10 +61,10 @@ def plan_options(given: Mapping[str, Any]) -> PlanOptions:
 
 
 def candidates(overrides: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The candidate designs: ``overrides`` once per combination of its comma lists (in
-    :data:`LISTABLE`), each a dict of overrides for :func:`bench.config.run_config.build_config`.
-    Raises ConfigError for a parameter the plan sets (:data:`SET_BY_PLAN`), a list of a parameter
-    that cannot be one, an empty list item, or more than :data:`MAX_CANDIDATES` combinations."""
+    """The candidate designs: ``overrides`` once per combination of its comma lists (:data:`LISTABLE`), each a
+    dict for :func:`bench.config.run_config.build_config`. Raises ConfigError for a parameter the plan sets
+    (:data:`SET_BY_PLAN`), a list where none may be, an empty item, or over :data:`MAX_CANDIDATES`
+    combinations."""
     for key, why in SET_BY_PLAN.items():
         if overrides.get(key) not in (None, ""):
             raise ConfigError(key.upper(), why)

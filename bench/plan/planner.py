@@ -1,8 +1,5 @@
-"""The capacity plan: for each candidate design, a Little's-law probe, the workers search at the
-target rate and the headroom search at the workers found; then the answer's design confirmed by a
-longer run. ``plan.json`` is written after every run, so an interrupted plan keeps what it measured
-and a resumed one runs only what is missing.
-"""
+"""The capacity plan: per candidate design a Little's-law probe, the workers search and the headroom search,
+then the answer confirmed by a longer run; ``plan.json`` written after every run (resumable)."""
 
 from __future__ import annotations
 
@@ -51,12 +48,10 @@ def least_workers(design: Design, rate: float, most: int) -> int:
 
 
 class Planner:
-    """Runs a plan and keeps ``plan.json`` (``state``) current in ``out_dir``.
-
-    ``designs`` are planned for ``target_rate`` (jobs/s) with ``options``, up to ``most_workers``; ``run(cfg)``
-    measures one step and returns its run directory; ``inputs`` is recorded as ``plan.json``'s ``inputs``;
-    ``done`` maps each run a resumed plan made before (its key) to its directory.
-    """
+    """Runs a plan and keeps ``plan.json`` (``state``) current in ``out_dir``: ``designs`` planned for
+    ``target_rate`` (jobs/s) with ``options``, up to ``most_workers``; ``run(cfg)`` measures one step and
+    returns its run directory; ``inputs`` recorded as is; ``done`` maps a resumed plan's run keys to their
+    directories."""
 
     def __init__(self, designs: list[Design], target_rate: float, options: PlanOptions, *, most_workers: int,
                  run: Callable[[RunConfig], Path], out_dir: Path, inputs: dict[str, Any],
@@ -116,9 +111,8 @@ class Planner:
         record["headroom"] = _headroom_record(headroom)
 
     def confirm(self) -> None:
-        """The confirmation run at the answer's design, workers and rate (``CONFIRM_S``). Short steps can pass a
-        worker count that a longer window shows falling behind (near saturation a queue drifts slowly): then
-        the workers go up by one resolution step and the confirmation runs again, :data:`CONFIRM_TRIES` at most."""
+        """The confirmation run at the answer's design, workers and rate (``CONFIRM_S``); on a failure, once
+        more with one resolution step more workers, :data:`CONFIRM_TRIES` runs at most."""
         answer = self.state["answer"]
         if answer.get("design_index") is None or not self.options.confirm_s:
             return

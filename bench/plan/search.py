@@ -1,14 +1,6 @@
-"""The two searches of a plan, for one design: the fewest workers that pass at the target rate, and
-the highest rate those workers still pass (the headroom).
-
-Workers: start from Little's law (workers = rate x the cycle time a short closed-loop probe measured),
-double until a step passes, then bisect down to :data:`WORKERS_RESOLUTION` of the answer or one worker.
-Doubling stops early when it no longer helps: the SLO measure (:func:`bench.results.slo.worst_ratio`)
-does not fall by :data:`MIN_GAIN` and throughput does not rise by it, so an SLO no worker count can meet
-costs two steps, not every one up to ``PLAN_MAX_WORKERS``.
-Headroom: the capacity search's ramp and bisection from twice the target
-(:func:`bench.sweep.capacity_search.ramp_and_bisect`), every step judged by the same rule.
-"""
+"""The two searches of a plan for one design: the fewest workers that pass at the target rate (from Little's
+law, doubling then bisecting to :data:`WORKERS_RESOLUTION`, stopped early when doubling gains less than
+:data:`MIN_GAIN`), and the headroom above it; docs/capacity-plan.md."""
 
 from __future__ import annotations
 
@@ -34,9 +26,9 @@ def rate_text(rate: float) -> str:
 
 
 def little_estimate(target_rate: float, probe_workers: int, probe_throughput: float) -> float:
-    """Workers Little's law needs for ``target_rate`` jobs/s (L = λW): the probe's cycle time per job and
-    worker, ``probe_workers / probe_throughput`` seconds, times the rate. Raises ValueError for a probe
-    that completed nothing."""
+    """Workers Little's law (L = λW) needs for ``target_rate`` jobs/s: the probe's cycle time per job and
+    worker (``probe_workers / probe_throughput`` s) times the rate. Raises ValueError for a probe that
+    completed nothing."""
     if probe_throughput <= 0:
         raise ValueError("the probe completed no job: no cycle time to estimate from")
     return target_rate * probe_workers / probe_throughput
@@ -53,7 +45,8 @@ def helps(before: Step, after: Step) -> bool:
 
 def _no_help(before: Step, after: Step) -> str:
     """Why doubling stopped, with the figures: 'doubling from 5 to 10 workers did not help: the SLO measure
-    went from 0.38 to 0.60 of its threshold and throughput from 176 to 162 jobs/s (helping needs 10 % better)'."""
+    went from 0.38 to 0.60 of its threshold and throughput from 176 to 162 jobs/s (helping needs 10 %
+    better)'."""
     def ratio(step: Step) -> str:
         return "not measured" if step.slo_ratio is None else f"{step.slo_ratio:,.3g}"
     return (f"doubling from {before.workers} to {after.workers} workers did not help: the SLO measure (measured over "

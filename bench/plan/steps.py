@@ -1,9 +1,6 @@
-"""One step of a plan: a design at a worker count and an arrival rate, run ``REPETITIONS`` times.
-
-A step passes only if every repetition keeps up and meets the SLO in a trusted run
-(:func:`bench.sweep.capacity_search.step_verdict`: the capacity search's keep-up rule, the SLO in it).
-Runs already made (a resumed plan) are read back instead of run again.
-"""
+"""One step of a plan: a design at a worker count and an arrival rate, run ``REPETITIONS`` times, passing only
+when every repetition passes :func:`bench.sweep.capacity_search.step_verdict`; a resumed plan's runs are read
+back."""
 
 from __future__ import annotations
 
@@ -86,9 +83,8 @@ class Stepper:
         self.run, self.repetitions, self.done, self.on_run, self.log = run, repetitions, done, on_run, log
 
     def measure(self, cfg: RunConfig, phase: str, repetitions: int | None = None) -> Step:
-        """``cfg`` run ``repetitions`` (default the plan's) times, as the step of ``phase``. A step that failed
-        only because the load generator set the pace (every failing run harness-limited) is measured once more,
-        the first runs kept in ``retried``: such a run measured the harness, not the queue. Raises
+        """``cfg`` run ``repetitions`` (default the plan's) times, as the step of ``phase``; measured once
+        more when every failing run was harness-limited (the first runs kept in ``retried``). Raises
         :class:`SearchStopped` when a run did not complete (KeyboardInterrupt outside a run's load)."""
         step = Step(cfg.workers, cfg.rate)
         for attempt in range(2):

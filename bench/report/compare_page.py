@@ -1,17 +1,6 @@
-"""Compare two runs or two sweeps from their result files (``qbench compare``).
-
-Run vs run: each run directory's ``summary.json`` (whole-window figures) and
-``intervals.csv`` (per-second samples for Welch's t-test). Sweep vs sweep: cells matched
-by their parameters, repetition means compared (sweep directories read through
-:mod:`bench.results.sweep`). The result is a fixed-width text table and an HTML page
-with a relative-difference plot. It never touches a database and imports nothing that
-does: data flows one way (result files → report). A sweep's own report is
-:mod:`bench.report.sweep_page`.
-
-Public API:
-    compare(a_path, b_path, out_path=None) -> (text table, Path of the HTML page)
-    CompareError -> a bad argument, one line naming it
-"""
+"""``qbench compare``: two runs (whole-window figures, Welch's t-test on their per-second samples) or two
+sweeps (matched cells, repetition means) compared from their result files, as a text table and an HTML page
+with a relative-difference plot."""
 
 from __future__ import annotations
 
@@ -161,9 +150,8 @@ _NOT_MEASURED = ("results", "dsn", "schema", "workload")
 
 
 def _cell_key(sweep, cell: Cell) -> tuple:
-    """What matches a cell of one sweep with a cell of the other: its effective parameters
-    (the sweep's base with the cell's axis values), so sweeps with different axes match
-    on the cells they share."""
+    """What matches a cell of one sweep with one of the other: its effective parameters (the sweep's base with
+    the cell's axis values)."""
     params = {k: v for k, v in (sweep.meta.get("base") or {}).items() if k not in _NOT_MEASURED}
     params.update({AXIS_FIELD.get(k, k): v for k, v in cell.params.items()})
     return tuple(sorted((k, json.dumps(norm_param(v), sort_keys=True, default=str)) for k, v in params.items()))
@@ -304,10 +292,9 @@ def _draw_rel_diff(rows: list[_Row]) -> bytes:
 
 def gate(a_path: Path | str, b_path: Path | str, limit: float,
          metrics: tuple[str, ...]) -> tuple[list[str], list[str], int]:
-    """The regression gate (:mod:`bench.analysis.regression`) of B against A: (regressions, untested, judged:
-    how many compared rows were judged), one line each, for the compared rows whose gate name is in ``metrics``. Only a difference tested on repetitions
-    is judged: one run on each side (two runs, or a sweep cell with one repetition) is untested, since its
-    per-second samples miss the run-to-run spread. Raises CompareError like :func:`compare`."""
+    """The regression gate (:mod:`bench.analysis.regression`) of B against A over the compared rows whose gate
+    name is in ``metrics``: (regressions, untested, judged), one line each (judged: how many rows). A
+    difference with one run on each side is untested. Raises CompareError like :func:`compare`."""
     a, b = Path(a_path), Path(b_path)
     kind = _kind(a, "RUN_OR_SWEEP_A")
     rows, _ = (_compare_runs if kind == "run" else _compare_sweeps)(a, b)
@@ -329,31 +316,14 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float,
 
 
 def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None = None) -> tuple[str, Path]:
-    """Compare two runs or two sweeps from their result files.
+    """Compare two runs or two sweeps (``a_path``, ``b_path``: directories of the same kind) from their result
+    files; returns (text, html_path).
 
-    Args:
-        a_path, b_path: each a run directory (``summary.json``, ``intervals.csv``) or a
-            sweep directory (``sweep.json``, ``cells.csv``, ``runs/``); both of the same kind.
-        out_path: where to write the HTML page; a directory (existing, or ending in "/")
-            means ``<dir>/compare.html``.
-            Default: ``<b_path>/compare_vs_<name of a_path>.html``.
-
-    Returns:
-        (text, html_path): ``text`` is a fixed-width table (metric, A, B, relative
-        difference (B − A)/A, p-value, significant, samples) followed by notes;
-        ``html_path`` the page rendered from ``bench/data/templates/compare_pair.html.j2``
-        with the same table and a bar plot of the relative differences (also written
-        as ``plots/<page stem>_relative_difference.png`` beside it).
-        Run vs run: throughput, claims/s, claim p50/p95/p99 (ms) and oldest eligible
-        age max (s) from summary.json, Welch's t-test on intervals.csv per-second
-        samples (autocorrelated, so p-values are optimistic; the text says so).
-        Sweep vs sweep: cells matched by params; repetition means compared with
-        ``capacity.compare_samples``, or per-second samples where a cell has one repetition.
-
-    Raises:
-        CompareError: one line naming RUN_OR_SWEEP_A / RUN_OR_SWEEP_B (a missing path,
-            neither kind, a run against a sweep) or ``--out`` (cannot be written).
-    """
+    ``text`` is a fixed-width table (metric, A, B, (B − A)/A, p-value, significant, samples) and notes;
+    ``html_path`` the page (``out_path``: a file, or a directory for ``<dir>/compare.html``; default
+    ``<b_path>/compare_vs_<name of a_path>.html``), with ``plots/<page stem>_relative_difference.png`` beside
+    it. Raises CompareError naming RUN_OR_SWEEP_A / RUN_OR_SWEEP_B (a missing path, neither kind, a run
+    against a sweep) or ``--out`` (cannot be written)."""
     a, b = Path(a_path), Path(b_path)
     kind_a, kind_b = _kind(a, "RUN_OR_SWEEP_A"), _kind(b, "RUN_OR_SWEEP_B")
     if kind_a != kind_b:

@@ -1,14 +1,5 @@
-"""The experiments page: ``experiments.html`` rendered from a catalogue run's files.
-
-For each experiment: its claim, its verdict (coloured), each figure against its threshold with
-one value per repetition, a plot of the figure's key in every cell of its runs (the cells the
-figure compares drawn solid, its threshold as a line where the figure is a value), the probe's
-facts, and links to every run's report. Reads ``experiments.json`` and each experiment's
-``outcome.json`` and sweep files only: data flows one way (result files → report).
-
-Public API:
-    render_experiments_page(catalogue_dir) -> Path of ``catalogue_dir/experiments.html``
-"""
+"""The experiments page, ``experiments.html``, rendered from a catalogue run's files (``experiments.json``,
+each ``outcome.json`` and its sweep)."""
 
 from __future__ import annotations
 

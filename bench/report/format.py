@@ -1,10 +1,5 @@
-"""Numbers as text for the comparison reports (:mod:`bench.report.sweep_page`, :mod:`bench.report.compare_page`).
-
-Pure functions of their arguments; no third-party imports. What counts as missing and how a
-parameter value is labelled are the results model's (:mod:`bench.results.values`). A mean with
-its 95 % confidence interval is a :class:`bench.results.sweep.Stat` (``n``, ``mean``, ``low``,
-``high``).
-"""
+"""Numbers as text for the comparison reports; pure functions, no third-party imports (what counts as missing:
+:mod:`bench.results.values`)."""
 
 from __future__ import annotations
 
@@ -20,12 +15,8 @@ NA = "n/a"
 
 def fmt_num(v: Any, decimals: int = 0, unit: str = "") -> str:
     """Thousands-separated number with ``decimals`` fixed decimals and an optional unit after a space
-    (``1234.5, 1, "s"`` -> ``'1,234.5 s'``): the one fixed-decimals number style of the reports.
-
-    A missing value is 'n/a', without the unit: None and anything that converts to a float NaN (a NaN, the
-    text ``"nan"`` of a CSV cell), the rule of :func:`bench.results.values.is_missing`. Text that is not a
-    number is returned as it is.
-    """
+    (``1234.5, 1, "s"`` -> ``'1,234.5 s'``); a missing value (:func:`bench.results.values.is_missing`) is
+    'n/a' without the unit; text that is not a number is returned as is."""
     if is_missing(v):
         return NA
     try:

@@ -1,7 +1,5 @@
-"""``plan.html``: a capacity plan's page, from its ``plan.json`` alone (and the step runs' directories for
-links): the answer first, the designs, every step's SLO table, and per design two figures: the SLO's
-figures against workers at the target rate, and against rate at the workers found (headroom marked).
-"""
+"""``plan.html``, a capacity plan's page from its ``plan.json`` alone (and the step runs' directories for
+links)."""
 
 from __future__ import annotations
 

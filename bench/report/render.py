@@ -1,9 +1,5 @@
-"""Figure and page plumbing the comparison reports share: matplotlib figures to PNG, legends, templates.
-
-Used by :mod:`bench.report.sweep_page` and :mod:`bench.report.compare_page`. Figures are drawn with
-matplotlib's Agg backend (no display needed) and embedded in the HTML as base64 PNG
-data URIs; pages are rendered from the Jinja templates shipped in ``bench/data/templates/``.
-"""
+"""Figure and page plumbing the reports share: matplotlib (Agg) figures to base64 PNG, legends, the Jinja
+templates of ``bench/data/templates/``."""
 
 from __future__ import annotations
 
@@ -48,9 +44,9 @@ def label_log_axis(axis) -> None:
 
 def legend_above(ax: plt.Axes, handles: list | None = None, ncol: int | None = None,
                  labels: list[str] | None = None) -> None:
-    """Legend above the axes so it never covers data (bench.report.run_page's style), in as many columns as
-    the axes' width holds for its longest label. A handle may be a tuple (drawn as one entry).
-    Without ``handles``, the axes' labelled artists; nothing is drawn when there are none."""
+    """Legend above the axes so it never covers data, in as many columns as the axes' width holds for its
+    longest label; a handle may be a tuple (one entry). Without ``handles``, the axes' labelled artists (none:
+    nothing drawn)."""
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
     if labels is None:

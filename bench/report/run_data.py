@@ -1,11 +1,4 @@
-"""One run's result files read for its report: ``run.json``, ``summary.json`` and ``intervals.csv``.
-
-Used by :mod:`bench.report.run_page`. Reads files only; never touches a database.
-
-Public API:
-    load_run(run_dir) -> (run, summary, intervals)
-    ReportError       -> raised when the run directory cannot be rendered
-"""
+"""One run's result files read for its report: ``run.json``, ``summary.json`` and ``intervals.csv``."""
 
 from __future__ import annotations
 
@@ -31,19 +24,12 @@ class ReportError(BadInput):
 
 
 def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
-    """Read ``run.json``, ``summary.json`` and ``intervals.csv`` of ``run_dir``.
+    """``(run, summary, intervals)`` of ``run_dir``: the JSON objects as dicts (the summary with run.json's
+    ``engine_capabilities``, when recorded) and the per-second rows, every column numeric (unparseable cells
+    NaN), sorted by ``t_s`` (s since the measured start), indexed 0..n-1.
 
-    Returns:
-        ``(run, summary, intervals)``: the two JSON objects as dicts (the summary with run.json's
-        ``engine_capabilities``, when recorded), and the per-second rows
-        as a DataFrame with every column numeric (unparseable cells NaN), sorted by ``t_s``
-        (seconds since the measured start) with a fresh 0..n-1 index.
-
-    Raises:
-        ReportError: a file of :data:`REQUIRED_FILES` is absent (the message names it), a JSON
-            file does not parse or holds no object, ``intervals.csv`` does not parse, or it
-            lacks a column of :data:`PLOTTED_COLUMNS`.
-    """
+    Raises ReportError when a file of :data:`REQUIRED_FILES` is absent (named), a JSON file does not parse or
+    holds no object, or ``intervals.csv`` does not parse or lacks a column of :data:`PLOTTED_COLUMNS`."""
     for name in REQUIRED_FILES:
         if not (run_dir / name).is_file():
             raise ReportError(f"{name} not found in run directory {run_dir}")

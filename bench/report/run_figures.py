@@ -1,13 +1,5 @@
-"""The run report's figures: which plots, in what order, with what captions, drawn to PNG.
-
-Used by :mod:`bench.report.run_page`. The draw functions are in :mod:`bench.report.run_plots`;
-this module gives each fresh axes (the measured window's time on x, a grid, the fault windows
-shaded), saves the figure as PNG and writes it to the run's ``plots/`` directory.
-
-Public API:
-    run_figures(run_dir, intervals, summary) -> the figures, in report order
-    FIGURES -> (file name, title, caption, draw function) of each figure every run has
-"""
+"""The run report's figures: which plots, in what order, with what captions, drawn to PNG on fresh axes (time
+on x, a grid, the fault windows shaded) and written to the run's ``plots/``."""
 
 from __future__ import annotations
 
@@ -35,18 +27,10 @@ X_LABEL = "time since measured start (s)"
 
 
 def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[dict]:
-    """Draw every figure of the run report and write each to ``run_dir/plots/<name>.png``.
-
-    Args:
-        run_dir: the run directory; ``plots/`` is created in it, and its ``priority_ages.csv``
-            (when present) adds the per-priority age figure after those of :data:`FIGURES`.
-        intervals: the per-second rows (:func:`bench.report.run_data.load_run`).
-        summary: the run's ``summary.json`` (its ``faults`` are shaded on the time axes).
-
-    Returns:
-        One ``{"name", "title", "caption", "data_uri"}`` per figure in report order, ``data_uri``
-        the PNG as a base64 data URI.
-    """
+    """Draw every figure of the run report (:data:`FIGURES`, then the per-priority ages when
+    ``priority_ages.csv`` exists) from ``intervals`` and ``summary``, each written to
+    ``run_dir/plots/<name>.png``; returns one ``{"name", "title", "caption", "data_uri"}`` per figure, in
+    report order (``data_uri``: the PNG as a base64 data URI)."""
     plots_dir = run_dir / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)
     figures = []
@@ -77,8 +61,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
 
 
 def _spectrum_spec(run_dir: Path, open_loop: bool) -> tuple[str, str, str, Callable]:
-    """The percentile-spectrum figure, from the run's ``histograms/*.hlog`` (the whole measured window). Pickup
-    only with arrivals: in a closed-loop drain it is the seeded backlog's age, not a latency."""
+    """The percentile-spectrum figure from ``histograms/*.hlog`` (the whole measured window); pickup only with
+    arrivals (``open_loop``)."""
     spectra = {}
     for name, _ in SPECTRUM_SERIES:
         if name == "pickup_latency_us" and not open_loop:
@@ -97,8 +81,8 @@ def _spectrum_spec(run_dir: Path, open_loop: bool) -> tuple[str, str, str, Calla
 
 
 def figure_label(summary: dict) -> str:
-    """What every figure's title says after its own: the design and the run, so a figure pasted alone
-    still says what it shows ('skip_locked, batch 1, partial index, 10 workers, run <id>')."""
+    """What every figure's title says after its own, the design and the run ('skip_locked, batch 1, partial
+    index, 10 workers, run <id>')."""
     c = summary.get("config") or {}
     return (f"{c.get('policy')}, batch {c.get('batch')}, {c.get('index')} index, {c.get('workers')} workers, "
             f"run {summary.get('run_id')}")
@@ -138,8 +122,7 @@ def draw_figure(draw: Callable[[plt.Axes, pd.DataFrame, dict], None], df: pd.Dat
 
 
 def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
-    """A dotted line and a label at each second in which the running workers changed
-    (``summary.json`` ``worker_changes``): every time series shows where the load changed."""
+    """A dotted line and a label at each second in which the running workers changed (``worker_changes``)."""
     for change in changes:
         ax.axvline(change["t_s"], color="#333", linestyle=":", linewidth=1.2, zorder=4)
         ax.text(change["t_s"], 0.02, f" {change['workers_before']}\u2192{change['workers']} workers",

@@ -1,9 +1,5 @@
-"""Values as text on the run report (:mod:`bench.report.run_page`): numbers with units, settings.
-
-Pure functions of their arguments. Numbers are :func:`bench.report.format.fmt_num`'s. Unlike
-:func:`bench.results.values.is_missing`, :func:`is_none_or_nan` counts a value as missing only when it is
-None or a float NaN (text such as ``"nan"`` is not).
-"""
+"""Values as text on the run report: numbers with units, settings. Pure functions; numbers are
+:func:`bench.report.format.fmt_num`'s."""
 
 from __future__ import annotations
 
@@ -53,9 +49,8 @@ _BEFORE_RECORDED = {"postgres": {"vacuum": True, "statement_stats": True, "table
 
 
 def engine_capability(summary: dict, name: str) -> Any:
-    """The flag ``name`` of the run's engine (:class:`bench.engines.base.Capabilities`) as the run recorded it
-    (``engine_capabilities`` of run.json, which :func:`bench.report.run_data.load_run` puts in the summary);
-    for an older run, what its engine had then."""
+    """The flag ``name`` of the run's engine (:class:`bench.engines.base.Capabilities`) as run.json's
+    ``engine_capabilities`` recorded it; for an older run, what its engine had then."""
     recorded = summary.get("engine_capabilities") or {}
     if name in recorded:
         return recorded[name]

@@ -1,8 +1,5 @@
-"""The run report's sentences: the headline, the banners, the autovacuum note and the claim's plan text.
-
-Used by :mod:`bench.report.run_page`; each function reads the run's ``summary.json`` (as a dict)
-or its directory, and returns text for the template.
-"""
+"""The run report's sentences, from its ``summary.json`` or directory: the headline, the banners, the
+autovacuum note and the claim's plan text."""
 
 from __future__ import annotations
 
@@ -20,11 +17,9 @@ BACKLOG_DRY_TEXT = ("backlog ran dry: throughput is bounded by the seeded backlo
 
 
 def headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]:
-    """(label, value) pairs under the title: the queue definition when ``config`` names one, policy,
-    workers, batch and index from ``config``, then
-    the workers' claim plan (see :func:`workers_plan_label`) when ``summary`` recorded one, and the
-    seconds in which the running workers changed (``worker_changes``: the web UI, or a lost load
-    generator process) with how a web UI run ended."""
+    """(label, value) pairs under the title: the queue definition, policy, workers, batch and index, the
+    workers' claim plan (:func:`workers_plan_label`), and the seconds in which the running workers changed,
+    with how a web UI run ended."""
     items = [(k, fmt_value(config.get(k))) for k in ("policy", "workers", "batch", "index")]
     if config.get("queue") not in (None, "builtin"):  # a queue definition (queues/<name>/queue.toml)
         items.insert(0, ("queue", f"{config['queue']} (queue definition)"))
@@ -60,12 +55,9 @@ def workers_plan_label(workers: dict, config: dict) -> str:
 
 
 def banners(summary: dict) -> list[str]:
-    """The red lines above the report, in this order: plan warnings, windows clipped by validation
-    (``config_notes``), fault windows that never opened (runs written before such windows were
-    refused), every reason the run cannot be trusted (:func:`bench.results.model.problems`), what a
-    queue library's figures are when its SQL path was measured (``queue_definition.library.caveat``), the
-    invariants a queue definition's audit cannot check (``uncheckable_invariants``), a backlog that ran
-    dry, a saturated queue."""
+    """The red lines above the report, in order: plan warnings, clipped windows (``config_notes``), fault
+    windows that never opened, every :func:`bench.results.model.problems` reason, a queue library's SQL-path
+    caveat, ``uncheckable_invariants``, a backlog that ran dry, a saturated queue."""
     lines = list(summary.get("plan_warnings") or [])
     lines.extend(f"note: {n}" for n in summary.get("config_notes") or [])
     lines.extend(f"fault window {f} never opened: it starts after the measured window ended"
@@ -126,10 +118,8 @@ def claim_plan(run_dir: Path) -> str | None:
 
 
 def queue_notes(summary: dict) -> list[tuple[str, str]]:
-    """(term, text) pairs of "The queue under test" for a queue definition (``queue_definition``):
-    its file and table, and for a queue library how it was driven (``measurement``: how this
-    measurement differs from the library's own worker loop) and what the plan figures mean for it;
-    [] for the built-in queue."""
+    """(term, text) pairs of "The queue under test" for a queue definition: its file and table, and for a
+    queue library how it was driven and what its plan figures mean; [] for the built-in queue."""
     q = summary.get("queue_definition")
     if not q:
         return []

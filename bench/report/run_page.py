@@ -1,20 +1,5 @@
-"""Render one run's result files into a self-contained HTML report.
-
-The report reads only the result files of a run directory (``run.json``,
-``intervals.csv``, ``summary.json``); it never touches a database, so any run
-can be re-rendered later. Figures are drawn with matplotlib (Agg backend),
-embedded in the HTML as base64 PNG data URIs, and also written as PNG files to
-``RUN_DIR/plots/`` for quick viewing.
-
-Public API:
-    render_report(run_dir) -> Path of the written ``report.html``
-    ReportError            -> raised when the run directory cannot be rendered
-
-The page is assembled here; the parts are in their own modules: the files read
-(:mod:`bench.report.run_data`), the sentences (:mod:`bench.report.run_notes`), the tables
-(:mod:`bench.report.run_tables`) and the figures (:mod:`bench.report.run_figures`, drawn by
-:mod:`bench.report.run_plots`).
-"""
+"""One run's report, ``report.html``, rendered from its result files alone; its parts are in ``run_data``,
+``run_notes``, ``run_tables``, ``run_figures`` and ``run_plots``."""
 
 from __future__ import annotations
 
@@ -35,22 +20,10 @@ TEMPLATE_NAME = "report.html.j2"
 
 
 def render_report(run_dir: Path) -> Path:
-    """Render ``run_dir/report.html`` from the run's result files.
-
-    Args:
-        run_dir: a run directory holding ``run.json``, ``intervals.csv`` and
-            ``summary.json`` (the result-file contract; see docs/design.md).
-
-    Returns:
-        Path of the written ``report.html`` (UTF-8, self-contained: inline CSS,
-        figures as base64 PNG data URIs). As a side effect each figure is also
-        written to ``run_dir/plots/<name>.png`` (throughput, claim_latency, claim_vs_table,
-        loop_lag, oldest_age, locks_running, dead_tuples).
-
-    Raises:
-        ReportError: a required file is absent (the message names it), a JSON
-            file does not parse, or ``intervals.csv`` lacks a plotted column.
-    """
+    """Render ``run_dir/report.html`` (UTF-8, self-contained: figures as base64 PNG data URIs, each also
+    written to ``run_dir/plots/<name>.png``) from ``run.json``, ``intervals.csv`` and ``summary.json``;
+    returns its path. Raises ReportError when a required file is absent (named), a JSON file does not parse,
+    or ``intervals.csv`` lacks a plotted column."""
     run_dir = Path(run_dir)
     run, summary, intervals = load_run(run_dir)
     config = {**(summary.get("config") or {}), **(run.get("config") or {})}
@@ -97,10 +70,9 @@ def _split_rows(rows: list[dict]) -> dict[str, list[dict]]:
 
 
 def _config_rows(config: dict, defaults: dict | None) -> dict[str, list]:
-    """``config_rows`` (name, value) of every parameter, and ``changed_rows`` (name, value, default) of those that
-    differ from the parameter table's defaults (``run.json`` ``config_defaults``; None for runs written before
-    it: then nothing is called changed). A parameter that does not apply to the run (``n/a``, as LIBRARY_MODE
-    without a queue library) is not a change."""
+    """``config_rows`` (name, value) of every parameter, and ``changed_rows`` (name, value, default) of those
+    that differ from ``run.json``'s ``config_defaults`` (None: nothing is called changed; ``n/a`` is no
+    change)."""
     rows = [(k, fmt_value(v)) for k, v in config.items() if k != "notes"]  # notes: banners
     if not defaults:
         return {"config_rows": rows, "changed_rows": None}

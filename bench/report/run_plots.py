@@ -1,11 +1,6 @@
-"""The run report's plots: one function per figure, drawing one run's per-second data on given axes.
-
-Used by :mod:`bench.report.run_figures`, which gives each function fresh matplotlib axes (the
-x label, the grid and the fault windows are its) and lists them in the report's order. A draw
-function reads only the data frame built from ``intervals.csv`` (one row per second of the
-measured window, ``t_s`` in seconds; see :func:`bench.report.run_data.load_run`) and the run's
-``summary.json``; it raises nothing for missing columns or samples, it says so on the axes.
-"""
+"""The run report's plots: one function per figure, drawing one run's per-second data (``intervals.csv``,
+``t_s`` in seconds) and ``summary.json`` on axes :mod:`bench.report.run_figures` gives; a missing column or
+sample is said on the axes, never raised."""
 
 from __future__ import annotations
 
@@ -42,8 +37,7 @@ def _legend(ax: plt.Axes, handles: list | None = None) -> None:
 
 
 def _count_axis(ax: plt.Axes, integer: bool = True) -> None:
-    """Linear y axis from 0 with thousands separators (1,400 rather than 1400), and 5 % of headroom
-    above the autoscaled top (a line near its maximum would otherwise run along the frame)."""
+    """Linear y axis from 0 with thousands separators, 5 % of headroom above the autoscaled top."""
     ax.set_ylim(bottom=0)
     top = ax.get_ylim()[1]
     ax.set_ylim(0, top * 1.05 if top > 0 else 1)
@@ -162,12 +156,9 @@ def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame, seconds: pd.Series) -> None:
-    """Oldest eligible age (s) of each priority over time, one line per priority, from the rows of
-    ``priority_ages.csv`` (columns ``t_s``, ``priority``, ``oldest_eligible_age_s``).
-
-    ``seconds`` are the measured seconds (``t_s`` of ``intervals.csv``); that file has no row for a
-    second without an age sample, and such a second is a gap in every priority's line.
-    """
+    """Oldest eligible age (s) of each priority over time, one line per priority, from ``priority_ages.csv``
+    (``t_s``, ``priority``, ``oldest_eligible_age_s``); a measured second (``seconds``) without a sample is a
+    gap."""
     for priority, group in by_priority.groupby("priority"):
         ages = group.set_index("t_s")["oldest_eligible_age_s"]
         ages = ages.reindex(ages.index.union(seconds))  # NaN in a second without a sample
@@ -287,8 +278,8 @@ SPECTRUM_SERIES = (("claim_latency_us", "claim"), ("complete_latency_us", "compl
 
 
 def draw_latency_spectrum(ax: plt.Axes, spectra: dict[str, list[tuple[float, int]]]) -> None:
-    """Latency (ms, log) against percentile, on HdrHistogram's axis: x = 1 / (1 − p), so 90 %, 99 %, 99.9 %
-    are equally spaced; every series' maximum is drawn one decade past the rarest percentile shown, marked "max"."""
+    """Latency (ms, log) against percentile on HdrHistogram's axis, x = 1 / (1 − p); each series' maximum
+    drawn one decade past the rarest percentile shown, marked "max"."""
     ticks: dict[float, str] = {}
     finite = [1 / (1 - p / 100) for points in spectra.values() for p, _ in points if p < 100]
     max_x = max(finite, default=1.0) * 10  # one place for every series' maximum, a decade past the rarest

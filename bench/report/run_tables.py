@@ -1,9 +1,5 @@
-"""The run report's tables, as rows for the template: headline figures, latencies, plans, environment.
-
-Used by :mod:`bench.report.run_page`. Each function reads the run's ``summary.json`` (and
-``run.json`` or the run config, as dicts) and returns rows of text; latencies arrive in µs
-and are shown in ms.
-"""
+"""The run report's tables, as rows of text for the template, from the run's ``summary.json`` (and
+``run.json`` or its config); latencies arrive in µs and are shown in ms."""
 
 from __future__ import annotations
 
@@ -20,13 +16,9 @@ OPTIONAL_LATENCY_KEYS = ("work_duration_us", "loop_lag_us", "nowait_backoff_us")
 
 
 def plan_rows(summary: dict) -> list[dict]:
-    """Rows of the plan table: the workers' own claim plan, what a fresh custom and generic plan would do,
-    and pg_stat_statements over the measured window, each when ``summary`` recorded it.
-
-    Each row is ``{"what", "scan", "buffers" (shared buffers per call, PostgreSQL), "rows" (rows
-    examined per call, MariaDB), "ms" (execution time, ms)}``, all text. MariaDB's rows: the workers'
-    claim (``ANALYZE FORMAT=JSON`` on a worker's session) and ``EXPLAIN FORMAT=JSON`` (``plans.explain``).
-    """
+    """Rows of the plan table (the workers' own claim plan, fresh custom and generic plans,
+    pg_stat_statements), each ``{"what", "scan", "buffers" (shared buffers per call, PostgreSQL), "rows" (rows
+    examined per call, MariaDB), "ms"}``, all text."""
     plans = summary.get("plans") or {}
     rows = []
 
@@ -62,12 +54,8 @@ def _row(label: str, value: str, bad: bool = False) -> dict:
 
 
 def summary_rows(summary: dict, config: dict) -> list[dict]:
-    """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``.
-
-    Throughput, counts, the oldest eligible age, errors, open-loop and retry figures, invariants, sizes,
-    harness CPU and the monitor's cost; ``config`` gives the batch size and layout. Latencies are in
-    a separate table (:func:`latency_rows`).
-    """
+    """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``;
+    ``config`` gives the batch size and layout. Latencies are in :func:`latency_rows`."""
     return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
             *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
             *_wait_rows(summary, config), *_cost_rows(summary, config)]
@@ -214,9 +202,8 @@ def _fmt_errors(errors: Any) -> str:
 
 
 def latency_rows(summary: dict) -> list[dict]:
-    """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text: ms with 3
-    decimals (µs precision), or s with 2 decimals from 10 s up (a pickup of 19,021.823 ms reads 19.02 s).
-    """
+    """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text (see
+    :func:`_ms`)."""
     stats = ("p50", "p95", "p99", "max", "mean")
     rows = []
     for label, key, fmt in (
@@ -280,10 +267,9 @@ def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
 
 
 def process_rows(summary: dict) -> list[dict]:
-    """Rows of the load generator processes table, when the run had more than one process or lost one:
-    ``{"process", "pid", "workers", "jobs_completed", "claims", "errors", "cpu" (max %), "loop_lag" (p99 ms),
-    "state", "bad"}``. A process is bad when lost, or when its CPU or loop lag passed the run's suspect
-    limits (``harness_cpu_limit_pct``, ``loop_lag_limit_us``)."""
+    """Rows of the load generator processes table (several processes, or one lost): ``{"process", "pid",
+    "workers", "jobs_completed", "claims", "errors", "cpu" (max %), "loop_lag" (p99 ms), "state", "bad"}``;
+    bad when lost or past the run's suspect limits."""
     procs = summary.get("processes") or []
     if len(procs) < 2 and not any(p.get("lost") for p in procs):
         return []

@@ -1,8 +1,5 @@
-"""A sweep's capacity answer: the one sentence the sweep report opens with, where it comes from, its caveats.
-
-Used by :mod:`bench.report.sweep_page`. Reads the sweep's cells (:mod:`bench.results.sweep`)
-and, when the sweep directory holds one, its ``capacity.json``.
-"""
+"""A sweep's capacity answer: the one sentence the sweep report opens with, where it comes from, its caveats
+(from the sweep's cells, or its ``capacity.json``)."""
 
 from __future__ import annotations
 
@@ -25,16 +22,9 @@ def design_text(values: dict) -> str:
 
 
 def capacity_answer(sweep: SweepResults) -> dict:
-    """The one-sentence answer, where it comes from, and its caveats.
-
-    Returns {"sentence", "ok" (a figure was given), "details": [str], "cell_id" (the chosen cell, or None)}.
-    From ``capacity.json`` when the sweep directory holds one (its sustainable rate),
-    else the cell with the highest mean throughput among cells whose runs all
-    finished, are complete, not suspect and have their invariants ok.
-
-    Raises:
-        CompareError: ``capacity.json: ...`` when that file is not a readable JSON object.
-    """
+    """The answer: ``{"sentence", "ok" (a figure was given), "details": [str], "cell_id" (or None)}``, from
+    ``capacity.json`` when there is one, else the trustworthy cell with the highest mean throughput. Raises
+    CompareError (``capacity.json: ...``) when that file is not a readable JSON object."""
     best = _best_cell(c for c in sweep.cells if c.qualifies)
     if (sweep.path / "capacity.json").is_file():
         return _capacity_file_answer(read_json(sweep.path / "capacity.json", "capacity.json"), best)
@@ -105,9 +95,8 @@ def _best_cell_answer(sweep: SweepResults, best: Cell) -> dict:
 
 
 def _target_details(target: dict, design: dict, throughput: float) -> list[str]:
-    """For a sweep with a target rate (``target``: ``rate_jobs_per_s``, ``utilisation``): the workers it needs
-    by Little's law from the chosen cell (``design``, its mean ``throughput`` in jobs/s), or why an open-loop
-    cell gives no such estimate; none without a target."""
+    """For a sweep with a ``target`` (``rate_jobs_per_s``, ``utilisation``): the workers it needs by Little's
+    law from the chosen cell (``design``, mean ``throughput`` in jobs/s), or why an open-loop cell gives none."""
     rate = target.get("rate_jobs_per_s")
     workers = as_float(design.get("workers"))
     open_loop = not is_missing(design.get("rate")) and as_float(design.get("rate")) > 0

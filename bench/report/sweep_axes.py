@@ -1,9 +1,5 @@
-"""What every sweep figure shares: cells grouped into series, colours, error bars, rings and axis scales.
-
-Used by :mod:`bench.report.sweep_plots`. A series is ``(label, cells)``: the cells that share the
-value of every varying axis but the one on x, sorted along it. Error bars are the 95 %
-confidence interval of a mean across repetitions (:class:`bench.results.sweep.Stat`).
-"""
+"""What every sweep figure shares: series (``(label, cells)``, the cells sharing every varying axis but x,
+sorted along it), colours, 95 % CI error bars, rings and axis scales."""
 
 from __future__ import annotations
 
@@ -83,9 +79,8 @@ def colored(sweep: SweepResults, series: Sequence[tuple], axis: str) -> Iterator
 
 
 def errorbar(ax: plt.Axes, xs, stats: list[Stat], scale: float = 1.0, **kw):
-    """Means of ``stats`` / ``scale`` at ``xs`` with asymmetric 95 % CI error bars (no bar where the CI is
-    unknown, n = 1; no point where there is no mean); ``kw`` goes to ``Axes.errorbar``, whose container
-    is returned."""
+    """Means of ``stats`` / ``scale`` at ``xs`` with asymmetric 95 % CI error bars (none where n = 1, no point
+    without a mean); ``kw`` goes to ``Axes.errorbar``, whose container is returned."""
     means = np.array([s.mean / scale for s in stats])
     lo = np.array([0.0 if is_missing(s.low) else (s.mean - s.low) / scale for s in stats])
     hi = np.array([0.0 if is_missing(s.high) else (s.high - s.mean) / scale for s in stats])
@@ -125,8 +120,8 @@ def auto_log_y(ax: plt.Axes, values: Sequence[float], unit_label: str) -> None:
 
 
 def _y_top(means: Sequence[float], highs: Sequence[float]) -> float:
-    """Top of a linear y axis from 0: room for the upper error bars, but at most twice the largest
-    mean (a two-repetition interval can be far wider than the data; its bar is then cut at the top)."""
+    """Top of a linear y axis from 0: room for the upper error bars, but at most twice the largest mean (a
+    wider bar is cut at the top)."""
     m = [x for x in means if not is_missing(x)]
     h = [x for x in highs if not is_missing(x)]
     if not m:

@@ -1,9 +1,5 @@
-"""A sweep with an ``engine`` axis: the engines side by side, one row (and one group of bars) per
-combination of the other axes.
-
-Used by :mod:`bench.report.sweep_page`. :func:`engine_rows` gives the table, :func:`engines_figure`
-the grouped bars of throughput (95 % CI error bars) and claim p99 per engine.
-"""
+"""A sweep with an ``engine`` axis: the engines side by side, one row (:func:`engine_rows`) and one group of
+bars (:func:`engines_figure`) per combination of the other axes."""
 
 from __future__ import annotations
 
@@ -41,9 +37,8 @@ def engine_groups(sweep: SweepResults) -> tuple[list[str], list[tuple[str, dict[
 
 def engine_rows(sweep: SweepResults) -> dict | None:
     """The side-by-side table, or None without an engine axis: ``{"engines": [names], "rows": [{"label",
-    "cells": [{"cell_id", "index", "throughput", "claim_p99", "empty" (empty claims while work waited),
-    "bad"} or None per engine]}]}``;
-    throughput jobs/s and claim p99 ms as 'mean (95 % CI)'."""
+    "cells": [{"cell_id", "index", "throughput", "claim_p99", "empty" (empty claims while work waited), "bad"}
+    or None per engine]}]}``; throughput jobs/s and claim p99 ms as 'mean (95 % CI)'."""
     if "engine" not in sweep.varying:
         return None
     engines, groups = engine_groups(sweep)
@@ -62,9 +57,8 @@ def engine_rows(sweep: SweepResults) -> dict | None:
 
 
 def engines_figure(sweep: SweepResults) -> dict | None:
-    """Grouped bars per combination of the other axes, one bar per engine: mean throughput (jobs/s) and
-    mean claim p99 (ms), with 95 % CI error bars; a hatched bar is a cell with a failed, suspect or
-    invariant-breaking run. None without an engine axis."""
+    """Grouped bars, one per engine, per combination of the other axes: mean throughput (jobs/s) and claim p99
+    (ms) with 95 % CI error bars, hatched for a bad cell; None without an engine axis."""
     if "engine" not in sweep.varying:
         return None
     engines, groups = engine_groups(sweep)

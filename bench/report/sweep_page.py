@@ -1,19 +1,5 @@
-"""A sweep's comparison report: ``compare.html`` rendered from the sweep directory's result files.
-
-One page per sweep (:func:`render_sweep_report`): the capacity answer in one sentence,
-banners for failed, suspect or invariant-breaking runs, tables of means with 95 %
-confidence intervals across repetitions, figures for the axes the sweep varies
-(workers with a USL fit and claim latency, history, batch), claim-plan summaries, table and index sizes,
-and a link to each run's report. It reads the files through :mod:`bench.results.sweep`
-and never touches a database: data flows one way (result files → report).
-
-Public API:
-    render_sweep_report(sweep_dir) -> Path of ``sweep_dir/compare.html``
-
-The page is assembled here; its parts are in their own modules: the capacity answer
-(:mod:`bench.report.sweep_answer`), the tables (:mod:`bench.report.sweep_tables`) and the
-figures (:mod:`bench.report.sweep_plots`, on the shared pieces of :mod:`bench.report.sweep_axes`).
-"""
+"""A sweep's comparison report, ``compare.html``, assembled from the sweep directory's result files; its parts
+are in ``sweep_answer``, ``sweep_tables``, ``sweep_plots`` and ``sweep_axes``."""
 
 from __future__ import annotations
 
@@ -36,30 +22,11 @@ SWEEP_TEMPLATE = "compare.html.j2"
 
 
 def render_sweep_report(sweep_dir: Path) -> Path:
-    """Render ``sweep_dir/compare.html``, the sweep's comparison report, from its result files.
+    """Render ``sweep_dir/compare.html`` (UTF-8, self-contained: figures as base64 PNG data URIs, each also
+    written to ``sweep_dir/plots/<name>.png``) from the sweep directory's files; returns its path.
 
-    Args:
-        sweep_dir: a sweep directory (``sweep.json``; ``cells.csv`` with one row per run;
-            ``runs/<run_id>/summary.json`` for each run's ``complete``; optionally
-            ``capacity.json``), as written by the sweep driver.
-
-    Returns:
-        Path of the written ``compare.html`` (UTF-8, self-contained: inline CSS and
-        figures as base64 PNG data URIs). It states the capacity answer in one
-        sentence, then tables of means with 95 % confidence intervals across
-        repetitions (throughput jobs/s, claims/s, claim p50/p99 ms, oldest eligible
-        age s, errors), figures for the axes the sweep varies (workers: throughput
-        with a USL fit and its table, and claim latency p50/p99; history: claim
-        latency p50/p99; batch:
-        throughput and per-job batch wait), claim-plan summaries, table and index
-        sizes, and a link to each run's report.html. Each figure is also written to
-        ``sweep_dir/plots/<name>.png``.
-
-    Raises:
-        CompareError: ``SWEEP_DIR: ...`` when sweep.json is missing or unreadable or
-            cells.csv does not parse; ``capacity.json: ...`` when the sweep's capacity.json
-            is not a readable JSON object.
-    """
+    Raises CompareError: ``SWEEP_DIR: ...`` when sweep.json is missing or unreadable or cells.csv does not
+    parse; ``capacity.json: ...`` when the sweep's capacity.json is not a readable JSON object."""
     sweep = load_sweep(Path(sweep_dir), "SWEEP_DIR")
     plots_dir = sweep.path / "plots"
     specs, usl_rows = [], None
@@ -115,10 +82,9 @@ def _value_text(v) -> str:
 
 
 def base_rows(sweep: SweepResults) -> list[tuple[str, str]]:
-    """The parameters no axis varies, as (name, value text). A parameter whose value still differs
-    between cells (each engine's own default in a sweep with an engine axis) gives each value with
-    the engine or cells that ran it, e.g. 'PostgreSQL: partial; MariaDB: composite'; the values
-    are the cells' own configurations (sweep.json), else the base's."""
+    """The parameters no axis varies, as (name, value text); one that still differs between cells (each
+    engine's own default) gives each value with the engine or cells that ran it, e.g. 'PostgreSQL: partial;
+    MariaDB: composite'."""
     rows = []
     for key, base_value in (sweep.meta.get("base") or {}).items():
         if key in axis_fields(sweep.meta):

@@ -1,11 +1,6 @@
-"""The sweep report's figures, one per axis the sweep varies: workers (with the USL fit, and claim
-latency), history, batch.
-
-Used by :mod:`bench.report.sweep_page`. Each function returns a figure spec, ``{"name", "title",
-"caption", "draw"}`` with ``draw()`` returning the PNG bytes, or None when the sweep gives
-nothing to draw on that axis (every series a single cell). The shared pieces (series, error
-bars, axis scales) are in :mod:`bench.report.sweep_axes`.
-"""
+"""The sweep report's figures, one per axis the sweep varies (workers with the USL fit and claim latency,
+history, batch): each a spec ``{"name", "title", "caption", "draw"}`` (``draw()`` gives PNG bytes), or None
+when every series is a single cell."""
 
 from __future__ import annotations
 
@@ -57,13 +52,9 @@ SCALING_CAPTION = (
 
 
 def scaling_figure(sweep: SweepResults) -> tuple[dict | None, list[dict]]:
-    """Throughput vs workers with a USL fit per series; returns (figure spec, USL table rows).
-
-    The spec is None when no series has two worker counts. The table has one row per series:
-    ``{"series", "n_points" (trusted runs), "worker_counts", "left_out" (runs not fitted), "fit"
-    (the fitted λ, σ, κ, their standard errors, the peak and the fit's error as text; None when
-    there is none), "reason" (why not)}``.
-    """
+    """Throughput vs workers with a USL fit per series: (figure spec or None when no series has two worker
+    counts, USL table rows ``{"series", "n_points" (trusted runs), "worker_counts", "left_out", "fit" (λ, σ,
+    κ, their standard errors, the peak and the fit's error as text; None when none), "reason"}``)."""
     series = cell_series(sweep, "workers")
     table, drawn = [], []
     for label, cells in series:

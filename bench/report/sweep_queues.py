@@ -1,12 +1,5 @@
-"""A sweep with a ``queue`` axis: the queues side by side (the tool's own queue, queue definitions and
-queue libraries), one row per cell, for the same database, arrival rate and work time.
-
-Used by :mod:`bench.report.sweep_page`. :func:`queue_rows` gives the table: throughput, claim p50 and
-p99, pickup p50, the oldest eligible age and the invariants, each cell's audit as it checked them. A
-queue library is shown by its own worker (``LIBRARY_MODE=worker``) where the sweep ran it; its SQL path
-(``sql``) at the same rate goes to :func:`client_overhead_rows`, the two side by side: the gap is the
-library's client.
-"""
+"""A sweep with a ``queue`` axis: the queues side by side, one row per cell (:func:`queue_rows`), and each
+queue library's own worker against its SQL path at one rate (:func:`client_overhead_rows`)."""
 
 from __future__ import annotations
 
@@ -18,9 +11,8 @@ __all__ = ["client_overhead_rows", "queue_rows"]
 
 
 def _invariants(cell) -> tuple[str, bool]:
-    """What the cell's runs' audits found, and whether it is bad: ``0 broken`` (every checked invariant
-    0 in every run), ``broken in N of M runs`` or ``not checked`` (a run whose database went away),
-    with the invariants a definition's audit cannot check named after it."""
+    """What the cell's runs' audits found, and whether it is bad: ``0 broken``, ``broken in N of M runs`` or
+    ``not checked``, then the invariants a definition's audit cannot check."""
     runs = cell.done
     oks = runs["invariants_ok"].tolist() if "invariants_ok" in runs else []
     broken = sum(1 for v in oks if v is False)
@@ -54,9 +46,8 @@ def _paired(sweep: SweepResults) -> dict:
 
 def client_overhead_rows(sweep: SweepResults) -> list[dict]:
     """One row per queue library and rate the sweep ran in both modes: ``{"queue", "rate", "worker", "sql",
-    "ratio", "claim_worker", "claim_sql"}``: jobs/s of its own worker and of its SQL path (mean, 95 % CI),
-    the SQL path's mean over the worker's (its client's overhead: above 1, the client loses that much), and
-    their claim p50 (ms)."""
+    "ratio", "claim_worker", "claim_sql"}``: jobs/s of each mode (mean, 95 % CI), the SQL path's over the
+    worker's, and their claim p50 (ms)."""
     rows = []
     for (queue, rate), cells in sorted(_paired(sweep).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         worker, sql_path = cells["worker"].stat("throughput_jobs_per_s"), cells["sql"].stat("throughput_jobs_per_s")
@@ -72,9 +63,8 @@ def client_overhead_rows(sweep: SweepResults) -> list[dict]:
 def queue_rows(sweep: SweepResults) -> list[dict] | None:
     """One row per cell of a sweep whose ``queue`` varies, else None: ``{"cell_id", "queue", "rate",
     "throughput", "claim_p50", "claim_p99", "pickup_p50", "oldest_age", "invariants", "library_mode",
-    "bad"}``; times in ms (oldest eligible age, its largest sample, in s) as 'mean (95 % CI)' over
-    repetitions. A queue library run in both modes at a rate is shown by its own worker (its SQL path is in
-    :func:`client_overhead_rows`); one measured on its SQL path alone says so in its queue label."""
+    "bad"}``, 'mean (95 % CI)' over repetitions, times in ms (the oldest eligible age in s). A library run in
+    both modes is shown by its own worker."""
     if "queue" not in sweep.varying:
         return None
     paired_sql = {id(cells["sql"]) for cells in _paired(sweep).values()}

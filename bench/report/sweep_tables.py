@@ -1,9 +1,5 @@
-"""A sweep report's tables, as rows for the template: banners, cells, claim plans, sizes, runs.
-
-Used by :mod:`bench.report.sweep_page`. Each function reads the sweep's cells and runs
-(:mod:`bench.results.sweep`) and returns text; means come with their 95 % confidence interval
-across repetitions ('mean (low–high)'), latencies in ms.
-"""
+"""A sweep report's tables, as rows of text for the template: banners, cells, claim plans, sizes, runs; means
+as 'mean (low–high)' (95 % CI over repetitions), latencies in ms."""
 
 from __future__ import annotations
 
@@ -59,12 +55,9 @@ def _param_cells(sweep: SweepResults, cell: Cell, skip: Sequence[str] = ()) -> l
 
 
 def cell_rows(sweep: SweepResults) -> list[dict]:
-    """The main table: one row per cell, means (95 % CI) over its finished runs.
-
-    Each row is ``{"cell_id", "params", "runs" ('done / expected'), "values" (throughput jobs/s, claims/s,
-    claim p50 and p99 ms, oldest eligible age max s, empty claims, those while work waited, errors),
-    "flags", "bad"}``.
-    """
+    """The main table, one row per cell, means (95 % CI) over its finished runs: ``{"cell_id", "params",
+    "runs" ('done / expected'), "values" (throughput jobs/s, claims/s, claim p50 and p99 ms, oldest eligible
+    age max s, empty claims, those while work waited, errors), "flags", "bad"}``."""
     rows = []
     for cell in sweep.cells:
         rows.append({
@@ -91,11 +84,8 @@ def _mode_text(values: Sequence[Any]) -> str:
 
 
 def _dropped_indexes(custom_scan: str, generic_scan: str) -> list[str]:
-    """Indexes the custom plan scans ("… using <index> …") that the generic plan does not use.
-
-    The scan fields may name one node or several joined by " + " (the claim's CTE scan and
-    the UPDATE's join back to the table); every index of the custom plan is checked.
-    """
+    """Indexes the custom plan scans ("… using <index> …") that the generic plan does not use; a scan field
+    may join several nodes with " + "."""
     if not custom_scan or not generic_scan or generic_scan == NA:
         return []
     used = list(dict.fromkeys(re.findall(r"\busing (\S+)", custom_scan)))
@@ -108,14 +98,10 @@ def _recorded(done: pd.DataFrame, columns: Sequence[str]) -> bool:
 
 
 def text_plan_rows(sweep: SweepResults) -> list[dict]:
-    """Plan summary per cell of an engine without prepared plans (MariaDB): the claim's SELECT under
-    ``ANALYZE FORMAT=JSON`` on one worker's own session, and under ``EXPLAIN FORMAT=JSON`` as the
-    load stopped (plan_workers_* and plan_explain_* columns of cells.csv).
-
-    Each row is ``{"cell_id", "params" (less index), "index", "engine", "workers_scan",
-    "workers_rows", "explain_scan", "explain_rows", "warning", "bad"}``; ``warning`` is set when
-    either scan reads a whole table or index (MariaDB's access types ``ALL`` and ``index``).
-    """
+    """Plan summary per cell of an engine without prepared plans (MariaDB), from the plan_workers_* and
+    plan_explain_* columns: ``{"cell_id", "params" (less index), "index", "engine", "workers_scan",
+    "workers_rows", "explain_scan", "explain_rows", "warning", "bad"}``; ``warning`` when a scan reads a whole
+    table or index (access types ``ALL``, ``index``)."""
     rows = []
     for cell in sweep.cells:
         done = cell.done

@@ -1,7 +1,5 @@
-"""A run's latency histograms read back from its ``histograms/<name>.hlog`` files (HdrHistogram interval
-logs, one interval per measured second), merged over the measured window, and the percentile spectrum
-HdrHistogram's own plots show: the latency at 50 %, 90 %, 99 %, 99.9 %, … and the maximum.
-"""
+"""A run's latency histograms read back from ``histograms/<name>.hlog`` and merged over the measured window,
+and their percentile spectrum (50 %, 90 %, 99 %, 99.9 %, … and the maximum)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
-"""The results model: a run's result files read into one object, and the one rule that decides
-whether a run is trustworthy.
-
-Every JSON result file queue-bench writes (``run.json``, ``summary.json``, ``sweep.json``,
-``capacity.json``, ``calibration.json``) carries ``format_version`` (:data:`FORMAT_VERSION`),
-written by :func:`stamped`. A reader accepts files without it (version 0, written before it
-existed) and refuses a file from a newer queue-bench with one line (:class:`ResultsError`).
-
-Every reader that asks "can this run's figures be trusted?" (the run report, the sweep and
-compare reports, the capacity search, calibration, the sweep's cells.csv) asks
-:func:`problems` / :attr:`RunResult.trustworthy`, so the rule lives here and nowhere else:
-
-- the run did not finish its measured window (``complete`` false);
-- the database went away during the run (``database_lost``);
-- the load generator or the measurement is suspect (``suspect_reasons``, decided by the run's
-  summary from the harness's CPU, its event-loop lag, a drained backlog, no completion);
-- an invariant of the audit is broken, or was not checked (``invariants`` not all 0).
-
-Saturation (open-loop arrivals outpacing the workers) is not a fault of the measurement: it is
-the finding that the queue does not keep up; :attr:`RunResult.saturated` reports it separately.
-"""
+"""The results model: a run's result files read into one object, ``format_version`` in every JSON result file,
+and the one rule for whether a run is trustworthy (:func:`problems`; docs/results.md)."""
 
 from __future__ import annotations
 
@@ -93,10 +74,9 @@ def invariants_ok(summary: Mapping[str, Any]) -> bool | None:
 
 
 def problems(summary: Mapping[str, Any]) -> list[str]:
-    """Why a run's figures cannot be trusted, one sentence each; empty when they can.
-
-    ``summary`` is a run's ``summary.json`` object. The rule is the module docstring's list.
-    """
+    """Why a run's figures cannot be trusted, one sentence each (empty when they can), from its
+    ``summary.json`` object: the window did not finish, the database went away, the run is suspect, or an
+    invariant is broken or unchecked. Saturation is not a problem here (:attr:`RunResult.saturated`)."""
     found = []
     if summary.get("complete") is not True:
         found.append("interrupted run: the measured window did not finish (complete = false)")
@@ -115,10 +95,9 @@ def problems(summary: Mapping[str, Any]) -> list[str]:
 
 
 def harness_limited(summary: Mapping[str, Any]) -> str | None:
-    """Why the load generator, not the database, may have set the pace of a run (one sentence), or None:
-    the producers offered under 95 % of ``RATE``, or a load-generator process's CPU or event-loop lag
-    went past the run's own limits (``harness_cpu_limit_pct``, ``loop_lag_limit_us``). A run on one host
-    shares its cores with the database: the cure is ``PROCESSES`` or a load generator on another host."""
+    """Why the load generator, not the database, may have set the pace of a run (one sentence), or None: the
+    producers offered under 95 % of ``RATE``, or a load-generator process's CPU or event-loop lag went past
+    the run's own limits (``harness_cpu_limit_pct``, ``loop_lag_limit_us``)."""
     rate = summary.get("offered_rate_jobs_per_s") or 0.0
     measured_s = summary.get("measured_s") or 0.0
     if rate and measured_s and summary.get("jobs_produced", 0) / measured_s < 0.95 * rate:

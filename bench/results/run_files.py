@@ -1,11 +1,4 @@
-"""The result files of one run (docs/design.md "Result files"): names and writers.
-
-``results/<run_id>/`` holds ``run.json``, ``intervals.csv``, ``priority_ages.csv`` (when
-jobs have more than one priority), ``histograms/*.hlog``
-(HdrHistogram interval logs, readable by any HdrHistogram log reader; each line is
-one measured second, values in µs), ``processes.csv`` (each load generator process's CPU, loop
-lag and counters per measured second) and ``summary.json``. The report reads only these.
-"""
+"""The result files of one run (docs/results.md): their names and writers."""
 
 from __future__ import annotations
 
@@ -72,9 +65,8 @@ def write_intervals(path: Path, rows: Iterable[Mapping]) -> None:
 
 
 class ProcessSeconds:
-    """``processes.csv`` written one measured second at a time (:data:`PROCESS_SECOND_COLUMNS`),
-    flushed after each second, so that its memory does not grow with the run. Raises OSError when
-    the file cannot be written; :meth:`close` is idempotent."""
+    """``processes.csv`` written one measured second at a time (:data:`PROCESS_SECOND_COLUMNS`), flushed after
+    each. Raises OSError when the file cannot be written; :meth:`close` is idempotent."""
 
     def __init__(self, path: Path):
         self._fh = path.open("w", newline="")
@@ -104,18 +96,12 @@ class ProcessSeconds:
 
 
 class HistogramLogs:
-    """One HdrHistogram interval log per histogram name, ``<directory>/<name>.hlog``, written
-    one interval at a time: each measured second's histograms go to disk as that second ends.
+    """One HdrHistogram interval log per histogram name (``names``), ``<directory>/<name>.hlog``, each
+    measured second appended and flushed as it ends.
 
-    ``names``: the histogram names (:data:`bench.measure.metrics.HISTOGRAM_NAMES`); ``base_time_s``:
-    the Unix time of the load start (``Interval.start_s`` is relative to it). As the
-    HdrHistogram log format specifies, each log carries a ``BaseTime`` line and each
-    interval is stamped in seconds relative to it; the ``Interval_Max`` column is in
-    milliseconds (values are µs). The directory is created; files are flushed after
-    every interval, so a running log can be read (``hdrh.log.HistogramLogReader``).
-    Use as a context manager or call :meth:`close`. Raises OSError when a file cannot
-    be written.
-    """
+    ``base_time_s`` is the Unix time of the load start (the log's ``BaseTime``; intervals are stamped in
+    seconds relative to it, ``Interval_Max`` in ms, values in µs, as the HdrHistogram log format specifies). A
+    context manager, or call :meth:`close`. Raises OSError when a file cannot be written."""
 
     def __init__(self, directory: Path, names: Iterable[str], base_time_s: float):
         directory.mkdir(parents=True, exist_ok=True)
@@ -157,9 +143,9 @@ class HistogramLogs:
 
 
 def new_run_id(cfg) -> str:
-    """The directory name of a new run of ``cfg`` (a RunConfig): ``<UTC time>-[<queue>-]<policy>-w<workers>-b<batch>-<index>-<4 hex>``: sortable and unique; the
-    queue definition's name (its directory's, for a path) when ``QUEUE`` is not ``builtin``, ``na`` for
-    a parameter that does not apply."""
+    """The directory name of a new run of ``cfg`` (a RunConfig), sortable and unique: ``<UTC
+    time>-[<queue>-]<policy>-w<workers>-b<batch>-<index>-<4 hex>`` (``<queue>`` unless ``QUEUE`` is
+    ``builtin``; ``na`` for a parameter that does not apply)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     part = lambda value: re.sub(r"[^A-Za-z0-9_]+", "", str(value).replace("n/a", "na")) or "q"  # noqa: E731
     path = Path(cfg.queue)

@@ -1,15 +1,6 @@
-"""Service-level objectives (SLOs): the ``SLO`` parameter's grammar, the figure of a run's
-``summary.json`` each objective reads, and the one rule that judges them.
-
-``SLO='pickup_p99<=1s,claim_p99<=50ms'`` is a comma-separated list of objectives ``key<=value``
-(``throughput_share>=value``: it is a floor). The keys, their units and what they read are
-:data:`KEYS`. An objective measured in a run that cannot be trusted (:func:`bench.results.model.problems`)
-is ``inconclusive``, never ``pass`` or ``fail``; so is one whose figure was not measured. The
-run's SLO is ``pass`` when every objective passes, ``fail`` when one fails, else ``inconclusive``.
-
-Standard library only (with :mod:`bench.errors` and :mod:`bench.results.model`), so the parameter
-table can read it before the virtual environment exists.
-"""
+"""Service-level objectives: the ``SLO`` parameter's grammar (``key<=value,…``; keys in :data:`KEYS`), the
+``summary.json`` figure each reads, and the one rule that judges them (docs/capacity-plan.md). Standard
+library only, so the parameter table can read it before the virtual environment exists."""
 
 from __future__ import annotations
 
@@ -29,10 +20,9 @@ PERCENTILES = ("p50", "p95", "p99", "max")
 
 @dataclass(frozen=True)
 class Key:
-    """One SLO key: ``dimension`` is ``time`` (written with a unit of :data:`TIME_UNITS`, kept in
-    seconds), ``slope`` (seconds of age per second, no unit) or ``share`` (``%`` or a fraction 0..1,
-    kept as a fraction); ``op`` the one comparison allowed; ``open_loop`` True when the figure exists
-    only with arrivals (``RATE``); ``meaning`` says what is measured."""
+    """One SLO key: ``dimension`` is ``time`` (a unit of :data:`TIME_UNITS`, kept in seconds), ``slope`` (s of
+    age per s) or ``share`` (``%`` or 0..1, kept as a fraction); ``op`` the one comparison allowed;
+    ``open_loop`` when the figure exists only with ``RATE``; ``meaning`` what is measured."""
 
     dimension: str
     op: str
@@ -219,9 +209,8 @@ def phrase(objective: Mapping[str, Any]) -> str:
 
 
 def worst_ratio(slo: Mapping[str, Any] | None) -> float | None:
-    """How far the worst objective of a verdict (:func:`judge`) is from its threshold: measured over
-    threshold for a ceiling, threshold over measured for a floor (1 is on the line, above 1 missed);
-    None when an objective was not measured."""
+    """How far the worst objective of a verdict (:func:`judge`) is from its threshold (measured over threshold
+    for a ceiling, threshold over measured for a floor: above 1 missed); None when one was not measured."""
     if not slo:
         return None
     ratios = []

@@ -1,16 +1,5 @@
-"""A sweep directory's result files read into objects: cells, their runs, and mean/CI statistics.
-
-Reads only result files: ``sweep.json``, ``cells.csv`` (one row per run) and each run's
-``runs/<run_id>/summary.json``; formats in docs/design.md and the sweep file contract. It never
-touches a database and imports nothing that does: data flows one way (result files →
-report). :mod:`bench.report.sweep_page` and :mod:`bench.report.compare_page` build on it.
-
-Public API:
-    load_sweep(sweep_dir, arg) -> SweepResults (its Cells, each with Stat per column)
-    read_json(path, arg) -> dict; run_complete(run_dir) -> bool | None
-    norm_param(value) -> a parameter value normalised for matching
-    CompareError -> a bad argument or unreadable result file, one line naming the argument
-"""
+"""A sweep directory's result files (``sweep.json``, ``cells.csv``, each run's ``summary.json``) read into
+cells, their runs and mean/CI statistics; no database."""
 
 from __future__ import annotations
 
@@ -58,10 +47,8 @@ class CompareError(BadInput):
 
 @dataclass(frozen=True)
 class Stat:
-    """Mean and 95 % confidence interval (Student's t, ``capacity.mean_ci``) of ``n`` values.
-
-    All NaN with ``n = 0`` when there are no values; ``low``/``high`` are NaN when ``n = 1``.
-    """
+    """Mean and 95 % confidence interval (Student's t, :func:`bench.analysis.statistics.mean_ci`) of ``n``
+    values: all NaN with ``n = 0``; ``low``/``high`` NaN when ``n = 1``."""
 
     mean: float = math.nan
     low: float = math.nan
@@ -70,8 +57,7 @@ class Stat:
 
     @classmethod
     def of(cls, values: Sequence[float]) -> "Stat":
-        """From raw values (missing ones dropped). Every quantity here is a count, rate, time or
-        size, never negative: when all values are >= 0 the interval's lower bound is clipped at 0."""
+        """From raw values (missing ones dropped); the lower bound is clipped at 0 when every value is >= 0."""
         v = np.asarray([x for x in values if not is_missing(x)], dtype=float)
         if v.size == 0:
             return cls()
@@ -83,11 +69,8 @@ class Stat:
 
 @dataclass
 class Cell:
-    """One sweep cell: its parameters and its runs (rows of cells.csv, sorted by ``rep``).
-
-    ``label`` names the cell by the sweep's varying axes ("index partial, history 1,000,000");
-    ``flags`` says why it is not trustworthy (empty when it is).
-    """
+    """One sweep cell: its parameters and its runs (rows of cells.csv, sorted by ``rep``); ``label`` names it
+    by the varying axes ("index partial, history 1,000,000"); ``flags`` says why it is not trustworthy."""
 
     cell_id: str
     params: dict
@@ -121,16 +104,11 @@ class Cell:
 
 @dataclass
 class SweepResults:
-    """A sweep directory read from its files (see the sweep file contract).
+    """A sweep directory read from its files (not :class:`bench.sweep.driver.Sweep`, which runs one).
 
-    ``meta`` is sweep.json; ``runs`` every row of cells.csv (with the columns
-    :func:`load_sweep` adds); ``cells`` in sweep.json's order, then cells found only in
-    cells.csv; ``varying`` the axes whose value differs between cells; ``derived`` the
-    design parameters (:data:`DERIVED_COLUMNS`) that are no axis yet differ between cells,
-    because each engine takes its own default (index partial on PostgreSQL, composite on
-    MariaDB); ``columns`` both, the parameters every table names a cell by.
-    Not :class:`bench.sweep.driver.Sweep`, which plans and runs a sweep.
-    """
+    ``meta`` is sweep.json; ``runs`` every row of cells.csv (with :func:`load_sweep`'s columns); ``cells`` in
+    sweep.json's order, then those only in cells.csv; ``varying`` the axes that differ between cells;
+    ``derived`` the :data:`DERIVED_COLUMNS` that are no axis yet differ (each engine's own default)."""
 
     path: Path
     meta: dict
@@ -222,16 +200,12 @@ def _to_bool(v: Any) -> bool | None:
 
 
 def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
-    """Read a sweep directory: ``sweep.json``, ``cells.csv`` (may be absent while the sweep
-    starts) and each run's ``summary.json`` (for ``complete``).
+    """Read a sweep directory: ``sweep.json``, ``cells.csv`` (may be absent) and each run's ``summary.json``.
 
-    Each run row gains ``done`` (status "done"), ``complete`` (bool or None), ``suspect``
-    and ``invariants_ok`` (bool or None), ``trusted`` (all four good) and ``report_href``
-    (the run's report.html relative to the sweep directory, or None when absent); the
-    numeric columns are floats (NaN where empty).
-    Raises CompareError (naming ``arg``) when sweep.json is missing or unreadable or
-    cells.csv does not parse.
-    """
+    Each run row gains ``done``, ``complete``, ``suspect`` and ``invariants_ok`` (bool or None), ``trusted``
+    and ``report_href`` (relative to the sweep directory, or None); numeric columns are floats (NaN where
+    empty). Raises CompareError (naming ``arg``) when sweep.json is missing or unreadable or cells.csv does
+    not parse."""
     sweep_dir = Path(sweep_dir)
     if not (sweep_dir / "sweep.json").is_file():
         raise CompareError(f"{arg}: {sweep_dir} is not a sweep directory (no sweep.json)")

@@ -1,8 +1,5 @@
-"""Cell values as the results model holds them: what counts as missing, numbers, and parameter labels.
-
-Used by :mod:`bench.results.sweep` (cell labels) and by the report pages. Pure functions of
-their arguments; no third-party imports.
-"""
+"""Cell values as the results model holds them: what counts as missing, numbers, and parameter labels. Pure
+functions, no third-party imports."""
 
 from __future__ import annotations
 
@@ -19,10 +16,9 @@ LIBRARY_SQL_PATH_CAVEAT = (
 
 
 def library_caveat_line(summary: dict) -> str | None:
-    """The line a queue library's run on its SQL path is shown with (report banner, terminal), or None for a
-    queue that is not a library or a library's own worker (``mode`` ``worker``). A summary written before
-    ``mode``/``caveat`` were recorded gets :data:`LIBRARY_SQL_PATH_CAVEAT`: a library was always driven on
-    its SQL path then."""
+    """The line a queue library's run on its SQL path is shown with (report banner, terminal), or None (not a
+    library, or its own worker); a summary without ``mode``/``caveat`` (older files: always the SQL path) gets
+    :data:`LIBRARY_SQL_PATH_CAVEAT`."""
     library = (summary.get("queue_definition") or {}).get("library")
     if not library or library.get("mode") == "worker":
         return None

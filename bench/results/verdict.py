@@ -1,7 +1,5 @@
-"""A run's verdict, read from its ``summary.json`` alone: the items the report's verdict card shows
-(green or red, each with its reason) and the terminal's end block, aligned like pgbench's and k6's
-summaries. Both use one number style (:func:`bench.results.values.fmt_sig`, :func:`fmt_seconds`).
-"""
+"""A run's verdict from its ``summary.json`` alone: the items of the report's verdict card and the terminal's
+end block (aligned like pgbench's and k6's summaries), in one number style."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``summary.json`` of one run: the figures over the measured window, the invariants, and whether
-the run is trustworthy (``suspect`` and its reasons), from what the run measured and audited.
-
-Its parts: ``facts`` (what a summary is computed from), ``summary`` (the blocks of the file),
-``suspect`` (the trust rule's reasons and limits), ``rows`` (figures read from the per-second rows),
-``vacuum`` (autovacuum and the periodic VACUUM passes) and ``final`` (the run's last log lines)."""
+"""``summary.json`` of one run: the figures over the measured window, the invariants, and whether the run is
+trustworthy; one module per part (``facts``, ``summary``, ``suspect``, ``rows``, ``vacuum``, ``final``)."""
 
 from __future__ import annotations
 

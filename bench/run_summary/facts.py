@@ -14,13 +14,10 @@ from bench.workload import jobs
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What a run measured and audited, as :func:`bench.run_summary.summarize` reads it.
-
-    ``measured``: the measured window's running totals; ``rows``: one dict per measured second
-    (``intervals.csv``); ``complete``: False when the run was interrupted; ``max_rows_per_claim``
-    over the whole load; ``audit``: the engine's audit result; ``final_sample``: the monitor's last
-    sample; ``monitor_failures``: statements of the monitor that failed; ``run_info``: ``run.json``;
-    ``plan_warnings``: the engine's :meth:`bench.engines.base.Engine.plan_warnings`."""
+    """What a run measured and audited, as :func:`bench.run_summary.summarize` reads it: ``measured`` (the
+    window's running totals), ``rows`` (``intervals.csv``, one dict per second), ``complete`` (False when
+    interrupted), ``max_rows_per_claim``, ``audit``, ``final_sample`` (the monitor's last),
+    ``monitor_failures``, ``run_info`` (``run.json``), ``plan_warnings``."""
 
     run_id: str
     cfg: RunConfig

@@ -15,9 +15,8 @@ def percentile(values: list[float], pct: float) -> float | None:
 
 
 def worker_changes(rows: list[dict]) -> list[dict]:
-    """The measured seconds in which the number of running workers changed (Locust's web UI, or a
-    lost load generator process): ``[{"t_s", "workers_before", "workers"}]``, counted as each
-    second ended; none in a run whose workers stayed as started."""
+    """The measured seconds in which the number of running workers changed (the web UI, or a lost process):
+    ``[{"t_s", "workers_before", "workers"}]``, counted as each second ended."""
     changes, before = [], None
     for row in rows:
         now = row.get("workers")
@@ -28,9 +27,8 @@ def worker_changes(rows: list[dict]) -> list[dict]:
 
 
 def index_bytes(rows: list[dict]) -> dict | None:
-    """``summary.json``'s ``claim_index_bytes``: the size of the claim's index (bytes, sampled each second as
-    intervals.csv's ``claim_index_bytes``) at the first and last sample of the measured window and its
-    largest: ``{"first", "last", "max"}``; None when never sampled (``INDEX=none``, or MariaDB)."""
+    """``summary.json``'s ``claim_index_bytes``: ``{"first", "last", "max"}`` of the claim's index size
+    (bytes, intervals.csv's ``claim_index_bytes``) over the measured window; None when never sampled."""
     sizes = [r["claim_index_bytes"] for r in rows if r.get("claim_index_bytes") is not None]
     return {"first": sizes[0], "last": sizes[-1], "max": max(sizes)} if sizes else None
 

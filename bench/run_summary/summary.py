@@ -22,8 +22,7 @@ FAULT_COUNTERS = ("crashed_claims", "crashed_jobs", "rolled_back_claims", "in_do
 
 
 def summarize(facts: RunFacts) -> dict:
-    """Build ``summary.json`` (docs/architecture.md keys plus ``suspect``, ``backlog_exhausted`` and
-    details) from what the run measured and audited."""
+    """Build ``summary.json`` (its keys: docs/results.md) from what the run measured and audited."""
     f = Figures(facts)
     summary = {**_throughput(f), **_audit(f), **_trust(f), **_counters(f), **_open_loop(f), **_wakeups(f),
                **_monitor(f), **_faults(f), **_fault_counters(f), **_latencies(f), **_plans_and_vacuum(f),

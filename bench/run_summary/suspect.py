@@ -112,8 +112,7 @@ def _process_pace_reasons(f: Figures) -> list[str]:
 
 
 def _claim_log_reasons(f: Figures) -> list[str]:
-    """A claim log that reached the audit empty (its events were never gathered) checks nothing: its
-    clean invariants would be a figure that was never measured."""
+    """A claim log that reached the audit empty: its clean invariants were never measured."""
     details = f.facts.audit.get("details") or {}
     if f.counters["jobs_claimed"] and details.get("jobs_claimed_distinct") == 0:
         return [f"the claim log holds none of the {f.counters['jobs_claimed']:,} jobs claimed: the audit's "
@@ -158,10 +157,8 @@ def _outcome_reasons(f: Figures) -> list[str]:
 
 def no_completion_cause(cfg: RunConfig, counters: Counter, errors: Counter, work_s: float,
                         measured_s: float) -> str:
-    """Why a window with no completed job had none, from what it counted: attempts that failed
-    (retries, dead letters), errors by kind (deadlocks, lock timeouts, NOWAIT refusals, lost
-    connections), jobs claimed whose work outlasts the window, or no claim finished at all.
-    Every cause that applies is named, in that order; ``work_s`` is the mean work per job (s)."""
+    """Why a window with no completed job had none: failed attempts, errors by kind, work that outlasts the
+    window, or no claim finished; every cause that applies, in that order (``work_s``: mean work per job, s)."""
     causes = []
     ended = counters["dead_lettered"] + counters["reaper_dead_lettered"]
     if ended or counters["retries"]:

@@ -7,14 +7,10 @@ from bench.run_summary.rows import percentile
 
 
 def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
-    """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of
-    the run; an autoanalyze invalidates the workers' cached claim plans, which are then rebuilt. With
-    ``settings`` (``AUTOVACUUM_SETTINGS`` by full name) and ``reloptions`` (what the server held for
-    each leaf of the queue table after prepare, ``{table: ["name=value", …]}``), ``naptime_s`` (the
-    server's ``autovacuum_naptime``) and ``watched_s`` (server seconds between the two counts); and
-    ``unobservable`` (why no autovacuum run says nothing: the server's autovacuum is off, or its
-    naptime is not shorter than the span watched) when that is so.
-    ``{"not_applicable": why}`` on an engine without vacuum (its :meth:`~bench.engines.base.Engine.vacuum_counts`)."""
+    """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of the run,
+    with ``settings`` (``AUTOVACUUM_SETTINGS`` by full name), ``reloptions`` (``{table: ["name=value", …]}``
+    per leaf, after prepare), ``naptime_s``, ``watched_s`` (server seconds between the counts) and, when so,
+    ``unobservable`` (why no run says nothing); ``{"not_applicable": why}`` on an engine without vacuum."""
     if "not_applicable" in before:
         return {"not_applicable": before["not_applicable"]}
     enabled = cfg.autovacuum is True and before["server_autovacuum"]
@@ -46,11 +42,10 @@ def _watched_s(before: dict, after: dict) -> float | None:
 
 
 def vacuum_passes(cfg: RunConfig, passes: list[tuple[float, float]], n_warm: int, rows: list[dict]) -> dict | None:
-    """``summary.json``'s ``vacuum_passes``: the periodic VACUUMs (``VACUUM_EVERY_S``) that started in the
-    measured window's seconds (``rows``' ``t_s``; second ``k`` of the load is ``t_s + n_warm``):
-    ``{"every_s", "count", "duration_ms": {"p50", "max"} (nearest rank; None without a pass),
-    "run_count"}`` (``run_count``: passes over the whole run, warm-up and stop phase included).
-    None when the run had no periodic VACUUM."""
+    """``summary.json``'s ``vacuum_passes``, None without ``VACUUM_EVERY_S``: ``{"every_s", "count",
+    "duration_ms": {"p50", "max"} (nearest rank; None without a pass), "run_count"}`` of the passes that
+    started in the measured seconds (``rows``' ``t_s``; second ``k`` of the load is ``t_s + n_warm``);
+    ``run_count`` over the whole run."""
     if not cfg.vacuums():
         return None
     seconds_measured = {r["t_s"] + n_warm for r in rows}

@@ -1,17 +1,5 @@
-"""The capacity search: the highest arrival rate one design sustains.
-
-For a fixed design (policy, workers, batch, index, layout, history, job
-duration), open-loop producers offer a constant arrival rate for one run per
-step. A step *keeps up* when the oldest eligible age stays flat over the
-measured window (its least-squares slope is at most :data:`FLAT_SLOPE_S_PER_S`
-seconds per second and its last sample at most :data:`FLAT_AGE_S`), the workers
-complete at least :data:`COMPLETED_SHARE` of what arrived, the producers really
-offered the rate (at least :data:`OFFERED_SHARE` of it), the run is not
-suspect, and its ``SLO`` (when one is given) passes. The search doubles the rate from ``start_rate`` until a step falls
-behind (the step ramp), then bisects between the last rate that kept up and the
-first that did not until they are within :data:`RESOLUTION` of each other.
-The answer is the highest rate that kept up, with the claim p99 measured at it.
-"""
+"""The capacity search: the highest arrival rate one design sustains, by a step ramp and a bisection of
+open-loop runs (the keep-up rule: :func:`step_verdict`; docs/sweeps.md)."""
 
 from __future__ import annotations
 
@@ -45,7 +33,10 @@ MAX_STEPS = 14
 
 
 def step_verdict(summary: dict) -> tuple[bool, str]:
-    """(kept up?, why) for one step's ``summary.json``."""
+    """(kept up?, why) for one step's ``summary.json``: the oldest eligible age flat (slope at most
+    :data:`FLAT_SLOPE_S_PER_S`, last sample at most :data:`FLAT_AGE_S`), at least :data:`COMPLETED_SHARE` of
+    the arrivals completed and :data:`OFFERED_SHARE` of the rate offered, a trusted unsaturated run, its
+    ``SLO`` passed."""
     rate = summary["offered_rate_jobs_per_s"] or 0.0
     measured_s = summary["measured_s"] or 0.0
     produced_s = summary["jobs_produced"] / measured_s if measured_s else 0.0
@@ -87,10 +78,9 @@ def describe_design(cfg: RunConfig) -> str:
 
 def ramp_and_bisect(passes: Callable[[float], bool], start: float, known_good: float | None = None,
                     max_steps: int = MAX_STEPS) -> tuple[float | None, float | None]:
-    """(highest value that passed, lowest that failed above it) of ``passes``, assumed to hold below a
-    threshold and fail above it: double from ``start`` until a value fails (the ramp), then bisect
-    until the two are within :data:`RESOLUTION` of each other; at most ``max_steps`` calls. Either
-    may be None (nothing passed; nothing failed). ``known_good``: a value already known to pass."""
+    """(highest value that passed, lowest that failed above it) of ``passes``, assumed monotone: double from
+    ``start`` until a value fails, then bisect until within :data:`RESOLUTION`; at most ``max_steps`` calls.
+    Either may be None; ``known_good`` is a value already known to pass."""
     good, bad, calls, value = known_good, None, 0, start
     while calls < max_steps:
         calls += 1
@@ -107,16 +97,13 @@ def ramp_and_bisect(passes: Callable[[float], bool], start: float, known_good: f
 
 def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: float,
            out_dir: Path, log: Callable[[str], None] = print) -> dict:
-    """Search the sustainable arrival rate for ``base``; writes and returns ``capacity.json``.
+    """Search the sustainable arrival rate for ``base`` (``run_step(cfg)`` runs one step, ``base`` with
+    ``rate`` set and no backlog, and returns its run directory); writes and returns ``capacity.json``'s dict:
+    ``{"design", "steps", "sustainable_rate_jobs_per_s", "claim_p99_us_at_rate", "workers", "sentence"}``
+    (rate None when even ``start_rate`` falls behind).
 
-    ``run_step(cfg)`` runs one step and returns its run directory. Each step uses
-    ``base`` with ``rate`` set and no seeded backlog. Returns the capacity dict:
-    ``{"design", "steps": [...], "sustainable_rate_jobs_per_s", "claim_p99_us_at_rate",
-    "workers", "sentence"}`` (rate None when even ``start_rate`` falls behind).
-    Raises :class:`SearchStopped` when a step is interrupted (KeyboardInterrupt when
-    interrupted outside a step's load); ``capacity.json`` then holds the steps
-    measured so far with ``"complete": false``.
-    """
+    Raises :class:`SearchStopped` when a step is interrupted (KeyboardInterrupt outside a step's load);
+    ``capacity.json`` then holds the steps so far with ``"complete": false``."""
     steps: list[dict] = []
 
     def measure(rate: float) -> bool:

@@ -46,10 +46,9 @@ def _flag(value: bool | str) -> int | str:
 
 def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: Path, run_dir: Path | None = None,
              summary: dict | None = None, seeded_backlog: int | None = None) -> dict:
-    """One ``cells.csv`` row of repetition ``rep`` of cell ``cell_id`` run with ``cfg``, from the run's
-    ``summary.json`` (``summary`` and ``run_dir`` None for a run that failed before it wrote one);
-    ``run_dir`` is written relative to ``sweep_dir``, and ``backlog`` is the backlog really seeded
-    (``seeded_backlog``, from ``run.json``), else the configured one."""
+    """One ``cells.csv`` row of repetition ``rep`` of cell ``cell_id`` run with ``cfg``, from its
+    ``summary.json`` (``summary`` and ``run_dir`` None for a run that wrote none); ``run_dir`` relative to
+    ``sweep_dir``; ``backlog`` the one really seeded (``seeded_backlog``), else the configured one."""
     row = {"cell_id": cell_id, "rep": rep, "status": status,
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
            "engine": cfg.engine, "queue": cfg.queue, "isolation": cfg.isolation,
@@ -103,8 +102,8 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
 
 
 def _library_mode(summary: dict) -> str | None:
-    """How a run's queue library was driven (``sql``), None for a queue that is not a library; a summary
-    written before ``mode`` was recorded is ``sql``, the only way a library was ever driven."""
+    """How a run's queue library was driven (``sql``, ``worker``), None for a queue that is not a library; an
+    older summary without ``mode`` is ``sql``."""
     library = (summary.get("queue_definition") or {}).get("library")
     return (library.get("mode") or "sql") if library else None
 

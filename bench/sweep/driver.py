@@ -1,30 +1,5 @@
-"""Sweeps: a matrix of runs, each cell repeated, from one sweep file.
-
-A sweep file ``workloads/sweeps/<name>.toml`` (read with :mod:`tomllib`)::
-
-    description = "index variants against finished-row history"
-    workload = "default"          # the base workload (workloads/<workload>.toml)
-    repetitions = 2               # runs per cell, for confidence intervals
-    [fixed]                       # parameters every cell shares (run parameter names)
-    duration = "15s"
-    workers = 20
-    [matrix]                      # the axes; cells are their cartesian product, in file order
-    index = ["none", "partial"]
-    history = [0, 100000, 1000000]
-    # cells = [ { plan_cache = "auto" }, { prepared = 0 } ]   # instead of [matrix]: cells one by one
-    [target]                      # optional: Little's law in the comparison report
-    rate_jobs_per_s = 1000
-    utilisation = 0.7
-
-Every cell is validated before anything touches a database. Runs go to
-``results/sweeps/<name>-<stamp>/runs/<run_id>/`` (the files ``qbench run``
-writes) and one row per run is appended to ``cells.csv`` as it finishes
-(columns: ``CELL_COLUMNS``); ``sweep.json`` describes the matrix. Each distinct
-history size is seeded once into a saved state (:func:`bench.engines.postgres.db.ensure_history_state`)
-and restored into each cell that needs it, so every cell starts from the same
-rows. An interrupted sweep resumes: the same sweep file run again (same matrix and
-base parameters) continues the newest unfinished sweep of that name.
-"""
+"""Sweeps: a matrix of runs from one sweep file (``workloads/sweeps/<name>.toml``), each cell repeated,
+validated up front, resumable (the file format and what a sweep does: docs/sweeps.md)."""
 
 from __future__ import annotations
 
@@ -59,11 +34,8 @@ class SweepInterrupted(Interrupted):
 
 
 class Sweep:
-    """A validated sweep: its cells (``[(cell_id, params, RunConfig)]``) and metadata.
-
-    Build with :meth:`load`. ``overrides`` (run parameter → value, e.g. from the
-    command line) apply to every cell after the file's ``fixed`` table.
-    """
+    """A validated sweep: its cells (``[(cell_id, params, RunConfig)]``) and metadata; build with
+    :meth:`load`."""
 
     def __init__(self, name: str, path: Path, data: dict, cells: list, base: RunConfig, repetitions: int):
         self.name, self.path, self.data, self.cells, self.base, self.repetitions = (
@@ -79,9 +51,9 @@ class Sweep:
     @classmethod
     def from_data(cls, name: str, path: Path, data: dict, overrides: dict[str, Any] | None = None,
                   repetitions: int | None = None, dsn: str | None = None) -> "Sweep":
-        """Validate a sweep's table ``data`` (a sweep file's, or an experiment's ``[runs]``, which
-        :mod:`bench.experiments.catalogue` reads) named ``name``; ``path`` is the file it came from,
-        named in messages. Raises ConfigError (one line, naming the parameter)."""
+        """Validate a sweep's table ``data`` (a sweep file's, or an experiment's ``[runs]``) named ``name``;
+        ``path`` is named in messages; ``overrides`` (run parameter → value) apply to every cell after
+        ``[fixed]``. Raises ConfigError (one line, naming the parameter)."""
         unknown = sorted(set(data) - _FILE_KEYS)
         if unknown:
             raise ConfigError("SWEEP", f"unknown key {unknown[0]!r} in {path.name}; allowed: {', '.join(sorted(_FILE_KEYS))}")
@@ -140,8 +112,8 @@ class Sweep:
 
     @property
     def matrix_hash(self) -> str:
-        """Identifies what the sweep measures: the cells' effective parameters and repetitions
-        (not the DSN or results directory), so a resumed sweep measures the same thing."""
+        """Identifies what the sweep measures (the cells' effective parameters and repetitions, not the DSN or
+        results directory): 16 hex digits."""
         key = self.measured_config
         blob = json.dumps({"cells": [(cid, key(cfg)) for cid, _, cfg in self.cells], "reps": self.repetitions},
                           sort_keys=True, default=str)
@@ -185,21 +157,13 @@ def _now_iso() -> str:
 def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None,
               deadline: float | None = None) -> Path:
-    """Run (or resume) ``sweep`` against ``dsn`` (one DSN, or one per engine name when the sweep has
-    an ``engine`` axis); returns the sweep directory.
+    """Run (or resume) ``sweep`` against ``dsn`` (one DSN, or one per engine name with an ``engine`` axis);
+    returns the sweep directory.
 
-    ``on_run(run_dir)`` runs after each measured run (the command renders its report there).
-    ``deadline`` (``time.monotonic()`` seconds): no run starts that would end after it (an
-    experiment's budget); the sweep then stays unfinished, as after a failed run.
-
-    Runs every (cell, repetition) not yet measured, in file order, one at a time,
-    each through :func:`bench.runner.run` with the history restored from a saved
-    state. A run that fails (its database error, in one line) is recorded as
-    ``failed: …`` and the sweep goes on, and the sweep stays unfinished so running
-    it again retries those runs; a run that is interrupted stops the sweep
-    (raises :class:`SweepInterrupted`) without recording it. The saved states are
-    dropped when every run has been measured.
-    """
+    Runs every (cell, repetition) not yet measured, in file order; a failed run is recorded as ``failed: …``
+    and leaves the sweep unfinished. ``on_run(run_dir)`` runs after each measured run; no run starts that
+    would end after ``deadline`` (``time.monotonic()`` seconds). Raises :class:`SweepInterrupted` when a run
+    is interrupted."""
     sweep_dir, meta = _open_sweep_dir(sweep, results_dir, fresh, log)
     done = measured_runs(sweep_dir)
     keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
@@ -224,7 +188,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
 
 def _open_sweep_dir(sweep: Sweep, results_dir: Path, fresh: bool, log: Callable[[str], None]) -> tuple[Path, dict]:
     """The sweep's directory and its ``sweep.json`` fields: the newest unfinished one of the same matrix
-    under ``results_dir`` (unless ``fresh``), else a new one, its ``sweep.json`` written."""
+    (unless ``fresh``), else a new one."""
     sweep_dir = None if fresh else find_resumable(results_dir, sweep)
     if sweep_dir is not None:
         log(f"sweep {sweep.name}: resuming {sweep_dir}")
@@ -240,9 +204,7 @@ def _open_sweep_dir(sweep: Sweep, results_dir: Path, fresh: bool, log: Callable[
 
 
 class _SweepRuns:
-    """The runs of one sweep directory: each measured through :func:`bench.runner.run` (its lines to
-    ``sweep.log``), its row appended to ``cells.csv``, one line on the progress bar; and the schemas of
-    the saved history states the engines it ran keep."""
+    """The runs of one sweep directory, and the saved history states' schema of each engine they ran."""
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, dsn: str | Mapping[str, str],
                  on_run: Callable[[Path], None]) -> None:
@@ -279,12 +241,8 @@ class _SweepRuns:
         return False
 
     def _measure(self, cid: str, rep: int, cfg: RunConfig, run_log: IO[str]) -> str:
-        """Run repetition ``rep`` of cell ``cid`` and append its ``cells.csv`` row; returns its outcome in
-        one line (``failed: <reason>`` for a run the database or the configuration refused).
-
-        Raises:
-            SweepInterrupted: the run was interrupted (Ctrl-C, or an incomplete run with its database up).
-        """
+        """Run repetition ``rep`` of cell ``cid``, append its ``cells.csv`` row, return its outcome in one
+        line (``failed: <reason>`` when refused). Raises SweepInterrupted when the run was interrupted."""
         from bench import runner  # here: bench.cli.main imports this module, and the run imports Locust (~1 s)
 
         cfg = _with_results(cfg, self.sweep_dir / "runs")

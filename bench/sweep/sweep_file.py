@@ -10,11 +10,9 @@ from bench.errors import ConfigError
 
 
 def sweep_path(name: str) -> Path:
-    """``./workloads/sweeps/<name>.toml`` of the working directory, else the shipped one, or ``name``
-    itself when it is a path to a .toml file (:func:`bench.config.lookup.find`).
-
-    Raises ConfigError (``SWEEP``) naming where it looked and the sweeps there are.
-    """
+    """``./workloads/sweeps/<name>.toml`` of the working directory, else the shipped one, or ``name`` itself
+    when it is a path to a .toml file. Raises ConfigError (``SWEEP``) naming where it looked and the sweeps
+    there."""
     return find("SWEEP", name)
 
 
