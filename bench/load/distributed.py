@@ -17,7 +17,6 @@ from locust.env import Environment
 
 from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
-from bench.errors import RunFailed
 from bench.load import swarm
 from bench.load.locust_master import drop_workers, keep_out_latecomers
 from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
@@ -160,19 +159,8 @@ class DistributedDriver(MergedProcesses):
             self.log(f"master: waiting for {self.cfg.processes} workers on {self.external[0]}:{self.port} "
                      f"(qbench worker --master-host <this host> --master-port {self.port} --dsn <DSN>)")
             wait_s = float(self.external[2]) if len(self.external) > 2 else EXTERNAL_WAIT_S
-        deadline = time.monotonic() + wait_s
-        while len(self.ready) < self.cfg.processes:
-            exited = [i for i, p in self.procs.items() if p.poll() is not None]
-            if self.failed or exited or time.monotonic() > deadline:
-                self.kill()
-                option = "EXPECT_WORKERS" if self.external else "PROCESSES"
-                if self.failed:
-                    i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"{option}: load generator process {i} could not start its sessions ({why})")
-                why = self._stderr_tail(exited[0]) if exited else (
-                    f"{len(self.ready)} of {self.cfg.processes} reported within {wait_s:g} s")
-                raise RunFailed(f"{option}: a load generator process did not start ({why})")
-            gevent.sleep(0.05)
+        self._wait_ready(self.cfg.processes, wait_s, option="EXPECT_WORKERS" if self.external else "PROCESSES",
+                         what="load generator process", failed="could not start its sessions")
         for i, report in self.ready.items():
             self.stats[i]["pid"] = report.get("pid")
             self.stats[i]["host"] = report.get("host")

@@ -124,18 +124,8 @@ class LibraryWorkersDriver(MergedProcesses):
             self._readers.append(gevent.spawn(self._read, i))
             self._send(i, {"process": i, "role": role, "workers": workers, "config": self.cfg.public(),
                            "claims_path": str(self.tmp / f"claims-{i}.log")})
-        deadline = time.monotonic() + START_WAIT_S
-        while len(self.ready) < len(self.roles):
-            exited = [i for i, p in self.procs.items() if p.poll() is not None and i not in self.ready]
-            if self.failed or exited or time.monotonic() > deadline:
-                self.kill()
-                if self.failed:
-                    i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"LIBRARY_MODE: library worker process {i} could not start ({why})")
-                why = self._stderr_tail(exited[0]) if exited else (
-                    f"{len(self.ready)} of {len(self.roles)} reported within {START_WAIT_S:g} s")
-                raise RunFailed(f"LIBRARY_MODE: a library worker process did not start ({why})")
-            gevent.sleep(0.02)
+        self._wait_ready(len(self.roles), START_WAIT_S, option="LIBRARY_MODE", what="library worker process",
+                         failed="could not start")
         for i, report in self.ready.items():
             self.stats[i].update(pid=report.get("pid"), host=report.get("host"))
 

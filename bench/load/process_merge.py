@@ -2,7 +2,8 @@
 process's, each counted, written to its own histogram logs and ``processes.csv`` row.
 
 A driver mixing in :class:`MergedProcesses` sets ``cfg``, ``stats``, ``parts``, ``cpu_parts``, ``done``,
-``tmp`` and ``ctx``, and calls :meth:`_init_merge`."""
+``tmp`` and ``ctx``, and calls :meth:`_init_merge`; :meth:`_wait_ready` also uses its ``procs``, ``ready``,
+``failed``, ``kill()`` and ``_stderr_tail(i)``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 import gevent
 
+from bench.errors import RunFailed
 from bench.load.process_stats import MeasuredParts
 from bench.measure import interval_codec, metrics
 from bench.measure.claimlog import merge_stamped
@@ -28,6 +30,23 @@ class MergedProcesses:
         self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
         self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's
         self._own_lag_p99: int | None = None
+
+    def _wait_ready(self, count: int, wait_s: float, *, option: str, what: str, failed: str) -> None:
+        """Wait until ``count`` processes reported ready, at most ``wait_s`` s; when one failed or exited, or
+        time ran out, kill them all and raise RunFailed (``<option>: <what> <i> <failed> (why)`` or
+        ``<option>: a <what> did not start (why)``)."""
+        deadline = time.monotonic() + wait_s
+        while len(self.ready) < count:
+            exited = [i for i, p in self.procs.items() if p.poll() is not None]
+            if self.failed or exited or time.monotonic() > deadline:
+                self.kill()
+                if self.failed:
+                    i, why = next(iter(self.failed.items()))
+                    raise RunFailed(f"{option}: {what} {i} {failed} ({why})")
+                why = self._stderr_tail(exited[0]) if exited else (
+                    f"{len(self.ready)} of {count} reported within {wait_s:g} s")
+                raise RunFailed(f"{option}: a {what} did not start ({why})")
+            gevent.sleep(0.05)
 
     def _merge_second(self, own: Interval, index: int, alive: list[int], wait_s: float) -> Interval:
         """Second ``index``: ``own`` merged with what the ``alive`` processes send within ``wait_s`` (later:
