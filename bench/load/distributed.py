@@ -67,15 +67,9 @@ class DistributedDriver(MergedProcesses):
         bind_host, self.port = external[:2] if external else ("127.0.0.1", _free_port())
         self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
-        self.ready: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
-        self.procs: dict[int, subprocess.Popen] = {}
         self.connected: dict[int, int] = {}
-        self._workers_at_stop: int | None = None
-        self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
         self._init_merge()
-        self.done: dict[int, dict] = {}
         self.stats = {i: new_process_stats(i) for i in range(1, cfg.processes + 1)}
         self._last_t_s = -1  # the last measured second asked for
         self.started = False  # the users have been started (no worker may join from then on)
@@ -200,12 +194,6 @@ class DistributedDriver(MergedProcesses):
         self._last_t_s = index - int(round(self.cfg.warmup_s))
         self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
         return self._merge_second(own, index, alive, ROTATE_WAIT_S)
-
-    def running_workers(self) -> int:
-        """Workers running in every process not lost, each as of the latest second it sent."""
-        if self._workers_at_stop is not None:
-            return self._workers_at_stop
-        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
         """Tell each process how many of its workers the window takes (:func:`bench.config.faults.split_choice`);

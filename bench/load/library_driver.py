@@ -48,14 +48,8 @@ class LibraryWorkersDriver(MergedProcesses):
         if cfg.rate > 0:
             self.roles[cfg.processes + 1] = ("producer", 0)
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-library-"))
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.ready: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
-        self.done: dict[int, dict] = {}
         self._init_merge()
-        self.process_workers: dict[int, int] = {}
         self.stats = {i: new_process_stats(i) for i in self.roles}
-        self._workers_at_stop: int | None = None
         self._readers: list = []
 
     # -- the processes' streams
@@ -144,12 +138,6 @@ class LibraryWorkersDriver(MergedProcesses):
         for i in alive:
             self._send(i, {"cmd": "rotate", "index": index, "start_s": start_s, "end_s": end_s})
         return self._merge_second(own, index, alive, ROTATE_WAIT_S)
-
-    def running_workers(self) -> int:
-        """The library's workers (its concurrency) in every process not lost, as of its latest second."""
-        if self._workers_at_stop is not None:
-            return self._workers_at_stop
-        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
         """Not used: the configuration refuses the tool's own worker faults under ``LIBRARY_MODE=worker``."""
