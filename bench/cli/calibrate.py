@@ -48,7 +48,7 @@ def pgbench_side(pgbench: str, dsn: str, cfg, backlog: int, out_dir: Path, *, co
         stats: list = []
         script = claim_complete_script(builtin_queue.definition(cfg), cfg.policy, cfg.lease_s, cfg.batch)
         n_warm, n_meas = int(round(cfg.warmup_s)), max(1, int(round(cfg.duration_s)))
-        result = run_pgbench(pgbench, dsn, script, cfg.workers, n_warm, n_meas, out_dir,
+        result = run_pgbench(pgbench, dsn, script, out_dir, clients=cfg.workers, warmup_s=n_warm, duration_s=n_meas,
                              during=_monitor_during(dsn, cfg, stats))
         if count_jobs:
             _count_jobs(result, db.job_counts(conn, cfg.schema), cfg.batch, processed_transactions(out_dir))

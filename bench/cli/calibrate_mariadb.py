@@ -51,8 +51,8 @@ def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir:
         engine.claim_schema(conn, cfg.schema, cfg.workers + 2)  # its clients + the monitor's two connections
         engine.prepare(conn, cfg, backlog, log=lambda _m: None, state_schema=None)
         stats: list = []
-        result = run_slap(slap, dsn, slap_script(cfg.schema, cfg.policy, cfg.index, cfg.lease_s), cfg.workers,
-                          per_client, cfg.schema, cfg.isolation, out_dir,
+        result = run_slap(slap, dsn, slap_script(cfg.schema, cfg.policy, cfg.index, cfg.lease_s), out_dir,
+                          clients=cfg.workers, per_client=per_client, schema=cfg.schema, isolation=cfg.isolation,
                           during=monitor_during(lambda: engine.monitor(dsn, cfg), engine.spawn_samplers, stats))
         counts = job_counts(conn, cfg.schema)
     finally:

@@ -1,5 +1,6 @@
 """What every engine's implementation shares and that needs no driver: the seed's figures, the
-schemas ``qbench clean`` finds, the audit's result, the loop of a periodic task (reaper, mover).
+schemas ``qbench clean`` finds, the audit's claim counts and result, the loop of a periodic task
+(reaper, mover).
 Engines (``bench/engines/<name>/``) import it; nothing above them does.
 """
 
@@ -15,6 +16,18 @@ T = TypeVar("T")
 #: The audit's invariant keys of ``summary.json``, all 0 on a correct run, on every engine.
 INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
               "double_completions")
+
+#: The audit's claim counts, one row over its claims table (``{claims}``: per claimed job its ``claims`` and
+#: its ``overlapping`` ones) and the jobs table (``{jobs}``), in SQL both engines run: jobs claimed, claimed
+#: more than once, redeliveries, claims under a live lease, claims beyond ``attempts``, and double claims
+#: (per job the larger of those two lower bounds, summed).
+CLAIM_CHECKS = """\
+SELECT COUNT(*), COALESCE(SUM(CASE WHEN claims > 1 THEN 1 ELSE 0 END), 0), COALESCE(SUM(claims - 1), 0),
+       COALESCE(SUM(overlapping), 0), COALESCE(SUM(GREATEST(0, claims - attempts)), 0),
+       COALESCE(SUM(GREATEST(overlapping, claims - attempts)), 0)
+FROM (SELECT c.id, c.claims, c.overlapping, COALESCE(MAX(j.attempts), c.claims) AS attempts
+      FROM {claims} c LEFT JOIN {jobs} j ON j.id = c.id
+      GROUP BY c.id, c.claims, c.overlapping) AS per_job"""
 
 
 def poll_wait(timeout_s: float) -> bool:

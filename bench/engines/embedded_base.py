@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator
 
 from bench.engines import embedded_watchdog
 from bench.engines.embedded_host import LOG_TAIL_LINES, RunAs, end_processes, free_port, log_tail, sigterm_as_exit
@@ -83,6 +83,12 @@ class Recipe:
     init_word = "init"
     extra_dirs: tuple[str, ...] = ()
     max_connections_range: tuple[int, int] | None = None
+
+    @classmethod
+    def server(cls, max_connections: int, *, base_dir: pathlib.Path | None = None,
+               log: Callable[[str], None] = print) -> ContextManager[str]:
+        """:func:`embedded` by a fresh recipe of this class: ``with PostgresRecipe.server(20) as dsn: ...``."""
+        return embedded(cls(), max_connections, base_dir, log)
 
     def find_binaries(self) -> None:
         """Find the binaries (kept on the recipe); raise a one-line error when there are none."""

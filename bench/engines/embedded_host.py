@@ -24,6 +24,7 @@ import psutil
 __all__ = ["LOG_TAIL_LINES", "RunAs", "end_processes", "free_port", "log_tail", "sigterm_as_exit", "wait_gone"]
 
 LOG_TAIL_LINES = 20
+MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 
 
 @dataclasses.dataclass(frozen=True)

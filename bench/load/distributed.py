@@ -17,7 +17,6 @@ from locust.env import Environment
 
 from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
-from bench.errors import RunFailed
 from bench.load import swarm
 from bench.load.locust_master import drop_workers, keep_out_latecomers
 from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
@@ -68,15 +67,9 @@ class DistributedDriver(MergedProcesses):
         bind_host, self.port = external[:2] if external else ("127.0.0.1", _free_port())
         self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
-        self.ready: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
-        self.procs: dict[int, subprocess.Popen] = {}
         self.connected: dict[int, int] = {}
-        self._workers_at_stop: int | None = None
-        self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
         self._init_merge()
-        self.done: dict[int, dict] = {}
         self.stats = {i: new_process_stats(i) for i in range(1, cfg.processes + 1)}
         self._last_t_s = -1  # the last measured second asked for
         self.started = False  # the users have been started (no worker may join from then on)
@@ -160,19 +153,8 @@ class DistributedDriver(MergedProcesses):
             self.log(f"master: waiting for {self.cfg.processes} workers on {self.external[0]}:{self.port} "
                      f"(qbench worker --master-host <this host> --master-port {self.port} --dsn <DSN>)")
             wait_s = float(self.external[2]) if len(self.external) > 2 else EXTERNAL_WAIT_S
-        deadline = time.monotonic() + wait_s
-        while len(self.ready) < self.cfg.processes:
-            exited = [i for i, p in self.procs.items() if p.poll() is not None]
-            if self.failed or exited or time.monotonic() > deadline:
-                self.kill()
-                option = "EXPECT_WORKERS" if self.external else "PROCESSES"
-                if self.failed:
-                    i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"{option}: load generator process {i} could not start its sessions ({why})")
-                why = self._stderr_tail(exited[0]) if exited else (
-                    f"{len(self.ready)} of {self.cfg.processes} reported within {wait_s:g} s")
-                raise RunFailed(f"{option}: a load generator process did not start ({why})")
-            gevent.sleep(0.05)
+        self._wait_ready(self.cfg.processes, wait_s, option="EXPECT_WORKERS" if self.external else "PROCESSES",
+                         what="load generator process", failed="could not start its sessions")
         for i, report in self.ready.items():
             self.stats[i]["pid"] = report.get("pid")
             self.stats[i]["host"] = report.get("host")
@@ -212,12 +194,6 @@ class DistributedDriver(MergedProcesses):
         self._last_t_s = index - int(round(self.cfg.warmup_s))
         self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
         return self._merge_second(own, index, alive, ROTATE_WAIT_S)
-
-    def running_workers(self) -> int:
-        """Workers running in every process not lost, each as of the latest second it sent."""
-        if self._workers_at_stop is not None:
-            return self._workers_at_stop
-        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
         """Tell each process how many of its workers the window takes (:func:`bench.config.faults.split_choice`);

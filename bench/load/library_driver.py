@@ -48,14 +48,8 @@ class LibraryWorkersDriver(MergedProcesses):
         if cfg.rate > 0:
             self.roles[cfg.processes + 1] = ("producer", 0)
         self.tmp = Path(tempfile.mkdtemp(prefix="qbench-library-"))
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.ready: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
-        self.done: dict[int, dict] = {}
         self._init_merge()
-        self.process_workers: dict[int, int] = {}
         self.stats = {i: new_process_stats(i) for i in self.roles}
-        self._workers_at_stop: int | None = None
         self._readers: list = []
 
     # -- the processes' streams
@@ -124,18 +118,8 @@ class LibraryWorkersDriver(MergedProcesses):
             self._readers.append(gevent.spawn(self._read, i))
             self._send(i, {"process": i, "role": role, "workers": workers, "config": self.cfg.public(),
                            "claims_path": str(self.tmp / f"claims-{i}.log")})
-        deadline = time.monotonic() + START_WAIT_S
-        while len(self.ready) < len(self.roles):
-            exited = [i for i, p in self.procs.items() if p.poll() is not None and i not in self.ready]
-            if self.failed or exited or time.monotonic() > deadline:
-                self.kill()
-                if self.failed:
-                    i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"LIBRARY_MODE: library worker process {i} could not start ({why})")
-                why = self._stderr_tail(exited[0]) if exited else (
-                    f"{len(self.ready)} of {len(self.roles)} reported within {START_WAIT_S:g} s")
-                raise RunFailed(f"LIBRARY_MODE: a library worker process did not start ({why})")
-            gevent.sleep(0.02)
+        self._wait_ready(len(self.roles), START_WAIT_S, option="LIBRARY_MODE", what="library worker process",
+                         failed="could not start")
         for i, report in self.ready.items():
             self.stats[i].update(pid=report.get("pid"), host=report.get("host"))
 
@@ -154,12 +138,6 @@ class LibraryWorkersDriver(MergedProcesses):
         for i in alive:
             self._send(i, {"cmd": "rotate", "index": index, "start_s": start_s, "end_s": end_s})
         return self._merge_second(own, index, alive, ROTATE_WAIT_S)
-
-    def running_workers(self) -> int:
-        """The library's workers (its concurrency) in every process not lost, as of its latest second."""
-        if self._workers_at_stop is not None:
-            return self._workers_at_stop
-        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def open_fault(self, fault, given_up) -> None:
         """Not used: the configuration refuses the tool's own worker faults under ``LIBRARY_MODE=worker``."""

@@ -1,15 +1,17 @@
 """The per-second merge both multi-process drivers share: the processes' parts merged exactly with this
 process's, each counted, written to its own histogram logs and ``processes.csv`` row.
 
-A driver mixing in :class:`MergedProcesses` sets ``cfg``, ``stats``, ``parts``, ``cpu_parts``, ``done``,
-``tmp`` and ``ctx``, and calls :meth:`_init_merge`."""
+A driver mixing in :class:`MergedProcesses` sets ``cfg``, ``stats``, ``tmp`` and ``ctx``, calls
+:meth:`_init_merge`, and has ``kill()`` and ``_stderr_tail(i)`` for :meth:`_wait_ready`."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import gevent
 
+from bench.errors import RunFailed
 from bench.load.process_stats import MeasuredParts
 from bench.measure import interval_codec, metrics
 from bench.measure.claimlog import merge_stamped
@@ -20,6 +22,10 @@ class MergedProcesses:
     """The per-second merge of several processes' parts (see the module's docstring)."""
 
     def _init_merge(self) -> None:
+        self.procs: dict[int, subprocess.Popen] = {}  # the processes started here
+        self.ready: dict[int, dict] = {}  # process -> its ready report
+        self.failed: dict[int, str] = {}  # process -> why it could not start
+        self.done: dict[int, dict] = {}  # process -> its last report
         self.parts: dict[int, dict[int, Interval]] = {}
         self.cpu_parts: dict[int, dict[int, tuple]] = {}
         self.measured_parts = MeasuredParts()
@@ -28,6 +34,31 @@ class MergedProcesses:
         self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
         self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's
         self._own_lag_p99: int | None = None
+        self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
+        self._workers_at_stop: int | None = None  # set as the run stops
+
+    def _wait_ready(self, count: int, wait_s: float, *, option: str, what: str, failed: str) -> None:
+        """Wait until ``count`` processes reported ready, at most ``wait_s`` s; when one failed or exited, or
+        time ran out, kill them all and raise RunFailed (``<option>: <what> <i> <failed> (why)`` or
+        ``<option>: a <what> did not start (why)``)."""
+        deadline = time.monotonic() + wait_s
+        while len(self.ready) < count:
+            exited = [i for i, p in self.procs.items() if p.poll() is not None]
+            if self.failed or exited or time.monotonic() > deadline:
+                self.kill()
+                if self.failed:
+                    i, why = next(iter(self.failed.items()))
+                    raise RunFailed(f"{option}: {what} {i} {failed} ({why})")
+                why = self._stderr_tail(exited[0]) if exited else (
+                    f"{len(self.ready)} of {count} reported within {wait_s:g} s")
+                raise RunFailed(f"{option}: a {what} did not start ({why})")
+            gevent.sleep(0.05)
+
+    def running_workers(self) -> int:
+        """Workers running in every process not lost (a library's: its concurrency), each as of its latest second."""
+        if self._workers_at_stop is not None:
+            return self._workers_at_stop
+        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def _merge_second(self, own: Interval, index: int, alive: list[int], wait_s: float) -> Interval:
         """Second ``index``: ``own`` merged with what the ``alive`` processes send within ``wait_s`` (later:

@@ -197,23 +197,6 @@ def history_figure(sweep: SweepResults) -> dict | None:
     series, _ = drawable(cell_series(sweep, "history"))
     if not series:
         return None
-
-    def draw() -> bytes:
-        fig, (ax_lat, ax_tput) = plt.subplots(1, 2, **TWO_PANELS)
-        xs_all, lat_all, handles = _claim_latency(ax_lat, sweep, series, "history", rings=False)
-        tput_all = []
-        for color, xs, (label, cells) in colored(sweep, series, "history"):
-            tput_all += [s.mean for s in draw_throughput(ax_tput, xs, cells, color, label) if s.n]
-        for ax in (ax_lat, ax_tput):
-            symlog_x(ax, xs_all)
-            ax.set_xlabel("history (finished rows in the table; 0 at left, log scale above)")
-            ax.grid(True, alpha=0.3)
-        auto_log_y(ax_lat, lat_all, "claim latency (ms)")
-        auto_log_y(ax_tput, tput_all, "throughput (jobs/s)")
-        legend_above(ax_lat, handles + style_keys("claim"))
-        legend_above(ax_tput)
-        return save_png(fig)
-
     return {"name": "claim_latency_vs_history", "title": "Claim latency and throughput vs history",
             "caption": ("Left: mean claim latency p50 (solid) and p99 (dashed) in ms across repetitions, with "
                         "95 % CI error bars; right: mean throughput. The history axis is logarithmic above its "
@@ -222,7 +205,23 @@ def history_figure(sweep: SweepResults) -> dict | None:
                         "A flat line means the index keeps finished rows out of the claim's way; a rising one "
                         "means each claim steps over history. Red rings: cells with a failed, suspect or "
                         "invariant-breaking run."),
-            "draw": draw}
+            "draw": lambda: _draw_history(sweep, series)}
+
+
+def _draw_history(sweep: SweepResults, series: list) -> bytes:
+    """The PNG of :func:`history_figure`: claim latency on the left, throughput on the right."""
+    fig, (ax_lat, ax_tput) = plt.subplots(1, 2, **TWO_PANELS)
+    xs_all, lat_all, handles = _claim_latency(ax_lat, sweep, series, "history", rings=False)
+    tput_all = [s.mean for s in draw_throughput(ax_tput, sweep, series, "history")[1] if s.n]
+    for ax in (ax_lat, ax_tput):
+        symlog_x(ax, xs_all)
+        ax.set_xlabel("history (finished rows in the table; 0 at left, log scale above)")
+        ax.grid(True, alpha=0.3)
+    auto_log_y(ax_lat, lat_all, "claim latency (ms)")
+    auto_log_y(ax_tput, tput_all, "throughput (jobs/s)")
+    legend_above(ax_lat, handles + style_keys("claim"))
+    legend_above(ax_tput)
+    return save_png(fig)
 
 
 def batch_figure(sweep: SweepResults) -> dict | None:
@@ -230,36 +229,6 @@ def batch_figure(sweep: SweepResults) -> dict | None:
     series, skipped = drawable(cell_series(sweep, "batch"))
     if not series:
         return None
-
-    def draw() -> bytes:
-        fig, (ax_t, ax_w) = plt.subplots(1, 2, **TWO_PANELS)
-        xs_all, tput_stats, wait_stats, handles_w = [], [], [], []
-        for color, xs, (label, cells) in colored(sweep, series, "batch"):
-            xs_all += xs
-            tput_stats += draw_throughput(ax_t, xs, cells, color, label)
-            for col, style, name in (("batch_wait_p50_us", "-o", "p50"), ("batch_wait_p99_us", "--s", "p99")):
-                wstats = [c.stat(col) for c in cells]
-                if any(s.n for s in wstats):
-                    errorbar(ax_w, xs, wstats, scale=1000.0, fmt=style, color=color, markersize=5)
-                    if name == "p50":
-                        handles_w.append(Line2D([], [], color=color, marker="o", label=label))
-                    wait_stats += wstats
-        for ax in (ax_t, ax_w):
-            int_log_axis(ax, xs_all)
-            ax.set_xlim(min(xs_all) / 1.6, max(xs_all) * 1.6)
-            ax.set_xlabel("batch size (rows per claim, log scale)")
-            ax.grid(True, alpha=0.3)
-        linear_y(ax_t, tput_stats, "throughput (jobs/s)")
-        legend_above(ax_t)
-        if wait_stats:  # some series recorded a batch wait
-            linear_y(ax_w, wait_stats, "per-job wait inside a batch (ms)", scale=1000.0)
-            legend_above(ax_w, handles_w + style_keys("wait"))
-        else:
-            ax_w.text(0.5, 0.5, "batch_wait_p50_us / batch_wait_p99_us\nnot recorded in cells.csv",
-                      ha="center", va="center", transform=ax_w.transAxes, color="#c62828")
-            ax_w.set_yticks([])
-        return save_png(fig)
-
     caption = ("Left: mean throughput (jobs/s) against rows per claim, with 95 % CI error bars. Right: the "
                "per-job wait inside a batch (p50 solid, p99 dashed, ms): how long a claimed job waits for the "
                "jobs before it in the same batch; the price a batch pays for its throughput, and the time its "
@@ -267,4 +236,34 @@ def batch_figure(sweep: SweepResults) -> dict | None:
     if skipped:
         caption += f" Not drawn ({len(skipped)} series with a single batch size): " + "; ".join(skipped) + "."
     return {"name": "throughput_vs_batch", "title": "Throughput and per-job wait vs batch size",
-            "caption": caption, "draw": draw}
+            "caption": caption, "draw": lambda: _draw_batch(sweep, series)}
+
+
+def _draw_batch(sweep: SweepResults, series: list) -> bytes:
+    """The PNG of :func:`batch_figure`: throughput on the left, the per-job wait inside a batch on the right."""
+    fig, (ax_t, ax_w) = plt.subplots(1, 2, **TWO_PANELS)
+    xs_all, tput_stats = draw_throughput(ax_t, sweep, series, "batch")
+    wait_stats, handles_w = [], []
+    for color, xs, (label, cells) in colored(sweep, series, "batch"):
+        for col, style, name in (("batch_wait_p50_us", "-o", "p50"), ("batch_wait_p99_us", "--s", "p99")):
+            wstats = [c.stat(col) for c in cells]
+            if any(s.n for s in wstats):
+                errorbar(ax_w, xs, wstats, scale=1000.0, fmt=style, color=color, markersize=5)
+                if name == "p50":
+                    handles_w.append(Line2D([], [], color=color, marker="o", label=label))
+                wait_stats += wstats
+    for ax in (ax_t, ax_w):
+        int_log_axis(ax, xs_all)
+        ax.set_xlim(min(xs_all) / 1.6, max(xs_all) * 1.6)
+        ax.set_xlabel("batch size (rows per claim, log scale)")
+        ax.grid(True, alpha=0.3)
+    linear_y(ax_t, tput_stats, "throughput (jobs/s)")
+    legend_above(ax_t)
+    if wait_stats:  # some series recorded a batch wait
+        linear_y(ax_w, wait_stats, "per-job wait inside a batch (ms)", scale=1000.0)
+        legend_above(ax_w, handles_w + style_keys("wait"))
+    else:
+        ax_w.text(0.5, 0.5, "batch_wait_p50_us / batch_wait_p99_us\nnot recorded in cells.csv",
+                  ha="center", va="center", transform=ax_w.transAxes, color="#c62828")
+        ax_w.set_yticks([])
+    return save_png(fig)
