@@ -11,7 +11,7 @@ from typing import Callable
 
 from bench import runner
 from bench.cli.calibrate_grid import calibrate_grid
-from bench.cli.calibrate_pairs import Native, calibrate_with, check_monitor, on_fresh_table, per_job
+from bench.cli.calibrate_pairs import Native, calibrate_with, native_side, per_job
 from bench.engines.postgres import builtin_queue, db
 from bench.engines.postgres.embedded import embedded_postgres
 from bench.engines.postgres.pgbench import claim_complete_script, find_pgbench, processed_transactions, run_pgbench
@@ -47,13 +47,14 @@ class Pgbench(Native):
         ``cpu_us_per_job`` (µs), a problem unless the done rows are ``processed`` × batch, each claimed once."""
         script = claim_complete_script(builtin_queue.definition(cfg), cfg.policy, cfg.lease_s, cfg.batch)
         n_warm, n_meas = int(round(cfg.warmup_s)), max(1, int(round(cfg.duration_s)))
-        result, stats, table = on_fresh_table(
-            dsn, cfg, backlog, lambda during: run_pgbench(binary, dsn, script, out_dir=out_dir, clients=cfg.workers,
-                                                          warmup_s=n_warm, duration_s=n_meas, during=during),
-            db.job_counts if count_jobs else None)
-        if count_jobs:
-            _count_jobs(result, table, cfg.batch, processed_transactions(out_dir))
-        return check_monitor(result, stats, result["measured_start"], n_meas, due=n_meas, name=self.name)
+
+        def count(conn, result: dict) -> None:
+            _count_jobs(result, db.job_counts(conn, cfg.schema), cfg.batch, processed_transactions(out_dir))
+        return native_side(dsn, cfg, backlog, lambda during: run_pgbench(
+                               binary, dsn, script, out_dir=out_dir, clients=cfg.workers, warmup_s=n_warm,
+                               duration_s=n_meas, during=during),
+                           name=self.name, window=lambda result: (result["measured_start"], n_meas, n_meas),
+                           count=count if count_jobs else None)
 
 
 PGBENCH = Pgbench()

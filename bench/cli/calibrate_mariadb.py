@@ -9,15 +9,12 @@ from pathlib import Path
 from typing import Callable
 
 from bench import runner
-from bench.cli.calibrate_pairs import Native, calibrate_with, check_monitor, on_fresh_table, per_job
+from bench.cli.calibrate_pairs import Native, calibrate_with, native_side, per_job
 from bench.engines.mariadb.embedded import embedded_mariadb
 from bench.engines.mariadb.slap import count_problems, find_slap, job_counts, run_slap, slap_script, slap_version
 from bench.errors import RunFailed
 
-#: Both sides' isolation: the engine's default (repeatable_read). Before the statements keyed by id
-#: forced the primary key (:mod:`bench.engines.mariadb.policies`), the optimizer read the completion's
-#: ``UPDATE … WHERE id = … AND status = 'running'`` through the (status, priority, run_at, id) index,
-#: whose next-key locks deadlocked with the claims, and mariadb-slap ended at that first error.
+#: Both sides' isolation: the engine's default (docs/calibration.md: why it no longer deadlocks).
 ISOLATION = "repeatable_read"
 #: Jobs per client of the first sizing run; each next one is larger until a run lasts PROBE_MIN_S
 #: or PROBE_SHARE × DURATION, whichever is longer.
@@ -67,16 +64,19 @@ def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir:
     ``jobs`` (done on the table), ``jobs_per_s``, ``counts``, CPU per job (µs), ``monitor_samples`` and every
     problem found."""
     script = slap_script(cfg.schema, cfg.policy, cfg.index, cfg.lease_s)
-    result, stats, counts = on_fresh_table(
-        dsn, cfg, backlog, lambda during: run_slap(slap, dsn, script, out_dir=out_dir, clients=cfg.workers,
-                                                   per_client=per_client, schema=cfg.schema,
-                                                   isolation=cfg.isolation, during=during), job_counts)
-    jobs, wall_s = counts["done"], result["wall_s"]
-    result.update({"jobs": jobs, "jobs_per_s": jobs / wall_s if wall_s > 0 else 0.0, "counts": counts,
-                   **per_job(result, jobs)})
-    result["problems"] += count_problems(counts, result["jobs_expected"])
-    return check_monitor(result, stats, result["started"], wall_s, due=max(0, math.ceil(wall_s - 0.5 - SAMPLE_GRACE_S)),
-                         name="mariadb-slap")
+
+    def count(conn, result: dict) -> None:
+        counts = job_counts(conn, cfg.schema)
+        jobs, wall_s = counts["done"], result["wall_s"]
+        result.update({"jobs": jobs, "jobs_per_s": jobs / wall_s if wall_s > 0 else 0.0, "counts": counts,
+                       **per_job(result, jobs)})
+        result["problems"] += count_problems(counts, result["jobs_expected"])
+    return native_side(dsn, cfg, backlog, lambda during: run_slap(
+                           slap, dsn, script, out_dir=out_dir, clients=cfg.workers, per_client=per_client,
+                           schema=cfg.schema, isolation=cfg.isolation, during=during),
+                       name="mariadb-slap", count=count, window=lambda result: (
+                           result["started"], result["wall_s"],
+                           max(0, math.ceil(result["wall_s"] - 0.5 - SAMPLE_GRACE_S))))
 
 
 def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dict]]:

@@ -91,11 +91,13 @@ def claim_first(dsn: str, cfg, connections: int) -> dict:
                            lambda conn: engine.claim_schema(conn, cfg.schema, connections))
 
 
-def on_fresh_table(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict],
-                   count: Callable[[Any, str], dict] | None = None) -> tuple[dict, list, dict | None]:
-    """``run(during)`` on a freshly prepared table of ``backlog`` pending rows, ``during(now_s, n_seconds)`` starting
-    the runs' monitor on its own connections and returning its stop: (``run``'s figures, the monitor's ``(unix
-    time, lock_waiters)`` samples, ``count(conn, schema)`` of the table after it or None)."""
+def native_side(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict], *, name: str,
+                window: Callable[[dict], tuple[str, float, int]],
+                count: Callable[[Any, dict], None] | None = None) -> dict:
+    """The native client's side: ``run(during)`` on a freshly prepared table of ``backlog`` pending rows,
+    ``during(now_s, n_seconds)`` starting the runs' monitor beside it and returning its stop, then ``count(conn,
+    result)`` on the table. Returns ``run``'s figures with ``monitor_samples`` (the samples in ``window(figures)``:
+    start as ISO time, seconds, samples due) and a problem when fewer than due have a reading."""
     engine, stats = get_engine(cfg.engine), []
 
     def during(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
@@ -112,14 +114,11 @@ def on_fresh_table(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict],
         engine.claim_schema(conn, cfg.schema, cfg.workers + 2)  # its clients + the monitor's two connections
         engine.prepare(conn, cfg, backlog, log=lambda _m: None, state_schema=None)
         result = run(during)
-        return result, stats, count(conn, cfg.schema) if count else None
+        if count:
+            count(conn, result)
     finally:
         conn.close()
-
-
-def check_monitor(result: dict, stats: list, start: str, length_s: float, *, due: int, name: str) -> dict:
-    """``result`` with ``monitor_samples``, the samples in ``length_s`` seconds from ``start`` (ISO), and a problem
-    when fewer than ``due`` of them have a reading."""
+    start, length_s, due = window(result)
     start_s = dt.datetime.fromisoformat(start).timestamp()
     taken = [w for t, w in stats if start_s <= t + 0.5 < start_s + length_s]
     missed = due - sum(1 for w in taken if w is not None)
