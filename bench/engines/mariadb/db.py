@@ -4,6 +4,7 @@ https://mariadb.com/kb/en/get_lock/), the queue table and its index variant, see
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Callable
 
@@ -68,10 +69,8 @@ def is_alive(conn) -> bool:
 
 def _rollback_quietly(conn) -> None:
     """Roll back what a failed statement left open, ignoring a connection that is gone."""
-    try:
+    with contextlib.suppress(*DATABASE_ERRORS):
         conn.rollback()
-    except DATABASE_ERRORS:
-        pass
 
 
 #: PyMySQL as the shared flows use it (a failed pass's transaction is rolled back).

@@ -4,6 +4,7 @@ history list length (``trx_rseg_history_len``), the table's row estimate; the ta
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import pymysql
@@ -98,10 +99,8 @@ class Monitor(TableSampler):
 
     def _kind(self, err: BaseException, conn) -> str:
         if is_lost(err):
-            try:
+            with contextlib.suppress(pymysql.err.MySQLError, OSError):
                 conn.close()
-            except (pymysql.err.MySQLError, OSError):
-                pass
         return error_kind(err)
 
     def sample_stats(self) -> dict:
