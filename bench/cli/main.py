@@ -188,7 +188,7 @@ def _sweep(args: argparse.Namespace) -> int:
     engines = {}  # engine name -> its DSN (given, or from the environment), in cell order
     for _cid, _params, cell in sweep.cells:
         engines.setdefault(cell.engine, cell.dsn)
-    with contextlib.ExitStack() as stack:  # SweepInterrupted reaches main(): its line says how to resume
+    with contextlib.ExitStack() as stack:  # the sweep's Interrupted reaches main(): its line says how to resume
         dsns = {}
         for name, given in engines.items():
             database, _ = _database(given, args.allow_remote, sweep.max_connections(), name)
