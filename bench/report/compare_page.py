@@ -10,22 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from bench.analysis.regression import limit_text, regresses  # noqa: E402
-from bench.analysis.statistics import compare_samples  # noqa: E402
-from bench.report.format import NA, fmt_sig  # noqa: E402
-from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
-from bench.report.render import environment, legend_above, png_uri, save_png  # noqa: E402
-from bench.results.model import problems  # noqa: E402
-from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
+from bench.analysis.regression import limit_text, regresses
+from bench.analysis.statistics import compare_samples
+from bench.report.format import NA, fmt_sig
+from bench.results.values import as_float, fmt_label, is_missing
+from bench.report.render import legend_above, new_figure, save_png, say, write_page, write_plot
+from bench.results.model import problems
+from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete
 
 __all__ = ["CompareError", "compare", "gate"]
 
@@ -261,10 +256,9 @@ def _text_table(rows: list[_Row]) -> str:
 def _draw_rel_diff(rows: list[_Row]) -> bytes:
     """Horizontal bars of (B − A) / A in %: green when B is better, red when worse, pale when not significant."""
     shown = [r for r in rows if not is_missing(r.rel_diff)]
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * max(len(shown), 1)), dpi=100, layout="constrained")
+    fig, ax = new_figure(9, 1.2 + 0.32 * max(len(shown), 1))
     if not shown:
-        ax.text(0.5, 0.5, "no relative difference could be computed", ha="center", va="center",
-                transform=ax.transAxes)
+        say(ax, "no relative difference could be computed")
         ax.set_axis_off()
         return save_png(fig)
     ys = np.arange(len(shown))[::-1]
@@ -341,17 +335,11 @@ def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None 
             out = out / "compare.html"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        png = _draw_rel_diff(rows)
-        plots = out.parent / "plots"
-        plots.mkdir(exist_ok=True)
-        (plots / f"{out.stem}_relative_difference.png").write_bytes(png)
-        html = environment().get_template(PAIR_TEMPLATE).render(
-            kind=kind_a, a=str(a), b=str(b),
-            a_name=a.resolve().name, b_name=b.resolve().name,
-            rows=[_display(r) | {"worse": bool(r.significant) and not is_missing(r.rel_diff)
-                                 and ((r.rel_diff > 0) != r.higher_is_better)} for r in rows],
-            notes=notes, plot_uri=png_uri(png))
-        out.write_text(html, encoding="utf-8")
+        uri = write_plot(out.parent / "plots", f"{out.stem}_relative_difference", _draw_rel_diff(rows))
+        write_page(PAIR_TEMPLATE, out, kind=kind_a, a=str(a), b=str(b), a_name=a.resolve().name,
+                   b_name=b.resolve().name, notes=notes, plot_uri=uri,
+                   rows=[_display(r) | {"worse": bool(r.significant) and not is_missing(r.rel_diff)
+                                        and ((r.rel_diff > 0) != r.higher_is_better)} for r in rows])
     except OSError as exc:
         raise CompareError(f"--out: cannot write {out} ({exc.strerror or exc})") from None
     return text, out

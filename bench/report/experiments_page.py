@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 
 from bench.analysis.experiment_figures import cell_runs, matching_cell, run_value
-from bench.report.render import environment, png_uri, save_png
+from bench.report.render import png_uri, save_png, write_page
 from bench.results.model import read_result
 from bench.results.sweep import load_sweep, norm_param
 
@@ -106,7 +106,5 @@ def render_experiments_page(catalogue_dir: Path) -> Path:
                                       for r in outcome.get("runs") or []]})
     counts = {v: sum(1 for s in sections if s["verdict"] == v) for v in VERDICT_CLASS}
     missing = [n for n in meta.get("experiments") or [] if n not in {s["name"] for s in sections}]
-    html = environment().get_template(TEMPLATE).render(meta=meta, sections=sections, counts=counts, missing=missing)
-    out = catalogue_dir / "experiments.html"
-    out.write_text(html)
-    return out
+    return write_page(TEMPLATE, catalogue_dir / "experiments.html", meta=meta, sections=sections, counts=counts,
+                      missing=missing)

@@ -5,26 +5,19 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
-matplotlib.use("Agg")
+from bench.report.render import LOG_SCALE_RATIO, label_log_axis
+from bench.report.sweep_answer import DESIGN_KEYS, design_text
+from bench.results.sweep import Cell, Stat, SweepResults, norm_param
+from bench.results.values import as_float, fmt_label, is_missing
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # noqa: E402
-
-from bench.report.render import label_log_axis  # noqa: E402
-from bench.report.sweep_answer import DESIGN_KEYS, design_text  # noqa: E402
-from bench.results.sweep import Cell, Stat, SweepResults, norm_param  # noqa: E402
-from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
-
-__all__ = ["RING", "TWO_PANELS", "auto_log_y", "axis_value", "cell_series", "colored", "draw_throughput",
+__all__ = ["RING", "auto_log_y", "axis_value", "cell_series", "colored", "draw_throughput",
            "drawable", "errorbar", "int_log_axis", "linear_y", "ring_bad", "style_keys", "symlog_x"]
 
-LOG_SCALE_RATIO = 20.0  # a y axis switches to log above this max/min ratio
-#: Size of the two-panel figures (history, batch), side by side.
-TWO_PANELS = {"figsize": (11, 4.4), "dpi": 100, "layout": "constrained"}
 #: Marker style of the red ring around a cell with a failed, suspect or invariant-breaking run.
 RING = {"markersize": 11, "markerfacecolor": "none", "markeredgecolor": "#c62828"}
 

@@ -3,19 +3,13 @@ bars (:func:`engines_figure`) per combination of the other axes."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from bench.report.format import ci_text  # noqa: E402
-from bench.report.render import legend_above, save_png  # noqa: E402
-from bench.report.sweep_axes import TWO_PANELS  # noqa: E402
-from bench.results.sweep import Cell, SweepResults  # noqa: E402
-from bench.results.values import engine_name, fmt_label  # noqa: E402
+from bench.report.format import ci_text
+from bench.report.render import legend_above, new_figure, save_png
+from bench.results.sweep import Cell, SweepResults
+from bench.results.values import engine_name, fmt_label
 
 __all__ = ["engine_groups", "engine_rows", "engines_figure"]
 
@@ -64,7 +58,7 @@ def engines_figure(sweep: SweepResults) -> dict | None:
     engines, groups = engine_groups(sweep)
 
     def draw() -> bytes:
-        fig, axes = plt.subplots(1, 2, **TWO_PANELS)
+        fig, axes = new_figure(11, 4.4, 2)
         x = np.arange(len(groups))
         width = 0.8 / len(engines)
         for ax, column, scale, ylabel in ((axes[0], "throughput_jobs_per_s", 1.0, "throughput (jobs/s)"),
