@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Patch
 
-from bench.report.format import ci_text
+from bench.report.format import stat_texts
 from bench.report.render import legend_above, new_figure, save_png
 from bench.results.sweep import Cell, SweepResults
 from bench.results.values import engine_name, fmt_label
@@ -42,10 +42,9 @@ def engine_rows(sweep: SweepResults) -> dict | None:
         for engine in engines:
             cell = by_engine.get(engine)
             cells.append(None if cell is None else {
-                "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
-                "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
-                "claim_p99": ci_text(cell.stat("claim_p99_us"), 1000.0),
-                "empty": ci_text(cell.stat("empty_claims_while_work_waited")), "bad": cell.bad})
+                "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")), "bad": cell.bad,
+                **stat_texts(cell, throughput="throughput_jobs_per_s", claim_p99="claim_p99_us",
+                             empty="empty_claims_while_work_waited")})
         rows.append({"label": label, "cells": cells})
     return {"engines": [engine_name(e) for e in engines], "rows": rows}
 
