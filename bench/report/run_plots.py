@@ -11,9 +11,9 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator, NullLocator, StrMethodFormatter
 
 from bench.analysis.empty_claims import empty_while_work_waited
-from bench.report.format import fmt_num
+from bench.report.format import fmt_num, is_missing
 from bench.report.render import LABEL_BOX, LOG_SCALE_RATIO, label_log_axis, legend_above, say
-from bench.report.run_format import engine_capability, is_none_or_nan
+from bench.report.run_format import engine_capability
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
            "draw_loop_lag", "draw_oldest_age", "draw_priority_ages", "draw_throughput"]
@@ -73,7 +73,7 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
                 ax.plot(hit["t_s"], hit["empty_claims"], linestyle="none", marker="x", markersize=8,
                         color="#c62828", label="empty while work waited")
     mean = summary.get("throughput_jobs_per_s")
-    if not is_none_or_nan(mean):
+    if not is_missing(mean):
         ax.axhline(float(mean), color="C0", linestyle="--", linewidth=1,
                    label=f"mean throughput ({fmt_num(mean, 1)} jobs/s)")
     _count_axis(ax, "rate (per second)")
@@ -167,7 +167,7 @@ def draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.plot(df["t_s"], df["loop_lag_p99_us"] / 1000.0, marker=_marker(df), color="C1",
             label="event-loop lag p99 in the second (ms)")
     limit = summary.get("loop_lag_limit_us")
-    if not is_none_or_nan(limit):
+    if not is_missing(limit):
         ax.axhline(float(limit) / 1000.0, color="C3", linestyle="--", linewidth=1,
                    label=f"suspect above this for the whole window ({float(limit) / 1000:,.2f} ms)")
     ax.set_ylim(bottom=0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report.format import fmt_num
-from bench.report.run_format import NA, as_int, engine_capability, fmt_value, is_none_or_nan
+from bench.report.format import fmt_num, is_missing
+from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -53,6 +53,12 @@ def _row(label: str, value: str, bad: bool = False) -> dict:
     return {"label": label, "value": value, "bad": bad}
 
 
+def _slash(values: dict, keys: tuple[str, ...], unit: str = "", us: bool = False) -> str:
+    """``values``' ``keys`` as 'a / b / c unit', three decimals (``us``: µs shown in ms, a missing key 0)."""
+    text = " / ".join(fmt_num(values.get(k, 0) / 1000 if us else values.get(k), 3) for k in keys)
+    return f"{text} {unit}" if unit else text
+
+
 def summary_rows(summary: dict, config: dict) -> list[dict]:
     """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``;
     ``config`` gives the batch size and layout. Latencies are in :func:`latency_rows`."""
@@ -79,8 +85,7 @@ def _count_rows(summary: dict, config: dict) -> list[dict]:
           if summary.get("empty_claims_while_work_waited") is not None else []),
         _row("max rows per claim",
              f"{fmt_num(max_rows)} (batch {fmt_num(batch)})", bad=over_batch),
-        _row("oldest eligible age max / p95 / final",
-             " / ".join(fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
+        _row("oldest eligible age max / p95 / final", _slash(age, ("max", "p95", "final"), "s")),
         _row("errors", _fmt_errors(summary.get("errors"))),
     ]
 
@@ -92,8 +97,7 @@ def _open_loop_rows(summary: dict) -> list[dict]:
     lag = summary.get("producer_lag_ms") or {}
     return [_row("offered load (open-loop producers)", fmt_num(summary["offered_rate_jobs_per_s"], 1, "jobs/s")),
             _row("jobs produced", fmt_num(summary.get("jobs_produced"))),
-            _row("producer schedule lag p50 / p99 / max",
-                 " / ".join(fmt_num(lag.get(k), 3) for k in ("p50", "p99", "max")) + " ms"),
+            _row("producer schedule lag p50 / p99 / max", _slash(lag, ("p50", "p99", "max"), "ms")),
             _row("does the queue keep up?", str(summary.get("saturation_verdict")),
                  bad=bool(summary.get("saturated")))]
 
@@ -129,7 +133,7 @@ def _notify_rows(summary: dict, config: dict) -> list[dict]:
 def _invariant_rows(summary: dict) -> list[dict]:
     """The audit's invariants (red unless 0), in its order, then those a queue definition could not check."""
     invariants = summary.get("invariants") or {}
-    rows = [_row(f"invariant: {key}", fmt_num(v), bad=is_none_or_nan(v) or v != 0)
+    rows = [_row(f"invariant: {key}", fmt_num(v), bad=is_missing(v) or v != 0)
             for key, v in invariants.items()]  # in the audit's order (summary.json keeps it)
     rows.extend(_row(f"invariant: {key}", f"not checked: {why}", bad=True)
                 for key, why in (summary.get("uncheckable_invariants") or {}).items())
@@ -138,16 +142,14 @@ def _invariant_rows(summary: dict) -> list[dict]:
 
 def _wait_rows(summary: dict, config: dict) -> list[dict]:
     """The per-job wait inside a batch (batch > 1) and a library worker's dispatch delay, in ms."""
-    rows = []
-    batch_wait = summary.get("batch_wait_us") or {}
-    if (as_int(config.get("batch")) or 1) > 1 and batch_wait.get("p50") is not None:
-        rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",
-                         " / ".join(fmt_num(batch_wait.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
-    dispatch = summary.get("dispatch_delay_us") or {}
-    if dispatch.get("p50") is not None:  # a queue library's own worker
-        rows.append(_row("dispatch delay p50 / p99 (the library's fetch returned, its task not started)",
-                         " / ".join(fmt_num(dispatch.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
-    return rows
+    batched = (as_int(config.get("batch")) or 1) > 1
+    return [_row(label, _slash(summary[key], ("p50", "p99"), "ms", us=True))
+            for key, label, shown in (
+                ("batch_wait_us", "per-job wait inside a batch p50 / p99 (claimed, not started)", batched),
+                # a queue library's own worker:
+                ("dispatch_delay_us", "dispatch delay p50 / p99 (the library's fetch returned, its task not started)",
+                 True))
+            if shown and (summary.get(key) or {}).get("p50") is not None]
 
 
 def _cost_rows(summary: dict, config: dict) -> list[dict]:
@@ -165,7 +167,7 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     limit = summary.get("harness_cpu_limit_pct")  # the run's own suspect limit (bench/run_summary/)
     mon = summary.get("monitor_query_us") or {}
     rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
-                     bad=not is_none_or_nan(cpu) and limit is not None and float(cpu) > limit))
+                     bad=not is_missing(cpu) and limit is not None and float(cpu) > limit))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
     return rows
@@ -187,8 +189,7 @@ def queue_rows(summary: dict) -> list[dict]:
     ages = summary.get("tenant_oldest_eligible_age_s")
     if ages:
         rows.append(_row("oldest eligible age mean / max: flooder (q0) | others (largest)",
-                         " | ".join(" / ".join(fmt_num((ages.get(who) or {}).get(k), 3) for k in ("mean", "max"))
-                                    for who in ("flooder", "others")) + " s"))
+                         " | ".join(_slash(ages.get(who) or {}, ("mean", "max")) for who in ("flooder", "others")) + " s"))
     return rows
 
 
@@ -196,7 +197,7 @@ def _fmt_errors(errors: Any) -> str:
     """'55P03: 3, 40001: 1' for non-zero counts, largest first; 'none' when there are none."""
     if not errors:
         return "none"
-    counts = [(k, v) for k, v in errors.items() if not is_none_or_nan(v) and v != 0]
+    counts = [(k, v) for k, v in errors.items() if not is_missing(v) and v != 0]
     counts.sort(key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts) or "none"
 
@@ -227,13 +228,13 @@ def latency_rows(summary: dict) -> list[dict]:
 
 def _ms(ms: Any) -> str:
     """A duration in ms as the latency table shows it: '412.000 ms', or '19.02 s' from 10 s up."""
-    if is_none_or_nan(ms):
+    if is_missing(ms):
         return NA
     return fmt_num(float(ms) / 1000.0, 2, "s") if float(ms) >= 10_000 else fmt_num(ms, 3, "ms")
 
 
 def _us(us: Any) -> str:
-    return NA if is_none_or_nan(us) else _ms(float(us) / 1000.0)
+    return NA if is_missing(us) else _ms(float(us) / 1000.0)
 
 
 def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
@@ -247,7 +248,7 @@ def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
         ("DSN (password masked)", fmt_value(run.get("dsn_masked"))),
         ("embedded database", fmt_value(run.get("embedded_database"))),
         ("client cores", fmt_value(client.get("cores"))),
-        ("client memory", NA if is_none_or_nan(mem) else fmt_num(mem / 2**30, 1, "GiB")),
+        ("client memory", NA if is_missing(mem) else fmt_num(mem / 2**30, 1, "GiB")),
         ("client python", fmt_value(client.get("python"))),
         ("client platform", fmt_value(client.get("platform"))),
         ("client hostname", fmt_value(client.get("hostname"))),
