@@ -169,7 +169,7 @@ def draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     limit = summary.get("loop_lag_limit_us")
     if not is_missing(limit):
         ax.axhline(float(limit) / 1000.0, color="C3", linestyle="--", linewidth=1,
-                   label=f"suspect above this for the whole window ({float(limit) / 1000:,.2f} ms)")
+                   label=f"suspect above this for the whole window ({fmt_num(float(limit) / 1000, 2, 'ms')})")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("event-loop lag (ms)")
     _legend(ax)
@@ -189,8 +189,9 @@ def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     handles += _vacuum_markers(ax, df)
     index = summary.get("claim_index_bytes")
     if index:
-        ax.text(0.99, 0.97, f"claim's index: {index['first'] / 1e6:,.2f} MB at the start, {index['last'] / 1e6:,.2f} MB "
-                f"at the end (largest {index['max'] / 1e6:,.2f} MB)", transform=ax.transAxes, ha="right", va="top",
+        mb = {k: fmt_num(v / 1e6, 2, "MB") for k, v in index.items() if k in ("first", "last", "max")}
+        ax.text(0.99, 0.97, f"claim's index: {mb['first']} at the start, {mb['last']} at the end (largest {mb['max']})",
+                transform=ax.transAxes, ha="right", va="top",
                 fontsize="small", bbox=LABEL_BOX)
     _legend(ax, handles)
 
@@ -243,7 +244,7 @@ def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     growth = summary.get("claim_growth") or {}
     if growth.get("grows"):
-        ax.text(0.01, 0.97, f"claim latency grows with the table: +{growth['slope_us_per_1k_tuples']:,.1f} µs "
+        ax.text(0.01, 0.97, f"claim latency grows with the table: +{fmt_num(growth['slope_us_per_1k_tuples'], 1)} µs "
                 f"per 1,000 tuples (r = {growth['r']:.2f})", transform=ax.transAxes, va="top",
                 fontsize="small", color="#c62828")
     _legend(ax)

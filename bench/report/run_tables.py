@@ -23,11 +23,9 @@ def plan_rows(summary: dict) -> list[dict]:
     rows = []
 
     def row(what: str, plan: dict) -> dict:
-        examined = plan.get("rows_examined")
         return {"what": what, "scan": plan.get("scan") or plan.get("error") or NA,
-                "buffers": fmt_value(plan.get("shared_buffers")),
-                "rows": NA if examined is None else f"{examined:,.0f}",
-                "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"}
+                "buffers": fmt_value(plan.get("shared_buffers")), "rows": fmt_num(plan.get("rows_examined")),
+                "ms": fmt_num(plan.get("execution_ms"), 3)}
 
     workers = plans.get("workers")
     if workers is not None:
@@ -45,7 +43,7 @@ def plan_rows(summary: dict) -> list[dict]:
         rows.append({"what": "pg_stat_statements, measured window",
                      "scan": f"not recorded: {unavailable}" if unavailable else f"{fmt_value(pgss.get('calls'))} calls",
                      "buffers": NA if unavailable else fmt_value(pgss.get("shared_blks_per_call")), "rows": NA,
-                     "ms": NA if unavailable or pgss.get("mean_ms") is None else f"{pgss['mean_ms']:,.3f}"})
+                     "ms": NA if unavailable else fmt_num(pgss.get("mean_ms"), 3)})
     return rows
 
 
@@ -160,8 +158,8 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     sizes = summary.get("table_sizes") or {}
     if sizes.get("before") and sizes.get("after"):
         def mb(part: dict) -> str:
-            text = f"table {part['table_bytes'] / 1e6:,.1f} MB, indexes {part['indexes_bytes'] / 1e6:,.1f} MB"
-            return text + (f", archive {part['archive_bytes'] / 1e6:,.1f} MB" if part.get("archive_bytes") else "")
+            return ", ".join(f"{what} {fmt_num(part[f'{what}_bytes'] / 1e6, 1, 'MB')}"
+                             for what in ("table", "indexes", "archive") if what != "archive" or part.get("archive_bytes"))
         rows.append(_row("sizes before / after the run", f"{mb(sizes['before'])} / {mb(sizes['after'])}"))
     cpu = summary.get("harness_cpu_max_pct")
     limit = summary.get("harness_cpu_limit_pct")  # the run's own suspect limit (bench/run_summary/)
@@ -287,6 +285,6 @@ def process_rows(summary: dict) -> list[dict]:
         rows.append({"process": p.get("process"), "pid": fmt_value(p.get("pid")), "workers": fmt_value(p.get("workers")),
                      "jobs_completed": fmt_num(counters.get("jobs_completed")), "claims": fmt_num(counters.get("claims")),
                      "errors": fmt_num(counters.get("errors")), "cpu": fmt_num(p.get("cpu_max_pct"), 1),
-                     "loop_lag": NA if lag is None else f"{lag / 1000:,.2f}", "state": state,
+                     "loop_lag": fmt_num(None if lag is None else lag / 1000, 2), "state": state,
                      "bad": bool(p.get("lost") or saturated)})
     return rows

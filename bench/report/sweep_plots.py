@@ -90,7 +90,7 @@ def _usl_row(sweep: SweepResults, label: str, cells: list[Cell]) -> tuple[dict, 
         "lambda": fmt_sig(fit.lambda_jobs_per_s),
         "sigma": f"{fit.sigma:.4g}", "sigma_se": NA if is_missing(fit.sigma_stderr) else f"{fit.sigma_stderr:.2g}",
         "kappa": f"{fit.kappa:.4g}", "kappa_se": NA if is_missing(fit.kappa_stderr) else f"{fit.kappa_stderr:.2g}",
-        "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else f"{fit.peak_workers:,.1f}"),
+        "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else fmt_num(fit.peak_workers, 1)),
         "peak_jobs": ("∞" if math.isinf(fit.peak_jobs_per_s) else fmt_num(fit.peak_jobs_per_s)),
         "mape": f"{fit.mape_pct:.1f}", "r2": NA if is_missing(fit.r2) else f"{fit.r2:.3f}",
         "poor": (fit.mape_pct > 10 or (not is_missing(fit.sigma_stderr) and fit.sigma_stderr > max(fit.sigma, 1e-9))
