@@ -16,7 +16,7 @@ from bench.results.sweep import Cell, Stat, SweepResults, norm_param
 from bench.results.values import as_float, fmt_label, is_missing
 
 __all__ = ["RING", "auto_log_y", "axis_value", "cell_series", "colored", "draw_throughput",
-           "drawable", "errorbar", "int_log_axis", "linear_y", "ring_bad", "style_keys", "symlog_x"]
+           "drawable", "errorbar", "linear_y", "ring_bad", "style_keys", "x_axis"]
 
 #: Marker style of the red ring around a cell with a failed, suspect or invariant-breaking run.
 RING = {"markersize": 11, "markerfacecolor": "none", "markeredgecolor": "#c62828"}
@@ -87,17 +87,6 @@ def style_keys(what: str) -> list:
             Line2D([], [], color="#555", linestyle="--", marker="s", markersize=4, label=f"{what} p99 (dashed)")]
 
 
-def int_log_axis(ax: plt.Axes, values: Sequence[float], which: str = "x") -> None:
-    """Log axis with ticks exactly at the measured values, labelled as plain numbers."""
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-    ticks = sorted({float(v) for v in values if v > 0})
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
-    axis.set_minor_locator(NullLocator())
-    axis.set_minor_formatter(NullFormatter())
-
-
 def auto_log_y(ax: plt.Axes, values: Sequence[float], unit_label: str) -> None:
     """Y axis labelled ``unit_label``: log when the positive ``values`` span more than
     :data:`LOG_SCALE_RATIO` (max / min), else linear from 0."""
@@ -149,16 +138,35 @@ def draw_throughput(ax: plt.Axes, xs: Sequence[float], cells: Sequence[Cell], co
     return stats
 
 
-def symlog_x(ax: plt.Axes, values: Sequence[float]) -> None:
-    """Log x axis that still shows 0: symlog, linear below the smallest non-zero value."""
+#: Each x axis of the figures: its label, and how far past the outer values it reaches (None: symlog, for an
+#: axis that includes 0).
+X_AXES = {"workers": ("workers (connections, log scale)", 1.3),
+          "history": ("history (finished rows in the table; 0 at left, log scale above)", None),
+          "batch": ("batch size (rows per claim, log scale)", 1.6)}
+
+
+def x_axis(axes: Sequence[plt.Axes], axis: str, values: Sequence[float], ticks: Sequence[float] | None = None) -> None:
+    """The x axis of each of ``axes`` for the sweep axis ``axis`` (:data:`X_AXES`), and a grid: log, ticked exactly
+    at ``ticks`` (default: the measured ``values``) labelled as plain counts; symlog (linear below the smallest
+    non-zero value, so 0 still shows) for an axis with no reach."""
+    label, pad = X_AXES[axis]
     positive = sorted({float(v) for v in values if v > 0})
-    ticks = sorted({float(v) for v in values})
-    if 0.0 in ticks and positive:
-        ax.set_xscale("symlog", linthresh=positive[0], linscale=0.6)
-        ax.set_xlim(-positive[0] * 0.3, positive[-1] * 2.0)
-    else:
-        ax.set_xscale("log")
-        ax.set_xlim(positive[0] / 2.0, positive[-1] * 2.0)
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
-    ax.xaxis.set_minor_locator(NullLocator())
+    for ax in axes:
+        if pad is not None:
+            ax.set_xscale("log")
+            shown = sorted({float(v) for v in (ticks or values) if v > 0})
+            ax.set_xlim(min(values) / pad, max(values) * pad)
+        else:
+            shown = sorted({float(v) for v in values})
+            if 0.0 in shown and positive:
+                ax.set_xscale("symlog", linthresh=positive[0], linscale=0.6)
+                ax.set_xlim(-positive[0] * 0.3, positive[-1] * 2.0)
+            else:
+                ax.set_xscale("log")
+                ax.set_xlim(positive[0] / 2.0, positive[-1] * 2.0)
+        ax.xaxis.set_major_locator(FixedLocator(shown))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(label)
+        ax.grid(True, alpha=0.3)

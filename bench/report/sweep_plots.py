@@ -14,8 +14,8 @@ from bench.analysis.statistics import UslFit, fit_usl
 from bench.report.format import NA, fmt_num, fmt_sig
 from bench.report.render import legend_above, new_figure, save_png, say
 from bench.report.sweep_axes import (
-    RING, auto_log_y, axis_value, cell_series, colored, draw_throughput, drawable, errorbar, int_log_axis, linear_y,
-    ring_bad, style_keys, symlog_x,
+    RING, auto_log_y, axis_value, cell_series, colored, draw_throughput, drawable, errorbar, linear_y, ring_bad,
+    style_keys, x_axis,
 )
 from bench.results.sweep import Cell, Stat, SweepResults
 from bench.results.values import is_missing
@@ -123,7 +123,7 @@ def _draw_scaling(sweep: SweepResults, drawn: list) -> bytes:
         (ring,) = ax.plot([], [], "o", **RING)
         handles.append(ring)
         labels.append("cell with a failed, suspect or invariant-breaking run")
-    _x_axis([ax], "workers", all_w, ticks=[w for w in all_w if w > 0 and float(w).is_integer()])
+    x_axis([ax], "workers", all_w, ticks=[w for w in all_w if w > 0 and float(w).is_integer()])
     linear_y(ax, all_stats, "throughput (jobs/s)")
     legend_above(ax, handles, labels=labels)
     return save_png(fig)
@@ -144,33 +144,12 @@ def _draw_usl(ax: plt.Axes, fit: UslFit, xs: list[float], color: str) -> Line2D:
     return line
 
 
-#: Each x axis of the figures: its label, and how far past the outer values it reaches (None: symlog, for an
-#: axis that includes 0).
-X_AXES = {"workers": ("workers (connections, log scale)", 1.3),
-          "history": ("history (finished rows in the table; 0 at left, log scale above)", None),
-          "batch": ("batch size (rows per claim, log scale)", 1.6)}
-
-
-def _x_axis(axes, axis: str, xs: list[float], ticks: list[float] | None = None) -> None:
-    """The x axis of each of ``axes`` for the sweep axis ``axis`` (:data:`X_AXES`) over the values ``xs``, ticked
-    at ``ticks`` (default ``xs``); a grid."""
-    label, pad = X_AXES[axis]
-    for ax in axes:
-        if pad is None:
-            symlog_x(ax, xs)
-        else:
-            int_log_axis(ax, ticks or xs)
-            ax.set_xlim(min(xs) / pad, max(xs) * pad)
-        ax.set_xlabel(label)
-        ax.grid(True, alpha=0.3)
-
-
-def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, x_axis: str, rings: bool) -> list[float]:
-    """Each series' mean claim p50 (solid) and p99 (dashed), ms, against ``x_axis`` on ``ax``, with 95 % CI
+def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, axis: str, rings: bool) -> list[float]:
+    """Each series' mean claim p50 (solid) and p99 (dashed), ms, against the sweep axis ``axis`` on ``ax``, with 95 % CI
     bars (``rings``: bad cells ringed), a log y axis when they span much, and their legend; returns the x
     values."""
     xs_all, lat_all, handles = [], [], []
-    for color, xs, (label, cells) in colored(sweep, series, x_axis):
+    for color, xs, (label, cells) in colored(sweep, series, axis):
         xs_all += xs
         handles.append(Line2D([], [], color=color, marker="o", label=label))
         for col, style in (("claim_p50_us", "-o"), ("claim_p99_us", "--s")):
@@ -187,7 +166,7 @@ def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, x_axis: str,
 
 def _draw_latency_vs_workers(sweep: SweepResults, series: list) -> bytes:
     fig, ax = new_figure(10, 4.6)
-    _x_axis([ax], "workers", _claim_latency(ax, sweep, series, "workers", rings=True))
+    x_axis([ax], "workers", _claim_latency(ax, sweep, series, "workers", rings=True))
     return save_png(fig)
 
 
@@ -196,7 +175,7 @@ def _draw_history(sweep: SweepResults, series: list) -> bytes:
     xs_all = _claim_latency(ax_lat, sweep, series, "history", rings=False)
     tput_all = [s.mean for color, xs, (label, cells) in colored(sweep, series, "history")
                 for s in draw_throughput(ax_tput, xs, cells, color, label) if s.n]
-    _x_axis((ax_lat, ax_tput), "history", xs_all)
+    x_axis((ax_lat, ax_tput), "history", xs_all)
     auto_log_y(ax_tput, tput_all, "throughput (jobs/s)")
     legend_above(ax_tput)
     return save_png(fig)
@@ -215,7 +194,7 @@ def _draw_batch(sweep: SweepResults, series: list) -> bytes:
                 if name == "p50":
                     handles_w.append(Line2D([], [], color=color, marker="o", label=label))
                 wait_stats += wstats
-    _x_axis((ax_t, ax_w), "batch", xs_all)
+    x_axis((ax_t, ax_w), "batch", xs_all)
     linear_y(ax_t, tput_stats, "throughput (jobs/s)")
     legend_above(ax_t)
     if wait_stats:  # some series recorded a batch wait
