@@ -56,13 +56,38 @@ def save_png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
+def plain_tick(v: float, _pos=None) -> str:
+    """A tick's text as a plain number: 0.5, 10, 1,000, 35,000 (``FuncFormatter``'s function)."""
+    return f"{v:,g}"
+
+
 def label_log_axis(axis) -> None:
     """A log-scale ``axis`` (``ax.xaxis``/``ax.yaxis``) labelled at 1, 2 and 5 of each decade as plain numbers,
     so a range inside one decade still gets values to read (3-53 ms: 5, 10, 20, 50)."""
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,g}"))
+    axis.set_major_formatter(FuncFormatter(plain_tick))
     axis.set_minor_locator(LogLocator(base=10, subs="auto"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def spans_wide(values) -> bool:
+    """The positive ``values`` (missing ones left out) span more than :data:`LOG_SCALE_RATIO` (max / min)."""
+    positive = [float(v) for v in values if v == v and v is not None and v > 0]  # v == v: not NaN
+    return bool(positive) and max(positive) / min(positive) > LOG_SCALE_RATIO
+
+
+def y_scale(ax: plt.Axes, log: bool, label: str, log_label: str, plain_ticks: bool = False) -> None:
+    """A log y axis labelled ``log_label`` (:func:`label_log_axis`), or a linear one from 0 labelled ``label``
+    (``plain_ticks``: its ticks as plain numbers too)."""
+    if log:
+        ax.set_yscale("log")
+        label_log_axis(ax.yaxis)
+        ax.set_ylabel(log_label)
+        return
+    ax.set_ylim(bottom=0)
+    if plain_ticks:
+        ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
+    ax.set_ylabel(label)
 
 
 def legend_above(ax: plt.Axes, handles: list | None = None, ncol: int | None = None,

@@ -12,7 +12,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator, StrMethodFormatter
 
 from bench.analysis.empty_claims import empty_while_work_waited
 from bench.report.format import fmt_num, is_missing
-from bench.report.render import LABEL_BOX, LOG_SCALE_RATIO, label_log_axis, legend_above, say
+from bench.report.render import LABEL_BOX, label_log_axis, legend_above, say, spans_wide, y_scale
 from bench.report.run_format import engine_capability
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
@@ -57,12 +57,12 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
     # dashed over the solid line: at batch 1 with no empty claim the two are equal, and both must show
     ax.plot(df["t_s"], df["claims"], marker="x" if m else None, linestyle="--", label="claims / s")
-    if "jobs_produced" in df and df["jobs_produced"].fillna(0).sum() > 0:  # open-loop arrivals
-        ax.plot(df["t_s"], df["jobs_produced"].fillna(0), marker=m, color="C2", label="jobs produced / s")
-    if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
-        ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
+    # drawn when there were any: open-loop arrivals, errors (e.g. NOWAIT's 55P03 retries), empty claims
+    for col, color, label in (("jobs_produced", "C2", "jobs produced / s"), ("errors", "C3", "errors / s (all kinds)"),
+                              ("empty_claims", "C4", "empty claims / s")):
+        if col in df and df[col].fillna(0).sum() > 0:
+            ax.plot(df["t_s"], df[col] if col == "errors" else df[col].fillna(0), marker=m, color=color, label=label)
     if "empty_claims" in df and df["empty_claims"].fillna(0).sum() > 0:
-        ax.plot(df["t_s"], df["empty_claims"].fillna(0), marker=m, color="C4", label="empty claims / s")
         # FR-07: claims that came back empty while rows were pending (bench.analysis.empty_claims)
         counts = summary.get("status_counts") or {}
         _, waited = empty_while_work_waited(summary.get("config") or {}, df["jobs_claimed"].tolist(),
@@ -83,22 +83,12 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Per-second claim latency p50/p95/p99 in ms (the ``claim_p*_us`` columns, µs); a log y axis when
     the largest value is more than :data:`LOG_SCALE_RATIO` times the smallest positive one."""
-    cols = (("claim_p50_us", "p50"), ("claim_p95_us", "p95"), ("claim_p99_us", "p99"))
-    ms = {label: df[col] / 1000.0 for col, label in cols}
-    values = pd.concat(list(ms.values())) if ms else pd.Series(dtype=float)
-    positive = values[values > 0]
-    use_log = not positive.empty and positive.max() / positive.min() > LOG_SCALE_RATIO
-    m = _marker(df)
+    ms = {p: df[f"claim_{p}_us"] / 1000.0 for p in ("p50", "p95", "p99")}
+    use_log = spans_wide(pd.concat(list(ms.values())))
     for label, series in ms.items():
-        ax.plot(df["t_s"], series.where(series > 0) if use_log else series,
-                marker=m, label=f"claim latency {label}")
-    if use_log:
-        ax.set_yscale("log")
-        label_log_axis(ax.yaxis)
-        ax.set_ylabel("claim latency (ms, log scale)")
-    else:
-        ax.set_ylim(bottom=0)
-        ax.set_ylabel("claim latency (ms)")
+        ax.plot(df["t_s"], series.where(series > 0) if use_log else series, marker=_marker(df),
+                label=f"claim latency {label}")
+    y_scale(ax, use_log, "claim latency (ms)", "claim latency (ms, log scale)")
     _legend(ax)
 
 
@@ -200,19 +190,13 @@ def _vacuum_markers(ax: plt.Axes, df: pd.DataFrame) -> list:
     """Small markers along the bottom of ``ax`` at the seconds a periodic VACUUM started
     (``vacuum_passes`` > 0) and the seconds autovacuum finished a run on the queue table
     (``autovacuum_count`` rose since the previous sample); returns their legend handles."""
-    handles = []
+    passes = df.loc[df["vacuum_passes"].fillna(0) > 0, "t_s"] if "vacuum_passes" in df else []
+    counts = df[["t_s", "autovacuum_count"]].dropna() if "autovacuum_count" in df else None
+    ended = counts.loc[counts["autovacuum_count"].diff() > 0, "t_s"] if counts is not None else []
     at_bottom = ax.get_xaxis_transform()  # x in seconds, y in axes fractions
-    if "vacuum_passes" in df and (df["vacuum_passes"].fillna(0) > 0).any():
-        t = df.loc[df["vacuum_passes"].fillna(0) > 0, "t_s"]
-        handles.append(ax.scatter(t, [0.03] * len(t), transform=at_bottom, marker="^", s=18, color="C2", zorder=3,
-                                  label="VACUUM pass"))
-    if "autovacuum_count" in df:
-        counts = df[["t_s", "autovacuum_count"]].dropna()
-        t = counts.loc[counts["autovacuum_count"].diff() > 0, "t_s"]
-        if len(t):
-            handles.append(ax.scatter(t, [0.08] * len(t), transform=at_bottom, marker="v", s=18, color="C3",
-                                      zorder=3, label="autovacuum ended"))
-    return handles
+    return [ax.scatter(t, [y] * len(t), transform=at_bottom, marker=marker, s=18, color=color, zorder=3, label=label)
+            for t, y, marker, color, label in ((passes, 0.03, "^", "C2", "VACUUM pass"),
+                                               (ended, 0.08, "v", "C3", "autovacuum ended")) if len(t)]
 
 
 def draw_history_list(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:

@@ -3,14 +3,14 @@ sorted along it), colours, 95 % CI error bars, rings and axis scales."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
-from bench.report.render import LOG_SCALE_RATIO, label_log_axis
+from bench.report.render import plain_tick, spans_wide, y_scale
 from bench.report.sweep_answer import DESIGN_KEYS, design_text
 from bench.results.sweep import Cell, Stat, SweepResults, norm_param
 from bench.results.values import as_float, fmt_label, is_missing
@@ -29,11 +29,6 @@ def _short_count(v: float) -> str:
         if abs(v) >= div:
             return f"{v / div:g}{suffix}"
     return f"{v:g}"
-
-
-def _tick(y: float, _pos: Any = None) -> str:
-    """Axis tick text: 0.5, 10, 1,000, 35,000."""
-    return f"{y:,g}"
 
 
 def cell_series(sweep: SweepResults, x_axis: str) -> list[tuple[str, list[Cell]]]:
@@ -88,17 +83,9 @@ def style_keys(what: str) -> list:
 
 
 def auto_log_y(ax: plt.Axes, values: Sequence[float], unit_label: str) -> None:
-    """Y axis labelled ``unit_label``: log when the positive ``values`` span more than
-    :data:`LOG_SCALE_RATIO` (max / min), else linear from 0."""
-    v = np.asarray([x for x in values if not is_missing(x) and x > 0], dtype=float)
-    if v.size and v.max() / v.min() > LOG_SCALE_RATIO:
-        ax.set_yscale("log")
-        label_log_axis(ax.yaxis)
-        ax.set_ylabel(f"{unit_label}, log scale")
-    else:
-        ax.set_ylim(bottom=0)
-        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
-        ax.set_ylabel(unit_label)
+    """Y axis labelled ``unit_label``: log when the positive ``values`` span much (:func:`spans_wide`), else linear
+    from 0."""
+    y_scale(ax, spans_wide(values), unit_label, f"{unit_label}, log scale", plain_ticks=True)
 
 
 def _y_top(means: Sequence[float], highs: Sequence[float]) -> float:
@@ -120,7 +107,7 @@ def linear_y(ax: plt.Axes, stats: Sequence[Stat], label: str, scale: float = 1.0
     highs = [s.high / scale for s in stats if s.n > 1 and not is_missing(s.high)]
     ax.set_ylabel(label)
     ax.set_ylim(0, _y_top(means, highs))
-    ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
 
 
 def ring_bad(ax: plt.Axes, xs: Sequence[float], stats: Sequence[Stat], cells: Sequence[Cell]) -> None:
