@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import namedtuple
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -30,10 +31,10 @@ PER_SECOND_NOTE = ("Per-second samples are autocorrelated (consecutive seconds s
                    "'yes' as 'worth repeating the runs', not as proof.")
 
 
-#: A compared metric: (label, unit, where runs have it (a summary.json path), the per-second column of
-#: intervals.csv tested when there is one, higher is better, display scale (µs -> ms), the regression gate's
-#: name of it (bench.analysis.regression.GATE_METRICS)).
-Metric = tuple[str, str, str, "str | None", bool, float, str]
+#: A compared metric: its label and unit, where runs have it (a summary.json path; a cells.csv column for
+#: sweeps), the per-second column of intervals.csv tested when there is one, whether higher is better, the
+#: display scale (µs -> ms) and the regression gate's name of it (bench.analysis.regression.GATE_METRICS).
+Metric = namedtuple("Metric", "label unit source per_second higher_is_better scale key")
 
 
 @dataclass
@@ -48,11 +49,6 @@ class _Row:
     significant: bool | None
     samples: str
     within_runs: bool = False  # tested on per-second samples of single runs: no run-to-run spread in it
-
-    unit = property(lambda self: self.spec[1])
-    higher_is_better = property(lambda self: self.spec[4])
-    scale = property(lambda self: self.spec[5])
-    key = property(lambda self: self.spec[6])
 
     @property
     def rel_diff(self) -> float:
@@ -105,12 +101,12 @@ def _test(samples_a: list[float], samples_b: list[float]) -> tuple[float | None,
     return res["p_value"], res["significant"]
 
 
-_RUN_METRICS: tuple[Metric, ...] = (
-    ("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0, "throughput"),
-    ("claims per second", "claims/s", "claims_per_s", "claims", True, 1.0, ""),
-    *((f"claim latency {p}", "ms", f"claim_latency_us.{p}", f"claim_{p}_us", False, 1000.0, f"claim_{p}")
+_RUN_METRICS = (
+    Metric("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0, "throughput"),
+    Metric("claims per second", "claims/s", "claims_per_s", "claims", True, 1.0, ""),
+    *(Metric(f"claim latency {p}", "ms", f"claim_latency_us.{p}", f"claim_{p}_us", False, 1000.0, f"claim_{p}")
       for p in ("p50", "p95", "p99")),
-    ("oldest eligible age max", "s", "oldest_eligible_age_s.max", None, False, 1.0, "age_max"),
+    Metric("oldest eligible age max", "s", "oldest_eligible_age_s.max", None, False, 1.0, "age_max"),
 )
 
 
@@ -119,10 +115,10 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
     sb = read_json(b / "summary.json", "RUN_OR_SWEEP_B")
     rows = []
     for spec in _RUN_METRICS:
-        va, vb = (as_float(reduce(lambda d, k: (d or {}).get(k), spec[2].split("."), s)) for s in (sa, sb))
-        xa, xb = (_per_second(a, spec[3]), _per_second(b, spec[3])) if spec[3] else ([], [])
-        samples = f"{len(xa)}/{len(xb)} s" if spec[3] else "max: no test"
-        rows.append(_Row(spec[0], spec, va, vb, *_test(xa, xb), samples, within_runs=bool(spec[3])))
+        va, vb = (as_float(reduce(lambda d, k: (d or {}).get(k), spec.source.split("."), s)) for s in (sa, sb))
+        xa, xb = (_per_second(a, spec.per_second), _per_second(b, spec.per_second)) if spec.per_second else ([], [])
+        samples = f"{len(xa)}/{len(xb)} s" if spec.per_second else "max: no test"
+        rows.append(_Row(spec.label, spec, va, vb, *_test(xa, xb), samples, within_runs=bool(spec.per_second)))
     notes = [
         "A and B are the run's whole-window figures (summary.json); relative difference = (B − A) / A.",
         "p-value: Welch's unequal-variance t-test on the per-second samples of intervals.csv (jobs_completed "
@@ -137,11 +133,10 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
     return rows, notes
 
 
-_SWEEP_METRICS: tuple[Metric, ...] = (
-    ("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0, "throughput"),
-    ("claim p50", "ms", "claim_p50_us", "claim_p50_us", False, 1000.0, "claim_p50"),
-    ("claim p99", "ms", "claim_p99_us", "claim_p99_us", False, 1000.0, "claim_p99"),
-    ("oldest age max", "s", "oldest_age_max_s", None, False, 1.0, "age_max"),
+_SWEEP_METRICS = (
+    Metric("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0, "throughput"),
+    *(Metric(f"claim {p}", "ms", f"claim_{p}_us", f"claim_{p}_us", False, 1000.0, f"claim_{p}") for p in ("p50", "p99")),
+    Metric("oldest age max", "s", "oldest_age_max_s", None, False, 1.0, "age_max"),
 )
 
 
@@ -171,7 +166,7 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
         matched_b.add(key)
         name = ", ".join(f"{k} {fmt_label(v)}" for k, v in ca.params.items()) or ca.cell_id
         for spec in _SWEEP_METRICS:
-            column, per_s = spec[2], spec[3]
+            column, per_s = spec.source, spec.per_second
             xa, xb = ([float(v) for v in c.done[column] if not is_missing(v)] if column in c.done else [] for c in (ca, cb))
             if not xa or not xb:
                 p, sig, samples = None, None, "no finished run"
@@ -186,7 +181,7 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
                 fallback.append(name)
             else:
                 p, sig, samples = None, None, "1 rep: no test"
-            rows.append(_Row(f"{name}: {spec[0]}", spec, *(float(np.mean(x)) if x else math.nan for x in (xa, xb)),
+            rows.append(_Row(f"{name}: {spec.label}", spec, *(float(np.mean(x)) if x else math.nan for x in (xa, xb)),
                              p, sig, samples, within_runs=samples.endswith("s*")))
     unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(sb, c) not in matched_b]
     if not matched_b:
@@ -220,7 +215,7 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
 
 
 def _fmt_value(row: _Row, v: float) -> str:
-    return NA if is_missing(v) else f"{fmt_sig(v / row.scale)} {row.unit}"
+    return NA if is_missing(v) else f"{fmt_sig(v / row.spec.scale)} {row.spec.unit}"
 
 
 def _fmt_rel(v: float) -> str:
@@ -264,16 +259,12 @@ def _draw_rel_diff(rows: list[_Row]) -> bytes:
         ax.set_axis_off()
         return save_png(fig)
     ys = np.arange(len(shown))[::-1]
-    colors, alphas = [], []
-    for r in shown:
-        better = (r.rel_diff > 0) == r.higher_is_better
-        colors.append("#2e7d32" if better else "#c62828")
-        alphas.append(1.0 if r.significant else 0.35)
-    for y, r, c, a in zip(ys, shown, colors, alphas):
-        ax.barh(y, r.rel_diff * 100, color=c, alpha=a, height=0.7)
+    for y, r in zip(ys, shown):
+        ax.barh(y, r.rel_diff * 100, color="#2e7d32" if (r.rel_diff > 0) == r.spec.higher_is_better else "#c62828",
+                alpha=1.0 if r.significant else 0.35, height=0.7)
         ax.text(r.rel_diff * 100, y, f" {r.rel_diff * 100:+.1f} %", va="center",
                 ha="left" if r.rel_diff >= 0 else "right", fontsize="x-small")
-    ax.set_yticks(ys, [f"{r.metric} ({r.unit})" for r in shown], fontsize="small")
+    ax.set_yticks(ys, [f"{r.metric} ({r.spec.unit})" for r in shown], fontsize="small")
     ax.axvline(0, color="#333", linewidth=0.8)
     lo = min(0.0, min(r.rel_diff for r in shown) * 100)
     hi = max(0.0, max(r.rel_diff for r in shown) * 100)
@@ -293,7 +284,7 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float,
     difference with one run on each side is untested. Raises CompareError like :func:`compare`."""
     _, rows, _ = _compared(Path(a_path), Path(b_path))
     found, untested, judged = [], [], 0
-    for r in (r for r in rows if r.key in metrics):
+    for r in (r for r in rows if r.spec.key in metrics):
         if r.significant is None:
             untested.append(f"{r.metric}: no test ({r.samples})")
         elif r.within_runs:
@@ -302,7 +293,7 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float,
                             "than the limit: gate two sweeps with REPETITIONS=2 or more")
         else:
             judged += 1
-            if regresses(r.rel_diff, r.significant, r.higher_is_better, limit):
+            if regresses(r.rel_diff, r.significant, r.spec.higher_is_better, limit):
                 p = _fmt_p(r.p_value)
                 found.append(f"{r.metric}: {_fmt_value(r, r.a)} -> {_fmt_value(r, r.b)} ({_fmt_rel(r.rel_diff)}, "
                              f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit_text(limit)} allowed")
@@ -334,7 +325,7 @@ def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None 
         write_page(PAIR_TEMPLATE, out, kind=kind, a=str(a), b=str(b), a_name=a.resolve().name,
                    b_name=b.resolve().name, notes=notes, plot_uri=uri,
                    rows=[_display(r) | {"worse": bool(r.significant) and not is_missing(r.rel_diff)
-                                        and ((r.rel_diff > 0) != r.higher_is_better)} for r in rows])
+                                        and ((r.rel_diff > 0) != r.spec.higher_is_better)} for r in rows])
     except OSError as exc:
         raise CompareError(f"--out: cannot write {out} ({exc.strerror or exc})") from None
     return text, out

@@ -79,9 +79,8 @@ def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dic
         at_target = next(s for s in steps if s["workers"] == workers["needed"])
         rate_steps = [at_target, *head["steps"]]
         title = (f"{design['short']}: SLO and oldest age against rate at {workers['needed']} workers (plan {plan_id})")
-        ages = ([s["rate_jobs_per_s"] for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])],
-                [max((r["oldest_age_max_s"] or 0) for r in s["runs"])
-                 for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])])
+        by_rate = sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])
+        ages = ([s["rate_jobs_per_s"] for s in by_rate], [max((r["oldest_age_max_s"] or 0) for r in s["runs"]) for s in by_rate])
         marks = [(target, "target"), (head["rate_jobs_per_s"], f"headroom {fmt_sig(head['factor'])}x")]
         figures.append({"title": title, "src": png_uri(_draw(_objective_series(rate_steps, "rate_jobs_per_s"), title,
                                                            "arrival rate (jobs/s)", marks, ages)),

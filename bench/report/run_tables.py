@@ -202,25 +202,18 @@ def _fmt_errors(errors: Any) -> str:
 
 def latency_rows(summary: dict) -> list[dict]:
     """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text (see
-    :func:`_ms`)."""
-    stats = ("p50", "p95", "p99", "max", "mean")
+    :func:`_ms`; a ``*_us`` key in µs)."""
     rows = []
-    for label, key, fmt in (
-        ("claim latency", "claim_latency_us", _us),
-        ("completion latency", "complete_latency_us", _us),
-        ("pickup latency", "pickup_latency_ms", _ms),
-        ("job work, measured (configured mean "
-         f"{fmt_num(summary.get('work_expected_ms'), 3, 'ms')})", "work_duration_us", _us),
-        ("event-loop lag (10 ms timer, how late)", "loop_lag_us", _us),
-        ("NOWAIT back-off sleeps", "nowait_backoff_us", _us),
-    ):
+    for label, key in (("claim latency", "claim_latency_us"), ("completion latency", "complete_latency_us"),
+                       ("pickup latency", "pickup_latency_ms"),
+                       (f"job work, measured (configured mean {fmt_num(summary.get('work_expected_ms'), 3, 'ms')})",
+                        "work_duration_us"),
+                       ("event-loop lag (10 ms timer, how late)", "loop_lag_us"), ("NOWAIT back-off sleeps", "nowait_backoff_us")):
         d = summary.get(key)
-        if d is None and key in OPTIONAL_LATENCY_KEYS:  # runs recorded before the key existed
-            continue
-        if key == "nowait_backoff_us" and (d or {}).get("p50") is None:
-            continue  # no 55P03, no back-off
-        d = d or {}
-        rows.append({"label": label, "cells": [fmt(d.get(s)) for s in stats]})
+        if (d is None and key in OPTIONAL_LATENCY_KEYS) or (key == "nowait_backoff_us" and (d or {}).get("p50") is None):
+            continue  # runs recorded before the key existed; no 55P03, no back-off
+        rows.append({"label": label, "cells": [(_us if key.endswith("_us") else _ms)((d or {}).get(s))
+                                               for s in ("p50", "p95", "p99", "max", "mean")]})
     return rows
 
 
