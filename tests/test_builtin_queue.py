@@ -144,7 +144,7 @@ def test_the_workers_session_prepares_the_generated_statements(dsn, queues, prep
             assert seen["claim"] == expected["claim"]
         else:
             assert "claim" not in seen and session.claim_text.decode() == policies.literal_claim(
-                cfg.schema, cfg.policy, cfg.batch, "worker-1", cfg.lease_s, names, cfg.tenant_order)
+                cfg.schema, cfg.policy, cfg.batch, "worker-1", cfg.lease_s, queues=names, order=cfg.tenant_order)
         assert (seen["complete"], seen["complete_many"], seen["fail"]) == (
             expected["complete_one"], expected["complete_many"], expected["fail"])
         claimed = session.claim()

@@ -31,19 +31,9 @@ MAX_POSITIONAL = 6
 MAX_FILE_LINES = 400
 MIN_DUPLICATE_LINES = 6
 
-_ENGINES = "redesign 2: the database and the queue apart, one engine base (issue 24)"
-
 #: (file under the repository, function's qualified name or "" for the file, "lines" | "positional") -> why it
 #: breaks a rule today.
-KNOWN: dict[tuple[str, str, str], str] = {
-    ("bench/engines/mariadb/audit.py", "run_audit", "lines"): _ENGINES,
-    ("bench/engines/mariadb/slap.py", "run_slap", "positional"): _ENGINES,
-    ("bench/engines/mariadb/slap.py", "slap_argv", "positional"): _ENGINES,
-    ("bench/engines/postgres/pgbench.py", "run_pgbench", "lines"): _ENGINES,
-    ("bench/engines/postgres/pgbench.py", "run_pgbench", "positional"): _ENGINES,
-    ("bench/engines/postgres/plans.py", "capture_claim_plans", "positional"): _ENGINES,
-    ("bench/engines/postgres/policies.py", "literal_claim", "positional"): _ENGINES,
-}
+KNOWN: dict[tuple[str, str, str], str] = {}
 
 #: The modules (a set of two or more) whose shared lines pylint reports, -> why they are left today.
 DUPLICATE_EXEMPTIONS: dict[frozenset[str], str] = {}

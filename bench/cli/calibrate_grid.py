@@ -4,52 +4,27 @@ per workers × batch configuration (rounds, rotation, retries: docs/calibration.
 from __future__ import annotations
 
 import csv
-import datetime as dt
-import json
-import subprocess
 from pathlib import Path
 
 import psutil
 
 from bench import runner
-from bench.cli.calibrate import PGBENCH, pgbench_side
-from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, RETRIES_PER_PAIR, Native, cpu_per_job,
-                                       not_kept, ratio_figures, stop_if_interrupted, summary_line, swarm_text,
-                                       with_swarm_side)
+from bench.cli.calibrate_pairs import (RETRIES_PER_PAIR, Native, calibration_dir, claim_first, cpu_per_job, cpu_text,
+                                       not_kept, on_server, per_job, plan_figures, ratio_figures, run_parameters, shown,
+                                       stop_if_interrupted, summary_line, swarm_text, with_swarm_side,
+                                       write_calibration)
 from bench.config.parameters import BY_KEY
 from bench.config.parsers import parse_int
 from bench.config.run_config import build_config
-from bench.engines.postgres import db
-from bench.engines.postgres.embedded import embedded_postgres
-from bench.engines.postgres.pgbench import find_pgbench, per_job_us
+from bench.engines import get_engine
 from bench.errors import ConfigError
-from bench.results.model import RunResult, stamped
+from bench.results.model import RunResult
 from bench.run_summary import SUSPECT_CPU_PCT, SUSPECT_LOOP_LAG_P99_US
 
-__all__ = ["GRID_PREFIX", "calibrate_grid", "grid_requested", "parse_values", "processes_cpu", "refuse_grid"]
+__all__ = ["GRID_PREFIX", "calibrate_grid", "parse_values", "processes_cpu"]
 
 #: What precedes each configuration's :data:`bench.cli.calibrate_pairs.SUMMARY_FORMAT` line.
 GRID_PREFIX = "workers {workers}, batch {batch}, processes {processes}: "
-#: pgbench's side in the grid: its jobs/s (tps × batch) and its CPU over those jobs.
-PGBENCH_JOBS = Native("pgbench", "pgbench", "jobs_per_s", "jobs/s", "jobs", PGBENCH.cpu_window)
-
-
-def grid_requested(workers: str, batch: str, processes: str | None) -> str | None:
-    """The parameter that asks for the grid (``PROCESSES``, ``WORKERS`` as a list, ``BATCH`` other than 1), or
-    None."""
-    if processes is not None:
-        return "PROCESSES"
-    if "," in str(workers):
-        return "WORKERS"
-    return "BATCH" if str(batch).strip() != "1" else None
-
-
-def refuse_grid(workers: str, batch: str, processes: str | None) -> None:
-    """Raise ConfigError naming the parameter that asks for the grid on an engine with the pairs only."""
-    param = grid_requested(workers, batch, processes)
-    if param:
-        raise ConfigError(param, "lists of workers, batch sizes and process counts are calibrated against pgbench "
-                                 "only; allowed: ENGINE=postgres, or one worker count, batch 1 and no --processes")
 
 
 def parse_values(param: str, text: str) -> tuple[int, ...]:
@@ -118,8 +93,7 @@ def _swarm_side(pg: dict, cfg, dsn: str, cal_dir: Path, log) -> dict:
     if cfg.processes > 1:  # the sum over every process, not the busiest one's intervals.csv figure
         cpu = processes_cpu(cal_dir / qb["run_dir"])
         qb.update(cpu, cpu_basis=f"processes.csv, summed over {len(cpu['cpu_by_process'])} processes")
-        for part in ("cpu", "user", "system"):
-            qb[f"{part}_us_per_job"] = per_job_us(qb[f"{part}_s"], qb["jobs_completed"])
+        qb.update(per_job(qb, qb["jobs_completed"]))
         if cpu["rows"] < cpu["rows_expected"]:
             entry["problems"].append(f"queue-bench: processes.csv lacks {cpu['rows_expected'] - cpu['rows']} of "
                                      f"{cpu['rows_expected']} process-seconds (a process missed seconds), whose "
@@ -127,12 +101,9 @@ def _swarm_side(pg: dict, cfg, dsn: str, cal_dir: Path, log) -> dict:
     return entry
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _round(i: int, order: list[int], conf: dict, *, pgbench: str, dsn: str, cal_dir: Path, log) -> dict:
-    """Round ``i``: pgbench, then queue-bench with each process count in ``order``, tried up to
+def _round(i: int, order: list[int], conf: dict, *, native: Native, binary: str, dsn: str, cal_dir: Path,
+           log) -> dict:
+    """Round ``i``: pgbench (``native``), then queue-bench with each process count in ``order``, tried up to
     :data:`RETRIES_PER_PAIR` more times. Returns ``{"round", "order", "tries", "processes": [{"processes",
     "kept", "try", "ratio"}]}``."""
     w, b = conf["workers"], conf["batch"]
@@ -140,13 +111,13 @@ def _round(i: int, order: list[int], conf: dict, *, pgbench: str, dsn: str, cal_
     for attempt in range(1 + RETRIES_PER_PAIR):
         label = f"w{w}-b{b}-round{i}-try{attempt + 1}"
         tag = f"workers {w}, batch {b}, round {i}{f' (try {attempt + 1})' if attempt else ''}"
-        pg = pgbench_side(pgbench, dsn, conf["pgbench_cfg"], conf["backlog"], cal_dir / "pgbench" / label,
-                          count_jobs=True)
+        pg = native.side(binary, dsn, conf["pgbench_cfg"], conf["backlog"], cal_dir / "pgbench" / label,
+                         count_jobs=True)
         one = {"label": label, "pgbench_dir": f"pgbench/{label}", "pgbench": pg,
                "problems": [f"pgbench: {p}" for p in pg["problems"]], "queue_bench": []}
         tries.append(one)
         log(f"{tag}: pgbench {pg['jobs_per_s']:,.1f} jobs/s ({pg['tps']:,.1f} tps × {b}), CPU per job "
-            f"{_fmt(pg['cpu_us_per_job'], '.1f')} µs{not_kept(one['problems'])}")
+            f"{shown(pg['cpu_us_per_job'], '.1f')} µs{not_kept(one['problems'])}")
         if one["problems"]:
             continue
         for p in list(pending):
@@ -167,7 +138,7 @@ def _round(i: int, order: list[int], conf: dict, *, pgbench: str, dsn: str, cal_
                           for p in order]}
 
 
-def _results(conf: dict, log) -> list[dict]:
+def _results(conf: dict, native: Native, log) -> list[dict]:
     """Per process count: the ratios of the kept rounds, their median line and CPU per job."""
     out = []
     for p in conf["processes"]:
@@ -182,44 +153,36 @@ def _results(conf: dict, log) -> list[dict]:
         ratios = [k["ratio"] for k in kept]
         left_out = len(conf["rounds"]) - len(kept)
         prefix = GRID_PREFIX.format(workers=conf["workers"], batch=conf["batch"], processes=p)
-        cpu = cpu_per_job(kept, PGBENCH_JOBS)
+        cpu = cpu_per_job(kept, native.key, "jobs")  # pgbench's jobs: its transactions × batch
         out.append({"processes": p, "ratios": ratios, "ratios_every_try": every, **ratio_figures(ratios, left_out),
                     "cpu_us_per_job": cpu, "summary_line": prefix + summary_line(ratios, left_out)})
+        total, split = cpu_text(cpu, native)
         log(f"{prefix}ratios {', '.join(f'{r:.2f}' for r in ratios) or '-'} ({len(kept)} kept, {left_out} left out"
             + (f"; every try, left-out ones included: {', '.join(f'{r:.2f}' for r in every)}" if left_out and every
-               else "") + f"); CPU per job pgbench {_fmt(cpu['pgbench'], '.1f')} µs, harness "
-            f"{_fmt(cpu['harness'], '.1f')} µs ({_fmt(cpu['harness_over_pgbench'], '.2f')} × pgbench; goal <= "
-            f"{GOAL_CPU_FACTOR:g} ×), of which user / system pgbench {_fmt(cpu['pgbench_user'], '.1f')} / "
-            f"{_fmt(cpu['pgbench_system'], '.1f')} µs, harness {_fmt(cpu['harness_user'], '.1f')} / "
-            f"{_fmt(cpu['harness_system'], '.1f')} µs")
+               else "") + f"); CPU per job {total}, of which user / system {split}")
     return out
 
 
-def _configurations(workers: tuple[int, ...], batches: tuple[int, ...], processes: tuple[int, ...],
-                    base: dict, dsn: str | None) -> list[dict]:
+def _configurations(grid: dict, base: dict, dsn: str | None) -> list[dict]:
     """Every configuration's RunConfigs (one per process count, and pgbench's), validated before anything is
     created (ConfigError)."""
     confs = []
-    for w in workers:
-        for b in batches:
+    for w in grid["workers"]:
+        for b in grid["batch"]:
             def cfg(p: int):
                 return build_config("default", {**base, "workers": w, "batch": b, "processes": p}, dsn=dsn)
             pg_cfg = cfg(1)
-            confs.append({"workers": w, "batch": b, "processes": list(processes), "pgbench_cfg": pg_cfg,
-                          "cfgs": {p: cfg(p) for p in processes}, "backlog": runner.compute_backlog(pg_cfg)[0]})
+            confs.append({"workers": w, "batch": b, "processes": list(grid["processes"]), "pgbench_cfg": pg_cfg,
+                          "cfgs": {p: cfg(p) for p in grid["processes"]},
+                          "backlog": runner.compute_backlog(pg_cfg)[0]})
     return confs
 
 
-def _calibrate_on(dsn: str, confs: list[dict], pairs: int, cal_dir: Path, figures: dict, log) -> None:
-    pgbench = find_pgbench()
-    figures.update(pgbench_binary=pgbench,
-                   pgbench_version=subprocess.run([pgbench, "--version"], capture_output=True, text=True).stdout.strip())
+def _calibrate_on(dsn: str, confs: list[dict], figures: dict, cal_dir: Path, *, native, binary: str, log) -> None:
+    figures.update({f"{native.key}_binary": binary, f"{native.key}_version": native.version(binary)})
     largest = max((c for conf in confs for c in conf["cfgs"].values()), key=lambda c: c.connections_needed())
-    with db.connect(dsn, application_name="queue-bench calibrate") as conn:  # refuse before anything is made
-        db.check_schema_usable(conn, largest.schema)
-        db.lock_schema(conn, largest.schema)
-        figures["server"] = db.check_capacity(conn, max(largest.workers + 2, largest.connections_needed()))
-    grid = figures["grid"]
+    figures["server"] = claim_first(dsn, largest, max(largest.workers + 2, largest.connections_needed()))
+    grid, pairs = figures["grid"], figures["pairs_requested"]
     log(f"calibration grid: workers {', '.join(map(str, grid['workers']))} × batch "
         f"{', '.join(map(str, grid['batch']))}; {pairs} rounds each of pgbench (A) then queue-bench with "
         f"{', '.join(map(str, grid['processes']))} processes (B, order rotated), {figures['measured_s']} s measured "
@@ -232,50 +195,36 @@ def _calibrate_on(dsn: str, confs: list[dict], pairs: int, cal_dir: Path, figure
             ps = conf["processes"]
             for i in range(1, pairs + 1):
                 order = ps[(i - 1) % len(ps):] + ps[:(i - 1) % len(ps)]
-                entry["rounds"].append(_round(i, order, conf, pgbench=pgbench, dsn=dsn, cal_dir=cal_dir, log=log))
-            entry["results"] = _results(entry, log)
+                entry["rounds"].append(_round(i, order, conf, native=native, binary=binary, dsn=dsn, cal_dir=cal_dir,
+                                             log=log))
+            entry["results"] = _results(entry, native, log)
     finally:
-        with db.connect(dsn) as conn:
-            db.drop_schema(conn, largest.schema)
-        _finish(figures, cal_dir, log)
+        get_engine(largest.engine).drop_schema_at(dsn, largest.schema)
+        lines = [r["summary_line"] for conf in figures["configurations"] for r in conf.get("results") or []]
+        figures.update(summary_lines=lines, cores=psutil.cpu_count())
+        write_calibration(figures, cal_dir, log)  # then the ``median ratio:`` line of each process count measured
+        for line in lines:
+            log(line)
 
 
-def _finish(figures: dict, cal_dir: Path, log) -> None:
-    """calibration.json, then the ``median ratio:`` line of every configuration and process count measured."""
-    lines = [r["summary_line"] for conf in figures["configurations"] for r in conf.get("results") or []]
-    figures.update(summary_lines=lines, cores=psutil.cpu_count())
-    cal_dir.mkdir(parents=True, exist_ok=True)
-    (cal_dir / "calibration.json").write_text(json.dumps(stamped(figures), indent=2) + "\n")
-    log(f"calibration: {(cal_dir / 'calibration.json').resolve()}")
-    for line in lines:
-        log(line)
-
-
-def calibrate_grid(*, workers: str, batch: str, processes: str | None, duration: str, warmup: str, n_pairs: int,
-                   dsn: str | None, schema: str, results: str, log=print) -> int:
-    """The grid calibration; ``workers``, ``batch``, ``processes`` each a value or a comma list (``processes``
-    None: 1). Prints the figures; returns 0 when every configuration and process count kept a round, else 1.
-    Raises ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) before anything is created."""
+def calibrate_grid(native: Native, *, workers: str, batch: str, processes: str | None, duration: str, warmup: str,
+                   n_pairs: int, dsn: str | None, schema: str, results: str, log=print) -> int:
+    """The grid calibration against ``native`` (pgbench); ``workers``, ``batch``, ``processes`` each a value or a
+    comma list (``processes`` None: 1). Prints the figures; returns 0 when every configuration and process count
+    kept a round, else 1. Raises ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) before
+    anything is created."""
     grid = {"workers": parse_values("WORKERS", workers), "batch": parse_values("BATCH", batch),
             "processes": parse_values("PROCESSES", "1" if processes is None else processes)}
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    cal_dir = Path(results) / f"calibration-{stamp}"
-    base = {"policy": "skip_locked", "txn": "short", "work_ms": 0, "index": "partial", "history": 0,
-            "duration": duration, "warmup": warmup, "schema": schema, "results": str(cal_dir / "runs")}
-    confs = _configurations(grid["workers"], grid["batch"], grid["processes"], base, dsn)
+    cal_dir = calibration_dir(results)
+    confs = _configurations(grid, run_parameters(native, cal_dir, duration=duration, warmup=warmup, schema=schema),
+                            dsn)
     cfg = confs[0]["pgbench_cfg"]
-    find_pgbench()
+    binary = native.find()
     figures = {"mode": "grid", "grid": {k: list(v) for k, v in grid.items()},
-               "measured_s": max(1, int(round(cfg.duration_s))), "warmup_s": int(round(cfg.warmup_s)),
-               "pairs_requested": n_pairs, "retries_per_pair": RETRIES_PER_PAIR,
-               "goal": {"median_ratio_min": GOAL_MEDIAN_RATIO, "harness_cpu_per_job_max_x_pgbench": GOAL_CPU_FACTOR},
-               "configurations": []}
-    if cfg.dsn:
-        _calibrate_on(cfg.dsn, confs, n_pairs, cal_dir, figures, log)
-    else:
-        # the pairs' sizing (2 × workers + 20), for the largest configuration
+               **plan_figures(cfg, n_pairs, native.key), "configurations": []}
+    if not cfg.dsn:  # the pairs' sizing (2 × workers + 20), for the largest configuration
         figures["embedded_max_connections"] = 2 * max(grid["workers"]) + 20
-        with embedded_postgres(max_connections=figures["embedded_max_connections"], log=lambda _m: None) as edsn:
-            _calibrate_on(edsn, confs, n_pairs, cal_dir, figures, log)
+    on_server(native, cfg.dsn, max(grid["workers"]), lambda on: _calibrate_on(on, confs, figures, cal_dir,
+                                                                              native=native, binary=binary, log=log))
     every = [r for conf in figures["configurations"] for r in conf.get("results") or []]
     return 0 if every and all(r["pairs_kept"] for r in every) else 1

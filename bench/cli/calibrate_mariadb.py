@@ -1,30 +1,20 @@
 """``make calibrate ENGINE=mariadb``: mariadb-slap (https://mariadb.com/kb/en/mariadb-slap/) and queue-bench on
-the same claim and completion SQL, in alternating pairs (docs/calibration.md)."""
+the same claim and completion SQL, in alternating pairs (docs/calibration.md); what differs from pgbench's
+calibration (:mod:`bench.cli.calibrate_pairs` runs both): the sizing of mariadb-slap's fixed number of jobs."""
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from pathlib import Path
+from typing import Callable
 
 from bench import runner
-from bench.cli.calibrate_grid import refuse_grid
-from bench.cli.calibrate_pairs import (GOAL_CPU_FACTOR, GOAL_MEDIAN_RATIO, PAIRS_DEFAULT, RETRIES_PER_PAIR,
-                                       Native, finish, monitor_during, run_pairs, with_swarm_side)
-from bench.config.parsers import parse_int as _int
-from bench.config.run_config import build_config
-from bench.engines import get_engine
+from bench.cli.calibrate_pairs import Native, calibrate_with, native_side, per_job
 from bench.engines.mariadb.embedded import embedded_mariadb
 from bench.engines.mariadb.slap import count_problems, find_slap, job_counts, run_slap, slap_script, slap_version
-from bench.engines.postgres.pgbench import per_job_us
 from bench.errors import RunFailed
 
-SLAP = Native("mariadb_slap", "mariadb-slap", "jobs_per_s", "jobs/s", "jobs",
-              "(kept pairs; mariadb-slap over each whole run, the harness over its {measured_s} s measured windows)")
-#: Both sides' isolation: the engine's default (repeatable_read). Before the statements keyed by id
-#: forced the primary key (:mod:`bench.engines.mariadb.policies`), the optimizer read the completion's
-#: ``UPDATE … WHERE id = … AND status = 'running'`` through the (status, priority, run_at, id) index,
-#: whose next-key locks deadlocked with the claims, and mariadb-slap ended at that first error.
+#: Both sides' isolation: the engine's default (docs/calibration.md: why it no longer deadlocks).
 ISOLATION = "repeatable_read"
 #: Jobs per client of the first sizing run; each next one is larger until a run lasts PROBE_MIN_S
 #: or PROBE_SHARE × DURATION, whichever is longer.
@@ -41,36 +31,52 @@ BACKLOG_SAFETY = 1.25
 SAMPLE_GRACE_S = 0.2
 
 
+class Slap(Native):
+    """mariadb-slap: a fixed number of jobs per client, sized before the pairs; no warm-up, no time limit."""
+
+    key, name = "mariadb_slap", "mariadb-slap"
+    rate_key, rate_unit, jobs_key = "jobs_per_s", "jobs/s", "jobs"
+    cpu_window = "(kept pairs; mariadb-slap over each whole run, the harness over its {measured_s} s measured windows)"
+    timing = ("; mariadb-slap a fixed number of jobs per client (about {duration:g} s), queue-bench {duration:g} s "
+              "measured after {warmup:g} s warm-up;")
+    parameters = {"engine": "mariadb", "index": "composite", "isolation": ISOLATION}
+    head = {"engine": "mariadb"}
+    find, embedded, version = staticmethod(find_slap), staticmethod(embedded_mariadb), staticmethod(slap_version)
+
+    def extra(self, cfg) -> dict:
+        return {"mariadb_slap_jobs_per_client": None, "mariadb_slap_target_s": cfg.duration_s, "sizing_runs": []}
+
+    def ready(self, binary: str, dsn: str, cfg, figures: dict, cal_dir: Path, log) -> Callable[[Path], dict]:
+        """The sizing runs (:func:`_sizing`); RunFailed when one has a problem."""
+        per_client, figures["sizing_runs"] = _sizing(binary, dsn, cfg, cal_dir / self.name, log)
+        backlog = _backlog(cfg, per_client)
+        figures.update({"mariadb_slap_jobs_per_client": per_client, "backlog": backlog})
+        return lambda out_dir: _slap_side(binary, dsn, cfg, backlog, per_client, out_dir)
+
+
+def _backlog(cfg, per_client: int) -> int:
+    """Pending rows for ``per_client`` jobs per client: the run's backlog, or more (:data:`BACKLOG_SAFETY`)."""
+    return max(runner.compute_backlog(cfg)[0], math.ceil(BACKLOG_SAFETY * cfg.workers * per_client))
+
+
 def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir: Path) -> dict:
     """One mariadb-slap run on a freshly prepared table, the monitor beside it: :func:`run_slap`'s figures plus
     ``jobs`` (done on the table), ``jobs_per_s``, ``counts``, CPU per job (µs), ``monitor_samples`` and every
     problem found."""
-    engine = get_engine("mariadb")
-    conn = engine.connect(dsn, "queue-bench calibrate")
-    try:
-        engine.claim_schema(conn, cfg.schema, cfg.workers + 2)  # its clients + the monitor's two connections
-        engine.prepare(conn, cfg, backlog, log=lambda _m: None, state_schema=None)
-        stats: list = []
-        result = run_slap(slap, dsn, slap_script(cfg.schema, cfg.policy, cfg.index, cfg.lease_s), cfg.workers,
-                          per_client, cfg.schema, cfg.isolation, out_dir,
-                          during=monitor_during(lambda: engine.monitor(dsn, cfg), engine.spawn_samplers, stats))
+    script = slap_script(cfg.schema, cfg.policy, cfg.index, cfg.lease_s)
+
+    def count(conn, result: dict) -> None:
         counts = job_counts(conn, cfg.schema)
-    finally:
-        conn.close()
-    jobs, wall_s = counts["done"], result["wall_s"]
-    start = dt.datetime.fromisoformat(result["started"]).timestamp()
-    taken = [w for t, w in stats if t + 0.5 < start + wall_s]
-    due = max(0, math.ceil(wall_s - 0.5 - SAMPLE_GRACE_S))
-    missed = due - sum(1 for w in taken if w is not None)
-    result.update({
-        "jobs": jobs, "jobs_per_s": jobs / wall_s if wall_s > 0 else 0.0, "counts": counts,
-        "cpu_us_per_job": per_job_us(result["cpu_s"], jobs), "user_us_per_job": per_job_us(result["user_s"], jobs),
-        "system_us_per_job": per_job_us(result["system_s"], jobs), "monitor_samples": len(taken),
-    })
-    result["problems"] += count_problems(counts, result["jobs_expected"])
-    if missed > 0:
-        result["problems"].append(f"the monitor missed {missed} of {due} samples during mariadb-slap")
-    return result
+        jobs, wall_s = counts["done"], result["wall_s"]
+        result.update({"jobs": jobs, "jobs_per_s": jobs / wall_s if wall_s > 0 else 0.0, "counts": counts,
+                       **per_job(result, jobs)})
+        result["problems"] += count_problems(counts, result["jobs_expected"])
+    return native_side(dsn, cfg, backlog, lambda during: run_slap(
+                           slap, dsn, script, out_dir=out_dir, clients=cfg.workers, per_client=per_client,
+                           schema=cfg.schema, isolation=cfg.isolation, during=during),
+                       name="mariadb-slap", count=count, window=lambda result: (
+                           result["started"], result["wall_s"],
+                           max(0, math.ceil(result["wall_s"] - 0.5 - SAMPLE_GRACE_S))))
 
 
 def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dict]]:
@@ -79,8 +85,7 @@ def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dic
     per_client, runs = PROBE_START_PER_CLIENT, []
     long_enough_s = max(PROBE_MIN_S, PROBE_SHARE * cfg.duration_s)
     for i in range(1, PROBE_ROUNDS + 1):
-        backlog = max(runner.compute_backlog(cfg)[0], math.ceil(BACKLOG_SAFETY * cfg.workers * per_client))
-        result = _slap_side(slap, dsn, cfg, backlog, per_client, out_dir / f"sizing{i}")
+        result = _slap_side(slap, dsn, cfg, _backlog(cfg, per_client), per_client, out_dir / f"sizing{i}")
         runs.append({**result, "dir": f"mariadb-slap/sizing{i}"})
         if result["problems"]:
             raise RunFailed(f"mariadb-slap's sizing run {i} failed: {'; '.join(result['problems'])} "
@@ -96,66 +101,10 @@ def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dic
     return per_client, runs
 
 
-def _pair(slap: str, dsn: str, cfg, label: str, *, backlog: int, per_client: int, cal_dir: Path, log) -> dict:
-    """One A B pair (mariadb-slap, then queue-bench); ``queue_bench`` None when mariadb-slap's side failed."""
-    side = _slap_side(slap, dsn, cfg, backlog, per_client, cal_dir / "mariadb-slap" / label)
-    entry = {"label": label, "mariadb_slap_dir": f"mariadb-slap/{label}", "mariadb_slap": side, "queue_bench": None,
-             "ratio": None, "problems": [f"mariadb-slap: {p}" for p in side["problems"]]}
-    if side["problems"]:
-        return entry
-    return with_swarm_side(entry, side["jobs_per_s"], cfg, dsn, cal_dir, log)
+SLAP = Slap()
 
 
-def _calibrate_on(slap: str, dsn: str, cfg, pairs: int, cal_dir: Path, log) -> dict:
-    engine = get_engine("mariadb")
-    figures = {"engine": "mariadb", "mariadb_slap_binary": slap, "mariadb_slap_version": slap_version(slap),
-               "config": cfg.public(), "backlog": None, "measured_s": max(1, int(round(cfg.duration_s))),
-               "warmup_s": int(round(cfg.warmup_s)), "mariadb_slap_jobs_per_client": None,
-               "mariadb_slap_target_s": cfg.duration_s, "sizing_runs": [],
-               "pairs_requested": pairs, "retries_per_pair": RETRIES_PER_PAIR,
-               "goal": {"median_ratio_min": GOAL_MEDIAN_RATIO, "harness_cpu_per_job_max_x_mariadb_slap": GOAL_CPU_FACTOR},
-               "pairs": []}
-    # Refuse before anything is created or dropped: a database not the tool's, one in use by
-    # another run, or too few connections for either side.
-    conn = engine.connect(dsn, "queue-bench calibrate")
-    try:
-        engine.claim_schema(conn, cfg.schema, max(cfg.workers + 2, cfg.connections_needed()))
-    finally:
-        conn.close()
-    log(f"calibration: {pairs} pairs of mariadb-slap (A) then queue-bench (B), {cfg.workers} clients; "
-        f"mariadb-slap a fixed number of jobs per client (about {cfg.duration_s:g} s), queue-bench "
-        f"{cfg.duration_s:g} s measured after {cfg.warmup_s:g} s warm-up; same monitor on both sides -> {cal_dir}")
-    try:
-        per_client, figures["sizing_runs"] = _sizing(slap, dsn, cfg, cal_dir / "mariadb-slap", log)
-        backlog = max(runner.compute_backlog(cfg)[0], math.ceil(BACKLOG_SAFETY * cfg.workers * per_client))
-        figures.update({"mariadb_slap_jobs_per_client": per_client, "backlog": backlog})
-        run_pairs(figures, pairs, lambda label: _pair(slap, dsn, cfg, label, backlog=backlog, per_client=per_client,
-                                                      cal_dir=cal_dir, log=log), SLAP, log)
-    finally:
-        engine.drop_schema_at(dsn, cfg.schema)
-        finish(figures, cal_dir, log, SLAP)
-    return figures
-
-
-def calibrate_mariadb(*, workers: str = "50", duration: str = "20s", warmup: str = "5s",
-                      pairs: str | int = PAIRS_DEFAULT, dsn: str | None = None, schema: str = "qbench",
-                      results: str = "results", batch: str = "1", processes: str | None = None, log=print) -> int:
-    """Run the MariaDB calibration (the embedded server without a DSN) and print the figures; returns 0 when a
-    pair was kept, 1 when none was or a sizing run failed (RunFailed). Raises ConfigError before anything is
-    created: ``PAIRS``, ``WORKERS``, …; ``MARIADB_SLAP`` with no mariadb-slap on ``$PATH``; the grid's
-    parameters (:func:`bench.cli.calibrate_grid.refuse_grid`)."""
-    refuse_grid(workers, batch, processes)
-    n_pairs = _int("PAIRS", pairs, minimum=1, maximum=100)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    cal_dir = Path(results) / f"calibration-{stamp}"
-    cfg = build_config("default", {"engine": "mariadb", "policy": "skip_locked", "workers": workers, "batch": 1,
-                                   "txn": "short", "work_ms": 0, "index": "composite", "history": 0, "isolation": ISOLATION,
-                                   "duration": duration, "warmup": warmup, "schema": schema,
-                                   "results": str(cal_dir / "runs")}, dsn=dsn)
-    slap = find_slap()
-    if cfg.dsn:
-        figures = _calibrate_on(slap, cfg.dsn, cfg, n_pairs, cal_dir, log)
-    else:
-        with embedded_mariadb(max_connections=2 * cfg.workers + 20, log=lambda _m: None) as embedded_dsn:
-            figures = _calibrate_on(slap, embedded_dsn, cfg, n_pairs, cal_dir, log)
-    return 0 if figures["pairs_kept"] else 1
+def calibrate_mariadb(**options) -> int:
+    """``qbench calibrate`` on MariaDB: :func:`bench.cli.calibrate_pairs.calibrate_with` against mariadb-slap; also
+    raises RunFailed (exit status 1) when a sizing run failed."""
+    return calibrate_with(SLAP, **options)

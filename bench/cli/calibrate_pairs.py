@@ -1,13 +1,13 @@
 """What every engine's ``make calibrate`` shares: the native client (A) then queue-bench (B) in alternating
-pairs, their retries, the printed lines and calibration.json."""
+pairs, their retries, the printed lines and calibration.json, run for any engine's :class:`Native`."""
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,7 +15,12 @@ import gevent
 import psutil
 
 from bench import runner
+from bench.config.parsers import parse_int
+from bench.config.run_config import build_config
+from bench.engines import get_engine
+from bench.engines.common import with_connection
 from bench.engines.postgres.pgbench import per_job_us
+from bench.errors import ConfigError
 from bench.results.model import RunResult, problems as run_problems, stamped
 
 PAIRS_DEFAULT = 3
@@ -27,21 +32,179 @@ GOAL_CPU_FACTOR = 1.5
 SUMMARY_FORMAT = "median ratio: {median} (min {min}, max {max}, {kept} pairs, {left_out} left out)"
 
 
-@dataclass(frozen=True)
 class Native:
-    """The native load client of a calibration: how its side of a pair is keyed and printed."""
+    """An engine's native load client in its calibration (pgbench, mariadb-slap), one subclass each. ``key``: its
+    side's key in a pair and in ``cpu_us_per_job``; ``name``: as printed, and its files' directory;
+    ``rate_key``, ``rate_unit``: its throughput's key in its side's figures and the unit printed; ``jobs_key``: the
+    jobs its CPU per job is over; ``cpu_window``: where both sides' CPU per job is measured (``{measured_s}``);
+    ``timing``: how each side is timed, in the first line (``{duration}``, ``{warmup}``); ``parameters``: its run
+    parameters beyond :func:`run_parameters`'; ``head``: calibration.json's keys before its binary's; ``grid``:
+    ``(**options) -> exit status`` of the grid, or None; ``find()``: its binary (ConfigError naming it when there is
+    none); ``version(binary)``: what ``--version`` prints; ``embedded(max_connections=, log=)``: the engine's
+    throwaway server, yielding its DSN; ``ready(binary, dsn, cfg, figures, cal_dir, log)``: what runs before the
+    pairs (it sets ``figures["backlog"]``), returning ``side(out_dir)``, its side of a pair (its figures,
+    ``problems`` and ``cpu_us_per_job`` among them)."""
 
-    #: its side's key in a pair and in ``cpu_us_per_job`` (``pgbench``)
-    key: str
-    #: its name as printed
-    name: str
-    #: the key of its throughput in its side's figures, and the unit printed after it
-    rate_key: str
-    rate_unit: str
-    #: the key of the jobs its CPU per job is over
-    jobs_key: str
-    #: where its CPU per job and the harness's are measured (``{measured_s}`` is filled in)
-    cpu_window: str
+    key = name = rate_key = rate_unit = jobs_key = cpu_window = timing = ""
+    head: dict = {}
+    grid: Callable[..., int] | None = None
+
+    def extra(self, cfg) -> dict:
+        """calibration.json's keys after ``warmup_s``, filled in by ``ready`` (none unless the client has some)."""
+        return {}
+
+
+def calibration_dir(results: str) -> Path:
+    """``<results>/calibration-<UTC stamp>`` (not created)."""
+    return Path(results) / f"calibration-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+
+
+def run_parameters(native: Native, cal_dir: Path, **given) -> dict:
+    """The queue-bench side's run parameters: the native client's SQL (``skip_locked``, short transactions, no
+    work, no history, ``native.parameters``), then ``given``; its runs under ``cal_dir/runs``."""
+    return {"policy": "skip_locked", "txn": "short", "work_ms": 0, "history": 0, **native.parameters, **given,
+            "results": str(cal_dir / "runs")}
+
+
+def plan_figures(cfg, pairs: int, key: str, **extra) -> dict:
+    """calibration.json's window (``measured_s``, ``warmup_s``), ``extra``, then the pairs asked for, their retries
+    and the goal (``harness_cpu_per_job_max_x_<key>``)."""
+    return {"measured_s": max(1, int(round(cfg.duration_s))), "warmup_s": int(round(cfg.warmup_s)), **extra,
+            "pairs_requested": pairs, "retries_per_pair": RETRIES_PER_PAIR,
+            "goal": {"median_ratio_min": GOAL_MEDIAN_RATIO, f"harness_cpu_per_job_max_x_{key}": GOAL_CPU_FACTOR}}
+
+
+def on_server(native: Native, dsn: str | None, workers: int, calibrate: Callable[[str], Any]) -> Any:
+    """``calibrate(dsn)``; without ``dsn`` on the engine's throwaway server with 2 × ``workers`` + 20
+    ``max_connections``, stopped after."""
+    if dsn:
+        return calibrate(dsn)
+    with native.embedded(max_connections=2 * workers + 20, log=lambda _m: None) as embedded_dsn:
+        return calibrate(embedded_dsn)
+
+
+def claim_first(dsn: str, cfg, connections: int) -> dict:
+    """Refuse before anything is created or dropped (ConfigError): ``cfg.schema`` not the tool's, in use by
+    another run, or fewer than ``connections`` free; returns the server's capacity (:meth:`Engine.claim_schema`)."""
+    engine = get_engine(cfg.engine)
+    return with_connection(lambda: engine.connect(dsn, "queue-bench calibrate"),
+                           lambda conn: engine.claim_schema(conn, cfg.schema, connections))
+
+
+def native_side(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict], *, name: str,
+                window: Callable[[dict], tuple[str, float, int]],
+                count: Callable[[Any, dict], None] | None = None) -> dict:
+    """The native client's side: ``run(during)`` on a freshly prepared table of ``backlog`` pending rows,
+    ``during(now_s, n_seconds)`` starting the runs' monitor beside it and returning its stop, then ``count(conn,
+    result)`` on the table. Returns ``run``'s figures with ``monitor_samples`` (the samples in ``window(figures)``:
+    start as ISO time, seconds, samples due) and a problem when fewer than due have a reading."""
+    engine, stats = get_engine(cfg.engine), []
+
+    def during(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
+        monitor, started = engine.monitor(dsn, cfg), time.time() - now_s()
+
+        def note(k: int, values: dict) -> None:
+            if "lock_waiters" in values:
+                stats.append((started + k, values["lock_waiters"]))
+        greenlets = engine.spawn_samplers(monitor, now_s, n_seconds, note)
+        return lambda: (gevent.killall(greenlets), monitor.close())
+
+    conn = engine.connect(dsn, "queue-bench calibrate")
+    try:
+        engine.claim_schema(conn, cfg.schema, cfg.workers + 2)  # its clients + the monitor's two connections
+        engine.prepare(conn, cfg, backlog, log=lambda _m: None, state_schema=None)
+        result = run(during)
+        if count:
+            count(conn, result)
+    finally:
+        conn.close()
+    start, length_s, due = window(result)
+    start_s = dt.datetime.fromisoformat(start).timestamp()
+    taken = [w for t, w in stats if start_s <= t + 0.5 < start_s + length_s]
+    missed = due - sum(1 for w in taken if w is not None)
+    result["monitor_samples"] = len(taken)
+    if missed > 0:
+        result["problems"].append(f"the monitor missed {missed} of {due} samples during {name}")
+    return result
+
+
+def calibrate_with(native: Native, *, workers: str, duration: str, warmup: str, pairs: str | int, dsn: str | None,
+                   schema: str, results: str, batch: str, processes: str | None, log=print) -> int:
+    """``native``'s calibration (the engine's throwaway server without ``dsn``), its figures printed; returns the
+    exit status: 0 when a pair was kept (grid: every configuration and process count kept a round), else 1.
+    ``processes``, a list of ``workers`` or a ``batch`` other than 1 run ``native.grid``. Raises ConfigError
+    before anything is created: ``PAIRS``, ``WORKERS``, …; the native client's name with none on ``$PATH``; the
+    grid's parameters (``PROCESSES``, ...) without a grid."""
+    asked = _grid_requested(workers, batch, processes)
+    if asked and native.grid is None:
+        raise ConfigError(asked, "lists of workers, batch sizes and process counts are calibrated against pgbench "
+                                 "only; allowed: ENGINE=postgres, or one worker count, batch 1 and no --processes")
+    n_pairs = parse_int("PAIRS", pairs, minimum=1, maximum=100)
+    if asked:
+        return native.grid(workers=workers, batch=batch, processes=processes, duration=duration, warmup=warmup,
+                           n_pairs=n_pairs, dsn=dsn, schema=schema, results=results, log=log)
+    cal_dir = calibration_dir(results)
+    cfg = build_config("default", run_parameters(native, cal_dir, workers=workers, batch=1, duration=duration,
+                                                 warmup=warmup, schema=schema), dsn=dsn)
+    binary = native.find()
+    figures = on_server(native, cfg.dsn, cfg.workers,
+                        lambda on: _calibrate_on(native, binary, on, cfg, n_pairs, cal_dir, log=log))
+    return 0 if figures["pairs_kept"] else 1
+
+
+def _calibrate_on(native: Native, binary: str, dsn: str, cfg, pairs: int, cal_dir: Path, *, log) -> dict:
+    figures = {**native.head, f"{native.key}_binary": binary, f"{native.key}_version": native.version(binary),
+               "config": cfg.public(), "backlog": None,
+               **plan_figures(cfg, pairs, native.key, **native.extra(cfg)), "pairs": []}
+    # both sides' connections: the native client's + the monitor's two, or queue-bench's
+    claim_first(dsn, cfg, max(cfg.workers + 2, cfg.connections_needed()))
+    log(f"calibration: {pairs} pairs of {native.name} (A) then queue-bench (B), {cfg.workers} clients"
+        + native.timing.format(duration=cfg.duration_s, warmup=cfg.warmup_s)
+        + f" same monitor on both sides -> {cal_dir}")
+    try:
+        side = native.ready(binary, dsn, cfg, figures, cal_dir, log)
+        for i in range(1, pairs + 1):
+            figures["pairs"].append(_pair(i, native, side, cfg=cfg, dsn=dsn, cal_dir=cal_dir, log=log))
+    finally:
+        get_engine(cfg.engine).drop_schema_at(dsn, cfg.schema)
+        _finish(figures, cal_dir, log, native)
+    return figures
+
+
+def _pair(i: int, native: Native, side: Callable[[Path], dict], *, cfg, dsn: str, cal_dir: Path, log) -> dict:
+    """Pair ``i``: the native client's ``side`` (A) then queue-bench (B, not run after a failed A), tried up to
+    1 + :data:`RETRIES_PER_PAIR` times until a try has no problem: ``{"pair", "kept", "ratio", "attempts"}``.
+    Raises KeyboardInterrupt when a queue-bench run was interrupted."""
+    attempts = []
+    for attempt in range(1 + RETRIES_PER_PAIR):
+        label = f"pair{i}-try{attempt + 1}"
+        nat = side(cal_dir / native.name / label)
+        result = {"label": label, f"{native.key}_dir": f"{native.name}/{label}", native.key: nat,
+                  "queue_bench": None, "ratio": None, "problems": [f"{native.name}: {p}" for p in nat["problems"]]}
+        if not nat["problems"]:
+            result = with_swarm_side(result, nat[native.rate_key], cfg, dsn, cal_dir, log)
+        attempts.append(result)
+        qb = result["queue_bench"] or {}
+        log(f"pair {i}{f' (try {attempt + 1})' if attempt else ''}: {native.name} "
+            f"{nat[native.rate_key]:,.1f} {native.rate_unit}, "
+            + swarm_text(qb, result["ratio"], native.name, nat["cpu_us_per_job"]) + not_kept(result["problems"]))
+        stop_if_interrupted(qb)
+        if not result["problems"]:
+            break
+    kept = not attempts[-1]["problems"]
+    if not kept:
+        log(f"pair {i}: left out after {len(attempts)} tries")
+    return {"pair": i, "kept": kept, "ratio": attempts[-1]["ratio"] if kept else None, "attempts": attempts}
+
+
+def _grid_requested(workers: str, batch: str, processes: str | None) -> str | None:
+    """The parameter that asks for the grid (``PROCESSES``, ``WORKERS`` as a list, ``BATCH`` other than 1), or
+    None."""
+    if processes is not None:
+        return "PROCESSES"
+    if "," in str(workers):
+        return "WORKERS"
+    return "BATCH" if str(batch).strip() != "1" else None
 
 
 def harness_figures(run_dir: Path) -> dict:
@@ -60,44 +223,24 @@ def harness_figures(run_dir: Path) -> dict:
     cpu_s, user_s, system_s = seconds("harness_cpu_pct"), seconds("harness_user_pct"), seconds("harness_system_pct")
     mean_pct = 100 * cpu_s / summary["measured_s"] if cpu_s is not None and summary["measured_s"] else None
     return {"jobs_per_s": summary["throughput_jobs_per_s"], "jobs_completed": jobs,
-            "measured_s": summary["measured_s"], "measured_start": summary["measured_start"],
-            "measured_end": summary["measured_end"],
-            "cpu_s": cpu_s, "cpu_us_per_job": per_job_us(cpu_s, jobs),
-            "user_s": user_s, "system_s": system_s,
+            **{k: summary[k] for k in ("measured_s", "measured_start", "measured_end")},
+            "cpu_s": cpu_s, "cpu_us_per_job": per_job_us(cpu_s, jobs), "user_s": user_s, "system_s": system_s,
             "user_us_per_job": per_job_us(user_s, jobs), "system_us_per_job": per_job_us(system_s, jobs),
             "harness_cpu_mean_pct": round(mean_pct, 2) if mean_pct is not None else None,
-            "harness_cpu_max_pct": summary["harness_cpu_max_pct"],
-            "suspect": summary["suspect"], "suspect_reasons": summary["suspect_reasons"],
-            "complete": summary["complete"], "problems": run_problems(summary)}
+            **{k: summary[k] for k in ("harness_cpu_max_pct", "suspect", "suspect_reasons", "complete")},
+            "problems": run_problems(summary)}
+
+
+def per_job(figures: dict, jobs: int) -> dict:
+    """``cpu_us_per_job``, ``user_us_per_job``, ``system_us_per_job``: ``figures``' ``cpu_s``, ``user_s``,
+    ``system_s`` over ``jobs`` jobs, in µs (:func:`per_job_us`)."""
+    return {f"{part}_us_per_job": per_job_us(figures[f"{part}_s"], jobs) for part in ("cpu", "user", "system")}
 
 
 def summary_line(ratios: list[float], left_out: int) -> str:
     """:data:`SUMMARY_FORMAT` filled from the kept pairs' ``ratios`` (``n/a`` when none was kept)."""
-    if not ratios:
-        return SUMMARY_FORMAT.format(median="n/a", min="n/a", max="n/a", kept=0, left_out=left_out)
-    return SUMMARY_FORMAT.format(median=f"{statistics.median(ratios):.2f}", min=f"{min(ratios):.2f}",
-                                 max=f"{max(ratios):.2f}", kept=len(ratios), left_out=left_out)
-
-
-def monitor_during(make_monitor: Callable[[], Any], spawn: Callable[..., list],
-                   stats_taken: list) -> Callable[[Callable[[], float], int], Callable[[], None]]:
-    """``during`` for a native client's run: the runner's monitor (``make_monitor()``, started with ``spawn``) on
-    its own connections; appends ``(unix time, lock_waiters)`` per sample to ``stats_taken``."""
-    def start(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
-        monitor = make_monitor()
-        started = time.time() - now_s()
-
-        def note(k: int, values: dict) -> None:
-            if "lock_waiters" in values:
-                stats_taken.append((started + k, values["lock_waiters"]))
-
-        greenlets = spawn(monitor, now_s, n_seconds, note)
-
-        def stop() -> None:
-            gevent.killall(greenlets)
-            monitor.close()
-        return stop
-    return start
+    low, mid, high = (f"{f(ratios):.2f}" if ratios else "n/a" for f in (min, statistics.median, max))
+    return SUMMARY_FORMAT.format(median=mid, min=low, max=high, kept=len(ratios), left_out=left_out)
 
 
 def with_swarm_side(entry: dict, native_rate: float | None, cfg, dsn: str, cal_dir: Path, log) -> dict:
@@ -113,15 +256,16 @@ def with_swarm_side(entry: dict, native_rate: float | None, cfg, dsn: str, cal_d
     return {**entry, "queue_bench": qb, "ratio": ratio, "problems": problems}
 
 
-def _fmt(value: float | None, spec: str) -> str:
+def shown(value: float | None, spec: str) -> str:
+    """``value`` formatted by ``spec``; ``-`` when it is None."""
     return "-" if value is None else format(value, spec)
 
 
 def swarm_text(qb: dict, ratio: float | None, native_name: str, native_cpu_us: float | None) -> str:
     """One try's queue-bench side as printed (``-`` for a missing figure; ``qb`` {} when it did not run)."""
-    return (f"queue-bench {_fmt(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {_fmt(ratio, '.2f')}; "
-            f"CPU per job {native_name} {_fmt(native_cpu_us, '.1f')} µs, "
-            f"harness {_fmt(qb.get('cpu_us_per_job'), '.1f')} µs")
+    return (f"queue-bench {shown(qb.get('jobs_per_s'), ',.1f')} jobs/s, ratio {shown(ratio, '.2f')}; "
+            f"CPU per job {native_name} {shown(native_cpu_us, '.1f')} µs, "
+            f"harness {shown(qb.get('cpu_us_per_job'), '.1f')} µs")
 
 
 def not_kept(problems: list[str]) -> str:
@@ -135,44 +279,31 @@ def stop_if_interrupted(qb: dict) -> None:
         raise KeyboardInterrupt
 
 
-def run_pairs(figures: dict, pairs: int, run_pair: Callable[[str], dict], native: Native, log) -> None:
-    """Run ``pairs`` pairs, each up to 1 + :data:`RETRIES_PER_PAIR` times until a try has no problem, into
-    ``figures["pairs"]``. ``run_pair(label)`` returns one try's entry (``native.key``, ``queue_bench``,
-    ``ratio``, ``problems``). Raises KeyboardInterrupt when a queue-bench run was interrupted."""
-    for i in range(1, pairs + 1):
-        attempts = []
-        for attempt in range(1 + RETRIES_PER_PAIR):
-            result = run_pair(f"pair{i}-try{attempt + 1}")
-            attempts.append(result)
-            nat, qb = result[native.key], result["queue_bench"] or {}
-            log(f"pair {i}{f' (try {attempt + 1})' if attempt else ''}: {native.name} "
-                f"{nat[native.rate_key]:,.1f} {native.rate_unit}, "
-                + swarm_text(qb, result["ratio"], native.name, nat["cpu_us_per_job"]) + not_kept(result["problems"]))
-            stop_if_interrupted(qb)
-            if not result["problems"]:
-                break
-        kept = not attempts[-1]["problems"]
-        figures["pairs"].append({"pair": i, "kept": kept, "ratio": attempts[-1]["ratio"] if kept else None,
-                                 "attempts": attempts})
-        if not kept:
-            log(f"pair {i}: left out after {len(attempts)} tries")
-
-
-def cpu_per_job(kept: list[dict], native: Native) -> dict:
-    """CPU µs per job of each side over the ``kept`` pairs' tries (total, user, system): ``{native.key,
-    "harness", "harness_over_<native.key>", "<native.key>_user", "<native.key>_system", "harness_user",
-    "harness_system"}``; None when no try was kept or a side lacks jobs or a CPU reading."""
+def cpu_per_job(kept: list[dict], key: str, jobs_key: str) -> dict:
+    """CPU µs per job of each side over the ``kept`` pairs' tries (total, user, system), the native side's under
+    ``key`` over its ``jobs_key`` jobs: ``{key, "harness", "harness_over_<key>", "<key>_user", "<key>_system",
+    "harness_user", "harness_system"}``; None when no try was kept or a side lacks jobs or a CPU reading."""
     cpu = {}
-    for side, jobs_key in ((native.key, native.jobs_key), ("queue_bench", "jobs_completed")):
-        jobs = sum(r[side][jobs_key] for r in kept)
+    for side, jobs_of in ((key, jobs_key), ("queue_bench", "jobs_completed")):
+        jobs = sum(r[side][jobs_of] for r in kept)
         for part in ("cpu", "user", "system"):
             seconds = [r[side].get(f"{part}_s") for r in kept]
             cpu[side, part] = 1e6 * sum(seconds) / jobs if kept and jobs and None not in seconds else None
-    return {native.key: cpu[native.key, "cpu"], "harness": cpu["queue_bench", "cpu"],
-            f"harness_over_{native.key}": (cpu["queue_bench", "cpu"] / cpu[native.key, "cpu"])
-            if cpu[native.key, "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
-            f"{native.key}_user": cpu[native.key, "user"], f"{native.key}_system": cpu[native.key, "system"],
+    return {key: cpu[key, "cpu"], "harness": cpu["queue_bench", "cpu"],
+            f"harness_over_{key}": (cpu["queue_bench", "cpu"] / cpu[key, "cpu"])
+            if cpu[key, "cpu"] and cpu["queue_bench", "cpu"] is not None else None,
+            f"{key}_user": cpu[key, "user"], f"{key}_system": cpu[key, "system"],
             "harness_user": cpu["queue_bench", "user"], "harness_system": cpu["queue_bench", "system"]}
+
+
+def cpu_text(c: dict, native: Native) -> tuple[str, str]:
+    """:func:`cpu_per_job`'s figures ``c`` as printed: both sides' totals with the harness's multiple of the native
+    client's and the goal; their user / system split."""
+    k, name = native.key, native.name
+    return (f"{name} {shown(c[k], '.1f')} µs, harness {shown(c['harness'], '.1f')} µs "
+            f"({shown(c[f'harness_over_{k}'], '.2f')} × {name}; goal <= {GOAL_CPU_FACTOR:g} ×)",
+            f"{name} {shown(c[f'{k}_user'], '.1f')} / {shown(c[f'{k}_system'], '.1f')} µs, "
+            f"harness {shown(c['harness_user'], '.1f')} / {shown(c['harness_system'], '.1f')} µs")
 
 
 def ratio_figures(ratios: list[float], left_out: int) -> dict:
@@ -183,26 +314,23 @@ def ratio_figures(ratios: list[float], left_out: int) -> dict:
             "pairs_kept": len(ratios), "pairs_left_out": left_out}
 
 
-def finish(figures: dict, cal_dir: Path, log, native: Native) -> None:
-    """Summary figures over the kept pairs, the summary line, and calibration.json."""
+def _finish(figures: dict, cal_dir: Path, log, native: Native) -> None:
+    """Summary figures over the kept pairs, the CPU and summary lines, and calibration.json."""
     kept = [p["attempts"][-1] for p in figures["pairs"] if p["kept"]]
     ratios = [r["ratio"] for r in kept]
     left_out = sum(1 for p in figures["pairs"] if not p["kept"])
-    line = summary_line(ratios, left_out)
-    figures.update({
-        **ratio_figures(ratios, left_out),
-        "cpu_us_per_job": cpu_per_job(kept, native),
-        "cores": psutil.cpu_count(),
-        "summary_line": line,
-    })
+    figures.update({**ratio_figures(ratios, left_out), "cpu_us_per_job": cpu_per_job(kept, native.key, native.jobs_key),
+                    "cores": psutil.cpu_count(), "summary_line": summary_line(ratios, left_out)})
+    total, split = cpu_text(figures["cpu_us_per_job"], native)
+    log(f"CPU per job {native.cpu_window.format(measured_s=figures['measured_s'])}: {total}; "
+        f"{figures['cores']} cores shared with the server")
+    log(f"of which user / system time: {split}")
+    write_calibration(figures, cal_dir, log)
+    log(figures["summary_line"])
+
+
+def write_calibration(figures: dict, cal_dir: Path, log) -> None:
+    """``cal_dir/calibration.json`` (``figures``, stamped), and the line naming it."""
     cal_dir.mkdir(parents=True, exist_ok=True)
     (cal_dir / "calibration.json").write_text(json.dumps(stamped(figures), indent=2) + "\n")
-    c = figures["cpu_us_per_job"]
-    k, name = native.key, native.name
-    log(f"CPU per job {native.cpu_window.format(measured_s=figures['measured_s'])}: {name} {_fmt(c[k], '.1f')} µs, "
-        f"harness {_fmt(c['harness'], '.1f')} µs ({_fmt(c[f'harness_over_{k}'], '.2f')} × {name}; "
-        f"goal <= {GOAL_CPU_FACTOR:g} ×); {figures['cores']} cores shared with the server")
-    log(f"of which user / system time: {name} {_fmt(c[f'{k}_user'], '.1f')} / {_fmt(c[f'{k}_system'], '.1f')} µs, "
-        f"harness {_fmt(c['harness_user'], '.1f')} / {_fmt(c['harness_system'], '.1f')} µs")
     log(f"calibration: {(cal_dir / 'calibration.json').resolve()}")
-    log(line)

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from bench.cli.checks import check_results_dir, chosen_dsn
+from bench.cli.database import check_room, database, render_run
 from bench.cli.run_options import DSN_SCHEMES, add_database_options
 from bench.config.run_config import build_config
 from bench.engines import get_engine
@@ -38,7 +39,6 @@ def add_parser(sub) -> None:
 
 def experiments_command(args: argparse.Namespace) -> int:
     """Validate the selection, start or reuse the database, run the catalogue, render the page."""
-    from bench.cli.main import _database, _finish_first  # here: bench.cli.main imports this module (a cycle)
     from bench.experiments.catalogue import load_catalogue  # here: pandas and scipy (~1 s), not for --help
 
     dsn_given = chosen_dsn(args.dsn)
@@ -51,26 +51,17 @@ def experiments_command(args: argparse.Namespace) -> int:
 
     from bench.experiments.driver import run_catalogue  # here, after the checks: Locust (~1 s)
     from bench.report.experiments_page import render_experiments_page  # here: matplotlib (~1 s)
-    from bench.report.run_page import render_report  # here: matplotlib
 
     engine = get_engine(base.engine)
-    database, _ = _database(dsn_given, args.allow_remote, connections, base.engine)
-    with database as dsn:
-        conn = engine.connect(dsn, "queue-bench experiments")
-        try:  # every run must be able to start: refuse before anything is created
-            engine.check_schema(conn, base.schema, connections)
-        finally:
-            conn.close()
+    context, _ = database(dsn_given, args.allow_remote, connections, base.engine)
+    with context as dsn:
+        check_room(engine, dsn, base.schema, connections, "queue-bench experiments")  # before anything is created
 
         def probe(kind: str) -> dict:
             run_probe = getattr(engine, f"{kind}_probe", None)
             if run_probe is None:
                 return {"not_applicable": f"the {base.engine} engine has no {kind} probe"}
             return run_probe(dsn, base.schema)
-
-        def render_run(run_dir: Path) -> None:
-            with _finish_first("writing the run's report first"):
-                render_report(run_dir)
 
         catalogue_dir = run_catalogue(experiments, dsn, base.engine, Path(args.results), probe_runner=probe,
                                       fresh=args.fresh, on_run=render_run)

@@ -14,12 +14,13 @@ from bench import __version__
 from bench.config.lookup import how_given
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
-from bench.engines import capabilities, embedded_server, get_engine
+from bench.engines import capabilities, get_engine
 from bench.gevent_patch import patch
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
                           exit_status, first_status)
 from bench.cli.checks import bad_input as _bad, check_loopback, check_results_dir, chosen_dsn
+from bench.cli.database import check_room, database as _database, finish_first as _finish_first, render_run
 from bench.cli.compare import add_parser as _add_compare
 from bench.cli.run_options import ALLOW_REMOTE_HELP, add_database_options, add_run_options, switch_message
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
@@ -172,27 +173,6 @@ def _overrides(args: argparse.Namespace) -> dict:
     return given
 
 
-@contextlib.contextmanager
-def _finish_first(what: str):
-    """Within the block Ctrl-C / SIGTERM print ``what`` and are ignored (the run's files are being written)."""
-    handlers = {sig: signal.signal(sig, lambda *_: sys.stderr.write(f"qbench: {what}\n"))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-
-
-def _database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres"):
-    """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
-    server with ``connections`` + 20 ``max_connections``."""
-    check_loopback(dsn, allow_remote)
-    if dsn:
-        return contextlib.nullcontext(dsn), False
-    return embedded_server(engine, connections + 20), True
-
-
 def _sweep(args: argparse.Namespace) -> int:
     reps = None
     if args.repetitions is not None:
@@ -212,18 +192,8 @@ def _sweep(args: argparse.Namespace) -> int:
         for name, given in engines.items():
             database, _ = _database(given, args.allow_remote, sweep.max_connections(), name)
             dsns[name] = stack.enter_context(database)
-            engine = get_engine(name)
-            conn = engine.connect(dsns[name], "queue-bench sweep")
-            try:  # every cell must be able to run: refuse before anything is created
-                engine.check_schema(conn, sweep.base.schema, sweep.max_connections())
-            finally:
-                conn.close()
-        from bench.report.run_page import render_report  # here: matplotlib (~1 s)
-
-        def render_run(run_dir):
-            with _finish_first("writing the run's report first"):
-                render_report(run_dir)
-
+            # every cell must be able to run: refuse before anything is created
+            check_room(get_engine(name), dsns[name], sweep.base.schema, sweep.max_connections(), "queue-bench sweep")
         sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run)
     from bench.report.sweep_page import render_sweep_report  # here: matplotlib (~1 s)
 
@@ -249,11 +219,11 @@ def _capacity(args: argparse.Namespace) -> int:
         raise ConfigError("RATE_START", f"{args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
     # The first step's rate stands in for RATE, so rules that need arrivals (a pickup SLO) hold.
     cfg = build_config(_workload(args), {**overrides, "rate": repr(start_rate)}, dsn=chosen_dsn(args.dsn))
-    return capacity_command(args, cfg, _database)
+    return capacity_command(args, cfg)
 
 
 def _plan(args: argparse.Namespace) -> int:
-    return plan_command(args, _overrides(args), _workload(args), chosen_dsn(args.dsn), _database, check_results_dir)
+    return plan_command(args, _overrides(args), _workload(args), chosen_dsn(args.dsn))
 
 
 def _add_run_commands(sub) -> None:

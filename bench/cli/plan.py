@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime as dt
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from bench.cli.checks import check_results_dir
+from bench.cli.database import check_room, database, step_runner
 from bench.cli.run_options import add_run_options
 from bench.config.choices import MAX_WORKERS
 from bench.config.run_config import RunConfig, build_config, mask_dsn
@@ -20,7 +21,7 @@ from bench.errors import ConfigError, exit_status
 from bench.plan.planner import Design, Planner, least_workers
 from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, SET_BY_PLAN, STEP_DURATION, STEP_WARMUP,
                                 candidates, plan_options, varied)
-from bench.results.model import read_result
+from bench.results.model import newest_unfinished, read_result, utc_stamp
 from bench.sweep.capacity_search import SearchStopped
 
 
@@ -65,18 +66,6 @@ def _label(design: dict[str, Any], keys: list[str]) -> str:
     return ", ".join(f"{k.upper()}={design[k]}" for k in keys) or "the design"
 
 
-def _resumable(plans_dir: Path, inputs: dict[str, Any]) -> Path | None:
-    """The newest unfinished plan directory with the same inputs, or None."""
-    for directory in sorted(plans_dir.glob("*/"), reverse=True):
-        try:
-            state = read_result(directory / "plan.json")
-        except Exception:  # noqa: BLE001 - a directory that is not a plan's is not resumed
-            continue
-        if not state.get("complete") and state.get("inputs") == inputs:
-            return directory
-    return None
-
-
 @dataclasses.dataclass
 class _Checked:
     """A plan's inputs, every one checked before anything is created."""
@@ -91,8 +80,7 @@ class _Checked:
     done: dict[str, str]
 
 
-def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
-           check_results_dir) -> _Checked:
+def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None) -> _Checked:
     """Every input of ``qbench plan`` checked (ConfigError) and the plan directory chosen (an unfinished one with
     the same inputs unless ``--fresh``)."""
     options = plan_options({p.key: getattr(args, p.key) for p in PLAN_OPTIONS})
@@ -123,50 +111,35 @@ def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, d
               "options": {"max_workers": options.max_workers, "repetitions": options.repetitions,
                           "confirm_s": options.confirm_s}}
     plans_dir = Path(first.results) / "plans"
-    out_dir = None if args.fresh else _resumable(plans_dir, inputs)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = out_dir or plans_dir / f"{stamp}-rate{first.rate:g}-{len(designs)}design{'s' if len(designs) > 1 else ''}"
+    out_dir = None if args.fresh else newest_unfinished(plans_dir, "*/plan.json", lambda s: s.get("inputs") == inputs)
+    out_dir = out_dir or plans_dir / f"{utc_stamp()}-rate{first.rate:g}-{len(designs)}design{'s' if len(designs) > 1 else ''}"
     done = read_result(out_dir / "plan.json")["runs"] if (out_dir / "plan.json").is_file() else {}
     return _Checked(designs, first.rate, options, first, most, inputs, out_dir, done)
 
 
-def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None,
-                 database: Callable[[str | None, bool, int, str], Any], check_results_dir) -> int:
-    """Run ``qbench plan``; ``database(dsn, allow_remote, connections, engine)`` is the CLI's database context."""
-    c = _check(args, overrides, workload, dsn, check_results_dir)
-    from bench import runner  # here, after the checks: Locust takes ~1 s, which a refusal does not pay
-    from bench.report.plan_page import render_plan  # here: matplotlib (~1 s), likewise
-    from bench.report.run_page import render_report  # here: matplotlib
-
+def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: str, dsn: str | None) -> int:
+    """Run ``qbench plan``."""
+    c = _check(args, overrides, workload, dsn)
+    from bench.report.plan_page import render_plan  # here, after the checks: matplotlib (~1 s)
 
     engine, overhead, most = get_engine(c.first.engine), c.first.connections_needed() - c.first.workers, c.most
     context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine)
     with context as db_dsn:
         if c.first.dsn:
-            conn = engine.connect(db_dsn, "queue-bench plan")
-            try:
-                free = engine.check_schema(conn, c.first.schema, 0)["available"] - overhead
-            finally:
-                conn.close()
+            free = check_room(engine, db_dsn, c.first.schema, 0, "queue-bench plan")["available"] - overhead
             if c.options.max_workers is not None and c.options.max_workers > free:
                 raise ConfigError("PLAN_MAX_WORKERS", f"{c.options.max_workers} workers need more connections than the "
                                                       f"server has free ({free} beside the run's own {overhead}); "
                                                       f"allowed: at most {max(free, 1)}, or leave it out")
             most = max(1, min(most, free))
         state_schema = engine.state_schema_for(c.first.schema)
-
-        def run_step(cfg: RunConfig) -> Path:
-            run_dir = runner.run(_in(cfg, c.out_dir / "runs"), db_dsn, log=lambda line: None, embedded=embedded,
-                                 state_schema=state_schema)
-            render_report(run_dir)
-            return run_dir
-
         n = len(c.designs)
         print(f"capacity plan for {c.rate:g} jobs/s under SLO {c.first.slo}, {n} design{'s' if n > 1 else ''}, up to "
               f"{most} workers, {c.options.repetitions} repetition{'s' if c.options.repetitions > 1 else ''} per step "
               f"-> {c.out_dir}")
         try:
-            state = Planner(c.designs, c.rate, c.options, most_workers=most, run=run_step, out_dir=c.out_dir,
+            state = Planner(c.designs, c.rate, c.options, most_workers=most,
+                            run=step_runner(c.out_dir, db_dsn, state_schema, embedded), out_dir=c.out_dir,
                             inputs=c.inputs, done=c.done).run()
         except (KeyboardInterrupt, SearchStopped) as err:
             sys.stderr.write(f"qbench: {'plan interrupted' if isinstance(err, KeyboardInterrupt) else err}; what was "
@@ -185,6 +158,3 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
     print(f"report: {page.resolve()}")
     return answer["exit_status"]
 
-
-def _in(cfg: RunConfig, results: Path) -> RunConfig:
-    return dataclasses.replace(cfg, results=str(results))

@@ -19,6 +19,9 @@ from bench.config.queue_definition import BUILTIN, parse_queue
 from bench.results import slo
 
 
+#: The vacuum parameters on MariaDB: no meaning there.
+_NO_VACUUM = {"engine_values": {"mariadb": ()},
+              "engine_reasons": {"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"}}
 
 _P = Parameter
 PARAMETERS: tuple[Parameter, ...] = (
@@ -253,8 +256,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "(node-postgres's unnamed statements come close). `PLAN_CACHE` other than `auto` is refused with "
                "`PREPARED=0`: it would have no effect. Completions stay prepared"),
     _P("autovacuum", "flag", True, "autovacuum on the tool's queue table; --no-autovacuum: off",
-       group="database", sweep=True, engine_values={"mariadb": ()},
-       engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
+       group="database", sweep=True, **_NO_VACUUM,
        meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
                "each analyze makes the workers plan their claim again"),
@@ -276,8 +278,7 @@ PARAMETERS: tuple[Parameter, ...] = (
        group="database", parse_value=parse_autovacuum_settings, default_text="none (the server's)",
        allowed=f"`name=value,…` or a TOML table; names: {autovacuum_setting_names()} (the `autovacuum_` prefix "
                "optional)",
-       engine_values={"mariadb": ()},
-       engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
+       **_NO_VACUUM,
        meaning="autovacuum storage parameters set on the tool's queue table only (`ALTER TABLE … SET (…)` during "
                "prepare, on each partition with `LAYOUT=partitioned`; not on `jobs_archive`), with the ranges "
                "PostgreSQL accepts (https://www.postgresql.org/docs/current/sql-createtable.html#SQL-CREATETABLE-"
@@ -288,8 +289,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "PostgreSQL's full names; with `AUTOVACUUM=0` refused (nothing would use them)"),
     _P("vacuum_every_s", "number", 0.0, "seconds between plain VACUUMs of the queue table; 0 = never",
        group="database", unit="s", minimum=0.0, maximum=86_400, default_text="0 (never)",
-       engine_values={"mariadb": ()},
-       engine_reasons={"mariadb": "InnoDB has no vacuum: its purge thread removes old row versions"},
+       **_NO_VACUUM,
        meaning="a plain `VACUUM` of the queue table (all its partitions; not `jobs_archive`) every this many "
                "seconds after the previous pass ended, on a connection of its own in the master process, "
                "whatever autovacuum does (FR-12). Each pass's duration "

@@ -250,19 +250,18 @@ def _statements(data: dict, defn: str, generated: set[str]) -> dict[str, str]:
 def _columns_and_predicates(data: dict, defn: str) -> tuple[dict, dict]:
     """The ``[columns]`` (``id``, ``eligible_at`` required) and ``[predicates]`` (``eligible``, ``done``
     required, without parameters), as text."""
-    columns = _only(data.get("columns", {}), COLUMNS, defn, "columns")
-    for key in ("id", "eligible_at"):
-        _text(columns, key, defn, "columns.", required=True)
-    for key in columns:
-        _text(columns, key, defn, "columns.", required=False)
-    predicates = _only(data.get("predicates", {}), PREDICATES, defn, "predicates")
-    for key in ("eligible", "done"):
-        _text(predicates, key, defn, "predicates.", required=True)
-    for key in predicates:
-        _text(predicates, key, defn, "predicates.", required=False)
-        if scan_parameters(predicates[key]):
-            raise _fail(defn, f"predicates.{key} uses a :parameter", "a condition on the table's columns")
-    return columns, predicates
+    tables = []
+    for part, allowed, required in (("columns", COLUMNS, ("id", "eligible_at")),
+                                    ("predicates", PREDICATES, ("eligible", "done"))):
+        table = _only(data.get(part, {}), allowed, defn, part)
+        for key in required:
+            _text(table, key, defn, f"{part}.", required=True)
+        for key in table:
+            _text(table, key, defn, f"{part}.", required=False)
+            if part == "predicates" and scan_parameters(table[key]):
+                raise _fail(defn, f"predicates.{key} uses a :parameter", "a condition on the table's columns")
+        tables.append(table)
+    return tables[0], tables[1]
 
 
 def _indexes(data: dict, defn: str) -> tuple[dict[str, str], str | None]:

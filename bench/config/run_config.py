@@ -111,27 +111,20 @@ def _clip_windows(values: dict[str, Any]) -> list[str]:
     (in ``values``); returns a note per clipped window."""
     duration = values["duration_s"]
     notes = []
-    faults = []
-    for f in values["faults"]:
-        label = f"{f.kind}@{f.start_s:g}-{f.end_s:g}"
-        if f.start_s >= duration:
-            raise ConfigError("FAULTS", f"window {label} starts at or after the end of the measured window "
-                                        f"(DURATION {duration:g}s), so it would never open; allowed: start < {duration:g}")
-        if f.end_s > duration:
-            notes.append(f"fault window {label} was clipped to end at {duration:g} s, the end of the measured window")
-            f = dataclasses.replace(f, end_s=duration)
-        faults.append(f)
-    bursts = []
-    for start, end, rate in values["bursts"]:
-        label = f"{start:g}-{end:g}@{rate:g}"
+
+    def clipped(param: str, what: str, label: str, start: float, end: float) -> float:
         if start >= duration:
-            raise ConfigError("BURSTS", f"window {label} starts at or after the end of the measured window "
-                                        f"(DURATION {duration:g}s), so it would never open; allowed: start < {duration:g}")
+            raise ConfigError(param, f"window {label} starts at or after the end of the measured window "
+                                     f"(DURATION {duration:g}s), so it would never open; allowed: start < {duration:g}")
         if end > duration:
-            notes.append(f"burst {label} was clipped to end at {duration:g} s, the end of the measured window")
-            end = duration
-        bursts.append((start, end, rate))
-    values["faults"], values["bursts"] = tuple(faults), tuple(bursts)
+            notes.append(f"{what} {label} was clipped to end at {duration:g} s, the end of the measured window")
+        return min(end, duration)
+
+    values["faults"] = tuple(dataclasses.replace(f, end_s=clipped("FAULTS", "fault window", f"{f.kind}@{f.start_s:g}-"
+                                                                  f"{f.end_s:g}", f.start_s, f.end_s))
+                             for f in values["faults"])
+    values["bursts"] = tuple((start, clipped("BURSTS", "burst", f"{start:g}-{end:g}@{rate:g}", start, end), rate)
+                             for start, end, rate in values["bursts"])
     return notes
 
 

@@ -74,24 +74,15 @@ def replace_locking(text: str, clause: str) -> str:
 def scan_parameters(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, name)`` of each ``:name`` in ``text`` (offsets, colon included), skipping ``::`` casts and
     what :func:`skip_quoted` skips."""
-    found = []
-    i, n = 0, len(text)
-    while i < n:
-        after = skip_quoted(text, i)
-        if after is not None:
-            i = after
-        elif text[i] == ":":
-            if i + 1 < n and text[i + 1] == ":":
-                i += 2
-                continue
-            m = re.match(r":([A-Za-z_][A-Za-z0-9_]*)", text[i:])
-            if m:
-                found.append((i, i + len(m.group(0)), m.group(1)))
-                i += len(m.group(0))
-            else:
-                i += 1
-        else:
-            i += 1
+    found, past = [], 0  # past: the end of the last cast or parameter, whose colons are not others
+    for i in outside_quotes(text, ":"):
+        if i < past:
+            continue
+        if text.startswith("::", i):
+            past = i + 2
+        elif m := re.match(r":([A-Za-z_][A-Za-z0-9_]*)", text[i:]):
+            found.append((i, i + len(m.group(0)), m.group(1)))
+            past = i + len(m.group(0))
     return found
 
 

@@ -1,10 +1,5 @@
-"""``bench.engines``: the database engines behind one interface (:mod:`bench.engines.base`).
-
-:func:`get_engine` is how the run and the sweep driver reach an engine; :func:`capabilities`,
-:func:`embedded_server` and :func:`non_loopback_host` are what a command or the configuration asks of
-an engine by its name. Only the engine's own package imports its driver (see docs/architecture.md);
-an engine's package ``__init__`` (its ``CAPABILITIES``) imports none.
-"""
+"""The database engines behind one interface (:mod:`bench.engines.base`), reached by name: :func:`get_engine`,
+:func:`capabilities`, :func:`embedded_server`, :func:`non_loopback_host`."""
 
 from __future__ import annotations
 
@@ -25,27 +20,23 @@ def _module(name: str, module: str = ""):
 
 
 def capabilities(name: str):
-    """The :class:`bench.engines.base.Capabilities` of engine ``name`` (no driver imported).
-    Raises ConfigError (``ENGINE``) for an unknown name."""
+    """Engine ``name``'s Capabilities (no driver imported). Raises ConfigError (``ENGINE``)."""
     return _module(name).CAPABILITIES
 
 
 def get_engine(name: str = "postgres"):
-    """The :class:`bench.engines.base.Engine` called ``name``. Imported on first use (with its driver), after
-    the entry point has applied gevent's monkey-patching (:mod:`bench.gevent_patch`). Raises ConfigError
-    (``ENGINE``) for an unknown name."""
+    """The Engine called ``name``, imported with its driver on first use (after gevent's patching). Raises
+    ConfigError (``ENGINE``)."""
     return _module(name, "engine").ENGINE
 
 
 def embedded_server(name: str, max_connections: int):
-    """The context manager of engine ``name``'s throwaway server (yields its DSN), with
-    ``max_connections`` (:mod:`bench.engines.embedded_base`)."""
+    """Engine ``name``'s throwaway server, a context manager yielding its DSN."""
     return _module(name, "embedded").embedded_server(max_connections=max_connections)
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:
-    """The host ``dsn`` (a DSN of engine ``name``) would load that is not this machine, or None;
-    parsed, never connected. Raises ConfigError (``DSN``) when it cannot be parsed."""
+    """The host ``dsn`` would load that is not this machine, or None (parsed only). Raises ConfigError (``DSN``)."""
     return _module(name, "dsn").non_loopback_host(dsn)
 
 
@@ -53,10 +44,8 @@ _DEFINED: dict = {}
 
 
 def engine_for(cfg):
-    """The :class:`bench.engines.base.Engine` a run of ``cfg`` (a RunConfig) uses: the engine of
-    ``cfg.engine`` for ``QUEUE=builtin``, else the queue definition's
-    (:class:`bench.engines.postgres.defined_engine.DefinedQueueEngine`, one per definition and process).
-    Raises ConfigError (``ENGINE``, ``QUEUE``)."""
+    """The Engine a run of ``cfg`` uses: ``cfg.engine``'s for ``QUEUE=builtin``, else a DefinedQueueEngine (one
+    per definition and process). Raises ConfigError (``ENGINE``, ``QUEUE``)."""
     if is_builtin(cfg.queue):
         return get_engine(cfg.engine)
     defined = _module("postgres", "defined_engine")  # through _module, as every engine module

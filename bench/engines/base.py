@@ -1,17 +1,5 @@
-"""What a run asks of a database engine: the :class:`Engine` interface, its :class:`Capabilities`,
-and the sessions of workers and producers.
-
-``bench.load`` (the Locust users) talks to the database only through the session ``Protocol``s
-and exceptions here; :mod:`bench.runner` and the sweep driver only through :class:`Engine`
-(:func:`bench.engines.get_engine`). A driver is imported only under ``bench/engines/<name>/``
-(``tests/test_layers.py``). PostgreSQL is the first implementation
-(:mod:`bench.engines.postgres.engine`).
-
-Errors: every database error a session raises is an :class:`EngineError` whose
-``kind`` is what the error counters are keyed by (a SQLSTATE such as ``57P01``, or a
-named kind such as ``connection_lost``) and whose ``lost`` says the connection is
-gone (the user opens a new one).
-"""
+"""What a run asks of a database engine: the :class:`Engine` interface, its :class:`Capabilities`, and the
+worker and producer sessions the load layer uses (the layering: docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -27,18 +15,15 @@ from bench.errors import RunFailed
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
            "ProducerSession", "SessionFactory", "Sessions", "WorkerSession"]
 
-#: One claimed job as a worker holds it: (id, attempt token, pickup µs, attempts,
-#: lease_until, claimed_at); the last two are database epoch seconds (for the claim log). Pickup is
-#: None when the claim cannot tell it (a queue definition whose claim does not return its eligible time).
+#: One claimed job: (id, attempt token, pickup µs or None when the claim cannot tell it, attempts,
+#: lease_until, claimed_at), the last two database epoch seconds.
 ClaimedRow = tuple[int, int, int | None, int, float, float]
 
 
 class EngineError(RunFailed):
-    """A database error seen by a session.
-
-    ``kind``: the error counter key (SQLSTATE or a named kind); ``lost``: the
-    session's connection is broken; the message is the database's first line.
-    """
+    """A database error seen by a session: ``kind`` the error counter key (a SQLSTATE such as ``57P01``, or a
+    named kind such as ``connection_lost``), ``lost`` the connection is broken; the message is the database's
+    first line."""
 
     def __init__(self, kind: str, message: str, *, lost: bool = False):
         super().__init__(message)
@@ -55,11 +40,8 @@ class ConnectFailed(EngineError):
 
 
 class WorkerSession(Protocol):
-    """One worker's own connection, with its claim, completion and failure statements.
-
-    In ``TXN=hold`` mode the worker brackets claim … complete with :meth:`begin` and
-    :meth:`commit`; otherwise each statement is its own transaction.
-    """
+    """One worker's own connection: claim, completion, failure; with ``TXN=hold`` bracketed by :meth:`begin`
+    and :meth:`commit`, otherwise each statement its own transaction."""
 
     @property
     def broken(self) -> bool:
@@ -70,17 +52,15 @@ class WorkerSession(Protocol):
         """True while a transaction is open (or failed) on the connection."""
 
     def claim(self) -> list[ClaimedRow]:
-        """Claim up to the run's batch of eligible jobs; [] when none is eligible.
-
-        Raises :class:`LockNotAvailable` (NOWAIT met a locked row) or :class:`EngineError`."""
+        """Up to the run's batch of eligible jobs, [] when none. Raises :class:`LockNotAvailable` or
+        :class:`EngineError`."""
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
-        """Complete ``[(id, token)]``; return the ids whose completion was applied
-        (a job whose token moved on, its lease expired and re-claimed, is not)."""
+        """Complete ``[(id, token)]``; the ids applied (not those whose token moved on)."""
 
     def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
-        """Report a failed attempt: the job's new status (``pending`` for a retry after
-        ``retry_delay_s``, ``dead`` past its attempts), or None when the token moved on."""
+        """A failed attempt: the new status (``pending``, retried after ``retry_delay_s``; ``dead`` past its
+        attempts), or None when the token moved on."""
 
     def begin(self) -> None:
         """Open a transaction (``TXN=hold``)."""
@@ -92,15 +72,11 @@ class WorkerSession(Protocol):
         """Roll back the open transaction, if any; never raises."""
 
     def wait_for_work(self, timeout_s: float) -> bool:
-        """After a claim that found nothing: wait up to ``timeout_s`` seconds (``POLL_MS``) for new
-        work, yielding to the other greenlets. With ``WAKEUP=notify`` the wait ends as soon as a
-        notification from a producer's committed insert arrives (True; also when one came while the
-        worker was busy); otherwise it sleeps the whole time (False). Raises :class:`EngineError`
-        when the connection is lost while waiting."""
+        """Wait up to ``timeout_s`` seconds for work, yielding to other greenlets: True when a notification
+        came (``WAKEUP=notify``), False after sleeping it all. Raises :class:`EngineError` (connection lost)."""
 
     def plan_counts(self) -> dict[str, int] | None:
-        """How this session planned its claim so far: ``{"generic_plans", "custom_plans"}``,
-        or None when the claim is not a prepared statement."""
+        """``{"generic_plans", "custom_plans"}`` of this session's claim; None when not prepared."""
 
     def explain_claim(self, timeout_ms: int) -> str:
         """The plan of the claim as this session runs it, executed and rolled back (text)."""
@@ -133,9 +109,7 @@ class SessionFactory(Protocol):
         """A new session for producer ``name``. Raises :class:`ConnectFailed`."""
 
     def check_cooperative(self) -> str:
-        """The name of the driver's wait function; raises RuntimeError if a wait would block
-        every greenlet of the process (concurrency would be fake)."""
-
+        """The name of the driver's wait function; RuntimeError if a wait would block every greenlet."""
 
 
 class NotCooperativeError(RunFailed):
@@ -143,9 +117,8 @@ class NotCooperativeError(RunFailed):
 
 
 class Sessions:
-    """The :class:`SessionFactory` of one run (``dsn``, ``cfg``): an engine's session classes, each made
-    as ``cls(dsn, cfg, name)``, and its check of the driver's wait (``cooperative() -> name``, RuntimeError
-    when it would block)."""
+    """The :class:`SessionFactory` of one run: session classes made as ``cls(dsn, cfg, name)``, and
+    ``cooperative() -> name`` (RuntimeError when the driver's wait would block)."""
 
     def __init__(self, dsn: str, cfg: Any, worker: type, producer: type, cooperative: Callable[[], str]):
         self.dsn, self.cfg = dsn, cfg
@@ -160,8 +133,7 @@ class Sessions:
         return self.producer(self.dsn, self.cfg, name)
 
     def check_cooperative(self) -> str:
-        """The name of the driver's wait function; :class:`NotCooperativeError` if a wait would block every
-        greenlet of the process."""
+        """The name of the driver's wait function; :class:`NotCooperativeError` if it would block."""
         try:
             return self.cooperative()
         except RuntimeError as err:
@@ -169,14 +141,9 @@ class Sessions:
 
 
 class Engine:
-    """Everything a run asks of a database, for one engine, with the flows every engine shares written
-    here once. An engine (``bench/engines/<name>/engine.py``) is a subclass that gives its modules (the
-    adapter: :attr:`db`, :attr:`plans`, :attr:`probes`, :attr:`faults`), its session classes and its
-    :class:`Capabilities`, and overrides only what differs.
-
-    ``conn`` arguments are the engine's own admin connections (from :meth:`connect`); ``cfg`` is a
-    :class:`bench.config.run_config.RunConfig`. Methods raise ConfigError for what the user must change
-    (one line, exit 2) and one of :attr:`database_errors` when the database fails."""
+    """Everything a run asks of a database, the shared flows written once; an engine subclasses it with its
+    modules, sessions and :class:`Capabilities` (docs/architecture.md). ``conn``: an admin connection
+    (:meth:`connect`); ``cfg``: a RunConfig. Raises ConfigError and :attr:`database_errors`."""
 
     name: str
     capabilities: Capabilities
@@ -216,14 +183,13 @@ class Engine:
         return self.driver.is_alive(conn)
 
     def server_info(self, conn: Any) -> dict:
-        """``server_version`` and the server settings run.json records, and the engine's capabilities
-        (``engine_capabilities``: :meth:`Capabilities.recorded`, what the report reads of them)."""
+        """``server_version``, the server settings run.json records, and ``engine_capabilities``
+        (:meth:`Capabilities.recorded`)."""
         return {**self.db.server_info(conn), "engine_capabilities": self.capabilities.recorded()}
 
     def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
-        """Check the schema is the tool's (or absent) with nothing outside depending on it, lock it for
-        this run on ``conn``, and check the server has ``connections`` free; returns ``{"available",
-        "max_connections", ...}`` (:meth:`bench.engines.ownership.SchemaOwnership.claim`)."""
+        """:meth:`bench.engines.ownership.SchemaOwnership.claim`: checked, locked on ``conn``, ``connections``
+        free; returns ``{"available", "max_connections", ...}``."""
         return self.db.OWNERSHIP.claim(conn, schema, connections)
 
     def check_schema(self, conn: Any, schema: str, connections: int) -> dict:
@@ -241,9 +207,8 @@ class Engine:
     # -- prepare the schema, layouts and index variants; seed
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:
-        """Drop and create the run's schema (layout, index variant), seed history and backlog; returns
-        the seed's figures (``history``, ``backlog``, ``seconds``, ``rows_per_s``, ``index_seconds``,
-        ``vacuum_seconds``)."""
+        """Drop and create the run's schema, seed history and backlog; returns the seed's figures
+        (:class:`bench.engines.common.SeedResult`)."""
         return self.db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
 
     def table_sizes(self, conn: Any, schema: str) -> dict:
@@ -251,8 +216,7 @@ class Engine:
         return self.db.table_sizes(conn, schema)
 
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
-        """Vacuum and analyze counts of the queue table (to diff across the run), or ``{"not_applicable":
-        why}`` on an engine without vacuum."""
+        """Vacuum and analyze counts of the queue table, or ``{"not_applicable": why}``."""
         return {"not_applicable": self.not_measured["autovacuum"]}
 
     def state_schema_for(self, schema: str) -> str:
@@ -265,10 +229,8 @@ class Engine:
                         lambda conn: self.db.OWNERSHIP.drop(conn, schema))
 
     def clean(self, dsn: str, *, dry_run: bool) -> list:
-        """``qbench clean``: every schema on ``dsn`` carrying the tool's mark, as
-        :class:`bench.engines.common.ToolSchema`; each dropped unless ``dry_run``, a run holds it
-        (``in_use``) or objects outside it depend on it (``dependents``). Raises
-        :attr:`database_errors` when the server cannot be reached."""
+        """``qbench clean`` on ``dsn`` (:meth:`bench.engines.ownership.SchemaOwnership.clean`). Raises
+        :attr:`database_errors`."""
         return with_connection(lambda: self.connect(dsn, "queue-bench clean"),
                                lambda conn: self.db.OWNERSHIP.clean(conn, dry_run=dry_run))
 
@@ -287,13 +249,12 @@ class Engine:
         return self.reaper_task(self.connect(dsn, "queue-bench reaper"), cfg.schema, cfg.reaper_interval_s, recorder)
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Any:
-        """A periodic task that moves finished rows to the archive (``LAYOUT=archive``; an engine without it
-        refuses the layout in its capabilities)."""
+        """A periodic task moving finished rows to the archive (``LAYOUT=archive``)."""
         raise NotImplementedError(f"LAYOUT=archive is not built for {self.name}")
 
     def vacuumer(self, dsn: str, cfg: Any, recorder: Any, now_s: Callable[[], float]) -> Any:
-        """A periodic task (``run``, ``stop``, ``conn``) that VACUUMs the queue table every
-        ``cfg.vacuum_every_s`` seconds; ``passes`` holds ``(start_s by now_s(), duration_s)`` of each."""
+        """A periodic task VACUUMing the queue table every ``cfg.vacuum_every_s`` s; ``passes``: ``(start_s,
+        duration_s)``."""
         raise NotImplementedError(f"VACUUM_EVERY_S is not built for {self.name}")
 
     # -- plans and statement statistics
@@ -336,35 +297,27 @@ class Engine:
         raise NotImplementedError
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
-        """``{queue name: jobs done}`` by ``finished_at`` within [``start_unix``, ``end_unix``) (client
-        epoch seconds, moved to the server's clock), for each of the run's queue names
-        (``NAMED_QUEUES``/``TENANTS`` > 1), 0 for a queue with none; read after the load."""
+        """``{queue name: jobs done}`` by ``finished_at`` in [``start_unix``, ``end_unix``) (client epoch
+        seconds, moved to the server's clock), 0 for a queue with none."""
         raise NotImplementedError
 
     # -- probes (the experiments catalogue): each on a throwaway table of its own in the tool's schema
     def offset_lock_probe(self, dsn: str, schema: str) -> dict:
-        """Experiment 4: on ids 1, 2, 3, session A's ``ORDER BY id OFFSET 1 LIMIT 1 FOR UPDATE`` in an open
-        transaction; session B's ``LIMIT 1 FOR UPDATE SKIP LOCKED``; which rows A holds. Returns
-        ``{"offset_returned", "skip_locked_got", "locked_rows" (sorted ids), "method" ("nowait probe" or
-        "pgrowlocks"), "plan"}``, as measured, or ``{"not_applicable": why}``. Raises ConfigError
-        (``SCHEMA``, ``DSN``) and :attr:`database_errors`."""
+        """Experiment 4 (does ``OFFSET`` lock the rows it skips?): ``{"offset_returned", "skip_locked_got",
+        "locked_rows" (sorted ids), "method", "plan"}`` as measured. Raises ConfigError (``SCHEMA``, ``DSN``)
+        and :attr:`database_errors`."""
         return self.probes.offset_lock_probe(dsn, schema)
 
     def subselect_overclaim_probe(self, dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
-        """Experiment 13 (FR-03): on ``rows`` pending rows, the sub-select claim ``UPDATE … WHERE id IN
-        (SELECT … LIMIT limit FOR UPDATE SKIP LOCKED)`` under a forced nested loop, then the tool's own
-        claim, all rolled back. Returns ``{"limit", "subselect_rows", "tool_claim_rows", "plan"}`` as
-        measured; with ``"not_applicable": why`` where the engine refuses the sub-select form. Raises
-        ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` below 1) and
-        :attr:`database_errors`."""
+        """Experiment 13 (FR-03), the sub-select claim against the tool's: ``{"limit", "subselect_rows",
+        "tool_claim_rows", "plan"}`` as measured, with ``"not_applicable"`` where the engine refuses it. Raises
+        ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` < 1), :attr:`database_errors`."""
         return self.probes.subselect_overclaim_probe(dsn, schema, rows, limit)
 
     # -- a queue library's own worker
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
-        """How to start one of a queue library's own worker processes (``LIBRARY_MODE=worker``): its argv and
-        the environment it needs besides this one's (the DSN: never on a command line); None when the
-        queue has no such worker (the built-in queue). The protocol it speaks:
-        :mod:`bench.engines.postgres.library_workers`."""
+        """A queue library's own worker process (``LIBRARY_MODE=worker``): its argv and the environment it adds
+        (the DSN); None without one."""
         return None
 
     # -- fault actions

@@ -12,14 +12,9 @@ from bench.errors import ConfigError
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Capabilities:
-    """What an engine can honour and where it differs, set once per engine (``CAPABILITIES`` in
-    ``bench/engines/<name>/__init__.py``, which imports no driver) and read by the callers instead of
-    the engine's name.
-
-    ``allowed``: for each run parameter the engine restricts (by workload-file key), the values it
-    supports; a parameter not listed is supported with every value the parameter table allows.
-    ``reasons`` says, per key, why (shown in the refusal). The named flags below are recorded in
-    ``run.json`` (:meth:`recorded`), where the report reads them."""
+    """Set once per engine (``CAPABILITIES`` in ``bench/engines/<name>/__init__.py``). ``allowed``: per
+    workload-file key the engine restricts, the values it supports; ``reasons``: why, per key. The named flags
+    are recorded in ``run.json`` (:meth:`recorded`)."""
 
     engine: str
     #: the engine's name as written in prose (``PostgreSQL``)
@@ -28,8 +23,7 @@ class Capabilities:
     reasons: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: the error a NOWAIT claim raises on a locked row (what the report names), e.g. ``55P03``
     nowait_error: str
-    #: old row versions stay in the table as dead tuples until VACUUM removes them (else: an undo
-    #: log the server purges, whose backlog is the history list length)
+    #: old row versions stay in the table as dead tuples until VACUUM (else: an undo log the server purges)
     vacuum: bool
     #: the claim's per-statement statistics are read (pg_stat_statements)
     statement_stats: bool
@@ -41,23 +35,21 @@ class Capabilities:
     calibrator: str
 
     def recorded(self) -> dict:
-        """The named flags as ``run.json`` records them (``engine_capabilities``): a flat dict of
-        booleans and strings, without the parameter table's ``allowed`` and ``reasons``."""
+        """The named flags as ``run.json``'s ``engine_capabilities``: a flat dict of booleans and strings."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("allowed", "reasons")}
 
     @classmethod
     def from_table(cls, engine: str, **flags: Any) -> "Capabilities":
-        """The capabilities the parameter table gives ``engine``
-        (:attr:`bench.config.parameters.Parameter.engine_values`); a parameter with no meaning there
-        allows only :data:`~bench.config.parameters.NOT_APPLICABLE`."""
+        """The capabilities the parameter table gives ``engine`` (``engine_values``; a parameter with no
+        meaning there allows only :data:`~bench.config.parameters.NOT_APPLICABLE`)."""
         allowed = {p.key: (p.engine_values[engine] or (NOT_APPLICABLE,)) for p in PARAMETERS
                    if engine in p.engine_values}
         reasons = {p.key: p.engine_reasons[engine] for p in PARAMETERS if engine in p.engine_reasons}
         return cls(engine=engine, allowed=allowed, reasons=reasons, **flags)
 
     def check(self, config: Mapping[str, Any]) -> None:
-        """Raise ConfigError (the parameter's upper-case name) for the first value in ``config`` (a
-        ``RunConfig.public()`` dict) this engine cannot honour; return None when it can run it."""
+        """Raise ConfigError (the parameter's name) for the first value of ``config`` (``RunConfig.public()``)
+        this engine cannot honour."""
         for key, allowed in self.allowed.items():
             value = config.get(BY_KEY[key].attribute)
             if value not in allowed:

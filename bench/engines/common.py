@@ -1,7 +1,5 @@
-"""What every engine's implementation shares and that needs no driver: the seed's figures, the
-schemas ``qbench clean`` finds, the audit's result, the loop of a periodic task (reaper, mover).
-Engines (``bench/engines/<name>/``) import it; nothing above them does.
-"""
+"""What the engines share without a driver: the seed's figures, the schemas ``qbench clean`` finds, the
+audit's claim counts and result, the loop of a periodic task (reaper, mover, VACUUM)."""
 
 from __future__ import annotations
 
@@ -16,10 +14,21 @@ T = TypeVar("T")
 INVARIANTS = ("double_claims", "lost_jobs", "duplicated_jobs", "over_claims", "stale_completions_applied",
               "double_completions")
 
+#: The audit's claim counts, one row over its claims table (``{claims}``: per claimed job its ``claims`` and
+#: its ``overlapping`` ones) and the jobs table (``{jobs}``), in SQL both engines run: jobs claimed, claimed
+#: more than once, redeliveries, claims under a live lease, claims beyond ``attempts``, and double claims
+#: (per job the larger of those two lower bounds, summed).
+CLAIM_CHECKS = """\
+SELECT COUNT(*), COALESCE(SUM(CASE WHEN claims > 1 THEN 1 ELSE 0 END), 0), COALESCE(SUM(claims - 1), 0),
+       COALESCE(SUM(overlapping), 0), COALESCE(SUM(GREATEST(0, claims - attempts)), 0),
+       COALESCE(SUM(GREATEST(overlapping, claims - attempts)), 0)
+FROM (SELECT c.id, c.claims, c.overlapping, COALESCE(MAX(j.attempts), c.claims) AS attempts
+      FROM {claims} c LEFT JOIN {jobs} j ON j.id = c.id
+      GROUP BY c.id, c.claims, c.overlapping) AS per_job"""
+
 
 def poll_wait(timeout_s: float) -> bool:
-    """:meth:`bench.engines.base.WorkerSession.wait_for_work` of a session that polls: sleep
-    ``timeout_s`` seconds (gevent's sleep, so the other greenlets run) and return False."""
+    """``wait_for_work`` of a session that polls: gevent-sleep ``timeout_s`` seconds; False."""
     gevent.sleep(timeout_s)
     return False
 
@@ -35,10 +44,8 @@ def with_connection(connect: Callable[[], Any], use: Callable[[Any], T]) -> T:
 
 @dataclass
 class ToolSchema:
-    """One schema (a database on MariaDB) carrying the tool's mark, as ``qbench clean`` finds it: its
-    tables, estimated rows and size on disk (bytes: heap, indexes and TOAST on PostgreSQL; data and
-    index length on MariaDB). ``in_use``: a run holds its lock; ``dependents``: objects outside it
-    that depend on it (either leaves it alone)."""
+    """A schema carrying the tool's mark, as ``qbench clean`` finds it: tables, estimated rows, size (bytes);
+    ``in_use`` (a run holds it) or ``dependents`` (outside it) leave it alone."""
 
     name: str
     tables: int
@@ -50,10 +57,8 @@ class ToolSchema:
 
 @dataclass
 class SeedResult:
-    """What an engine's ``prepare`` seeded: row counts and how long each step took (s).
-
-    ``history_source`` is ``"generated"`` or ``"restored from <schema>.<table>"``.
-    """
+    """What ``prepare`` seeded: row counts and each step's seconds; ``history_source`` ``"generated"`` or
+    ``"restored from <schema>.<table>"``."""
 
     history: int
     backlog: int
@@ -74,11 +79,9 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
                  stale_applied: int, double_completions: int, expected: int, missing: int, not_durable: int,
                  lost: int, duplicated: int, over_claims: int, events: int, retry_gaps: list | None,
                  poison: dict, fifo_compared: int, fifo_out_of_order: int) -> dict:
-    """The audit's result from its counts, the same shape on every engine: ``{"invariants" (the
-    :data:`INVARIANTS`), "status_counts", "details", "redeliveries", "retry_gaps",
-    "fifo_out_of_order_share"}``; every count an int (see :mod:`bench.engines.postgres.audit` for
-    what each one counts). ``fifo_out_of_order_share`` is ``fifo_out_of_order / fifo_compared``
-    (0..1, not rounded: a single inversion never reads 0.0), None when no job was compared."""
+    """The audit's result, one shape on every engine: ``{"invariants", "status_counts", "details",
+    "redeliveries", "retry_gaps", "fifo_out_of_order_share"}`` (the share 0..1 unrounded, None with no job
+    compared)."""
     invariants = {
         "double_claims": double_claims,
         "lost_jobs": lost,
@@ -110,10 +113,8 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
 
 
 class Periodic:
-    """Calls :meth:`once` every ``interval_s`` seconds until :meth:`stop` (run :meth:`run` in a
-    greenlet); an error of the engine's :attr:`driver` (:class:`bench.engines.driver.Driver`) is counted
-    in ``recorder`` by its kind, the driver cleans the connection, and the loop goes on. Subclasses set
-    :attr:`driver` and implement :meth:`once`; ``query_us_total`` sums their statement time (µs)."""
+    """Calls :meth:`once` every ``interval_s`` s until :meth:`stop`; a :attr:`driver` error is counted in
+    ``recorder`` by kind and the loop goes on. ``query_us_total``: statement time (µs)."""
 
     driver: Any = None
 
@@ -129,8 +130,8 @@ class Periodic:
         raise NotImplementedError
 
     def count_pass(self, rows: list | tuple) -> tuple[int, int]:
-        """Count one reaper pass over ``rows`` of ``(id, new status)``: ``reaper_runs``,
-        ``lease_expiries``, ``reaper_dead_lettered``; returns (re-queued, dead-lettered)."""
+        """Count a reaper pass over ``(id, new status)`` rows (``reaper_runs``, ``lease_expiries``,
+        ``reaper_dead_lettered``); returns (re-queued, dead-lettered)."""
         dead = sum(1 for _, status in rows if status == "dead")
         self.recorder.count("reaper_runs")
         self.recorder.count("lease_expiries", len(rows))

@@ -1,5 +1,4 @@
-"""The small adapter each engine gives over its database driver (psycopg, PyMySQL): what the flows
-written once (:mod:`bench.engines.base`, :class:`bench.engines.common.Periodic`) call on a connection."""
+"""The adapter each engine gives over its database driver: what the shared flows call on a connection."""
 
 from __future__ import annotations
 

@@ -1,24 +1,6 @@
-"""One embedded server's lifecycle, written once for every engine: a throwaway server started for
-one run in a temporary directory of its own, stopped and deleted after it.
-
-An engine supplies a :class:`Recipe` (where its binaries are, the command that creates its data
-directory, the start command, the readiness probe, its DSN, its shutdown); :func:`embedded` does
-the rest, the same way for each:
-
-- choose the binaries (:meth:`Recipe.find_binaries`) and, under root, the user the server runs as
-  (the servers refuse root): the first of :attr:`Recipe.users` that exists, else
-  :attr:`Recipe.create_user` (made with useradd), else root itself;
-- make the temporary directory (given to that user, whose way into it is checked) and have a
-  watchdog process (:mod:`bench.engines.embedded_watchdog`) guard it at once;
-- check the server binary runs, create the data directory, start the server on a free port of
-  127.0.0.1 (another port when that one was taken meanwhile) and probe it until it answers;
-- stop it however the block ends: normal exit, any exception (``KeyboardInterrupt`` included),
-  SIGTERM (while the context is open in the main thread and no other SIGTERM handler was
-  installed), an ``atexit`` fallback, and, when the process dies without any of those (SIGKILL),
-  the watchdog; then end whatever else names the data directory and delete the directory.
-
-No database driver here: the probe is the recipe's, in ``bench/engines/<name>/``.
-"""
+"""One embedded server's lifecycle, written once for every engine (each gives a :class:`Recipe`): a
+throwaway server in a temporary directory of its own, started for one run, stopped and deleted however it
+ends (docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
 
@@ -33,7 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator
 
 from bench.engines import embedded_watchdog
 from bench.engines.embedded_host import LOG_TAIL_LINES, RunAs, end_processes, free_port, log_tail, sigterm_as_exit
@@ -54,24 +36,15 @@ _PORT_ATTEMPTS = 3  # a port picked by bind(0) can be taken before the server bi
 
 
 class EmbeddedError(RunFailed):
-    """The throwaway server could not be found, started or stopped.
-
-    The message is meant for the user as is: it says what failed and, where the server got as far
-    as writing a log, ends with the last lines of it.
-    """
+    """The throwaway server could not be found, started or stopped; the message (for the user as is) ends
+    with the last lines of the server's log when there is one."""
 
 
 class Recipe:
-    """How one engine's throwaway server is found, created, started, probed and stopped. A fresh
-    instance serves one server (it keeps the binaries it found, and the process it launched).
-
-    Attributes: ``label`` (the engine in messages), ``prefix`` (of the directory's name),
-    ``users``/``create_user``/``user_reason``/``create_reason`` (who runs the server under root, and
-    why, for messages), ``wrap_commands`` (run the commands as that user with runuser; False: the
-    server drops to it itself), ``init_word`` (the data directory's creation, in the ready line),
-    ``extra_dirs`` (made mode 0700 in the directory), ``max_connections_range`` (what the server
-    accepts; others are raised or lowered into it).
-    """
+    """How one engine's throwaway server is found, created, started, probed and stopped; one instance per
+    server. ``users``/``create_user``: who runs it under root; ``wrap_commands``: run its commands as that
+    user with runuser (False: the server drops to it itself); ``extra_dirs``: made mode 0700;
+    ``max_connections_range``: what the server accepts."""
 
     label = "server"
     prefix = "qbench-"
@@ -83,6 +56,12 @@ class Recipe:
     init_word = "init"
     extra_dirs: tuple[str, ...] = ()
     max_connections_range: tuple[int, int] | None = None
+
+    @classmethod
+    def server(cls, max_connections: int, *, base_dir: pathlib.Path | None = None,
+               log: Callable[[str], None] = print) -> ContextManager[str]:
+        """:func:`embedded` by a fresh recipe of this class: ``with PostgresRecipe.server(20) as dsn: ...``."""
+        return embedded(cls(), max_connections, base_dir, log)
 
     def find_binaries(self) -> None:
         """Find the binaries (kept on the recipe); raise a one-line error when there are none."""
@@ -134,10 +113,8 @@ class Recipe:
 
 
 class EmbeddedServer:
-    """One throwaway server run by ``recipe``: started by :meth:`start`, removed by :meth:`stop`
-    (idempotent). ``max_connections`` is the server's setting; the directory is made in
-    ``base_dir`` (None: the system's temporary directory); ``log`` receives short progress lines.
-    ``on_root`` is told the directory as soon as it is made."""
+    """One throwaway server run by ``recipe``: :meth:`start`, :meth:`stop` (idempotent); its directory in
+    ``base_dir`` (None: the system's temporary directory), told to ``on_root`` once made."""
 
     def __init__(self, recipe: Recipe, max_connections: int, base_dir: pathlib.Path | None,
                  log: Callable[[str], None]):
@@ -179,16 +156,9 @@ class EmbeddedServer:
     # -- start -------------------------------------------------------------
 
     def start(self) -> str:
-        """Find the binaries, create the data directory, start the server and wait until it accepts
-        a connection; returns its DSN.
-
-        Raises:
-            ConfigError: the recipe's, when it finds no binaries (nothing was created).
-            EmbeddedError: no binaries, a user that cannot run them or reach the directory, the data
-                directory's creation failed, or the server did not start or accept a connection
-                within :data:`START_TIMEOUT_S` (with the last lines of its log). Whatever was
-                started is left for ``stop``.
-        """
+        """Find the binaries, create the data directory, start the server; its DSN once it accepts a
+        connection. Raises the recipe's ConfigError (no binaries, nothing created) or :class:`EmbeddedError`
+        (not started within :data:`START_TIMEOUT_S`, or a step failed; what started is left for ``stop``)."""
         self.recipe.find_binaries()
         self.run_as = self._pick_run_as()
         self._make_root()
@@ -225,8 +195,8 @@ class EmbeddedServer:
         return RunAs(name, pw.pw_uid, pw.pw_gid)
 
     def _make_root(self) -> None:
-        """Make the temporary directory (``base_dir`` first, if missing) and tell ``on_root``; give
-        it to the server's user, who must be able to enter each of its parents."""
+        """Make the temporary directory, tell ``on_root``, give it to the server's user (EmbeddedError when
+        that user cannot enter a parent)."""
         if self.base_dir is not None:
             self.base_dir.mkdir(parents=True, exist_ok=True)
         self.root = pathlib.Path(
@@ -271,8 +241,7 @@ class EmbeddedServer:
             raise EmbeddedError(f"{name} failed (exit {proc.returncode}):\n{out}")
 
     def _launch(self, deadline: float) -> None:
-        """Start the server on a free port and wait until it answers; another port when the one
-        picked was taken meanwhile (at most :data:`_PORT_ATTEMPTS` in all)."""
+        """Start the server on a free port (at most :data:`_PORT_ATTEMPTS`) and wait until it answers."""
         recipe = self.recipe
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             self.port = free_port()
@@ -309,13 +278,8 @@ class EmbeddedServer:
     # -- stop --------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop the server (:meth:`Recipe.shutdown`), end whatever else names its data directory
-        (a server whose start was interrupted, an install tool's bootstrap server), delete the
-        temporary directory, then log one line.
-
-        Safe to call more than once and from atexit; a call interrupted halfway (e.g. by a second
-        Ctrl-C) can be repeated.
-        """
+        """Stop the server, end whatever else names its data directory, delete the directory, log one line;
+        safe to repeat (atexit, a second Ctrl-C)."""
         with self._lock:
             if self._stopped or self.root is None:
                 self._stopped = True
@@ -338,16 +302,9 @@ class EmbeddedServer:
 @contextlib.contextmanager
 def embedded(recipe: Recipe, max_connections: int, base_dir: pathlib.Path | None = None,
              log: Callable[[str], None] = print) -> Iterator[str]:
-    """Start a throwaway server by ``recipe``; yield its DSN; stop it and delete it on exit.
-
-    ``max_connections`` (int >= 1) is raised or lowered into ``recipe.max_connections_range``
-    (with a line to ``log``); ``base_dir`` (created if missing; None: the system's temporary
-    directory) holds the server's directory; ``log`` receives short progress lines.
-
-    Raises:
-        ValueError: ``max_connections`` is not a positive int.
-        EmbeddedError, or the recipe's ConfigError: see :meth:`EmbeddedServer.start`.
-    """
+    """Start a throwaway server by ``recipe``, yield its DSN, stop and delete it on exit; ``max_connections``
+    is clipped into ``recipe.max_connections_range``. Raises ValueError (``max_connections`` not a positive
+    int), :class:`EmbeddedError` or the recipe's ConfigError."""
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
         raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
     setting = max_connections

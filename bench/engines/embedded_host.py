@@ -1,9 +1,5 @@
-"""What an embedded server's lifecycle asks of the machine: the user it runs as, a free port, the
-tail of its log, the end of its processes, and SIGTERM turned into an exit while it runs.
-
-Used by :mod:`bench.engines.embedded_base` (the lifecycle), by the engines' recipes and by the
-watchdog (:mod:`bench.engines.embedded_watchdog`). No database driver.
-"""
+"""What an embedded server's lifecycle asks of the machine: the user it runs as, a free port, the tail of
+its log, the end of its processes, and SIGTERM turned into an exit while it runs."""
 
 from __future__ import annotations
 
@@ -24,12 +20,12 @@ import psutil
 __all__ = ["LOG_TAIL_LINES", "RunAs", "end_processes", "free_port", "log_tail", "sigterm_as_exit", "wait_gone"]
 
 LOG_TAIL_LINES = 20
+MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
 
 
 @dataclasses.dataclass(frozen=True)
 class RunAs:
-    """Who the server runs as: ourselves (``name is None``: not root) or the user ``name`` (uid,
-    gid); ``name == "root"`` when root runs it itself (an engine that allows it)."""
+    """Who the server runs as: ourselves (``name`` None), or user ``name`` (``"root"`` when root runs it)."""
 
     name: str | None = None
     uid: int = -1
@@ -37,7 +33,7 @@ class RunAs:
 
     @property
     def other_user(self) -> bool:
-        """True when the server runs as a user other than this process's (files must be chowned)."""
+        """True when the server runs as a user other than this process's."""
         return self.name is not None and self.uid != os.geteuid()
 
     def wrap(self, argv: list[str]) -> tuple[list[str], dict]:
@@ -85,8 +81,7 @@ def log_tail(*paths: pathlib.Path, n: int = LOG_TAIL_LINES) -> str:
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
-    """Wait up to ``timeout`` seconds until process ``pid`` has exited (a zombie counts as exited);
-    True when it has."""
+    """True once process ``pid`` has exited (a zombie counts), waiting up to ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -102,8 +97,8 @@ def wait_gone(pid: int, timeout: float) -> bool:
 
 
 def end_processes(path: pathlib.Path, grace_s: float = 0.0) -> None:
-    """End every process whose command line names ``path``, and their children: SIGTERM and up to
-    ``grace_s`` seconds to exit first when ``grace_s`` > 0, then SIGKILL; waits up to 10 s for them."""
+    """End every process whose command line names ``path``, and their children: SIGTERM and ``grace_s`` s
+    first when ``grace_s`` > 0, then SIGKILL; waits up to 10 s."""
     needle = str(path)
     victims: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter(["cmdline"]):
@@ -127,9 +122,8 @@ def end_processes(path: pathlib.Path, grace_s: float = 0.0) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_exit() -> Iterator[None]:
-    """While open, turn SIGTERM into SystemExit so ``finally`` blocks (and an embedded server's
-    stop) run. Only in the main thread and only if SIGTERM still has its default action, so
-    handlers installed by the caller (or Locust) are left alone."""
+    """While open, SIGTERM raises SystemExit (so ``finally`` blocks run); only in the main thread and only
+    over SIGTERM's default action."""
     installed = False
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):

@@ -1,17 +1,6 @@
-"""The embedded servers' watchdog: removes a throwaway server and its directory when queue-bench dies
-without stopping it (``kill -9``, an out-of-memory kill), which no ``finally``, signal handler or
-``atexit`` hook survives.
-
-The watchdog is a small process of its own, in its own session (Ctrl-C in the terminal does not
-reach it). It reads the directories to guard, one path per line, from a pipe whose only writer is
-queue-bench. When the pipe closes, queue-bench has exited, however it ended: for each guarded
-directory that still exists, the watchdog sends SIGTERM to every process whose command line names
-it (the server, and their children), SIGKILL after :data:`GRACE_S` to those left, and deletes the
-directory. After a normal stop the directory is gone already and the watchdog exits at once.
-
-Used by :func:`bench.engines.embedded_base.embedded` through :func:`spawn`; run as
-``python -m bench.engines.embedded_watchdog``.
-"""
+"""The embedded servers' watchdog (``python -m bench.engines.embedded_watchdog``): a process that removes a
+throwaway server and its directory when queue-bench dies without stopping it (``kill -9``); how it works:
+docs/architecture.md, "The embedded servers"."""
 
 from __future__ import annotations
 
@@ -37,8 +26,7 @@ class Watchdog:
         self.proc = proc
 
     def guard(self, path: pathlib.Path) -> None:
-        """Have the watchdog remove ``path`` (and the processes naming it) should queue-bench die.
-        Never raises: without a watchdog the server is still stopped by the usual paths."""
+        """Have the watchdog remove ``path`` (and the processes naming it) should queue-bench die; never raises."""
         if self.proc is None or self.proc.stdin is None:
             return
         with contextlib.suppress(OSError, ValueError):
@@ -56,8 +44,7 @@ class Watchdog:
 
 
 def spawn() -> Watchdog:
-    """Start a watchdog process (its own session, output discarded). A watchdog that cannot start
-    gives a :class:`Watchdog` that guards nothing: the server is then stopped only by the usual paths."""
+    """Start a watchdog process (its own session); one that cannot start gives a Watchdog guarding nothing."""
     try:
         proc = subprocess.Popen([sys.executable, "-m", "bench.engines.embedded_watchdog"], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
@@ -68,8 +55,7 @@ def spawn() -> Watchdog:
 
 
 def reap(path: pathlib.Path) -> None:
-    """Stop every process whose command line names ``path`` (and their children): SIGTERM, then
-    SIGKILL after :data:`GRACE_S`; then delete ``path``."""
+    """End the processes naming ``path`` (SIGKILL after :data:`GRACE_S`), then delete ``path``."""
     end_processes(path, grace_s=GRACE_S)
     shutil.rmtree(path, ignore_errors=True)
 

@@ -1,15 +1,6 @@
-"""The tool's schemas, one flow on every engine: which are its own, when one is refused, locked,
-created, dropped and cleaned.
-
-A schema (a database on MariaDB) is the tool's when it carries the tool's mark (a comment the tool
-writes when it creates it); one without it is never touched. The rule, checked before anything is
-created: a foreign schema is refused, and so is the tool's own when objects outside it depend on it
-(a run, a probe or ``qbench clean`` would have to drop it, and ``CASCADE`` would take those objects
-along, or ``DROP DATABASE`` fail halfway). The drop checks the same again. A run holds its schema's
-lock (an advisory or named lock: no object) until it ends; a second run on it is refused.
-
-Each engine gives the SQL as a :class:`SchemaOwnership` (``OWNERSHIP`` in its ``db`` module).
-"""
+"""The tool's schemas (databases on MariaDB), one flow on every engine over each engine's
+:class:`SchemaOwnership`: which are its own (marked), when one is refused, locked, created, dropped and
+cleaned (the rule: docs/running.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +18,7 @@ SCHEMA_MARK = "queue-bench schema: created and dropped by queue-bench"
 
 @dataclasses.dataclass(frozen=True)
 class SchemaOwnership:
-    """One engine's SQL for its schemas (each callable takes the engine's admin connection first), and the
-    flows written once over it."""
+    """One engine's SQL for its schemas (each callable takes an admin connection first), and the flows over it."""
 
     #: what a schema is called on this engine (``schema``, ``database``), and where its lock is known
     word: str
@@ -64,15 +54,13 @@ class SchemaOwnership:
                                         f"queue-bench drops only its own {self.word}: remove them, or choose another SCHEMA")
 
     def check_usable(self, conn: Conn, schema: str) -> None:
-        """The rule, before anything is created: ``schema`` is absent, or the tool's with nothing outside it
-        depending on it. Raises ConfigError (``SCHEMA``)."""
+        """ConfigError (``SCHEMA``) unless ``schema`` is absent, or the tool's with nothing outside depending on it."""
         self.refuse_foreign(conn, schema)
         if self.state(conn, schema) == "ours":
             self.refuse_dependents(conn, schema)
 
     def lock(self, conn: Conn, schema: str) -> None:
-        """Take ``schema``'s lock on ``conn`` (held until it closes or :attr:`unlock`); ConfigError
-        (``SCHEMA``) when another run holds it."""
+        """Take ``schema``'s lock on ``conn`` until it closes or :attr:`unlock`; ConfigError (``SCHEMA``) when held."""
         if not self.try_lock(conn, schema):
             raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this "
                                         f"{self.lock_scope}; wait for it or choose another SCHEMA")
@@ -100,8 +88,8 @@ class SchemaOwnership:
         return self.check_capacity(conn, connections)  # this admin connection is already counted
 
     def drop(self, conn: Conn, schema: str) -> None:
-        """Drop ``schema`` if, and only if, it is the tool's own; ConfigError (``SCHEMA``), dropping nothing,
-        when objects outside it depend on it."""
+        """Drop ``schema`` only if it is the tool's; ConfigError (``SCHEMA``), dropping nothing, when objects
+        outside depend on it."""
         if self.state(conn, schema) == "ours":
             self.refuse_dependents(conn, schema)
             self.drop_owned(conn, schema)
@@ -114,8 +102,8 @@ class SchemaOwnership:
 
     @contextlib.contextmanager
     def borrowed(self, conn: Conn, schema: str) -> Iterator[None]:
-        """``schema`` checked, locked and created if absent for the block (a probe's scratch tables go in it);
-        dropped after when the block created it, and unlocked. Raises ConfigError (``SCHEMA``)."""
+        """``schema`` checked, locked and created if absent for the block (a probe's), then dropped if created
+        and unlocked. Raises ConfigError (``SCHEMA``)."""
         self.check_usable(conn, schema)
         self.lock(conn, schema)
         created = False
@@ -130,9 +118,8 @@ class SchemaOwnership:
             self.unlock(conn, schema)
 
     def clean(self, conn: Conn, *, dry_run: bool = False) -> list[ToolSchema]:
-        """``qbench clean``: every schema :attr:`listed` finds, each dropped under its lock unless a run holds
-        it (``in_use``; a saved-state schema is in use while its run schema is), objects outside it depend on it
-        (``dependents``) or ``dry_run``. Returns them all."""
+        """``qbench clean``: every schema :attr:`listed`, each dropped under its lock unless ``in_use`` (a
+        saved-state schema with its run schema), with ``dependents``, or ``dry_run``; returns them all."""
         found = self.listed(conn)
         for schema in found:
             owners = [schema.name]

@@ -1,14 +1,6 @@
-"""The database monitor's sampling loop, the same for every engine: a statistics query every second
-on one connection, and table queries (oldest eligible age, queue depth and running rows) on another,
-each taken only as often as keeps its measured cost within a budget of the wall time.
-
-An engine subclasses :class:`TableSampler` with its driver's calls and its queries
-(:mod:`bench.engines.postgres.monitor`, :mod:`bench.engines.mariadb.monitor`); this module imports
-no driver. The table queries are load on the server under test, so each is taken only as often as
-keeps its cost within :data:`AGE_BUDGET` / :data:`COUNT_BUDGET` of the wall time and never more than
-once a second. Seconds without a value have empty cells; the monitor's own query time is recorded
-every second as ``monitor_query_us``.
-"""
+"""The database monitor's sampling loop, the same for every engine: statistics every second on one
+connection, table queries on another within a budget of the wall time (docs/reading-the-report.md,
+"Monitor cost"); an engine subclasses :class:`TableSampler`."""
 
 from __future__ import annotations
 
@@ -29,15 +21,8 @@ CONNECT_FAILED = "connect_failed"
 
 
 class TableSampler:
-    """Samples the database over two connections of its own: ``stats`` answers :meth:`sample_stats`
-    every second and never touches the queue table, so a slow table scan cannot cost a statistics
-    sample; ``table`` runs the table queries as often as their budget allows.
-
-    Subclasses implement the driver's calls (:meth:`_open`, :meth:`_execute`, :meth:`_is_broken`,
-    :meth:`_close_conn`, :meth:`_kind`, :attr:`driver_errors`) and the engine's queries and their
-    parsing (:meth:`sample_stats`, :attr:`age_query`, :attr:`count_query`, :meth:`_age_params`).
-    ``failures`` counts statements that failed or timed out, ``errors`` the same by kind.
-    """
+    """Samples the database over a ``stats`` and a ``table`` connection of its own. Subclasses give the
+    driver's calls and the engine's queries; ``failures`` counts failed or timed-out statements, ``errors`` by kind."""
 
     #: The driver's exception classes (a statement that raises one is a failed sample).
     driver_errors: tuple = ()
@@ -107,10 +92,7 @@ class TableSampler:
             self._close(conn)
 
     def _timed(self, role: str, query, params=None, *, all_rows: bool = False):
-        """(row — or all rows — or None, seconds spent) on the ``role`` connection.
-
-        A failed statement counts its time, up to the timeout, and a connection
-        that went away is reopened for the next sample."""
+        """(row, all rows, or None on failure; seconds spent) on the ``role`` connection."""
         started = time.perf_counter()
         conn = self._live(role)
         if conn is None:
@@ -145,10 +127,8 @@ class TableSampler:
         return 0.0 if since is None else time.perf_counter() - since
 
     def sample_stats(self) -> dict:
-        """The statistics sample: ``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples,
-        history_list_length, cost_s}`` (PostgreSQL's adds ``claim_index_bytes`` and
-        ``autovacuum_count``); a value is None when the query failed or the engine has no
-        such figure (the report says which)."""
+        """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, history_list_length,
+        cost_s}`` (PostgreSQL adds ``claim_index_bytes``, ``autovacuum_count``); None: failed or no such figure."""
         raise NotImplementedError
 
     def seconds_until_due(self) -> float:
@@ -156,15 +136,9 @@ class TableSampler:
         return max(0.0, min(self._next.values()) - time.monotonic())
 
     def sample_table(self, *, force: bool = False) -> dict:
-        """The table queries that are due (all of them with ``force``).
-
-        Returns ``{oldest_eligible_age_s, age_by_priority, queue_depth, running, cost_s}``
-        (``age_by_priority`` maps each priority to its oldest eligible age, 0 when none), and
-        ``oldest_eligible_age_flooder_s``, ``oldest_eligible_age_others_s`` when the age query
-        returns them (four columns a row: with tenants); a
-        value is None when its query was not due or failed. After each query the
-        next one of its kind is scheduled ``max(1 s, cost / budget)`` later (1 s after the first).
-        """
+        """The table queries due (all with ``force``): ``{oldest_eligible_age_s, age_by_priority, queue_depth,
+        running, cost_s}``, with tenants ``oldest_eligible_age_flooder_s`` and ``..._others_s``; None: not due
+        or failed. The next of a kind comes ``max(1 s, cost / budget)`` later."""
         now = time.monotonic()
         out = {"oldest_eligible_age_s": None, "age_by_priority": None, "queue_depth": None, "running": None,
                "cost_s": 0.0}
@@ -187,16 +161,8 @@ class TableSampler:
 
 def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds: int,
                    note: Callable[[int, dict], None]) -> list:
-    """Start the monitor's two sampling greenlets; returns them (kill them to stop).
-
-    ``now_s()``: seconds since the load started. The stats query runs at the middle
-    of each second ``k`` (0 <= k < ``n_seconds``), the table queries whenever their
-    budget lets them (until killed); each sample is handed to ``note(k, values)``
-    with ``k`` the second it was taken in and ``values`` as returned by
-    :meth:`TableSampler.sample_stats` / :meth:`TableSampler.sample_table` (``cost_s`` included).
-    Needs gevent (the process that runs the swarm); used by the runner and, during
-    pgbench, by ``make calibrate``, so that both carry the same monitor load.
-    """
+    """The monitor's two sampling greenlets (kill them to stop): stats at the middle of each second ``k`` <
+    ``n_seconds`` of ``now_s()``, table queries when due; each sample to ``note(k, values)``."""
     def stats_loop() -> None:
         k = 0
         while k < n_seconds:

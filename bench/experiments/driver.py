@@ -3,7 +3,6 @@ one's verdict (the directory, resume and budgets: docs/experiments.md)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import time
@@ -14,7 +13,7 @@ from bench.analysis.experiment_figures import cell_runs, measure
 from bench.analysis.verdicts import decide
 from bench.errors import Interrupted
 from bench.experiments.catalogue import Experiment
-from bench.results.model import problems, read_result, write_result
+from bench.results.model import newest_unfinished, problems, read_result, utc_now, utc_stamp, write_result
 from bench.results.sweep import load_sweep
 from bench.sweep.driver import SweepInterrupted, run_sweep
 
@@ -30,27 +29,10 @@ class CatalogueInterrupted(Interrupted):
         super().__init__(f"experiments interrupted; run them again to resume: {catalogue_dir}")
 
 
-def _now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def selection_key(experiments: Sequence[Experiment], engine: str) -> str:
     """Identifies what a catalogue run measures: the experiments' names, files and tier, and the engine."""
     blob = json.dumps({"engine": engine, "experiments": [(e.name, e.full, e.path.read_bytes().hex()) for e in experiments]})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def find_resumable(results_dir: Path, key: str) -> Path | None:
-    """The newest unfinished catalogue run under ``results_dir/experiments`` with selection ``key``."""
-    found = []
-    for path in (results_dir / "experiments").glob("*/" + CATALOGUE_FILE):
-        try:
-            meta = read_result(path)
-        except Exception:  # an unreadable file is not resumed (a new run is started)
-            continue
-        if meta.get("selection_key") == key and not meta.get("complete"):
-            found.append(path.parent)
-    return max(found, default=None)
 
 
 def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
@@ -108,7 +90,7 @@ def decide_experiment(exp: Experiment, exp_dir: Path, catalogue_dir: Path, engin
         "sweep_dir": str(sweep_dir.relative_to(catalogue_dir)) if sweep_dir is not None else None,
         "probe_result": dict(probe) if probe is not None else None,
         "runs": _runs_table(sweep_dir, catalogue_dir) if sweep_dir is not None else [],
-        "elapsed_s": round(elapsed_s, 1), "decided_at": _now_iso(),
+        "elapsed_s": round(elapsed_s, 1), "decided_at": utc_now(),
     }
     write_result(exp_dir / OUTCOME_FILE, outcome)
     return outcome
@@ -168,14 +150,14 @@ def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, resu
     directory, whose ``experiments.json`` holds every outcome. ``probe_runner(kind)`` returns a probe's facts;
     ``on_run(run_dir)`` runs after each measured run. Raises :class:`CatalogueInterrupted` on Ctrl-C."""
     key = selection_key(experiments, engine)
-    catalogue_dir = None if fresh else find_resumable(results_dir, key)
+    catalogue_dir = None if fresh else newest_unfinished(results_dir / "experiments", "*/" + CATALOGUE_FILE,
+                                                         lambda meta: meta.get("selection_key") == key)
     tier = "full" if any(e.full for e in experiments) else "quick"
     if catalogue_dir is None:
-        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        catalogue_dir = results_dir / "experiments" / f"{tier}-{stamp}"
+        catalogue_dir = results_dir / "experiments" / f"{tier}-{utc_stamp()}"
         catalogue_dir.mkdir(parents=True)
         meta = {"catalogue_id": catalogue_dir.name, "tier": tier, "engine": engine, "selection_key": key,
-                "experiments": [e.name for e in experiments], "started_at": _now_iso(), "ended_at": None,
+                "experiments": [e.name for e in experiments], "started_at": utc_now(), "ended_at": None,
                 "complete": False, "outcomes": []}
         log(f"experiments ({tier} tier, {len(experiments)}): {catalogue_dir}")
     else:
@@ -203,6 +185,6 @@ def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, resu
             write_result(catalogue_dir / CATALOGUE_FILE, meta)
     finally:
         write_result(catalogue_dir / CATALOGUE_FILE, meta)
-    meta.update(complete=True, ended_at=_now_iso())
+    meta.update(complete=True, ended_at=utc_now())
     write_result(catalogue_dir / CATALOGUE_FILE, meta)
     return catalogue_dir

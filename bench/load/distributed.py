@@ -4,35 +4,23 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import gevent
-from locust.env import Environment
 
 from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
-from bench.errors import RunFailed
 from bench.load import swarm
 from bench.load.locust_master import drop_workers, keep_out_latecomers
-from bench.load.driver import CONNECT_WAIT_S, LocalDriver, stop_timeout_s, user_classes, users
+from bench.load.driver import CONNECT_WAIT_S, LocalDriver, locust_environment, users
 from bench.load.worker_process import DSN_ENV
-from bench.load.process_merge import MergedProcesses
-from bench.load.process_stats import finish_process_stats, new_process_stats
-from bench.measure import interval_codec
-from bench.measure.metrics import Interval, Recorder
+from bench.load.process_merge import ROTATE_WAIT_S, START_WAIT_S, MergedProcesses
 
 __all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S", "run_driver"]
 
-#: How long the master waits for the processes' share of a second before merging without the late ones (s).
-ROTATE_WAIT_S = 0.5
-#: How long the worker processes started here may take to start and report to the master (s).
-START_WAIT_S = 60.0
 #: A process that answered none of this many consecutive seconds is lost.
 LOST_AFTER_S = 5
 #: How long a master waits for workers started elsewhere (``qbench worker``) to connect (s), unless
@@ -59,26 +47,19 @@ class DistributedDriver(MergedProcesses):
     ``dsn``. :attr:`processes`: per process ``{"process", "pid", "workers", "lost", "missing_seconds",
     "cpu_max_pct", "counters"}``."""
 
+    NOUN, NOT_STARTED = "load generator process", "could not start its sessions"
+    SILENT_EXIT = "process {i} exited with status {status}"
+
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int, float] | None = None,
                  log=print):
-        self.cfg, self.ctx, self.dsn, self.external, self.log = cfg, ctx, dsn, external, log
+        self._init_processes(cfg, ctx, log, range(1, cfg.processes + 1), "qbench-claims-")
+        self.dsn, self.external = dsn, external
         self.users = users(cfg)
-        self.env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
-        self.env.run_context = ctx
+        self.env = locust_environment(cfg, ctx)
         bind_host, self.port = external[:2] if external else ("127.0.0.1", _free_port())
         self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
-        self.ready: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
-        self.tmp = Path(tempfile.mkdtemp(prefix="qbench-claims-"))
-        self.procs: dict[int, subprocess.Popen] = {}
         self.connected: dict[int, int] = {}
-        self._workers_at_stop: int | None = None
-        self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
-        self._init_merge()
-        self.done: dict[int, dict] = {}
-        self.stats = {i: new_process_stats(i) for i in range(1, cfg.processes + 1)}
-        self._last_t_s = -1  # the last measured second asked for
         self.started = False  # the users have been started (no worker may join from then on)
         keep_out_latecomers(self.master, lambda client_id: self.started and client_id not in self.clients)
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
@@ -113,11 +94,8 @@ class DistributedDriver(MergedProcesses):
         self.connected[int(msg.data["process"])] = int(msg.data["workers"])
 
     def _on_interval(self, environment, msg, **_):
-        process, interval = int(msg.data["process"]), interval_codec.decode(msg.data["interval"])
-        self._append_events(process, msg.data.get("events"))
-        self.parts.setdefault(interval.index, {})[process] = interval
-        self.cpu_parts.setdefault(interval.index, {})[process] = tuple(msg.data.get("cpu") or (0.0, 0.0, 0.0))
-        self.process_workers[process] = int(msg.data.get("workers") or 0)
+        self._append_events(int(msg.data["process"]), msg.data.get("events"))
+        self._take_interval(int(msg.data["process"]), msg.data)
 
     def _on_done(self, environment, msg, **_):
         self._append_events(int(msg.data["process"]), msg.data.get("events"))
@@ -151,44 +129,20 @@ class DistributedDriver(MergedProcesses):
         if self.external is None:
             env = {**os.environ, DSN_ENV: self.dsn}
             for i in range(1, self.cfg.processes + 1):  # numbered here by start; renumbered below
-                self.procs[i] = subprocess.Popen(
-                    [sys.executable, "-m", "bench.load.worker_process", "--master-port", str(self.port)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=open(self.tmp / f"process-{i}.err", "wb"), env=env)
+                self._spawn(i, [sys.executable, "-m", "bench.load.worker_process", "--master-port", str(self.port)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
             wait_s = START_WAIT_S
         else:
             self.log(f"master: waiting for {self.cfg.processes} workers on {self.external[0]}:{self.port} "
                      f"(qbench worker --master-host <this host> --master-port {self.port} --dsn <DSN>)")
             wait_s = float(self.external[2]) if len(self.external) > 2 else EXTERNAL_WAIT_S
-        deadline = time.monotonic() + wait_s
-        while len(self.ready) < self.cfg.processes:
-            exited = [i for i, p in self.procs.items() if p.poll() is not None]
-            if self.failed or exited or time.monotonic() > deadline:
-                self.kill()
-                option = "EXPECT_WORKERS" if self.external else "PROCESSES"
-                if self.failed:
-                    i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"{option}: load generator process {i} could not start its sessions ({why})")
-                why = self._stderr_tail(exited[0]) if exited else (
-                    f"{len(self.ready)} of {self.cfg.processes} reported within {wait_s:g} s")
-                raise RunFailed(f"{option}: a load generator process did not start ({why})")
-            gevent.sleep(0.05)
-        for i, report in self.ready.items():
-            self.stats[i]["pid"] = report.get("pid")
-            self.stats[i]["host"] = report.get("host")
+        self._wait_ready(self.cfg.processes, wait_s, "EXPECT_WORKERS" if self.external else "PROCESSES")
         # A process's number is the order its hello came in, not the order it was started.
         by_pid = {proc.pid: proc for proc in self.procs.values()}
         self.procs = {i: by_pid[r["pid"]] for i, r in self.ready.items() if r.get("pid") in by_pid}
         drop_workers(self.master, [c for c in self.master.clients if c not in self.clients])  # refused: no users
         self.started = True
         self.master.start(self.users, spawn_rate=self.users * 10)
-
-    def _stderr_tail(self, i: int) -> str:
-        try:
-            lines = (self.tmp / f"process-{i}.err").read_text(errors="replace").strip().splitlines()
-        except OSError:
-            lines = []
-        return lines[-1] if lines else f"process {i} exited with status {self.procs[i].returncode}"
 
     def wait_connected(self) -> float:
         """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim; the
@@ -204,20 +158,8 @@ class DistributedDriver(MergedProcesses):
         self.ctx.go.set()
         return time.monotonic() - started
 
-    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
-        """Close second ``index`` here and in every live process; merge what arrives within
-        :data:`ROTATE_WAIT_S`."""
-        own = recorder.rotate(index, start_s, end_s)
-        alive = self._alive()
-        self._last_t_s = index - int(round(self.cfg.warmup_s))
-        self.master.send_message("qbench_rotate", {"index": index, "start_s": start_s, "end_s": end_s})
-        return self._merge_second(own, index, alive, ROTATE_WAIT_S)
-
-    def running_workers(self) -> int:
-        """Workers running in every process not lost, each as of the latest second it sent."""
-        if self._workers_at_stop is not None:
-            return self._workers_at_stop
-        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
+    def _ask_rotate(self, alive: list[int], body: dict) -> None:
+        self.master.send_message("qbench_rotate", body)
 
     def open_fault(self, fault, given_up) -> None:
         """Tell each process how many of its workers the window takes (:func:`bench.config.faults.split_choice`);
@@ -233,44 +175,17 @@ class DistributedDriver(MergedProcesses):
         """Close fault ``kind``'s window in every process."""
         self.master.send_message("qbench_fault", {"kind": kind, "open": False})
 
-    def stop(self) -> None:
-        """Let the workers finish their cycle, stop the users, collect each process's report, and merge the claim
-        logs into ``ctx.log``."""
-        self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it
+    def _ask_stop(self) -> None:
         self.master.send_message("qbench_stopping")
         self.master.stop()
-        deadline = time.monotonic() + stop_timeout_s(self.cfg) + 10
-        while set(self.done) < set(self._alive()) and time.monotonic() < deadline:
-            gevent.sleep(0.05)
-        for i in sorted(self.done):
-            report = self.done[i]
-            self.ctx.plan_sessions.extend(report.get("plan_sessions") or [])
-            if self.ctx.worker_explain is None and report.get("worker_explain"):
-                self.ctx.worker_explain = report["worker_explain"]
-        self._merge_claim_logs()
 
     def quit(self) -> None:
         """Quit the master, wait for the processes to exit, remove the claim log files."""
         self.master.quit()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        super().quit()
 
     def kill(self) -> None:
         """Stop every process started here now, tell the others to exit; remove the claim log files."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
+        super().kill()
         for client_id in self.clients:
             self.master.send_message("qbench_refused", {"reason": "the master stopped"}, client_id=client_id)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    @property
-    def processes(self) -> list[dict]:
-        """What each process did (see the class docstring), in process order."""
-        self.measured_parts.hold({}, {})  # release a held second that was not measured
-        return [finish_process_stats(self.stats[i]) for i in sorted(self.stats)]

@@ -91,6 +91,14 @@ def user_classes(cfg: RunConfig) -> list[type]:
     return classes
 
 
+def locust_environment(cfg: RunConfig, ctx: swarm.SwarmContext) -> Environment:
+    """The run's Locust environment: its user classes and stop timeout, ``ctx`` as ``run_context`` (read by every
+    user's ``__init__``)."""
+    env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
+    env.run_context = ctx
+    return env
+
+
 def users(cfg: RunConfig) -> int:
     """How many Locust users the run starts: workers, and producers with ``RATE``."""
     return cfg.workers + (cfg.producers if cfg.rate > 0 else 0)
@@ -106,10 +114,8 @@ class LocalDriver:
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext):
         self.cfg, self.ctx = cfg, ctx
         self.users = users(cfg)
-        env = Environment(user_classes=user_classes(cfg), stop_timeout=stop_timeout_s(cfg))
-        env.run_context = ctx  # read by every user's __init__ (bench.load.swarm.SwarmContext)
-        self.env = env
-        self.runner = self._runner = env.create_local_runner()
+        self.env = locust_environment(cfg, ctx)
+        self.runner = self._runner = self.env.create_local_runner()
         self._stats = new_process_stats(1, os.getpid(), socket.gethostname())
         self._last: Interval | None = None
         self._last_cpu = (0.0, 0.0, 0.0)

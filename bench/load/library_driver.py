@@ -7,28 +7,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
-import tempfile
-import time
-from pathlib import Path
 
 import gevent
 
 from bench.config.run_config import RunConfig
 from bench.errors import RunFailed
 from bench.load import swarm
-from bench.load.driver import stop_timeout_s
-from bench.load.process_merge import MergedProcesses
-from bench.load.process_stats import finish_process_stats, new_process_stats
-from bench.measure import interval_codec
-from bench.measure.metrics import Interval, Recorder
-
-#: How long the run waits for the processes' share of a second before merging without the late ones (s).
-ROTATE_WAIT_S = 0.5
-#: How long the processes may take to open their library's app (s).
-START_WAIT_S = 60.0
+from bench.load.process_merge import START_WAIT_S, MergedProcesses
 
 
 def split_workers(workers: int, processes: int) -> list[int]:
@@ -39,23 +26,16 @@ def split_workers(workers: int, processes: int) -> list[int]:
 class LibraryWorkersDriver(MergedProcesses):
     """The library's own processes for one run: ``command`` is ``(argv, environment)`` from the engine."""
 
+    NOUN, NOT_STARTED, SILENT_EXIT = "library worker process", "could not start", "nothing on its stderr"
+
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, command: tuple[list[str], dict[str, str]], log=print):
-        self.cfg, self.ctx, self.log = cfg, ctx, log
-        self.argv, self.env = command
-        self.users = cfg.workers
         shares = split_workers(cfg.workers, cfg.processes)
         self.roles = {i + 1: ("worker", n) for i, n in enumerate(shares)}
         if cfg.rate > 0:
             self.roles[cfg.processes + 1] = ("producer", 0)
-        self.tmp = Path(tempfile.mkdtemp(prefix="qbench-library-"))
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.ready: dict[int, dict] = {}
-        self.failed: dict[int, str] = {}
-        self.done: dict[int, dict] = {}
-        self._init_merge()
-        self.process_workers: dict[int, int] = {}
-        self.stats = {i: new_process_stats(i) for i in self.roles}
-        self._workers_at_stop: int | None = None
+        self._init_processes(cfg, ctx, log, self.roles, "qbench-library-")
+        self.argv, self.env = command
+        self.users = cfg.workers
         self._readers: list = []
 
     # -- the processes' streams
@@ -79,19 +59,9 @@ class LibraryWorkersDriver(MergedProcesses):
             elif kind == "failed":
                 self.failed[i] = message["error"]
             elif kind == "interval":  # its claim-log lines it writes to claims-<i>.log itself, as they happen
-                interval = interval_codec.decode(message["interval"])
-                self.parts.setdefault(interval.index, {})[i] = interval
-                self.cpu_parts.setdefault(interval.index, {})[i] = tuple(message.get("cpu") or (0.0, 0.0, 0.0))
-                self.process_workers[i] = int(message.get("workers") or 0)
+                self._take_interval(i, message)
             elif kind == "done":
                 self.done[i] = message
-
-    def _stderr_tail(self, i: int) -> str:
-        try:
-            lines = (self.tmp / f"process-{i}.err").read_text(errors="replace").strip().splitlines()
-        except OSError:
-            lines = []
-        return lines[-1] if lines else "nothing on its stderr"
 
     def _alive(self) -> list[int]:
         """The processes still running; one whose OS process exited before it reported is marked lost, once."""
@@ -118,26 +88,11 @@ class LibraryWorkersDriver(MergedProcesses):
         env = {**os.environ, **self.env}
         for i, (role, workers) in self.roles.items():
             # A session of its own: a terminal's Ctrl-C reaches this process only, which stops them in order.
-            self.procs[i] = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=open(self.tmp / f"process-{i}.err", "wb"), env=env,
-                                             start_new_session=True)
+            self._spawn(i, self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
             self._readers.append(gevent.spawn(self._read, i))
             self._send(i, {"process": i, "role": role, "workers": workers, "config": self.cfg.public(),
                            "claims_path": str(self.tmp / f"claims-{i}.log")})
-        deadline = time.monotonic() + START_WAIT_S
-        while len(self.ready) < len(self.roles):
-            exited = [i for i, p in self.procs.items() if p.poll() is not None and i not in self.ready]
-            if self.failed or exited or time.monotonic() > deadline:
-                self.kill()
-                if self.failed:
-                    i, why = next(iter(self.failed.items()))
-                    raise RunFailed(f"LIBRARY_MODE: library worker process {i} could not start ({why})")
-                why = self._stderr_tail(exited[0]) if exited else (
-                    f"{len(self.ready)} of {len(self.roles)} reported within {START_WAIT_S:g} s")
-                raise RunFailed(f"LIBRARY_MODE: a library worker process did not start ({why})")
-            gevent.sleep(0.02)
-        for i, report in self.ready.items():
-            self.stats[i].update(pid=report.get("pid"), host=report.get("host"))
+        self._wait_ready(len(self.roles), START_WAIT_S, "LIBRARY_MODE")
 
     def wait_connected(self) -> float:
         """Every process is ready once :meth:`start` returns: let them all work; 0 s waited."""
@@ -147,19 +102,9 @@ class LibraryWorkersDriver(MergedProcesses):
         self.ctx.go.set()
         return 0.0
 
-    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
-        """Close second ``index`` here and in every live process; merge what arrives within :data:`ROTATE_WAIT_S`."""
-        own = recorder.rotate(index, start_s, end_s)
-        alive = self._alive()
+    def _ask_rotate(self, alive: list[int], body: dict) -> None:
         for i in alive:
-            self._send(i, {"cmd": "rotate", "index": index, "start_s": start_s, "end_s": end_s})
-        return self._merge_second(own, index, alive, ROTATE_WAIT_S)
-
-    def running_workers(self) -> int:
-        """The library's workers (its concurrency) in every process not lost, as of its latest second."""
-        if self._workers_at_stop is not None:
-            return self._workers_at_stop
-        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
+            self._send(i, {"cmd": "rotate", **body})
 
     def open_fault(self, fault, given_up) -> None:
         """Not used: the configuration refuses the tool's own worker faults under ``LIBRARY_MODE=worker``."""
@@ -178,40 +123,17 @@ class LibraryWorkersDriver(MergedProcesses):
         self.procs[i].send_signal(signal.SIGKILL)
         return i
 
-    def stop(self) -> None:
-        """Stop every process as the library stops, collect their reports, merge the claim logs into ``ctx.log``."""
-        self._workers_at_stop = self.running_workers()
-        alive = self._alive()
-        for i in alive:
+    def _ask_stop(self) -> None:
+        for i in self._alive():
             self._send(i, {"cmd": "stop"})
-        deadline = time.monotonic() + stop_timeout_s(self.cfg) + 10
-        while set(self.done) < set(self._alive()) and time.monotonic() < deadline:
-            gevent.sleep(0.05)
-        self._merge_claim_logs()
 
     def quit(self) -> None:
         """Wait for the processes to exit (each does once it has reported), and remove the claim log files."""
-        for proc in self.procs.values():
-            try:
-                if proc.stdin:
-                    proc.stdin.close()
-                proc.wait(timeout=15)
-            except (subprocess.TimeoutExpired, OSError):
-                proc.kill()
-                proc.wait(timeout=5)
+        super().quit()
         gevent.joinall(self._readers, timeout=5)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def kill(self) -> None:
-        """Stop every process now; remove the claim log files."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     @property
     def processes(self) -> list[dict]:
         """Per process, as :attr:`bench.load.distributed.DistributedDriver.processes`, with ``role`` (``worker``
         or ``producer``)."""
-        self.measured_parts.hold({}, {})
-        return [finish_process_stats(self.stats[i]) | {"role": self.roles[i][0]} for i in sorted(self.stats)]
+        return [p | {"role": self.roles[p["process"]][0]} for p in super().processes]

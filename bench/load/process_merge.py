@@ -1,25 +1,52 @@
-"""The per-second merge both multi-process drivers share: the processes' parts merged exactly with this
-process's, each counted, written to its own histogram logs and ``processes.csv`` row.
+"""What both multi-process drivers share: their processes started, waited for, stopped and ended, and each
+second's parts merged exactly with this process's, each counted, written to its own histogram logs and
+``processes.csv`` row.
 
-A driver mixing in :class:`MergedProcesses` sets ``cfg``, ``stats``, ``parts``, ``cpu_parts``, ``done``,
-``tmp`` and ``ctx``, and calls :meth:`_init_merge`."""
+A driver subclassing :class:`MergedProcesses` calls :meth:`_init_processes`, and gives ``_alive()`` (the live
+process numbers), ``_ask_rotate(alive, body)`` and ``_ask_stop()``."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import gevent
 
-from bench.load.process_stats import MeasuredParts
+from bench.errors import RunFailed
+from bench.load.driver import stop_timeout_s
+from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
 from bench.measure import interval_codec, metrics
 from bench.measure.claimlog import merge_stamped
 from bench.measure.metrics import Interval, Recorder
 
+#: How long the run waits for the processes' share of a second before merging without the late ones (s).
+ROTATE_WAIT_S = 0.5
+#: How long the processes started here may take to start and report (s).
+START_WAIT_S = 60.0
+
 
 class MergedProcesses:
-    """The per-second merge of several processes' parts (see the module's docstring)."""
+    """Several processes' lifecycle and per-second merge (see the module's docstring). ``NOUN`` names a process
+    in messages, ``NOT_STARTED`` says what one that failed could not do, ``SILENT_EXIT`` what an exit without
+    stderr says."""
 
-    def _init_merge(self) -> None:
+    NOUN = NOT_STARTED = SILENT_EXIT = ""
+
+    def _init_processes(self, cfg, ctx, log, numbers, prefix: str) -> None:
+        """The state of processes ``numbers``; their files go to a new temporary directory named ``prefix``*."""
+        self.cfg, self.ctx, self.log = cfg, ctx, log
+        self.tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.ready: dict[int, dict] = {}
+        self.failed: dict[int, str] = {}
+        self.done: dict[int, dict] = {}
+        self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
+        self.stats = {i: new_process_stats(i) for i in numbers}
+        self._workers_at_stop: int | None = None
+        self._last_t_s = -1  # the last measured second asked for
         self.parts: dict[int, dict[int, Interval]] = {}
         self.cpu_parts: dict[int, dict[int, tuple]] = {}
         self.measured_parts = MeasuredParts()
@@ -28,6 +55,96 @@ class MergedProcesses:
         self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
         self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's
         self._own_lag_p99: int | None = None
+
+    def _spawn(self, i: int, argv: list[str], **popen) -> None:
+        """Start process ``i`` (``argv``), its stderr to ``process-<i>.err``."""
+        self.procs[i] = subprocess.Popen(argv, stderr=open(self.tmp / f"process-{i}.err", "wb"), **popen)
+
+    def _stderr_tail(self, i: int) -> str:
+        try:
+            lines = (self.tmp / f"process-{i}.err").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            lines = []
+        return lines[-1] if lines else self.SILENT_EXIT.format(i=i, status=self.procs[i].returncode)
+
+    def _wait_ready(self, expected: int, wait_s: float, option: str) -> None:
+        """Wait for ``expected`` ready reports; record their pid and host. When one failed or exited, or ``wait_s``
+        passed, kill them all and raise RunFailed naming ``option``."""
+        deadline = time.monotonic() + wait_s
+        while len(self.ready) < expected:
+            gone = [i for i, p in self.procs.items() if p.poll() is not None]
+            if self.failed or gone or time.monotonic() > deadline:
+                self.kill()
+                if self.failed:
+                    i, why = next(iter(self.failed.items()))
+                    raise RunFailed(f"{option}: {self.NOUN} {i} {self.NOT_STARTED} ({why})")
+                why = self._stderr_tail(gone[0]) if gone else (
+                    f"{len(self.ready)} of {expected} reported within {wait_s:g} s")
+                raise RunFailed(f"{option}: a {self.NOUN} did not start ({why})")
+            gevent.sleep(0.05)
+        for i, report in self.ready.items():
+            self.stats[i].update(pid=report.get("pid"), host=report.get("host"))
+
+    def _take_interval(self, process: int, data: dict) -> None:
+        """Keep a process's second (``data``: its ``interval``, ``cpu`` and running ``workers``) for the merge."""
+        interval = interval_codec.decode(data["interval"])
+        self.parts.setdefault(interval.index, {})[process] = interval
+        self.cpu_parts.setdefault(interval.index, {})[process] = tuple(data.get("cpu") or (0.0, 0.0, 0.0))
+        self.process_workers[process] = int(data.get("workers") or 0)
+
+    def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
+        """Close second ``index`` here and in every live process; merge what arrives within
+        :data:`ROTATE_WAIT_S`."""
+        own = recorder.rotate(index, start_s, end_s)
+        alive = self._alive()
+        self._last_t_s = index - int(round(self.cfg.warmup_s))
+        self._ask_rotate(alive, {"index": index, "start_s": start_s, "end_s": end_s})
+        return self._merge_second(own, index, alive, ROTATE_WAIT_S)
+
+    def running_workers(self) -> int:
+        """Workers running in every process not lost, each as of the latest second it sent."""
+        if self._workers_at_stop is not None:
+            return self._workers_at_stop
+        return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
+
+    def stop(self) -> None:
+        """Stop the processes' load, collect each process's report, and merge the claim logs into ``ctx.log``."""
+        self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it
+        self._ask_stop()
+        deadline = time.monotonic() + stop_timeout_s(self.cfg) + 10
+        while set(self.done) < set(self._alive()) and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        for i in sorted(self.done):
+            report = self.done[i]
+            self.ctx.plan_sessions.extend(report.get("plan_sessions") or [])
+            if self.ctx.worker_explain is None and report.get("worker_explain"):
+                self.ctx.worker_explain = report["worker_explain"]
+        self._merge_claim_logs()
+
+    def quit(self) -> None:
+        """Wait for the processes to exit (each does once it has reported), and remove the claim log files."""
+        for proc in self.procs.values():
+            try:
+                if proc.stdin:
+                    proc.stdin.close()
+                proc.wait(timeout=15)
+            except (subprocess.TimeoutExpired, OSError):
+                proc.kill()
+                proc.wait(timeout=5)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Stop every process started here now; remove the claim log files."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    @property
+    def processes(self) -> list[dict]:
+        """What each process did, in process order (see :meth:`bench.load.driver.RunDriver.processes`)."""
+        self.measured_parts.hold({}, {})  # release a held second that was not measured
+        return [finish_process_stats(self.stats[i]) for i in sorted(self.stats)]
 
     def _merge_second(self, own: Interval, index: int, alive: list[int], wait_s: float) -> Interval:
         """Second ``index``: ``own`` merged with what the ``alive`` processes send within ``wait_s`` (later:

@@ -9,7 +9,7 @@ import random
 import time
 
 import gevent
-from locust import User, task
+from locust import task
 
 from bench.engines.base import EngineError
 from bench.load import swarm
@@ -17,17 +17,10 @@ from bench.workload.arrivals import MAX_DUE_PER_INSERT, next_gap_s, rate_at
 
 
 
-class Producer(User):
+class Producer(swarm.RunUser):
     """One open-loop producer (``fixed_count = PRODUCERS``) inserting through a ``ProducerSession``."""
 
-    def wait_time(self) -> float:
-        """None between task runs; an hour once the run is stopping (see :meth:`bench.load.swarm.QueueWorker.wait_time`)."""
-        return swarm.STOPPED_WAIT_S if self.ctx.stopping else 0.0
     fixed_count = 1
-
-    def __init__(self, environment):
-        super().__init__(environment)
-        self.ctx = environment.run_context
 
     def on_start(self) -> None:
         cfg = self.ctx.cfg

@@ -68,9 +68,10 @@ class SwarmContext:
         return f"{self.name_prefix}{kind}-{self.started[kind]}"
 
 
-class QueueWorker(User):
-    """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete; records
-    ``claim_latency_us`` and ``complete_latency_us`` (docs/design.md's terms)."""
+class RunUser(User):
+    """A user of one run (a worker or a producer), its :class:`SwarmContext` from the Locust environment."""
+
+    abstract = True
 
     def wait_time(self) -> float:
         """Seconds between task runs: 0, or :data:`STOPPED_WAIT_S` once the run is stopping."""
@@ -79,6 +80,11 @@ class QueueWorker(User):
     def __init__(self, environment):
         super().__init__(environment)
         self.ctx: SwarmContext = environment.run_context
+
+
+class QueueWorker(RunUser):
+    """One worker: claim (per policy, batch, txn mode), work ``work_ms`` per job, complete; records
+    ``claim_latency_us`` and ``complete_latency_us`` (docs/design.md's terms)."""
 
     def on_start(self) -> None:
         self.name = self.ctx.next_name("worker")
@@ -210,9 +216,7 @@ class QueueWorker(User):
             if succeeded:
                 self._complete(succeeded)
             elif self.hold:
-                self.events.commit_sent = True
-                self.session.commit()
-                self.events.commit()
+                self._commit()
         except LockNotAvailable as err:
             self.session.rollback()
             self._backoff_nowait(err.kind)
@@ -278,13 +282,17 @@ class QueueWorker(User):
             self.ctx.recorder.count("dead_lettered" if status == "dead" else "retries")
         self.events.failed(job_id, token)
 
+    def _commit(self) -> None:
+        """``TXN=hold``: commit the claim's transaction; its claims are logged once the ``COMMIT`` returns."""
+        self.events.commit_sent = True
+        self.session.commit()
+        self.events.commit()
+
     def _complete(self, claimed: list) -> None:
         started = time.perf_counter()
         applied_ids = self.session.complete([(job[0], job[1]) for job in claimed])
         if self.hold:
-            self.events.commit_sent = True
-            self.session.commit()
-            self.events.commit()
+            self._commit()
         latency_us = int((time.perf_counter() - started) * 1e6)
         self.ctx.recorder.complete(latency_us, len(applied_ids), len(claimed) - len(applied_ids))
         log = self.ctx.log

@@ -4,7 +4,6 @@ then the answer confirmed by a longer run; ``plan.json`` written after every run
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -16,7 +15,7 @@ from bench.plan.options import PlanOptions
 from bench.plan.search import (WORKERS_RESOLUTION, Headroom, WorkersAnswer, little_estimate, search_headroom,
                                search_workers)
 from bench.plan.steps import Stepper
-from bench.results.model import write_result
+from bench.results.model import utc_now, write_result
 from bench.sweep.capacity_search import describe_design
 
 #: Confirmation runs at most: the answer, then one resolution step more each time one fails.
@@ -64,7 +63,7 @@ class Planner:
 
     def write(self) -> None:
         """Write ``plan.json`` as it stands."""
-        self.state["updated_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        self.state["updated_at"] = utc_now()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         write_result(self.out_dir / "plan.json", self.state)
 

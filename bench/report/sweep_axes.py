@@ -117,12 +117,17 @@ def ring_bad(ax: plt.Axes, xs: Sequence[float], stats: Sequence[Stat], cells: Se
         ax.plot(*zip(*bad), "o", **RING)
 
 
-def draw_throughput(ax: plt.Axes, xs: Sequence[float], cells: Sequence[Cell], color: str, label: str) -> list[Stat]:
-    """One series' mean throughput at ``xs`` as a line with 95 % CI bars, bad cells ringed; its Stats."""
-    stats = [c.stat("throughput_jobs_per_s") for c in cells]
-    errorbar(ax, xs, stats, fmt="-o", color=color, label=label, markersize=5)
-    ring_bad(ax, xs, stats, cells)
-    return stats
+def draw_throughput(ax: plt.Axes, sweep: SweepResults, series: Sequence[tuple], axis: str) -> tuple[list, list[Stat]]:
+    """Each ``(label, cells)`` series' mean throughput against ``axis`` as a line with 95 % CI bars, bad cells
+    ringed; returns (the x values, the Stats), every series' in order."""
+    xs_all, stats_all = [], []
+    for color, xs, (label, cells) in colored(sweep, series, axis):
+        stats = [c.stat("throughput_jobs_per_s") for c in cells]
+        errorbar(ax, xs, stats, fmt="-o", color=color, label=label, markersize=5)
+        ring_bad(ax, xs, stats, cells)
+        xs_all += xs
+        stats_all += stats
+    return xs_all, stats_all
 
 
 #: Each x axis of the figures: its label, and how far past the outer values it reaches (None: symlog, for an

@@ -173,8 +173,7 @@ def _draw_latency_vs_workers(sweep: SweepResults, series: list) -> bytes:
 def _draw_history(sweep: SweepResults, series: list) -> bytes:
     fig, (ax_lat, ax_tput) = new_figure(11, 4.4, 2)
     xs_all = _claim_latency(ax_lat, sweep, series, "history", rings=False)
-    tput_all = [s.mean for color, xs, (label, cells) in colored(sweep, series, "history")
-                for s in draw_throughput(ax_tput, xs, cells, color, label) if s.n]
+    tput_all = [s.mean for s in draw_throughput(ax_tput, sweep, series, "history")[1] if s.n]
     x_axis((ax_lat, ax_tput), "history", xs_all)
     auto_log_y(ax_tput, tput_all, "throughput (jobs/s)")
     legend_above(ax_tput)
@@ -183,10 +182,9 @@ def _draw_history(sweep: SweepResults, series: list) -> bytes:
 
 def _draw_batch(sweep: SweepResults, series: list) -> bytes:
     fig, (ax_t, ax_w) = new_figure(11, 4.4, 2)
-    xs_all, tput_stats, wait_stats, handles_w = [], [], [], []
+    xs_all, tput_stats = draw_throughput(ax_t, sweep, series, "batch")
+    wait_stats, handles_w = [], []
     for color, xs, (label, cells) in colored(sweep, series, "batch"):
-        xs_all += xs
-        tput_stats += draw_throughput(ax_t, xs, cells, color, label)
         for col, style, name in (("batch_wait_p50_us", "-o", "p50"), ("batch_wait_p99_us", "--s", "p99")):
             wstats = [c.stat(col) for c in cells]
             if any(s.n for s in wstats):

@@ -3,11 +3,12 @@ and the one rule for whether a run is trustworthy (:func:`problems`; docs/result
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from bench.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT, BadInput,
                           first_status)
@@ -62,6 +63,30 @@ def read_result(path: Path) -> dict[str, Any]:
         raise ResultsError(f"{path} has format_version {version!r}; this queue-bench reads up to "
                            f"{FORMAT_VERSION}: use the queue-bench that wrote it")
     return data
+
+
+def utc_stamp() -> str:
+    """The UTC time now as a directory name's stamp: ``20260101T120000Z``."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def utc_now(timespec: str = "seconds") -> str:
+    """The UTC time now, ISO 8601 to ``timespec`` (``seconds``, ``milliseconds``)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec=timespec)
+
+
+def newest_unfinished(directory: Path, pattern: str, matches: Callable[[dict], bool]) -> Path | None:
+    """The newest (by name) directory holding a result file ``directory.glob(pattern)`` finds that reads, is not
+    ``complete`` and ``matches``; None when none does (a sweep, catalogue or plan to resume)."""
+    found = []
+    for path in directory.glob(pattern):
+        try:
+            meta = read_result(path)
+        except ResultsError:  # an unreadable file is not resumed (a new one is started)
+            continue
+        if not meta.get("complete") and matches(meta):
+            found.append(path.parent)
+    return max(found, key=lambda p: p.name, default=None)
 
 
 def invariants_ok(summary: Mapping[str, Any]) -> bool | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import json
 import re
 import secrets
@@ -13,7 +12,7 @@ from typing import Iterable, Mapping
 from hdrh.log import HistogramLogWriter
 
 from bench.measure.metrics import values_at_percentiles
-from bench.results.model import clean_json
+from bench.results.model import clean_json, utc_stamp
 
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
@@ -146,7 +145,7 @@ def new_run_id(cfg) -> str:
     """The directory name of a new run of ``cfg`` (a RunConfig), sortable and unique: ``<UTC
     time>-[<queue>-]<policy>-w<workers>-b<batch>-<index>-<4 hex>`` (``<queue>`` unless ``QUEUE`` is
     ``builtin``; ``na`` for a parameter that does not apply)."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = utc_stamp()
     part = lambda value: re.sub(r"[^A-Za-z0-9_]+", "", str(value).replace("n/a", "na")) or "q"  # noqa: E731
     path = Path(cfg.queue)
     queue = "" if cfg.queue == "builtin" else part(path.parent.name if path.suffix == ".toml" else path.name) + "-"

@@ -267,21 +267,11 @@ def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
 def _cell_flags(cell: Cell) -> list[str]:
     """Why a cell is not trustworthy (red in every table): failed, incomplete, suspect, invariants, saturated."""
     runs = cell.runs
-    flags = []
-    n_failed = int((~runs["done"]).sum())
-    if n_failed:
-        flags.append(f"{n_failed} failed run{'s' if n_failed > 1 else ''}")
-    n_incomplete = int(sum(1 for d, c in zip(runs["done"], runs["complete"]) if d and c is not True))
-    if n_incomplete:
-        flags.append(f"{n_incomplete} run{'s' if n_incomplete > 1 else ''} not complete")
-    n_suspect = int(sum(1 for s in runs["suspect"] if s is True))
-    if n_suspect:
-        flags.append(f"{n_suspect} suspect run{'s' if n_suspect > 1 else ''}")
-    n_inv = int(sum(1 for i in runs["invariants_ok"] if i is not True and i is not None)) + int(
-        sum(1 for d, i in zip(runs["done"], runs["invariants_ok"]) if d and i is None))
-    if n_inv:
-        flags.append(f"invariants not ok in {n_inv} run{'s' if n_inv > 1 else ''}")
-    n_saturated = int(sum(1 for s in runs["saturated"] if s is True))
-    if n_saturated:
-        flags.append(f"{n_saturated} saturated run{'s' if n_saturated > 1 else ''} (arrivals outpaced the workers)")
-    return flags
+    counts = (
+        ("{n} failed run{s}", int((~runs["done"]).sum())),
+        ("{n} run{s} not complete", sum(1 for d, c in zip(runs["done"], runs["complete"]) if d and c is not True)),
+        ("{n} suspect run{s}", sum(1 for s in runs["suspect"] if s is True)),
+        ("invariants not ok in {n} run{s}", sum(1 for i in runs["invariants_ok"] if i is not True and i is not None)
+         + sum(1 for d, i in zip(runs["done"], runs["invariants_ok"]) if d and i is None)),
+        ("{n} saturated run{s} (arrivals outpaced the workers)", sum(1 for s in runs["saturated"] if s is True)))
+    return [text.format(n=n, s="s" if n > 1 else "") for text, n in counts if n]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import platform
 import socket
@@ -32,11 +31,6 @@ def git_sha() -> str | None:
     if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != PACKAGE_PARENT:
         return None
     return lines[1]
-
-
-def now_iso() -> str:
-    """The wall-clock time now, UTC, ISO 8601 to the millisecond."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def client_info(driver_wait: str) -> dict:

@@ -26,10 +26,10 @@ from bench.measure import metrics, seconds
 from bench.measure.cpu_meter import CpuMeter
 from bench.measure.rss import RssLog
 from bench.results import run_files
-from bench.results.model import RunResult
+from bench.results.model import RunResult, utc_now
 from bench.runner.audit import Audited, audit, database_lost
 from bench.runner.backlog import run_backlog
-from bench.runner.info import now_iso, run_info
+from bench.runner.info import run_info
 from bench.runner.interrupts import SIGNALS, Interrupts
 from bench.runner.side_tasks import SideTasks
 from bench.runner.tally import Tally
@@ -91,7 +91,7 @@ class Run:
         cfg = self.cfg
         self.backlog, self.backlog_how = run_backlog(cfg)
         self.run_id = run_files.new_run_id(cfg)
-        self.started_at = now_iso()
+        self.started_at = utc_now("milliseconds")
         self.log(f"queue-bench {__version__}: run {self.run_id}")
         self.log(f"policy {cfg.policy}, workers {cfg.workers}, batch {cfg.batch}, txn {cfg.txn}, work {cfg.work_ms:g} ms, "
                  f"index {cfg.index}, history {cfg.history:,}, backlog {self.backlog:,} ({self.backlog_how})")

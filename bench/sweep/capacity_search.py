@@ -4,7 +4,6 @@ open-loop runs (the keep-up rule: :func:`step_verdict`; docs/sweeps.md)."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 from pathlib import Path
 from typing import Callable
@@ -13,7 +12,7 @@ from bench.config.run_config import RunConfig
 from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_SHARE, SATURATION_SLOW_SLOPE
 from bench.errors import Interrupted
 from bench.results import slo
-from bench.results.model import RunResult, problems, stamped
+from bench.results.model import RunResult, problems, stamped, utc_now
 
 class SearchStopped(Interrupted):
     """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
@@ -163,7 +162,7 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
         "workers": base.workers,
         "sentence": sentence if complete else "Search interrupted. " + sentence,
         "complete": complete,
-        "ended_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "ended_at": utc_now(),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "capacity.json").write_text(json.dumps(stamped(result), indent=2) + "\n")

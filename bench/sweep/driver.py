@@ -4,7 +4,6 @@ validated up front, resumable (the file format and what a sweep does: docs/sweep
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
 import itertools
 import json
@@ -16,7 +15,7 @@ from bench.config.file_values import check_file_value
 from bench.config.parameters import BY_KEY, SWEEP_AXES
 from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
 from bench.sweep.sweep_file import check_target, sweep_path
-from bench.results.model import ResultsError, RunResult, read_result
+from bench.results.model import RunResult, newest_unfinished, read_result, utc_now, utc_stamp
 from bench.config.run_config import RunConfig, build_config, read_toml
 from bench.data import DATA_DIR
 from bench.engines import engine_for, get_engine
@@ -137,23 +136,6 @@ class Sweep:
         return max(cfg.connections_needed() for _, _, cfg in self.cells)
 
 
-def find_resumable(results_dir: Path, sweep: Sweep) -> Path | None:
-    """The newest unfinished sweep directory under ``results_dir/sweeps`` for the same matrix, or None."""
-    candidates = []
-    for path in (results_dir / "sweeps").glob(f"{sweep.name}-*/sweep.json"):
-        try:
-            meta = read_result(path)
-        except ResultsError:
-            continue
-        if meta.get("matrix_hash") == sweep.matrix_hash and not meta.get("complete"):
-            candidates.append(path.parent)
-    return max(candidates, key=lambda p: p.name) if candidates else None
-
-
-def _now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None,
               deadline: float | None = None) -> Path:
@@ -175,7 +157,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     runs = _SweepRuns(sweep, sweep_dir, dsn, on_run)
     out_of_time = runs.measure_all(todo, total, deadline)
     failed = total - len(measured_runs(sweep_dir))
-    meta.update(complete=failed == 0, ended_at=_now_iso())
+    meta.update(complete=failed == 0, ended_at=utc_now())
     write_meta(sweep_dir, meta)
     if out_of_time:  # an experiment's budget: its verdict is decided without these runs
         log(f"the time budget ran out: {failed} runs not measured")
@@ -189,14 +171,14 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
 def _open_sweep_dir(sweep: Sweep, results_dir: Path, fresh: bool, log: Callable[[str], None]) -> tuple[Path, dict]:
     """The sweep's directory and its ``sweep.json`` fields: the newest unfinished one of the same matrix
     (unless ``fresh``), else a new one."""
-    sweep_dir = None if fresh else find_resumable(results_dir, sweep)
+    sweep_dir = None if fresh else newest_unfinished(results_dir / "sweeps", f"{sweep.name}-*/sweep.json",
+                                                     lambda meta: meta.get("matrix_hash") == sweep.matrix_hash)
     if sweep_dir is not None:
         log(f"sweep {sweep.name}: resuming {sweep_dir}")
         return sweep_dir, read_result(sweep_dir / "sweep.json")
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    sweep_dir = results_dir / "sweeps" / f"{sweep.name}-{stamp}"
+    sweep_dir = results_dir / "sweeps" / f"{sweep.name}-{utc_stamp()}"
     sweep_dir.mkdir(parents=True)
-    meta = {"sweep_id": sweep_dir.name, **sweep.description(), "started_at": _now_iso(),
+    meta = {"sweep_id": sweep_dir.name, **sweep.description(), "started_at": utc_now(),
             "ended_at": None, "complete": False}
     write_meta(sweep_dir, meta)
     log(f"sweep {sweep.name}: {len(sweep.cells)} cells x {sweep.repetitions} repetitions -> {sweep_dir}")

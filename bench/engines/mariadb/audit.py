@@ -84,7 +84,7 @@ import pymysql
 
 from bench.engines.mariadb.db import execute, query
 from bench.engines.mariadb.policies import ident, literal
-from bench.engines.common import audit_result
+from bench.engines.common import CLAIM_CHECKS, audit_result
 from bench.measure.claimlog import EVENT_COLUMNS, EVENT_KINDS, ClaimLog
 from bench.workload.jobs import poison_sql
 
@@ -117,14 +117,6 @@ FROM (SELECT id, seq, claimed_at, LAG(token) OVER w AS prev_token, LAG(lease_unt
 LEFT JOIN (SELECT id, token, MIN(seq) AS seq FROM {events} WHERE kind IN ('a', 's', 'f') GROUP BY id, token) AS e
        ON e.id = c.id AND e.token = c.prev_token
 GROUP BY c.id"""
-
-_CLAIM_CHECKS = """\
-SELECT COUNT(*), COALESCE(SUM(CASE WHEN claims > 1 THEN 1 ELSE 0 END), 0), COALESCE(SUM(claims - 1), 0),
-       COALESCE(SUM(overlapping), 0), COALESCE(SUM(GREATEST(0, claims - attempts)), 0),
-       COALESCE(SUM(GREATEST(overlapping, claims - attempts)), 0)
-FROM (SELECT c.id, c.claims, c.overlapping, COALESCE(MAX(j.attempts), c.claims) AS attempts
-      FROM {claims} c LEFT JOIN {jobs} j ON j.id = c.id
-      GROUP BY c.id, c.claims, c.overlapping) AS per_job"""
 
 # One row per applied completion: how many rows of its job the table holds, whether one of
 # them carries the completion's token as its current attempt, and whether one is done.
@@ -281,43 +273,16 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
     seeded = int(seeded_rows)
     if seeded < 0:
         raise ValueError(f"seeded_rows must be >= 0, got {seeded_rows!r}")
-    jobs = ident(schema, "jobs")
     names = {key: ident(schema, table) for key, table in _TABLES.items()}
-    names.update(jobs=jobs, seeded=str(seeded))
+    names.update(jobs=ident(schema, "jobs"), seeded=str(seeded))
     _drop_tables(conn, names)  # left behind by an audit that died on this connection
     execute(conn, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
     execute(conn, "START TRANSACTION")
     finished = False
     try:
-        execute(conn, _CREATE_EVENTS.format(**names))
-        events = load_events(conn, names["events"], log.rows())
-        status_counts = _status_counts(conn, jobs)
-        execute(conn, _CREATE_CLAIMS.format(**names))
-        (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
-         double_claims) = map(int, query(conn, _CLAIM_CHECKS.format(**names))[0])
-        execute(conn, _CREATE_APPLIED.format(**names))
-        applied, stale_applied, double_completions = map(int, query(conn, _COMPLETION_CHECKS.format(**names))[0])
-        execute(conn, _CREATE_MISSING.format(**names))
-        if seeded >= 1:
-            execute(conn, _MISSING_SEEDED.format(seq=ident(schema, f"seq_1_to_{seeded}"), **names))
-        execute(conn, _MISSING_PRODUCED.format(**names))
-        expected, missing, not_durable, not_durable_present, duplicated = map(
-            int, query(conn, _ROW_CHECKS.format(**names))[0])
-        lost = missing + not_durable_present
-        fifo_compared, fifo_out_of_order = map(int, query(conn, _FIFO.format(**names))[0])
-        retry_gaps = None
-        if query(conn, "SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')".format(**names))[0][0]:
-            retry_gaps = []
-            for _, claims in itertools.groupby(query(conn, _RETRY_CLAIMS.format(**names)), key=lambda r: r[0]):
-                times = [float(r[1]) for r in claims]
-                if len(times) > 1:
-                    retry_gaps.append([round(b - a, 6) for a, b in zip(times, times[1:])])
-        poison = {}
-        if poison_share > 0:
-            row = query(conn, _POISON.format(**names) + poison_sql(float(poison_share)))[0]
-            poison = {"poison_jobs": int(row[0]), "poison_done": int(row[1]), "poison_dead": int(row[2]),
-                      "poison_dead_attempts_min": None if row[3] is None else int(row[3]),
-                      "poison_dead_attempts_max": None if row[4] is None else int(row[4])}
+        counts = _counts(conn, schema, names, log, seeded)
+        counts["retry_gaps"] = _retry_gaps(conn, names)
+        counts["poison"] = _poison(conn, names, poison_share)
         execute(conn, "COMMIT")
         finished = True
     finally:
@@ -328,14 +293,56 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
             except (pymysql.err.MySQLError, OSError):
                 pass  # the connection is gone, and its temporary tables with it; the first error is the one to see
     _drop_tables(conn, names)
+    return audit_result(over_claims=over_claims, **counts)
 
-    return audit_result(
-        status_counts=status_counts, claimed_distinct=claimed_distinct, claimed_more_than_once=claimed_more_than_once,
-        redeliveries=redeliveries, overlapping=overlapping, attempts_short=attempts_short, double_claims=double_claims,
-        applied=applied, stale_applied=stale_applied, double_completions=double_completions, expected=expected,
-        missing=missing, not_durable=not_durable, lost=lost, duplicated=duplicated, over_claims=over_claims,
-        events=events, retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
-        fifo_out_of_order=fifo_out_of_order)
+
+def _row(conn, template: str, names: dict[str, str], keys: str) -> dict[str, int]:
+    """The one row of ``template`` (formatted with ``names``) as ints, named by ``keys`` (space-separated)."""
+    return dict(zip(keys.split(), map(int, query(conn, template.format(**names))[0])))
+
+
+def _counts(conn, schema: str, names: dict[str, str], log: ClaimLog, seeded: int) -> dict:
+    """The log loaded and every count of :func:`bench.engines.common.audit_result` but the retry gaps,
+    the poison jobs and ``over_claims``, inside the audit's transaction."""
+    execute(conn, _CREATE_EVENTS.format(**names))
+    events = load_events(conn, names["events"], log.rows())
+    status_counts = _status_counts(conn, names["jobs"])
+    execute(conn, _CREATE_CLAIMS.format(**names))
+    counts = _row(conn, CLAIM_CHECKS, names, "claimed_distinct claimed_more_than_once redeliveries overlapping "
+                                             "attempts_short double_claims")
+    execute(conn, _CREATE_APPLIED.format(**names))
+    counts |= _row(conn, _COMPLETION_CHECKS, names, "applied stale_applied double_completions")
+    execute(conn, _CREATE_MISSING.format(**names))
+    if seeded >= 1:
+        execute(conn, _MISSING_SEEDED.format(seq=ident(schema, f"seq_1_to_{seeded}"), **names))
+    execute(conn, _MISSING_PRODUCED.format(**names))
+    counts |= _row(conn, _ROW_CHECKS, names, "expected missing not_durable not_durable_present duplicated")
+    counts["lost"] = counts["missing"] + counts.pop("not_durable_present")
+    counts |= _row(conn, _FIFO, names, "fifo_compared fifo_out_of_order")
+    return {"status_counts": status_counts, "events": events, **counts}
+
+
+def _retry_gaps(conn, names: dict[str, str]) -> list[list[float]] | None:
+    """Per job that failed at least once and was claimed again, the seconds between its successive claims
+    (database time, 6 decimals); None when no job failed."""
+    if not query(conn, "SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')".format(**names))[0][0]:
+        return None
+    gaps = []
+    for _, claims in itertools.groupby(query(conn, _RETRY_CLAIMS.format(**names)), key=lambda r: r[0]):
+        times = [float(r[1]) for r in claims]
+        if len(times) > 1:
+            gaps.append([round(b - a, 6) for a, b in zip(times, times[1:])])
+    return gaps
+
+
+def _poison(conn, names: dict[str, str], poison_share: float) -> dict:
+    """How the poison jobs ended (the ``poison_*`` details), or ``{}`` when ``poison_share`` is 0."""
+    if not poison_share > 0:
+        return {}
+    row = query(conn, _POISON.format(**names) + poison_sql(float(poison_share)))[0]
+    return {"poison_jobs": int(row[0]), "poison_done": int(row[1]), "poison_dead": int(row[2]),
+            "poison_dead_attempts_min": None if row[3] is None else int(row[3]),
+            "poison_dead_attempts_max": None if row[4] is None else int(row[4])}
 
 
 def completed_per_queue(conn, schema: str, names: list[str], start_unix: float, end_unix: float) -> dict[str, int]:

@@ -1,15 +1,6 @@
-"""One PyMySQL connection of the tool, set up the same way for every role (worker, producer,
-monitor, reaper, admin), and multi-statement round trips on it.
-
-Every connection is in autocommit mode, uses ``time_zone = '+00:00'`` (the table's DATETIME(6)
-columns hold UTC) and the run's ``ISOLATION`` for its transactions, and has the
-``MULTI_STATEMENTS`` capability so that the claim's update, read-back and commit go in one round
-trip (https://mariadb.com/kb/en/mariadb-client-server-protocol/ ``CLIENT_MULTI_STATEMENTS``).
-
-PyMySQL is pure Python: its socket is gevent's once the entry point has monkey-patched the
-standard library (:mod:`bench.gevent_patch`), so a greenlet waiting on a row lock yields to the others
-(:func:`cooperative_wait`). A C driver (mysqlclient) would block the whole process.
-"""
+"""One PyMySQL connection of the tool, set up the same way for every role (autocommit, UTC, the run's
+``ISOLATION``, ``CLIENT_MULTI_STATEMENTS``: https://mariadb.com/kb/en/mariadb-client-server-protocol/), and
+multi-statement round trips on it (docs/mariadb.md)."""
 
 from __future__ import annotations
 
@@ -27,9 +18,8 @@ ISOLATION_LEVELS = {"read_committed": "READ COMMITTED", "repeatable_read": "REPE
 
 
 def session_setup(isolation: str | None) -> list[str]:
-    """The statements every connection of the tool runs once opened: UTC, then ``isolation`` (an
-    :data:`ISOLATION_LEVELS` key; None: the server's default). mariadb-slap's clients run the same
-    (its ``--init-command``, :mod:`bench.engines.mariadb.slap`)."""
+    """The statements every connection of the tool (and mariadb-slap's ``--init-command``) runs once opened:
+    UTC, then ``isolation`` (an :data:`ISOLATION_LEVELS` key; None: the server's default)."""
     out = ["SET time_zone = '+00:00'"]
     if isolation:
         out.append(f"SET SESSION TRANSACTION ISOLATION LEVEL {ISOLATION_LEVELS[isolation]}")
@@ -38,9 +28,8 @@ def session_setup(isolation: str | None) -> list[str]:
 
 def open_connection(dsn: str, *, isolation: str | None = None, program: str = "queue-bench",
                     connect_timeout_s: int = 10) -> pymysql.connections.Connection:
-    """Open and set up one connection (see the module docstring). ``isolation`` is an
-    :data:`ISOLATION_LEVELS` key (None: the server's default). Raises PyMySQL's errors and
-    ConfigError (``DSN``) for a DSN that cannot be parsed."""
+    """Open and set up one connection (``isolation``: as :func:`session_setup`). Raises PyMySQL's errors and
+    ConfigError (``DSN``)."""
     args = connect_args(dsn)
     args.setdefault("connect_timeout", connect_timeout_s)
     conn = pymysql.connect(**args, autocommit=True, charset="utf8mb4",
@@ -56,9 +45,8 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
 
 
 def results(cur, text: str) -> list[tuple[int, tuple]]:
-    """Send ``text`` (one or more statements separated by ``;``) in one round trip and return, per
-    statement, ``(affected rows, result rows)``. Raises the first failing statement's error; the
-    server runs none after it."""
+    """Send ``text`` (statements separated by ``;``) in one round trip; per statement ``(affected rows, result
+    rows)``. Raises the first failing statement's error (the server runs none after it)."""
     cur.execute(text)
     out = [(cur.rowcount, cur.fetchall())]
     while cur.nextset():
@@ -67,8 +55,7 @@ def results(cur, text: str) -> list[tuple[int, tuple]]:
 
 
 def cooperative_wait() -> str:
-    """The socket module PyMySQL waits on: ``gevent.socket`` when it cooperates with greenlets.
-    Raises RuntimeError naming what it found otherwise (a blocking wait)."""
+    """The socket PyMySQL waits on when it is gevent's; RuntimeError naming it otherwise (a blocking wait)."""
     module = getattr(pymysql.connections.socket, "socket", None)
     owner = getattr(module, "__module__", "")
     if not owner.startswith("gevent"):

@@ -1,12 +1,6 @@
-"""Database side of a MariaDB run: connect, check the server, create the tool's database (a
-MariaDB "schema"), the queue table and its index variant, seed history and backlog, ANALYZE.
-
-Only the tool's own database is ever created, changed or dropped. It is recognised as the tool's
-by its comment (:data:`SCHEMA_MARK`, ``CREATE DATABASE … COMMENT``, MariaDB 10.5.0+:
-https://mariadb.com/kb/en/create-database/); an existing database without it is refused, never
-dropped. A run holds the named lock ``qbench:<schema>`` (``GET_LOCK``, released when its admin
-connection closes: https://mariadb.com/kb/en/get_lock/), so two runs cannot share a schema.
-"""
+"""Database side of a MariaDB run: connect, check the server, create the tool's database (marked by its
+comment, MariaDB 10.5.0+: https://mariadb.com/kb/en/create-database/; locked by a run with ``GET_LOCK``:
+https://mariadb.com/kb/en/get_lock/), the queue table and its index variant, seed, ANALYZE."""
 
 from __future__ import annotations
 
@@ -102,10 +96,8 @@ def server_info(conn) -> dict:
 
 
 def connection_headroom(conn) -> dict[str, int]:
-    """Connections this run may still open: ``max_connections`` less the connections already open
-    (``Threads_connected``, this one included). MariaDB keeps one more for a SUPER user and
-    ``extra_max_connections`` on its extra port; neither is counted as room.
-    https://mariadb.com/kb/en/server-system-variables/#max_connections"""
+    """Connections this run may still open: ``max_connections`` less ``Threads_connected`` (the SUPER slot and
+    ``extra_max_connections`` not counted: https://mariadb.com/kb/en/server-system-variables/#max_connections)."""
     max_conn = int(query(conn, "SELECT @@max_connections")[0][0])
     in_use = int(query(conn, "SHOW GLOBAL STATUS LIKE 'Threads_connected'")[0][1])
     return {"max_connections": max_conn, "reserved": 0, "in_use": in_use, "available": max_conn - in_use}
@@ -141,15 +133,12 @@ ORDER BY 1"""
 
 
 def outside_dependents(conn, schema: str) -> list[str]:
-    """Objects in other databases that depend on ``schema``: foreign keys referencing its tables and
-    views whose definition names it (``view app.v``); [] if none. ``DROP DATABASE`` would fail
-    halfway on the first (error 1451, some tables gone) and silently break the second."""
+    """Foreign keys and views in other databases that depend on ``schema``, as phrases (``view app.v``)."""
     return [r[0] for r in query(conn, _OUTSIDE_DEPENDENTS, (schema, schema, schema, schema))]
 
 
 def state_schema_for(schema: str) -> str:
-    """The name saved states would have (``<schema>_state``). This engine keeps none: every run
-    generates its history (so a sweep's cleanup finds nothing to drop)."""
+    """``<schema>_state``, the name saved states would have (this engine keeps none)."""
     return f"{schema}_state"[:64]
 
 
@@ -180,9 +169,8 @@ check_schema_usable, lock_schema, drop_schema, check_capacity = (
 
 
 def statements(name: str, schema: str) -> list[str]:
-    """The statements of DDL file ``bench/data/schemas/mariadb/<name>`` with ``{schema}`` bound to the quoted
-    database name (``{{``/``}}`` escape braces). Statements end with ``;`` at the end of a line;
-    a trigger body between a ``BEGIN`` line and an ``END;`` line is one statement."""
+    """The statements of ``bench/data/schemas/mariadb/<name>``, ``{schema}`` bound: each ends with ``;`` at a
+    line's end, a trigger body from a ``BEGIN`` line to an ``END;`` line is one."""
     text = (SCHEMA_DIR / name).read_text().format(schema=ident(schema))
     out, current, depth = [], [], 0
     for line in text.splitlines():
@@ -206,22 +194,16 @@ def _chunks(n: int) -> list[tuple[int, int]]:
     return [(a, min(n, a + SEED_CHUNK - 1)) for a in range(1, n + 1, SEED_CHUNK)]
 
 
-#: Lock memory per row a locking scan touches, per worker (bytes), for :func:`check_lock_memory`:
-#: seen on MariaDB 10.11, 20 workers claiming with ``INDEX=status`` over 112,500 pending rows filled
-#: 95 % of a 128 MB buffer pool with lock heaps and the server aborted (signal 6): at least 54 B.
+#: Lock memory per row a locking scan touches, per worker (bytes; at least 54 measured: docs/mariadb.md).
 LOCK_BYTES_PER_SCANNED_ROW = 64
 #: Share of the buffer pool those locks may be estimated to take before a run is refused.
 LOCK_MEMORY_SHARE = 0.5
 
 
 def check_lock_memory(conn, cfg: RunConfig, backlog: int) -> None:
-    """Refuse (ConfigError ``INDEX``) a run whose claims would lock so many rows that InnoDB could
-    abort the server. With ``INDEX=none`` or ``status`` each claim's locking read scans (and InnoDB
-    locks) every row it reads before sorting: all rows (``none``) or every pending row
-    (``status``), in every worker. When ``workers × rows × LOCK_BYTES_PER_SCANNED_ROW`` exceeds
-    :data:`LOCK_MEMORY_SHARE` of ``innodb_buffer_pool_size`` the run is refused before anything is
-    created: past 95 % of the pool in lock heaps InnoDB ends the server
-    (https://mariadb.com/kb/en/innodb-system-variables/#innodb_buffer_pool_size)."""
+    """ConfigError (``INDEX``) when, with ``INDEX=none`` or ``status``, ``workers × rows scanned ×
+    LOCK_BYTES_PER_SCANNED_ROW`` exceeds :data:`LOCK_MEMORY_SHARE` of ``innodb_buffer_pool_size``: InnoDB
+    ends the server past 95 % (https://mariadb.com/kb/en/innodb-system-variables/#innodb_buffer_pool_size)."""
     if cfg.index not in ("none", "status"):
         return
     rows = backlog + (cfg.history if cfg.index == "none" else 0)
@@ -238,15 +220,10 @@ def check_lock_memory(conn, cfg: RunConfig, backlog: int) -> None:
 
 def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = print, *,
             state_schema: str | None = None) -> SeedResult:
-    """(Re)create the tool's database with the queue table, seed ``cfg.history`` done rows (ids
-    1..history, spread over the day before seeding) and ``backlog`` pending rows (spread over the
-    millisecond before seeding, in id order) with server-side ``INSERT … SELECT`` from MariaDB's
-    sequence tables (``seq_1_to_N``: https://mariadb.com/kb/en/sequence-storage-engine/), every id
-    given (1..history, then history+1..history+backlog): ``AUTO_INCREMENT`` reserves each statement's
-    ids in blocks and drops the unused ones, which would leave gaps the audit counts as lost; add the
-    index variant, then ``ANALYZE TABLE``. ``state_schema`` is ignored (no saved states here).
-    Raises ConfigError if the database belongs to someone else, or when the claims could lock
-    more than InnoDB can hold (:func:`check_lock_memory`); nothing is created then."""
+    """(Re)create the tool's database and queue table, seed ``cfg.history`` done rows (over the day before)
+    and ``backlog`` pending ones (over the millisecond before) from the sequence tables
+    (https://mariadb.com/kb/en/sequence-storage-engine/) with explicit ids, add the index variant, ANALYZE.
+    Raises ConfigError (a foreign database, :func:`check_lock_memory`) before creating anything."""
     schema = cfg.schema
     check_schema_usable(conn, schema)
     check_lock_memory(conn, cfg, backlog)
@@ -301,10 +278,8 @@ def queue_tables(conn, schema: str) -> list[str]:
 
 
 def table_sizes(conn, schema: str) -> dict[str, int]:
-    """Bytes of the queue table (clustered index = the rows) and of its secondary indexes, from
-    ``information_schema.TABLES`` (InnoDB's page counts, refreshed by its persistent statistics:
-    an estimate, https://mariadb.com/kb/en/information-schema-tables-table/). ``jobs_ready``
-    counts as an index (it stands in for one)."""
+    """Bytes of the queue table and of its indexes (``jobs_ready`` among them), InnoDB's estimate
+    (https://mariadb.com/kb/en/information-schema-tables-table/)."""
     rows = query(conn, "SELECT TABLE_NAME, DATA_LENGTH, INDEX_LENGTH FROM information_schema.TABLES "
                        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ('jobs', 'jobs_ready')", (schema,))
     table = sum(int(d) for name, d, _ in rows if name == "jobs")

@@ -1,9 +1,5 @@
-"""MariaDB/MySQL connection strings: ``mysql://user:password@host:port/database?options`` (also
-``mariadb://``) parsed into PyMySQL's connect arguments. Parses, never connects.
-
-The database part is only the connection's default database and may be left out: the tool's
-own "schema" is a MariaDB database of its own (``SCHEMA``, default ``qbench``).
-"""
+"""``mysql://user:password@host:port/database?options`` (or ``mariadb://``) parsed into PyMySQL's connect
+arguments, never connected; the database part is only the connection's default and may be left out."""
 
 from __future__ import annotations
 
@@ -20,10 +16,9 @@ _EXAMPLE = "e.g. mysql://root@127.0.0.1:3306/"
 
 
 def connect_args(dsn: str) -> dict:
-    """PyMySQL ``connect`` keyword arguments for ``dsn``: ``host``, ``port`` (3306 by default),
-    ``user`` (``root`` by default), ``password``, ``database`` (None when absent) and the
-    query options ``unix_socket``, ``connect_timeout`` (seconds). Raises ConfigError (``DSN``)
-    for another scheme, an unknown option or a port that is not a number."""
+    """PyMySQL's ``connect`` arguments for ``dsn``: ``host``, ``port`` (3306), ``user`` (``root``),
+    ``password``, ``database`` (None), options ``unix_socket``, ``connect_timeout`` (s). Raises ConfigError
+    (``DSN``)."""
     parts = urllib.parse.urlsplit(dsn.strip())
     if parts.scheme not in SCHEMES:
         raise ConfigError("DSN", f"not a MariaDB connection string (scheme {parts.scheme or 'missing'!r}); "
@@ -49,8 +44,7 @@ def connect_args(dsn: str) -> dict:
 
 
 def non_loopback_host(dsn: str) -> str | None:
-    """The host ``dsn`` connects to when it is not this machine, else None (a Unix socket is local).
-    Raises ConfigError (``DSN``) when the DSN cannot be parsed."""
+    """The host ``dsn`` connects to when it is not this machine, else None. Raises ConfigError (``DSN``)."""
     args = connect_args(dsn)
     if args.get("unix_socket"):
         return None

@@ -32,11 +32,11 @@ import pathlib
 import re
 import signal
 import subprocess
-from typing import Callable, ContextManager
 
 import pymysql
 
-from bench.engines.embedded_base import STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe, embedded
+from bench.engines.embedded_base import STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
+from bench.engines.embedded_host import MAX_SOCKET_PATH
 from bench.engines.mariadb.embedded_binaries import ServerBinaries, find_server_binaries
 
 __all__ = ["BUFFER_POOL_SIZE", "ERROR_LOG", "EmbeddedError", "MariaDBRecipe", "PID_FILE", "embedded_mariadb"]
@@ -47,52 +47,26 @@ PID_FILE = "mariadbd.pid"
 ERROR_LOG = "error.log"
 """The server's error log, in its datadir."""
 
-_MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-
-
-def embedded_mariadb(max_connections: int, *, base_dir: pathlib.Path | None = None,
-                     log: Callable[[str], None] = print) -> ContextManager[str]:
-    """Start a throwaway MariaDB server; yield its DSN; stop it and delete it on exit.
-
-    Args:
-        max_connections: the server's ``max_connections`` (connections, int >= 1). Pass the
-            run's workers plus headroom (monitor, reaper, producers). MariaDB accepts 10 to
-            100000; a value outside is raised or lowered to that range (with a line to ``log``).
-            MariaDB admits one connection more for an account with the CONNECTION ADMIN
-            privilege, such as ``root``.
-        base_dir: directory to create the temporary directory in (created if missing); default:
-            the system temp dir. Under root its parents must be traversable by the ``mysql`` user.
-        log: receives short progress lines (one ``str`` per call, no newline).
-
-    Yields:
-        ``mysql://root@127.0.0.1:PORT/`` (``root`` with an empty password, TCP on loopback
-        only). The server's datadir, Unix socket, pid file and error log (``error.log``) are in
-        the temporary directory, ``innodb_buffer_pool_size=256M``,
-        ``innodb_flush_log_at_trx_commit=1`` (the default), host names are not resolved, and SQL
-        may read or write files only in a directory of its own (``secure_file_priv``).
-
-    Raises:
-        ConfigError: (``ENGINE``, exit status 2) no ``mariadbd``/``mysqld`` or no install tool on
-            this machine; one line naming what is allowed instead. Nothing was created.
-        EmbeddedError: the server binary is not MariaDB or does not run, the install tool
-            failed, the server did not start or accept a connection within 60 s (message includes
-            the last 20 lines of its error log), or under root the ``mysql`` user cannot reach
-            ``base_dir``.
-        ValueError: ``max_connections`` is not a positive int.
-
-    On leaving the block, normally or by any exception (``KeyboardInterrupt`` included), the
-    server gets SIGTERM (its normal shutdown; SIGKILL after 60 s) and the temporary directory is
-    removed; see :mod:`bench.engines.embedded_base` for the other ways out.
-    """
-    return embedded(MariaDBRecipe(), max_connections, base_dir, log)
-
-
-#: The name :func:`bench.engines.embedded_server` calls on every engine.
-embedded_server = embedded_mariadb
-
 
 class MariaDBRecipe(Recipe):
-    """MariaDB's throwaway server: the install tool, ``mariadbd`` as a child process, probed with PyMySQL."""
+    """MariaDB's throwaway server: the install tool, ``mariadbd`` as a child process, probed with PyMySQL.
+
+    Its :meth:`~bench.engines.embedded_base.Recipe.server` yields ``mysql://root@127.0.0.1:PORT/`` (``root``
+    with an empty password, TCP on loopback only). The datadir, Unix socket, pid file and error log
+    (``error.log``) are in the temporary directory; ``innodb_buffer_pool_size=256M``,
+    ``innodb_flush_log_at_trx_commit=1`` (the default), host names not resolved, and SQL may read or write
+    files only in a directory of its own (``secure_file_priv``). ``max_connections``: MariaDB accepts 10 to
+    100000 (others are raised or lowered into it, with a line to ``log``), and admits one connection more
+    for an account with the CONNECTION ADMIN privilege, such as ``root``. Under root, ``base_dir``'s parents
+    must be traversable by the ``mysql`` user. On leaving the block the server gets SIGTERM (its normal
+    shutdown; SIGKILL after 60 s) and the directory is removed.
+
+    Raises ConfigError (``ENGINE``, exit status 2; nothing created) when this machine has no
+    ``mariadbd``/``mysqld`` or no install tool; EmbeddedError when the binary is not MariaDB or does not
+    run, the install tool failed, the server did not start or accept a connection within 60 s (with the
+    last 20 lines of its error log), or under root the ``mysql`` user cannot reach ``base_dir``; ValueError
+    for a ``max_connections`` that is not a positive int.
+    """
 
     label = "MariaDB"
     prefix = "qbench-maria-"
@@ -200,6 +174,11 @@ class MariaDBRecipe(Recipe):
             proc.wait(timeout=30)
 
 
+#: Start a throwaway MariaDB server, yield its DSN, stop and delete it on exit (see :class:`MariaDBRecipe`);
+#: ``embedded_server`` is the name :func:`bench.engines.embedded_server` calls on every engine.
+embedded_mariadb = embedded_server = MariaDBRecipe.server
+
+
 def _user_options(srv: EmbeddedServer) -> list[str]:
     """``["--user=NAME"]`` for mariadbd and the install tool under root, else ``[]``."""
     return [f"--user={srv.run_as.name}"] if srv.run_as.name else []
@@ -215,7 +194,7 @@ def server_argv(bins: ServerBinaries, srv: EmbeddedServer) -> list[str]:
     return [
         str(bins.server), "--no-defaults",  # must come first
         *_user_options(srv),
-        f"--datadir={data_dir}", f"--socket={socket if len(str(socket)) <= _MAX_SOCKET_PATH else socket.name}",
+        f"--datadir={data_dir}", f"--socket={socket if len(str(socket)) <= MAX_SOCKET_PATH else socket.name}",
         f"--pid-file={data_dir / PID_FILE}", f"--log-error={data_dir / ERROR_LOG}",
         f"--port={srv.port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
         f"--max-connections={srv.max_connections}",

@@ -1,10 +1,5 @@
-"""The embedded server's binaries: where ``mariadbd`` and ``mariadb-install-db`` are found.
-
-The server is ``mariadbd``, else ``mysqld``; the tool that creates its data directory is
-``mariadb-install-db``, else ``mysql_install_db``. Each is looked for in the directories of
-``PATH``, then ``/usr/sbin`` and ``/usr/bin`` (Debian puts the server in ``/usr/sbin``, which is
-not on a normal user's ``PATH``).
-"""
+"""The embedded server's binaries: where ``mariadbd`` and ``mariadb-install-db`` (or their old names) are
+found (the search: docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
 
@@ -33,16 +28,14 @@ _ALLOWED = ("allowed: ENGINE=mariadb with DSN=mysql://user@host:port/ of a runni
 
 @dataclasses.dataclass(frozen=True)
 class ServerBinaries:
-    """The paths of the server (``mariadbd`` or ``mysqld``) and of its data directory tool
-    (``mariadb-install-db`` or ``mysql_install_db``), as found (symlinks not resolved)."""
+    """The server's and its data directory tool's paths, as found (symlinks not resolved)."""
 
     server: pathlib.Path
     install_db: pathlib.Path
 
 
 def search_dirs() -> list[pathlib.Path]:
-    """The directories searched, in order: ``PATH``'s, then :data:`SYSTEM_DIRS` (duplicates and
-    empty entries dropped)."""
+    """The directories searched: ``PATH``'s, then :data:`SYSTEM_DIRS`, each once."""
     seen: dict[pathlib.Path, None] = {}
     for entry in [*os.environ.get("PATH", "").split(os.pathsep), *SYSTEM_DIRS]:
         if entry:
@@ -60,13 +53,8 @@ def _first(names: tuple[str, ...], dirs: list[pathlib.Path]) -> pathlib.Path | N
 
 
 def find_server_binaries(dirs: Iterable[pathlib.Path | str] | None = None) -> ServerBinaries:
-    """Locate the server and its data directory tool in ``dirs`` (default :func:`search_dirs`).
-
-    Raises:
-        ConfigError: (``ENGINE``) neither ``mariadbd`` nor ``mysqld``, or neither
-            ``mariadb-install-db`` nor ``mysql_install_db``, is there; one line saying what
-            is allowed instead (a running server's DSN, or installing mariadb-server).
-    """
+    """The server and its data directory tool in ``dirs`` (default :func:`search_dirs`). Raises ConfigError
+    (``ENGINE``) when either is missing."""
     where = [pathlib.Path(d) for d in dirs] if dirs is not None else search_dirs()
     searched = (f"PATH, {', '.join(SYSTEM_DIRS)}" if dirs is None
                 else ", ".join(map(str, where)) or "no directory")

@@ -1,15 +1,5 @@
-"""MariaDB as a :class:`bench.engines.base.Engine`: the modules of this package that the shared flows
-call (``db``, ``plans``, ``probes``, ``fault_actions``, the sessions), and where it differs.
-
-Import it after the entry point's gevent monkey-patching (:mod:`bench.gevent_patch`: it must precede
-PyMySQL's import, so that its socket is gevent's); :func:`bench.engines.get_engine` imports it when first asked.
-
-Where MySQL 8 differs (untested: no server here), the differences are listed in docs/architecture.md:
-NOWAIT's error 3572 (classified in :mod:`bench.engines.mariadb.error_kinds`), ``SKIP LOCKED`` since 8.0.1,
-lock waits in ``performance_schema.data_lock_waits`` (tried by
-:func:`bench.engines.mariadb.monitor.lock_waits_source`), no database comments (the schema mark) and no
-sequence tables (seeding, audit).
-"""
+"""MariaDB as a :class:`bench.engines.base.Engine`: the modules the shared flows call, and where it differs
+(MySQL 8's differences: docs/architecture.md). Imported after gevent's patching."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""What a MariaDB error counter is keyed by: a named kind, chosen by the error number and, for
-1205, by the policy of the statement that failed.
-
-MariaDB returns error 1205 (``ER_LOCK_WAIT_TIMEOUT``) for a ``NOWAIT`` or ``WAIT 0`` locking read
-that meets a locked row and for a plain lock wait that ran out of ``innodb_lock_wait_timeout``
-alike (https://mariadb.com/kb/en/wait-and-nowait/); MySQL 8 returns 3572
-(``ER_LOCK_NOWAIT``) for the first. So a 1205 is ``lock_not_available`` when the statement
-was the claim of the ``nowait`` policy, and ``lock_wait_timeout`` otherwise. Error numbers:
-https://mariadb.com/kb/en/mariadb-error-code-reference/
-"""
+"""What a MariaDB error counter is keyed by: a named kind, by the error number and, for 1205 (NOWAIT and a
+lock wait timeout alike: https://mariadb.com/kb/en/wait-and-nowait/; docs/mariadb.md), by the failed
+statement's policy. Error numbers: https://mariadb.com/kb/en/mariadb-error-code-reference/"""
 
 from __future__ import annotations
 
@@ -45,8 +38,7 @@ def is_lost(err: BaseException) -> bool:
 
 
 def error_kind(err: BaseException, *, policy: str | None = None, connecting: bool = False) -> str:
-    """The counter key of ``err`` (see the module docstring); ``policy`` is the claim policy when
-    the statement was a claim (None for other statements). Never raises."""
+    """The counter key of ``err``; ``policy``: the claim's policy (None for other statements). Never raises."""
     number = error_number(err)
     if connecting:
         return CONNECT_FAILED

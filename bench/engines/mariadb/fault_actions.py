@@ -13,9 +13,8 @@ from bench.engines.mariadb.sessions import WORKER_CONNECTION_IDS
 
 
 def hold_snapshot(dsn: str, schema: str):
-    """Open a ``REPEATABLE READ`` transaction with a consistent snapshot that has read the queue
-    table: while it is open, InnoDB's purge cannot remove undo records newer than its read view, and
-    the history list length grows (https://mariadb.com/kb/en/start-transaction/). :func:`release` ends it."""
+    """A ``REPEATABLE READ`` transaction with a consistent snapshot that has read the queue table, holding back
+    InnoDB's purge (https://mariadb.com/kb/en/start-transaction/) until :func:`release`."""
     conn = db.connect(dsn, application_name="queue-bench long transaction")
     with conn.cursor() as cur:
         cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -35,10 +34,8 @@ def release(conn) -> None:
 
 
 def kill_one_worker(conn) -> bool:
-    """``KILL CONNECTION`` one of this process's worker connections, chosen at random
-    (https://mariadb.com/kb/en/kill/); True if one was killed. MariaDB shows no application name,
-    so the candidates are the connection ids the worker sessions registered
-    (:data:`bench.engines.mariadb.sessions.WORKER_CONNECTION_IDS`)."""
+    """``KILL CONNECTION`` (https://mariadb.com/kb/en/kill/) of a random worker connection of this process
+    (:data:`bench.engines.mariadb.sessions.WORKER_CONNECTION_IDS`); True if one was killed."""
     ids = list(WORKER_CONNECTION_IDS)
     random.shuffle(ids)
     for connection_id in ids:

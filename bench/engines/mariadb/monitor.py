@@ -1,20 +1,6 @@
-"""Database-side sampling on MariaDB, once a second (the loop is :class:`bench.engines.sampler.TableSampler`'s).
-
-Every second, from InnoDB's own views (never the queue table):
-
-- lock waiters: transactions waiting for a row lock, ``COUNT(DISTINCT requesting_trx_id)`` of
-  ``information_schema.INNODB_LOCK_WAITS`` (MariaDB: https://mariadb.com/kb/en/information-schema-innodb_lock_waits-table/),
-  else ``sys.innodb_lock_waits``, else ``performance_schema.data_lock_waits`` (MySQL 8), whichever
-  exists (:func:`lock_waits_source`);
-- InnoDB's history list length (``trx_rseg_history_len`` in ``information_schema.INNODB_METRICS``):
-  undo records not yet purged, held back by the oldest open read view. It stands in for
-  PostgreSQL's dead tuples and xmin age, which have no meaning here (those columns stay empty);
-- the queue table's row count estimate (``information_schema.TABLES.TABLE_ROWS``) as ``table_tuples``.
-
-From the queue table, within the same cost budgets as on PostgreSQL: the oldest eligible age per
-priority (one index probe each with ``composite``, ``generated`` and ``ready_table``), queue depth
-(eligible rows) and running rows. Statements are bounded with ``max_statement_time``.
-"""
+"""Database-side sampling on MariaDB (docs/mariadb.md): lock waiters
+(https://mariadb.com/kb/en/information-schema-innodb_lock_waits-table/, :func:`lock_waits_source`), the
+history list length (``trx_rseg_history_len``), the table's row estimate; the table queries as on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -60,9 +46,8 @@ def eligible_source(schema: str, index: str) -> tuple[str, str]:
 
 
 class Monitor(TableSampler):
-    """Samples a MariaDB server over two connections of its own (``connect(name)`` opens one).
-    ``priorities``: the priority values jobs can have. Table statements are bounded by
-    ``table_timeout_ms``, statistics statements by 5 s."""
+    """Samples a MariaDB server over two connections (``connect(name)``); table statements bounded by
+    ``table_timeout_ms``, statistics ones by 5 s (``max_statement_time``)."""
 
     driver_errors = (pymysql.err.MySQLError, OSError)
 
@@ -121,8 +106,7 @@ class Monitor(TableSampler):
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, dead_tuples: None, xmin_age: None, table_tuples, history_list_length,
-        notify_lock_waiters: None, cost_s}`` (see the module docstring; MariaDB has no NOTIFY); values
-        None when the query failed."""
+        notify_lock_waiters: None, cost_s}``; None when the query failed."""
         row, cost = self._timed("stats", self.stats_query)
         value = (lambda i: None if row is None or row[i] is None else int(row[i]))
         return {"lock_waiters": value(0), "dead_tuples": None, "xmin_age": None, "table_tuples": value(2),

@@ -1,12 +1,5 @@
-"""The claim's plan on MariaDB: what the optimizer chose for its locking SELECT, read from the
-JSON of ``EXPLAIN FORMAT=JSON`` (planned, not run) and ``ANALYZE FORMAT=JSON`` (run, with real row
-counts and times: https://mariadb.com/kb/en/analyze-format-json/).
-
-MariaDB plans every statement sent as text, so there is no plan cache and no generic plan: the
-workers' claim is planned on every execution with its own values. ``plans.workers`` is the
-``ANALYZE FORMAT=JSON`` one worker ran on its own session as the load stopped (rolled back);
-``plans.explain`` is ``EXPLAIN FORMAT=JSON`` on the tool's admin session before and after the load.
-"""
+"""The claim's plan on MariaDB, from ``EXPLAIN FORMAT=JSON`` and ``ANALYZE FORMAT=JSON``
+(https://mariadb.com/kb/en/analyze-format-json/): what is captured and when, docs/mariadb.md ("Plans")."""
 
 from __future__ import annotations
 
@@ -38,11 +31,9 @@ def _tables(node, out: list, sorted_by: list) -> None:
 
 
 def summarize_plan(text: str) -> dict:
-    """``{"text", "scan", "nodes", "rows_examined", "execution_ms", "filesort", "shared_buffers": None}``
-    of a ``FORMAT=JSON`` plan: ``scan`` like ``range on jobs using jobs_status_claim_order_idx``
-    (tables joined by `` + ``), ``rows_examined`` the rows the engine read (``r_rows`` when it
-    ran, else the estimate ``rows``), ``execution_ms`` the query block's ``r_total_time_ms``
-    (None when only planned). Raises ValueError when ``text`` is not such JSON."""
+    """``{"text", "scan", "nodes", "rows_examined", "execution_ms", "filesort", "shared_buffers": None}`` of a
+    ``FORMAT=JSON`` plan (``scan`` like ``range on jobs using <index>``; rows read, else estimated;
+    ``execution_ms`` None when only planned). Raises ValueError when ``text`` is not such JSON."""
     plan = json.loads(text)
     tables, sorted_by = [], []
     _tables(plan, tables, sorted_by)
@@ -61,8 +52,7 @@ def summarize_plan(text: str) -> dict:
 
 
 def capture_plans(conn, cfg, when: str) -> tuple[dict | None, str]:
-    """``EXPLAIN FORMAT=JSON`` of the claim's SELECT on ``conn`` now: ``({"auto": None, "explain": PLAN}, when)``
-    or ``(None, reason)`` when it failed."""
+    """``({"auto": None, "explain": PLAN}, when)`` of the claim SELECT's ``EXPLAIN FORMAT=JSON``, or ``(None, why)``."""
     select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch, queue_names(queue_count(cfg)))
     try:
         with conn.cursor() as cur:
@@ -74,9 +64,8 @@ def capture_plans(conn, cfg, when: str) -> tuple[dict | None, str]:
 
 
 def workers_plan(explain: dict | None) -> dict:
-    """The plan the workers' claim ran (``summary.json`` ``plans.workers``): ``plan`` is ``text`` (sent
-    as text, planned on every execution), with :func:`summarize_plan`'s keys from one worker's
-    ``ANALYZE FORMAT=JSON`` (``explain``: ``{"worker", "text"}`` or ``{"worker", "error"}``)."""
+    """``summary.json``'s ``plans.workers``: ``plan`` ``text``, with :func:`summarize_plan`'s keys from
+    ``explain`` (``{"worker", "text"}`` or ``{"worker", "error"}``)."""
     out = {"plan": "text", "plan_cache": None, "generic_executions": None, "custom_executions": None,
            "sessions_read": 0, "session_errors": [], "explained_on": (explain or {}).get("worker")}
     try:

@@ -1,41 +1,7 @@
-"""Claim, completion, failure, reaper and producer SQL per claim policy and index variant (MariaDB).
-
-MariaDB has no ``UPDATE … RETURNING`` and no partial index, so the claim is a transaction of
-three statements, timed as one claim by the worker (:mod:`bench.engines.mariadb.sessions`):
-
-1. ``SELECT id … ORDER BY priority, run_at, id LIMIT n FOR UPDATE [NOWAIT | SKIP LOCKED]``
-   (``START TRANSACTION`` first, in the same round trip, unless ``TXN=hold`` opened one);
-2. ``UPDATE jobs SET status = 'running', … WHERE id IN (…)`` with the ids the SELECT locked;
-3. ``SELECT`` of those rows' new attempt tokens, pickup and lease times, then ``COMMIT``
-   (steps 2 and 3 and the commit go in one round trip).
-
-The ids are fixed by step 1 before step 2 runs, so the claim cannot take more rows than its
-``LIMIT``; MariaDB refuses the FR-03 form (``LIMIT`` inside ``IN (…)``, error 1235) anyway.
-
-Locking clauses (MariaDB 10.6+ for ``SKIP LOCKED``, 10.3+ for ``NOWAIT``):
-https://mariadb.com/kb/en/select/#skip-locked and https://mariadb.com/kb/en/wait-and-nowait/
-
-Times: every session sets ``time_zone = '+00:00'`` so ``NOW(6)`` and ``UNIX_TIMESTAMP()`` are in
-UTC and agree with the client's epoch seconds. ``NOW(6)`` is the start of the statement, so the
-``UPDATE`` of step 2, which runs after step 1 holds the locks, stamps the claim's moment
-(``started_at``, the lease's start) after any lock wait, as ``clock_timestamp()`` does on
-PostgreSQL. In one ``UPDATE`` MariaDB applies assignments left to right, each seeing the ones
-before it: the failure's ``CASE`` tests ``attempts`` (never assigned there), not ``status``.
-
-Every statement keyed by id names the primary key (``FORCE INDEX (PRIMARY)``): given
-``WHERE id = 5 AND attempt_token = 3 AND status = 'running'``, MariaDB 10.11 chose a range on the
-``status`` index over the primary key (EXPLAIN showed it), and that range's next-key locks deadlocked
-completions with concurrent claims (error 1213) under ``REPEATABLE READ``.
-https://mariadb.com/kb/en/index-hints-how-to-force-query-plans/
-
-Index variants change only where the claim reads: ``generated`` filters on the stored generated
-column ``claim_pending`` (1 when pending, else NULL); ``ready_table`` locks rows of the
-``jobs_ready`` table that triggers keep (``bench/data/schemas/mariadb/index_ready_table.sql``).
-
-An id or token may also be a session variable (:class:`Var`, e.g. ``@id``): ``make calibrate
-ENGINE=mariadb`` has mariadb-slap run these same statements with the values it holds in its
-session (:func:`bench.engines.mariadb.slap.slap_script`).
-"""
+"""Claim (a transaction of three statements), completion, failure, reaper and producer SQL per claim policy
+and index variant on MariaDB (why each is written so: docs/mariadb.md). Locking clauses, ``SKIP LOCKED``
+10.6+ and ``NOWAIT`` 10.3+: https://mariadb.com/kb/en/select/#skip-locked, https://mariadb.com/kb/en/wait-and-nowait/;
+the forced primary key: https://mariadb.com/kb/en/index-hints-how-to-force-query-plans/"""
 
 from __future__ import annotations
 
@@ -59,13 +25,12 @@ def literal(value: str) -> str:
 
 
 def _by_id(schema: str) -> str:
-    """The queue table with the primary key forced (statements keyed by id; see the module docstring)."""
+    """The queue table with the primary key forced (for statements keyed by id)."""
     return f"{ident(schema, 'jobs')} FORCE INDEX (PRIMARY)"
 
 
 class Var(str):
-    """A MariaDB user variable (``@name``) written where a statement takes an id or a token; raises
-    ValueError for anything else (it is inlined as SQL, never quoted)."""
+    """A user variable (``@name``) in place of an id or token (mariadb-slap's script); ValueError for anything else."""
 
     def __new__(cls, name: str):
         if not re.fullmatch(r"@[A-Za-z_][A-Za-z0-9_]*", name):
@@ -84,11 +49,8 @@ def _ids(ids: list[int | Var]) -> str:
 
 def claim_select(schema: str, policy: str, index: str, batch: int, queues: list[str] = (), *,
                  table: str = "jobs") -> str:
-    """Step 1 of the claim: the ids of at most ``batch`` eligible jobs in claim order, locked by
-    ``policy``'s clause; with more than one name in ``queues``, only jobs of those queues
-    (``queue IN (…)``, the names inlined; not with ``ready_table``, whose table has no queue
-    column). ``table`` names the queue table inside ``schema`` (a probe's scratch table:
-    :mod:`bench.engines.mariadb.probes`). Raises KeyError for an unknown policy."""
+    """Step 1: the ids of at most ``batch`` eligible jobs in claim order, locked by ``policy``'s clause, of
+    ``queues`` when more than one (not with ``ready_table``); ``table``: a probe's. KeyError for a bad policy."""
     locking = LOCKING_CLAUSE[policy]
     if index == "ready_table":
         return (f"SELECT id FROM {ident(schema, 'jobs_ready')} WHERE run_at <= NOW(6) "
@@ -100,8 +62,7 @@ def claim_select(schema: str, policy: str, index: str, batch: int, queues: list[
 
 
 def claim_update(schema: str, ids: list[int | Var], worker: str, lease_s: float) -> str:
-    """Step 2: mark the locked ``ids`` running with a lease of ``lease_s`` seconds from now, a fresh
-    attempt (fencing) token each and ``locked_by = worker``."""
+    """Step 2: the locked ``ids`` running, a lease of ``lease_s`` s, a fresh attempt token each, ``locked_by``."""
     lease_us = int(round(float(lease_s) * 1_000_000))
     return (f"UPDATE {_by_id(schema)} SET status = 'running', attempts = attempts + 1, "
             f"attempt_token = NEXTVAL({ident(schema, 'attempt_token_seq')}), locked_by = {literal(worker)}, "
@@ -110,8 +71,7 @@ def claim_update(schema: str, ids: list[int | Var], worker: str, lease_s: float)
 
 
 def claim_rows(schema: str, ids: list[int | Var]) -> str:
-    """Step 3: ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)`` of the claimed
-    rows: pickup from ``run_at`` to the claim's moment (µs), the last two epoch seconds."""
+    """Step 3: ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``, the last two epoch seconds."""
     return (f"SELECT id, attempt_token, TIMESTAMPDIFF(MICROSECOND, run_at, started_at), attempts, "
             f"UNIX_TIMESTAMP(lease_expires_at), UNIX_TIMESTAMP(started_at) "
             f"FROM {ident(schema, 'jobs')} WHERE id IN ({_ids(ids)}) ORDER BY priority, run_at, id")
@@ -124,8 +84,8 @@ def complete_one(schema: str, job_id: int | Var, token: int | Var) -> str:
 
 
 def fail(schema: str, job_id: int, token: int, delay_s: float, error: str) -> str:
-    """A failed attempt: back to ``pending`` ``delay_s`` seconds from now, or ``dead`` once
-    ``attempts >= max_attempts``; 0 rows when the token moved on."""
+    """A failed attempt: ``pending`` again in ``delay_s`` s, or ``dead`` past ``max_attempts``; 0 rows when
+    the token moved on."""
     delay_us = int(round(float(delay_s) * 1_000_000))
     return (f"UPDATE {_by_id(schema)} SET "
             f"status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, "
@@ -141,15 +101,13 @@ def status_of(schema: str, job_id: int, token: int) -> str:
 
 
 def reap_select(schema: str, limit: int = 1000) -> str:
-    """The reaper's locking read: running jobs whose lease expired, ``SKIP LOCKED`` so it never
-    waits on a worker."""
+    """The reaper's locking read (``SKIP LOCKED``): running jobs whose lease expired."""
     return (f"SELECT id FROM {ident(schema, 'jobs')} WHERE status = 'running' AND lease_expires_at < NOW(6) "
             f"ORDER BY lease_expires_at LIMIT {int(limit)} FOR UPDATE SKIP LOCKED")
 
 
 def reap_update(schema: str, ids: list[int]) -> str:
-    """Re-queue (or dead-letter past ``max_attempts``) the locked ``ids``, re-checking status and
-    lease so a job finished meanwhile is never touched; ``run_at`` is kept (FR-06)."""
+    """Re-queue (or dead-letter) the locked ``ids`` whose status and lease still say expired (FR-06)."""
     return (f"UPDATE {_by_id(schema)} SET "
             f"status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, "
             f"finished_at = CASE WHEN attempts >= max_attempts THEN NOW(6) END, "
@@ -165,8 +123,8 @@ def reaped(schema: str, ids: list[int]) -> str:
 
 def insert(schema: str, priorities: list[int], run_at_s: list[float], max_attempts: int,
            queues: list[str] | None = None) -> str:
-    """The producers' multi-row insert (``run_at`` in epoch seconds), with ``queues`` each job's
-    queue name; returns the new ids (``INSERT … RETURNING``, MariaDB 10.5+)."""
+    """The producers' multi-row insert (``run_at`` epoch seconds, ``queues`` each job's), returning the ids
+    (MariaDB 10.5+)."""
     names = [f", {literal(q)}" for q in queues] if queues else [""] * len(priorities)
     values = ",".join(f"({int(p)}, FROM_UNIXTIME({float(t)!r}), {int(max_attempts)}{q})"
                       for p, t, q in zip(priorities, run_at_s, names))

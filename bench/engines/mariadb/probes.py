@@ -1,25 +1,6 @@
-"""Probes of what InnoDB's locking reads really do, for the experiments catalogue: the same probes
-and result shapes as :mod:`bench.engines.postgres.probes`, each on a throwaway table of its own in
-the tool's database, created and dropped by the probe.
-
-:func:`offset_lock_probe` (experiment 4): InnoDB locks every index record a locking read scans
-(https://mariadb.com/kb/en/innodb-lock-modes/), and a ``LIMIT … OFFSET`` is applied by the server
-above the storage engine, so the rows the offset skips were scanned and are locked. The probe
-measures it by trying ``FOR UPDATE NOWAIT`` on each row: MariaDB has no view of the row locks a
-transaction holds (``INNODB_LOCKS`` lists only locks someone waits for), so the method is always
-``"nowait probe"``. A ``NOWAIT`` read of a locked row fails with error 1205
-(:mod:`bench.engines.mariadb.error_kinds`).
-
-:func:`subselect_overclaim_probe` (experiment 13, field case FR-03): MariaDB refuses ``LIMIT``
-in an ``IN`` sub-query (error 1235, "This version of MariaDB doesn't yet support 'LIMIT &
-IN/ALL/ANY/SOME subquery'": https://mariadb.com/kb/en/subquery-limitations/), so the sub-select
-claim cannot over-claim here: it cannot run at all. The probe finds that out by sending it.
-
-The database: the tool's (its comment is :data:`bench.engines.mariadb.db.SCHEMA_MARK`), locked
-for the probe by the named lock a run takes (a run in progress refuses the probe, ConfigError
-``SCHEMA``); when absent it is created, marked, for the probe and dropped after it. A database
-someone else made is refused (ConfigError ``SCHEMA``).
-"""
+"""Probes of what InnoDB's locking reads do (experiments 4 and 13; why: docs/design.md, claim protocol),
+each on a scratch table in the tool's database: https://mariadb.com/kb/en/innodb-lock-modes/,
+https://mariadb.com/kb/en/subquery-limitations/ (error 1235)."""
 
 from __future__ import annotations
 
@@ -34,8 +15,7 @@ from bench.engines.mariadb.connection import ISOLATION_LEVELS, open_connection
 from bench.engines.mariadb.error_kinds import error_number
 from bench.engines.mariadb.policies import claim_select, ident
 
-#: Each probe session's ``innodb_lock_wait_timeout`` (s) and ``max_statement_time`` (s): none of
-#: its statements waits (NOWAIT, SKIP LOCKED), so this bound is a safety net, never reached.
+#: Each probe session's ``innodb_lock_wait_timeout`` and ``max_statement_time`` (s): a safety net.
 PROBE_TIMEOUT_S = 5
 #: The isolation of the probe's sessions: the engine's default ``ISOLATION`` (next-key locks).
 PROBE_ISOLATION = "repeatable_read"
@@ -56,11 +36,9 @@ def _session(dsn: str, name: str):
 
 @contextlib.contextmanager
 def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple[object, str, str]]:
-    """A table ``<schema>.qbench_probe_<kind>_<hex>`` with ``rows`` pending rows (ids 1..rows, in
-    claim order); yields (the admin connection, the quoted table). It is dropped when the block
-    ends, however it ends; so is the database when this created it. Raises ConfigError
-    (``SCHEMA``) for a database that is not the tool's or that a run holds, ``DSN`` when it cannot
-    connect."""
+    """A table ``<schema>.qbench_probe_<kind>_<hex>`` of ``rows`` pending rows (ids 1..rows in claim order),
+    dropped after the block (the database too if created); yields (admin connection, quoted table, name).
+    Raises ConfigError (``SCHEMA``, ``DSN``)."""
     admin = db.connect(dsn, application_name="queue-bench probe")
     name = f"qbench_probe_{kind}_{secrets.token_hex(4)}"
     table = ident(schema, name)
@@ -78,8 +56,7 @@ def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple
 
 
 def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:
-    """The ``ids`` that ``SELECT … FOR UPDATE NOWAIT`` on ``conn`` cannot lock (error 1205); each
-    probe runs in a transaction of its own, rolled back at once."""
+    """The ``ids`` that ``FOR UPDATE NOWAIT`` on ``conn`` cannot lock (error 1205), each tried and rolled back."""
     locked = []
     for job_id in ids:
         db.execute(conn, "START TRANSACTION")
@@ -95,14 +72,9 @@ def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:
 
 
 def offset_lock_probe(dsn: str, schema: str) -> dict:
-    """Experiment 4 on a scratch table of ids 1, 2, 3 (:func:`scratch_table`), three sessions at
-    :data:`PROBE_ISOLATION`: A, in an open transaction, ``SELECT id … ORDER BY id LIMIT 1 OFFSET 1
-    FOR UPDATE``; B, while A holds it, ``SELECT id … ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED``
-    (rolled back at once); C, while A holds it and B is gone, ``FOR UPDATE NOWAIT`` on each row.
-
-    Returns ``{"offset_returned", "skip_locked_got", "locked_rows", "method": "nowait probe",
-    "plan": A's EXPLAIN (tab-separated rows), "isolation"}``, as measured. Raises ConfigError
-    (``SCHEMA``, ``DSN``) and PyMySQL's errors."""
+    """Experiment 4 on ids 1, 2, 3: A's ``LIMIT 1 OFFSET 1 FOR UPDATE`` held, B's ``SKIP LOCKED`` claim, C's
+    ``NOWAIT`` on each row. Returns ``{"offset_returned", "skip_locked_got", "locked_rows", "method": "nowait
+    probe", "plan", "isolation"}``. Raises ConfigError (``SCHEMA``, ``DSN``) and PyMySQL's errors."""
     with scratch_table(dsn, schema, "offset", rows=3) as (_admin, table, _name):
         a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
         try:
@@ -128,16 +100,10 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
 
 
 def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
-    """Experiment 13 (FR-03) on a scratch table of ``rows`` pending rows (:func:`scratch_table`), in a
-    transaction rolled back: the sub-select claim ``UPDATE … WHERE id IN (<the tool's locking
-    SELECT, LIMIT limit>)``, then the tool's own claim step (``claim_select``, batch ``limit``: the
-    ids its ``UPDATE`` then marks).
-
-    Returns ``{"limit", "subselect_rows", "tool_claim_rows", "plan", "not_applicable"}``: on
-    MariaDB's refusal (error 1235, measured) ``subselect_rows`` and ``plan`` are None and
-    ``not_applicable`` says why with the server's message; were it accepted, the rows it updated
-    and its EXPLAIN. Raises ConfigError (``SCHEMA``, ``DSN``), ValueError for ``rows`` or ``limit``
-    below 1, and PyMySQL's other errors."""
+    """Experiment 13 (FR-03) on ``rows`` pending rows, rolled back: the sub-select claim, then the tool's
+    claim step. Returns ``{"limit", "subselect_rows", "tool_claim_rows", "plan"}``, with ``not_applicable``
+    (the server's message) on error 1235. Raises ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or
+    ``limit`` < 1) and PyMySQL's other errors."""
     if rows < 1 or limit < 1:
         raise ValueError(f"rows and limit must be >= 1, got rows={rows!r}, limit={limit!r}")
     with scratch_table(dsn, schema, "subselect", rows=rows) as (_admin, table, name):

@@ -1,11 +1,5 @@
-"""The reaper on MariaDB: takes back jobs whose lease expired, on its own connection.
-
-Every ``reaper_interval_s``, one short transaction: a ``SKIP LOCKED`` read of running rows whose
-``lease_expires_at`` (database time) has passed, so it never blocks a claimer; an ``UPDATE`` of
-those ids back to ``pending`` (or ``dead`` past ``max_attempts``) that re-checks status and lease,
-so a job completed meanwhile is never resurrected (field case FR-06); the read of what it changed;
-``COMMIT``. Its statement time is kept as ``reaper_query_us``.
-"""
+"""The reaper on MariaDB: every ``reaper_interval_s``, one short transaction on its own connection takes back
+jobs whose lease expired (``SKIP LOCKED``; re-checked, FR-06)."""
 
 from __future__ import annotations
 
@@ -19,8 +13,7 @@ from bench.measure.metrics import Recorder
 
 
 class Reaper(Periodic):
-    """Re-queues expired leases every ``interval_s`` seconds until :meth:`stop`. Counts go to
-    ``recorder``: ``lease_expiries``, ``reaper_dead_lettered``, ``reaper_runs``; errors by kind."""
+    """Re-queues expired leases every ``interval_s`` s until :meth:`stop`, counted in ``recorder``."""
 
     driver = DRIVER
 

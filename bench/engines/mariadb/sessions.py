@@ -1,11 +1,5 @@
-"""MariaDB's worker and producer sessions (:mod:`bench.engines.base`), over PyMySQL.
-
-Each session owns one autocommit connection (:func:`bench.engines.mariadb.connection.open_connection`)
-with the run's ``ISOLATION``. Statements are sent as text with their values inlined as literals
-(PyMySQL has no server-side prepared statements), so MariaDB plans every execution: there is no
-plan cache and ``PREPARED``/``PLAN_CACHE`` do not apply. Every PyMySQL error leaves as a
-:class:`bench.engines.base.EngineError` keyed by :func:`bench.engines.mariadb.error_kinds.error_kind`.
-"""
+"""MariaDB's worker and producer sessions over PyMySQL: one autocommit connection each, statements sent as
+text; every PyMySQL error leaves as an :class:`bench.engines.base.EngineError`."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from bench.engines.mariadb.connection import open_connection, results
 from bench.engines.mariadb.error_kinds import LOCK_NOT_AVAILABLE, error_kind, first_line, is_lost
 from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
-#: Connection ids of this process's open worker sessions (the ``backend_kill`` fault picks from them:
-#: MariaDB shows no application name, so the workers' connections are known only here).
+#: Connection ids of this process's open worker sessions (``backend_kill`` picks from them).
 WORKER_CONNECTION_IDS: set[int] = set()
 _IDS_LOCK = threading.Lock()
 
@@ -110,9 +103,7 @@ class MariaDBWorkerSession(_Session):
             WORKER_CONNECTION_IDS.add(self.connection_id)
 
     def claim(self) -> list[ClaimedRow]:
-        """See :meth:`bench.engines.base.WorkerSession.claim`. Outside ``TXN=hold`` the claim is its
-        own transaction: ``START TRANSACTION`` and the locking SELECT in one round trip, then the
-        UPDATE, the read-back and ``COMMIT`` in another (none when nothing was eligible)."""
+        """See :meth:`bench.engines.base.WorkerSession.claim`: two round trips (one when nothing is eligible)."""
         own = not self._in_tx
         schema = self.cfg.schema
         try:
@@ -137,8 +128,7 @@ class MariaDBWorkerSession(_Session):
         return [(int(r[0]), int(r[1]), int(r[2]), int(r[3]), float(r[4]), float(r[5])) for r in claimed]
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
-        """See :meth:`bench.engines.base.WorkerSession.complete`: one fenced UPDATE per job, all in one
-        round trip and one transaction; a job is applied when its UPDATE changed a row."""
+        """See :meth:`bench.engines.base.WorkerSession.complete`: a fenced UPDATE per job, one round trip."""
         schema = self.cfg.schema
         statements = [policies.complete_one(schema, job_id, token) for job_id, token in jobs]
         if len(jobs) == 1 or self._in_tx:
@@ -153,8 +143,7 @@ class MariaDBWorkerSession(_Session):
         return {job_id for (job_id, _), n in zip(jobs, counts) if n == 1}
 
     def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
-        """See :meth:`bench.engines.base.WorkerSession.fail`: the fenced UPDATE and the read of the
-        new status in one transaction (the row stays locked between them)."""
+        """See :meth:`bench.engines.base.WorkerSession.fail`: the fenced UPDATE and the new status, one transaction."""
         schema = self.cfg.schema
         update = policies.fail(schema, job_id, token, retry_delay_s, error)
         read = policies.status_of(schema, job_id, token)
@@ -180,9 +169,8 @@ class MariaDBWorkerSession(_Session):
         return None
 
     def explain_claim(self, timeout_ms: int) -> str:
-        """``ANALYZE FORMAT=JSON`` of the claim's locking SELECT as this session sends it, executed in a
-        transaction rolled back (https://mariadb.com/kb/en/analyze-format-json/); ``timeout_ms`` bounds
-        it with ``max_statement_time``."""
+        """``ANALYZE FORMAT=JSON`` (https://mariadb.com/kb/en/analyze-format-json/) of this session's claim
+        SELECT, rolled back, bounded by ``timeout_ms``."""
         self.rollback()
         try:
             self.begin()
@@ -207,8 +195,7 @@ class MariaDBProducerSession(_Session):
         self.queues, self.flood, self.rng = queue_names(queue_count(cfg)), flood_share(cfg), random.Random()
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
-        """See :meth:`bench.engines.base.ProducerSession.insert`; each job's queue is drawn here
-        (:mod:`bench.workload.queues`)."""
+        """See :meth:`bench.engines.base.ProducerSession.insert` (each job's queue drawn here)."""
         n = len(self.queues)
         queues = [self.queues[queue_index(self.rng.random(), n, self.flood)] for _ in priorities] if n > 1 else None
         rows = self.run(policies.insert(self.cfg.schema, priorities, run_at_s, self.cfg.max_attempts, queues))[0][1]

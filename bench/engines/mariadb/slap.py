@@ -107,7 +107,7 @@ def _option_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def slap_argv(slap: str, dsn: str, script_path: Path, n_queries: int, clients: int, per_client: int,
+def slap_argv(slap: str, dsn: str, script_path: Path, *, n_queries: int, clients: int, per_client: int,
               schema: str, isolation: str | None, defaults_file: Path | None) -> list[str]:
     """mariadb-slap's arguments: ``clients`` clients of ``per_client`` passes of the script's
     ``n_queries`` queries each, on database ``schema`` (never created nor dropped by mariadb-slap:
@@ -127,9 +127,8 @@ def slap_argv(slap: str, dsn: str, script_path: Path, n_queries: int, clients: i
     ]
 
 
-def run_slap(slap: str, dsn: str, queries: list[str], clients: int, per_client: int, schema: str,
-             isolation: str | None, out_dir: Path,
-             during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None,
+def run_slap(slap: str, dsn: str, queries: list[str], out_dir: Path, *, clients: int, per_client: int, schema: str,
+             isolation: str | None, during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None,
              monitor_seconds: int = 86_400) -> dict:
     """Run mariadb-slap: ``clients`` clients, each running the script ``queries`` (one job per
     pass) ``per_client`` times, timed by wall clock from its start to its exit.
@@ -158,7 +157,8 @@ def run_slap(slap: str, dsn: str, queries: list[str], clients: int, per_client: 
         with os.fdopen(fd, "w") as fh:
             fh.write(f"[client]\npassword={_option_value(password)}\n")
         defaults = Path(name)
-    argv = slap_argv(slap, dsn, script_path, len(queries), clients, per_client, schema, isolation, defaults)
+    argv = slap_argv(slap, dsn, script_path, n_queries=len(queries), clients=clients, per_client=per_client,
+                     schema=schema, isolation=isolation, defaults_file=defaults)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started_unix = time.time()
     started = time.perf_counter()

@@ -3,8 +3,7 @@
 
 from bench.engines.base import Capabilities
 
-#: PostgreSQL honours every value the parameter table allows (partial indexes, plan_cache_mode,
-#: server-side prepared statements, autovacuum as a table storage parameter).
+#: PostgreSQL honours every value the parameter table allows.
 CAPABILITIES = Capabilities.from_table("postgres", label="PostgreSQL", nowait_error="55P03", vacuum=True,
                                        statement_stats=True, table_rows_estimated=False,
                                        kill_reaches_other_processes=True, calibrator="pgbench")

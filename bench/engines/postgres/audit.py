@@ -65,7 +65,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from bench.engines.common import audit_result
+from bench.engines.common import CLAIM_CHECKS, audit_result
 from bench.measure.claimlog import EVENT_COLUMNS, ClaimLog
 from bench.workload.jobs import poison_sql
 
@@ -96,13 +96,7 @@ SELECT c.id, count(*) AS claims,
 FROM c LEFT JOIN ended e ON e.id = c.id AND e.token = c.prev_token
 GROUP BY c.id"""
 
-_CLAIM_CHECKS = """\
-SELECT count(*), count(*) FILTER (WHERE claims > 1), coalesce(sum(claims - 1), 0),
-       coalesce(sum(overlapping), 0), coalesce(sum(greatest(0, claims - attempts)), 0),
-       coalesce(sum(greatest(overlapping, claims - attempts)), 0)
-FROM (SELECT c.id, c.claims, c.overlapping, coalesce(max(j.attempts), c.claims) AS attempts
-      FROM {claims} c LEFT JOIN {jobs} j ON j.id = c.id
-      GROUP BY c.id, c.claims, c.overlapping) AS per_job"""
+_CLAIM_CHECKS = CLAIM_CHECKS
 
 # One row per applied completion: how many rows of its job the relation holds, whether one of
 # them carries the completion's token as its current attempt, and whether one is done.

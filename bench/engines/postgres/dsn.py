@@ -21,14 +21,9 @@ def _is_loopback_host(host: str) -> bool:
 
 
 def non_loopback_host(dsn: str) -> str | None:
-    """The first host ``dsn`` would connect to that is not loopback, or None.
-
-    libpq connects to ``hostaddr`` when given (``host`` is then only a name for
-    TLS and passwords), else to ``host``; either falls back to the ``PGHOSTADDR``
-    / ``PGHOST`` environment variables
-    (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS).
-    Raises ConfigError (``DSN``) when the DSN cannot be parsed.
-    """
+    """The first host ``dsn`` would connect to that is not loopback, or None: ``hostaddr``, else ``host``, else
+    ``PGHOSTADDR`` / ``PGHOST`` (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS).
+    Raises ConfigError (``DSN``)."""
     # imported here: bench.cli.main imports this module before its entry point patches gevent, which must
     # precede psycopg's import (bench.gevent_patch); and --help needs no driver
     from psycopg.conninfo import conninfo_to_dict

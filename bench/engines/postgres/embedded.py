@@ -25,12 +25,11 @@ import pathlib
 import re
 import shlex
 import subprocess
-from typing import Callable, ContextManager
 
 import psycopg
 
-from bench.engines.embedded_base import START_TIMEOUT_S, STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe, embedded
-from bench.engines.embedded_host import wait_gone
+from bench.engines.embedded_base import START_TIMEOUT_S, STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
+from bench.engines.embedded_host import MAX_SOCKET_PATH, wait_gone
 from bench.engines.postgres.embedded_binaries import ServerBinaries, find_server_binaries
 
 __all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRecipe", "embedded_postgres",
@@ -39,46 +38,24 @@ __all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRec
 SHARED_BUFFERS = "256MB"
 #: https://www.postgresql.org/docs/current/runtime-config-autovacuum.html#GUC-AUTOVACUUM-NAPTIME
 AUTOVACUUM_NAPTIME = "1s"
-_MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
-
-
-def embedded_postgres(max_connections: int, *, base_dir: pathlib.Path | None = None,
-                      log: Callable[[str], None] = print) -> ContextManager[str]:
-    """Start a throwaway PostgreSQL server; yield its DSN; stop it and delete it on exit.
-
-    Args:
-        max_connections: the server's ``max_connections`` (connections, int >= 1). Pass the run's
-            workers plus headroom (monitor, reaper, producers, and PostgreSQL's own 3
-            ``superuser_reserved_connections``).
-        base_dir: directory to create the temporary cluster directory in (created if missing);
-            default: the system temp dir. Under root its parents must be traversable by the
-            ``postgres``/``qbench`` user.
-        log: receives short progress lines (one ``str`` per call, no newline).
-
-    Yields:
-        ``postgresql://postgres@127.0.0.1:PORT/postgres`` (trust auth, TCP on loopback only). The
-        server listens on 127.0.0.1:PORT, its Unix socket lives in the data directory,
-        ``shared_buffers=256MB``, and fsync / synchronous_commit are at their defaults (on).
-
-    Raises:
-        EmbeddedError: no binaries (message says to pass DSN=), initdb failed, the server did not
-            start or accept a connection within 60 s (message includes the last 20 lines of the
-            server log), or running as root without a usable unprivileged user.
-        ValueError: ``max_connections`` is not a positive int.
-
-    On leaving the block, normally or by any exception (``KeyboardInterrupt`` included), the
-    server gets ``pg_ctl stop -m fast -w`` (escalating to immediate shutdown, then SIGKILL) and
-    the temporary directory is removed; see :mod:`bench.engines.embedded_base` for the other ways out.
-    """
-    return embedded(PostgresRecipe(), max_connections, base_dir, log)
-
-
-#: The name :func:`bench.engines.embedded_server` calls on every engine.
-embedded_server = embedded_postgres
 
 
 class PostgresRecipe(Recipe):
-    """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop``, probed with psycopg."""
+    """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop``, probed with psycopg.
+
+    Its :meth:`~bench.engines.embedded_base.Recipe.server` yields
+    ``postgresql://postgres@127.0.0.1:PORT/postgres`` (trust auth, TCP on loopback only): the Unix socket
+    in the data directory, ``shared_buffers=256MB``, fsync and synchronous_commit at their defaults (on).
+    ``max_connections``: the run's workers plus headroom (monitor, reaper, producers, and PostgreSQL's own
+    3 ``superuser_reserved_connections``). Under root, ``base_dir``'s parents must be traversable by the
+    ``postgres``/``qbench`` user. On leaving the block the server gets ``pg_ctl stop -m fast -w``
+    (escalating to immediate shutdown, then SIGKILL) and the directory is removed.
+
+    Raises EmbeddedError when there are no binaries (the message says to pass DSN=), initdb failed, the
+    server did not start or accept a connection within 60 s (with the last 20 lines of its log), or under
+    root there is no usable unprivileged user; ValueError for a ``max_connections`` that is not a positive
+    int.
+    """
 
     label = "PostgreSQL"
     prefix = "qbench-pg-"
@@ -179,6 +156,11 @@ class PostgresRecipe(Recipe):
         return proc.returncode == 0 or not (srv.data_dir / "postmaster.pid").exists()
 
 
+#: Start a throwaway PostgreSQL server, yield its DSN, stop and delete it on exit (see :class:`PostgresRecipe`);
+#: ``embedded_server`` is the name :func:`bench.engines.embedded_server` calls on every engine.
+embedded_postgres = embedded_server = PostgresRecipe.server
+
+
 def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int) -> str:
     """The value of ``pg_ctl start -o``: one ``-c name=value`` per setting, each quoted for /bin/sh.
 
@@ -188,7 +170,7 @@ def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_
     pg_stat_statements preloaded when the build has it (:func:`has_pg_stat_statements`).
     """
     socket_dir = str(data_dir)
-    if len(socket_dir) + len(f"/.s.PGSQL.{port}") > _MAX_SOCKET_PATH:
+    if len(socket_dir) + len(f"/.s.PGSQL.{port}") > MAX_SOCKET_PATH:
         socket_dir = ""  # path too long for a Unix socket; TCP only (all we use)
     settings = {
         "listen_addresses": "127.0.0.1",

@@ -1,8 +1,5 @@
-"""The embedded server's binaries: where ``initdb``, ``pg_ctl`` and ``postgres`` are found.
-
-From the machine first (``pg_config --bindir``, then the highest ``/usr/lib/postgresql/*/bin``,
-then ``PATH``), otherwise from the ``pgserver`` wheel, which bundles a PostgreSQL build.
-"""
+"""The embedded server's binaries: where ``initdb``, ``pg_ctl`` and ``postgres`` are found, on the machine or
+in the ``pgserver`` wheel (the order: docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
 
@@ -23,12 +20,8 @@ _SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
 
 @dataclasses.dataclass(frozen=True)
 class ServerBinaries:
-    """A directory holding ``initdb``, ``pg_ctl`` and ``postgres``.
-
-    ``source`` says where it was found: ``"pg_config"``,
-    ``"/usr/lib/postgresql"``, ``"PATH"`` or ``"pgserver wheel"``. The properties
-    ``initdb``, ``pg_ctl`` and ``postgres`` are the binaries' paths as text.
-    """
+    """A directory holding ``initdb``, ``pg_ctl`` and ``postgres`` (their paths as text), and where it was
+    found: ``"pg_config"``, ``"/usr/lib/postgresql"``, ``"PATH"`` or ``"pgserver wheel"``."""
 
     bindir: pathlib.Path
     source: str
@@ -66,17 +59,8 @@ def _pgserver_bindir() -> pathlib.Path | None:
 
 
 def find_server_binaries() -> ServerBinaries:
-    """Locate PostgreSQL server binaries.
-
-    Order: the directory ``pg_config --bindir`` names (if it holds
-    ``initdb``); the highest-numbered ``/usr/lib/postgresql/*/bin``; the
-    directory of ``initdb`` on ``PATH`` (symlinks resolved); the binaries
-    bundled in the ``pgserver`` wheel.  A candidate counts only if it holds
-    executable ``initdb``, ``pg_ctl`` and ``postgres``.
-
-    Raises:
-        EmbeddedError: none found (one-line message telling the user to pass DSN=).
-    """
+    """The first directory holding all three server binaries: ``pg_config --bindir``, the highest
+    ``/usr/lib/postgresql/*/bin``, ``initdb``'s on ``PATH``, the ``pgserver`` wheel's. Raises EmbeddedError."""
     pg_config = shutil.which("pg_config")
     if pg_config:
         try:

@@ -1,12 +1,5 @@
-"""What an error counter is keyed by: the SQLSTATE when the server sent one, else a named kind.
-
-Every error the run counts (workers, producers, reaper, mover, monitor) goes
-through :func:`error_kind`, so ``summary.json`` ``errors`` holds five-character
-SQLSTATE codes (``57P01`` admin_shutdown for a terminated backend, ``55P03``
-lock_not_available, ``40P01`` deadlock_detected, …; the table is at
-https://www.postgresql.org/docs/current/errcodes-appendix.html) or one of
-:data:`NAMED_KINDS`, never a Python class name such as ``OperationalError``.
-"""
+"""What a PostgreSQL error counter is keyed by: the SQLSTATE when the server sent one
+(https://www.postgresql.org/docs/current/errcodes-appendix.html), else a named kind."""
 
 from __future__ import annotations
 
@@ -32,13 +25,8 @@ NAMED_KINDS = {
 
 
 def error_kind(err: BaseException, *, lost: bool = False, connecting: bool = False) -> str:
-    """The counter key of ``err``: its SQLSTATE when it has one, else a :data:`NAMED_KINDS` key.
-
-    ``lost``: the connection the statement ran on is broken now (``PreparedSession.broken``
-    or psycopg's ``Connection.broken``); ``connecting``: ``err`` came from opening a
-    connection. A psycopg ``OperationalError`` without a SQLSTATE is a lost connection
-    (psycopg raises it for a failed send or receive). Never raises.
-    """
+    """The counter key of ``err``: its SQLSTATE, else a :data:`NAMED_KINDS` key (``lost``: its connection is
+    broken; ``connecting``: from opening one; an ``OperationalError`` without SQLSTATE is lost). Never raises."""
     sqlstate = getattr(err, "sqlstate", None)
     if sqlstate:
         return sqlstate

@@ -1,5 +1,4 @@
-"""The database side of the fault windows (``FAULTS``): a long transaction that holds a snapshot,
-and killing worker backends. The windows themselves are opened and closed by the run."""
+"""The database side of the fault windows (``FAULTS``) on PostgreSQL: a snapshot held, a worker backend killed."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from bench.engines.postgres import db
 
 
 def hold_snapshot(dsn: str, schema: str, table: str = "jobs") -> psycopg.Connection:
-    """Open a ``REPEATABLE READ`` transaction that has read the queue table (``table`` in ``schema``):
-    from here on its snapshot holds back the xmin horizon (vacuum cannot remove rows that died after
-    it). Close the returned connection (:func:`release`) to end it."""
+    """A ``REPEATABLE READ`` transaction that has read ``schema.table``, holding back the xmin horizon until
+    :func:`release`."""
     conn = db.connect(dsn, autocommit=False, application_name="queue-bench long transaction")
     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
     conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table)))
@@ -29,10 +27,8 @@ def release(conn: psycopg.Connection) -> None:
 
 
 def kill_one_worker(conn: psycopg.Connection) -> bool:
-    """Terminate one worker backend of this database, chosen at random (``pg_terminate_backend``,
-    https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-SIGNAL); True if one was.
-    A worker's session is named ``queue-bench worker-<n>``, or ``queue-bench p<i>-worker-<n>`` in
-    load generator process ``i`` of a distributed run."""
+    """Terminate a random worker backend (``queue-bench [p<i>-]worker-<n>``) of this database
+    (https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-SIGNAL); True if one was."""
     row = conn.execute("""
         SELECT pg_terminate_backend(pid) FROM pg_stat_activity
         WHERE datname = current_database() AND application_name ~ '^queue-bench (p[0-9]+-)?worker-[0-9]+$'

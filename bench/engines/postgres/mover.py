@@ -1,13 +1,5 @@
-"""The mover of the ``archive`` layout: moves finished rows out of the queue table.
-
-Every :data:`MOVE_EVERY_S` seconds, on its own connection, it deletes up to
-:data:`MOVE_BATCH` rows in a terminal state (``done``, ``dead``) from
-``jobs`` and inserts them into ``jobs_archive`` in the same statement (one
-short autocommit transaction), repeating while a pass fills its batch. It locks
-with ``SKIP LOCKED`` in a ``MATERIALIZED`` CTE, so it never waits on a worker
-and never takes more rows than its LIMIT (docs/design.md, claim protocol traps).
-Its statement time is load on the server too, kept as ``query_us_total``.
-"""
+"""The mover of ``LAYOUT=archive``: every :data:`MOVE_EVERY_S` s, on its own connection, finished rows moved
+from ``jobs`` to ``jobs_archive`` in one statement (``SKIP LOCKED`` in a ``MATERIALIZED`` CTE), batch by batch."""
 
 from __future__ import annotations
 
@@ -39,11 +31,7 @@ def move_sql(schema: str, limit: int = MOVE_BATCH) -> sql.Composed:
 
 
 class Mover(Periodic):
-    """Moves finished rows to the archive until :meth:`stop` (run :meth:`run` in a greenlet).
-
-    Counts go to ``recorder``: ``archived_jobs`` (rows moved), ``mover_runs``;
-    statement errors by SQLSTATE.
-    """
+    """Moves finished rows to the archive until :meth:`stop`; counts ``archived_jobs``, ``mover_runs``."""
 
     driver = DRIVER
 

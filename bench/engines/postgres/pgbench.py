@@ -117,8 +117,8 @@ def read_aggregate_log(paths: list[Path]) -> dict[int, dict[str, int]]:
     return out
 
 
-def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int, duration_s: int,
-                out_dir: Path, during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None) -> dict:
+def run_pgbench(pgbench: str, dsn: str, script: str, out_dir: Path, *, clients: int, warmup_s: int, duration_s: int,
+                during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None) -> dict:
     """Run pgbench with ``script`` and ``clients`` clients; measure the window after the warm-up.
 
     The measured window is the ``duration_s`` whole Unix seconds starting at the
@@ -138,35 +138,57 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
     script_path = out_dir / "claim_complete.sql"
     script_path.write_text(script)
     threads = min(2, clients)
-    own = psutil.Process()
     started = time.time()
     window_start = math.ceil(started + warmup_s)
-    window_end = window_start + duration_s
-    seconds = int(math.ceil(window_end - started)) + PGBENCH_TAIL_S
+    window = (window_start, window_start + duration_s)
+    seconds = int(math.ceil(window[1] - started)) + PGBENCH_TAIL_S
     argv = [pgbench, "-n", "-M", "prepared", "-f", str(script_path), "-c", str(clients), "-j", str(threads),
             "-T", str(seconds), "--log", "--aggregate-interval=1", f"--log-prefix={out_dir / 'aggregate'}", dsn]
     with open(out_dir / "pgbench.out", "w") as output:
         proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, cwd=out_dir)
     stop = during(lambda: time.time() - started, seconds) if during else (lambda: None)
-    cpu = {}
     try:
-        ps = psutil.Process(proc.pid)
-        for name, at in (("start", window_start), ("end", window_end)):
-            gevent.sleep(max(0.0, at - time.time()))
-            times, mine = ps.cpu_times(), own.cpu_times()
-            cpu[name] = (times.user + times.system, mine.user + mine.system, times.user, times.system)
-    except psutil.NoSuchProcess:  # pgbench ended early: reported below
-        pass
+        cpu = _cpu_in_window(proc.pid, window)
     finally:
         exit_code = proc.wait()
         stop()
+    result, problems = _window_figures(out_dir, window, threads, exit_code)
+    jobs = result["transactions"]
+    result.update(cpu_s=cpu["cpu_s"], cpu_us_per_job=per_job_us(cpu["cpu_s"], jobs), user_s=cpu["user_s"],
+                  system_s=cpu["system_s"], user_us_per_job=per_job_us(cpu["user_s"], jobs),
+                  system_us_per_job=per_job_us(cpu["system_s"], jobs), calibrate_cpu_s=cpu["calibrate_cpu_s"],
+                  argv=argv[:-1] + ["<dsn>"], problems=problems)
+    return result
+
+
+def _cpu_in_window(pid: int, window: tuple[int, int]) -> dict[str, float | None]:
+    """CPU seconds of process ``pid`` over ``window`` (Unix s, start and end; slept until each):
+    ``{"cpu_s" (user + system), "user_s", "system_s", "calibrate_cpu_s"}``, the last this process's own
+    (the monitor's client side); every value None when ``pid`` ended before the window did."""
+    own, cpu = psutil.Process(), []
+    try:
+        ps = psutil.Process(pid)
+        for at in window:
+            gevent.sleep(max(0.0, at - time.time()))
+            times, mine = ps.cpu_times(), own.cpu_times()
+            cpu.append((times.user + times.system, times.user, times.system, mine.user + mine.system))
+    except psutil.NoSuchProcess:  # pgbench ended early: reported by the caller
+        pass
+    names = ("cpu_s", "user_s", "system_s", "calibrate_cpu_s")
+    if len(cpu) < 2:
+        return dict.fromkeys(names)
+    return {name: end - start for name, start, end in zip(names, *cpu)}
+
+
+def _window_figures(out_dir: Path, window: tuple[int, int], threads: int, exit_code: int) -> tuple[dict, list[str]]:
+    """pgbench's transactions over ``window`` (Unix s, start and end), read from its output and aggregate logs
+    in ``out_dir``: (the figures of :func:`run_pgbench` up to ``exit_code``, its problems)."""
     out = (out_dir / "pgbench.out").read_text()
     failed_match = _FAILED_RE.search(out)
     failed = int(failed_match.group(1)) if failed_match else 0
     intervals = read_aggregate_log(sorted(out_dir.glob("aggregate.*")))
-    measured = [intervals.get(t, {"transactions": 0, "failures": 0, "threads": 0})
-                for t in range(window_start, window_end)]
-    transactions = sum(m["transactions"] for m in measured)
+    measured = [intervals.get(t, {"transactions": 0, "failures": 0, "threads": 0}) for t in range(*window)]
+    transactions, duration_s = sum(m["transactions"] for m in measured), window[1] - window[0]
     problems = []
     if exit_code != 0:
         last = out.strip().splitlines()[-1] if out.strip() else "no output"
@@ -176,28 +198,9 @@ def run_pgbench(pgbench: str, dsn: str, script: str, clients: int, warmup_s: int
     missing = sum(1 for m in measured if m["threads"] < threads)
     if missing:
         problems.append(f"pgbench's aggregate log lacks {missing} of the {duration_s} measured seconds")
-    cpu_s = cpu["end"][0] - cpu["start"][0] if len(cpu) == 2 else None
-    user_s = cpu["end"][2] - cpu["start"][2] if len(cpu) == 2 else None
-    system_s = cpu["end"][3] - cpu["start"][3] if len(cpu) == 2 else None
-    return {
-        "tps": transactions / duration_s,
-        "transactions": transactions,
-        "measured_s": duration_s,
-        "measured_start": iso_at(window_start),
-        "measured_end": iso_at(window_end),
-        "per_second": [m["transactions"] for m in measured],
-        "failed": failed,
-        "exit_code": exit_code,
-        "cpu_s": cpu_s,
-        "cpu_us_per_job": per_job_us(cpu_s, transactions),
-        "user_s": user_s, "system_s": system_s,
-        "user_us_per_job": per_job_us(user_s, transactions),
-        "system_us_per_job": per_job_us(system_s, transactions),
-        # the calibrating process's own CPU over the window: the monitor's client side
-        "calibrate_cpu_s": cpu["end"][1] - cpu["start"][1] if len(cpu) == 2 else None,
-        "argv": argv[:-1] + ["<dsn>"],
-        "problems": problems,
-    }
+    return {"tps": transactions / duration_s, "transactions": transactions, "measured_s": duration_s,
+            "measured_start": iso_at(window[0]), "measured_end": iso_at(window[1]),
+            "per_second": [m["transactions"] for m in measured], "failed": failed, "exit_code": exit_code}, problems
 
 
 def processed_transactions(out_dir: Path) -> int | None:

@@ -51,7 +51,7 @@ def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[s
     return []
 
 
-def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batch: int, lease_s: float,
+def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batch: int, lease_s: float, *,
                         statement_timeout_ms: int = 60_000, queues: list[str] = ("default",),
                         order: str = "plain") -> dict:
     """Plans of one claim as a prepared statement; returns

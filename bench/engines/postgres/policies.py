@@ -150,7 +150,7 @@ def insert_sql(schema: str, max_attempts: int, notify: bool = False, queues: int
     return insert.as_string(None)
 
 
-def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float,
+def literal_claim(schema: str, policy: str, batch: int, worker: str, lease_s: float, *,
                   queues: list[str] = ("default",), order: str = "plain") -> str:
     """The claim with its values inlined as SQL literals, as psycopg 2 sends every statement
     (client-side interpolation): sent unprepared, it is planned with these values on every

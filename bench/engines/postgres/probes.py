@@ -1,24 +1,6 @@
-"""Probes of what PostgreSQL's locking reads really do, for the experiments catalogue: each runs on
-a throwaway table of its own inside the tool's schema, created and dropped by the probe, and
-returns what it measured there (never what the documentation says it should be).
-
-:func:`offset_lock_probe` (experiment 4): does ``OFFSET`` in a locking read lock the rows it skips?
-In PostgreSQL's plan the ``Limit`` node sits *above* ``LockRows`` (``Limit -> LockRows -> Index
-Scan``): ``LockRows`` locks every row it hands up, and ``Limit`` discards the first ``OFFSET`` of
-them, so the skipped rows are locked too. The SELECT page says so: "rows skipped over by OFFSET
-will get locked" (https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE).
-The probe measures it with three sessions, and returns the plan beside the facts.
-
-:func:`subselect_overclaim_probe` (experiment 13, field case FR-03): the sub-select form of the
-claim (``UPDATE … WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)``) under a forced nested
-loop against the tool's own claim (:func:`bench.engines.postgres.policies.claim_sql`).
-
-The schema: the tool's (:data:`bench.engines.postgres.db.SCHEMA_MARK`), locked for the probe as a
-run locks it (a run in progress refuses the probe, ConfigError ``SCHEMA``); when absent it is
-created, marked, for the probe and dropped after it. A schema someone else made is refused
-(ConfigError ``SCHEMA``). Nothing outside the schema is created: in particular no extension
-(``pgrowlocks`` is read only where it is installed already).
-"""
+"""Probes of what PostgreSQL's locking reads do (experiments 4 and 13; why: docs/design.md, claim protocol;
+https://www.postgresql.org/docs/current/sql-select.html#SQL-FOR-UPDATE-SHARE), each measured on a scratch
+table in the tool's schema; nothing is created outside it (``pgrowlocks`` only where installed)."""
 
 from __future__ import annotations
 
@@ -31,12 +13,9 @@ from psycopg import sql
 
 from bench.engines.postgres import db, policies
 
-#: Planner settings of field case FR-03 (set on the probe's own transaction only, ``SET LOCAL``):
-#: with hash and merge joins (and material, sort, hashagg) off, the sub-select claim becomes a
-#: Nested Loop Semi Join that re-runs its locking sub-select for every outer row.
+#: Planner settings of field case FR-03, turned off with ``SET LOCAL`` (a Nested Loop Semi Join then).
 FR03_SETTINGS = ("enable_hashjoin", "enable_mergejoin", "enable_material", "enable_sort", "enable_hashagg")
-#: Each probe session's ``lock_timeout`` and ``statement_timeout``: none of its statements waits
-#: (NOWAIT, SKIP LOCKED), so this bound is a safety net that is never reached when they do not.
+#: Each probe session's ``lock_timeout`` and ``statement_timeout`` (ms): a safety net.
 PROBE_TIMEOUT_MS = 5_000
 
 # The scratch table: the columns the tool's claim reads and writes, as in bench/data/schemas/postgres/table.sql.
@@ -62,12 +41,9 @@ def _session(dsn: str, name: str) -> psycopg.Connection:
 
 @contextlib.contextmanager
 def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple[psycopg.Connection, sql.Identifier, str]]:
-    """A committed table ``<schema>.qbench_probe_<kind>_<hex>`` with ``rows`` pending rows (ids
-    1..rows, in claim order), and a sequence ``<name>_seq`` for a claim's tokens; yields (the
-    admin connection, the table, its name inside the schema). Both are dropped
-    when the block ends, however it ends; so is the schema when this created it. Raises
-    ConfigError (``SCHEMA``) for a schema that is not the tool's or that a run holds, ``DSN``
-    when it cannot connect."""
+    """A table ``<schema>.qbench_probe_<kind>_<hex>`` of ``rows`` pending rows (ids 1..rows in claim order)
+    and a sequence ``<name>_seq``, dropped after the block (the schema too if created); yields (admin
+    connection, table, name). Raises ConfigError (``SCHEMA``, ``DSN``)."""
     admin = db.connect(dsn, application_name="queue-bench probe")
     name = f"qbench_probe_{kind}_{secrets.token_hex(4)}"
     table = sql.Identifier(schema, name)
@@ -101,8 +77,7 @@ def _pgrowlocks_schema(conn: psycopg.Connection) -> str | None:
 
 
 def _locked_by_nowait(conn: psycopg.Connection, table: sql.Identifier, ids: list[int]) -> list[int]:
-    """The ``ids`` that ``SELECT … FOR UPDATE NOWAIT`` on ``conn`` cannot lock (SQLSTATE 55P03); each
-    probe's lock is released at once (its own transaction, rolled back)."""
+    """The ``ids`` that ``FOR UPDATE NOWAIT`` on ``conn`` cannot lock (55P03), each tried and rolled back."""
     locked = []
     for job_id in ids:
         try:
@@ -114,17 +89,10 @@ def _locked_by_nowait(conn: psycopg.Connection, table: sql.Identifier, ids: list
 
 
 def offset_lock_probe(dsn: str, schema: str) -> dict:
-    """Experiment 4 on a scratch table of ids 1, 2, 3 (:func:`scratch_table`), three sessions:
-
-    A, in an open transaction: ``SELECT id … ORDER BY id OFFSET 1 LIMIT 1 FOR UPDATE``;
-    B, while A holds it: the SKIP LOCKED claim ``SELECT id … ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED``
-    (rolled back at once); C, while A holds it and B is gone: which rows A holds, read from
-    ``pgrowlocks`` (rows whose lockers include A's backend) where that extension is installed in
-    the database, else by trying ``FOR UPDATE NOWAIT`` on each row (55P03: locked).
-
-    Returns ``{"offset_returned": int | None, "skip_locked_got": int | None, "locked_rows":
-    [ids], "method": "pgrowlocks" | "nowait probe", "plan": A's EXPLAIN}``, every value as
-    measured. Raises ConfigError (``SCHEMA``, ``DSN``) and ``psycopg.Error``."""
+    """Experiment 4 on ids 1, 2, 3: A's ``OFFSET 1 LIMIT 1 FOR UPDATE`` held, B's ``SKIP LOCKED`` claim, and
+    the rows A holds (``pgrowlocks`` where installed, else ``NOWAIT`` on each). Returns ``{"offset_returned",
+    "skip_locked_got", "locked_rows", "method": "pgrowlocks" | "nowait probe", "plan"}``. Raises ConfigError
+    (``SCHEMA``, ``DSN``) and ``psycopg.Error``."""
     with scratch_table(dsn, schema, "offset", rows=3) as (admin, table, _seq):
         a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
         try:
@@ -157,18 +125,10 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
 
 
 def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
-    """Experiment 13 (FR-03) on a scratch table of ``rows`` pending rows (:func:`scratch_table`), in
-    one transaction of its own that is rolled back, with :data:`FR03_SETTINGS` off (``SET LOCAL``:
-    this transaction only), and the tool's default index variant (``partial``: claim order over the
-    pending rows, bench/data/schemas/postgres/index_partial.sql): the sub-select form of the tool's claim
-    (:func:`bench.engines.postgres.policies.naive_subselect_claim` of
-    :func:`~bench.engines.postgres.policies.claim_sql`, ``LIMIT limit``) runs in a savepoint that
-    is rolled back, then the tool's own claim (``claim_sql``, batch ``limit``) on the same rows.
-
-    Returns ``{"limit", "subselect_rows" (rows the sub-select form updated), "tool_claim_rows"
-    (rows the tool's claim returned), "plan" (the sub-select form's EXPLAIN), "tool_plan"}``.
-    Raises ConfigError (``SCHEMA``, ``DSN``), ValueError for ``rows`` or ``limit`` below 1, and
-    ``psycopg.Error``."""
+    """Experiment 13 (FR-03) on ``rows`` pending rows with the ``partial`` index, :data:`FR03_SETTINGS` off, all
+    rolled back: the sub-select form of the tool's claim, then the tool's claim, both ``LIMIT limit``. Returns
+    ``{"limit", "subselect_rows", "tool_claim_rows", "plan", "tool_plan"}``. Raises ConfigError (``SCHEMA``,
+    ``DSN``), ValueError (``rows`` or ``limit`` < 1) and ``psycopg.Error``."""
     if rows < 1 or limit < 1:
         raise ValueError(f"rows and limit must be >= 1, got rows={rows!r}, limit={limit!r}")
     with scratch_table(dsn, schema, "subselect", rows=rows) as (admin, table, name):

@@ -1,15 +1,6 @@
-"""The reaper: takes back jobs whose lease expired, on its own connection, by running the queue
-definition's ``reaper`` statement every ``reaper_interval_s``.
-
-The built-in queue's (:data:`bench.engines.postgres.builtin_queue.STATEMENTS`) runs in one short
-autocommit transaction: running rows whose ``lease_expires_at`` (database time) has passed go back to
-``pending`` (the expired attempt counts), or to ``dead`` once ``attempts >= max_attempts``. It locks
-with ``SKIP LOCKED``, so it never blocks a claimer, and re-checks status and lease in the ``UPDATE``,
-so a job completed meanwhile is never resurrected (field case FR-06). A written definition's runs as
-written, ``:lease_s`` inlined. The rows it returns are the jobs taken back, their second column true
-(or ``dead``) for those dead-lettered. Its statement time is load on the server too and is kept as
-``reaper_query_us``.
-"""
+"""The reaper on PostgreSQL: the queue definition's ``reaper`` statement (``:lease_s`` inlined) every
+``reaper_interval_s`` on its own connection; its rows are the jobs taken back, the second column true (or
+``dead``) for those dead-lettered."""
 
 from __future__ import annotations
 
@@ -28,12 +19,7 @@ _DEAD = {True: "dead", "dead": "dead", "t": "dead"}
 
 
 class Reaper(Periodic):
-    """Runs ``defn``'s reaper statement every ``interval_s`` seconds until :meth:`stop`.
-
-    Counts go to ``recorder``: ``lease_expiries`` (jobs taken back),
-    ``reaper_dead_lettered`` (of those, the ones past ``max_attempts``),
-    ``reaper_runs``; statement errors by SQLSTATE.
-    """
+    """Runs ``defn``'s reaper statement every ``interval_s`` s until :meth:`stop`, counted in ``recorder``."""
 
     driver = DRIVER
 

@@ -1,23 +1,6 @@
-"""Cooperative execution of prepared statements over psycopg's libpq binding.
-
-The workers' claim and completion statements run through this thin layer
-instead of psycopg's cursor API: the cursor path (query conversion, adapters,
-result objects) costs about 90 µs of client CPU per statement here, three times
-the libpq call itself, and on a 2-core machine every µs the load generator
-spends is taken from the database server it measures (``make calibrate`` shows
-the figures). The statements are prepared once per connection
-(``PQprepare``), executed with ``PQsendQueryPrepared`` and text parameters, and
-waited for on the connection socket through gevent's event loop, so a worker
-blocked on a row lock yields to the others. The read wait uses one libev io
-watcher per connection, left started between statements: gevent's
-``wait_read`` makes a new watcher for every wait (an ``fcntl`` check of the fd
-and an ``epoll_ctl`` each time): about 1 µs of client CPU per statement at
-50 workers (10.5–11.3 against 9.6–9.8 µs per statement, 50 greenlets running
-``SELECT $1`` on a 2-core machine; ``make calibrate`` shows the per-job figures).
-
-libpq asynchronous command processing:
-https://www.postgresql.org/docs/current/libpq-async.html
-"""
+"""Prepared statements over psycopg's libpq binding, waited for through gevent's event loop: the workers'
+hot path (why, and what it saves: docs/measurements/calibration.md). libpq asynchronous command processing:
+https://www.postgresql.org/docs/current/libpq-async.html"""
 
 from __future__ import annotations
 
@@ -33,15 +16,9 @@ _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 
 
 class PreparedSession:
-    """Named prepared statements on one autocommit psycopg connection.
-
-    ``statements`` maps a name to SQL with ``$1..$n`` placeholders. Every call
-    returns the last ``PGresult`` of the command; errors raise the psycopg
-    exception class for the SQLSTATE (``psycopg.errors.LockNotAvailable`` for
-    55P03, …). A lost connection raises the error the server sent before closing
-    it when one came (``psycopg.errors.AdminShutdown``, 57P01, for a terminated
-    backend), else ``psycopg.OperationalError`` without a SQLSTATE.
-    """
+    """Named prepared statements (``{name: SQL with $1..$n}``) on one autocommit psycopg connection. A call
+    returns the command's last ``PGresult``; errors raise psycopg's class for the SQLSTATE; a lost connection
+    raises the error the server sent first (57P01 for a terminated backend), else ``OperationalError``."""
 
     def __init__(self, conn: psycopg.Connection, statements: dict[str, str]):
         if not conn.autocommit:
@@ -63,10 +40,8 @@ class PreparedSession:
             self._wait_results()
 
     def _on_readable(self) -> None:
-        """The read watcher's callback (in the hub): wake the waiting greenlet.
-
-        With nobody waiting (a closed or killed connection's socket stays readable)
-        the watcher is stopped, so an idle readable socket cannot spin the loop."""
+        """The read watcher's callback: wake the waiting greenlet, or stop the watcher when none waits (so a
+        dead connection's readable socket cannot spin the loop)."""
         waiter = self._waiter
         if waiter is None:
             self._readable.stop()
@@ -116,9 +91,8 @@ class PreparedSession:
             self._fatal = (diag.sqlstate, diag.message_primary or "")
 
     def _read_idle_input(self) -> None:
-        """Read and parse what the server sent since the last statement (one non-blocking recv,
-        about 0.4 µs): a FATAL sent before it closed the socket must be read before this session
-        writes again, or the reset that the write provokes discards it."""
+        """Read what the server sent since the last statement (one non-blocking recv), so a FATAL sent before
+        it closed the socket is seen before a write's reset discards it."""
         try:
             self.pgconn.consume_input()
         except psycopg.OperationalError:
@@ -127,8 +101,7 @@ class PreparedSession:
             self.pgconn.is_busy()  # parses the input: an idle-state error reaches _on_notice
 
     def _lost(self, err: BaseException) -> psycopg.Error:
-        """The exception for a broken connection: the FATAL the server sent first, with its
-        SQLSTATE, when one came; else ``err`` (as an ``OperationalError`` if it was an OSError)."""
+        """The FATAL the server sent first, with its SQLSTATE, else ``err`` (an OSError as ``OperationalError``)."""
         if self._fatal is not None and getattr(err, "sqlstate", None) is None:
             sqlstate, message = self._fatal
             try:
@@ -138,20 +111,16 @@ class PreparedSession:
         return err if isinstance(err, psycopg.Error) else psycopg.OperationalError(str(err))
 
     def _take_notifies(self) -> int:
-        """Take the notifications libpq has parsed so far (``PQnotifies`` parses what was read);
-        returns how many there were."""
+        """Take the notifications libpq has parsed so far; how many there were."""
         taken = 0
         while self.pgconn.notifies() is not None:
             taken += 1
         return taken
 
     def wait_notification(self, timeout_s: float) -> bool:
-        """Wait at most ``timeout_s`` seconds for a notification on a channel this connection
-        ``LISTEN``s on (https://www.postgresql.org/docs/current/libpq-notify.html), yielding to the
-        other greenlets: the socket is watched by the same libev io watcher as a statement's
-        results, under a gevent :class:`~gevent.Timeout`. True as soon as one came, at once when
-        some arrived while a statement ran (libpq kept them); all pending ones are taken. False when
-        the time ran out. A lost connection raises as in :meth:`execute`. Only between statements."""
+        """Between statements, wait up to ``timeout_s`` s for a notification on a ``LISTEN`` channel
+        (https://www.postgresql.org/docs/current/libpq-notify.html), yielding: True once one came (all taken),
+        False when the time ran out. A lost connection raises as in :meth:`execute`."""
         try:
             self._read_idle_input()
             if self._take_notifies():
@@ -175,8 +144,7 @@ class PreparedSession:
         return self._round_trip(self.pgconn.send_query_prepared, name, params)
 
     def _round_trip(self, send, *args) -> pq.abc.PGresult:
-        """Read what came while idle, ``send(*args)``, wait for the results; a lost connection
-        raises the error the server sent first (see :meth:`_lost`)."""
+        """Read what came while idle, ``send(*args)``, wait for the results (a lost connection: :meth:`_lost`)."""
         self._read_idle_input()
         try:
             send(*args)
@@ -188,10 +156,7 @@ class PreparedSession:
             raise lost from err
 
     def query(self, sql: bytes) -> pq.abc.PGresult:
-        """Send ``sql`` unprepared (simple query protocol, planned on every call); return its last result.
-
-        ``sql`` may hold several statements separated by ``;``. Errors raise as in :meth:`execute`.
-        """
+        """Send ``sql`` (statements separated by ``;``) unprepared; its last result. Errors as in :meth:`execute`."""
         return self._round_trip(self.pgconn.send_query, sql)
 
     def command(self, sql: bytes) -> None:

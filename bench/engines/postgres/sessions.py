@@ -1,14 +1,6 @@
-"""PostgreSQL's worker and producer sessions (:mod:`bench.engines.base`), over :class:`PreparedSession`.
-
-Each session owns one autocommit psycopg connection, prepared once with the
-statements of its queue's definition: the built-in queue's, generated from the run's parameters
-(:mod:`bench.engines.postgres.builtin_queue`), or a written one (:mod:`bench.engines.postgres.defined_sessions`). Results come back as
-Python ints and floats; every psycopg error leaves as a
-:class:`bench.engines.base.EngineError` keyed by its SQLSTATE or a named kind
-(:func:`bench.engines.postgres.error_kinds.error_kind`). psycopg must be imported
-after gevent's monkey-patching (``bench.gevent_patch.patch`` at the entry point), so that its
-wait function cooperates: :func:`cooperative_wait` verifies it.
-"""
+"""PostgreSQL's worker and producer sessions over :class:`PreparedSession`: one autocommit connection each,
+prepared with its queue definition's statements; every psycopg error leaves as an
+:class:`bench.engines.base.EngineError`."""
 
 from __future__ import annotations
 
@@ -42,8 +34,7 @@ def _translate(err: psycopg.Error, session: PreparedSession) -> EngineError:
 
 
 def _open(dsn: str, application_name: str, settings: dict[str, str], statements: dict[str, str]) -> PreparedSession:
-    """Connect, apply ``settings`` (before anything is prepared or planned), prepare ``statements``.
-    Raises :class:`ConnectFailed`."""
+    """Connect, apply ``settings``, then prepare ``statements``. Raises :class:`ConnectFailed`."""
     conn = None
     try:
         conn = psycopg.connect(dsn, autocommit=True, application_name=application_name)
@@ -57,10 +48,9 @@ def _open(dsn: str, application_name: str, settings: dict[str, str], statements:
 
 
 class PgWorkerSession:
-    """A worker's session on queue ``defn`` (the run's built-in queue, :func:`builtin_queue.definition`,
-    unless given): its claim (prepared, or literal with ``PREPARED=0``; inside the wrapper of
-    :func:`defined_sql.wrapped_claim` unless the definition's claim returns the claimed row itself),
-    complete (or complete_many for a batch), fail. ``returned``: the columns a wrapped claim returns."""
+    """A worker's session on queue ``defn`` (default: the run's built-in queue): claim (prepared, or literal
+    with ``PREPARED=0``; wrapped unless it returns the claimed row), complete(_many), fail. ``returned``: the
+    columns a wrapped claim returns."""
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str, defn: QueueDefinition | None = None,
                  returned: list[str] = ()):
@@ -106,8 +96,7 @@ class PgWorkerSession:
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
 
     def _wrapped(self, body: str, returned: list[str]) -> str:
-        """The claim ``body`` as it is sent: as written when it returns the claimed row itself, else in
-        the wrapper that reads the row from what it returns (``returned``)."""
+        """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
         return body if self.defn.claim_row else defined_sql.wrapped_claim(self.defn, body, returned)
 
     @property
@@ -116,8 +105,7 @@ class PgWorkerSession:
         return self.session.broken
 
     def wait_for_work(self, timeout_s: float) -> bool:
-        """See :meth:`bench.engines.base.WorkerSession.wait_for_work`: with ``WAKEUP=notify`` a wait
-        for a notification on this session's ``LISTEN`` channel, else a sleep."""
+        """See :meth:`bench.engines.base.WorkerSession.wait_for_work` (``WAKEUP=notify``: its ``LISTEN``)."""
         if not self.notify:
             return poll_wait(timeout_s)
         try:
@@ -140,8 +128,7 @@ class PgWorkerSession:
             raise _translate(err, self.session) from None
 
     def _run(self, key: str, *args: bytes):
-        """Execute prepared ``key`` with its text-encoded arguments in the order of
-        :data:`bench.config.queue_definition.STATEMENT_PARAMETERS` (``worker_id``, last there, is added here)."""
+        """Execute prepared ``key`` with text arguments in ``STATEMENT_PARAMETERS``' order (``worker_id`` added)."""
         name, slots = self.bound[key]
         args = (*args, self.worker_param)
         try:
@@ -150,9 +137,8 @@ class PgWorkerSession:
             raise _translate(err, self.session) from None
 
     def claim(self) -> list[ClaimedRow]:
-        """See :meth:`bench.engines.base.WorkerSession.claim`. A queue without an attempt token gets a
-        random negative token per claimed job (the audit pairs each claim with its completion by it); the
-        pickup element is None when a wrapped claim does not return the definition's ``eligible_at``."""
+        """See :meth:`bench.engines.base.WorkerSession.claim`; a queue without attempt tokens gets a random
+        negative one per job (the audit pairs claims and completions by it)."""
         out = []
         for r in self._claim_rows():
             token = int(r[1]) if r[1] is not None else -random.getrandbits(62) - 1
@@ -161,9 +147,8 @@ class PgWorkerSession:
         return out
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
-        """See :meth:`bench.engines.base.WorkerSession.complete`: one ``complete_many`` for a batch
-        when the definition has it (the ids it returns were applied), else ``complete`` per job
-        (applied when it changed a row)."""
+        """See :meth:`bench.engines.base.WorkerSession.complete`: ``complete_many`` for a batch if defined,
+        else ``complete`` per job."""
         if len(jobs) > 1 and "complete_many" in self.bound:
             result = self._run("complete_many", defined_sql.text_param([j[0] for j in jobs]),
                                defined_sql.text_param([j[1] for j in jobs]))
@@ -176,8 +161,8 @@ class PgWorkerSession:
         return applied
 
     def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
-        """See :meth:`bench.engines.base.WorkerSession.fail`: None when no row changed (fenced);
-        ``dead`` when the statement's first returned value is true (or ``dead``), else ``pending``."""
+        """See :meth:`bench.engines.base.WorkerSession.fail`: ``dead`` when the first value returned is true
+        (or ``dead``)."""
         if "fail" not in self.bound:
             raise EngineError("no_fail_statement", "the queue definition has no fail statement")
         result = self._run("fail", str(job_id).encode(), str(token).encode(), repr(float(retry_delay_s)).encode(),
@@ -212,8 +197,7 @@ class PgWorkerSession:
 
     def plan_counts(self) -> dict[str, int] | None:
         """``generic_plans``/``custom_plans`` of this session's prepared claim (PostgreSQL 14+:
-        https://www.postgresql.org/docs/current/view-pg-prepared-statements.html); None unprepared.
-        The view shows only the session's own statements, so only the worker can read it."""
+        https://www.postgresql.org/docs/current/view-pg-prepared-statements.html); None unprepared."""
         if self.claim_text is not None:
             return None
         try:
@@ -224,9 +208,8 @@ class PgWorkerSession:
         return {"generic_plans": int(counts[0][0]), "custom_plans": int(counts[0][1])} if counts else None
 
     def explain_claim(self, timeout_ms: int) -> str:
-        """``EXPLAIN (ANALYZE, BUFFERS)`` of the claim as this session runs it, in a transaction
-        rolled back: ``EXECUTE`` of its cached statement when prepared (the plan the plan cache
-        gives it; it adds one execution, so read :meth:`plan_counts` first), else the literal claim."""
+        """``EXPLAIN (ANALYZE, BUFFERS)`` of this session's claim (``EXECUTE`` when prepared: one more
+        execution, so read :meth:`plan_counts` first), rolled back."""
         target = self._explained_claim()
         self.rollback()
         try:
@@ -239,8 +222,7 @@ class PgWorkerSession:
             self.rollback()
 
     def _explained_claim(self) -> bytes:
-        """The claim as :meth:`explain_claim` runs it: ``EXECUTE`` of the prepared claim with this
-        session's values, or the literal claim."""
+        """``EXECUTE claim(<this session's values>)``, or the literal claim."""
         if self.claim_text is not None:
             return self.claim_text
         args = ", ".join(sql.Literal(self.claim_values[n]).as_string(None) for n in self.claim_names)
@@ -287,8 +269,8 @@ class PgProducerSession:
 
 
 def cooperative_wait() -> str:
-    """psycopg's wait function's name; RuntimeError if it is the blocking C ``wait_c`` or ``select`` is not
-    monkey-patched (see psycopg ``psycopg/waiting.py``)."""
+    """psycopg's wait function's name; RuntimeError if it is the blocking ``wait_c`` or ``select`` is not
+    patched (psycopg's ``psycopg/waiting.py``)."""
     name = getattr(psycopg.waiting.wait, "__name__", str(psycopg.waiting.wait))
     patched = monkey.is_module_patched("select")
     if not patched or name == "wait_c":

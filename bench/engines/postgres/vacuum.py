@@ -1,11 +1,5 @@
-"""Vacuum of the queue table (field case FR-12): the per-table autovacuum settings
-(``AUTOVACUUM_SETTINGS``) applied during prepare, and the periodic plain ``VACUUM``
-(``VACUUM_EVERY_S``) run on a connection of its own in the master process.
-
-Every claim of a FIFO queue moves the row at the head of the eligible-rows index; its old index
-entry stays until vacuum removes it, so the next claims step over it. Both knobs here act on the
-queue table only: ``jobs``, or its partitions with ``LAYOUT=partitioned``; never ``jobs_archive``.
-"""
+"""Vacuum of the queue table (``jobs`` or its partitions; field case FR-12): ``AUTOVACUUM_SETTINGS`` applied
+in prepare, and the periodic plain ``VACUUM`` of ``VACUUM_EVERY_S`` on a connection of its own."""
 
 from __future__ import annotations
 
@@ -34,11 +28,8 @@ def _regclass(schema: str) -> str:
 
 def apply_autovacuum_settings(conn: psycopg.Connection, schema: str, settings: tuple,
                               log: Callable[[str], None]) -> None:
-    """``ALTER TABLE … SET (name = value, …)`` on each leaf of the queue table, for ``settings``
-    (``(full name, value)`` pairs, already checked by
-    :func:`bench.config.autovacuum.parse_autovacuum_settings`); nothing when empty. Logs a note when
-    the server's ``autovacuum`` is off (then no table is autovacuumed, whatever its settings). Raises
-    psycopg.Error when the server refuses one (a version without that setting)."""
+    """``ALTER TABLE … SET (name = value, …)`` of ``settings`` (checked ``(full name, value)`` pairs) on each
+    leaf of the queue table, with a note when the server's ``autovacuum`` is off. Raises psycopg.Error."""
     if not settings:
         return
     options = sql.SQL(", ").join(sql.SQL("{} = {}").format(sql.Identifier(name), sql.Literal(value))
@@ -53,22 +44,15 @@ def apply_autovacuum_settings(conn: psycopg.Connection, schema: str, settings: t
 
 
 def reloptions(conn: psycopg.Connection, schema: str) -> dict[str, list[str]]:
-    """The storage parameters the server holds for each leaf of the queue table
-    (``pg_class.reloptions``, ``["autovacuum_vacuum_threshold=1000", …]``; ``[]`` when none)."""
+    """``{leaf of the queue table: pg_class.reloptions}`` (``["autovacuum_vacuum_threshold=1000", …]`` or ``[]``)."""
     rows = conn.execute(_LEAVES, {"t": _regclass(schema)}).fetchall()
     return {name: list(options) for name, options in rows}
 
 
 class Vacuumer(Periodic):
-    """A plain ``VACUUM`` of the queue table every ``interval_s`` seconds after the previous pass
-    ended, until :meth:`stop` (run :meth:`run` in a greenlet), on ``conn`` (autocommit: VACUUM
-    cannot run inside a transaction block).
-
-    ``passes`` holds ``(start_s, duration_s)`` of each pass that finished: ``start_s`` from
-    ``now_s()`` (the run's clock, seconds since the load started), ``duration_s`` its wall time
-    (lock waits included). A failed pass is counted in ``recorder`` by SQLSTATE; a pass that
-    :meth:`stop` cancels is neither a pass nor an error.
-    """
+    """A plain ``VACUUM`` of the queue table ``interval_s`` s after each pass, on autocommit ``conn``, until
+    :meth:`stop`; ``passes``: ``(start_s by now_s(), duration_s)`` of each finished pass (a cancelled one is
+    neither a pass nor an error)."""
 
     driver = DRIVER
 
@@ -99,7 +83,7 @@ class Vacuumer(Periodic):
         return duration_s
 
     def stop(self) -> None:
-        """End the loop; a pass in progress is cancelled (a VACUUM of a large table takes long)."""
+        """End the loop, cancelling a pass in progress."""
         super().stop()
         if self._in_pass:
             self.conn.cancel_safe(timeout=5)

@@ -1,11 +1,5 @@
-"""Queue libraries whose SQL is written by their own code at run time (``[library] generated`` in a
-queue definition): one module per library, named after its package, with a ``generated(defn)`` that
-returns ``{statement name or "ddl": text}`` in the definition's form (``:name`` parameters).
-
-A library whose schema is a file and whose claim path is SQL functions (procrastinate) needs no module
-here: its definition names the file and calls the functions. Imported only by the engine, after
-gevent's monkey-patching (a library may import a database driver).
-"""
+"""Queue libraries whose SQL their own code writes at run time (``[library] generated``): a module per
+package whose ``generated(defn)`` returns ``{statement name or "ddl": text}`` with ``:name`` parameters."""
 
 from __future__ import annotations
 
@@ -18,9 +12,8 @@ from bench.errors import ConfigError
 
 
 def resolve(defn: QueueDefinition) -> QueueDefinition:
-    """``defn`` with the statements (and DDL) its library generates filled in. Raises ConfigError
-    (``QUEUE``) when the library's code does not give exactly the statements and parameters the
-    definition declares (a new release of the library changed them)."""
+    """``defn`` with its library's generated statements (and DDL). Raises ConfigError (``QUEUE``) unless they
+    are exactly the statements and parameters declared."""
     if not defn.generated:
         return defn
     package = defn.library["package"]

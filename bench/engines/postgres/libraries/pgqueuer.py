@@ -1,22 +1,6 @@
-"""pgqueuer 1.6 (https://github.com/janbjorge/pgqueuer): its schema, dequeue, completion and enqueue SQL
-as its own query builders write them (``pgqueuer.adapters.persistence.qb``), for one entrypoint and no
-concurrency limits, with its ``$n`` arguments bound to the definition's parameters.
-
-pgqueuer binds its arguments positionally (asyncpg style). Each argument is told apart by passing the
-builder a distinct sentinel value and finding it in the query's argument tuple, so the mapping follows
-the library's code rather than an assumed order. What each argument becomes:
-
-- dequeue: the batch size -> ``:batch``; the entrypoints -> ``ARRAY['qbench']``; the queue manager id
-  (pgqueuer's worker identity, a uuid) -> ``md5(:worker)::uuid``, one per worker; the heartbeat
-  timeout (after which a picked job is taken by another worker) -> ``LEASE_S`` seconds;
-- completion (``build_log_job_query``, which deletes the job and logs it): one id, status
-  ``successful``, no traceback;
-- enqueue: one job of entrypoint ``qbench``, its priority negated (pgqueuer takes the highest first,
-  queue-bench's ``PRIORITY_MIX`` the lowest), its ``execute_after`` the delay until ``:run_at``.
-
-The object names are pgqueuer's defaults, unqualified, so the tool's ``search_path`` puts them in its
-own schema (``PGQUEUER_*`` environment variables that rename them are refused).
-"""
+"""pgqueuer 1.6 (https://github.com/janbjorge/pgqueuer): its schema, dequeue, completion and enqueue SQL as
+its query builders (``pgqueuer.adapters.persistence.qb``) write them, its ``$n`` arguments bound to the
+definition's parameters (how: docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -35,8 +19,7 @@ ENTRYPOINT = "qbench"
 
 
 def _settings(defn: QueueDefinition) -> DBSettings:
-    """pgqueuer's settings (its defaults unless ``PGQUEUER_*`` environment variables rename its objects);
-    ConfigError (``QUEUE``) unless its queue table is the definition's, unqualified."""
+    """pgqueuer's settings; ConfigError (``QUEUE``) unless its queue table is the definition's, unqualified."""
     settings = DBSettings()
     if settings.db_schema or settings.queue_table != defn.table:
         raise ConfigError("QUEUE", f"pgqueuer's queue table is {settings.queue_table!r} in schema "
@@ -46,9 +29,8 @@ def _settings(defn: QueueDefinition) -> DBSettings:
 
 
 def _bind(sql: str, args: tuple, values: list[tuple[object, str]]) -> str:
-    """``sql`` with each ``$n`` replaced by the text paired with the sentinel equal to ``args[n-1]``
-    (the builder may copy a list it is given, so equality, not identity). Raises ConfigError (``QUEUE``)
-    for an argument no sentinel matches: pgqueuer's dequeue takes something new."""
+    """``sql`` with each ``$n`` replaced by the text paired with the sentinel equal (not identical: the builder
+    may copy) to ``args[n-1]``. Raises ConfigError (``QUEUE``) for an argument no sentinel matches."""
     def text_of(n: int) -> str:
         for sentinel, text in values:
             if type(args[n - 1]) is type(sentinel) and args[n - 1] == sentinel:
@@ -59,7 +41,7 @@ def _bind(sql: str, args: tuple, values: list[tuple[object, str]]) -> str:
 
 
 def generated(defn: QueueDefinition) -> dict[str, str]:
-    """``ddl``, ``claim``, ``complete`` and ``enqueue`` as pgqueuer writes them (see the module's text)."""
+    """``ddl``, ``claim``, ``complete`` and ``enqueue`` as pgqueuer writes them."""
     settings = _settings(defn)
     env, builder = QueryBuilderEnvironment(settings), QueryQueueBuilder(settings)
     batch, entrypoints, manager, heartbeat = 7919, [ENTRYPOINT], uuid.uuid4(), datetime.timedelta(seconds=4321)

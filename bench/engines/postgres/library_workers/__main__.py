@@ -1,6 +1,5 @@
-"""``python -m bench.engines.postgres.library_workers <package>``: one library worker process (see the
-package's docstring for the protocol). Exits 0 once it has reported as it stopped, 1 when its library
-could not start (after saying why) or its worker failed (the traceback on stderr)."""
+"""One library worker process: exits 0 once it reported as it stopped, 1 when its library could not start
+or its worker failed (the traceback on stderr)."""
 
 from __future__ import annotations
 
@@ -71,8 +70,7 @@ async def serve(package: str) -> int:
 
 
 def _fail_unless_stopping(stop: asyncio.Event):
-    """A done callback: a worker that ended before the run stopped it exits the process (status 1), with its
-    traceback on stderr; the run sees the process lost."""
+    """A done callback: a worker ending before the run stopped it exits the process (status 1, traceback on stderr)."""
     def done(task: asyncio.Task) -> None:
         if stop.is_set() or task.cancelled():
             return

@@ -1,5 +1,5 @@
-"""A library worker process's two streams: commands read from stdin by a thread and handed to the
-event loop, JSON lines written to stdout (see the package's docstring for the messages)."""
+"""A library worker process's two streams: stdin's commands read by a thread into the event loop, JSON
+lines written to stdout."""
 
 from __future__ import annotations
 

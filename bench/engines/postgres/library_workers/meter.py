@@ -1,13 +1,5 @@
-"""What a library worker process measures: the same per-second histograms and counters as the tool's
-workers (:class:`bench.measure.metrics.Recorder`), the claim log the audit reads (stamped lines written
-to a file as they happen, :class:`FileStampedLog`), its CPU, and the database's clock.
-
-Times the database compares (a job's eligible time, the time a fetch claimed it) are database epoch
-seconds: a library's fetch returns no claim time of its own (procrastinate's) or the row's own
-``updated`` (pgqueuer's). :meth:`Meter.db_now` is this host's clock plus the offset to the server's
-``clock_timestamp()`` measured once as the process starts (the midpoint of the round trip), so on the
-database's host it is the server's clock itself.
-"""
+"""What a library worker process measures: the tool's per-second histograms and counters, the stamped claim
+log (:class:`FileStampedLog`), its CPU, and the database's clock (docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +21,8 @@ LOOP_LAG_PERIOD_S = 0.010
 
 
 class FileStampedLog(StampedLog):
-    """The claim log of a library worker process: each stamped line written to ``path`` as it happens (one
-    unbuffered ``write``, appended), so a process killed with SIGKILL loses none of the events it wrote."""
+    """The claim log of a library worker process: each stamped line appended to ``path`` by one unbuffered
+    ``write`` (a SIGKILL loses none)."""
 
     def __init__(self, path: str):
         super().__init__()
@@ -51,8 +43,7 @@ class FileStampedLog(StampedLog):
 
 
 class Meter:
-    """One process's measurements. ``lease_s``: how long a claim is the claimer's (the library's stall or
-    heartbeat timeout), for the claim log's ``lease_until``; ``claims_path``: the claim log's file."""
+    """One process's measurements; ``lease_s``: the library's stall or heartbeat timeout (``lease_until``)."""
 
     def __init__(self, batch: int, lease_s: float, claims_path: str):
         self.recorder = Recorder(batch)
@@ -71,8 +62,8 @@ class Meter:
         return time.time() + self.offset_s
 
     def claimed(self, latency_us: int, jobs: list[tuple[int, float, float | None]]) -> None:
-        """One fetch that returned after ``latency_us`` with ``jobs``: (id, claimed at, eligible at), database
-        epoch seconds (eligible None: unknown, no pickup). Each job gets a random token in the claim log."""
+        """One fetch of ``latency_us`` with ``jobs`` (id, claimed at, eligible at or None), database epoch
+        seconds; each job gets a random token in the claim log."""
         pickups = [max(1, int((at - eligible) * 1e6)) for _, at, eligible in jobs if eligible is not None]
         self.recorder.claim(latency_us, len(jobs), pickups)
         for job_id, at, _ in jobs:
@@ -89,15 +80,14 @@ class Meter:
                 self.log.finished(job_id, token, True)
 
     def error(self, err: BaseException) -> None:
-        """Count one error a library's statement raised: its SQLSTATE (the cause's, for a library that wraps
-        its driver's errors), else a lost connection or a client error (:mod:`bench.engines.postgres.error_kinds`)."""
+        """Count a library statement's error: its (or its cause's) SQLSTATE, else a lost connection or client error."""
         cause = err.__cause__ or err
         sqlstate = getattr(cause, "sqlstate", None) or getattr(err, "sqlstate", None)
         lost = "closed" in str(cause).lower() or "connection" in type(cause).__name__.lower()
         self.recorder.error(sqlstate or error_kind(cause, lost=lost))
 
     def rotate(self, index: int, start_s: float, end_s: float, workers: int) -> dict:
-        """Close second ``index``: the ``interval`` message (see the package's docstring)."""
+        """Close second ``index``: the ``interval`` message."""
         interval = self.recorder.rotate(index, start_s, end_s)
         message = {"type": "interval", "interval": interval_codec.encode(interval), "cpu": list(self.cpu.read()),
                    "workers": workers}

@@ -1,18 +1,5 @@
-"""pgqueuer's own worker (``LIBRARY_MODE=worker``): its ``QueueManager`` over its ``AsyncpgDriver`` (the driver
-its docs and its own benchmark use), measured at its public seam only: a wrapper of its ``Driver`` protocol.
-
-- The dequeue (the statement :meth:`QueryQueueBuilder.build_dequeue_query` writes for this run's batch,
-  entrypoint and ``max_concurrent_tasks``) is the claim; its rows carry pgqueuer's own ``updated`` (the
-  pick, database time) and ``execute_after``, so pickup is their difference.
-- The status-log flush (:meth:`QueryQueueBuilder.build_log_job_query`) is the completion, one latency per
-  flush: pgqueuer buffers finished jobs (up to ``batch_size`` of them, or about 100 ms) and marks them
-  done together, after their tasks have returned.
-- Each job's start, in the entrypoint, minus its dequeue's return is its dispatch delay.
-
-Parameter mapping: ``BATCH`` is ``batch_size``; ``WORKERS`` (this process's share) is
-``max_concurrent_tasks``; ``POLL_MS`` is ``dequeue_timeout`` (pgqueuer always LISTENs); ``LEASE_S`` is
-``heartbeat_timeout`` (heartbeats every half of it).
-"""
+"""pgqueuer's own worker (``LIBRARY_MODE=worker``): its ``QueueManager`` over its ``AsyncpgDriver``, measured
+through a wrapper of its ``Driver`` protocol (what is measured, and the parameters' mapping: docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -39,8 +26,7 @@ logging.getLogger("pgqueuer").setLevel(logging.CRITICAL)
 
 
 class TimedDriver:
-    """pgqueuer's ``Driver`` protocol around ``inner``: the dequeue and the status-log flush timed into
-    ``meter``, everything else passed through."""
+    """pgqueuer's ``Driver`` protocol around ``inner``: the dequeue and the status-log flush timed into ``meter``."""
 
     def __init__(self, inner: AsyncpgDriver, meter: Meter, fetched: dict, dequeue_sql: str, log_sql: str):
         self.inner, self.meter, self.fetched = inner, meter, fetched
@@ -101,7 +87,7 @@ class TimedDriver:
 
 
 async def connect(dsn: str, schema: str, name: str) -> asyncpg.Connection:
-    """An asyncpg connection to ``dsn`` (a URI or libpq key=value string) with ``search_path`` the tool's schema."""
+    """An asyncpg connection to ``dsn`` (URI or key=value) with ``search_path`` the tool's schema."""
     params = conninfo_to_dict(dsn)
     return await asyncpg.connect(host=params.get("host"), port=int(params.get("port") or 5432),
                                  user=params.get("user"), password=params.get("password"),
@@ -110,8 +96,7 @@ async def connect(dsn: str, schema: str, name: str) -> asyncpg.Connection:
 
 
 class LibraryWorker:
-    """pgqueuer's QueueManager (or its producers) in this process: ``workers`` of ``max_concurrent_tasks``,
-    process number ``process`` (its connection is named ``queue-bench p<process>-worker-1``)."""
+    """pgqueuer's QueueManager (or its producers) in process ``process``: ``workers`` ``max_concurrent_tasks``."""
 
     def __init__(self, cfg, dsn: str, meter: Meter, process: int, workers: int):
         self.cfg, self.dsn, self.meter, self.process, self.workers = cfg, dsn, meter, process, workers
@@ -147,8 +132,7 @@ class LibraryWorker:
         self.meter.recorder.work_duration(int((time.perf_counter() - started) * 1e6))
 
     async def work(self, stop: asyncio.Event) -> None:
-        """Run the QueueManager until ``stop``; then shut it down as pgqueuer does (in-flight jobs finish and
-        its buffers flush)."""
+        """Run the QueueManager until ``stop``, then shut it down as pgqueuer does (in-flight jobs finish)."""
         run = asyncio.create_task(self.qm.run(
             batch_size=self.cfg.batch, max_concurrent_tasks=self.workers, heartbeat_timeout=self._lease(),
             dequeue_timeout=dt.timedelta(milliseconds=self.cfg.poll_ms)))
@@ -157,8 +141,7 @@ class LibraryWorker:
         await run
 
     async def enqueue(self, run_at_s: list[float]) -> list[int]:
-        """Enqueue one job per ``run_at_s`` (its intended time, database epoch seconds) in one statement, with
-        ``execute_after`` the (possibly negative) delay from now to it; returns their ids."""
+        """Enqueue one job per ``run_at_s`` (database epoch seconds) in one statement; their ids."""
         now = self.meter.db_now()
         n = len(run_at_s)
         return [int(i) for i in await self.queries.enqueue(

@@ -1,21 +1,6 @@
-"""procrastinate's own worker (``LIBRARY_MODE=worker``): ``App.run_worker_async`` as its docs run it, measured at
-its public seams only.
-
-- A subclass of the connector the app is given (:class:`procrastinate.PsycopgConnector`) times the two
-  statements of a job's life: ``fetch_job`` (the claim: procrastinate fetches one job per statement, from
-  one loop per worker, whatever its concurrency) and ``finish_job`` (the completion). A fetch returns
-  the job's ``scheduled_at`` and no claim time: its pickup is the midpoint of the fetch's round trip, on
-  the database's clock, minus that (the built-in claim's is ``clock_timestamp()`` as it claims the row).
-- A worker middleware (``worker_middleware``) sees each job start: its dispatch delay is that start minus
-  its fetch's return.
-- Stalled jobs are retried as procrastinate's docs tell users to: every ``LEASE_S``,
-  ``job_manager.get_stalled_jobs(seconds_since_heartbeat=LEASE_S)`` then ``retry_job`` for each (its
-  worker gives no retry of its own), in every worker process.
-
-Parameter mapping: ``WORKERS`` (this process's share) is ``concurrency``; ``WAKEUP=notify`` is
-``listen_notify=True``; ``POLL_MS`` is ``fetch_job_polling_interval``; ``LEASE_S`` is
-``stalled_worker_timeout``, with a heartbeat every third of it (at most procrastinate's default 10 s).
-"""
+"""procrastinate's own worker (``LIBRARY_MODE=worker``): ``App.run_worker_async`` as its docs run it, measured
+at its public seams (its connector, a worker middleware), stalled jobs retried by its documented recipe (what
+is measured, and the parameters' mapping: docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -79,8 +64,7 @@ class TimedConnector(procrastinate.PsycopgConnector):
 
 
 class LibraryWorker:
-    """procrastinate's worker (or its producers) in this process: ``workers`` of concurrency, process
-    number ``process`` (its connections are named ``queue-bench p<process>-worker-1``)."""
+    """procrastinate's worker (or its producers) in process ``process``: ``workers`` of concurrency."""
 
     def __init__(self, cfg, dsn: str, meter: Meter, process: int, workers: int):
         self.cfg, self.meter, self.process, self.workers = cfg, meter, process, workers
@@ -126,8 +110,8 @@ class LibraryWorker:
         await retrier
 
     async def _retry_stalled(self, stop: asyncio.Event) -> None:
-        """Every ``LEASE_S``: procrastinate's stalled jobs retried with its own calls (another process may
-        retry one first: then this one's call fails, and that job is left to it)."""
+        """Every ``LEASE_S``, procrastinate's stalled jobs retried with its own calls (one another process
+        retried first is left to it)."""
         manager = self.app.job_manager
         while not stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
@@ -142,8 +126,7 @@ class LibraryWorker:
                     pass
 
     async def enqueue(self, run_at_s: list[float]) -> list[int]:
-        """Defer one job per ``run_at_s`` (its intended time, database epoch seconds) in one statement, as
-        ``defer_async(schedule_at=...)`` writes each; returns their ids."""
+        """Defer one job per ``run_at_s`` (database epoch seconds) in one statement; their ids."""
         jobs = [self.task.configure(schedule_at=dt.datetime.fromtimestamp(t, dt.timezone.utc)).job for t in run_at_s]
         return [int(job.id) for job in await self.app.job_manager.batch_defer_jobs_async(jobs)]
 

@@ -1,12 +1,5 @@
-"""A queue library's own producers (``LIBRARY_MODE=worker``, ``RATE > 0``): open-loop arrivals enqueued
-with the library's own defer or enqueue, as :mod:`bench.load.producers` does for the tool's queue.
-
-Each of ``PRODUCERS`` coroutines has ``RATE / PRODUCERS`` of the arrivals (``ARRIVAL``: evenly spaced
-or Poisson) on a schedule fixed in advance; a job's eligible time is its *intended* enqueue time, so
-a producer that falls behind does not hide the delay from pickup latency (coordinated omission), and
-the jobs due together go in one statement. Intended times are taken on the database's clock
-(:meth:`bench.engines.postgres.library_workers.meter.Meter.db_now`).
-"""
+"""A queue library's own producers (``LIBRARY_MODE=worker``, ``RATE > 0``): open-loop arrivals on the
+database's clock, enqueued with the library's own call, by the rules of :mod:`bench.load.producers`."""
 
 from __future__ import annotations
 

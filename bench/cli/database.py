@@ -1,0 +1,66 @@
+"""The database a command's runs go to (the given DSN after the loopback check, or an embedded server), the check
+that they fit in it, and each run with its report written before a Ctrl-C is honoured."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import sys
+from pathlib import Path
+
+from bench.cli.checks import check_loopback
+from bench.engines import embedded_server
+
+
+@contextlib.contextmanager
+def finish_first(what: str):
+    """Within the block Ctrl-C / SIGTERM print ``what`` and are ignored (the run's files are being written)."""
+    handlers = {sig: signal.signal(sig, lambda *_: sys.stderr.write(f"qbench: {what}\n"))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres"):
+    """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
+    server with ``connections`` + 20 ``max_connections``."""
+    check_loopback(dsn, allow_remote)
+    if dsn:
+        return contextlib.nullcontext(dsn), False
+    return embedded_server(engine, connections + 20), True
+
+
+def check_room(engine, dsn: str, schema: str, connections: int, purpose: str) -> dict:
+    """``engine.check_schema`` on a connection of its own named ``purpose``: the tool's ``schema`` usable and
+    ``connections`` free, refused (ConfigError) before anything is created."""
+    conn = engine.connect(dsn, purpose)
+    try:
+        return engine.check_schema(conn, schema, connections)
+    finally:
+        conn.close()
+
+
+def render_run(run_dir: Path) -> None:
+    """Write ``run_dir``'s report, a Ctrl-C meanwhile put off (a sweep's or the catalogue's ``on_run``)."""
+    from bench.report.run_page import render_report  # here: matplotlib (~1 s)
+
+    with finish_first("writing the run's report first"):
+        render_report(run_dir)
+
+
+def step_runner(out_dir: Path, dsn: str, state_schema: str, embedded: bool = False):
+    """``run_step(cfg)``: one run of ``cfg`` without its log lines into ``out_dir/runs``, its report written; returns
+    its directory (a capacity search's or a plan's steps)."""
+    from bench import runner  # here: Locust (~1 s), which a refusal does not pay
+    from bench.report.run_page import render_report  # here: matplotlib (~1 s), likewise
+
+    def run_step(cfg):
+        run_dir = runner.run(dataclasses.replace(cfg, results=str(out_dir / "runs")), dsn, log=lambda line: None,
+                             embedded=embedded, state_schema=state_schema)
+        render_report(run_dir)
+        return run_dir
+    return run_step
