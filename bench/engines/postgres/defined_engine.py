@@ -22,7 +22,7 @@ from psycopg import sql
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
-from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
+from bench.engines.postgres import audit, db, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
 from bench.engines.postgres.defined_monitor import DefinedMonitor
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
@@ -170,7 +170,7 @@ class DefinedQueueEngine(PostgresEngine):
             except psycopg.Error as err:
                 self._refuse(conn, schema, "QUEUE", "statements.seed", err)
         self._seed_s = time.perf_counter() - self._started
-        defined_audit.record_seeded(conn, schema, defn)
+        audit.record_seeded(conn, schema, defn)
         started = time.perf_counter()
         index = defn.indexes.get(cfg.index, "") if isinstance(cfg.index, str) else ""
         if index.strip():
@@ -214,7 +214,7 @@ class DefinedQueueEngine(PostgresEngine):
         return int(conn.execute(defined_sql.literal(self.defn.statements["register"], {})).fetchone()[0])
 
     def _seeded(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> SeedResult:
-        counts = defined_audit.status_counts(conn, cfg.schema, self.defn)
+        counts = audit.status_counts(conn, cfg.schema, self.defn)
         rows = sum(counts.values())
         log(f"queue {self.defn.name!r}: seeded {rows:,} rows ({counts['pending']:,} eligible, {counts['done']:,} done) "
             f"in {self._seed_s:.1f} s; "
@@ -280,11 +280,6 @@ class DefinedQueueEngine(PostgresEngine):
             return pg_stat_statements.read_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
         except psycopg.Error as err:
             return {"unavailable": f"read failed: {first_line(err)}"}
-
-    # -- audit
-    def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
-        """The invariants the definition lets the audit check (:mod:`bench.engines.postgres.defined_audit`)."""
-        return defined_audit.run_audit(conn, cfg.schema, self.defn, claim_log, over_claims=over_claims)
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Named queues are the built-in table's: none here."""

@@ -22,9 +22,10 @@ from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, 
 from bench.workload.queues import queue_count, queue_names
 
 
-def _relation(cfg: Any) -> str:
-    """What the audit reads the built-in queue's rows from: the archive layout's view of both tables."""
-    return "jobs_all" if cfg.layout == "archive" else "jobs"
+def _relation(cfg: Any) -> str | None:
+    """Where the audit finds every job when the queue table does not hold them all: the built-in queue's
+    archive layout's view of both tables (None: the queue's table)."""
+    return "jobs_all" if cfg.layout == "archive" else None
 
 
 class PostgresEngine(Engine):
@@ -107,14 +108,14 @@ class PostgresEngine(Engine):
         return captures.pgss_read(conn, cfg, missing, reset)
 
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
-        """:func:`bench.engines.postgres.audit.run_audit` on the run's table."""
-        return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
-                               poison_share=cfg.poison_share, relation=_relation(cfg))
+        """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""
+        return audit.run_audit(conn, cfg.schema, self.queue(cfg), claim_log, seeded_rows=seeded_rows,
+                               over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg))
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Jobs completed per queue name in the measured window, from the table."""
         return audit.completed_per_queue(conn, cfg.schema, queue_names(queue_count(cfg)), start_unix, end_unix,
-                                         relation=_relation(cfg))
+                                         relation=_relation(cfg) or "jobs")
 
 
 ENGINE = PostgresEngine()
