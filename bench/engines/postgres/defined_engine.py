@@ -23,7 +23,6 @@ from bench.config.queue_definition import QueueDefinition
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
 from bench.engines.postgres import audit, db, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
-from bench.engines.postgres.defined_monitor import DefinedMonitor
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
@@ -231,11 +230,6 @@ class DefinedQueueEngine(PostgresEngine):
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
         """Vacuum and analyze counts of the definition's table (no storage parameters are set on it)."""
         return {**db.vacuum_counts(conn, schema, (self.defn.table,)), "reloptions": {}}
-
-    # -- during the load
-    def monitor(self, dsn: str, cfg: Any) -> DefinedMonitor:
-        """The per-second sampler over the definition's table and predicates."""
-        return DefinedMonitor(lambda name: db.connect(dsn, application_name=name), cfg.schema, self.defn)
 
     # -- plans and statement statistics
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:

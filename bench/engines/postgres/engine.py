@@ -66,10 +66,11 @@ class PostgresEngine(Engine):
         return {**db.vacuum_counts(conn, schema), "reloptions": vacuum.reloptions(conn, schema)}
 
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
-        """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
+        """The per-second sampler of queue depth, oldest eligible age, locks and table statistics, over the
+        run's queue (:meth:`queue`)."""
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
                        priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
-                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else ())
+                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else (), defn=self.queue(cfg))
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
         """A periodic task that moves finished rows to the archive."""
