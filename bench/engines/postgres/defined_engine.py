@@ -22,7 +22,7 @@ from psycopg import sql
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
-from bench.engines.postgres import audit, db, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
+from bench.engines.postgres import audit, db, defined_sql, fault_actions, library_workers, plans
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
@@ -200,17 +200,11 @@ class DefinedQueueEngine(PostgresEngine):
                 conn.execute("SET LOCAL statement_timeout = '60s'")
                 for name, value in self.defn.settings.items():  # as the workers' sessions have them
                     conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-                values["worker_id"] = self._register(conn)
+                values["worker_id"] = defined_sql.register(conn, self.defn)
                 text = defined_sql.literal(body, values)
                 conn.execute(defined_sql.wrapped_claim(self.defn, text, [])).fetchall()
         except psycopg.Error as err:
             self._refuse(conn, cfg.schema, "QUEUE", "one claim (rolled back)", err)
-
-    def _register(self, conn: psycopg.Connection) -> int:
-        """The definition's register statement run on ``conn`` (its worker id), or 0 without one."""
-        if "register" not in self.defn.statements:
-            return 0
-        return int(conn.execute(defined_sql.literal(self.defn.statements["register"], {})).fetchone()[0])
 
     def _seeded(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> SeedResult:
         counts = audit.status_counts(conn, cfg.schema, self.defn)
@@ -232,48 +226,9 @@ class DefinedQueueEngine(PostgresEngine):
         return {**db.vacuum_counts(conn, schema, (self.defn.table,)), "reloptions": {}}
 
     # -- plans and statement statistics
-    def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
-        """The wrapped claim's custom and generic plans on a fresh statement, under the schema's search_path."""
-        body, names = defined_sql.positional(defined_sql.claim_body(self.defn, cfg.policy))
-        values = defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s)
-        try:
-            conn.execute(defined_sql.set_search_path(cfg.schema))
-            values["worker_id"] = self._register(conn)  # a library's worker row, left in the tool's schema
-            for name, value in self.defn.settings.items():  # as the workers' sessions have them
-                conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-            try:
-                returned = defined_sql.describe_columns(conn, body)
-                claim = defined_sql.wrapped_claim(self.defn, body, returned)
-                args = [sql.Literal(values[n]).as_string(None) for n in names]
-                return plans.capture_prepared_plans(conn, claim, args), when
-            finally:
-                for name in ("search_path", *self.defn.settings):
-                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
-        except psycopg.Error as err:
-            return None, f"{when}: capture failed: {first_line(err)}"
-
     def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
         """Red lines for the report: the workers' claim scans the definition's table, claim latency grew."""
         return plans.plan_warnings(workers, growth, self.defn.table)
-
-    def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
-        """Reset the wrapped claim's pg_stat_statements entries at the measured window's start."""
-        if missing:
-            return missing
-        try:
-            pg_stat_statements.reset_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
-        except psycopg.Error as err:
-            return f"reset failed: {first_line(err)}"
-        return None
-
-    def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
-        """The wrapped claim's pg_stat_statements figures over the measured window."""
-        if missing or isinstance(reset, str):
-            return {"unavailable": missing or reset}
-        try:
-            return pg_stat_statements.read_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
-        except psycopg.Error as err:
-            return {"unavailable": f"read failed: {first_line(err)}"}
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Named queues are the built-in table's: none here."""

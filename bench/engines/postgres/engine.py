@@ -83,7 +83,7 @@ class PostgresEngine(Engine):
 
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
         """The claim's plans (auto, custom, generic) explained now, and ``when`` as said."""
-        return captures.capture_plans(conn, cfg, when)
+        return captures.capture_plans(conn, cfg, self.queue(cfg), when)
 
     def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
         """From the workers' plan counts (prepared claims) and one worker's EXPLAIN."""
@@ -102,11 +102,11 @@ class PostgresEngine(Engine):
 
     def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
         """Reset the claim's pg_stat_statements entries."""
-        return captures.pgss_reset(conn, cfg, missing)
+        return captures.pgss_reset(conn, cfg, self.queue(cfg), missing)
 
     def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
         """The claim's pg_stat_statements figures over the measured window."""
-        return captures.pgss_read(conn, cfg, missing, reset)
+        return captures.pgss_read(conn, cfg, self.queue(cfg), missing, reset)
 
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""
