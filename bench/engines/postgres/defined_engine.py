@@ -1,5 +1,6 @@
 """A queue definition on PostgreSQL (``QUEUE=<name>``): the :class:`bench.engines.base.Engine` the run
-uses for a user's own queue, built on the built-in engine and changing what touches the queue table.
+uses for a user's own queue, the PostgreSQL engine over it (:class:`bench.engines.postgres.engine.PostgresEngine`
+reads every queue from its definition) with the preparation and the checks a written definition needs.
 
 Before any load, :meth:`DefinedQueueEngine.prepare` checks the definition against the database:
 it creates the tool's schema, runs the DDL with ``search_path`` set to that schema, ``PREPARE``\\s
@@ -19,10 +20,9 @@ from typing import Any, Callable
 import psycopg
 from psycopg import sql
 
-from bench.config.queue_definition import QueueDefinition
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
-from bench.engines.postgres import audit, db, defined_sql, fault_actions, library_workers, plans
+from bench.engines.postgres import audit, db, defined_sql
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
@@ -36,19 +36,13 @@ class DefinitionRefused(ConfigError):
 
 
 class DefinedQueueEngine(PostgresEngine):
-    """The PostgreSQL engine over ``defn``'s table and statements (see :class:`bench.engines.base.Engine`
-    for every method's contract; those not written here are the built-in engine's)."""
+    """The PostgreSQL engine over ``defn`` (``DefinedQueueEngine(defn)``), a written definition, which
+    :meth:`prepare` creates, checks and seeds (see :class:`bench.engines.base.Engine` for every method's
+    contract; those not written here are :class:`PostgresEngine`'s)."""
 
     #: PostgreSQL's flags; the parameter table's per-engine values are the built-in queue's, and a
     #: definition's parameters are checked by :mod:`bench.config.queue_parameters`
     capabilities = dataclasses.replace(CAPABILITIES, allowed={}, reasons={})
-
-    def __init__(self, defn: QueueDefinition):
-        self.defn = defn
-
-    def queue(self, cfg: Any) -> QueueDefinition:
-        """The run's queue: the written definition (its sessions and reaper are PostgreSQL's, fed by it)."""
-        return self.defn
 
     # -- prepare and check
     def _reject(self, conn: psycopg.Connection, schema: str, param: str, message: str) -> None:
@@ -216,33 +210,3 @@ class DefinedQueueEngine(PostgresEngine):
             + "; every statement checked with PREPARE and one claim rolled back")
         return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s,
                           f"the seed statement of queue {self.defn.name!r}")
-
-    def table_sizes(self, conn: Any, schema: str) -> dict:
-        """``{"table_bytes", "indexes_bytes", "archive_bytes"}`` of the definition's table."""
-        return db.table_sizes(conn, schema, self.defn.table)
-
-    def vacuum_counts(self, conn: Any, schema: str) -> dict:
-        """Vacuum and analyze counts of the definition's table (no storage parameters are set on it)."""
-        return {**db.vacuum_counts(conn, schema, (self.defn.table,)), "reloptions": {}}
-
-    # -- plans and statement statistics
-    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
-        """Red lines for the report: the workers' claim scans the definition's table, claim latency grew."""
-        return plans.plan_warnings(workers, growth, self.defn.table)
-
-    def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
-        """Named queues are the built-in table's: none here."""
-        return {}
-
-    # -- a queue library's own worker
-    def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
-        """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a
-        queue library under ``LIBRARY_MODE=worker``; None otherwise."""
-        if self.defn.library is None or cfg.library_mode != "worker":
-            return None
-        return library_workers.command(self.defn.library["package"]), {library_workers.DSN_ENV: dsn}
-
-    # -- fault actions
-    def hold_snapshot(self, dsn: str, schema: str) -> Any:
-        """A connection holding a snapshot that has read the definition's table."""
-        return fault_actions.hold_snapshot(dsn, schema, self.defn.table)

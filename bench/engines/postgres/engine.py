@@ -1,6 +1,8 @@
 """PostgreSQL as a :class:`bench.engines.base.Engine`: the modules of this package that the shared flows
 call (``db``, ``plans``, ``probes``, ``fault_actions``, the sessions), and what only PostgreSQL has
 (autovacuum settings, the archive mover, the periodic VACUUM, prepared plans, pg_stat_statements).
+Every queue on PostgreSQL is a queue definition (:meth:`PostgresEngine.queue`): its sessions, reaper,
+monitor, plans, statement statistics and audit are read from it, the built-in queue's as a written one's.
 
 Import it after the entry point's gevent monkey-patching (:mod:`bench.gevent_patch`: it must precede
 psycopg's import); :func:`bench.engines.get_engine` imports it when first asked.
@@ -12,8 +14,8 @@ from typing import Any, Callable
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
-from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, pg_stat_statements,
-                                    plans, probes, vacuum)
+from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
+                                    pg_stat_statements, plans, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -29,7 +31,9 @@ def _relation(cfg: Any) -> str | None:
 
 
 class PostgresEngine(Engine):
-    """The PostgreSQL engine (see :class:`bench.engines.base.Engine` for every method's contract)."""
+    """The PostgreSQL engine over a queue definition (see :class:`bench.engines.base.Engine` for every
+    method's contract): the built-in queue's, generated from each run's parameters, or ``defn``, a written
+    one (:class:`bench.engines.postgres.defined_engine.DefinedQueueEngine`, which prepares and checks it)."""
 
     name = "postgres"
     capabilities = CAPABILITIES
@@ -39,10 +43,16 @@ class PostgresEngine(Engine):
     #: the reaper's task; :meth:`reaper` also gives it the queue's definition and ``LEASE_S``
     reaper_task = Reaper
 
+    def __init__(self, defn: QueueDefinition | None = None):
+        #: a written queue's definition; None for the built-in queue's, generated for each run (:meth:`queue`)
+        self.defn = defn
+        #: the queue table's name in the tool's schema
+        self.table = "jobs" if defn is None else defn.table
+
     def queue(self, cfg: Any) -> QueueDefinition:
-        """The run's queue as a definition: the built-in queue's, generated from ``cfg``
+        """The run's queue as a definition: the written one, or the built-in queue's, generated from ``cfg``
         (:func:`bench.engines.postgres.builtin_queue.definition`)."""
-        return builtin_queue.definition(cfg)
+        return self.defn or builtin_queue.definition(cfg)
 
     def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
         """The worker and producer sessions of the run, over its queue's definition (:meth:`queue`)."""
@@ -60,9 +70,15 @@ class PostgresEngine(Engine):
         vacuum.apply_autovacuum_settings(conn, cfg.schema, cfg.autovacuum_settings, log)
         return seed
 
+    def table_sizes(self, conn: Any, schema: str) -> dict:
+        """``{"table_bytes", "indexes_bytes", "archive_bytes"}`` of the queue's table."""
+        return db.table_sizes(conn, schema, self.table)
+
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
         """Vacuum and analyze counts of the queue table, and the storage parameters of its leaves
-        (``reloptions``: ``{table: ["name=value", …]}``)."""
+        (``reloptions``: ``{table: ["name=value", …]}``; a written queue's table has none set by the tool)."""
+        if self.defn is not None:
+            return {**db.vacuum_counts(conn, schema, (self.table,)), "reloptions": {}}
         return {**db.vacuum_counts(conn, schema), "reloptions": vacuum.reloptions(conn, schema)}
 
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
@@ -96,6 +112,10 @@ class PostgresEngine(Engine):
         return {"auto": captured["auto"],
                 **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
 
+    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
+        """Red lines for the report: the workers' claim scans the queue's table, claim latency grew."""
+        return plans.plan_warnings(workers, growth, self.table)
+
     def statement_stats_unavailable(self, conn: Any) -> str | None:
         """Why pg_stat_statements cannot be read, or None."""
         return pg_stat_statements.unavailable_reason(conn)
@@ -114,9 +134,21 @@ class PostgresEngine(Engine):
                                over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg))
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
-        """Jobs completed per queue name in the measured window, from the table."""
+        """Jobs completed per queue name in the measured window, from the table (the built-in queue's
+        ``queue`` column: ``NAMED_QUEUES`` and ``TENANTS`` are its own)."""
         return audit.completed_per_queue(conn, cfg.schema, queue_names(queue_count(cfg)), start_unix, end_unix,
                                          relation=_relation(cfg) or "jobs")
+
+    def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
+        """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a
+        queue library under ``LIBRARY_MODE=worker``; None otherwise."""
+        if self.defn is None or self.defn.library is None or cfg.library_mode != "worker":
+            return None
+        return library_workers.command(self.defn.library["package"]), {library_workers.DSN_ENV: dsn}
+
+    def hold_snapshot(self, dsn: str, schema: str) -> Any:
+        """A connection holding a snapshot that has read the queue's table."""
+        return fault_actions.hold_snapshot(dsn, schema, self.table)
 
 
 ENGINE = PostgresEngine()
