@@ -40,9 +40,8 @@ import psycopg
 from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition, is_builtin
-from bench.errors import ConfigError
 from bench.engines.postgres import builtin_queue
-from bench.engines.postgres.error_kinds import error_kind
+from bench.engines.postgres.db import DRIVER
 from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, TableSampler, spawn_samplers
 
 __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_samplers"]
@@ -116,12 +115,11 @@ class Monitor(TableSampler):
     timeout, or ``connect_failed`` when the connection could not be reopened).
     """
 
-    driver_errors = (psycopg.Error,)
+    driver = DRIVER
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
                  priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000, tenants: list[str] = (),
                  defn: QueueDefinition | None = None):
-        self._connect = connect
         columns, predicates = (defn.columns, defn.predicates) if defn else (builtin_queue.COLUMNS, builtin_queue.PREDICATES)
         builtin = defn is None or is_builtin(defn.name)  # the table has the priority and queue columns
         self.tenants = list(tenants)  # with two or more: the flooder's and the others' ages too
@@ -137,35 +135,8 @@ class Monitor(TableSampler):
         self.stats_query = sql.SQL(_STATS).format(**names)
         self.age_query = sql.SQL(_TENANT_AGE if len(self.tenants) > 1 else _AGE).format(**names)
         self.count_query = sql.SQL(_COUNTS).format(**names)
-        self._table_timeout_ms = table_timeout_ms
-        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
         self._builtin = builtin
-        super().__init__(priorities if builtin else (0,))
-
-    def _open(self, role: str) -> psycopg.Connection | None:
-        """A new connection for ``role`` (``stats``/``table``) with its statement timeout, or None."""
-        try:
-            conn = self._connect(f"queue-bench monitor {role}")
-            conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self._timeouts_ms[role])))
-            return conn
-        except (ConfigError, psycopg.Error):  # the database is unreachable now
-            return None
-
-    def _open_failed(self, role: str) -> BaseException:
-        return psycopg.OperationalError(f"the monitor cannot open its {role} connection")
-
-    def _execute(self, conn, query, params, all_rows: bool):
-        cur = conn.execute(query, params)
-        return cur.fetchall() if all_rows else cur.fetchone()
-
-    def _is_broken(self, conn) -> bool:
-        return conn.broken or conn.closed
-
-    def _close_conn(self, conn) -> None:
-        conn.close()
-
-    def _kind(self, err: BaseException, conn) -> str:
-        return error_kind(err, lost=conn.broken)
+        super().__init__(connect, priorities if builtin else (0,), table_timeout_ms)
 
     def _age_params(self):
         if not self._builtin:
