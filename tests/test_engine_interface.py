@@ -68,12 +68,15 @@ def test_each_engine_sets_its_adapter_and_its_flags_once(name):
 
 #: The counter key and the first line each engine's driver gives a syntax error.
 SYNTAX_ERROR = {"postgres": ("42601", "syntax error"), "mariadb": ("mysql_1064", "You have an error in your SQL syntax")}
+#: A statement of one second, and the counter key of its cancellation by a statement timeout.
+SLEEP = {"postgres": ("SELECT pg_sleep(1)", "57014"), "mariadb": ("SELECT SLEEP(1)", "mysql_1969")}
 
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_each_engines_driver_adapter_runs_a_statement_and_names_its_error(name):
-    """The driver adapter on a real server: a statement runs; a bad one raises one of its errors, whose kind
-    is the server's code and whose first line is the server's message; a closed connection is not alive."""
+    """The driver adapter on a real server: a statement runs and its rows come back; a bad one raises one of its
+    errors, whose kind is the server's code and whose first line is the server's message; a statement timeout
+    cancels a longer statement; a closed connection is broken and not alive."""
     driver = get_engine(name).driver
     conn = driver.connect(DSNS[name], application_name="queue-bench driver test")
     driver.execute(conn, "SELECT 1")
@@ -83,9 +86,16 @@ def test_each_engines_driver_adapter_runs_a_statement_and_names_its_error(name):
     assert driver.error_kind(err.value, conn) == kind
     assert driver.first_line(err.value).startswith(message) and "\n" not in driver.first_line(err.value)
     driver.after_error(conn)
-    assert driver.is_alive(conn)
+    assert driver.is_alive(conn) and not driver.is_broken(conn)
+    assert driver.fetch(conn, "SELECT 1, 2", None, False) == (1, 2)
+    assert [tuple(r) for r in driver.fetch(conn, "SELECT 1 UNION ALL SELECT 2", None, True)] == [(1,), (2,)]
+    driver.statement_timeout(conn, 50)
+    sleep, cancelled = SLEEP[name]
+    with pytest.raises(driver.errors) as err:
+        driver.fetch(conn, sleep, None, False)
+    assert driver.error_kind(err.value, conn) == cancelled
     conn.close()
-    assert not driver.is_alive(conn)
+    assert not driver.is_alive(conn) and driver.is_broken(conn)
 
 
 @pytest.mark.parametrize("name", ENGINES)

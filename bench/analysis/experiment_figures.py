@@ -23,15 +23,8 @@ class RunView:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.result = RunResult.load(self.run_dir)
+        self.summary, self.config = self.result.summary, self.result.config
         self._intervals: pd.DataFrame | None = None
-
-    @property
-    def summary(self) -> Mapping[str, Any]:
-        return self.result.summary
-
-    @property
-    def config(self) -> Mapping[str, Any]:
-        return self.result.config
 
     @property
     def intervals(self) -> pd.DataFrame:
@@ -42,12 +35,25 @@ class RunView:
             self._intervals = frame.apply(pd.to_numeric, errors="coerce")
         return self._intervals
 
+    def value(self, path: str) -> float | None:
+        """The number at ``path`` (dotted) in ``summary.json``, or None; ``errors`` is the sum of its counts."""
+        node: Any = self.summary
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return None
+            node = node[part]
+        if isinstance(node, Mapping) and path == "errors":
+            return float(sum(v for v in node.values() if isinstance(v, (int, float))))
+        return _number(node)
+
+    def setting(self, key: str) -> float | None:
+        """The run's parameter ``key`` as a number, or None."""
+        return _number(self.config.get(key))
+
     def fault_span_s(self) -> tuple[float, float] | None:
         """(start, end) seconds since the measured start spanning the run's fault windows, or None."""
-        windows = [w for w in self.summary.get("faults") or [] if isinstance(w, Mapping)]
-        starts = [float(w["start_s"]) for w in windows if "start_s" in w and "end_s" in w]
-        ends = [float(w["end_s"]) for w in windows if "start_s" in w and "end_s" in w]
-        return (min(starts), max(ends)) if starts else None
+        windows = [w for w in self.summary.get("faults") or [] if isinstance(w, Mapping) and "start_s" in w and "end_s" in w]
+        return (min(float(w["start_s"]) for w in windows), max(float(w["end_s"]) for w in windows)) if windows else None
 
 
 def _number(value: Any) -> float | None:
@@ -56,17 +62,6 @@ def _number(value: Any) -> float | None:
     if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
         return float(value)
     return None
-
-
-def _summary_path(summary: Mapping[str, Any], path: str) -> float | None:
-    node: Any = summary
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    if isinstance(node, Mapping) and path == "errors":
-        return float(sum(v for v in node.values() if isinstance(v, (int, float))))
-    return _number(node)
 
 
 def _aggregate(view: RunView, column: str, how: str) -> float | None:
@@ -93,60 +88,23 @@ def _aggregate(view: RunView, column: str, how: str) -> float | None:
                   "last": lambda: values.iloc[-1]}[how]())
 
 
-def _work_s(view: RunView) -> float | None:
-    work_ms = _number(view.config.get("work_ms"))
-    return work_ms / 1000 if work_ms else None
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    """``top / bottom``; None when either is missing or ``bottom`` is 0."""
+    return None if top is None or not bottom else top / bottom
 
 
 def _throughput_x_work_s(view: RunView) -> float | None:
     """Jobs/s × the configured job duration (s): 1.0 when one job runs at a time, back to back."""
-    thr, work_s = _number(view.summary.get("throughput_jobs_per_s")), _work_s(view)
-    return None if thr is None or work_s is None else thr * work_s
-
-
-def _of_ideal(view: RunView) -> float | None:
-    """Jobs/s over the ideal WORKERS / job duration: 1.0 when every worker is busy all the time."""
-    x, workers = _throughput_x_work_s(view), _number(view.config.get("workers"))
-    return None if x is None or not workers else x / workers
-
-
-def _errors_per_s(view: RunView) -> float | None:
-    errors, measured = _summary_path(view.summary, "errors"), _number(view.summary.get("measured_s"))
-    return None if errors is None or not measured else errors / measured
-
-
-def _lock_waiters_per_other_worker(view: RunView) -> float | None:
-    """Mean sessions waiting on a lock, per second, over WORKERS − 1 (1.0: all but the holder wait)."""
-    waiters, workers = _aggregate(view, "lock_waiters", "mean"), _number(view.config.get("workers"))
-    return None if waiters is None or not workers or workers < 2 else waiters / (workers - 1)
-
-
-def _redeliveries_per_crashed_claim(view: RunView) -> float | None:
-    redelivered, crashed = _number(view.summary.get("redeliveries")), _number(view.summary.get("crashed_claims"))
-    return None if redelivered is None or not crashed else redelivered / crashed
-
-
-def _crashed_jobs_not_redelivered(view: RunView) -> float | None:
-    """Jobs that crashed workers held, less the redeliveries counted: 0 when every one came back."""
-    crashed, redelivered = _number(view.summary.get("crashed_jobs")), _number(view.summary.get("redeliveries"))
-    return None if crashed is None or redelivered is None else max(0.0, crashed - redelivered)
-
-
-def _pickup_p50_over_half_poll(view: RunView) -> float | None:
-    """Pickup p50 over half the polling interval (``POLL_MS``): about 1 when idle workers poll."""
-    p50 = _number((view.summary.get("pickup_latency_ms") or {}).get("p50"))
-    poll_ms = _number(view.config.get("poll_ms"))
-    return None if p50 is None or not poll_ms else p50 / (poll_ms / 2)
+    thr, work_ms = view.value("throughput_jobs_per_s"), view.setting("work_ms")
+    return None if thr is None or not work_ms else thr * (work_ms / 1000)
 
 
 def _depth_growth_share_of_arrivals(view: RunView) -> float | None:
     """How much the queue depth grew over the measured window (last second's less the first's), over the jobs
     that arrived in it (``jobs_produced``): near 0 when stable, 1 when no arrival was served."""
-    frame, produced = view.intervals, _number(view.summary.get("jobs_produced"))
-    if "queue_depth" not in frame or not produced:
-        return None
-    depth = frame["queue_depth"].dropna()
-    return None if len(depth) < 2 else float(depth.iloc[-1] - depth.iloc[0]) / produced
+    frame = view.intervals
+    depth = frame["queue_depth"].dropna() if "queue_depth" in frame else []
+    return None if len(depth) < 2 else _ratio(float(depth.iloc[-1] - depth.iloc[0]), view.value("jobs_produced"))
 
 
 def _recovery_s(view: RunView) -> float | None:
@@ -162,12 +120,17 @@ def _recovery_s(view: RunView) -> float | None:
     return None if back.empty or math.isnan(before) else float(back.iloc[0] - 2 - span[1])
 
 
+def _crashed_jobs_not_redelivered(view: RunView) -> float | None:
+    """Jobs that crashed workers held, less the redeliveries counted: 0 when every one came back."""
+    crashed, redelivered = view.value("crashed_jobs"), view.value("redeliveries")
+    return None if crashed is None or redelivered is None else max(0.0, crashed - redelivered)
+
+
 def _generic_plan_share(view: RunView) -> float | None:
     """The share of the workers' claim executions that ran a generic plan (their own sessions'
     ``pg_prepared_statements`` counts, ``plans.workers``); None when the claim was not prepared."""
-    w = (view.summary.get("plans") or {}).get("workers") or {}
-    generic, custom = _number(w.get("generic_executions")), _number(w.get("custom_executions"))
-    return None if generic is None or custom is None or generic + custom == 0 else generic / (generic + custom)
+    generic, custom = view.value("plans.workers.generic_executions"), view.value("plans.workers.custom_executions")
+    return None if generic is None or custom is None else _ratio(generic, generic + custom)
 
 
 def _plan_scans_table(view: RunView) -> float | None:
@@ -180,13 +143,17 @@ def _plan_scans_table(view: RunView) -> float | None:
 #: ``derived.<name>`` keys: figures computed from one run's own values.
 DERIVED: dict[str, Callable[[RunView], float | None]] = {
     "throughput_x_work_s": _throughput_x_work_s,
-    "throughput_of_ideal": _of_ideal,
-    "errors_per_s": _errors_per_s,
-    "lock_waiters_per_other_worker": _lock_waiters_per_other_worker,
-    "redeliveries_per_crashed_claim": _redeliveries_per_crashed_claim,
+    # jobs/s over the ideal WORKERS / job duration: 1.0 when every worker is busy all the time
+    "throughput_of_ideal": lambda v: _ratio(_throughput_x_work_s(v), v.setting("workers")),
+    "errors_per_s": lambda v: _ratio(v.value("errors"), v.value("measured_s")),
+    # mean sessions waiting on a lock, per second, over WORKERS − 1 (1.0: all but the holder wait)
+    "lock_waiters_per_other_worker": lambda v: _ratio(_aggregate(v, "lock_waiters", "mean"),
+                                                      (v.setting("workers") or 1) - 1),
+    "redeliveries_per_crashed_claim": lambda v: _ratio(v.value("redeliveries"), v.value("crashed_claims")),
     "recovery_s": _recovery_s,
     "depth_growth_share_of_arrivals": _depth_growth_share_of_arrivals,
-    "pickup_p50_over_half_poll": _pickup_p50_over_half_poll,
+    # pickup p50 over half the polling interval (POLL_MS): about 1 when idle workers poll
+    "pickup_p50_over_half_poll": lambda v: _ratio(v.value("pickup_latency_ms.p50"), (v.setting("poll_ms") or 0) / 2),
     "crashed_jobs_not_redelivered": _crashed_jobs_not_redelivered,
     "generic_plan_share": _generic_plan_share,
     "plan_scans_table": _plan_scans_table,
@@ -211,7 +178,7 @@ def run_value(view: RunView, key: str) -> float | None:
         return _aggregate(view, parts[1], parts[2])
     if parts[0] == "derived":
         return DERIVED[parts[1]](view)
-    return _summary_path(view.summary, key)
+    return view.value(key)
 
 
 def matching_cell(sweep: SweepResults, selector: Mapping[str, Any] | None) -> Cell | None:

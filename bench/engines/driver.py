@@ -22,5 +22,11 @@ class Driver:
     error_kind: Callable[[BaseException, Any], str]
     #: ``err -> str``: the first line of the database's message
     first_line: Callable[[BaseException], str]
-    #: ``conn -> None``: what a failed statement left open, rolled back; never raises
+    #: ``(conn, query, params, all_rows) ->`` the first row (or all rows) of one statement
+    fetch: Callable[[Any, Any, Any, bool], Any]
+    #: ``conn -> bool``: the connection is known to be gone (no round trip)
+    is_broken: Callable[[Any], bool]
+    #: ``(conn, ms)``: bound every later statement on ``conn`` to ``ms`` milliseconds
+    statement_timeout: Callable[[Any, int], None]
+    #: ``conn -> None``: what a failed statement left open, rolled back (a lost connection closed); never raises
     after_error: Callable[[Any], None] = lambda conn: None

@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import gevent
 
+from bench.errors import ConfigError, RunFailed
+
 #: Largest share of wall time each table query may take (its query time / interval).
 AGE_BUDGET = 0.05
 COUNT_BUDGET = 0.02
@@ -24,10 +26,13 @@ class TableSampler:
     """Samples the database over a ``stats`` and a ``table`` connection of its own. Subclasses give the
     driver's calls and the engine's queries; ``failures`` counts failed or timed-out statements, ``errors`` by kind."""
 
-    #: The driver's exception classes (a statement that raises one is a failed sample).
-    driver_errors: tuple = ()
+    #: The engine's driver adapter (:class:`bench.engines.driver.Driver`).
+    driver: Any = None
 
-    def __init__(self, priorities: tuple[int, ...] = (0,)):
+    def __init__(self, connect: Callable[[str], Any], priorities: tuple[int, ...] = (0,),
+                 table_timeout_ms: int = 30_000):
+        self._connect = connect  # application name -> a new autocommit connection
+        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
         self.failures = 0
         self.errors: Counter = Counter()
         self.priorities = list(priorities)
@@ -38,30 +43,16 @@ class TableSampler:
         for role in self._conns:
             self._conns[role] = self._open(role)
             if self._conns[role] is None:
-                raise self._open_failed(role)
+                raise RunFailed(f"the monitor cannot open its {role} connection")
 
-    # -- what an engine provides
     def _open(self, role: str) -> Any:
         """A new connection for ``role`` (``stats``/``table``) with its statement timeout, or None."""
-        raise NotImplementedError
-
-    def _open_failed(self, role: str) -> BaseException:
-        """The exception raised when a role's first connection cannot be opened."""
-        return RuntimeError(f"the monitor cannot open its {role} connection")
-
-    def _execute(self, conn: Any, query: Any, params: Any, all_rows: bool) -> Any:
-        """One statement's first row (or all rows); raises one of :attr:`driver_errors`."""
-        raise NotImplementedError
-
-    def _is_broken(self, conn: Any) -> bool:
-        raise NotImplementedError
-
-    def _close_conn(self, conn: Any) -> None:
-        raise NotImplementedError
-
-    def _kind(self, err: BaseException, conn: Any) -> str:
-        """The error counter key of ``err``."""
-        raise NotImplementedError
+        try:
+            conn = self._connect(f"queue-bench monitor {role}")
+            self.driver.statement_timeout(conn, self._timeouts_ms[role])
+            return conn
+        except (ConfigError, *self.driver.errors):  # the database is unreachable now
+            return None
 
     def _age_params(self) -> Any:
         return None
@@ -70,7 +61,7 @@ class TableSampler:
     def _live(self, role: str) -> Any:
         """The ``role`` connection, reopened if it went away (None while it cannot be)."""
         conn = self._conns[role]
-        if conn is None or self._is_broken(conn):
+        if conn is None or self.driver.is_broken(conn):
             self._conns[role] = conn = self._open(role)
         return conn
 
@@ -82,8 +73,8 @@ class TableSampler:
     def _close(self, conn: Any) -> None:
         if conn is not None:
             try:
-                self._close_conn(conn)
-            except self.driver_errors:
+                conn.close()
+            except self.driver.errors:
                 pass
 
     def close(self) -> None:
@@ -100,10 +91,11 @@ class TableSampler:
             self.errors[CONNECT_FAILED] += 1
             return None, time.perf_counter() - started
         try:
-            row = self._execute(conn, query, params, all_rows)
-        except self.driver_errors as err:
+            row = self.driver.fetch(conn, query, params, all_rows)
+        except self.driver.errors as err:
             self.failures += 1
-            self.errors[self._kind(err, conn)] += 1
+            self.errors[self.driver.error_kind(err, conn)] += 1
+            self.driver.after_error(conn)
             row = None
         return row, time.perf_counter() - started
 

@@ -6,26 +6,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections import namedtuple
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
-from typing import Any, Callable
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from bench.analysis.regression import limit_text, regresses  # noqa: E402
-from bench.analysis.statistics import compare_samples  # noqa: E402
-from bench.report.format import NA, fmt_sig  # noqa: E402
-from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
-from bench.report.render import environment, legend_above, png_uri, save_png  # noqa: E402
-from bench.results.model import problems  # noqa: E402
-from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete  # noqa: E402
+from bench.analysis.regression import limit_text, regresses
+from bench.analysis.statistics import compare_samples
+from bench.report.format import NA, fmt_sig
+from bench.results.values import as_float, fmt_label, is_missing
+from bench.report.render import legend_above, new_figure, save_png, say, write_page, write_plot
+from bench.results.model import problems
+from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete
 
 __all__ = ["CompareError", "compare", "gate"]
 
@@ -35,22 +31,30 @@ PER_SECOND_NOTE = ("Per-second samples are autocorrelated (consecutive seconds s
                    "'yes' as 'worth repeating the runs', not as proof.")
 
 
+#: A compared metric: its label and unit, where runs have it (a summary.json path; a cells.csv column for
+#: sweeps), the per-second column of intervals.csv tested when there is one, whether higher is better, the
+#: display scale (µs -> ms) and the regression gate's name of it (bench.analysis.regression.GATE_METRICS).
+Metric = namedtuple("Metric", "label unit source per_second higher_is_better scale key")
+
+
 @dataclass
 class _Row:
-    """One compared metric: A, B (in the unit before ``scale``), (B − A) / A and Welch's test."""
+    """One compared metric: A, B (in the unit before the metric's scale) and Welch's test."""
 
     metric: str
-    unit: str
+    spec: Metric
     a: float
     b: float
-    rel_diff: float
     p_value: float | None
     significant: bool | None
     samples: str
-    higher_is_better: bool
-    scale: float = 1.0  # divide a/b by this for display (µs -> ms)
-    key: str = ""  # the regression gate's name of the metric (bench.analysis.regression.GATE_METRICS)
     within_runs: bool = False  # tested on per-second samples of single runs: no run-to-run spread in it
+
+    @property
+    def rel_diff(self) -> float:
+        """(B − A) / A; NaN without both or when A is 0."""
+        a, b = self.a, self.b
+        return (b - a) / a if not is_missing(a) and not is_missing(b) and a != 0 else math.nan
 
 
 def _kind(path: Path, arg: str) -> str:
@@ -64,6 +68,15 @@ def _kind(path: Path, arg: str) -> str:
         return "run"
     raise CompareError(f"{arg}: {path} is neither a run directory (summary.json) nor a sweep directory "
                        "(sweep.json)")
+
+
+def _compared(a: Path, b: Path) -> tuple[str, list[_Row], list[str]]:
+    """(kind, rows, notes) of two directories of one kind; CompareError otherwise (see :func:`compare`)."""
+    kind_a, kind_b = _kind(a, "RUN_OR_SWEEP_A"), _kind(b, "RUN_OR_SWEEP_B")
+    if kind_a != kind_b:
+        raise CompareError(f"RUN_OR_SWEEP_B: {b} is a {kind_b} directory but RUN_OR_SWEEP_A ({a}) is a {kind_a} "
+                           "directory; compare a run with a run, or a sweep with a sweep")
+    return kind_a, *(_compare_runs if kind_a == "run" else _compare_sweeps)(a, b)
 
 
 def _per_second(run_dir: Path, column: str) -> list[float]:
@@ -88,18 +101,12 @@ def _test(samples_a: list[float], samples_b: list[float]) -> tuple[float | None,
     return res["p_value"], res["significant"]
 
 
-def _rel(a: float, b: float) -> float:
-    return (b - a) / a if not is_missing(a) and not is_missing(b) and a != 0 else math.nan
-
-
-# (label, unit, summary getter, per-second column, higher is better, display scale)
-_RUN_METRICS: tuple[tuple[str, str, Callable[[dict], Any], str | None, bool, float], ...] = (
-    ("throughput", "jobs/s", lambda s: s.get("throughput_jobs_per_s"), "jobs_completed", True, 1.0),
-    ("claims per second", "claims/s", lambda s: s.get("claims_per_s"), "claims", True, 1.0),
-    ("claim latency p50", "ms", lambda s: (s.get("claim_latency_us") or {}).get("p50"), "claim_p50_us", False, 1000.0),
-    ("claim latency p95", "ms", lambda s: (s.get("claim_latency_us") or {}).get("p95"), "claim_p95_us", False, 1000.0),
-    ("claim latency p99", "ms", lambda s: (s.get("claim_latency_us") or {}).get("p99"), "claim_p99_us", False, 1000.0),
-    ("oldest eligible age max", "s", lambda s: (s.get("oldest_eligible_age_s") or {}).get("max"), None, False, 1.0),
+_RUN_METRICS = (
+    Metric("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0, "throughput"),
+    Metric("claims per second", "claims/s", "claims_per_s", "claims", True, 1.0, ""),
+    *(Metric(f"claim latency {p}", "ms", f"claim_latency_us.{p}", f"claim_{p}_us", False, 1000.0, f"claim_{p}")
+      for p in ("p50", "p95", "p99")),
+    Metric("oldest eligible age max", "s", "oldest_eligible_age_s.max", None, False, 1.0, "age_max"),
 )
 
 
@@ -107,16 +114,11 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
     sa = read_json(a / "summary.json", "RUN_OR_SWEEP_A")
     sb = read_json(b / "summary.json", "RUN_OR_SWEEP_B")
     rows = []
-    for label, unit, get, column, higher, scale in _RUN_METRICS:
-        va, vb = as_float(get(sa)), as_float(get(sb))
-        if column:
-            xa, xb = _per_second(a, column), _per_second(b, column)
-            p, sig = _test(xa, xb)
-            samples = f"{len(xa)}/{len(xb)} s"
-        else:
-            p, sig, samples = None, None, "max: no test"
-        rows.append(_Row(label, unit, va, vb, _rel(va, vb), p, sig, samples, higher, scale, _GATE_KEYS.get(label, ""),
-                         within_runs=bool(column)))
+    for spec in _RUN_METRICS:
+        va, vb = (as_float(reduce(lambda d, k: (d or {}).get(k), spec.source.split("."), s)) for s in (sa, sb))
+        xa, xb = (_per_second(a, spec.per_second), _per_second(b, spec.per_second)) if spec.per_second else ([], [])
+        samples = f"{len(xa)}/{len(xb)} s" if spec.per_second else "max: no test"
+        rows.append(_Row(spec.label, spec, va, vb, *_test(xa, xb), samples, within_runs=bool(spec.per_second)))
     notes = [
         "A and B are the run's whole-window figures (summary.json); relative difference = (B − A) / A.",
         "p-value: Welch's unequal-variance t-test on the per-second samples of intervals.csv (jobs_completed "
@@ -132,17 +134,10 @@ def _compare_runs(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
 
 
 _SWEEP_METRICS = (
-    ("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0),
-    ("claim p50", "ms", "claim_p50_us", "claim_p50_us", False, 1000.0),
-    ("claim p99", "ms", "claim_p99_us", "claim_p99_us", False, 1000.0),
-    ("oldest age max", "s", "oldest_age_max_s", None, False, 1.0),
+    Metric("throughput", "jobs/s", "throughput_jobs_per_s", "jobs_completed", True, 1.0, "throughput"),
+    *(Metric(f"claim {p}", "ms", f"claim_{p}_us", f"claim_{p}_us", False, 1000.0, f"claim_{p}") for p in ("p50", "p99")),
+    Metric("oldest age max", "s", "oldest_age_max_s", None, False, 1.0, "age_max"),
 )
-
-
-#: The regression gate's name of each compared metric (runs' and sweeps' labels).
-_GATE_KEYS = {"throughput": "throughput", "claim latency p50": "claim_p50", "claim latency p95": "claim_p95",
-              "claim latency p99": "claim_p99", "oldest eligible age max": "age_max", "claim p50": "claim_p50",
-              "claim p99": "claim_p99", "oldest age max": "age_max"}
 
 
 #: Run parameters that say where results went or which database was used, not what was measured.
@@ -170,27 +165,24 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
             continue
         matched_b.add(key)
         name = ", ".join(f"{k} {fmt_label(v)}" for k, v in ca.params.items()) or ca.cell_id
-        da, db = ca.done, cb.done
-        for label, unit, column, per_s, higher, scale in _SWEEP_METRICS:
-            xa = [float(v) for v in da[column] if not is_missing(v)] if column in da else []
-            xb = [float(v) for v in db[column] if not is_missing(v)] if column in db else []
-            ma = float(np.mean(xa)) if xa else math.nan
-            mb = float(np.mean(xb)) if xb else math.nan
+        for spec in _SWEEP_METRICS:
+            column, per_s = spec.source, spec.per_second
+            xa, xb = ([float(v) for v in c.done[column] if not is_missing(v)] if column in c.done else [] for c in (ca, cb))
             if not xa or not xb:
                 p, sig, samples = None, None, "no finished run"
             elif len(xa) >= 2 and len(xb) >= 2:
                 p, sig = _test(xa, xb)
                 samples = f"{len(xa)}/{len(xb)} reps"
             elif per_s:
-                sec_a = [v for d in da["run_dir"] for v in _per_second(a / d, per_s)]
-                sec_b = [v for d in db["run_dir"] for v in _per_second(b / d, per_s)]
+                sec_a, sec_b = ([v for d in c.done["run_dir"] for v in _per_second(path / d, per_s)]
+                                for path, c in ((a, ca), (b, cb)))
                 p, sig = _test(sec_a, sec_b)
                 samples = f"{len(sec_a)}/{len(sec_b)} s*"
                 fallback.append(name)
             else:
                 p, sig, samples = None, None, "1 rep: no test"
-            rows.append(_Row(f"{name}: {label}", unit, ma, mb, _rel(ma, mb), p, sig, samples, higher, scale,
-                             key=_GATE_KEYS.get(label, ""), within_runs=samples.endswith("s*")))
+            rows.append(_Row(f"{name}: {spec.label}", spec, *(float(np.mean(x)) if x else math.nan for x in (xa, xb)),
+                             p, sig, samples, within_runs=samples.endswith("s*")))
     unmatched += [f"B {c.cell_id} ({c.label})" for c in sb.cells if _cell_key(sb, c) not in matched_b]
     if not matched_b:
         raise CompareError(f"RUN_OR_SWEEP_B: no cell of {b} has the parameters of a cell of {a} (A varies "
@@ -223,7 +215,7 @@ def _compare_sweeps(a: Path, b: Path) -> tuple[list[_Row], list[str]]:
 
 
 def _fmt_value(row: _Row, v: float) -> str:
-    return NA if is_missing(v) else f"{fmt_sig(v / row.scale)} {row.unit}"
+    return NA if is_missing(v) else f"{fmt_sig(v / row.spec.scale)} {row.spec.unit}"
 
 
 def _fmt_rel(v: float) -> str:
@@ -261,23 +253,18 @@ def _text_table(rows: list[_Row]) -> str:
 def _draw_rel_diff(rows: list[_Row]) -> bytes:
     """Horizontal bars of (B − A) / A in %: green when B is better, red when worse, pale when not significant."""
     shown = [r for r in rows if not is_missing(r.rel_diff)]
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * max(len(shown), 1)), dpi=100, layout="constrained")
+    fig, ax = new_figure(9, 1.2 + 0.32 * max(len(shown), 1))
     if not shown:
-        ax.text(0.5, 0.5, "no relative difference could be computed", ha="center", va="center",
-                transform=ax.transAxes)
+        say(ax, "no relative difference could be computed")
         ax.set_axis_off()
         return save_png(fig)
     ys = np.arange(len(shown))[::-1]
-    colors, alphas = [], []
-    for r in shown:
-        better = (r.rel_diff > 0) == r.higher_is_better
-        colors.append("#2e7d32" if better else "#c62828")
-        alphas.append(1.0 if r.significant else 0.35)
-    for y, r, c, a in zip(ys, shown, colors, alphas):
-        ax.barh(y, r.rel_diff * 100, color=c, alpha=a, height=0.7)
+    for y, r in zip(ys, shown):
+        ax.barh(y, r.rel_diff * 100, color="#2e7d32" if (r.rel_diff > 0) == r.spec.higher_is_better else "#c62828",
+                alpha=1.0 if r.significant else 0.35, height=0.7)
         ax.text(r.rel_diff * 100, y, f" {r.rel_diff * 100:+.1f} %", va="center",
                 ha="left" if r.rel_diff >= 0 else "right", fontsize="x-small")
-    ax.set_yticks(ys, [f"{r.metric} ({r.unit})" for r in shown], fontsize="small")
+    ax.set_yticks(ys, [f"{r.metric} ({r.spec.unit})" for r in shown], fontsize="small")
     ax.axvline(0, color="#333", linewidth=0.8)
     lo = min(0.0, min(r.rel_diff for r in shown) * 100)
     hi = max(0.0, max(r.rel_diff for r in shown) * 100)
@@ -295,11 +282,9 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float,
     """The regression gate (:mod:`bench.analysis.regression`) of B against A over the compared rows whose gate
     name is in ``metrics``: (regressions, untested, judged), one line each (judged: how many rows). A
     difference with one run on each side is untested. Raises CompareError like :func:`compare`."""
-    a, b = Path(a_path), Path(b_path)
-    kind = _kind(a, "RUN_OR_SWEEP_A")
-    rows, _ = (_compare_runs if kind == "run" else _compare_sweeps)(a, b)
+    _, rows, _ = _compared(Path(a_path), Path(b_path))
     found, untested, judged = [], [], 0
-    for r in (r for r in rows if r.key in metrics):
+    for r in (r for r in rows if r.spec.key in metrics):
         if r.significant is None:
             untested.append(f"{r.metric}: no test ({r.samples})")
         elif r.within_runs:
@@ -308,7 +293,7 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float,
                             "than the limit: gate two sweeps with REPETITIONS=2 or more")
         else:
             judged += 1
-            if regresses(r.rel_diff, r.significant, r.higher_is_better, limit):
+            if regresses(r.rel_diff, r.significant, r.spec.higher_is_better, limit):
                 p = _fmt_p(r.p_value)
                 found.append(f"{r.metric}: {_fmt_value(r, r.a)} -> {_fmt_value(r, r.b)} ({_fmt_rel(r.rel_diff)}, "
                              f"p {p if p.startswith('<') else '= ' + p}), worse than the {limit_text(limit)} allowed")
@@ -325,13 +310,8 @@ def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None 
     it. Raises CompareError naming RUN_OR_SWEEP_A / RUN_OR_SWEEP_B (a missing path, neither kind, a run
     against a sweep) or ``--out`` (cannot be written)."""
     a, b = Path(a_path), Path(b_path)
-    kind_a, kind_b = _kind(a, "RUN_OR_SWEEP_A"), _kind(b, "RUN_OR_SWEEP_B")
-    if kind_a != kind_b:
-        raise CompareError(f"RUN_OR_SWEEP_B: {b} is a {kind_b} directory but RUN_OR_SWEEP_A ({a}) is a {kind_a} "
-                           "directory; compare a run with a run, or a sweep with a sweep")
-    rows, notes = (_compare_runs if kind_a == "run" else _compare_sweeps)(a, b)
-    table = _text_table(rows)
-    text = "\n".join([f"A: {a} ({kind_a})", f"B: {b} ({kind_b})", "", table, ""] + [f"- {n}" for n in notes])
+    kind, rows, notes = _compared(a, b)
+    text = "\n".join([f"A: {a} ({kind})", f"B: {b} ({kind})", "", _text_table(rows), ""] + [f"- {n}" for n in notes])
 
     if out_path is None:
         out = b / f"compare_vs_{a.resolve().name}.html"
@@ -341,17 +321,11 @@ def compare(a_path: Path | str, b_path: Path | str, out_path: Path | str | None 
             out = out / "compare.html"
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        png = _draw_rel_diff(rows)
-        plots = out.parent / "plots"
-        plots.mkdir(exist_ok=True)
-        (plots / f"{out.stem}_relative_difference.png").write_bytes(png)
-        html = environment().get_template(PAIR_TEMPLATE).render(
-            kind=kind_a, a=str(a), b=str(b),
-            a_name=a.resolve().name, b_name=b.resolve().name,
-            rows=[_display(r) | {"worse": bool(r.significant) and not is_missing(r.rel_diff)
-                                 and ((r.rel_diff > 0) != r.higher_is_better)} for r in rows],
-            notes=notes, plot_uri=png_uri(png))
-        out.write_text(html, encoding="utf-8")
+        uri = write_plot(out.parent / "plots", f"{out.stem}_relative_difference", _draw_rel_diff(rows))
+        write_page(PAIR_TEMPLATE, out, kind=kind, a=str(a), b=str(b), a_name=a.resolve().name,
+                   b_name=b.resolve().name, notes=notes, plot_uri=uri,
+                   rows=[_display(r) | {"worse": bool(r.significant) and not is_missing(r.rel_diff)
+                                        and ((r.rel_diff > 0) != r.spec.higher_is_better)} for r in rows])
     except OSError as exc:
         raise CompareError(f"--out: cannot write {out} ({exc.strerror or exc})") from None
     return text, out

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 
 from bench.analysis.experiment_figures import cell_runs, matching_cell, run_value
-from bench.report.render import environment, png_uri, save_png
+from bench.report.render import png_uri, save_png, write_page
 from bench.results.model import read_result
 from bench.results.sweep import load_sweep, norm_param
 
@@ -101,12 +101,9 @@ def render_experiments_page(catalogue_dir: Path) -> Path:
                                          for k, v in (outcome.get("probe_result") or {}).items()
                                          if k.endswith("plan") and v],
                          "run_rows": [{**r, "tput": _fmt(r.get("throughput_jobs_per_s")),
-                                       "p50": _fmt((r.get("claim_p50_us") or 0) / 1000 if r.get("claim_p50_us") is not None else None),
-                                       "p99": _fmt((r.get("claim_p99_us") or 0) / 1000 if r.get("claim_p99_us") is not None else None)}
-                                      for r in outcome.get("runs") or []]})
+                                       **{p: _fmt(None if r.get(f"claim_{p}_us") is None else r[f"claim_{p}_us"] / 1000)
+                                          for p in ("p50", "p99")}} for r in outcome.get("runs") or []]})
     counts = {v: sum(1 for s in sections if s["verdict"] == v) for v in VERDICT_CLASS}
     missing = [n for n in meta.get("experiments") or [] if n not in {s["name"] for s in sections}]
-    html = environment().get_template(TEMPLATE).render(meta=meta, sections=sections, counts=counts, missing=missing)
-    out = catalogue_dir / "experiments.html"
-    out.write_text(html)
-    return out
+    return write_page(TEMPLATE, catalogue_dir / "experiments.html", meta=meta, sections=sections, counts=counts,
+                      missing=missing)

@@ -37,6 +37,16 @@ def ci_text(stat: Stat, scale: float = 1.0, fmt: Callable[[Any], str] = fmt_sig)
     return f"{mean} ({fmt(stat.low / scale)}–{fmt(stat.high / scale)})"
 
 
+def stat_text(cell: Any, column: str) -> str:
+    """:func:`ci_text` of a sweep cell's ``column`` over its finished runs (``cell.stat``); a ``*_us`` column in ms."""
+    return ci_text(cell.stat(column), 1000.0 if column.endswith("_us") else 1.0)
+
+
+def stat_texts(cell: Any, **columns: str) -> dict[str, str]:
+    """``{name: stat_text(cell, column)}`` for each ``name=column``."""
+    return {name: stat_text(cell, column) for name, column in columns.items()}
+
+
 def _bytes_unit(v: float) -> tuple[float, str]:
     """(bytes per unit, unit name) of the largest binary unit not above ``abs(v)`` bytes: GiB, MiB, kiB or B."""
     for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "kiB")):

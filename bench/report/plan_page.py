@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
 from bench.analysis.plan_answer import slo_at
-from bench.report.render import environment, label_log_axis, legend_above, png_uri, save_png
+from bench.report.render import label_log_axis, legend_above, png_uri, save_png, write_page
 from bench.results.model import read_result
 from bench.results.values import fmt_seconds, fmt_sig
 
@@ -79,9 +79,8 @@ def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dic
         at_target = next(s for s in steps if s["workers"] == workers["needed"])
         rate_steps = [at_target, *head["steps"]]
         title = (f"{design['short']}: SLO and oldest age against rate at {workers['needed']} workers (plan {plan_id})")
-        ages = ([s["rate_jobs_per_s"] for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])],
-                [max((r["oldest_age_max_s"] or 0) for r in s["runs"])
-                 for s in sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])])
+        by_rate = sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])
+        ages = ([s["rate_jobs_per_s"] for s in by_rate], [max((r["oldest_age_max_s"] or 0) for r in s["runs"]) for s in by_rate])
         marks = [(target, "target"), (head["rate_jobs_per_s"], f"headroom {fmt_sig(head['factor'])}x")]
         figures.append({"title": title, "src": png_uri(_draw(_objective_series(rate_steps, "rate_jobs_per_s"), title,
                                                            "arrival rate (jobs/s)", marks, ages)),
@@ -134,9 +133,6 @@ def render_plan(plan_dir: Path) -> Path:
                                           f"({fmt_sig(head['rate_jobs_per_s'])} jobs/s)") if head else "n/a"})
     confirmations = state.get("confirmations") or ([state["confirmation"]] if state.get("confirmation") else [])
     confirm_rows = _step_rows(plan_dir, "confirm", confirmations)
-    html = environment().get_template("plan.html.j2").render(
-        plan_id=plan_dir.name, state=state, answer=state.get("answer") or {}, designs=designs,
-        confirm_rows=confirm_rows, target=fmt_sig(target), slo=state["inputs"]["overrides"].get("slo"))
-    out = plan_dir / "plan.html"
-    out.write_text(html, encoding="utf-8")
-    return out
+    return write_page("plan.html.j2", plan_dir / "plan.html", plan_id=plan_dir.name, state=state,
+                      answer=state.get("answer") or {}, designs=designs, confirm_rows=confirm_rows,
+                      target=fmt_sig(target), slo=state["inputs"]["overrides"].get("slo"))

@@ -6,17 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from bench.report.render import png_uri, save_png  # noqa: E402
-from bench.report.run_format import engine_capability  # noqa: E402
-from bench.results.histograms import read_hlog, spectrum  # noqa: E402
-from bench.report.run_plots import (  # noqa: E402
+from bench.report.render import LABEL_BOX, new_figure, save_png, say, write_plot
+from bench.report.run_format import engine_capability
+from bench.results.histograms import read_hlog, spectrum
+from bench.report.run_plots import (
     SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_locks_running, draw_loop_lag,
     draw_oldest_age, draw_priority_ages, draw_throughput,
 )
@@ -31,8 +27,6 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
     ``priority_ages.csv`` exists) from ``intervals`` and ``summary``, each written to
     ``run_dir/plots/<name>.png``; returns one ``{"name", "title", "caption", "data_uri"}`` per figure, in
     report order (``data_uri``: the PNG as a base64 data URI)."""
-    plots_dir = run_dir / "plots"
-    plots_dir.mkdir(parents=True, exist_ok=True)
     figures = []
     vacuum = engine_capability(summary, "vacuum")  # else old row versions are an undo log's history list
     figure_specs = [HISTORY_LIST if spec[0] == "dead_tuples" and not vacuum else spec for spec in FIGURES]
@@ -50,13 +44,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
         if name == "oldest_age" and not summary.get("offered_rate_jobs_per_s"):
             caption = caption.replace(OPEN_LOOP_AGE_SENTENCE, CLOSED_LOOP_AGE_SENTENCE)
         png = save_png(draw_figure(draw, intervals, summary, f"{title}: {figure_label(summary)}"))
-        (plots_dir / f"{name}.png").write_bytes(png)
-        figures.append({
-            "name": name,
-            "title": title,
-            "caption": caption,
-            "data_uri": png_uri(png),
-        })
+        figures.append({"name": name, "title": title, "caption": caption,
+                        "data_uri": write_plot(run_dir / "plots", name, png)})
     return figures
 
 
@@ -92,14 +81,13 @@ def draw_figure(draw: Callable[[plt.Axes, pd.DataFrame, dict], None], df: pd.Dat
                 title: str) -> plt.Figure:
     """Run one figure-drawing function on fresh axes (9 × 3.8 in at 100 dpi) titled ``title``; returns the
     figure (the caller saves and closes it; it is closed here when drawing fails)."""
-    fig, ax = plt.subplots(figsize=(9, 3.8), dpi=100, layout="constrained")
+    fig, ax = new_figure(9, 3.8)
     fig.suptitle(title, fontsize="small", color="#333")
     try:
         ax.set_xlabel(X_LABEL)
         ax.grid(True, alpha=0.3)
         if df.empty:
-            ax.text(0.5, 0.5, "no per-second data recorded", ha="center", va="center",
-                    transform=ax.transAxes)
+            say(ax, "no per-second data recorded")
         ax.margins(x=0.015)
         draw(ax, df, summary)
         time_axis = getattr(draw, "time_axis", True)  # False: x is not the measured window's time
@@ -111,8 +99,7 @@ def draw_figure(draw: Callable[[plt.Axes, pd.DataFrame, dict], None], df: pd.Dat
             # windows that start at the same second get their labels one below the other
             row = sum(1 for f in faults[:i] if f["start_s"] == fault["start_s"])
             ax.text(fault["start_s"], 0.98 - 0.08 * row, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
-                    fontsize="x-small", va="top", color="#555", zorder=5,
-                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
+                    fontsize="x-small", va="top", color="#555", zorder=5, bbox=LABEL_BOX)
         if time_axis:
             _worker_markers(ax, summary.get("worker_changes") or [])
         return fig
@@ -126,8 +113,7 @@ def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
     for change in changes:
         ax.axvline(change["t_s"], color="#333", linestyle=":", linewidth=1.2, zorder=4)
         ax.text(change["t_s"], 0.02, f" {change['workers_before']}\u2192{change['workers']} workers",
-                transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom", color="#333", zorder=5,
-                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1})
+                transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom", color="#333", zorder=5, bbox=LABEL_BOX)
 
 
 #: The oldest-age caption's last sentence with arrivals (RATE), and without: in a closed-loop drain the

@@ -4,22 +4,11 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
-from bench.report.format import NA, fmt_num
+from bench.report.format import NA, is_missing
 
-__all__ = ["NA", "as_int", "engine_capability", "fmt_us_as_ms", "fmt_value", "is_none_or_nan"]
-
-
-def is_none_or_nan(v: Any) -> bool:
-    """True for None and a float NaN; False for any other value (text and ints included)."""
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def fmt_us_as_ms(v: Any) -> str:
-    """Microseconds shown as milliseconds with microsecond precision: 412 -> '0.412 ms'."""
-    return NA if is_none_or_nan(v) else fmt_num(float(v) / 1000.0, 3, "ms")
+__all__ = ["NA", "as_int", "engine_capability", "fmt_value"]
 
 
 def fmt_value(v: Any) -> str:
@@ -37,7 +26,7 @@ def fmt_value(v: Any) -> str:
 def as_int(v: Any) -> int | None:
     """``int(v)``, or None when ``v`` is missing or does not convert."""
     try:
-        return None if is_none_or_nan(v) else int(v)
+        return None if is_missing(v) else int(v)
     except (TypeError, ValueError):
         return None
 

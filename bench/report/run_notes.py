@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.report.format import fmt_num
 from bench.report.run_format import fmt_value
 from bench.results.model import problems
 from bench.results.values import library_caveat_line
@@ -89,7 +90,7 @@ def vacuum_note(summary: dict) -> str | None:
         duration = passes["duration_ms"]
         passes_text = (f" A plain VACUUM of the queue table every {passes['every_s']:g} s (VACUUM_EVERY_S) started "
                        f"{passes['count']} times in the measured window"
-                       + (f", taking {duration['p50']:,.1f} ms at the median and {duration['max']:,.1f} ms at most."
+                       + (f", taking {fmt_num(duration['p50'], 1)} ms at the median and {fmt_num(duration['max'], 1)} ms at most."
                           if passes["count"] else "."))
     settings = av.get("settings")
     settings_text = (" with its own settings (" + ", ".join(f"{k} = {v:g}" for k, v in settings.items()) + ")"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.report.render import environment
+from bench.report.render import write_page
 from bench.report.run_data import ReportError, load_run
 from bench.report.run_figures import run_figures
 from bench.report.run_format import fmt_value
@@ -52,10 +52,7 @@ def render_report(run_dir: Path) -> Path:
         "server_settings": [(k, fmt_value(v))
                             for k, v in sorted((run.get("server_settings") or {}).items())],
     }
-    html = environment().get_template(TEMPLATE_NAME).render(**context)
-    out = run_dir / "report.html"
-    out.write_text(html, encoding="utf-8")
-    return out
+    return write_page(TEMPLATE_NAME, run_dir / "report.html", **context)
 
 
 #: What a counter that did not count anything reads as in the summary table.

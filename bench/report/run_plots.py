@@ -4,40 +4,29 @@ sample is said on the axes, never raised."""
 
 from __future__ import annotations
 
-import matplotlib
+from functools import partial
 
-matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.ticker import MaxNLocator, NullLocator, StrMethodFormatter
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import (  # noqa: E402
-    MaxNLocator, NullLocator, StrMethodFormatter,
-)
-
-from bench.analysis.empty_claims import empty_while_work_waited  # noqa: E402
-from bench.report.format import fmt_num  # noqa: E402
-from bench.report.render import label_log_axis  # noqa: E402
-from bench.report.run_format import engine_capability, is_none_or_nan  # noqa: E402
+from bench.analysis.empty_claims import empty_while_work_waited
+from bench.report.format import fmt_num, is_missing
+from bench.report.render import LABEL_BOX, label_log_axis, legend_above, say, spans_wide, y_scale
+from bench.report.run_format import engine_capability
 
 __all__ = ["draw_claim_latency", "draw_claim_vs_table", "draw_dead_tuples", "draw_history_list", "draw_locks_running",
            "draw_loop_lag", "draw_oldest_age", "draw_priority_ages", "draw_throughput"]
 
-LOG_SCALE_RATIO = 20.0  # claim-latency plot switches to a log y axis above this max/min ratio
-
-
 #: Legend entries per row above a plot; more wrap to another row (a wider row squeezes the axes).
 LEGEND_COLUMNS = 4
+_legend = partial(legend_above, ncol=LEGEND_COLUMNS)
 
 
-def _legend(ax: plt.Axes, handles: list | None = None) -> None:
-    """Legend above the axes, so it never covers data: one row, or rows of :data:`LEGEND_COLUMNS`."""
-    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=min(len(handles), LEGEND_COLUMNS),
-              frameon=False, fontsize="small", borderaxespad=0)
-
-
-def _count_axis(ax: plt.Axes, integer: bool = True) -> None:
-    """Linear y axis from 0 with thousands separators, 5 % of headroom above the autoscaled top."""
+def _count_axis(ax: plt.Axes, ylabel: str, integer: bool = True, **label_kw) -> None:
+    """Linear y axis labelled ``ylabel`` from 0 with thousands separators, 5 % of headroom above the autoscaled
+    top."""
+    ax.set_ylabel(ylabel, **label_kw)
     ax.set_ylim(bottom=0)
     top = ax.get_ylim()[1]
     ax.set_ylim(0, top * 1.05 if top > 0 else 1)
@@ -51,6 +40,16 @@ def _marker(df: pd.DataFrame) -> str | None:
     return "." if len(df) <= 180 else None
 
 
+def _line(ax: plt.Axes, df: pd.DataFrame, column: str, label: str, ylabel: str, *, integer: bool = True,
+          twin: bool = False, label_color: bool = False, **style):
+    """``df[column]`` against ``t_s`` on ``ax`` (on a twin y axis at the right when ``twin``), its axis a count
+    axis labelled ``ylabel`` (in the line's colour when ``label_color``); returns the line."""
+    target = ax.twinx() if twin else ax
+    (line,) = target.plot(df["t_s"], df[column], label=label, **style)
+    _count_axis(target, ylabel, integer, **({"color": style["color"]} if label_color else {}))
+    return line
+
+
 def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Jobs completed and claims per second (jobs produced and errors too when there were any), and
     the run's mean throughput (``summary["throughput_jobs_per_s"]``, jobs/s) as a dashed line."""
@@ -58,12 +57,12 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.plot(df["t_s"], df["jobs_completed"], marker=m, label="jobs completed / s")
     # dashed over the solid line: at batch 1 with no empty claim the two are equal, and both must show
     ax.plot(df["t_s"], df["claims"], marker="x" if m else None, linestyle="--", label="claims / s")
-    if "jobs_produced" in df and df["jobs_produced"].fillna(0).sum() > 0:  # open-loop arrivals
-        ax.plot(df["t_s"], df["jobs_produced"].fillna(0), marker=m, color="C2", label="jobs produced / s")
-    if "errors" in df and df["errors"].fillna(0).sum() > 0:  # e.g. NOWAIT's 55P03 retries
-        ax.plot(df["t_s"], df["errors"], marker=m, color="C3", label="errors / s (all kinds)")
+    # drawn when there were any: open-loop arrivals, errors (e.g. NOWAIT's 55P03 retries), empty claims
+    for col, color, label in (("jobs_produced", "C2", "jobs produced / s"), ("errors", "C3", "errors / s (all kinds)"),
+                              ("empty_claims", "C4", "empty claims / s")):
+        if col in df and df[col].fillna(0).sum() > 0:
+            ax.plot(df["t_s"], df[col] if col == "errors" else df[col].fillna(0), marker=m, color=color, label=label)
     if "empty_claims" in df and df["empty_claims"].fillna(0).sum() > 0:
-        ax.plot(df["t_s"], df["empty_claims"].fillna(0), marker=m, color="C4", label="empty claims / s")
         # FR-07: claims that came back empty while rows were pending (bench.analysis.empty_claims)
         counts = summary.get("status_counts") or {}
         _, waited = empty_while_work_waited(summary.get("config") or {}, df["jobs_claimed"].tolist(),
@@ -74,33 +73,22 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
                 ax.plot(hit["t_s"], hit["empty_claims"], linestyle="none", marker="x", markersize=8,
                         color="#c62828", label="empty while work waited")
     mean = summary.get("throughput_jobs_per_s")
-    if not is_none_or_nan(mean):
+    if not is_missing(mean):
         ax.axhline(float(mean), color="C0", linestyle="--", linewidth=1,
                    label=f"mean throughput ({fmt_num(mean, 1)} jobs/s)")
-    ax.set_ylabel("rate (per second)")
-    _count_axis(ax)
+    _count_axis(ax, "rate (per second)")
     _legend(ax)
 
 
 def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Per-second claim latency p50/p95/p99 in ms (the ``claim_p*_us`` columns, µs); a log y axis when
     the largest value is more than :data:`LOG_SCALE_RATIO` times the smallest positive one."""
-    cols = (("claim_p50_us", "p50"), ("claim_p95_us", "p95"), ("claim_p99_us", "p99"))
-    ms = {label: df[col] / 1000.0 for col, label in cols}
-    values = pd.concat(list(ms.values())) if ms else pd.Series(dtype=float)
-    positive = values[values > 0]
-    use_log = not positive.empty and positive.max() / positive.min() > LOG_SCALE_RATIO
-    m = _marker(df)
+    ms = {p: df[f"claim_{p}_us"] / 1000.0 for p in ("p50", "p95", "p99")}
+    use_log = spans_wide(pd.concat(list(ms.values())))
     for label, series in ms.items():
-        ax.plot(df["t_s"], series.where(series > 0) if use_log else series,
-                marker=m, label=f"claim latency {label}")
-    if use_log:
-        ax.set_yscale("log")
-        label_log_axis(ax.yaxis)
-        ax.set_ylabel("claim latency (ms, log scale)")
-    else:
-        ax.set_ylim(bottom=0)
-        ax.set_ylabel("claim latency (ms)")
+        ax.plot(df["t_s"], series.where(series > 0) if use_log else series, marker=_marker(df),
+                label=f"claim latency {label}")
+    y_scale(ax, use_log, "claim latency (ms)", "claim latency (ms, log scale)")
     _legend(ax)
 
 
@@ -108,9 +96,8 @@ def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...], ylabel
     """When a monitor series has no sample at all, say so on the axes and return True."""
     if df.empty or not all(df[c].isna().all() for c in columns):
         return False
-    ax.text(0.5, 0.5, f"no samples of {', '.join(columns)} in the measured window:\nthe monitor's "
-            "table query is too expensive on this table (see 'Monitor' above the plots)",
-            ha="center", va="center", transform=ax.transAxes, fontsize="small", color="#c62828")
+    say(ax, f"no samples of {', '.join(columns)} in the measured window:\nthe monitor's table query is too "
+        "expensive on this table (see 'Monitor' above the plots)", fontsize="small", color="#c62828")
     ax.set_xlim(df["t_s"].min() - 0.5, df["t_s"].max() + 0.5)
     ax.set_yticks([])
     ax.set_ylabel(ylabel)
@@ -122,17 +109,12 @@ def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     if _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"), "oldest eligible age (s)"):
         return
     m = _marker(df)
-    (age_line,) = ax.plot(df["t_s"], df["oldest_eligible_age_s"], marker=m, color="C3",
-                          label="oldest eligible age (s, left)")
-    ax.set_ylabel("oldest eligible age (s)", color="C3")
-    _count_axis(ax, integer=False)
-    depth_ax = ax.twinx()
+    age_line = _line(ax, df, "oldest_eligible_age_s", "oldest eligible age (s, left)", "oldest eligible age (s)",
+                     integer=False, label_color=True, marker=m, color="C3")
     # Counted only as often as their cost allows: a second without a count is a gap, not a line
     # drawn through values nobody measured; markers keep an isolated count visible.
-    (depth_line,) = depth_ax.plot(df["t_s"], df["queue_depth"], marker=m or ".", color="C0",
-                                  linestyle="--", label="queue depth (rows, right)")
-    depth_ax.set_ylabel("queue depth (eligible rows)", color="C0")
-    _count_axis(depth_ax)
+    depth_line = _line(ax, df, "queue_depth", "queue depth (rows, right)", "queue depth (eligible rows)", twin=True,
+                       label_color=True, marker=m or ".", color="C0", linestyle="--")
     _legend(ax, [age_line, depth_line])
 
 
@@ -150,8 +132,7 @@ def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     if notify is not None and notify.notna().any() and (
             (summary.get("config") or {}).get("wakeup") == "notify" or notify.max() > 0):
         ax.plot(df["t_s"], notify, marker=m, linestyle=":", label="of them: on the notify lock at commit")
-    ax.set_ylabel("count")
-    _count_axis(ax)
+    _count_axis(ax, "count")
     _legend(ax)
 
 
@@ -163,8 +144,7 @@ def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame, seconds: pd.Seri
         ages = group.set_index("t_s")["oldest_eligible_age_s"]
         ages = ages.reindex(ages.index.union(seconds))  # NaN in a second without a sample
         ax.plot(ages.index, ages.to_numpy(), marker=_marker(ages), label=f"priority {priority}")
-    ax.set_ylabel("oldest eligible age (s)")
-    _count_axis(ax, integer=False)
+    _count_axis(ax, "oldest eligible age (s)", integer=False)
     _legend(ax)
 
 
@@ -172,15 +152,14 @@ def draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """The load generator's event-loop lag p99 per second in ms (``loop_lag_p99_us``, µs), with the
     run's suspect limit (``summary["loop_lag_limit_us"]``) as a dashed line."""
     if "loop_lag_p99_us" not in df or df["loop_lag_p99_us"].isna().all():
-        ax.text(0.5, 0.5, "no event-loop lag recorded (a run from before loop_lag_p99_us existed)",
-                ha="center", va="center", transform=ax.transAxes, fontsize="small")
+        say(ax, "no event-loop lag recorded (a run from before loop_lag_p99_us existed)", fontsize="small")
         return
     ax.plot(df["t_s"], df["loop_lag_p99_us"] / 1000.0, marker=_marker(df), color="C1",
             label="event-loop lag p99 in the second (ms)")
     limit = summary.get("loop_lag_limit_us")
-    if not is_none_or_nan(limit):
+    if not is_missing(limit):
         ax.axhline(float(limit) / 1000.0, color="C3", linestyle="--", linewidth=1,
-                   label=f"suspect above this for the whole window ({float(limit) / 1000:,.2f} ms)")
+                   label=f"suspect above this for the whole window ({fmt_num(float(limit) / 1000, 2, 'ms')})")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("event-loop lag (ms)")
     _legend(ax)
@@ -192,24 +171,18 @@ def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
         return
     # Sampled every second: an empty cell is a missed sample, NaN here, a gap in the line.
-    (dead_line,) = ax.plot(df["t_s"], df["dead_tuples"], marker=_marker(df), color="C4",
-                           label="dead tuples in the queue table (rows, left)")
-    ax.set_ylabel("dead tuples (rows)")
-    _count_axis(ax)
-    handles = [dead_line]
+    handles = [_line(ax, df, "dead_tuples", "dead tuples in the queue table (rows, left)", "dead tuples (rows)",
+                     marker=_marker(df), color="C4")]
     if "xmin_age" in df and df["xmin_age"].notna().any():
-        xmin_ax = ax.twinx()
-        (xmin_line,) = xmin_ax.plot(df["t_s"], df["xmin_age"], marker=_marker(df), color="C5", linestyle="--",
-                                    label="oldest snapshot's xmin age (transactions, right)")
-        xmin_ax.set_ylabel("xmin age (transactions)")
-        _count_axis(xmin_ax)
-        handles.append(xmin_line)
+        handles.append(_line(ax, df, "xmin_age", "oldest snapshot's xmin age (transactions, right)",
+                             "xmin age (transactions)", twin=True, marker=_marker(df), color="C5", linestyle="--"))
     handles += _vacuum_markers(ax, df)
     index = summary.get("claim_index_bytes")
     if index:
-        ax.text(0.99, 0.97, f"claim's index: {index['first'] / 1e6:,.2f} MB at the start, {index['last'] / 1e6:,.2f} MB "
-                f"at the end (largest {index['max'] / 1e6:,.2f} MB)", transform=ax.transAxes, ha="right", va="top",
-                fontsize="small", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
+        mb = {k: fmt_num(v / 1e6, 2, "MB") for k, v in index.items() if k in ("first", "last", "max")}
+        ax.text(0.99, 0.97, f"claim's index: {mb['first']} at the start, {mb['last']} at the end (largest {mb['max']})",
+                transform=ax.transAxes, ha="right", va="top",
+                fontsize="small", bbox=LABEL_BOX)
     _legend(ax, handles)
 
 
@@ -217,29 +190,21 @@ def _vacuum_markers(ax: plt.Axes, df: pd.DataFrame) -> list:
     """Small markers along the bottom of ``ax`` at the seconds a periodic VACUUM started
     (``vacuum_passes`` > 0) and the seconds autovacuum finished a run on the queue table
     (``autovacuum_count`` rose since the previous sample); returns their legend handles."""
-    handles = []
+    passes = df.loc[df["vacuum_passes"].fillna(0) > 0, "t_s"] if "vacuum_passes" in df else []
+    counts = df[["t_s", "autovacuum_count"]].dropna() if "autovacuum_count" in df else None
+    ended = counts.loc[counts["autovacuum_count"].diff() > 0, "t_s"] if counts is not None else []
     at_bottom = ax.get_xaxis_transform()  # x in seconds, y in axes fractions
-    if "vacuum_passes" in df and (df["vacuum_passes"].fillna(0) > 0).any():
-        t = df.loc[df["vacuum_passes"].fillna(0) > 0, "t_s"]
-        handles.append(ax.scatter(t, [0.03] * len(t), transform=at_bottom, marker="^", s=18, color="C2", zorder=3,
-                                  label="VACUUM pass"))
-    if "autovacuum_count" in df:
-        counts = df[["t_s", "autovacuum_count"]].dropna()
-        t = counts.loc[counts["autovacuum_count"].diff() > 0, "t_s"]
-        if len(t):
-            handles.append(ax.scatter(t, [0.08] * len(t), transform=at_bottom, marker="v", s=18, color="C3",
-                                      zorder=3, label="autovacuum ended"))
-    return handles
+    return [ax.scatter(t, [y] * len(t), transform=at_bottom, marker=marker, s=18, color=color, zorder=3, label=label)
+            for t, y, marker, color, label in ((passes, 0.03, "^", "C2", "VACUUM pass"),
+                                               (ended, 0.08, "v", "C3", "autovacuum ended")) if len(t)]
 
 
 def draw_history_list(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """InnoDB's history list length per second (undo records not yet purged; MariaDB/MySQL runs)."""
     if "history_list_length" not in df or _no_samples(ax, df, ("history_list_length",), "history list length"):
         return
-    ax.plot(df["t_s"], df["history_list_length"], marker=_marker(df), color="C4",
-            label="InnoDB history list length (undo records not yet purged)")
-    ax.set_ylabel("history list length")
-    _count_axis(ax)
+    _line(ax, df, "history_list_length", "InnoDB history list length (undo records not yet purged)",
+          "history list length", marker=_marker(df), color="C4")
     _legend(ax)
 
 
@@ -247,8 +212,7 @@ def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Per-second claim p50/p99 (ms) against the queue table's tuples (live + dead) in that second; the
     x axis is not time (``time_axis`` False), and ``summary["claim_growth"]`` adds a note when it grows."""
     if "table_tuples" not in df or df["table_tuples"].isna().all():
-        ax.text(0.5, 0.5, "no table_tuples samples in this run's intervals.csv", ha="center", va="center",
-                transform=ax.transAxes, fontsize="small", color="#c62828")
+        say(ax, "no table_tuples samples in this run's intervals.csv", fontsize="small", color="#c62828")
         ax.set_xticks([])
         ax.set_yticks([])
         return
@@ -264,7 +228,7 @@ def draw_claim_vs_table(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     growth = summary.get("claim_growth") or {}
     if growth.get("grows"):
-        ax.text(0.01, 0.97, f"claim latency grows with the table: +{growth['slope_us_per_1k_tuples']:,.1f} µs "
+        ax.text(0.01, 0.97, f"claim latency grows with the table: +{fmt_num(growth['slope_us_per_1k_tuples'], 1)} µs "
                 f"per 1,000 tuples (r = {growth['r']:.2f})", transform=ax.transAxes, va="top",
                 fontsize="small", color="#c62828")
     _legend(ax)
@@ -292,7 +256,7 @@ def draw_latency_spectrum(ax: plt.Axes, spectra: dict[str, list[tuple[float, int
         for (p, _), x in zip(points, xs):
             ticks[x] = "max" if p == 100 else f"{p:g}%"
     if not ticks:
-        ax.text(0.5, 0.5, "no latency histogram recorded", ha="center", va="center", transform=ax.transAxes)
+        say(ax, "no latency histogram recorded")
         return
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report.format import fmt_num
-from bench.report.run_format import NA, as_int, engine_capability, fmt_value, is_none_or_nan
+from bench.report.format import fmt_num, is_missing
+from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -23,11 +23,9 @@ def plan_rows(summary: dict) -> list[dict]:
     rows = []
 
     def row(what: str, plan: dict) -> dict:
-        examined = plan.get("rows_examined")
         return {"what": what, "scan": plan.get("scan") or plan.get("error") or NA,
-                "buffers": fmt_value(plan.get("shared_buffers")),
-                "rows": NA if examined is None else f"{examined:,.0f}",
-                "ms": NA if plan.get("execution_ms") is None else f"{plan['execution_ms']:,.3f}"}
+                "buffers": fmt_value(plan.get("shared_buffers")), "rows": fmt_num(plan.get("rows_examined")),
+                "ms": fmt_num(plan.get("execution_ms"), 3)}
 
     workers = plans.get("workers")
     if workers is not None:
@@ -45,12 +43,18 @@ def plan_rows(summary: dict) -> list[dict]:
         rows.append({"what": "pg_stat_statements, measured window",
                      "scan": f"not recorded: {unavailable}" if unavailable else f"{fmt_value(pgss.get('calls'))} calls",
                      "buffers": NA if unavailable else fmt_value(pgss.get("shared_blks_per_call")), "rows": NA,
-                     "ms": NA if unavailable or pgss.get("mean_ms") is None else f"{pgss['mean_ms']:,.3f}"})
+                     "ms": NA if unavailable else fmt_num(pgss.get("mean_ms"), 3)})
     return rows
 
 
 def _row(label: str, value: str, bad: bool = False) -> dict:
     return {"label": label, "value": value, "bad": bad}
+
+
+def _slash(values: dict, keys: tuple[str, ...], unit: str = "", us: bool = False) -> str:
+    """``values``' ``keys`` as 'a / b / c unit', three decimals (``us``: µs shown in ms, a missing key 0)."""
+    text = " / ".join(fmt_num(values.get(k, 0) / 1000 if us else values.get(k), 3) for k in keys)
+    return f"{text} {unit}" if unit else text
 
 
 def summary_rows(summary: dict, config: dict) -> list[dict]:
@@ -79,8 +83,7 @@ def _count_rows(summary: dict, config: dict) -> list[dict]:
           if summary.get("empty_claims_while_work_waited") is not None else []),
         _row("max rows per claim",
              f"{fmt_num(max_rows)} (batch {fmt_num(batch)})", bad=over_batch),
-        _row("oldest eligible age max / p95 / final",
-             " / ".join(fmt_num(age.get(k), 3) for k in ("max", "p95", "final")) + " s"),
+        _row("oldest eligible age max / p95 / final", _slash(age, ("max", "p95", "final"), "s")),
         _row("errors", _fmt_errors(summary.get("errors"))),
     ]
 
@@ -92,8 +95,7 @@ def _open_loop_rows(summary: dict) -> list[dict]:
     lag = summary.get("producer_lag_ms") or {}
     return [_row("offered load (open-loop producers)", fmt_num(summary["offered_rate_jobs_per_s"], 1, "jobs/s")),
             _row("jobs produced", fmt_num(summary.get("jobs_produced"))),
-            _row("producer schedule lag p50 / p99 / max",
-                 " / ".join(fmt_num(lag.get(k), 3) for k in ("p50", "p99", "max")) + " ms"),
+            _row("producer schedule lag p50 / p99 / max", _slash(lag, ("p50", "p99", "max"), "ms")),
             _row("does the queue keep up?", str(summary.get("saturation_verdict")),
                  bad=bool(summary.get("saturated")))]
 
@@ -129,7 +131,7 @@ def _notify_rows(summary: dict, config: dict) -> list[dict]:
 def _invariant_rows(summary: dict) -> list[dict]:
     """The audit's invariants (red unless 0), in its order, then those a queue definition could not check."""
     invariants = summary.get("invariants") or {}
-    rows = [_row(f"invariant: {key}", fmt_num(v), bad=is_none_or_nan(v) or v != 0)
+    rows = [_row(f"invariant: {key}", fmt_num(v), bad=is_missing(v) or v != 0)
             for key, v in invariants.items()]  # in the audit's order (summary.json keeps it)
     rows.extend(_row(f"invariant: {key}", f"not checked: {why}", bad=True)
                 for key, why in (summary.get("uncheckable_invariants") or {}).items())
@@ -138,16 +140,14 @@ def _invariant_rows(summary: dict) -> list[dict]:
 
 def _wait_rows(summary: dict, config: dict) -> list[dict]:
     """The per-job wait inside a batch (batch > 1) and a library worker's dispatch delay, in ms."""
-    rows = []
-    batch_wait = summary.get("batch_wait_us") or {}
-    if (as_int(config.get("batch")) or 1) > 1 and batch_wait.get("p50") is not None:
-        rows.append(_row("per-job wait inside a batch p50 / p99 (claimed, not started)",
-                         " / ".join(fmt_num(batch_wait.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
-    dispatch = summary.get("dispatch_delay_us") or {}
-    if dispatch.get("p50") is not None:  # a queue library's own worker
-        rows.append(_row("dispatch delay p50 / p99 (the library's fetch returned, its task not started)",
-                         " / ".join(fmt_num(dispatch.get(k, 0) / 1000, 3) for k in ("p50", "p99")) + " ms"))
-    return rows
+    batched = (as_int(config.get("batch")) or 1) > 1
+    return [_row(label, _slash(summary[key], ("p50", "p99"), "ms", us=True))
+            for key, label, shown in (
+                ("batch_wait_us", "per-job wait inside a batch p50 / p99 (claimed, not started)", batched),
+                # a queue library's own worker:
+                ("dispatch_delay_us", "dispatch delay p50 / p99 (the library's fetch returned, its task not started)",
+                 True))
+            if shown and (summary.get(key) or {}).get("p50") is not None]
 
 
 def _cost_rows(summary: dict, config: dict) -> list[dict]:
@@ -158,14 +158,14 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     sizes = summary.get("table_sizes") or {}
     if sizes.get("before") and sizes.get("after"):
         def mb(part: dict) -> str:
-            text = f"table {part['table_bytes'] / 1e6:,.1f} MB, indexes {part['indexes_bytes'] / 1e6:,.1f} MB"
-            return text + (f", archive {part['archive_bytes'] / 1e6:,.1f} MB" if part.get("archive_bytes") else "")
+            return ", ".join(f"{what} {fmt_num(part[f'{what}_bytes'] / 1e6, 1, 'MB')}"
+                             for what in ("table", "indexes", "archive") if what != "archive" or part.get("archive_bytes"))
         rows.append(_row("sizes before / after the run", f"{mb(sizes['before'])} / {mb(sizes['after'])}"))
     cpu = summary.get("harness_cpu_max_pct")
     limit = summary.get("harness_cpu_limit_pct")  # the run's own suspect limit (bench/run_summary/)
     mon = summary.get("monitor_query_us") or {}
     rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
-                     bad=not is_none_or_nan(cpu) and limit is not None and float(cpu) > limit))
+                     bad=not is_missing(cpu) and limit is not None and float(cpu) > limit))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
     return rows
@@ -187,8 +187,7 @@ def queue_rows(summary: dict) -> list[dict]:
     ages = summary.get("tenant_oldest_eligible_age_s")
     if ages:
         rows.append(_row("oldest eligible age mean / max: flooder (q0) | others (largest)",
-                         " | ".join(" / ".join(fmt_num((ages.get(who) or {}).get(k), 3) for k in ("mean", "max"))
-                                    for who in ("flooder", "others")) + " s"))
+                         " | ".join(_slash(ages.get(who) or {}, ("mean", "max")) for who in ("flooder", "others")) + " s"))
     return rows
 
 
@@ -196,44 +195,37 @@ def _fmt_errors(errors: Any) -> str:
     """'55P03: 3, 40001: 1' for non-zero counts, largest first; 'none' when there are none."""
     if not errors:
         return "none"
-    counts = [(k, v) for k, v in errors.items() if not is_none_or_nan(v) and v != 0]
+    counts = [(k, v) for k, v in errors.items() if not is_missing(v) and v != 0]
     counts.sort(key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{k}: {fmt_num(v)}" for k, v in counts) or "none"
 
 
 def latency_rows(summary: dict) -> list[dict]:
     """Rows of the latency table: ``{"label", "cells"}``, cells the p50/p95/p99/max/mean text (see
-    :func:`_ms`)."""
-    stats = ("p50", "p95", "p99", "max", "mean")
+    :func:`_ms`; a ``*_us`` key in µs)."""
     rows = []
-    for label, key, fmt in (
-        ("claim latency", "claim_latency_us", _us),
-        ("completion latency", "complete_latency_us", _us),
-        ("pickup latency", "pickup_latency_ms", _ms),
-        ("job work, measured (configured mean "
-         f"{fmt_num(summary.get('work_expected_ms'), 3, 'ms')})", "work_duration_us", _us),
-        ("event-loop lag (10 ms timer, how late)", "loop_lag_us", _us),
-        ("NOWAIT back-off sleeps", "nowait_backoff_us", _us),
-    ):
+    for label, key in (("claim latency", "claim_latency_us"), ("completion latency", "complete_latency_us"),
+                       ("pickup latency", "pickup_latency_ms"),
+                       (f"job work, measured (configured mean {fmt_num(summary.get('work_expected_ms'), 3, 'ms')})",
+                        "work_duration_us"),
+                       ("event-loop lag (10 ms timer, how late)", "loop_lag_us"), ("NOWAIT back-off sleeps", "nowait_backoff_us")):
         d = summary.get(key)
-        if d is None and key in OPTIONAL_LATENCY_KEYS:  # runs recorded before the key existed
-            continue
-        if key == "nowait_backoff_us" and (d or {}).get("p50") is None:
-            continue  # no 55P03, no back-off
-        d = d or {}
-        rows.append({"label": label, "cells": [fmt(d.get(s)) for s in stats]})
+        if (d is None and key in OPTIONAL_LATENCY_KEYS) or (key == "nowait_backoff_us" and (d or {}).get("p50") is None):
+            continue  # runs recorded before the key existed; no 55P03, no back-off
+        rows.append({"label": label, "cells": [(_us if key.endswith("_us") else _ms)((d or {}).get(s))
+                                               for s in ("p50", "p95", "p99", "max", "mean")]})
     return rows
 
 
 def _ms(ms: Any) -> str:
     """A duration in ms as the latency table shows it: '412.000 ms', or '19.02 s' from 10 s up."""
-    if is_none_or_nan(ms):
+    if is_missing(ms):
         return NA
     return fmt_num(float(ms) / 1000.0, 2, "s") if float(ms) >= 10_000 else fmt_num(ms, 3, "ms")
 
 
 def _us(us: Any) -> str:
-    return NA if is_none_or_nan(us) else _ms(float(us) / 1000.0)
+    return NA if is_missing(us) else _ms(float(us) / 1000.0)
 
 
 def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
@@ -247,7 +239,7 @@ def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
         ("DSN (password masked)", fmt_value(run.get("dsn_masked"))),
         ("embedded database", fmt_value(run.get("embedded_database"))),
         ("client cores", fmt_value(client.get("cores"))),
-        ("client memory", NA if is_none_or_nan(mem) else fmt_num(mem / 2**30, 1, "GiB")),
+        ("client memory", NA if is_missing(mem) else fmt_num(mem / 2**30, 1, "GiB")),
         ("client python", fmt_value(client.get("python"))),
         ("client platform", fmt_value(client.get("platform"))),
         ("client hostname", fmt_value(client.get("hostname"))),
@@ -286,6 +278,6 @@ def process_rows(summary: dict) -> list[dict]:
         rows.append({"process": p.get("process"), "pid": fmt_value(p.get("pid")), "workers": fmt_value(p.get("workers")),
                      "jobs_completed": fmt_num(counters.get("jobs_completed")), "claims": fmt_num(counters.get("claims")),
                      "errors": fmt_num(counters.get("errors")), "cpu": fmt_num(p.get("cpu_max_pct"), 1),
-                     "loop_lag": NA if lag is None else f"{lag / 1000:,.2f}", "state": state,
+                     "loop_lag": fmt_num(None if lag is None else lag / 1000, 2), "state": state,
                      "bad": bool(p.get("lost") or saturated)})
     return rows

@@ -46,6 +46,13 @@ def _best_cell(cells) -> Cell | None:
                if c.stat("throughput_jobs_per_s").n else -1)
 
 
+def _sentence(design: dict, rate: float, p99_us: float, workers) -> str:
+    """The answer's sentence: what the design (with its ``engine``) sustains, at what claim p99 (µs), with how many
+    workers."""
+    return (f"With design {design_text(design)}, this {engine_name(design.get('engine'))} database sustains about "
+            f"{fmt_num(rate)} jobs/s at p99 claim {ms_text(p99_us)} ms using {fmt_label(workers)} workers.")
+
+
 def _capacity_file_answer(cap: dict, best: Cell | None) -> dict:
     """The answer from a capacity search's ``capacity.json``: its sustainable rate, or that it found none
     (with the best trustworthy cell's drain rate, ``best``, as a ceiling for reference)."""
@@ -54,10 +61,7 @@ def _capacity_file_answer(cap: dict, best: Cell | None) -> dict:
     workers = cap.get("workers", design.get("workers"))
     steps = cap.get("steps") or []
     if not is_missing(rate):
-        sentence = (f"With design {design_text(design)}, this {engine_name(design.get('engine'))} database "
-                    f"sustains about {fmt_num(rate)} jobs/s "
-                    f"at p99 claim {ms_text(cap.get('claim_p99_us_at_rate'))} ms using "
-                    f"{fmt_label(workers)} workers.")
+        sentence = _sentence(design, rate, cap.get("claim_p99_us_at_rate"), workers)
         details = [f"From the capacity search in capacity.json ({len(steps)} offered rates tried): the "
                    "highest open-loop arrival rate at which the oldest eligible age did not keep growing."]
         return {"sentence": sentence, "ok": True, "details": details, "cell_id": None}
@@ -77,9 +81,7 @@ def _best_cell_answer(sweep: SweepResults, best: Cell) -> dict:
     chosen, the other engines' best cells, and the closed-loop and target caveats."""
     tput, p99 = best.stat("throughput_jobs_per_s"), best.stat("claim_p99_us")
     design = {k: sweep.value(best, k) for k in (*DESIGN_KEYS, "engine", "workers", "rate")}
-    sentence = (f"With design {design_text(design)}, this {engine_name(design['engine'])} database sustains about "
-                f"{fmt_num(tput.mean)} jobs/s "
-                f"at p99 claim {ms_text(p99.mean)} ms using {fmt_label(design['workers'])} workers.")
+    sentence = _sentence(design, tput.mean, p99.mean, design["workers"])
     details = [f"Cell {best.cell_id} ({best.label}): mean throughput over {tput.n} repetition"
                f"{'s' if tput.n != 1 else ''}, 95 % CI {ci_text(tput)} jobs/s; claim p99 {ci_text(p99, 1000.0)} ms. "
                "Chosen as the highest mean throughput among cells whose runs all finished, are complete, "

@@ -3,28 +3,21 @@ sorted along it), colours, 95 % CI error bars, rings and axis scales."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
-matplotlib.use("Agg")
+from bench.report.render import plain_tick, spans_wide, y_scale
+from bench.report.sweep_answer import DESIGN_KEYS, design_text
+from bench.results.sweep import Cell, Stat, SweepResults, norm_param
+from bench.results.values import as_float, fmt_label, is_missing
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator  # noqa: E402
+__all__ = ["RING", "auto_log_y", "axis_value", "cell_series", "colored", "draw_throughput",
+           "drawable", "errorbar", "linear_y", "ring_bad", "style_keys", "x_axis"]
 
-from bench.report.render import label_log_axis  # noqa: E402
-from bench.report.sweep_answer import DESIGN_KEYS, design_text  # noqa: E402
-from bench.results.sweep import Cell, Stat, SweepResults, norm_param  # noqa: E402
-from bench.results.values import as_float, fmt_label, is_missing  # noqa: E402
-
-__all__ = ["RING", "TWO_PANELS", "auto_log_y", "axis_value", "cell_series", "colored", "draw_throughput",
-           "drawable", "errorbar", "int_log_axis", "linear_y", "ring_bad", "style_keys", "symlog_x"]
-
-LOG_SCALE_RATIO = 20.0  # a y axis switches to log above this max/min ratio
-#: Size of the two-panel figures (history, batch), side by side.
-TWO_PANELS = {"figsize": (11, 4.4), "dpi": 100, "layout": "constrained"}
 #: Marker style of the red ring around a cell with a failed, suspect or invariant-breaking run.
 RING = {"markersize": 11, "markerfacecolor": "none", "markeredgecolor": "#c62828"}
 
@@ -36,11 +29,6 @@ def _short_count(v: float) -> str:
         if abs(v) >= div:
             return f"{v / div:g}{suffix}"
     return f"{v:g}"
-
-
-def _tick(y: float, _pos: Any = None) -> str:
-    """Axis tick text: 0.5, 10, 1,000, 35,000."""
-    return f"{y:,g}"
 
 
 def cell_series(sweep: SweepResults, x_axis: str) -> list[tuple[str, list[Cell]]]:
@@ -94,29 +82,10 @@ def style_keys(what: str) -> list:
             Line2D([], [], color="#555", linestyle="--", marker="s", markersize=4, label=f"{what} p99 (dashed)")]
 
 
-def int_log_axis(ax: plt.Axes, values: Sequence[float], which: str = "x") -> None:
-    """Log axis with ticks exactly at the measured values, labelled as plain numbers."""
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
-    ticks = sorted({float(v) for v in values if v > 0})
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
-    axis.set_minor_locator(NullLocator())
-    axis.set_minor_formatter(NullFormatter())
-
-
 def auto_log_y(ax: plt.Axes, values: Sequence[float], unit_label: str) -> None:
-    """Y axis labelled ``unit_label``: log when the positive ``values`` span more than
-    :data:`LOG_SCALE_RATIO` (max / min), else linear from 0."""
-    v = np.asarray([x for x in values if not is_missing(x) and x > 0], dtype=float)
-    if v.size and v.max() / v.min() > LOG_SCALE_RATIO:
-        ax.set_yscale("log")
-        label_log_axis(ax.yaxis)
-        ax.set_ylabel(f"{unit_label}, log scale")
-    else:
-        ax.set_ylim(bottom=0)
-        ax.yaxis.set_major_formatter(FuncFormatter(_tick))
-        ax.set_ylabel(unit_label)
+    """Y axis labelled ``unit_label``: log when the positive ``values`` span much (:func:`spans_wide`), else linear
+    from 0."""
+    y_scale(ax, spans_wide(values), unit_label, f"{unit_label}, log scale", plain_ticks=True)
 
 
 def _y_top(means: Sequence[float], highs: Sequence[float]) -> float:
@@ -138,7 +107,7 @@ def linear_y(ax: plt.Axes, stats: Sequence[Stat], label: str, scale: float = 1.0
     highs = [s.high / scale for s in stats if s.n > 1 and not is_missing(s.high)]
     ax.set_ylabel(label)
     ax.set_ylim(0, _y_top(means, highs))
-    ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+    ax.yaxis.set_major_formatter(FuncFormatter(plain_tick))
 
 
 def ring_bad(ax: plt.Axes, xs: Sequence[float], stats: Sequence[Stat], cells: Sequence[Cell]) -> None:
@@ -161,16 +130,35 @@ def draw_throughput(ax: plt.Axes, sweep: SweepResults, series: Sequence[tuple], 
     return xs_all, stats_all
 
 
-def symlog_x(ax: plt.Axes, values: Sequence[float]) -> None:
-    """Log x axis that still shows 0: symlog, linear below the smallest non-zero value."""
+#: Each x axis of the figures: its label, and how far past the outer values it reaches (None: symlog, for an
+#: axis that includes 0).
+X_AXES = {"workers": ("workers (connections, log scale)", 1.3),
+          "history": ("history (finished rows in the table; 0 at left, log scale above)", None),
+          "batch": ("batch size (rows per claim, log scale)", 1.6)}
+
+
+def x_axis(axes: Sequence[plt.Axes], axis: str, values: Sequence[float], ticks: Sequence[float] | None = None) -> None:
+    """The x axis of each of ``axes`` for the sweep axis ``axis`` (:data:`X_AXES`), and a grid: log, ticked exactly
+    at ``ticks`` (default: the measured ``values``) labelled as plain counts; symlog (linear below the smallest
+    non-zero value, so 0 still shows) for an axis with no reach."""
+    label, pad = X_AXES[axis]
     positive = sorted({float(v) for v in values if v > 0})
-    ticks = sorted({float(v) for v in values})
-    if 0.0 in ticks and positive:
-        ax.set_xscale("symlog", linthresh=positive[0], linscale=0.6)
-        ax.set_xlim(-positive[0] * 0.3, positive[-1] * 2.0)
-    else:
-        ax.set_xscale("log")
-        ax.set_xlim(positive[0] / 2.0, positive[-1] * 2.0)
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
-    ax.xaxis.set_minor_locator(NullLocator())
+    for ax in axes:
+        if pad is not None:
+            ax.set_xscale("log")
+            shown = sorted({float(v) for v in (ticks or values) if v > 0})
+            ax.set_xlim(min(values) / pad, max(values) * pad)
+        else:
+            shown = sorted({float(v) for v in values})
+            if 0.0 in shown and positive:
+                ax.set_xscale("symlog", linthresh=positive[0], linscale=0.6)
+                ax.set_xlim(-positive[0] * 0.3, positive[-1] * 2.0)
+            else:
+                ax.set_xscale("log")
+                ax.set_xlim(positive[0] / 2.0, positive[-1] * 2.0)
+        ax.xaxis.set_major_locator(FixedLocator(shown))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: _short_count(v)))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(label)
+        ax.grid(True, alpha=0.3)

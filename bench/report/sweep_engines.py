@@ -3,19 +3,13 @@ bars (:func:`engines_figure`) per combination of the other axes."""
 
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from bench.report.format import ci_text  # noqa: E402
-from bench.report.render import legend_above, save_png  # noqa: E402
-from bench.report.sweep_axes import TWO_PANELS  # noqa: E402
-from bench.results.sweep import Cell, SweepResults  # noqa: E402
-from bench.results.values import engine_name, fmt_label  # noqa: E402
+from bench.report.format import stat_texts
+from bench.report.render import legend_above, new_figure, save_png
+from bench.results.sweep import Cell, SweepResults
+from bench.results.values import engine_name, fmt_label
 
 __all__ = ["engine_groups", "engine_rows", "engines_figure"]
 
@@ -48,10 +42,9 @@ def engine_rows(sweep: SweepResults) -> dict | None:
         for engine in engines:
             cell = by_engine.get(engine)
             cells.append(None if cell is None else {
-                "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
-                "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
-                "claim_p99": ci_text(cell.stat("claim_p99_us"), 1000.0),
-                "empty": ci_text(cell.stat("empty_claims_while_work_waited")), "bad": cell.bad})
+                "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")), "bad": cell.bad,
+                **stat_texts(cell, throughput="throughput_jobs_per_s", claim_p99="claim_p99_us",
+                             empty="empty_claims_while_work_waited")})
         rows.append({"label": label, "cells": cells})
     return {"engines": [engine_name(e) for e in engines], "rows": rows}
 
@@ -64,31 +57,27 @@ def engines_figure(sweep: SweepResults) -> dict | None:
     engines, groups = engine_groups(sweep)
 
     def draw() -> bytes:
-        fig, axes = plt.subplots(1, 2, **TWO_PANELS)
-        x = np.arange(len(groups))
-        width = 0.8 / len(engines)
-        for ax, column, scale, ylabel in ((axes[0], "throughput_jobs_per_s", 1.0, "throughput (jobs/s)"),
-                                          (axes[1], "claim_p99_us", 1000.0, "claim p99 (ms)")):
+        fig, axes = new_figure(11, 4.4, 2)
+        x, width, tilt = np.arange(len(groups)), 0.8 / len(engines), len(groups) > 3
+        colors = [ENGINE_COLORS[i % len(ENGINE_COLORS)] for i in range(len(engines))]
+        for ax, (column, ylabel) in zip(axes, (("throughput_jobs_per_s", "throughput (jobs/s)"),
+                                               ("claim_p99_us", "claim p99 (ms)"))):
+            scale = 1000.0 if column.endswith("_us") else 1.0
             for i, engine in enumerate(engines):
-                stats = [by.get(engine).stat(column) if by.get(engine) else None for _, by in groups]
-                means = [s.mean / scale if s and s.n else 0.0 for s in stats]
+                cells = [by.get(engine) for _, by in groups]
+                stats = [c.stat(column) if c else None for c in cells]
                 errs = [[(s.mean - s.low) / scale if s and s.n > 1 else 0.0 for s in stats],
                         [(s.high - s.mean) / scale if s and s.n > 1 else 0.0 for s in stats]]
-                bars = ax.bar(x + (i - (len(engines) - 1) / 2) * width, means, width,
-                              yerr=errs if any(map(any, errs)) else None, capsize=3,
-                              color=ENGINE_COLORS[i % len(ENGINE_COLORS)])
-                for bar, (_, by) in zip(bars, groups):
-                    cell = by.get(engine)
-                    if cell is not None and cell.bad:
-                        bar.set_hatch("//")
-                        bar.set_edgecolor("#c62828")
-            ax.set_xticks(x, [label for label, _ in groups], rotation=20 if len(groups) > 3 else 0, ha="right"
-                          if len(groups) > 3 else "center")
+                bars = ax.bar(x + (i - (len(engines) - 1) / 2) * width, [s.mean / scale if s and s.n else 0.0 for s in stats],
+                              width, yerr=errs if any(map(any, errs)) else None, capsize=3, color=colors[i])
+                for bar in (bar for bar, c in zip(bars, cells) if c is not None and c.bad):
+                    bar.set_hatch("//")
+                    bar.set_edgecolor("#c62828")
+            ax.set_xticks(x, [label for label, _ in groups], rotation=20 if tilt else 0, ha="right" if tilt else "center")
             ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
             ax.grid(True, axis="y", alpha=0.3)
-            legend_above(ax, [Patch(color=ENGINE_COLORS[i % len(ENGINE_COLORS)], label=engine_name(e))
-                              for i, e in enumerate(engines)])
+            legend_above(ax, [Patch(color=c, label=engine_name(e)) for c, e in zip(colors, engines)])
         return save_png(fig)
 
     return {"name": "engines", "title": "The engines side by side",

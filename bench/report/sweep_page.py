@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 from bench.report.format import NA
-from bench.report.render import environment, png_uri
+from bench.report.render import write_page, write_plot
 from bench.report.sweep_answer import capacity_answer
 from bench.report.sweep_engines import engine_rows, engines_figure
 from bench.report.sweep_queues import client_overhead_rows, queue_rows
-from bench.report.sweep_plots import batch_figure, history_figure, latency_vs_workers_figure, scaling_figure
+from bench.report.sweep_plots import scaling_figure, series_figures
 from bench.report.sweep_tables import banners, cell_rows, plan_rows, run_rows, size_rows, text_plan_rows
 from bench.results.sweep import SweepResults, axis_fields, load_sweep
 from bench.results.values import engine_name, fmt_label
@@ -28,22 +28,11 @@ def render_sweep_report(sweep_dir: Path) -> Path:
     Raises CompareError: ``SWEEP_DIR: ...`` when sweep.json is missing or unreadable or cells.csv does not
     parse; ``capacity.json: ...`` when the sweep's capacity.json is not a readable JSON object."""
     sweep = load_sweep(Path(sweep_dir), "SWEEP_DIR")
-    plots_dir = sweep.path / "plots"
-    specs, usl_rows = [], None
-    if "workers" in sweep.varying:
-        spec, usl_rows = scaling_figure(sweep)
-        specs += [spec, latency_vs_workers_figure(sweep)]
-    if "history" in sweep.varying:
-        specs.append(history_figure(sweep))
-    if "batch" in sweep.varying:
-        specs.append(batch_figure(sweep))
-    specs.append(engines_figure(sweep))  # None without an engine axis
-    figures = []
-    for spec in filter(None, specs):  # None: nothing to draw for that axis
-        png = spec["draw"]()
-        plots_dir.mkdir(parents=True, exist_ok=True)
-        (plots_dir / f"{spec['name']}.png").write_bytes(png)
-        figures.append({k: spec[k] for k in ("name", "title", "caption")} | {"data_uri": png_uri(png)})
+    spec, usl_rows = scaling_figure(sweep) if "workers" in sweep.varying else (None, None)
+    specs = [spec, *series_figures(sweep), engines_figure(sweep)]  # engines: None without an engine axis
+    figures = [{k: spec[k] for k in ("name", "title", "caption")}
+               | {"data_uri": write_plot(sweep.path / "plots", spec["name"], spec["draw"]())}
+               for spec in filter(None, specs)]  # None: nothing to draw for that axis
 
     meta = sweep.meta
     context = {
@@ -69,10 +58,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         "text_plan_rows": text_plan_rows(sweep),
         "engines": sorted({str(sweep.value(c, "engine")) for c in sweep.cells}),
     }
-    html = environment().get_template(SWEEP_TEMPLATE).render(**context)
-    out = sweep.path / "compare.html"
-    out.write_text(html, encoding="utf-8")
-    return out
+    return write_page(SWEEP_TEMPLATE, sweep.path / "compare.html", **context)
 
 
 def _value_text(v) -> str:

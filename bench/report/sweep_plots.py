@@ -1,30 +1,26 @@
 """The sweep report's figures, one per axis the sweep varies (workers with the USL fit and claim latency,
-history, batch): each a spec ``{"name", "title", "caption", "draw"}`` (``draw()`` gives PNG bytes), or None
-when every series is a single cell."""
+history, batch): each a spec ``{"name", "title", "caption", "draw"}`` (``draw()`` gives PNG bytes); none for an
+axis whose every series is a single cell."""
 
 from __future__ import annotations
 
 import math
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from bench.analysis.statistics import UslFit, fit_usl  # noqa: E402
-from bench.report.format import NA, fmt_num, fmt_sig  # noqa: E402
-from bench.report.render import legend_above, save_png  # noqa: E402
-from bench.report.sweep_axes import (  # noqa: E402
-    RING, TWO_PANELS, auto_log_y, axis_value, cell_series, colored, draw_throughput, drawable, errorbar,
-    int_log_axis, linear_y, ring_bad, style_keys, symlog_x,
+from bench.analysis.statistics import UslFit, fit_usl
+from bench.report.format import NA, fmt_num, fmt_sig
+from bench.report.render import legend_above, new_figure, save_png, say
+from bench.report.sweep_axes import (
+    RING, auto_log_y, axis_value, cell_series, colored, draw_throughput, drawable, errorbar, linear_y, ring_bad,
+    style_keys, x_axis,
 )
-from bench.results.sweep import Cell, Stat, SweepResults  # noqa: E402
-from bench.results.values import is_missing  # noqa: E402
+from bench.results.sweep import Cell, Stat, SweepResults
+from bench.results.values import is_missing
 
-__all__ = ["batch_figure", "history_figure", "latency_vs_workers_figure", "scaling_figure"]
+__all__ = ["scaling_figure", "series_figures"]
 
 
 def _fit_points(sweep: SweepResults, cells: list[Cell]) -> tuple[list[float], list[float], int]:
@@ -64,12 +60,17 @@ def scaling_figure(sweep: SweepResults) -> tuple[dict | None, list[dict]]:
             drawn.append((label, cells, fit))
     if not drawn:
         return None, table
-    caption = SCALING_CAPTION
-    _, skipped = drawable(series)
-    if skipped:
-        caption += (" Not drawn (a single worker count, nothing to scale): " + "; ".join(skipped) + ".")
-    return {"name": "throughput_vs_workers", "title": "Throughput vs workers (USL fit)",
-            "caption": caption, "draw": lambda: _draw_scaling(sweep, drawn)}, table
+    return _spec("throughput_vs_workers", "Throughput vs workers (USL fit)", SCALING_CAPTION,
+                 lambda: _draw_scaling(sweep, drawn), drawable(series)[1],
+                 "a single worker count, nothing to scale"), table
+
+
+def _spec(name: str, title: str, caption: str, draw, skipped: list[str], not_drawn: str | None) -> dict:
+    """A figure spec; the caption ends with the series ``skipped`` (not drawn, ``not_drawn`` says why) when
+    ``not_drawn`` is given."""
+    if skipped and not_drawn:
+        caption += f" Not drawn ({not_drawn}): " + "; ".join(skipped) + "."
+    return {"name": name, "title": title, "caption": caption, "draw": draw}
 
 
 def _usl_row(sweep: SweepResults, label: str, cells: list[Cell]) -> tuple[dict, UslFit | None]:
@@ -89,7 +90,7 @@ def _usl_row(sweep: SweepResults, label: str, cells: list[Cell]) -> tuple[dict, 
         "lambda": fmt_sig(fit.lambda_jobs_per_s),
         "sigma": f"{fit.sigma:.4g}", "sigma_se": NA if is_missing(fit.sigma_stderr) else f"{fit.sigma_stderr:.2g}",
         "kappa": f"{fit.kappa:.4g}", "kappa_se": NA if is_missing(fit.kappa_stderr) else f"{fit.kappa_stderr:.2g}",
-        "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else f"{fit.peak_workers:,.1f}"),
+        "peak_workers": ("∞ (κ = 0: no peak)" if math.isinf(fit.peak_workers) else fmt_num(fit.peak_workers, 1)),
         "peak_jobs": ("∞" if math.isinf(fit.peak_jobs_per_s) else fmt_num(fit.peak_jobs_per_s)),
         "mape": f"{fit.mape_pct:.1f}", "r2": NA if is_missing(fit.r2) else f"{fit.r2:.3f}",
         "poor": (fit.mape_pct > 10 or (not is_missing(fit.sigma_stderr) and fit.sigma_stderr > max(fit.sigma, 1e-9))
@@ -102,7 +103,7 @@ def _usl_row(sweep: SweepResults, label: str, cells: list[Cell]) -> tuple[dict, 
 def _draw_scaling(sweep: SweepResults, drawn: list) -> bytes:
     """The throughput-vs-workers PNG: each ``(label, cells, fit)`` of ``drawn`` as means with error bars,
     its USL curve and peak, and a ring legend entry when a cell is bad."""
-    fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100, layout="constrained")
+    fig, ax = new_figure(10, 4.6)
     all_w, all_stats, handles, labels = [], [], [], []
     for color, xs, (label, cells, fit) in colored(sweep, drawn, "workers"):
         stats = [c.stat("throughput_jobs_per_s") for c in cells]
@@ -122,11 +123,8 @@ def _draw_scaling(sweep: SweepResults, drawn: list) -> bytes:
         (ring,) = ax.plot([], [], "o", **RING)
         handles.append(ring)
         labels.append("cell with a failed, suspect or invariant-breaking run")
-    int_log_axis(ax, [w for w in all_w if w > 0 and float(w).is_integer()] or all_w)
-    ax.set_xlim(min(all_w) / 1.3, max(all_w) * 1.3)
-    ax.set_xlabel("workers (connections, log scale)")
+    x_axis([ax], "workers", all_w, ticks=[w for w in all_w if w > 0 and float(w).is_integer()])
     linear_y(ax, all_stats, "throughput (jobs/s)")
-    ax.grid(True, alpha=0.3)
     legend_above(ax, handles, labels=labels)
     return save_png(fig)
 
@@ -146,12 +144,12 @@ def _draw_usl(ax: plt.Axes, fit: UslFit, xs: list[float], color: str) -> Line2D:
     return line
 
 
-def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, x_axis: str,
-                   rings: bool) -> tuple[list[float], list[float], list]:
-    """Each series' mean claim p50 (solid) and p99 (dashed), ms, against ``x_axis`` on ``ax``, with 95 % CI
-    bars (``rings``: bad cells ringed); returns (x values, y values drawn with the CI lows, legend handles)."""
+def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, axis: str, rings: bool) -> list[float]:
+    """Each series' mean claim p50 (solid) and p99 (dashed), ms, against the sweep axis ``axis`` on ``ax``, with 95 % CI
+    bars (``rings``: bad cells ringed), a log y axis when they span much, and their legend; returns the x
+    values."""
     xs_all, lat_all, handles = [], [], []
-    for color, xs, (label, cells) in colored(sweep, series, x_axis):
+    for color, xs, (label, cells) in colored(sweep, series, axis):
         xs_all += xs
         handles.append(Line2D([], [], color=color, marker="o", label=label))
         for col, style in (("claim_p50_us", "-o"), ("claim_p99_us", "--s")):
@@ -161,87 +159,29 @@ def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, x_axis: str,
                 ring_bad(ax, xs, [Stat(mean=s.mean / 1000.0, n=s.n) for s in stats], cells)
             lat_all += [s.mean / 1000.0 for s in stats if s.n]
             lat_all += [s.low / 1000.0 for s in stats if s.n > 1 and not is_missing(s.low)]
-    return xs_all, lat_all, handles
+    auto_log_y(ax, lat_all, "claim latency (ms)")
+    legend_above(ax, handles + style_keys("claim"))
+    return xs_all
 
 
-def latency_vs_workers_figure(sweep: SweepResults) -> dict | None:
-    """Claim latency p50/p99 vs workers, one series per other varying axis (``processes``, ``policy``,
-    …); None when no series has two worker counts."""
-    series, skipped = drawable(cell_series(sweep, "workers"))
-    if not series:
-        return None
-
-    def draw() -> bytes:
-        fig, ax = plt.subplots(figsize=(10, 4.6), dpi=100, layout="constrained")
-        xs_all, lat_all, handles = _claim_latency(ax, sweep, series, "workers", rings=True)
-        int_log_axis(ax, xs_all)
-        ax.set_xlim(min(xs_all) / 1.3, max(xs_all) * 1.3)
-        ax.set_xlabel("workers (connections, log scale)")
-        ax.grid(True, alpha=0.3)
-        auto_log_y(ax, lat_all, "claim latency (ms)")
-        legend_above(ax, handles + style_keys("claim"))
-        return save_png(fig)
-
-    caption = ("Mean claim latency p50 (solid) and p99 (dashed) in ms at each worker count, across repetitions, "
-               "with 95 % CI error bars: what each claim costs as the workers grow, beside the throughput above. "
-               "Red rings: cells with a failed, suspect or invariant-breaking run (a suspect run's latencies may "
-               "include the load generator's own delay).")
-    if skipped:
-        caption += " Not drawn (a single worker count): " + "; ".join(skipped) + "."
-    return {"name": "claim_latency_vs_workers", "title": "Claim latency vs workers", "caption": caption,
-            "draw": draw}
-
-
-def history_figure(sweep: SweepResults) -> dict | None:
-    """Claim latency p50/p99 and throughput vs history size, one series per other varying axis."""
-    series, _ = drawable(cell_series(sweep, "history"))
-    if not series:
-        return None
-    return {"name": "claim_latency_vs_history", "title": "Claim latency and throughput vs history",
-            "caption": ("Left: mean claim latency p50 (solid) and p99 (dashed) in ms across repetitions, with "
-                        "95 % CI error bars; right: mean throughput. The history axis is logarithmic above its "
-                        "smallest non-zero size and linear below it (symlog), so a table with no history (0) "
-                        "still has its own labelled position at the left; the ticks are the measured sizes. "
-                        "A flat line means the index keeps finished rows out of the claim's way; a rising one "
-                        "means each claim steps over history. Red rings: cells with a failed, suspect or "
-                        "invariant-breaking run."),
-            "draw": lambda: _draw_history(sweep, series)}
+def _draw_latency_vs_workers(sweep: SweepResults, series: list) -> bytes:
+    fig, ax = new_figure(10, 4.6)
+    x_axis([ax], "workers", _claim_latency(ax, sweep, series, "workers", rings=True))
+    return save_png(fig)
 
 
 def _draw_history(sweep: SweepResults, series: list) -> bytes:
-    """The PNG of :func:`history_figure`: claim latency on the left, throughput on the right."""
-    fig, (ax_lat, ax_tput) = plt.subplots(1, 2, **TWO_PANELS)
-    xs_all, lat_all, handles = _claim_latency(ax_lat, sweep, series, "history", rings=False)
+    fig, (ax_lat, ax_tput) = new_figure(11, 4.4, 2)
+    xs_all = _claim_latency(ax_lat, sweep, series, "history", rings=False)
     tput_all = [s.mean for s in draw_throughput(ax_tput, sweep, series, "history")[1] if s.n]
-    for ax in (ax_lat, ax_tput):
-        symlog_x(ax, xs_all)
-        ax.set_xlabel("history (finished rows in the table; 0 at left, log scale above)")
-        ax.grid(True, alpha=0.3)
-    auto_log_y(ax_lat, lat_all, "claim latency (ms)")
+    x_axis((ax_lat, ax_tput), "history", xs_all)
     auto_log_y(ax_tput, tput_all, "throughput (jobs/s)")
-    legend_above(ax_lat, handles + style_keys("claim"))
     legend_above(ax_tput)
     return save_png(fig)
 
 
-def batch_figure(sweep: SweepResults) -> dict | None:
-    """Throughput vs batch size, and the per-job wait inside a batch, one series per other varying axis."""
-    series, skipped = drawable(cell_series(sweep, "batch"))
-    if not series:
-        return None
-    caption = ("Left: mean throughput (jobs/s) against rows per claim, with 95 % CI error bars. Right: the "
-               "per-job wait inside a batch (p50 solid, p99 dashed, ms): how long a claimed job waits for the "
-               "jobs before it in the same batch; the price a batch pays for its throughput, and the time its "
-               "lease must cover.")
-    if skipped:
-        caption += f" Not drawn ({len(skipped)} series with a single batch size): " + "; ".join(skipped) + "."
-    return {"name": "throughput_vs_batch", "title": "Throughput and per-job wait vs batch size",
-            "caption": caption, "draw": lambda: _draw_batch(sweep, series)}
-
-
 def _draw_batch(sweep: SweepResults, series: list) -> bytes:
-    """The PNG of :func:`batch_figure`: throughput on the left, the per-job wait inside a batch on the right."""
-    fig, (ax_t, ax_w) = plt.subplots(1, 2, **TWO_PANELS)
+    fig, (ax_t, ax_w) = new_figure(11, 4.4, 2)
     xs_all, tput_stats = draw_throughput(ax_t, sweep, series, "batch")
     wait_stats, handles_w = [], []
     for color, xs, (label, cells) in colored(sweep, series, "batch"):
@@ -252,18 +192,49 @@ def _draw_batch(sweep: SweepResults, series: list) -> bytes:
                 if name == "p50":
                     handles_w.append(Line2D([], [], color=color, marker="o", label=label))
                 wait_stats += wstats
-    for ax in (ax_t, ax_w):
-        int_log_axis(ax, xs_all)
-        ax.set_xlim(min(xs_all) / 1.6, max(xs_all) * 1.6)
-        ax.set_xlabel("batch size (rows per claim, log scale)")
-        ax.grid(True, alpha=0.3)
+    x_axis((ax_t, ax_w), "batch", xs_all)
     linear_y(ax_t, tput_stats, "throughput (jobs/s)")
     legend_above(ax_t)
     if wait_stats:  # some series recorded a batch wait
         linear_y(ax_w, wait_stats, "per-job wait inside a batch (ms)", scale=1000.0)
         legend_above(ax_w, handles_w + style_keys("wait"))
     else:
-        ax_w.text(0.5, 0.5, "batch_wait_p50_us / batch_wait_p99_us\nnot recorded in cells.csv",
-                  ha="center", va="center", transform=ax_w.transAxes, color="#c62828")
+        say(ax_w, "batch_wait_p50_us / batch_wait_p99_us\nnot recorded in cells.csv", color="#c62828")
         ax_w.set_yticks([])
     return save_png(fig)
+
+
+#: The figures of one series per combination of the other varying axes, in page order: (file name, x axis,
+#: title, caption, why a single-cell series is not drawn (None: not said), drawing function).
+SERIES_FIGURES = (
+    ("claim_latency_vs_workers", "workers", "Claim latency vs workers",
+     "Mean claim latency p50 (solid) and p99 (dashed) in ms at each worker count, across repetitions, "
+     "with 95 % CI error bars: what each claim costs as the workers grow, beside the throughput above. "
+     "Red rings: cells with a failed, suspect or invariant-breaking run (a suspect run's latencies may "
+     "include the load generator's own delay).", "a single worker count", _draw_latency_vs_workers),
+    ("claim_latency_vs_history", "history", "Claim latency and throughput vs history",
+     "Left: mean claim latency p50 (solid) and p99 (dashed) in ms across repetitions, with "
+     "95 % CI error bars; right: mean throughput. The history axis is logarithmic above its "
+     "smallest non-zero size and linear below it (symlog), so a table with no history (0) "
+     "still has its own labelled position at the left; the ticks are the measured sizes. "
+     "A flat line means the index keeps finished rows out of the claim's way; a rising one "
+     "means each claim steps over history. Red rings: cells with a failed, suspect or "
+     "invariant-breaking run.", None, _draw_history),
+    ("throughput_vs_batch", "batch", "Throughput and per-job wait vs batch size",
+     "Left: mean throughput (jobs/s) against rows per claim, with 95 % CI error bars. Right: the "
+     "per-job wait inside a batch (p50 solid, p99 dashed, ms): how long a claimed job waits for the "
+     "jobs before it in the same batch; the price a batch pays for its throughput, and the time its "
+     "lease must cover.", "{n} series with a single batch size", _draw_batch),
+)
+
+
+def series_figures(sweep: SweepResults) -> list[dict]:
+    """The spec of each of :data:`SERIES_FIGURES` whose x axis the sweep varies and has a series of two cells
+    or more (a line needs two points)."""
+    specs = []
+    for name, axis, title, caption, not_drawn, draw in SERIES_FIGURES:
+        series, skipped = drawable(cell_series(sweep, axis)) if axis in sweep.varying else ([], [])
+        if series:
+            specs.append(_spec(name, title, caption, lambda d=draw, s=series: d(sweep, s), skipped,
+                               not_drawn and not_drawn.format(n=len(skipped))))
+    return specs

@@ -3,24 +3,31 @@ queue library's own worker against its SQL path at one rate (:func:`client_overh
 
 from __future__ import annotations
 
-from bench.report.format import ci_text
+from bench.report.format import ci_text, stat_text, stat_texts
 from bench.results.sweep import SweepResults
 from bench.results.values import fmt_label
 
 __all__ = ["client_overhead_rows", "queue_rows"]
 
 
+def _done(cell, column: str) -> list:
+    """The cell's finished runs' values of ``column`` ([] without the column: runs written before it existed)."""
+    return cell.done[column].tolist() if column in cell.done else []
+
+
+def _rate_text(rate) -> str:
+    return "closed loop" if not rate else f"{fmt_label(rate)} jobs/s"
+
+
 def _invariants(cell) -> tuple[str, bool]:
     """What the cell's runs' audits found, and whether it is bad: ``0 broken``, ``broken in N of M runs`` or
     ``not checked``, then the invariants a definition's audit cannot check."""
-    runs = cell.done
-    oks = runs["invariants_ok"].tolist() if "invariants_ok" in runs else []
+    oks = _done(cell, "invariants_ok")
     broken = sum(1 for v in oks if v is False)
     unknown = sum(1 for v in oks if v is not True and v is not False)
     text = (f"broken in {broken} of {len(oks)} runs" if broken else
             f"not checked in {unknown} of {len(oks)} runs" if unknown else "0 broken" if oks else "no run")
-    unchecked = sorted({name for v in (runs["invariants_unchecked"].tolist() if "invariants_unchecked" in runs else [])
-                        if isinstance(v, str) for name in v.split()})
+    unchecked = sorted({name for v in _done(cell, "invariants_unchecked") if isinstance(v, str) for name in v.split()})
     if unchecked:
         text += "; cannot check " + ", ".join(unchecked)
     return text, bool(broken or unknown or not oks)
@@ -29,8 +36,7 @@ def _invariants(cell) -> tuple[str, bool]:
 def _library_mode(cell) -> str | None:
     """How the cell's queue library was driven (``worker``, ``sql``), from its runs' ``library_mode``; None for a
     queue that is not a library (or runs written before the column existed)."""
-    runs = cell.done
-    modes = {v for v in (runs["library_mode"].tolist() if "library_mode" in runs else []) if isinstance(v, str) and v}
+    modes = {v for v in _done(cell, "library_mode") if isinstance(v, str) and v}
     return ", ".join(sorted(modes)) or None
 
 
@@ -52,11 +58,11 @@ def client_overhead_rows(sweep: SweepResults) -> list[dict]:
     for (queue, rate), cells in sorted(_paired(sweep).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         worker, sql_path = cells["worker"].stat("throughput_jobs_per_s"), cells["sql"].stat("throughput_jobs_per_s")
         ratio = sql_path.mean / worker.mean if worker.n and sql_path.n and worker.mean > 0 else None
-        rows.append({"queue": fmt_label(queue), "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",
+        rows.append({"queue": fmt_label(queue), "rate": _rate_text(rate),
                      "worker": ci_text(worker), "sql": ci_text(sql_path),
                      "ratio": "-" if ratio is None else f"{ratio:.2f}x",
-                     "claim_worker": ci_text(cells["worker"].stat("claim_p50_us"), 1000.0),
-                     "claim_sql": ci_text(cells["sql"].stat("claim_p50_us"), 1000.0)})
+                     "claim_worker": stat_text(cells["worker"], "claim_p50_us"),
+                     "claim_sql": stat_text(cells["sql"], "claim_p50_us")})
     return rows
 
 
@@ -73,17 +79,13 @@ def queue_rows(sweep: SweepResults) -> list[dict] | None:
         if id(cell) in paired_sql:
             continue
         invariants, broken = _invariants(cell)
-        rate = sweep.value(cell, "rate")
         mode = _library_mode(cell)
         label = fmt_label(sweep.value(cell, "queue")) + {"sql": " (its SQL path, not its own worker)",
                                                          "worker": " (its own worker)"}.get(mode, "")
         rows.append({
             "cell_id": cell.cell_id, "queue": label, "library_mode": mode,
-            "rate": "closed loop" if not rate else f"{fmt_label(rate)} jobs/s",
-            "throughput": ci_text(cell.stat("throughput_jobs_per_s")),
-            "claim_p50": ci_text(cell.stat("claim_p50_us"), 1000.0),
-            "claim_p99": ci_text(cell.stat("claim_p99_us"), 1000.0),
-            "pickup_p50": ci_text(cell.stat("pickup_p50_us"), 1000.0),
-            "oldest_age": ci_text(cell.stat("oldest_age_max_s")),
+            "rate": _rate_text(sweep.value(cell, "rate")),
+            **stat_texts(cell, throughput="throughput_jobs_per_s", claim_p50="claim_p50_us", claim_p99="claim_p99_us",
+                         pickup_p50="pickup_p50_us", oldest_age="oldest_age_max_s"),
             "invariants": invariants, "bad": cell.bad or broken})
     return rows

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from bench.report.format import NA, ci_bytes_text, ci_text, fmt_num, ms_text
+from bench.report.format import NA, ci_bytes_text, fmt_num, ms_text, stat_text, stat_texts
 from bench.results.sweep import Cell, SweepResults
 from bench.results.values import fmt_label, is_missing
 
@@ -19,57 +19,50 @@ def banners(sweep: SweepResults) -> list[str]:
     """The red lines above the report: an incomplete sweep, failed runs, suspect runs, queue libraries measured
     on their SQL path (``library_mode`` ``sql``), broken invariants."""
     lines = []
-    n_cells = len(sweep.cells)
     missing = [c for c in sweep.cells if len(c.runs) == 0]
     short = [c for c in sweep.cells if 0 < len(c.runs) < c.expected_reps]
     if sweep.meta.get("complete") is False:
-        text = (f"incomplete sweep: {len(missing)} of {n_cells} cells are missing (no run recorded)")
+        text = (f"incomplete sweep: {len(missing)} of {len(sweep.cells)} cells are missing (no run recorded)")
         if short:
             text += f"; {len(short)} more have fewer than {sweep.meta.get('repetitions')} repetitions"
         lines.append(text)
-    failed = int((~sweep.runs["done"]).sum()) if len(sweep.runs) else 0
-    if failed:
-        lines.append(f"{failed} run{'s' if failed > 1 else ''} failed (red below); their cells are excluded "
-                     "from the capacity answer")
-    suspect = int(sum(1 for s in sweep.runs["suspect"] if s is True)) if len(sweep.runs) else 0
-    if suspect:
-        lines.append(f"{suspect} suspect run{'s' if suspect > 1 else ''} (load generator or monitor limits; "
-                     "see each run's report)")
-    library = sorted({str(q) for q, m in zip(sweep.runs.get("queue", []), sweep.runs.get("library_mode", []))
-                      if m == "sql"})
-    if library:
-        lines.append(f"{', '.join(library)}: a queue library measured on its SQL path (its statements sent by "
-                     "queue-bench's workers), not by its own worker: its figures here are not what the library "
-                     "does, and do not rank libraries")
-    bad_inv = int(sum(1 for d, i in zip(sweep.runs["done"], sweep.runs["invariants_ok"]) if d and i is not True)) \
-        if len(sweep.runs) else 0
-    if bad_inv:
-        lines.append(f"invariants not ok in {bad_inv} run{'s' if bad_inv > 1 else ''}: a correctness bug in "
-                     "the claim protocol or an unaudited run; never use those figures")
+    runs = sweep.runs
+    library = sorted({str(q) for q, m in zip(runs.get("queue", []), runs.get("library_mode", [])) if m == "sql"})
+    for n, text in (
+            (int((~runs["done"]).sum()), "{n} run{s} failed (red below); their cells are excluded from the capacity "
+                                         "answer"),
+            (sum(1 for s in runs["suspect"] if s is True), "{n} suspect run{s} (load generator or monitor limits; see "
+                                                           "each run's report)"),
+            (len(library), "{names}: a queue library measured on its SQL path (its statements sent by "
+                           "queue-bench's workers), not by its own worker: its figures here are not what the library "
+                           "does, and do not rank libraries"),
+            (sum(1 for d, i in zip(runs["done"], runs["invariants_ok"]) if d and i is not True),
+             "invariants not ok in {n} run{s}: a correctness bug in the claim protocol or an unaudited run; never use "
+             "those figures")):
+        if n:
+            lines.append(text.format(n=n, s="s" if n > 1 else "", names=", ".join(library)))
     return lines
 
 
-def _param_cells(sweep: SweepResults, cell: Cell, skip: Sequence[str] = ()) -> list[str]:
-    """The cell's value of each parameter that tells cells apart (``sweep.columns``, less ``skip``), as labels."""
-    return [fmt_label(sweep.value(cell, a)) for a in sweep.columns if a not in skip]
+def _cell_row(sweep: SweepResults, cell: Cell, skip: Sequence[str] = ()) -> dict:
+    """What every cell table's row starts with: ``cell_id``, ``params`` (the cell's value of each parameter that
+    tells cells apart, ``sweep.columns``, as labels, less ``skip``), each of ``skip`` as its own key, ``bad``."""
+    return {"cell_id": cell.cell_id, "params": [fmt_label(sweep.value(cell, a)) for a in sweep.columns if a not in skip],
+            **{a: fmt_label(sweep.value(cell, a)) for a in skip}, "bad": cell.bad}
+
+
+#: The columns of the cells table, in its order.
+CELL_COLUMNS = ("throughput_jobs_per_s", "claims_per_s", "claim_p50_us", "claim_p99_us", "oldest_age_max_s",
+                "empty_claims", "empty_claims_while_work_waited", "errors_total")
 
 
 def cell_rows(sweep: SweepResults) -> list[dict]:
     """The main table, one row per cell, means (95 % CI) over its finished runs: ``{"cell_id", "params",
     "runs" ('done / expected'), "values" (throughput jobs/s, claims/s, claim p50 and p99 ms, oldest eligible
     age max s, empty claims, those while work waited, errors), "flags", "bad"}``."""
-    rows = []
-    for cell in sweep.cells:
-        rows.append({
-            "cell_id": cell.cell_id, "params": _param_cells(sweep, cell),
-            "runs": f"{int(cell.runs['done'].sum())} / {cell.expected_reps}",
-            "values": [ci_text(cell.stat("throughput_jobs_per_s")), ci_text(cell.stat("claims_per_s")),
-                       ci_text(cell.stat("claim_p50_us"), 1000.0), ci_text(cell.stat("claim_p99_us"), 1000.0),
-                       ci_text(cell.stat("oldest_age_max_s")), ci_text(cell.stat("empty_claims")),
-                       ci_text(cell.stat("empty_claims_while_work_waited")), ci_text(cell.stat("errors_total"))],
-            "flags": "; ".join(cell.flags), "bad": cell.bad,
-        })
-    return rows
+    return [{**_cell_row(sweep, cell), "runs": f"{int(cell.runs['done'].sum())} / {cell.expected_reps}",
+             "values": [stat_text(cell, c) for c in CELL_COLUMNS], "flags": "; ".join(cell.flags)}
+            for cell in sweep.cells]
 
 
 def _mode_text(values: Sequence[Any]) -> str:
@@ -97,6 +90,11 @@ def _recorded(done: pd.DataFrame, columns: Sequence[str]) -> bool:
     return not done.empty and any(c in done and done[c].astype(str).str.strip().ne("").any() for c in columns)
 
 
+def _plans(done: pd.DataFrame, *names: str) -> list[str]:
+    """:func:`_mode_text` of each ``plan_<name>`` column of the finished runs ``done``."""
+    return [_mode_text(done.get(f"plan_{name}", [])) for name in names]
+
+
 def text_plan_rows(sweep: SweepResults) -> list[dict]:
     """Plan summary per cell of an engine without prepared plans (MariaDB), from the plan_workers_* and
     plan_explain_* columns: ``{"cell_id", "params" (less index), "index", "engine", "workers_scan",
@@ -107,18 +105,13 @@ def text_plan_rows(sweep: SweepResults) -> list[dict]:
         done = cell.done
         if str(sweep.value(cell, "plan_workers")) != "text" and not _recorded(done, ("plan_explain_scan",)):
             continue
-        workers_scan = _mode_text(done.get("plan_workers_scan", []))
-        explain_scan = _mode_text(done.get("plan_explain_scan", []))
+        workers_scan, explain_scan = _plans(done, "workers_scan", "explain_scan")
         full = [s for s in (workers_scan, explain_scan) if re.search(r"^(ALL|index) on |\+ (ALL|index) on ", s)]
         rows.append({
-            "cell_id": cell.cell_id, "params": _param_cells(sweep, cell, skip=("index",)),
-            "index": fmt_label(sweep.value(cell, "index")),
-            "workers_scan": workers_scan, "workers_rows": ci_text(cell.stat("plan_workers_rows_examined")),
-            "explain_scan": explain_scan, "explain_rows": ci_text(cell.stat("plan_explain_rows_examined")),
+            **_cell_row(sweep, cell, skip=("index",)), "workers_scan": workers_scan, "explain_scan": explain_scan,
+            **stat_texts(cell, workers_rows="plan_workers_rows_examined", explain_rows="plan_explain_rows_examined"),
             "warning": (f"the claim reads a whole table or index ({full[0]}): every claim's locking read "
-                        "touches, and locks, every row it reads") if full else None,
-            "bad": cell.bad,
-        })
+                        "touches, and locks, every row it reads") if full else None})
     return rows
 
 
@@ -129,10 +122,7 @@ def plan_rows(sweep: SweepResults) -> list[dict]:
         done = cell.done
         if not _recorded(done, ("plan_custom_scan", "plan_generic_scan")):
             continue
-        custom = _mode_text(done.get("plan_custom_scan", []))
-        generic = _mode_text(done.get("plan_generic_scan", []))
-        workers = _mode_text(done.get("plan_workers", []))
-        workers_scan = _mode_text(done.get("plan_workers_scan", []))
+        custom, generic, workers, workers_scan = _plans(done, "custom_scan", "generic_scan", "workers", "workers_scan")
         dropped = _dropped_indexes(custom, generic)
         warning = None
         if dropped:
@@ -142,19 +132,13 @@ def plan_rows(sweep: SweepResults) -> list[dict]:
                         if workers == "generic" else
                         f"; the workers ran {workers} plans — a prepared claim that switches to the generic "
                         "plan, or plan_cache_mode = force_generic_plan, loses the index")
-        pgss = (ci_text(cell.stat("pgss_calls")), ci_text(cell.stat("pgss_mean_ms")),
-                ci_text(cell.stat("pgss_shared_blks_per_call")))
+        pgss = tuple(stat_text(cell, c) for c in ("pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call"))
         rows.append({
-            "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")),
-            "params": _param_cells(sweep, cell, skip=("index",)), "workers": workers, "workers_scan": workers_scan,
+            **_cell_row(sweep, cell, skip=("index",)), "workers": workers, "workers_scan": workers_scan,
             "workers_scan_warning": "Seq Scan on jobs" in workers_scan,
-            "custom": {"scan": custom, "buffers": ci_text(cell.stat("plan_custom_buffers")),
-                       "ms": ci_text(cell.stat("plan_custom_ms"))},
-            "generic": {"scan": generic, "buffers": ci_text(cell.stat("plan_generic_buffers")),
-                        "ms": ci_text(cell.stat("plan_generic_ms"))},
-            "pgss": pgss if any(v != NA for v in pgss) else None,
-            "warning": warning, "bad": cell.bad,
-        })
+            **{mode: {"scan": scan, **stat_texts(cell, buffers=f"plan_{mode}_buffers", ms=f"plan_{mode}_ms")}
+               for mode, scan in (("custom", custom), ("generic", generic))},
+            "pgss": pgss if any(v != NA for v in pgss) else None, "warning": warning})
     return rows
 
 
@@ -166,8 +150,7 @@ def size_rows(sweep: SweepResults) -> list[dict]:
                                         "indexes_bytes_before", "indexes_bytes_after")]
         if all(s.n == 0 for s in stats):
             continue
-        rows.append({"cell_id": cell.cell_id, "params": _param_cells(sweep, cell),
-                     "values": [ci_bytes_text(s) for s in stats], "bad": cell.bad})
+        rows.append({**_cell_row(sweep, cell), "values": [ci_bytes_text(s) for s in stats]})
     return rows
 
 

@@ -4,7 +4,6 @@ https://mariadb.com/kb/en/get_lock/), the queue table and its index variant, see
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Callable
 
@@ -16,7 +15,7 @@ from bench.engines.mariadb.connection import open_connection
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.common import SeedResult, ToolSchema
 from bench.engines.driver import Driver
-from bench.engines.mariadb.error_kinds import error_kind, first_line
+from bench.engines.mariadb.error_kinds import error_kind, first_line, is_lost
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
@@ -67,15 +66,31 @@ def is_alive(conn) -> bool:
         return False
 
 
-def _rollback_quietly(conn) -> None:
-    """Roll back what a failed statement left open, ignoring a connection that is gone."""
-    with contextlib.suppress(*DATABASE_ERRORS):
+def _after_error(conn) -> None:
+    """Roll back what a failed statement left open; close a connection that is gone (PyMySQL may still
+    call it open), so that it is reopened."""
+    try:
         conn.rollback()
+    except DATABASE_ERRORS as err:
+        if is_lost(err):
+            try:
+                conn.close()
+            except DATABASE_ERRORS:
+                pass
 
 
-#: PyMySQL as the shared flows use it (a failed pass's transaction is rolled back).
+def _fetch(conn, text: str, args, all_rows: bool):
+    """The first row (or all rows) of one statement."""
+    with conn.cursor() as cur:
+        cur.execute(text, args)
+        return cur.fetchall() if all_rows else cur.fetchone()
+
+
+#: PyMySQL as the shared flows use it (a failed statement's transaction is rolled back).
 DRIVER = Driver(errors=DATABASE_ERRORS, connect=connect, execute=execute, is_alive=is_alive,
-                error_kind=lambda err, conn: error_kind(err), first_line=first_line, after_error=_rollback_quietly)
+                error_kind=lambda err, conn: error_kind(err), first_line=first_line, after_error=_after_error,
+                fetch=_fetch, is_broken=lambda conn: not conn.open,
+                statement_timeout=lambda conn, ms: execute(conn, f"SET SESSION max_statement_time = {ms / 1000:.3f}"))
 
 
 def server_info(conn) -> dict:

@@ -4,15 +4,13 @@ history list length (``trx_rseg_history_len``), the table's row estimate; the ta
 
 from __future__ import annotations
 
-import contextlib
 from typing import Callable
 
 import pymysql
 
-from bench.engines.mariadb.error_kinds import error_kind, is_lost
+from bench.engines.mariadb.db import DRIVER
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.sampler import TableSampler, spawn_samplers
-from bench.errors import ConfigError
 
 __all__ = ["Monitor", "lock_waits_source", "spawn_samplers"]
 
@@ -50,12 +48,10 @@ class Monitor(TableSampler):
     """Samples a MariaDB server over two connections (``connect(name)``); table statements bounded by
     ``table_timeout_ms``, statistics ones by 5 s (``max_statement_time``)."""
 
-    driver_errors = (pymysql.err.MySQLError, OSError)
+    driver = DRIVER
 
     def __init__(self, connect: Callable[[str], object], schema: str, index: str,
                  priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
-        self._connect = connect
-        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
         table, eligible = eligible_source(schema, index)
         jobs = ident(schema, "jobs")
         self.age_query = " UNION ALL ".join(
@@ -65,7 +61,7 @@ class Monitor(TableSampler):
                             f"(SELECT COUNT(*) FROM {jobs} WHERE status = 'running')")
         self._schema = schema
         self.stats_query = None
-        super().__init__(priorities)
+        super().__init__(connect, priorities, table_timeout_ms)
         source = lock_waits_source(self._conns["stats"])
         self.lock_waits_from = source[0] if source else None
         waits = f"(SELECT {source[1]} FROM {source[0]})" if source else "NULL"
@@ -73,35 +69,6 @@ class Monitor(TableSampler):
             f"SELECT {waits}, (SELECT `COUNT` FROM information_schema.INNODB_METRICS "
             f"WHERE NAME = 'trx_rseg_history_len'), (SELECT TABLE_ROWS FROM information_schema.TABLES "
             f"WHERE TABLE_SCHEMA = {literal(schema)} AND TABLE_NAME = 'jobs')")
-
-    def _open(self, role: str):
-        try:
-            conn = self._connect(f"queue-bench monitor {role}")
-            with conn.cursor() as cur:
-                cur.execute(f"SET SESSION max_statement_time = {self._timeouts_ms[role] / 1000:.3f}")
-            return conn
-        except (ConfigError, pymysql.err.MySQLError, OSError):
-            return None
-
-    def _open_failed(self, role: str) -> BaseException:
-        return pymysql.err.OperationalError(2003, f"the monitor cannot open its {role} connection")
-
-    def _execute(self, conn, query, params, all_rows: bool):
-        with conn.cursor() as cur:
-            cur.execute(query, params)
-            return cur.fetchall() if all_rows else cur.fetchone()
-
-    def _is_broken(self, conn) -> bool:
-        return not conn.open
-
-    def _close_conn(self, conn) -> None:
-        conn.close()
-
-    def _kind(self, err: BaseException, conn) -> str:
-        if is_lost(err):
-            with contextlib.suppress(pymysql.err.MySQLError, OSError):
-                conn.close()
-        return error_kind(err)
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, dead_tuples: None, xmin_age: None, table_tuples, history_list_length,

@@ -54,6 +54,23 @@ first claim (their place in claim order at that claim is no longer in the row). 
 job qualifies (e.g. a run that started on an empty table). Measured over the whole claim log,
 warm-up included, as every figure of the audit.
 
+The queue's table is read through its definition (:mod:`bench.config.queue_definition`; the built-in
+queue's is generated, :mod:`bench.engines.postgres.builtin_queue`): its ``id`` column (an integer), its
+``attempts`` and ``token`` columns when it has them, and ``predicates.done`` (or ``deleted``: a
+completion removes the row). The expected ids are the built-in queue's seeded ``1..seeded_rows``, or for
+a written definition the ids present right after seeding (kept in ``<schema>.qbench_seeded``). The
+status counts, the poison jobs, the retry gaps and the FIFO order read the built-in table's own columns
+(``status``, ``priority``, ``run_at``, ``created_at``): a written definition's audit leaves them out.
+What a written definition does not let the audit check is not reported as 0: it is left out of
+``invariants`` and named, with why, in ``uncheckable`` (``summary.json`` ``uncheckable_invariants``; the
+report says it in words):
+
+- ``stale_completions_applied`` needs an attempt token the table keeps (``columns.token``) and rows
+  that stay after completion: without a token a stale worker's completion cannot be fenced, nor seen;
+- ``double_claims`` is still checked from the log (a second claim while the first was unfinished and
+  its lease, or any claim of a queue without a lease, still live), but without ``columns.attempts``
+  only that half of it.
+
 The audit runs after the swarm has stopped, on its own connection, and reads
 only the tool's schema (plus its own temporary table).
 """
@@ -65,6 +82,7 @@ import time
 import psycopg
 from psycopg import sql
 
+from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.common import CLAIM_CHECKS, audit_result
 from bench.measure.claimlog import EVENT_COLUMNS, ClaimLog
 from bench.workload.jobs import poison_sql
@@ -96,15 +114,20 @@ SELECT c.id, count(*) AS claims,
 FROM c LEFT JOIN ended e ON e.id = c.id AND e.token = c.prev_token
 GROUP BY c.id"""
 
+#: The claims' checks, MariaDB's too; here its ``{jobs}`` is :data:`_ROWS`, the audited relation's rows.
 _CLAIM_CHECKS = CLAIM_CHECKS
+
+# The audited relation's rows as the checks read them: the definition's id, attempts and token columns
+# (NULL when it has none) and its done predicate, named alike for every queue. A subquery of its own, so
+# that the definition's unqualified predicate sees the queue's columns only; PostgreSQL pulls it up.
+_ROWS = "(SELECT {id} AS id, {attempts} AS attempts, {token} AS token, ({done}) AS done FROM {jobs})"
 
 # One row per applied completion: how many rows of its job the relation holds, whether one of
 # them carries the completion's token as its current attempt, and whether one is done.
 _CREATE_APPLIED = """\
 CREATE TEMP TABLE {applied} ON COMMIT DROP AS
-SELECT a.seq, a.id, count(j.id) AS rows, coalesce(bool_or(j.attempt_token = a.token), false) AS current,
-       coalesce(bool_or(j.status = 'done'), false) AS done
-FROM {events} a LEFT JOIN {jobs} j ON j.id = a.id
+SELECT a.seq, a.id, count(j.id) AS rows, coalesce(bool_or({current}), false) AS current, {done} AS done
+FROM {events} a LEFT JOIN {rows} j ON j.id = a.id
 WHERE a.kind = 'a'
 GROUP BY a.seq, a.id"""
 
@@ -115,16 +138,16 @@ FROM {applied}"""
 
 _ROW_CHECKS = """\
 WITH expected AS (
-    SELECT g AS id FROM generate_series(1, %(seeded)s::bigint) AS g
+    {seeded}
     UNION SELECT id FROM {events} WHERE kind = 'p'
 ), missing AS (
-    SELECT id FROM expected e WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = e.id)
+    SELECT id FROM expected e WHERE NOT EXISTS (SELECT 1 FROM {rows} j WHERE j.id = e.id)
 ), not_durable AS (
     SELECT DISTINCT id FROM {applied} WHERE NOT done
 )
 SELECT (SELECT count(*) FROM expected), (SELECT count(*) FROM missing), (SELECT count(*) FROM not_durable),
-       (SELECT count(*) FROM (SELECT id FROM missing UNION SELECT id FROM not_durable) AS lost),
-       (SELECT count(*) FROM (SELECT id FROM {jobs} GROUP BY id HAVING count(*) > 1) AS dup)"""
+       (SELECT count(*) FROM (SELECT id FROM missing {finished_away} UNION SELECT id FROM not_durable) AS lost),
+       (SELECT count(*) FROM (SELECT id FROM {rows} j GROUP BY id HAVING count(*) > 1) AS dup)"""
 
 # Claim times (database epoch s) of each job that failed at least once, from the failed
 # attempt's claim (when it was the job's latest claim at the failure) onwards, in log order;
@@ -164,9 +187,76 @@ WITH first AS (
 SELECT count(*), count(*) FILTER (WHERE claimed_at < ahead_claimed_at) FROM ordered"""
 
 
-def _status_counts(conn: psycopg.Connection, jobs: sql.Composable) -> dict[str, int]:
-    rows = conn.execute(sql.SQL("SELECT status, count(*) FROM {} GROUP BY status").format(jobs)).fetchall()
-    return {status: int(n) for status, n in rows}
+#: The table of ids present after seeding a written definition's queue (its expected rows besides the
+#: produced ones).
+SEEDED_TABLE = "qbench_seeded"
+
+_STATUS = """\
+SELECT count(*) FILTER (WHERE {eligible}), count(*) FILTER (WHERE {running}), count(*) FILTER (WHERE {done}),
+       count(*)
+FROM {jobs}"""
+
+
+def record_seeded(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> int:
+    """Keep the ids present after seeding in ``<schema>.qbench_seeded`` (the tool's schema); returns how
+    many."""
+    table = sql.Identifier(schema, defn.table)
+    conn.execute(sql.SQL("CREATE TABLE {} AS SELECT DISTINCT ({})::bigint AS id FROM {}").format(
+        sql.Identifier(schema, SEEDED_TABLE), sql.Identifier(defn.columns["id"]), table))
+    return int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+        sql.Identifier(schema, SEEDED_TABLE))).fetchone()[0])
+
+
+def status_counts(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict[str, int]:
+    """Rows by the definition's predicates: ``pending`` (eligible now), ``running``, ``done``,
+    ``other`` (none of those: e.g. failed awaiting a retry not yet due, dead, scheduled later)."""
+    p = defn.predicates
+    done = "false" if defn.deletes_done else p["done"]
+    eligible, running, finished, total = conn.execute(sql.SQL(_STATUS).format(
+        eligible=sql.SQL(p["eligible"]), running=sql.SQL(p.get("running", "false")), done=sql.SQL(done),
+        jobs=sql.Identifier(schema, defn.table))).fetchone()
+    counts = {"pending": int(eligible), "running": int(running), "done": int(finished)}
+    counts["other"] = int(total) - sum(counts.values())
+    return counts
+
+
+def uncheckable(defn: QueueDefinition) -> dict[str, str]:
+    """Invariant -> why the audit cannot check it on ``defn``'s queue ({} when it checks them all)."""
+    out = {}
+    if "token" not in defn.columns:
+        out["stale_completions_applied"] = ("the queue has no attempt token: a stale worker's completion cannot "
+                                            "be fenced by the database, nor told apart from the current one")
+    elif defn.deletes_done:
+        out["stale_completions_applied"] = ("a completion deletes the row, so the token it matched is gone when "
+                                            "the audit looks")
+    return out
+
+
+def _finished_away(defn: QueueDefinition) -> sql.Composable:
+    """What a missing row may have left by (a queue whose completion deletes the row): a completion in the
+    claim log, or the definition's ``finished_ids`` (the queue's own record, e.g. a library's log table)."""
+    if not defn.deletes_done:
+        return sql.SQL("")
+    away = sql.SQL("EXCEPT SELECT id FROM {}").format(_APPLIED)
+    if "finished_ids" in defn.statements:
+        away = sql.SQL("{} EXCEPT SELECT (id)::bigint FROM ({}) AS finished_ids").format(
+            away, sql.SQL(defn.statements["finished_ids"]))
+    return away
+
+
+def _names(schema: str, defn: QueueDefinition, jobs: sql.Composable, seeded_rows: int) -> dict:
+    """What fills the checks' ``{…}`` for ``defn``'s queue read from ``jobs``."""
+    cols = defn.columns
+    column = lambda key, absent: sql.Identifier(cols[key]) if key in cols else sql.SQL(absent)  # noqa: E731
+    rows = sql.SQL(_ROWS).format(id=sql.Identifier(cols["id"]), attempts=column("attempts", "NULL::int"),
+                                 token=column("token", "NULL::bigint"),
+                                 done=sql.SQL("false" if defn.deletes_done else defn.predicates["done"]), jobs=jobs)
+    seeded = (sql.SQL("SELECT g AS id FROM generate_series(1, {}::bigint) AS g").format(sql.Literal(int(seeded_rows)))
+              if is_builtin(defn.name) else sql.SQL("SELECT id FROM {}").format(sql.Identifier(schema, SEEDED_TABLE)))
+    return {"events": _EVENTS, "claims": _CLAIMS, "applied": _APPLIED, "jobs": jobs, "rows": rows, "seeded": seeded,
+            "current": sql.SQL("j.token = a.token" if "token" in cols else "j.id IS NOT NULL"),
+            "done": sql.SQL("count(j.id) = 0" if defn.deletes_done else "coalesce(bool_or(j.done), false)"),
+            "finished_away": _finished_away(defn)}
 
 
 def load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
@@ -179,22 +269,21 @@ def load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
     return events
 
 
-def invariant_counts(conn: psycopg.Connection, names: dict, *, claim_checks: str = _CLAIM_CHECKS,
-                     create_applied: str = _CREATE_APPLIED, row_checks: str = _ROW_CHECKS,
-                     row_params: dict | None = None) -> dict[str, int]:
+def invariant_counts(conn: psycopg.Connection, names: dict) -> dict[str, int]:
     """The counts behind the invariants, from the events table already loaded (:func:`load_events`),
-    inside the caller's transaction: the claims (:data:`_CREATE_CLAIMS`, then ``claim_checks``), the
-    applied completions (``create_applied``, then :data:`_COMPLETION_CHECKS`) and the rows
-    (``row_checks`` with ``row_params``). ``names`` fills the templates' ``{…}``. Returns the keyword
+    inside the caller's transaction: the claims (:data:`_CREATE_CLAIMS`, :data:`_CLAIM_CHECKS`), the
+    applied completions (:data:`_CREATE_APPLIED`, :data:`_COMPLETION_CHECKS`) and the rows
+    (:data:`_ROW_CHECKS`). ``names`` fills the templates' ``{…}`` (:func:`_names`). Returns the keyword
     arguments :func:`bench.engines.common.audit_result` takes for them. Raises psycopg.Error."""
     conn.execute(sql.SQL(_CREATE_CLAIMS).format(**names))
     (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
-     double_claims) = map(int, conn.execute(sql.SQL(claim_checks).format(**names)).fetchone())
-    conn.execute(sql.SQL(create_applied).format(**names))
+     double_claims) = map(int, conn.execute(
+        sql.SQL(_CLAIM_CHECKS).format(**{**names, "jobs": names["rows"]})).fetchone())
+    conn.execute(sql.SQL(_CREATE_APPLIED).format(**names))
     applied, stale_applied, double_completions = map(int, conn.execute(
         sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
     expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
-        sql.SQL(row_checks).format(**names), row_params).fetchone())
+        sql.SQL(_ROW_CHECKS).format(**names)).fetchone())
     return {"claimed_distinct": claimed_distinct, "claimed_more_than_once": claimed_more_than_once,
             "redeliveries": redeliveries, "overlapping": overlapping, "attempts_short": attempts_short,
             "double_claims": double_claims, "applied": applied, "stale_applied": stale_applied,
@@ -202,49 +291,77 @@ def invariant_counts(conn: psycopg.Connection, names: dict, *, claim_checks: str
             "not_durable": not_durable, "lost": lost, "duplicated": duplicated}
 
 
-def run_audit(conn: psycopg.Connection, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims: int,
-              poison_share: float = 0.0, relation: str = "jobs") -> dict:
-    """Check the invariants against the events of ``log``.
+def _builtin_figures(conn: psycopg.Connection, names: dict, poison_share: float) -> dict:
+    """The built-in table's own figures: the FIFO order, the retry gaps and, with ``poison_share`` > 0,
+    how the poison jobs ended (the keyword arguments of :func:`bench.engines.common.audit_result`)."""
+    fifo_compared, fifo_out_of_order = map(int, conn.execute(sql.SQL(_FIFO).format(**names)).fetchone())
+    failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
+        **names)).fetchone()[0]
+    retry_gaps = None
+    if failed:
+        retry_gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
+                      for (times,) in conn.execute(sql.SQL(_RETRY_CLAIMS).format(**names)) if len(times) > 1]
+    poison = {}
+    if poison_share > 0:
+        row = conn.execute(sql.SQL(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead'), "
+            "min(attempts) FILTER (WHERE status = 'dead'), max(attempts) FILTER (WHERE status = 'dead') "
+            "FROM {jobs} WHERE " + poison_sql(float(poison_share))).format(**names)).fetchone()
+        poison = {"poison_jobs": row[0], "poison_done": row[1], "poison_dead": row[2],
+                  "poison_dead_attempts_min": row[3], "poison_dead_attempts_max": row[4]}
+    return {"fifo_compared": fifo_compared, "fifo_out_of_order": fifo_out_of_order, "retry_gaps": retry_gaps,
+            "poison": poison}
 
-    ``seeded_rows`` is the number of rows :func:`bench.engines.postgres.db.prepare` created
-    (history + backlog: ids ``1..seeded_rows``); ``over_claims`` the recorder's
+
+def _as_far_as_checkable(result: dict, defn: QueueDefinition) -> dict:
+    """``result`` of a written definition's queue without the invariants :func:`uncheckable` names, with
+    ``uncheckable`` and ``notes`` (sentences on how to read a count the definition makes conservative)."""
+    result["uncheckable"] = uncheckable(defn)
+    result["notes"] = []
+    if "lease" not in defn.columns and result["invariants"]["double_claims"]:
+        result["notes"].append("the queue has no lease column, so double_claims counts every claim of a job whose "
+                               "previous claim had not finished, a job a rescuer took back from a crashed worker "
+                               "included: the audit cannot tell a dead worker from a slow one, and neither can a "
+                               "time-based rescuer without a fencing token (FR-06)")
+    for name in result["uncheckable"]:
+        del result["invariants"][name]
+    if "attempts" not in defn.columns:
+        result["details"]["claims_beyond_attempts"] = None
+    return result
+
+
+def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log: ClaimLog, *, seeded_rows: int,
+              over_claims: int, poison_share: float = 0.0, relation: str | None = None) -> dict:
+    """Check the invariants against the events of ``log`` on queue ``defn``'s table in ``schema``.
+
+    ``seeded_rows`` is the number of rows :func:`bench.engines.postgres.db.prepare` created for the
+    built-in queue (history + backlog: ids ``1..seeded_rows``); ``over_claims`` the recorder's
     count of claims that returned more than the batch. ``relation`` is where
-    every job can be found: ``jobs``, or the ``jobs_all`` view over the queue and
-    archive tables of the ``archive`` layout.
+    every job can be found when not in ``defn.table``: the ``jobs_all`` view over the queue and
+    archive tables of the built-in queue's ``archive`` layout.
 
     Returns ``{"invariants": {...}, "status_counts": {...}, "details": {...},
     "redeliveries": int, "retry_gaps": list | None, "fifo_out_of_order_share": float | None}``:
     counts are ints;
     ``retry_gaps`` lists, per job that failed at least once and was claimed
     again, the seconds (database time, 6 decimals) between its successive
-    claims, or is None when no job failed. Raises ``psycopg.Error`` when the
+    claims, or is None when no job failed (always, for a written definition's queue, whose result has
+    ``uncheckable`` and ``notes`` too: :func:`_as_far_as_checkable`). Raises ``psycopg.Error`` when the
     database cannot be read.
     """
-    jobs = sql.Identifier(schema, relation)
-    names = {"events": _EVENTS, "claims": _CLAIMS, "applied": _APPLIED, "jobs": jobs}
+    builtin = is_builtin(defn.name)
+    jobs = sql.Identifier(schema, relation or defn.table)
+    names = _names(schema, defn, jobs, seeded_rows)
     with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(schema)))  # finished_ids is unqualified
         events = load_events(conn, log)
-        status_counts = _status_counts(conn, jobs)
-        counts = invariant_counts(conn, names, row_params={"seeded": seeded_rows})
-        fifo_compared, fifo_out_of_order = map(int, conn.execute(sql.SQL(_FIFO).format(**names)).fetchone())
-        failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
-            **names)).fetchone()[0]
-        retry_gaps = None
-        if failed:
-            retry_gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
-                          for (times,) in conn.execute(sql.SQL(_RETRY_CLAIMS).format(**names)) if len(times) > 1]
-        poison = {}
-        if poison_share > 0:
-            row = conn.execute(sql.SQL(
-                "SELECT count(*), count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead'), "
-                "min(attempts) FILTER (WHERE status = 'dead'), max(attempts) FILTER (WHERE status = 'dead') "
-                "FROM {jobs} WHERE " + poison_sql(float(poison_share))).format(jobs=jobs)).fetchone()
-            poison = {"poison_jobs": row[0], "poison_done": row[1], "poison_dead": row[2],
-                      "poison_dead_attempts_min": row[3], "poison_dead_attempts_max": row[4]}
-
-    return audit_result(status_counts=status_counts, **counts, over_claims=over_claims, events=events,
-                        retry_gaps=retry_gaps, poison=poison, fifo_compared=fifo_compared,
-                        fifo_out_of_order=fifo_out_of_order)
+        status = (dict(conn.execute(sql.SQL("SELECT status, count(*)::int FROM {} GROUP BY status").format(jobs)))
+                  if builtin else status_counts(conn, schema, defn))
+        counts = invariant_counts(conn, names)
+        figures = (_builtin_figures(conn, names, poison_share) if builtin else
+                   {"fifo_compared": 0, "fifo_out_of_order": 0, "retry_gaps": None, "poison": {}})
+    result = audit_result(status_counts=status, **counts, over_claims=over_claims, events=events, **figures)
+    return result if builtin else _as_far_as_checkable(result, defn)
 
 
 def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str], start_unix: float,

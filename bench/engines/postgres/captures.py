@@ -1,44 +1,61 @@
 """What the run reads from PostgreSQL around the load, each returning a reason instead of raising:
-the fresh-statement claim plans and the claim's pg_stat_statements window."""
+the fresh-statement claim plans and the claim's pg_stat_statements window, both of the run's queue
+definition's claim (the built-in queue's, generated, or a written one) as its workers prepare it."""
 
 from __future__ import annotations
 
 import psycopg
+from psycopg import sql
 
+from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
-from bench.engines.postgres import pg_stat_statements, plans
+from bench.engines.postgres import defined_sql, pg_stat_statements, plans, policies
 from bench.engines.postgres.error_kinds import first_line
 from bench.workload.queues import queue_count, queue_names
 
 
-def capture_plans(conn: psycopg.Connection, cfg: RunConfig, when: str) -> tuple[dict | None, str]:
-    """What the claim's custom and generic plans would do on a fresh statement
-    (:func:`bench.engines.postgres.plans.capture_claim_plans`), and when they were taken
-    (or why the capture failed)."""
+def capture_plans(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, when: str) -> tuple[dict | None, str]:
+    """What the claim of ``defn`` (as the workers prepare it: :class:`bench.engines.postgres.sessions.PgWorkerSession`)
+    would do with its custom and generic plans on a fresh statement
+    (:func:`bench.engines.postgres.plans.capture_prepared_plans`), under the schema's ``search_path`` and the
+    definition's ``[settings]``, and when they were taken (or why the capture failed)."""
+    body, names = defined_sql.positional(defined_sql.claim_body(defn, cfg.policy), defn.parameter_order.get("claim", ()))
+    values = {**defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s),
+              "queues": policies.text_array(queue_names(queue_count(cfg)))}
     try:
-        return plans.capture_claim_plans(conn, cfg.schema, cfg.policy, cfg.batch, cfg.lease_s,
-                                         queues=queue_names(queue_count(cfg)),
-                                         order=cfg.tenant_order if cfg.tenants > 1 else "plain"), when
+        conn.execute(defined_sql.set_search_path(cfg.schema))
+        values["worker_id"] = defined_sql.register(conn, defn)  # a library's worker row, left in the tool's schema
+        for name, value in defn.settings.items():  # as the workers' sessions have them
+            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+        try:
+            claim = (body if defn.claim_row else
+                     defined_sql.wrapped_claim(defn, body, defined_sql.describe_columns(conn, body)))
+            args = [sql.Literal(values[n]).as_string(None) for n in names]
+            return plans.capture_prepared_plans(conn, claim, args), when
+        finally:
+            for name in ("search_path", *defn.settings):
+                conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
     except psycopg.Error as err:
         return None, f"{when}: capture failed: {first_line(err)}"
 
 
-def pgss_read(conn: psycopg.Connection, cfg: RunConfig, missing: str | None, reset: str | None) -> dict:
+def pgss_read(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, missing: str | None,
+              reset: str | None) -> dict:
     """The claim's pg_stat_statements figures since the measured start, or ``{"unavailable": why}``."""
     if missing or isinstance(reset, str):
         return {"unavailable": missing or reset}
     try:
-        return pg_stat_statements.read_claim(conn, cfg.schema)
+        return pg_stat_statements.read_claim(conn, cfg.schema, defn)
     except psycopg.Error as err:
         return {"unavailable": f"read failed: {first_line(err)}"}
 
 
-def pgss_reset(conn: psycopg.Connection, cfg: RunConfig, missing: str | None) -> str | None:
+def pgss_reset(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, missing: str | None) -> str | None:
     """Reset the claim's pg_stat_statements entries at the measured start; a reason string if not possible."""
     if missing:
         return missing
     try:
-        pg_stat_statements.reset_claim(conn, cfg.schema)
+        pg_stat_statements.reset_claim(conn, cfg.schema, defn)
     except psycopg.Error as err:
         return f"reset failed: {first_line(err)}"
     return None

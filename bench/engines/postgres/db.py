@@ -65,9 +65,18 @@ def is_alive(conn: psycopg.Connection) -> bool:
         return False
 
 
+def _fetch(conn: psycopg.Connection, query, params, all_rows: bool):
+    """The first row (or all rows) of one statement."""
+    cur = conn.execute(query, params)
+    return cur.fetchall() if all_rows else cur.fetchone()
+
+
 #: psycopg as the shared flows use it (a psycopg connection's ``execute``; a broken one counts as lost).
 DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, text, args=None: conn.execute(text, args),
-                is_alive=is_alive, error_kind=lambda err, conn: error_kind(err, lost=conn.broken), first_line=first_line)
+                is_alive=is_alive, error_kind=lambda err, conn: error_kind(err, lost=conn.broken), first_line=first_line,
+                fetch=_fetch, is_broken=lambda conn: conn.broken or conn.closed,
+                statement_timeout=lambda conn, ms: conn.execute(
+                    sql.SQL("SET statement_timeout = {}").format(sql.Literal(int(ms)))))
 
 
 def server_info(conn: psycopg.Connection) -> dict:

@@ -1,5 +1,6 @@
 """A queue definition on PostgreSQL (``QUEUE=<name>``): the :class:`bench.engines.base.Engine` the run
-uses for a user's own queue, built on the built-in engine and changing what touches the queue table.
+uses for a user's own queue, the PostgreSQL engine over it (:class:`bench.engines.postgres.engine.PostgresEngine`
+reads every queue from its definition) with the preparation and the checks a written definition needs.
 
 Before any load, :meth:`DefinedQueueEngine.prepare` checks the definition against the database:
 it creates the tool's schema, runs the DDL with ``search_path`` set to that schema, ``PREPARE``\\s
@@ -19,11 +20,9 @@ from typing import Any, Callable
 import psycopg
 from psycopg import sql
 
-from bench.config.queue_definition import QueueDefinition
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
-from bench.engines.postgres import db, defined_audit, defined_sql, fault_actions, library_workers, pg_stat_statements, plans
-from bench.engines.postgres.defined_monitor import DefinedMonitor
+from bench.engines.postgres import audit, db, defined_sql
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
@@ -37,19 +36,13 @@ class DefinitionRefused(ConfigError):
 
 
 class DefinedQueueEngine(PostgresEngine):
-    """The PostgreSQL engine over ``defn``'s table and statements (see :class:`bench.engines.base.Engine`
-    for every method's contract; those not written here are the built-in engine's)."""
+    """The PostgreSQL engine over ``defn`` (``DefinedQueueEngine(defn)``), a written definition, which
+    :meth:`prepare` creates, checks and seeds (see :class:`bench.engines.base.Engine` for every method's
+    contract; those not written here are :class:`PostgresEngine`'s)."""
 
     #: PostgreSQL's flags; the parameter table's per-engine values are the built-in queue's, and a
     #: definition's parameters are checked by :mod:`bench.config.queue_parameters`
     capabilities = dataclasses.replace(CAPABILITIES, allowed={}, reasons={})
-
-    def __init__(self, defn: QueueDefinition):
-        self.defn = defn
-
-    def queue(self, cfg: Any) -> QueueDefinition:
-        """The run's queue: the written definition (its sessions and reaper are PostgreSQL's, fed by it)."""
-        return self.defn
 
     # -- prepare and check
     def _reject(self, conn: psycopg.Connection, schema: str, param: str, message: str) -> None:
@@ -170,7 +163,7 @@ class DefinedQueueEngine(PostgresEngine):
             except psycopg.Error as err:
                 self._refuse(conn, schema, "QUEUE", "statements.seed", err)
         self._seed_s = time.perf_counter() - self._started
-        defined_audit.record_seeded(conn, schema, defn)
+        audit.record_seeded(conn, schema, defn)
         started = time.perf_counter()
         index = defn.indexes.get(cfg.index, "") if isinstance(cfg.index, str) else ""
         if index.strip():
@@ -201,20 +194,14 @@ class DefinedQueueEngine(PostgresEngine):
                 conn.execute("SET LOCAL statement_timeout = '60s'")
                 for name, value in self.defn.settings.items():  # as the workers' sessions have them
                     conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-                values["worker_id"] = self._register(conn)
+                values["worker_id"] = defined_sql.register(conn, self.defn)
                 text = defined_sql.literal(body, values)
                 conn.execute(defined_sql.wrapped_claim(self.defn, text, [])).fetchall()
         except psycopg.Error as err:
             self._refuse(conn, cfg.schema, "QUEUE", "one claim (rolled back)", err)
 
-    def _register(self, conn: psycopg.Connection) -> int:
-        """The definition's register statement run on ``conn`` (its worker id), or 0 without one."""
-        if "register" not in self.defn.statements:
-            return 0
-        return int(conn.execute(defined_sql.literal(self.defn.statements["register"], {})).fetchone()[0])
-
     def _seeded(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> SeedResult:
-        counts = defined_audit.status_counts(conn, cfg.schema, self.defn)
+        counts = audit.status_counts(conn, cfg.schema, self.defn)
         rows = sum(counts.values())
         log(f"queue {self.defn.name!r}: seeded {rows:,} rows ({counts['pending']:,} eligible, {counts['done']:,} done) "
             f"in {self._seed_s:.1f} s; "
@@ -223,82 +210,3 @@ class DefinedQueueEngine(PostgresEngine):
             + "; every statement checked with PREPARE and one claim rolled back")
         return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s,
                           f"the seed statement of queue {self.defn.name!r}")
-
-    def table_sizes(self, conn: Any, schema: str) -> dict:
-        """``{"table_bytes", "indexes_bytes", "archive_bytes"}`` of the definition's table."""
-        return db.table_sizes(conn, schema, self.defn.table)
-
-    def vacuum_counts(self, conn: Any, schema: str) -> dict:
-        """Vacuum and analyze counts of the definition's table (no storage parameters are set on it)."""
-        return {**db.vacuum_counts(conn, schema, (self.defn.table,)), "reloptions": {}}
-
-    # -- during the load
-    def monitor(self, dsn: str, cfg: Any) -> DefinedMonitor:
-        """The per-second sampler over the definition's table and predicates."""
-        return DefinedMonitor(lambda name: db.connect(dsn, application_name=name), cfg.schema, self.defn)
-
-    # -- plans and statement statistics
-    def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
-        """The wrapped claim's custom and generic plans on a fresh statement, under the schema's search_path."""
-        body, names = defined_sql.positional(defined_sql.claim_body(self.defn, cfg.policy))
-        values = defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s)
-        try:
-            conn.execute(defined_sql.set_search_path(cfg.schema))
-            values["worker_id"] = self._register(conn)  # a library's worker row, left in the tool's schema
-            for name, value in self.defn.settings.items():  # as the workers' sessions have them
-                conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-            try:
-                returned = defined_sql.describe_columns(conn, body)
-                claim = defined_sql.wrapped_claim(self.defn, body, returned)
-                args = [sql.Literal(values[n]).as_string(None) for n in names]
-                return plans.capture_prepared_plans(conn, claim, args), when
-            finally:
-                for name in ("search_path", *self.defn.settings):
-                    conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
-        except psycopg.Error as err:
-            return None, f"{when}: capture failed: {first_line(err)}"
-
-    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
-        """Red lines for the report: the workers' claim scans the definition's table, claim latency grew."""
-        return plans.plan_warnings(workers, growth, self.defn.table)
-
-    def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
-        """Reset the wrapped claim's pg_stat_statements entries at the measured window's start."""
-        if missing:
-            return missing
-        try:
-            pg_stat_statements.reset_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
-        except psycopg.Error as err:
-            return f"reset failed: {first_line(err)}"
-        return None
-
-    def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
-        """The wrapped claim's pg_stat_statements figures over the measured window."""
-        if missing or isinstance(reset, str):
-            return {"unavailable": missing or reset}
-        try:
-            return pg_stat_statements.read_claim(conn, cfg.schema, f"WITH {defined_sql.CLAIMED_CTE} AS (%")
-        except psycopg.Error as err:
-            return {"unavailable": f"read failed: {first_line(err)}"}
-
-    # -- audit
-    def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
-        """The invariants the definition lets the audit check (:mod:`bench.engines.postgres.defined_audit`)."""
-        return defined_audit.run_audit(conn, cfg.schema, self.defn, claim_log, over_claims=over_claims)
-
-    def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
-        """Named queues are the built-in table's: none here."""
-        return {}
-
-    # -- a queue library's own worker
-    def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
-        """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a
-        queue library under ``LIBRARY_MODE=worker``; None otherwise."""
-        if self.defn.library is None or cfg.library_mode != "worker":
-            return None
-        return library_workers.command(self.defn.library["package"]), {library_workers.DSN_ENV: dsn}
-
-    # -- fault actions
-    def hold_snapshot(self, dsn: str, schema: str) -> Any:
-        """A connection holding a snapshot that has read the definition's table."""
-        return fault_actions.hold_snapshot(dsn, schema, self.defn.table)

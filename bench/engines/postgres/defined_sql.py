@@ -120,6 +120,14 @@ def claim_values(batch: int, worker: str, lease_s: float) -> dict:
     return {"batch": int(batch), "worker": str(worker), "lease_s": float(lease_s), "worker_id": 0}
 
 
+def register(conn: psycopg.Connection, defn: QueueDefinition) -> int:
+    """The definition's register statement run on ``conn`` (its worker id), or 0 without one. Raises
+    psycopg.Error."""
+    if "register" not in defn.statements:
+        return 0
+    return int(conn.execute(literal(defn.statements["register"], {})).fetchone()[0])
+
+
 def eligible_at(defn: QueueDefinition) -> sql.Composable:
     """The definition's ``eligible_at``: a quoted column when it is a plain name, else its SQL expression."""
     text = defn.columns["eligible_at"]

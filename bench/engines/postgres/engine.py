@@ -1,6 +1,8 @@
 """PostgreSQL as a :class:`bench.engines.base.Engine`: the modules of this package that the shared flows
 call (``db``, ``plans``, ``probes``, ``fault_actions``, the sessions), and what only PostgreSQL has
 (autovacuum settings, the archive mover, the periodic VACUUM, prepared plans, pg_stat_statements).
+Every queue on PostgreSQL is a queue definition (:meth:`PostgresEngine.queue`): its sessions, reaper,
+monitor, plans, statement statistics and audit are read from it, the built-in queue's as a written one's.
 
 Import it after the entry point's gevent monkey-patching (:mod:`bench.gevent_patch`: it must precede
 psycopg's import); :func:`bench.engines.get_engine` imports it when first asked.
@@ -12,8 +14,8 @@ from typing import Any, Callable
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
-from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, pg_stat_statements,
-                                    plans, probes, vacuum)
+from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
+                                    pg_stat_statements, plans, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -22,13 +24,16 @@ from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, 
 from bench.workload.queues import queue_count, queue_names
 
 
-def _relation(cfg: Any) -> str:
-    """What the audit reads the built-in queue's rows from: the archive layout's view of both tables."""
-    return "jobs_all" if cfg.layout == "archive" else "jobs"
+def _relation(cfg: Any) -> str | None:
+    """Where the audit finds every job when the queue table does not hold them all: the built-in queue's
+    archive layout's view of both tables (None: the queue's table)."""
+    return "jobs_all" if cfg.layout == "archive" else None
 
 
 class PostgresEngine(Engine):
-    """The PostgreSQL engine (see :class:`bench.engines.base.Engine` for every method's contract)."""
+    """The PostgreSQL engine over a queue definition (see :class:`bench.engines.base.Engine` for every
+    method's contract): the built-in queue's, generated from each run's parameters, or ``defn``, a written
+    one (:class:`bench.engines.postgres.defined_engine.DefinedQueueEngine`, which prepares and checks it)."""
 
     name = "postgres"
     capabilities = CAPABILITIES
@@ -38,10 +43,16 @@ class PostgresEngine(Engine):
     #: the reaper's task; :meth:`reaper` also gives it the queue's definition and ``LEASE_S``
     reaper_task = Reaper
 
+    def __init__(self, defn: QueueDefinition | None = None):
+        #: a written queue's definition; None for the built-in queue's, generated for each run (:meth:`queue`)
+        self.defn = defn
+        #: the queue table's name in the tool's schema
+        self.table = "jobs" if defn is None else defn.table
+
     def queue(self, cfg: Any) -> QueueDefinition:
-        """The run's queue as a definition: the built-in queue's, generated from ``cfg``
+        """The run's queue as a definition: the written one, or the built-in queue's, generated from ``cfg``
         (:func:`bench.engines.postgres.builtin_queue.definition`)."""
-        return builtin_queue.definition(cfg)
+        return self.defn or builtin_queue.definition(cfg)
 
     def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
         """The worker and producer sessions of the run, over its queue's definition (:meth:`queue`)."""
@@ -59,16 +70,23 @@ class PostgresEngine(Engine):
         vacuum.apply_autovacuum_settings(conn, cfg.schema, cfg.autovacuum_settings, log)
         return seed
 
+    def table_sizes(self, conn: Any, schema: str) -> dict:
+        """``{"table_bytes", "indexes_bytes", "archive_bytes"}`` of the queue's table."""
+        return db.table_sizes(conn, schema, self.table)
+
     def vacuum_counts(self, conn: Any, schema: str) -> dict:
         """Vacuum and analyze counts of the queue table, and the storage parameters of its leaves
-        (``reloptions``: ``{table: ["name=value", …]}``)."""
+        (``reloptions``: ``{table: ["name=value", …]}``; a written queue's table has none set by the tool)."""
+        if self.defn is not None:
+            return {**db.vacuum_counts(conn, schema, (self.table,)), "reloptions": {}}
         return {**db.vacuum_counts(conn, schema), "reloptions": vacuum.reloptions(conn, schema)}
 
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
-        """The per-second sampler of queue depth, oldest eligible age, locks and table statistics."""
+        """The per-second sampler of queue depth, oldest eligible age, locks and table statistics, over the
+        run's queue (:meth:`queue`)."""
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
                        priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
-                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else ())
+                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else (), defn=self.queue(cfg))
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
         """A periodic task that moves finished rows to the archive."""
@@ -81,7 +99,7 @@ class PostgresEngine(Engine):
 
     def capture_plans(self, conn: Any, cfg: Any, when: str) -> tuple[dict | None, str]:
         """The claim's plans (auto, custom, generic) explained now, and ``when`` as said."""
-        return captures.capture_plans(conn, cfg, when)
+        return captures.capture_plans(conn, cfg, self.queue(cfg), when)
 
     def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
         """From the workers' plan counts (prepared claims) and one worker's EXPLAIN."""
@@ -94,27 +112,43 @@ class PostgresEngine(Engine):
         return {"auto": captured["auto"],
                 **{mode: {k: v for k, v in captured[mode].items() if k != "text"} for mode in plans.PLAN_MODES}}
 
+    def plan_warnings(self, workers: dict | None, growth: dict) -> list[str]:
+        """Red lines for the report: the workers' claim scans the queue's table, claim latency grew."""
+        return plans.plan_warnings(workers, growth, self.table)
+
     def statement_stats_unavailable(self, conn: Any) -> str | None:
         """Why pg_stat_statements cannot be read, or None."""
         return pg_stat_statements.unavailable_reason(conn)
 
     def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
         """Reset the claim's pg_stat_statements entries."""
-        return captures.pgss_reset(conn, cfg, missing)
+        return captures.pgss_reset(conn, cfg, self.queue(cfg), missing)
 
     def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
         """The claim's pg_stat_statements figures over the measured window."""
-        return captures.pgss_read(conn, cfg, missing, reset)
+        return captures.pgss_read(conn, cfg, self.queue(cfg), missing, reset)
 
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
-        """:func:`bench.engines.postgres.audit.run_audit` on the run's table."""
-        return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
-                               poison_share=cfg.poison_share, relation=_relation(cfg))
+        """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""
+        return audit.run_audit(conn, cfg.schema, self.queue(cfg), claim_log, seeded_rows=seeded_rows,
+                               over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg))
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
-        """Jobs completed per queue name in the measured window, from the table."""
+        """Jobs completed per queue name in the measured window, from the table (the built-in queue's
+        ``queue`` column: ``NAMED_QUEUES`` and ``TENANTS`` are its own)."""
         return audit.completed_per_queue(conn, cfg.schema, queue_names(queue_count(cfg)), start_unix, end_unix,
-                                         relation=_relation(cfg))
+                                         relation=_relation(cfg) or "jobs")
+
+    def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
+        """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a
+        queue library under ``LIBRARY_MODE=worker``; None otherwise."""
+        if self.defn is None or self.defn.library is None or cfg.library_mode != "worker":
+            return None
+        return library_workers.command(self.defn.library["package"]), {library_workers.DSN_ENV: dsn}
+
+    def hold_snapshot(self, dsn: str, schema: str) -> Any:
+        """A connection holding a snapshot that has read the queue's table."""
+        return fault_actions.hold_snapshot(dsn, schema, self.table)
 
 
 ENGINE = PostgresEngine()

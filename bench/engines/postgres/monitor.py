@@ -13,10 +13,14 @@ Every second:
   lags by up to a second: backends flush their counters at most once a second), the oldest
   snapshot's xmin age, the table's tuples, the size of the claim's index and autovacuum runs on
   the table so far (:meth:`Monitor.sample_stats`);
-- from the queue table: oldest eligible age, ``now() - min(run_at)`` over eligible
-  rows (0 when none), computed as the minimum of each priority's oldest eligible
-  row, so that with the ``partial`` and ``composite`` variants it is a handful of
-  index probes; and the exact counts queue depth (eligible rows) and running rows.
+- from the queue table, read through the queue's definition (:mod:`bench.config.queue_definition`; the
+  built-in queue's is generated, :mod:`bench.engines.postgres.builtin_queue`): oldest eligible age,
+  ``now() - min(eligible_at)`` over the rows matching ``predicates.eligible`` (0 when none), computed on
+  the built-in table as the minimum of each priority's oldest eligible row, so that with the ``partial``
+  and ``composite`` variants it is a handful of index probes (a written definition's table has no
+  priority column the tool knows: one probe); and the exact counts queue depth (eligible rows) and
+  running rows (``predicates.running``; None without one). How fast these answer depends on the
+  table's indexes.
 
 The table queries are load on the server under test, so each is taken only as
 often as keeps its measured cost within a budget of the wall time
@@ -35,8 +39,9 @@ from typing import Callable
 import psycopg
 from psycopg import sql
 
-from bench.errors import ConfigError
-from bench.engines.postgres.error_kinds import error_kind
+from bench.config.queue_definition import QueueDefinition, is_builtin
+from bench.engines.postgres import builtin_queue
+from bench.engines.postgres.db import DRIVER
 from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, TableSampler, spawn_samplers
 
 __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_samplers"]
@@ -57,42 +62,43 @@ SELECT
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
 
+# The oldest eligible row of each priority: one probe each (on a written definition's table, one probe
+# over every priority, reported as priority 0).
 _AGE = """\
-SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8
-FROM unnest(%(priorities)s::smallint[]) AS p(priority)
+SELECT p.priority, coalesce(extract(epoch FROM now() - h.at), 0)::float8
+FROM unnest({priorities}::smallint[]) AS p(priority)
 LEFT JOIN LATERAL (
-  SELECT run_at FROM {jobs}
-  WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
-  ORDER BY run_at LIMIT 1) AS h ON true"""
+  SELECT {eligible_at} AS at FROM {jobs}
+  WHERE {eligible}{of_priority}
+  ORDER BY {eligible_at} LIMIT 1) AS h ON true"""
 
-# TENANTS > 1: the same per-priority rows with two more columns, the flooder's (q0) oldest eligible
-# age and the oldest of the other tenants' heads: one probe per tenant and priority, each an index
-# probe on the tenant index (bench/data/schemas/postgres/tenant_index_<variant>.sql).
+# TENANTS > 1 (the built-in table's queue names): the same per-priority rows with two more columns, the
+# flooder's (q0) oldest eligible age and the oldest of the other tenants' heads: one probe per tenant and
+# priority, each an index probe on the tenant index (bench/data/schemas/postgres/tenant_index_<variant>.sql).
 _TENANT_AGE = """\
-SELECT p.priority, coalesce(extract(epoch FROM now() - h.run_at), 0)::float8,
-       coalesce(extract(epoch FROM now() - f.run_at), 0)::float8,
-       coalesce(extract(epoch FROM now() - o.run_at), 0)::float8
-FROM unnest(%(priorities)s::smallint[]) AS p(priority)
+SELECT p.priority, coalesce(extract(epoch FROM now() - h.at), 0)::float8,
+       coalesce(extract(epoch FROM now() - f.at), 0)::float8,
+       coalesce(extract(epoch FROM now() - o.at), 0)::float8
+FROM unnest({priorities}::smallint[]) AS p(priority)
 LEFT JOIN LATERAL (
-  SELECT run_at FROM {jobs}
-  WHERE status = 'pending' AND priority = p.priority AND run_at <= now()
-  ORDER BY run_at LIMIT 1) AS h ON true
+  SELECT {eligible_at} AS at FROM {jobs}
+  WHERE {eligible}{of_priority}
+  ORDER BY {eligible_at} LIMIT 1) AS h ON true
 LEFT JOIN LATERAL (
-  SELECT run_at FROM {jobs}
-  WHERE status = 'pending' AND queue = %(flooder)s AND priority = p.priority AND run_at <= now()
-  ORDER BY run_at LIMIT 1) AS f ON true
+  SELECT {eligible_at} AS at FROM {jobs}
+  WHERE {eligible} AND queue = %(flooder)s{of_priority}
+  ORDER BY {eligible_at} LIMIT 1) AS f ON true
 LEFT JOIN LATERAL (
-  SELECT min(t.run_at) AS run_at
+  SELECT min(t.at) AS at
   FROM unnest(%(others)s::text[]) AS q(name)
   CROSS JOIN LATERAL (
-    SELECT run_at FROM {jobs}
-    WHERE status = 'pending' AND queue = q.name AND priority = p.priority AND run_at <= now()
-    ORDER BY run_at LIMIT 1) AS t) AS o ON true"""
+    SELECT {eligible_at} AS at FROM {jobs}
+    WHERE {eligible} AND queue = q.name{of_priority}
+    ORDER BY {eligible_at} LIMIT 1) AS t) AS o ON true"""
 
 _COUNTS = """\
-SELECT
-  (SELECT count(*) FROM {jobs} WHERE status = 'pending' AND run_at <= now()) AS queue_depth,
-  (SELECT count(*) FROM {jobs} WHERE status = 'running') AS running"""
+SELECT (SELECT count(*) FROM {jobs} WHERE {eligible}) AS queue_depth,
+       {running} AS running"""
 
 
 class Monitor(TableSampler):
@@ -100,55 +106,41 @@ class Monitor(TableSampler):
     :class:`bench.engines.sampler.TableSampler`'s).
 
     ``connect(application_name)`` opens its connections (and reopens one whose
-    backend went away). ``priorities``: the priority values jobs can have (the oldest-age
-    probe looks at each); ``tenants``: with ``TENANTS`` > 1 the tenants' queue names, the first the
+    backend went away). ``defn``: the queue's definition (None: the built-in queue's table).
+    ``priorities``: the priority values jobs can have (the oldest-age
+    probe looks at each; the built-in table's only); ``tenants``: with ``TENANTS`` > 1 the tenants' queue names, the first the
     flooder (the age query then also returns its age and the largest of the others'). Table statements are bounded by ``table_timeout_ms`` (default
     30 s), stats statements by 5 s. Errors are counted by
     :func:`bench.engines.postgres.error_kinds.error_kind` (SQLSTATE, e.g. ``57014`` for a statement
     timeout, or ``connect_failed`` when the connection could not be reopened).
     """
 
-    driver_errors = (psycopg.Error,)
+    driver = DRIVER
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
-                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000, tenants: list[str] = ()):
-        self._connect = connect
+                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000, tenants: list[str] = (),
+                 defn: QueueDefinition | None = None):
+        columns, predicates = (defn.columns, defn.predicates) if defn else (builtin_queue.COLUMNS, builtin_queue.PREDICATES)
+        builtin = defn is None or is_builtin(defn.name)  # the table has the priority and queue columns
         self.tenants = list(tenants)  # with two or more: the flooder's and the others' ages too
-        names = {"jobs": sql.Identifier(schema, "jobs"),
-                 "regclass": sql.Literal(f"{sql.Identifier(schema).as_string(None)}.jobs")}
+        jobs = sql.Identifier(schema, defn.table if defn else "jobs")
+        at = columns["eligible_at"]
+        names = {"jobs": jobs, "regclass": sql.Literal(jobs.as_string(None)), "eligible": sql.SQL(predicates["eligible"]),
+                 "eligible_at": sql.Identifier(at) if at.isidentifier() else sql.SQL(at),
+                 "of_priority": sql.SQL(" AND priority = p.priority" if builtin else ""),
+                 # a written definition's SQL is sent without parameters (a % in it is the SQL's own)
+                 "priorities": sql.Placeholder("priorities") if builtin else sql.Literal([0]),
+                 "running": (sql.SQL("(SELECT count(*) FROM {} WHERE {})").format(jobs, sql.SQL(predicates["running"]))
+                             if "running" in predicates else sql.SQL("NULL::bigint"))}
         self.stats_query = sql.SQL(_STATS).format(**names)
         self.age_query = sql.SQL(_TENANT_AGE if len(self.tenants) > 1 else _AGE).format(**names)
         self.count_query = sql.SQL(_COUNTS).format(**names)
-        self._table_timeout_ms = table_timeout_ms
-        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
-        super().__init__(priorities)
-
-    def _open(self, role: str) -> psycopg.Connection | None:
-        """A new connection for ``role`` (``stats``/``table``) with its statement timeout, or None."""
-        try:
-            conn = self._connect(f"queue-bench monitor {role}")
-            conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(self._timeouts_ms[role])))
-            return conn
-        except (ConfigError, psycopg.Error):  # the database is unreachable now
-            return None
-
-    def _open_failed(self, role: str) -> BaseException:
-        return psycopg.OperationalError(f"the monitor cannot open its {role} connection")
-
-    def _execute(self, conn, query, params, all_rows: bool):
-        cur = conn.execute(query, params)
-        return cur.fetchall() if all_rows else cur.fetchone()
-
-    def _is_broken(self, conn) -> bool:
-        return conn.broken or conn.closed
-
-    def _close_conn(self, conn) -> None:
-        conn.close()
-
-    def _kind(self, err: BaseException, conn) -> str:
-        return error_kind(err, lost=conn.broken)
+        self._builtin = builtin
+        super().__init__(connect, priorities if builtin else (0,), table_timeout_ms)
 
     def _age_params(self):
+        if not self._builtin:
+            return None
         if len(self.tenants) > 1:
             return {"priorities": self.priorities, "flooder": self.tenants[0], "others": self.tenants[1:]}
         return {"priorities": self.priorities}

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import psycopg
 
+from bench.config.queue_definition import QueueDefinition
+from bench.engines.postgres.defined_sql import CLAIMED_CTE
+
 #: Matches the claim's normalised text (bench.engines.postgres.policies: the MATERIALIZED CTE named picked).
 _CLAIM_MATCH = "%WITH picked AS MATERIALIZED%"  # also the plan capture's PREPARE text
 
@@ -40,29 +43,29 @@ _CLAIM_ENTRIES = """
     WHERE d.datname = current_database() AND s.query LIKE %(claim)s AND s.query LIKE %(table)s"""
 
 
-def _match(schema: str, claim: str | None) -> dict[str, str]:
-    # The built-in claim names its table as a quoted identifier: "schema"."jobs". A queue
-    # definition's claim (``claim``: a LIKE pattern) names it unqualified, under search_path.
-    if claim is not None:
-        return {"claim": claim, "table": "%"}
-    return {"claim": _CLAIM_MATCH, "table": f'%"{schema}"."jobs"%'}
+def _match(schema: str, defn: QueueDefinition) -> dict[str, str]:
+    # A claim prepared as written (the built-in queue's) is found by its picked CTE and its table, named
+    # as a quoted identifier: "schema"."jobs". A wrapped claim (a written definition's) by the wrapper's
+    # CTE (:data:`bench.engines.postgres.defined_sql.CLAIMED_CTE`); it names its table unqualified.
+    if defn.claim_row:
+        return {"claim": _CLAIM_MATCH, "table": f'%"{schema}"."{defn.table}"%'}
+    return {"claim": f"WITH {CLAIMED_CTE} AS (%", "table": "%"}
 
 
-def reset_claim(conn: psycopg.Connection, schema: str, claim: str | None = None) -> int:
-    """Reset the claim's entries for ``schema`` in this database (``claim``: a LIKE pattern that finds
-    another claim's text); returns how many were reset."""
+def reset_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> int:
+    """Reset the entries of ``defn``'s claim for ``schema`` in this database; returns how many were reset."""
     rows = conn.execute("SELECT pg_stat_statements_reset(s.userid, s.dbid, s.queryid)" + _CLAIM_ENTRIES,
-                        _match(schema, claim)).fetchall()
+                        _match(schema, defn)).fetchall()
     return len(rows)
 
 
-def read_claim(conn: psycopg.Connection, schema: str, claim: str | None = None) -> dict:
-    """``{"calls", "mean_ms", "shared_blks_per_call"}`` summed over the claim's entries
+def read_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict:
+    """``{"calls", "mean_ms", "shared_blks_per_call"}`` summed over the entries of ``defn``'s claim
     (calls-weighted mean); values None when the claim has no entry."""
     calls, mean_ms, blks = conn.execute(
         "SELECT sum(calls)::bigint, sum(total_exec_time) / nullif(sum(calls), 0), "
         "sum(shared_blks_hit + shared_blks_read)::float8 / nullif(sum(calls), 0)" + _CLAIM_ENTRIES,
-        _match(schema, claim)).fetchone()
+        _match(schema, defn)).fetchone()
     return {"calls": int(calls) if calls is not None else None,
             "mean_ms": round(mean_ms, 4) if mean_ms is not None else None,
             "shared_blks_per_call": round(blks, 2) if blks is not None else None}
