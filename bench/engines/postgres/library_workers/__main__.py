@@ -21,11 +21,6 @@ from bench.engines.postgres.library_workers.producers import produce
 STOP_WAIT_S = 60.0
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
-
-
 async def serve(package: str) -> int:
     """Run one process of ``package``'s worker (or its producers) for the run on stdin; the exit status."""
     channel = Channel(asyncio.get_running_loop())
@@ -33,13 +28,13 @@ async def serve(package: str) -> int:
     if first is None:
         return 1
     cfg = from_public(first["config"], os.environ[DSN_ENV])
-    meter = Meter(cfg.batch, cfg.lease_s, first["claims_path"])
+    meter = Meter(cfg, first["claims_path"])
     module = importlib.import_module(f"{__package__}.{ADAPTERS[package]}")
-    worker = module.LibraryWorker(cfg, cfg.dsn, meter, int(first["process"]), int(first["workers"]))
+    worker = module.LibraryWorker(cfg, meter, int(first["process"]), int(first["workers"]))
     try:
         await worker.open()
     except Exception as err:  # the library's or its driver's: one line for the run
-        channel.send({"type": "failed", "error": _first_line(err)})
+        channel.send({"type": "failed", "error": ": ".join([type(err).__name__, *str(err).strip().splitlines()[:1]])})
         return 1
     channel.send({"type": "ready", "pid": os.getpid(), "host": socket.gethostname()})
     stop = asyncio.Event()

@@ -1,12 +1,11 @@
 """pgqueuer's own worker (``LIBRARY_MODE=worker``): its ``QueueManager`` over its ``AsyncpgDriver``, measured
-through a wrapper of its ``Driver`` protocol (what is measured, and the parameters' mapping: docs/queues.md)."""
+through a subclass of that driver (what is measured, and the parameters' mapping: docs/queues.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
 import logging
-import time
 import uuid
 
 import asyncpg
@@ -16,107 +15,61 @@ from pgqueuer.adapters.persistence.queries import Queries
 from pgqueuer.core.qm import QueueManager
 from psycopg.conninfo import conninfo_to_dict
 
+from bench.engines.postgres.libraries.pgqueuer import ENTRYPOINT
 from bench.engines.postgres.library_workers.meter import Meter
-from bench.workload.jobs import duration_sampler
 
-#: The entrypoint every job of the run belongs to (the definition's seed and enqueue write it).
-ENTRYPOINT = "qbench"
+#: The errors of a statement that are counted (pgqueuer handles them).
+ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 
 logging.getLogger("pgqueuer").setLevel(logging.CRITICAL)
 
 
-class TimedDriver:
-    """pgqueuer's ``Driver`` protocol around ``inner``: the dequeue and the status-log flush timed into ``meter``."""
+class TimedDriver(AsyncpgDriver):
+    """pgqueuer's asyncpg ``Driver``, timing the dequeue and the status-log flush into ``meter``."""
 
-    def __init__(self, inner: AsyncpgDriver, meter: Meter, fetched: dict, dequeue_sql: str, log_sql: str):
-        self.inner, self.meter, self.fetched = inner, meter, fetched
-        self.dequeue_sql, self.log_sql = dequeue_sql, log_sql
-
-    async def _counted(self, statement):
-        """Await ``statement``; an error it raises is counted (then raised on, for pgqueuer to handle)."""
-        try:
-            return await statement
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as err:
-            self.meter.error(err)
-            raise
+    def __init__(self, conn: asyncpg.Connection, meter: Meter, dequeue_sql: str, log_sql: str):
+        super().__init__(conn)
+        self.meter, self.dequeue_sql, self.log_sql = meter, dequeue_sql, log_sql
 
     async def fetch(self, query: str, *args):
-        if query != self.dequeue_sql:
-            return await self._counted(self.inner.fetch(query, *args))
-        started = time.perf_counter()
-        rows = await self._counted(self.inner.fetch(query, *args))
-        returned = time.perf_counter()
-        for row in rows:
-            self.fetched[int(row["id"])] = returned
-        self.meter.claimed(int((returned - started) * 1e6), [
-            (int(r["id"]), r["updated"].timestamp(), r["execute_after"].timestamp()) for r in rows])
+        rows, started, returned = await self.meter.timed(super().fetch(query, *args), ERRORS)
+        if query == self.dequeue_sql:
+            self.meter.claimed(started, returned, [
+                (int(r["id"]), r["updated"].timestamp(), r["execute_after"].timestamp()) for r in rows])
         return rows
 
     async def execute(self, query: str, *args):
-        if query != self.log_sql:
-            return await self._counted(self.inner.execute(query, *args))
-        started = time.perf_counter()
-        result = await self._counted(self.inner.execute(query, *args))
-        done = [int(i) for i, status in zip(args[0], args[1]) if status == "successful"]
-        self.meter.completed(int((time.perf_counter() - started) * 1e6), done)
+        result, started, returned = await self.meter.timed(super().execute(query, *args), ERRORS)
+        if query == self.log_sql:
+            self.meter.completed(started, returned, [int(i) for i, status in zip(args[0], args[1])
+                                                     if status == "successful"])
         return result
-
-    async def notify(self, channel: str, payload: str) -> None:
-        await self.inner.notify(channel, payload)
-
-    async def add_listener(self, channel: str, callback) -> None:
-        await self.inner.add_listener(channel, callback)
-
-    async def remove_listener(self, channel: str, callback) -> None:
-        await self.inner.remove_listener(channel, callback)
-
-    @property
-    def shutdown(self) -> asyncio.Event:
-        return self.inner.shutdown
-
-    @property
-    def tm(self):
-        return self.inner.tm
-
-    async def __aenter__(self):
-        await self.inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.inner.__aexit__(*exc)
 
 
 async def connect(dsn: str, schema: str, name: str) -> asyncpg.Connection:
     """An asyncpg connection to ``dsn`` (URI or key=value) with ``search_path`` the tool's schema."""
     params = conninfo_to_dict(dsn)
-    return await asyncpg.connect(host=params.get("host"), port=int(params.get("port") or 5432),
-                                 user=params.get("user"), password=params.get("password"),
-                                 database=params.get("dbname"),
+    return await asyncpg.connect(host=params.get("host"), port=int(params.get("port") or 5432), user=params.get("user"),
+                                 password=params.get("password"), database=params.get("dbname"),
                                  server_settings={"search_path": schema, "application_name": name})
 
 
 class LibraryWorker:
     """pgqueuer's QueueManager (or its producers) in process ``process``: ``workers`` ``max_concurrent_tasks``."""
 
-    def __init__(self, cfg, dsn: str, meter: Meter, process: int, workers: int):
-        self.cfg, self.dsn, self.meter, self.process, self.workers = cfg, dsn, meter, process, workers
-        self.fetched: dict[int, float] = {}
-        self.work_s = duration_sampler(cfg)
+    def __init__(self, cfg, meter: Meter, process: int, workers: int):
+        self.cfg, self.meter, self.process, self.workers = cfg, meter, process, workers
         self.conn = self.qm = self.queries = None
 
     async def open(self) -> None:
         """Connect, read the database's clock once, and set up the QueueManager. Raises what asyncpg raises."""
-        self.conn = await connect(self.dsn, self.cfg.schema, f"queue-bench p{self.process}-worker-1")
-        before = time.time()
-        server = await self.conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
-        self.meter.set_offset(before, float(server), time.time())
+        self.conn = await connect(self.cfg.dsn, self.cfg.schema, f"queue-bench p{self.process}-worker-1")
+        await self.meter.read_clock(self.conn.fetchrow)
         builder = QueryQueueBuilder()
         dequeue = builder.build_dequeue_query(
             batch_size=self.cfg.batch, entrypoints=[ENTRYPOINT], concurrency_limits=[0],
             queue_manager_id=uuid.uuid4(), global_concurrency_limit=self.workers, heartbeat_timeout=self._lease())
-        driver = TimedDriver(AsyncpgDriver(self.conn), self.meter, self.fetched, dequeue.sql,
-                             builder.build_log_job_query())
-        self.queries = Queries(driver)
+        self.queries = Queries(TimedDriver(self.conn, self.meter, dequeue.sql, builder.build_log_job_query()))
         self.qm = QueueManager(self.queries)
         self.qm.entrypoint(ENTRYPOINT)(self._job)
 
@@ -124,12 +77,8 @@ class LibraryWorker:
         return dt.timedelta(seconds=self.cfg.lease_s)
 
     async def _job(self, job) -> None:
-        fetched = self.fetched.pop(int(job.id), None)
-        if fetched is not None:
-            self.meter.recorder.dispatch_delay(int((time.perf_counter() - fetched) * 1e6))
-        started = time.perf_counter()
-        await asyncio.sleep(self.work_s())
-        self.meter.recorder.work_duration(int((time.perf_counter() - started) * 1e6))
+        self.meter.dispatched(int(job.id))
+        await self.meter.work()
 
     async def work(self, stop: asyncio.Event) -> None:
         """Run the QueueManager until ``stop``, then shut it down as pgqueuer does (in-flight jobs finish)."""

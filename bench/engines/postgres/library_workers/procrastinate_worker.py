@@ -8,18 +8,18 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-import time
 
 import procrastinate
 from procrastinate import sql as procrastinate_sql
 
 from bench.engines.postgres.library_workers.meter import Meter
-from bench.workload.jobs import duration_sampler
 
 #: The task every job of the run belongs to (the definition's seed and enqueue write it).
 TASK_NAME = "qbench.job"
 #: procrastinate's own heartbeat interval (``update_heartbeat_interval``'s default, s).
 HEARTBEAT_DEFAULT_S = 10.0
+#: The errors of a statement that are counted (procrastinate handles them).
+ERRORS = (procrastinate.exceptions.ConnectorException,)
 
 logging.getLogger("procrastinate").setLevel(logging.CRITICAL)  # its per-job INFO lines would cost the loop
 
@@ -27,72 +27,42 @@ logging.getLogger("procrastinate").setLevel(logging.CRITICAL)  # its per-job INF
 class TimedConnector(procrastinate.PsycopgConnector):
     """procrastinate's psycopg connector, timing ``fetch_job`` and ``finish_job`` into ``meter``."""
 
-    def __init__(self, meter: Meter, fetched: dict, **kwargs):
+    def __init__(self, meter: Meter, **kwargs):
         super().__init__(**kwargs)
-        self.meter, self.fetched = meter, fetched
+        self.meter = meter
 
     async def execute_query_one_async(self, query, **arguments):
-        if query is not procrastinate_sql.queries["fetch_job"]:
-            return await self._counted(super().execute_query_one_async(query, **arguments))
-        started = time.perf_counter()
-        row = await self._counted(super().execute_query_one_async(query, **arguments))
-        returned = time.perf_counter()
-        jobs = []
-        if row["id"] is not None:
-            scheduled = row["scheduled_at"]
+        row, started, returned = await self.meter.timed(super().execute_query_one_async(query, **arguments), ERRORS)
+        if query is procrastinate_sql.queries["fetch_job"]:
             at = self.meter.db_now() - (returned - started) / 2  # the fetch's midpoint: when the server ran it
-            jobs.append((int(row["id"]), at, scheduled.timestamp() if scheduled else None))
-            self.fetched[int(row["id"])] = returned
-        self.meter.claimed(int((returned - started) * 1e6), jobs)
+            self.meter.claimed(started, returned, [] if row["id"] is None else [
+                (int(row["id"]), at, row["scheduled_at"] and row["scheduled_at"].timestamp())])
         return row
 
-    async def _counted(self, statement):
-        """Await ``statement``; an error it raises is counted (then raised on, for procrastinate to handle)."""
-        try:
-            return await statement
-        except procrastinate.exceptions.ConnectorException as err:
-            self.meter.error(err)
-            raise
-
     async def execute_query_async(self, query, **arguments):
-        if query is not procrastinate_sql.queries["finish_job"]:
-            return await self._counted(super().execute_query_async(query, **arguments))
-        started = time.perf_counter()
-        await self._counted(super().execute_query_async(query, **arguments))
-        done = [int(arguments["job_id"])] if arguments.get("status") == "succeeded" else []
-        self.meter.completed(int((time.perf_counter() - started) * 1e6), done)
+        _, started, returned = await self.meter.timed(super().execute_query_async(query, **arguments), ERRORS)
+        if query is procrastinate_sql.queries["finish_job"]:
+            self.meter.completed(started, returned, [int(arguments["job_id"])]
+                                 if arguments.get("status") == "succeeded" else [])
 
 
 class LibraryWorker:
     """procrastinate's worker (or its producers) in process ``process``: ``workers`` of concurrency."""
 
-    def __init__(self, cfg, dsn: str, meter: Meter, process: int, workers: int):
+    def __init__(self, cfg, meter: Meter, process: int, workers: int):
         self.cfg, self.meter, self.process, self.workers = cfg, meter, process, workers
-        self.fetched: dict[int, float] = {}  # job id -> its fetch's return (perf_counter)
-        connector = TimedConnector(meter, self.fetched, conninfo=dsn, kwargs={
-            "options": f"-c search_path={cfg.schema}", "application_name": f"queue-bench p{process}-worker-1"})
-        self.app = procrastinate.App(connector=connector)
-        self.work_s = duration_sampler(cfg)
-        self.task = self.app.task(name=TASK_NAME)(self._job)
-
-    async def _job(self) -> None:
-        started = time.perf_counter()
-        await asyncio.sleep(self.work_s())
-        self.meter.recorder.work_duration(int((time.perf_counter() - started) * 1e6))
+        self.app = procrastinate.App(connector=TimedConnector(meter, conninfo=cfg.dsn, kwargs={
+            "options": f"-c search_path={cfg.schema}", "application_name": f"queue-bench p{process}-worker-1"}))
+        self.task = self.app.task(name=TASK_NAME)(meter.work)
 
     async def _started(self, call_next, context, worker):
-        fetched = self.fetched.pop(context.job.id, None)
-        if fetched is not None:
-            self.meter.recorder.dispatch_delay(int((time.perf_counter() - fetched) * 1e6))
+        self.meter.dispatched(context.job.id)
         return await call_next()
 
     async def open(self) -> None:
         """Open the app's pool and read the database's clock once. Raises what procrastinate raises."""
         await self.app.open_async()
-        before = time.time()
-        row = await self.app.connector.execute_query_one_async(
-            "SELECT extract(epoch FROM clock_timestamp())::float8 AS now")
-        self.meter.set_offset(before, float(row["now"]), time.time())
+        await self.meter.read_clock(self.app.connector.execute_query_one_async)
 
     async def work(self, stop: asyncio.Event) -> None:
         """Run procrastinate's worker until ``stop``; then stop it as a signal would (jobs in progress finish)."""
@@ -119,11 +89,9 @@ class LibraryWorker:
             if stop.is_set():
                 return
             for job in await manager.get_stalled_jobs(seconds_since_heartbeat=self.cfg.lease_s):
-                try:
+                with contextlib.suppress(*ERRORS):
                     await manager.retry_job(job)
                     self.meter.recorder.count("stalled_retried")
-                except procrastinate.exceptions.ConnectorException:
-                    pass
 
     async def enqueue(self, run_at_s: list[float]) -> list[int]:
         """Defer one job per ``run_at_s`` (database epoch seconds) in one statement; their ids."""

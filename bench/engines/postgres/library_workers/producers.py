@@ -4,6 +4,7 @@ database's clock, enqueued with the library's own call, by the rules of :mod:`be
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 
 from bench.workload.arrivals import MAX_DUE_PER_INSERT, next_gap_s
@@ -15,16 +16,13 @@ async def produce(cfg, adapter, meter, stop: asyncio.Event) -> None:
 
 
 async def _producer(cfg, adapter, meter, stop: asyncio.Event) -> None:
-    rng = random.Random()
-    rate = cfg.rate / cfg.producers
+    rng, rate = random.Random(), cfg.rate / cfg.producers
     intended = meter.db_now() + next_gap_s(rate, cfg.arrival, rng)
     while not stop.is_set():
         delay = intended - meter.db_now()
         if delay > 0:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
-            except asyncio.TimeoutError:
-                pass
             continue
         now = meter.db_now()
         due = []
