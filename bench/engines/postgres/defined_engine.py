@@ -1,15 +1,6 @@
-"""A queue definition on PostgreSQL (``QUEUE=<name>``): the :class:`bench.engines.base.Engine` the run
-uses for a user's own queue, the PostgreSQL engine over it (:class:`bench.engines.postgres.engine.PostgresEngine`
-reads every queue from its definition) with the preparation and the checks a written definition needs.
-
-Before any load, :meth:`DefinedQueueEngine.prepare` checks the definition against the database:
-it creates the tool's schema, runs the DDL with ``search_path`` set to that schema, ``PREPARE``\\s
-and ``DEALLOCATE``\\s every statement (the claim in its wrapper too), seeds, builds the index
-variant, and runs one claim in a transaction that it rolls back. A statement that fails is refused
-with the database's own message (``ConfigError`` naming ``QUEUE``, or ``INDEX`` for an index
-variant: one line, exit 2) and the schema is dropped: nothing is left behind. Nothing outside the
-tool's schema is created, changed or dropped.
-"""
+"""A written queue definition on PostgreSQL (``QUEUE=<name>``): :class:`PostgresEngine` over it, with the
+check before any load (docs/queues.md, "How the tool runs it"): a failing statement is refused with the
+database's message (``ConfigError`` naming ``QUEUE`` or ``INDEX``) and the tool's schema dropped."""
 
 from __future__ import annotations
 
@@ -36,12 +27,10 @@ class DefinitionRefused(ConfigError):
 
 
 class DefinedQueueEngine(PostgresEngine):
-    """The PostgreSQL engine over ``defn`` (``DefinedQueueEngine(defn)``), a written definition, which
-    :meth:`prepare` creates, checks and seeds (see :class:`bench.engines.base.Engine` for every method's
-    contract; those not written here are :class:`PostgresEngine`'s)."""
+    """The PostgreSQL engine over a written definition (``DefinedQueueEngine(defn)``), which :meth:`prepare`
+    creates, checks and seeds (contracts: :class:`bench.engines.base.Engine`)."""
 
-    #: PostgreSQL's flags; the parameter table's per-engine values are the built-in queue's, and a
-    #: definition's parameters are checked by :mod:`bench.config.queue_parameters`
+    #: PostgreSQL's flags without the built-in queue's per-engine values (:mod:`bench.config.queue_parameters`)
     capabilities = dataclasses.replace(CAPABILITIES, allowed={}, reasons={})
 
     # -- prepare and check
@@ -51,6 +40,7 @@ class DefinedQueueEngine(PostgresEngine):
         raise DefinitionRefused(param, f"queue {self.defn.name!r}: {message}")
 
     def _refuse(self, conn: psycopg.Connection, schema: str, param: str, what: str, err: BaseException) -> None:
+        """:meth:`_reject` with the database's message for ``what``."""
         self._reject(conn, schema, param, f"{what} failed on the database: {first_line(err)}; allowed: a statement "
                                           f"this server runs (the definition is {self.defn.path})")
 
@@ -78,8 +68,8 @@ class DefinedQueueEngine(PostgresEngine):
                 self._refuse(conn, cfg.schema, "QUEUE", f"settings.{name}", err)
 
     def _check_claim_columns(self, conn: psycopg.Connection, cfg: Any, body: str) -> list[str]:
-        """The columns the claim returns; refused unless it returns every ``[columns]`` column it must
-        (named by key) and its id is an integer. Raises DefinitionRefused."""
+        """The columns the claim returns: every ``[columns]`` column but ``eligible_at``, an integer id.
+        Raises DefinitionRefused."""
         defn = self.defn
         try:
             described = defined_sql.describe_claim(conn, body)
@@ -129,10 +119,9 @@ class DefinedQueueEngine(PostgresEngine):
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> SeedResult:
-        """Create the tool's schema with the definition's table, check every statement, seed (``:history``,
-        ``:backlog``, ``:max_attempts``), build the index variant, VACUUM ANALYZE, and run one claim rolled
-        back. Returns the seed's figures (rows by the definition's predicates). Raises ConfigError
-        (``SCHEMA``, ``QUEUE``, ``INDEX``) and leaves no schema behind when a statement fails."""
+        """Create, check and seed the definition's table (``:history``, ``:backlog``, ``:max_attempts``), build
+        the index variant, VACUUM ANALYZE, run one claim rolled back; the seed's figures (rows by the
+        predicates). Raises ConfigError (``SCHEMA``, ``QUEUE``, ``INDEX``), leaving no schema behind."""
         schema = cfg.schema
         db.OWNERSHIP.recreate(conn, schema)
         conn.execute(defined_sql.set_search_path(schema))
@@ -175,10 +164,7 @@ class DefinedQueueEngine(PostgresEngine):
         self._index_s = time.perf_counter() - started
         started = time.perf_counter()
         table = sql.Identifier(schema, defn.table)
-        # A table seeded with no row is not analyzed: its statistics stay a new table's (never analyzed, so the
-        # planner assumes some rows), as a new queue's are in production until autovacuum analyzes it. Analyzed
-        # empty, it tells the planner "no rows", and a claim planned and cached on that (procrastinate's, in its
-        # PL/pgSQL function) is a nested loop whose cost grows with the backlog (docs/queues.md, "Measured").
+        # A table seeded with no row is left unanalyzed, as a new queue's (docs/measurements/queues.md).
         self._analyzed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(table)).fetchone()[0]
         if self._analyzed:
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))

@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 
 from bench.analysis.claim_growth import growth_warning
+from bench.engines.postgres.error_kinds import first_line
 
 _STATEMENT = "qbench_claim_plan"
 #: Executions with custom plans before ``auto`` considers the generic plan (plancache.c).
@@ -54,7 +55,7 @@ def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str]
                     text = "\n".join(_execute(conn, args, explain=True))
                 out[mode] = summarize_plan(text)
             except psycopg.errors.QueryCanceled as err:
-                out[mode] = {"error": str(err).strip().splitlines()[0]}
+                out[mode] = {"error": first_line(err)}
         out["auto"] = _auto_choice(conn, args, timeout)
     finally:
         conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(_STATEMENT)))
@@ -137,8 +138,7 @@ def plan_nodes(plan_text: str) -> list[str]:
     return nodes
 
 
-#: ``plans.workers.plan`` is ``generic`` (``custom``) when generic (custom) executions are at
-#: least this share of all the workers' executions of the prepared claim, else ``mixed``.
+#: ``plans.workers.plan`` is ``generic`` (``custom``) when that kind is at least this share of the executions.
 PLAN_SHARE = 0.95
 
 
