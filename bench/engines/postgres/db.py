@@ -30,10 +30,6 @@ KEY_SETTINGS = (
 )
 
 
-class DatabaseError(RuntimeError):
-    """The database cannot be used for this run; the message says why, in one line."""
-
-
 def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench",
             connect_timeout_s: int = 10) -> psycopg.Connection:
     """Open one connection. Raises :class:`ConfigError` (``DSN``) when it cannot connect."""

@@ -16,10 +16,11 @@ LOCKING_CLAUSE = {
 }
 
 
-def _named(name: str, schema: str, policy: str = "skip_locked", queues: int = 1, order: str = "plain",
-           **names: str) -> sql.SQL:
-    """Statement ``name`` (:func:`builtin_queue.statement`) with ``policy``'s locking clause and psycopg's
-    named placeholders. Raises KeyError for an unknown policy."""
+def named_sql(name: str, schema: str, policy: str = "skip_locked", queues: int = 1, order: str = "plain",
+              **names: str) -> sql.SQL:
+    """Statement ``name`` (:func:`builtin_queue.statement`: its parameters; ``complete`` updates 0 rows and
+    ``complete_many`` returns no id when stale) with ``policy``'s locking clause and psycopg's named
+    placeholders. Raises KeyError for an unknown statement or policy."""
     text, params = builtin_queue.statement(name, schema, queues, order, **names)
     return sql.SQL(render(replace_locking(text, LOCKING_CLAUSE[policy]),
                           lambda _i, param: sql.Placeholder(param).as_string(None), params)[0])
@@ -31,7 +32,7 @@ def claim_sql(schema: str, policy: str, queues: int = 1, *, order: str = "plain"
     ``queues`` > 1 ``queues`` (list[str], served in ``order``); returns ``(id, attempt_token, pickup_us,
     attempts, lease_until, claimed_at)`` (the last two epoch s). ``table``, ``token_seq``: a probe's scratch
     table and sequence in ``schema``. Raises KeyError for an unknown policy."""
-    return _named("claim", schema, policy, queues, order, table=table, token_seq=token_seq)
+    return named_sql("claim", schema, policy, queues, order, table=table, token_seq=token_seq)
 
 
 def naive_subselect_claim(claim: str) -> str:
@@ -50,17 +51,6 @@ def naive_subselect_claim(claim: str) -> str:
         raise ValueError("not the tool's claim: its picked and moment CTEs are missing")
     update = without(update, "moment.at", "clock_timestamp()")
     return without(update, "FROM picked, moment\nWHERE j.id = picked.id", f"WHERE j.id IN ({picked.strip()})")
-
-
-def complete_one_sql(schema: str) -> sql.SQL:
-    """Completion of one job: parameters ``id``, ``token``; 0 rows updated when stale."""
-    return _named("complete", schema)
-
-
-def complete_many_sql(schema: str) -> sql.SQL:
-    """Completion of a batch: parameters ``ids``, ``tokens`` (list[int], same length); returns the ids
-    applied (the rest were stale)."""
-    return _named("complete_many", schema)
 
 
 _INSERT = """\
