@@ -10,7 +10,7 @@ from bench.cli.checks import check_results_dir
 from bench.cli.database import database, step_runner
 from bench.config.run_config import RunConfig
 from bench.engines import get_engine
-from bench.errors import exit_status
+from bench.errors import Interrupted, exit_status
 from bench.results.model import utc_stamp
 from bench.sweep import capacity_search
 
@@ -27,7 +27,7 @@ def capacity_command(args: argparse.Namespace, cfg: RunConfig) -> int:
               f"from {start_rate:g} jobs/s -> {out_dir}")
         try:
             result = capacity_search.search(cfg, step_runner(out_dir, dsn, state_schema), start_rate, out_dir)
-        except (capacity_search.SearchStopped, KeyboardInterrupt) as err:
+        except (Interrupted, KeyboardInterrupt) as err:
             sys.stderr.write(f"qbench: {err or 'capacity search interrupted'}; the steps measured so far are in "
                              f"{out_dir / 'capacity.json'}\n")
             return exit_status(err)

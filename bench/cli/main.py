@@ -6,6 +6,7 @@ import argparse
 import difflib
 import contextlib
 import importlib
+import math
 import signal
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from bench.gevent_patch import patch
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
                           exit_status, first_status)
-from bench.cli.checks import bad_input as _bad, check_loopback, check_results_dir, chosen_dsn
+from bench.cli.checks import bad_input as _bad, check_loopback, check_results_dir, chosen_dsn, parse_bounded
 from bench.cli.database import check_room, database as _database, finish_first as _finish_first, render_run
 from bench.cli.compare import add_parser as _add_compare
 from bench.cli.run_options import ALLOW_REMOTE_HELP, add_database_options, add_run_options, switch_message
@@ -187,7 +188,7 @@ def _sweep(args: argparse.Namespace) -> int:
     engines = {}  # engine name -> its DSN (given, or from the environment), in cell order
     for _cid, _params, cell in sweep.cells:
         engines.setdefault(cell.engine, cell.dsn)
-    with contextlib.ExitStack() as stack:  # SweepInterrupted reaches main(): its line says how to resume
+    with contextlib.ExitStack() as stack:  # the sweep's Interrupted reaches main(): its line says how to resume
         dsns = {}
         for name, given in engines.items():
             database, _ = _database(given, args.allow_remote, sweep.max_connections(), name)
@@ -211,12 +212,8 @@ def _capacity(args: argparse.Namespace) -> int:
                      ("bursts", "the capacity search offers one constant rate per step; allowed: leave BURSTS unset")):
         if overrides.get(key) not in (None, ""):
             raise ConfigError(key.upper(), why)
-    try:
-        start_rate = float(args.rate_start)
-    except ValueError:
-        start_rate = float("nan")
-    if not 0 < start_rate < float("inf"):
-        raise ConfigError("RATE_START", f"{args.rate_start!r} is not allowed; allowed: a number of jobs/s > 0")
+    start_rate = parse_bounded(args.rate_start, "RATE_START", math.ulp(0.0), sys.float_info.max,  # 0 < rate < inf
+                               "a number of jobs/s > 0", float)
     # The first step's rate stands in for RATE, so rules that need arrivals (a pickup SLO) hold.
     cfg = build_config(_workload(args), {**overrides, "rate": repr(start_rate)}, dsn=chosen_dsn(args.dsn))
     return capacity_command(args, cfg)

@@ -17,12 +17,11 @@ from bench.config.choices import MAX_WORKERS
 from bench.config.run_config import RunConfig, build_config, mask_dsn
 from bench.engines import get_engine
 from bench.plan.steps import design_id
-from bench.errors import ConfigError, exit_status
+from bench.errors import ConfigError, Interrupted, exit_status
 from bench.plan.planner import Design, Planner, least_workers
 from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, SET_BY_PLAN, STEP_DURATION, STEP_WARMUP,
                                 candidates, plan_options, varied)
 from bench.results.model import newest_unfinished, read_result, utc_stamp
-from bench.sweep.capacity_search import SearchStopped
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -141,7 +140,7 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
             state = Planner(c.designs, c.rate, c.options, most_workers=most,
                             run=step_runner(c.out_dir, db_dsn, state_schema, embedded), out_dir=c.out_dir,
                             inputs=c.inputs, done=c.done).run()
-        except (KeyboardInterrupt, SearchStopped) as err:
+        except (KeyboardInterrupt, Interrupted) as err:
             sys.stderr.write(f"qbench: {'plan interrupted' if isinstance(err, KeyboardInterrupt) else err}; what was "
                              f"measured is in {c.out_dir / 'plan.json'} (run the same command again to resume)\n")
             with contextlib.suppress(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.cli.checks import check_can_listen, parse_port
+from bench.cli.checks import check_can_listen, parse_bounded, parse_port
 from bench.errors import ConfigError
 
 __all__ = ["add_web_ui_options", "web_ui_options"]
@@ -30,9 +30,12 @@ def web_ui_options(args: argparse.Namespace, cfg) -> tuple[str, int, int] | None
                 raise ConfigError(option.upper(), "has no effect without --ui; allowed: add --ui (make bench-ui), "
                                                   f"or leave --{option.replace('_', '-')} out")
         return None
-    from bench.load.web_ui import DEFAULT_PORT, parse_max_workers  # here, with --ui only: it imports Locust (~1 s)
+    from bench.load.web_ui import DEFAULT_PORT, UI_MAX_WORKERS, max_workers_default  # here, with --ui only: Locust (~1 s)
 
     host = args.web_host or "127.0.0.1"
     port = parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT")
     check_can_listen(host, port, "WEB_PORT")
-    return host, port, parse_max_workers(args.max_workers, cfg.workers)
+    if args.max_workers in (None, ""):
+        return host, port, max_workers_default(cfg.workers)
+    return host, port, parse_bounded(args.max_workers, "MAX_WORKERS", cfg.workers, UI_MAX_WORKERS,
+                                     f"an integer from WORKERS ({cfg.workers}) to {UI_MAX_WORKERS}")

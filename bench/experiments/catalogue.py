@@ -4,6 +4,7 @@ file format is in docs/experiments.md."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -166,8 +167,7 @@ def load_experiment(path: Path, full: bool = False, dsn: str | None = None, engi
     its runs on every engine it applies to (on ``engine``, default the DSN's, with ``dsn``);
     raises ConfigError (``EXPERIMENT``, or the run parameter at fault)."""
     engine = engine or build_config("default", {}, dsn=dsn).engine
-    other = _load(path, not full, dsn, engine)  # the other tier must be valid too
-    del other
+    _load(path, not full, dsn, engine)  # the other tier must be valid too
     return _load(path, full, dsn, engine)
 
 
@@ -220,7 +220,8 @@ def _load(path: Path, full: bool, dsn: str | None, engine: str) -> Experiment:
         raise _bad(path, "needs at least one [[figures]] table")
     cells = 0
     if runs is not None:
-        cells = len(runs.get("cells") or []) or _product_size(runs.get("matrix") or {})
+        cells = len(runs.get("cells") or []) or math.prod(len(v) if isinstance(v, list) else 1
+                                                            for v in (runs.get("matrix") or {}).values())
     checked = tuple(_check_figure(path, f, i, matrix, probe["kind"] if probe else None, cells)
                     for i, f in enumerate(figures, 1))
     exp = Experiment(path.stem, path, number, data["title"].strip(), " ".join(data["claim"].split()),
@@ -229,13 +230,6 @@ def _load(path: Path, full: bool, dsn: str | None, engine: str) -> Experiment:
     for name in exp.engines:  # every cell's run parameters, on each engine it applies to
         exp.sweep(dsn if name == engine else None, name)
     return exp
-
-
-def _product_size(matrix: Mapping[str, Any]) -> int:
-    size = 1
-    for values in matrix.values():
-        size *= len(values) if isinstance(values, list) else 1
-    return size
 
 
 def load_catalogue(names: Sequence[str] = (), full: bool = False, dsn: str | None = None) -> list[Experiment]:

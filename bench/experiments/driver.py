@@ -15,18 +15,10 @@ from bench.errors import Interrupted
 from bench.experiments.catalogue import Experiment
 from bench.results.model import newest_unfinished, problems, read_result, utc_now, utc_stamp, write_result
 from bench.results.sweep import load_sweep
-from bench.sweep.driver import SweepInterrupted, run_sweep
+from bench.sweep.driver import run_sweep
 
 CATALOGUE_FILE = "experiments.json"
 OUTCOME_FILE = "outcome.json"
-
-
-class CatalogueInterrupted(Interrupted):
-    """Ctrl-C / SIGTERM during the catalogue; ``catalogue_dir`` resumes when run again."""
-
-    def __init__(self, catalogue_dir: Path):
-        self.catalogue_dir = catalogue_dir
-        super().__init__(f"experiments interrupted; run them again to resume: {catalogue_dir}")
 
 
 def selection_key(experiments: Sequence[Experiment], engine: str) -> str:
@@ -148,7 +140,7 @@ def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, resu
                   log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _d: None) -> Path:
     """Run (or resume) ``experiments`` against ``dsn`` (an ``engine`` database); returns the catalogue
     directory, whose ``experiments.json`` holds every outcome. ``probe_runner(kind)`` returns a probe's facts;
-    ``on_run(run_dir)`` runs after each measured run. Raises :class:`CatalogueInterrupted` on Ctrl-C."""
+    ``on_run(run_dir)`` runs after each measured run. Raises :class:`Interrupted` on Ctrl-C."""
     key = selection_key(experiments, engine)
     catalogue_dir = None if fresh else newest_unfinished(results_dir / "experiments", "*/" + CATALOGUE_FILE,
                                                          lambda meta: meta.get("selection_key") == key)
@@ -177,8 +169,8 @@ def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, resu
                 try:
                     outcome = _run_one(exp, exp_dir, catalogue_dir, engine=engine, dsn=dsn, log=log, on_run=on_run,
                                        probe_runner=probe_runner)
-                except (SweepInterrupted, KeyboardInterrupt):
-                    raise CatalogueInterrupted(catalogue_dir) from None
+                except (Interrupted, KeyboardInterrupt):
+                    raise Interrupted(f"experiments interrupted; run them again to resume: {catalogue_dir}") from None
                 log(f"    -> {outcome['verdict']}: {'; '.join(outcome['reasons'])}")
             outcomes.append(outcome)
             meta["outcomes"] = outcomes

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import gevent
 
@@ -15,7 +14,7 @@ from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
 from bench.load import swarm
 from bench.load.locust_master import drop_workers, keep_out_latecomers
-from bench.load.driver import CONNECT_WAIT_S, LocalDriver, locust_environment, users
+from bench.load.driver import LocalDriver, locust_environment, users, wait_for_workers
 from bench.load.worker_process import DSN_ENV
 from bench.load.process_merge import ROTATE_WAIT_S, START_WAIT_S, MergedProcesses
 
@@ -147,16 +146,12 @@ class DistributedDriver(MergedProcesses):
     def wait_connected(self) -> float:
         """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim; the
         seconds waited."""
-        started = time.monotonic()
-        while sum(self.connected.values()) < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
-            if not self._alive():
-                break
-            gevent.sleep(0.02)
+        waited = wait_for_workers(lambda: sum(self.connected.values()), self.cfg.workers, self._alive)
         for i, n in self.connected.items():
             self.stats[i]["workers"] = n
         self.master.send_message("qbench_go")
         self.ctx.go.set()
-        return time.monotonic() - started
+        return waited
 
     def _ask_rotate(self, alive: list[int], body: dict) -> None:
         self.master.send_message("qbench_rotate", body)

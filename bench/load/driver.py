@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Protocol
+from typing import Callable, Protocol
 
 import gevent
 from locust.env import Environment
@@ -108,6 +108,15 @@ def users(cfg: RunConfig) -> int:
 CONNECT_WAIT_S = 60.0
 
 
+def wait_for_workers(connected: Callable[[], int], workers: int, alive: Callable[[], object] = lambda: True) -> float:
+    """Wait (at most :data:`CONNECT_WAIT_S`) until ``connected()`` reaches ``workers``, or no process is
+    ``alive()``; the seconds waited."""
+    started = time.monotonic()
+    while connected() < workers and time.monotonic() - started < CONNECT_WAIT_S and alive():
+        gevent.sleep(0.02)
+    return time.monotonic() - started
+
+
 class LocalDriver:
     """The users of one run in this process (Locust's ``LocalRunner``), sharing ``ctx``."""
 
@@ -129,12 +138,10 @@ class LocalDriver:
     def wait_connected(self) -> float:
         """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim
         (``ctx.go``); the seconds waited."""
-        started = time.monotonic()
-        while self.ctx.connected_workers < self.cfg.workers and time.monotonic() - started < CONNECT_WAIT_S:
-            gevent.sleep(0.02)
+        waited = wait_for_workers(lambda: self.ctx.connected_workers, self.cfg.workers)
         self.ctx.go.set()  # the workers start claiming together
         self._stats["workers"] = self.ctx.connected_workers  # as the load starts (intervals.csv has each second's)
-        return time.monotonic() - started
+        return waited
 
     def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """Close second ``index`` of the run: this process's recorder holds every value."""

@@ -28,21 +28,6 @@ def max_workers_default(workers: int) -> int:
     return max(workers, min(UI_MAX_WORKERS, max(4 * workers, workers + 10)))
 
 
-def parse_max_workers(value, workers: int) -> int:
-    """``--max-workers``: an integer from ``workers`` to :data:`UI_MAX_WORKERS`, or the default for None. Raises
-    ConfigError (``MAX_WORKERS``)."""
-    if value in (None, ""):
-        return max_workers_default(workers)
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = -1
-    if not workers <= n <= UI_MAX_WORKERS:
-        raise ConfigError("MAX_WORKERS", f"{value!r} is not allowed; allowed: an integer from WORKERS ({workers}) "
-                                         f"to {UI_MAX_WORKERS}")
-    return n
-
-
 def _log_many(entry, counts: dict[float, int], now: float) -> None:
     """Add ``counts`` (ms -> requests) to a Locust ``StatsEntry`` as ``locust.stats.StatsEntry.log`` would, one
     request at a time."""

@@ -69,7 +69,7 @@ class Planner:
 
     def run(self) -> dict[str, Any]:
         """Every design, the answer, the confirmation; returns the complete ``plan.json`` dict. Raises
-        SearchStopped / KeyboardInterrupt when interrupted, with ``plan.json`` written first."""
+        Interrupted / KeyboardInterrupt when interrupted, with ``plan.json`` written first."""
         try:
             for design in self.designs:
                 self.state["designs"].append(record := {"label": design.label, "overrides": design.overrides})

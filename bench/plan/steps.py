@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from bench.config.run_config import RunConfig
 from bench.results import slo
-from bench.results.model import RunResult, harness_limited, problems
-from bench.sweep.capacity_search import SearchStopped, step_verdict
+from bench.results.model import harness_limited, problems
+from bench.sweep.capacity_search import completed, step_verdict
 
 #: Config fields a step sets itself, left out of a design's identity.
 STEP_FIELDS = ("workers", "rate", "duration_s", "warmup_s", "results", "dsn", "notes", "backlog")
@@ -85,7 +85,7 @@ class Stepper:
     def measure(self, cfg: RunConfig, phase: str, repetitions: int | None = None) -> Step:
         """``cfg`` run ``repetitions`` (default the plan's) times, as the step of ``phase``; measured once
         more when every failing run was harness-limited (the first runs kept in ``retried``). Raises
-        :class:`SearchStopped` when a run did not complete (KeyboardInterrupt outside a run's load)."""
+        :class:`bench.errors.Interrupted` when a run did not complete (KeyboardInterrupt outside a run's load)."""
         step = Step(cfg.workers, cfg.rate)
         for attempt in range(2):
             runs = [self._one(cfg, f"{phase}|w{cfg.workers}|r{cfg.rate:g}|d{cfg.duration_s:g}|{rep}"
@@ -106,9 +106,7 @@ class Stepper:
         run_dir = self.done.get(key)
         if run_dir is None or not (Path(run_dir) / "summary.json").is_file():
             run_dir = str(self.run(cfg))
-        summary = RunResult.load(Path(run_dir)).summary
-        if not summary["complete"]:
-            raise SearchStopped(Path(run_dir))
+        summary = completed(Path(run_dir))
         if key not in self.done:
             self.done[key] = run_dir
             self.on_run(key, run_dir)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.statistics import mean_ci
-from bench.results.model import ResultsError, problems, read_result
+from bench.results.model import CELL_COLUMNS, CELL_TEXT_COLUMNS, ResultsError, problems, read_result
 from bench.results.values import fmt_label, is_missing
 from bench.errors import BadInput
 
@@ -23,22 +23,11 @@ __all__ = ["CompareError", "Stat", "Cell", "SweepResults", "load_sweep", "read_j
 #: axis (each engine's own default, see bench.config.parameters).
 DERIVED_COLUMNS = ("isolation", "index", "layout")
 
+_EMPTY_COLUMNS = list(CELL_COLUMNS[:5])
 #: Run parameters carried as columns of cells.csv.
-PARAM_COLUMNS = ("engine", "queue", "isolation", "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate",
-                 "work_ms", "txn", "duration_s", "plan_cache", "prepared", "autovacuum")
-NUMERIC_COLUMNS = (
-    "rep", "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
-    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
-    "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
-    "plan_workers_generic", "plan_workers_custom", "plan_workers_buffers", "plan_workers_ms",
-    "plan_workers_rows_examined", "plan_explain_rows_examined",
-    "plan_custom_buffers", "plan_custom_ms", "plan_generic_buffers", "plan_generic_ms",
-    "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
-    "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
-    "harness_cpu_max_pct", "pickup_p50_us",
-)
+PARAM_COLUMNS = CELL_COLUMNS[5:CELL_COLUMNS.index("autovacuum") + 1]
+NUMERIC_COLUMNS = ("rep", *(c for c in CELL_COLUMNS[5 + len(PARAM_COLUMNS):] if c not in CELL_TEXT_COLUMNS))
 BOOL_COLUMNS = ("suspect", "invariants_ok", "saturated")
-_EMPTY_COLUMNS = ["cell_id", "rep", "run_id", "run_dir", "status"]
 
 
 class CompareError(BadInput):

@@ -14,12 +14,13 @@ from bench.errors import Interrupted
 from bench.results import slo
 from bench.results.model import RunResult, problems, stamped, utc_now
 
-class SearchStopped(Interrupted):
-    """A step did not complete (interrupted, or the database went away); ``run_dir`` says which."""
-
-    def __init__(self, run_dir: Path):
-        self.run_dir = run_dir
-        super().__init__(f"capacity search stopped: step {run_dir} did not complete")
+def completed(run_dir: Path) -> dict:
+    """``run_dir``'s summary. Raises :class:`Interrupted` when that run did not complete (interrupted, or the
+    database went away)."""
+    summary = RunResult.load(run_dir).summary
+    if not summary["complete"]:
+        raise Interrupted(f"capacity search stopped: step {run_dir} did not complete")
+    return summary
 
 
 #: A step keeps up by the same thresholds as a run's "does the queue keep up?" verdict.
@@ -101,16 +102,14 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
     ``{"design", "steps", "sustainable_rate_jobs_per_s", "claim_p99_us_at_rate", "workers", "sentence"}``
     (rate None when even ``start_rate`` falls behind).
 
-    Raises :class:`SearchStopped` when a step is interrupted (KeyboardInterrupt outside a step's load);
+    Raises :class:`Interrupted` when a step is interrupted (KeyboardInterrupt outside a step's load);
     ``capacity.json`` then holds the steps so far with ``"complete": false``."""
     steps: list[dict] = []
 
     def measure(rate: float) -> bool:
         cfg = dataclasses.replace(base, rate=round(rate, 1), backlog=0)
         run_dir = run_step(cfg)
-        summary = RunResult.load(run_dir).summary
-        if not summary["complete"]:
-            raise SearchStopped(run_dir)
+        summary = completed(run_dir)
         ok, why = step_verdict(summary)
         steps.append({"rate_jobs_per_s": cfg.rate, "run_dir": str(run_dir), "kept_up": ok, "why": why,
                       "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
@@ -126,7 +125,7 @@ def search(base: RunConfig, run_step: Callable[[RunConfig], Path], start_rate: f
     bad = None
     try:
         _, bad = ramp_and_bisect(measure, start_rate)
-    except (SearchStopped, KeyboardInterrupt):
+    except (Interrupted, KeyboardInterrupt):
         _write(base, steps, None, start_rate, out_dir, complete=False)  # keep the steps measured so far
         raise
     return _write(base, steps, bad, start_rate, out_dir, complete=True)

@@ -24,14 +24,6 @@ from bench.errors import ConfigError, Interrupted
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
 SWEEP_KEYS = SWEEP_AXES
 _FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "cells", "target"}
-class SweepInterrupted(Interrupted):
-    """The sweep was interrupted (Ctrl-C / SIGTERM); ``sweep_dir`` can be resumed."""
-
-    def __init__(self, sweep_dir: Path):
-        self.sweep_dir = sweep_dir
-        super().__init__(f"sweep interrupted; run it again to resume: {sweep_dir}")
-
-
 class Sweep:
     """A validated sweep: its cells (``[(cell_id, params, RunConfig)]``) and metadata; build with
     :meth:`load`."""
@@ -144,7 +136,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
 
     Runs every (cell, repetition) not yet measured, in file order; a failed run is recorded as ``failed: …``
     and leaves the sweep unfinished. ``on_run(run_dir)`` runs after each measured run; no run starts that
-    would end after ``deadline`` (``time.monotonic()`` seconds). Raises :class:`SweepInterrupted` when a run
+    would end after ``deadline`` (``time.monotonic()`` seconds). Raises :class:`Interrupted` when a run
     is interrupted."""
     sweep_dir, meta = _open_sweep_dir(sweep, results_dir, fresh, log)
     done = measured_runs(sweep_dir)
@@ -224,7 +216,7 @@ class _SweepRuns:
 
     def _measure(self, cid: str, rep: int, cfg: RunConfig, run_log: IO[str]) -> str:
         """Run repetition ``rep`` of cell ``cid``, append its ``cells.csv`` row, return its outcome in one
-        line (``failed: <reason>`` when refused). Raises SweepInterrupted when the run was interrupted."""
+        line (``failed: <reason>`` when refused). Raises Interrupted when the run was interrupted."""
         from bench import runner  # here: bench.cli.main imports this module, and the run imports Locust (~1 s)
 
         cfg = _with_results(cfg, self.sweep_dir / "runs")
@@ -236,15 +228,15 @@ class _SweepRuns:
                                  log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
                                  state_schema=self.state_schema[cfg.engine])
         except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
-            raise SweepInterrupted(self.sweep_dir) from None
+            run_dir = None
         except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
             status = f"failed: {engine.error_message(err)}"
             append_row(self.sweep_dir, cell_row(cid, rep, cfg, status=status, sweep_dir=self.sweep_dir))
             return status
-        result = RunResult.load(run_dir)
-        summary = result.summary
+        result = run_dir and RunResult.load(run_dir)
+        summary = result.summary if result else {"complete": False}
         if not summary["complete"] and not summary.get("database_lost"):
-            raise SweepInterrupted(self.sweep_dir)
+            raise Interrupted(f"sweep interrupted; run it again to resume: {self.sweep_dir}")
         status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
         self.on_run(run_dir)
         append_row(self.sweep_dir, cell_row(cid, rep, cfg, status=status, sweep_dir=self.sweep_dir, run_dir=run_dir,

@@ -75,6 +75,7 @@ a wrong count.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -278,20 +279,17 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
     _drop_tables(conn, names)  # left behind by an audit that died on this connection
     execute(conn, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
     execute(conn, "START TRANSACTION")
-    finished = False
     try:
         counts = _counts(conn, schema, names, log, seeded)
         counts["retry_gaps"] = _retry_gaps(conn, names)
         counts["poison"] = _poison(conn, names, poison_share)
         execute(conn, "COMMIT")
-        finished = True
-    finally:
-        if not finished:
-            try:
-                execute(conn, "ROLLBACK")
-                _drop_tables(conn, names)
-            except (pymysql.err.MySQLError, OSError):
-                pass  # the connection is gone, and its temporary tables with it; the first error is the one to see
+    except BaseException:
+        # a gone connection took its temporary tables with it; the first error is the one to see
+        with contextlib.suppress(pymysql.err.MySQLError, OSError):
+            execute(conn, "ROLLBACK")
+            _drop_tables(conn, names)
+        raise
     _drop_tables(conn, names)
     return audit_result(over_claims=over_claims, **counts)
 

@@ -55,19 +55,32 @@ def scratch_table(dsn: str, schema: str, kind: str, rows: int) -> Iterator[tuple
         admin.close()
 
 
+@contextlib.contextmanager
+def _rolled_back(conn) -> Iterator[None]:
+    """A transaction on ``conn`` for the block, rolled back after it."""
+    db.execute(conn, "START TRANSACTION")
+    try:
+        yield
+    finally:
+        db.execute(conn, "ROLLBACK")
+
+
+def _explain(conn, statement: str) -> str:
+    """``EXPLAIN`` of ``statement`` on ``conn``: a row a line, tab-separated."""
+    return "\n".join("\t".join(str(v) for v in r) for r in db.query(conn, "EXPLAIN " + statement))
+
+
 def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:
     """The ``ids`` that ``FOR UPDATE NOWAIT`` on ``conn`` cannot lock (error 1205), each tried and rolled back."""
     locked = []
     for job_id in ids:
-        db.execute(conn, "START TRANSACTION")
-        try:
-            db.query(conn, f"SELECT id FROM {table} WHERE id = {int(job_id)} FOR UPDATE NOWAIT")
-        except pymysql.err.MySQLError as err:
-            if error_number(err) != 1205:
-                raise
-            locked.append(job_id)
-        finally:
-            db.execute(conn, "ROLLBACK")
+        with _rolled_back(conn):
+            try:
+                db.query(conn, f"SELECT id FROM {table} WHERE id = {int(job_id)} FOR UPDATE NOWAIT")
+            except pymysql.err.MySQLError as err:
+                if error_number(err) != 1205:
+                    raise
+                locked.append(job_id)
     return locked
 
 
@@ -79,18 +92,12 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
         a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
         try:
             offset_select = f"SELECT id FROM {table} ORDER BY id LIMIT 1 OFFSET 1 FOR UPDATE"
-            plan = "\n".join("\t".join(str(v) for v in r) for r in db.query(a, "EXPLAIN " + offset_select))
-            db.execute(a, "START TRANSACTION")
-            try:
+            plan = _explain(a, offset_select)
+            with _rolled_back(a):
                 row = db.query(a, offset_select)
-                db.execute(b, "START TRANSACTION")
-                try:
+                with _rolled_back(b):
                     got = db.query(b, f"SELECT id FROM {table} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
-                finally:
-                    db.execute(b, "ROLLBACK")
                 locked = _locked_by_nowait(c, table, [1, 2, 3])
-            finally:
-                db.execute(a, "ROLLBACK")
         finally:
             for conn in (a, b, c):
                 conn.close()
@@ -112,22 +119,17 @@ def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int 
             picked = claim_select(schema, "skip_locked", "composite", limit, table=name)
             naive = f"UPDATE {table} SET status = 'running' WHERE id IN ({picked})"
             subselect_rows = plan = why = None
-            db.execute(conn, "START TRANSACTION")
-            try:
-                subselect_rows = db.execute(conn, naive)
-                plan = "\n".join("\t".join(str(v) for v in r) for r in db.query(conn, "EXPLAIN " + naive))
-            except pymysql.err.MySQLError as err:
-                if error_number(err) != 1235:
-                    raise
-                why = (f"MariaDB does not allow LIMIT in an IN sub-query, so the sub-select claim cannot run "
-                       f"(error 1235: {err.args[1]})")
-            finally:
-                db.execute(conn, "ROLLBACK")
-            db.execute(conn, "START TRANSACTION")
-            try:
+            with _rolled_back(conn):
+                try:
+                    subselect_rows = db.execute(conn, naive)
+                    plan = _explain(conn, naive)
+                except pymysql.err.MySQLError as err:
+                    if error_number(err) != 1235:
+                        raise
+                    why = (f"MariaDB does not allow LIMIT in an IN sub-query, so the sub-select claim cannot run "
+                           f"(error 1235: {err.args[1]})")
+            with _rolled_back(conn):
                 tool_rows = len(db.query(conn, picked))
-            finally:
-                db.execute(conn, "ROLLBACK")
         finally:
             conn.close()
     result = {"limit": int(limit), "subselect_rows": subselect_rows, "tool_claim_rows": tool_rows, "plan": plan}

@@ -3,6 +3,7 @@ text; every PyMySQL error leaves as an :class:`bench.engines.base.EngineError`."
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 
@@ -62,6 +63,18 @@ class _Session:
         except (pymysql.err.MySQLError, OSError) as err:
             raise self._error(err, policy) from None
 
+    def atomic(self, statements: list[str]) -> list[tuple[int, tuple]]:
+        """Each statement's :func:`results` in the open transaction, else in one of their own (rolled back when
+        one fails)."""
+        if self._in_tx:
+            return self.run(";".join(statements))
+        try:
+            return self.run(";".join(["START TRANSACTION", *statements, "COMMIT"]))[1:-1]
+        except EngineError:
+            self._in_tx = True
+            self.rollback()
+            raise
+
     def begin(self) -> None:
         """Open a transaction."""
         self.run("START TRANSACTION")
@@ -85,10 +98,8 @@ class _Session:
         """Close the connection."""
         self._broken = True
         self._in_tx = False
-        try:
+        with contextlib.suppress(pymysql.err.MySQLError, OSError):
             self.conn.close()
-        except (pymysql.err.MySQLError, OSError):
-            pass
 
 
 class MariaDBWorkerSession(_Session):
@@ -131,33 +142,15 @@ class MariaDBWorkerSession(_Session):
         """See :meth:`bench.engines.base.WorkerSession.complete`: a fenced UPDATE per job, one round trip."""
         schema = self.cfg.schema
         statements = [policies.complete_one(schema, job_id, token) for job_id, token in jobs]
-        if len(jobs) == 1 or self._in_tx:
-            counts = [n for n, _ in self.run(";".join(statements))]
-        else:
-            try:
-                counts = [n for n, _ in self.run(";".join(["START TRANSACTION", *statements, "COMMIT"]))][1:-1]
-            except EngineError:
-                self._in_tx = True
-                self.rollback()
-                raise
-        return {job_id for (job_id, _), n in zip(jobs, counts) if n == 1}
+        out = self.run(statements[0]) if len(jobs) == 1 else self.atomic(statements)
+        return {job_id for (job_id, _), (n, _) in zip(jobs, out) if n == 1}
 
     def fail(self, job_id: int, token: int, retry_delay_s: float, error: str) -> str | None:
         """See :meth:`bench.engines.base.WorkerSession.fail`: the fenced UPDATE and the new status, one transaction."""
         schema = self.cfg.schema
-        update = policies.fail(schema, job_id, token, retry_delay_s, error)
-        read = policies.status_of(schema, job_id, token)
-        if self._in_tx:
-            out = self.run(update + ";" + read)
-            changed, status = out[0][0], out[1][1]
-        else:
-            try:
-                out = self.run(f"START TRANSACTION;{update};{read};COMMIT")
-            except EngineError:
-                self._in_tx = True
-                self.rollback()
-                raise
-            changed, status = out[1][0], out[2][1]
+        out = self.atomic([policies.fail(schema, job_id, token, retry_delay_s, error),
+                           policies.status_of(schema, job_id, token)])
+        changed, status = out[0][0], out[1][1]
         return str(status[0][0]) if changed == 1 and status else None
 
     def wait_for_work(self, timeout_s: float) -> bool:
