@@ -17,10 +17,11 @@ from psycopg import sql
 
 from bench.config.choices import LAYOUTS, POLICIES, TENANT_ORDERS
 from bench.config.run_config import build_config
-from bench.config.sql_text import render, scan_parameters
-from bench.engines.postgres import builtin_queue, db, policies
-from bench.engines.postgres.defined_sql import claim_body
+from bench.config.sql_text import render, replace_locking, scan_parameters
+from bench.engines.postgres import builtin_queue, db
+from bench.engines.postgres.defined_sql import claim_body, positional
 from bench.engines.postgres.pgbench import claim_complete_script, find_pgbench
+from bench.engines.postgres.policies import LOCKING_CLAUSE
 from bench.engines.postgres.session import rows
 from bench.engines.postgres.sessions import PgWorkerSession
 from bench.workload.queues import queue_count
@@ -43,12 +44,21 @@ def _cfg(policy="skip_locked", batch=1, index="partial", layout="same", queues=(
     return build_config("default", given | ({"tenant_order": order} if tenants > 1 else {}))
 
 
+def _expected(cfg, name: str, placeholder=lambda i, _param: f"${i}") -> str:
+    """Statement ``name`` of :func:`builtin_queue.statement` for ``cfg``'s queue names and tenant order,
+    with ``cfg.policy``'s locking clause, each parameter rendered by ``placeholder`` (``$n`` by default):
+    the text the workers sent before they read their statements from the definition."""
+    order = cfg.tenant_order if cfg.tenants > 1 else "plain"
+    text, params = builtin_queue.statement(name, cfg.schema, queue_count(cfg), order)
+    return render(replace_locking(text, LOCKING_CLAUSE[cfg.policy]), placeholder, params)[0]
+
+
 def test_the_default_claim_is_the_pinned_text():
     cfg = _cfg()
-    claim = policies.prepared_statements(cfg.schema, cfg.policy)["claim"]
-    assert hashlib.sha256(claim.encode()).hexdigest() == DEFAULT_CLAIM_SHA256, claim
     defn = builtin_queue.definition(cfg)
-    assert render(claim_body(defn, cfg.policy), lambda i, _n: f"${i}")[0] == claim
+    claim = positional(claim_body(defn, cfg.policy), defn.parameter_order["claim"])[0]  # as the workers prepare it
+    assert hashlib.sha256(claim.encode()).hexdigest() == DEFAULT_CLAIM_SHA256, claim
+    assert claim == _expected(cfg, "claim")
 
 
 @pytest.mark.parametrize("policy,batch,index,layout,queues", list(itertools.product(
@@ -60,13 +70,12 @@ def test_the_generated_claim_is_the_workers_claim(policy, batch, index, layout, 
     cfg = _cfg(policy, batch, index, layout, queues)
     defn = builtin_queue.definition(cfg)
     order = cfg.tenant_order if cfg.tenants > 1 else "plain"
-    workers = policies.prepared_statements(cfg.schema, policy, queue_count(cfg), order)
     params = builtin_queue.statement("claim", cfg.schema, queue_count(cfg), order)[1]
-    assert render(claim_body(defn, policy), lambda i, _n: f"${i}", params)[0] == workers["claim"]
-    for name, statement in (("complete_one", "complete"), ("complete_many", "complete_many"), ("fail", "fail")):
+    assert render(claim_body(defn, policy), lambda i, _n: f"${i}", params)[0] == _expected(cfg, "claim")
+    for statement in ("complete", "complete_many", "fail"):
         text, params = builtin_queue.statement(statement, cfg.schema)
-        assert render(defn.statements[statement], lambda i, _n: f"${i}", params)[0] == workers[name]
-    assert defn.statements["reaper"] == policies.reap_sql(cfg.schema).as_string(None)
+        assert render(defn.statements[statement], lambda i, _n: f"${i}", params)[0] == _expected(cfg, statement)
+    assert defn.statements["reaper"] == builtin_queue.statement("reaper", cfg.schema)[0]
     assert defn.locking and defn.uses("claim", "batch") and defn.uses("claim", "lease_s")
     assert ("queues" in {n for _, _, n in scan_parameters(defn.statements["claim"])}) == (queue_count(cfg) > 1)
 
@@ -113,22 +122,21 @@ def test_pgbench_prepares_the_workers_own_claim(dsn, tmp_path, batch):
     with db.connect(dsn) as conn:
         seen = {row[0] for row in conn.execute("SELECT statement FROM qbench.seen")}
         done = conn.execute("SELECT count(*) FROM qbench.jobs WHERE status = 'done'").fetchone()[0]
-    workers = policies.prepared_statements(cfg.schema, cfg.policy)
     assert done == 2 * batch
     if batch == 1:
-        assert workers["claim"] in seen and workers["complete_one"] + ";" in seen
+        assert _expected(cfg, "claim") in seen and _expected(cfg, "complete") + ";" in seen
     else:
-        assert any(s.startswith("WITH claimed AS (" + workers["claim"] + ") SELECT") for s in seen), seen
-        assert workers["complete_many"] + ";" in seen
+        assert any(s.startswith("WITH claimed AS (" + _expected(cfg, "claim") + ") SELECT") for s in seen), seen
+        assert _expected(cfg, "complete_many") + ";" in seen
 
 
 @pytest.mark.parametrize("queues,prepared", [((1, 1, "plain"), True), ((1, 3, "round_robin"), True),
                                              ((3, 1, "plain"), False)])
 def test_the_workers_session_prepares_the_generated_statements(dsn, queues, prepared):
-    """The one PostgreSQL worker session, fed by the generated definition, prepares the statements of
-    :func:`policies.prepared_statements` as they are (read back from its own ``pg_prepared_statements``),
-    the claim not wrapped; with ``PREPARED=0`` its claim text is :func:`policies.literal_claim`; one claim
-    and its completion run."""
+    """The one PostgreSQL worker session, fed by the generated definition, prepares the statements the
+    workers sent before the generator (:func:`_expected`; read back from its own
+    ``pg_prepared_statements``), the claim not wrapped; with ``PREPARED=0`` its claim text is that claim
+    with its values as SQL literals; one claim and its completion run."""
     named, tenants, order = queues
     given = {"schema": "qbench", "history": 0, "named_queues": named, "tenants": tenants, "prepared": prepared}
     cfg = build_config("default", given | ({"tenant_order": order} if tenants > 1 else {}), dsn=dsn)
@@ -138,15 +146,16 @@ def test_the_workers_session_prepares_the_generated_statements(dsn, queues, prep
     try:
         seen = {r[0].decode(): r[1].decode() for r in rows(session.session.query(
             b"SELECT name, statement FROM pg_prepared_statements"))}
-        expected = policies.prepared_statements(cfg.schema, cfg.policy, queue_count(cfg), cfg.tenant_order)
         names = [f"q{i}" for i in range(queue_count(cfg))] if queue_count(cfg) > 1 else ["default"]
+        values = {"batch": int(cfg.batch), "worker": "worker-1", "lease_s": float(cfg.lease_s),
+                  "queues": "{" + ",".join(names) + "}"}
         if prepared:
-            assert seen["claim"] == expected["claim"]
+            assert seen["claim"] == _expected(cfg, "claim")
         else:
-            assert "claim" not in seen and session.claim_text.decode() == policies.literal_claim(
-                cfg.schema, cfg.policy, cfg.batch, "worker-1", cfg.lease_s, queues=names, order=cfg.tenant_order)
+            assert "claim" not in seen and session.claim_text.decode() == _expected(
+                cfg, "claim", lambda _i, param: sql.Literal(values[param]).as_string(None))
         assert (seen["complete"], seen["complete_many"], seen["fail"]) == (
-            expected["complete_one"], expected["complete_many"], expected["fail"])
+            _expected(cfg, "complete"), _expected(cfg, "complete_many"), _expected(cfg, "fail"))
         claimed = session.claim()
         assert len(claimed) == 1 and session.complete([claimed[0][:2]]) == {claimed[0][0]}
     finally:

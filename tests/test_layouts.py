@@ -7,8 +7,7 @@ import psycopg
 import pytest
 from conftest import CLEAN_INVARIANTS, run_and_load
 
-from bench.engines.postgres import db
-from bench.engines.postgres import plans
+from bench.engines.postgres import builtin_queue, captures, db, plans
 from bench.config.run_config import build_config
 
 
@@ -51,7 +50,7 @@ def test_generic_plan_of_the_bound_claim_is_captured_beside_the_custom_one(dsn):
     cfg = build_config("default", {"schema": "qbench_plans"})
     with psycopg.connect(dsn, autocommit=True) as conn:
         db.prepare(conn, cfg, 200_000, log=lambda _: None)
-        captured = plans.capture_claim_plans(conn, "qbench_plans", "skip_locked", 1, 300)
+        captured = captures.capture_plans(conn, cfg, builtin_queue.definition(cfg), "test")[0]
         pending = conn.execute("SELECT count(*) FROM qbench_plans.jobs WHERE status = 'pending'").fetchone()[0]
         db.drop_schema(conn, "qbench_plans")
     assert pending == 200_000  # every captured claim was rolled back
@@ -71,7 +70,7 @@ def test_covering_variant_still_visits_the_heap_to_lock(dsn):
     cfg = build_config("default", {"schema": "qbench_cover", "index": "covering", "history": 20000})
     with psycopg.connect(dsn, autocommit=True) as conn:
         db.prepare(conn, cfg, 5000, log=lambda _: None)
-        captured = plans.capture_claim_plans(conn, "qbench_cover", "skip_locked", 1, 300)
+        captured = captures.capture_plans(conn, cfg, builtin_queue.definition(cfg), "test")[0]
         db.drop_schema(conn, "qbench_cover")
     scan = captured["custom"]["scan"]
     assert "jobs_status_claim_covering_idx" in scan and "Index Only Scan" not in scan, scan

@@ -182,8 +182,8 @@ def test_completion_is_fenced_by_the_attempt_token(dsn, observer):
     token on); complete_many returns exactly the ids whose tokens match."""
     _prepare(dsn, backlog=10)
     claim = policies.claim_sql(SCHEMA, "skip_locked")
-    one = policies.complete_one_sql(SCHEMA)
-    many = policies.complete_many_sql(SCHEMA)
+    one = policies.named_sql("complete", SCHEMA)
+    many = policies.named_sql("complete_many", SCHEMA)
     with _connect(dsn, autocommit=True) as w:
         (j1, t1, *_), = w.execute(claim, _params("w")).fetchall()
 

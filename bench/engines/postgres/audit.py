@@ -1,79 +1,7 @@
-"""End-of-run audit: the queue's invariants, checked on the database against the
-client's claim log (:class:`bench.measure.claimlog.ClaimLog`).
-
-The log's events are loaded with ``COPY`` into a ``TEMP`` table of the audit's
-own session, dropped when the audit's transaction ends
-(https://www.postgresql.org/docs/current/sql-createtable.html, ``ON COMMIT DROP``),
-and every check is one SQL statement over that table and the audited relation.
-Only committed claims are in the log: in ``TXN=hold`` a claim rolled back by a
-crash, a rollback or a killed backend never was one (see :mod:`bench.measure.claimlog`).
-
-Invariants (all must be 0):
-
-``double_claims``
-    per job, the larger of two lower bounds on its illegitimate claims, summed
-    over jobs: claims made while the job's previous claim was still unfinished
-    in the client log under a lease that had not expired (database time) at the
-    new claim; and claims beyond the database's ``attempts`` (two claims shared
-    one attempt).
-``lost_jobs``
-    jobs missing (distinct ids): an expected id (seeded ids ``1..seeded_rows``, and
-    every id a producer's insert returned) absent from the relation, or a job
-    whose completion the database acknowledged that is not ``done`` there. A
-    job counts once, however many of its completions were acknowledged.
-``duplicated_jobs``
-    job ids present more than once in the relation (e.g. a row both in ``jobs``
-    and ``jobs_archive`` under the ``jobs_all`` view). Counted apart from
-    ``lost_jobs``, so a duplicate never hides a loss.
-``over_claims``
-    claims that returned more than the batch size (counted by the recorder).
-``stale_completions_applied``
-    applied completions whose token no row of the job carries as its current
-    attempt token.
-``double_completions``
-    jobs whose completion the database applied more than once.
-
-``redeliveries`` (not an invariant: at-least-once delivery made visible) counts
-claims of a job beyond its first.
-
-``fifo_out_of_order_share`` (not an invariant: a property of the claim policy under
-contention, not a bug) is the share of the compared jobs whose first committed claim came
-*before* the first claim of a job ahead of them in claim order (``priority, run_at, id``):
-one window ``max`` of the first claim times over claim order, every row before the job's own.
-The times are the claim log's ``claimed_at``: the database's ``clock_timestamp()`` taken once
-per claim statement, after its rows are locked (the ``moment`` CTE of
-:mod:`bench.engines.postgres.policies`), in microseconds. Equal times do not count (strict
-``<``): every row of one batch carries the same instant by construction, and two claims within
-one microsecond are not ordered by that clock, so neither is evidence of an inversion.
-Compared jobs are those claimed in the run that were already present and eligible
-(``greatest(run_at, created_at)``) at the run's first claim: for them a job ahead in claim order
-was claimable whenever a job behind it was claimed, so an inversion is the claim policy's
-doing. That excludes jobs produced during the run (a later, higher-priority job is "ahead" of
-jobs claimed before it existed) and jobs whose ``run_at`` a failed attempt moved past their
-first claim (their place in claim order at that claim is no longer in the row). None when no
-job qualifies (e.g. a run that started on an empty table). Measured over the whole claim log,
-warm-up included, as every figure of the audit.
-
-The queue's table is read through its definition (:mod:`bench.config.queue_definition`; the built-in
-queue's is generated, :mod:`bench.engines.postgres.builtin_queue`): its ``id`` column (an integer), its
-``attempts`` and ``token`` columns when it has them, and ``predicates.done`` (or ``deleted``: a
-completion removes the row). The expected ids are the built-in queue's seeded ``1..seeded_rows``, or for
-a written definition the ids present right after seeding (kept in ``<schema>.qbench_seeded``). The
-status counts, the poison jobs, the retry gaps and the FIFO order read the built-in table's own columns
-(``status``, ``priority``, ``run_at``, ``created_at``): a written definition's audit leaves them out.
-What a written definition does not let the audit check is not reported as 0: it is left out of
-``invariants`` and named, with why, in ``uncheckable`` (``summary.json`` ``uncheckable_invariants``; the
-report says it in words):
-
-- ``stale_completions_applied`` needs an attempt token the table keeps (``columns.token``) and rows
-  that stay after completion: without a token a stale worker's completion cannot be fenced, nor seen;
-- ``double_claims`` is still checked from the log (a second claim while the first was unfinished and
-  its lease, or any claim of a queue without a lease, still live), but without ``columns.attempts``
-  only that half of it.
-
-The audit runs after the swarm has stopped, on its own connection, and reads
-only the tool's schema (plus its own temporary table).
-"""
+"""End-of-run audit on PostgreSQL: the queue's invariants (docs/reading-the-report.md, docs/queues.md)
+checked in SQL against the client's claim log (:class:`bench.measure.claimlog.ClaimLog`), loaded with
+``COPY`` into a temporary table dropped with the audit's transaction
+(https://www.postgresql.org/docs/current/sql-createtable.html, ``ON COMMIT DROP``)."""
 
 from __future__ import annotations
 
@@ -113,9 +41,6 @@ SELECT c.id, count(*) AS claims,
        count(*) FILTER (WHERE c.prev_lease_until > c.claimed_at AND (e.seq IS NULL OR e.seq > c.seq)) AS overlapping
 FROM c LEFT JOIN ended e ON e.id = c.id AND e.token = c.prev_token
 GROUP BY c.id"""
-
-#: The claims' checks, MariaDB's too; here its ``{jobs}`` is :data:`_ROWS`, the audited relation's rows.
-_CLAIM_CHECKS = CLAIM_CHECKS
 
 # The audited relation's rows as the checks read them: the definition's id, attempts and token columns
 # (NULL when it has none) and its done predicate, named alike for every queue. A subquery of its own, so
@@ -187,8 +112,7 @@ WITH first AS (
 SELECT count(*), count(*) FILTER (WHERE claimed_at < ahead_claimed_at) FROM ordered"""
 
 
-#: The table of ids present after seeding a written definition's queue (its expected rows besides the
-#: produced ones).
+#: The ids present after seeding a written definition's queue (its expected rows besides the produced ones).
 SEEDED_TABLE = "qbench_seeded"
 
 _STATUS = """\
@@ -198,8 +122,7 @@ FROM {jobs}"""
 
 
 def record_seeded(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> int:
-    """Keep the ids present after seeding in ``<schema>.qbench_seeded`` (the tool's schema); returns how
-    many."""
+    """Keep the ids present after seeding in ``<schema>.qbench_seeded``; returns how many."""
     table = sql.Identifier(schema, defn.table)
     conn.execute(sql.SQL("CREATE TABLE {} AS SELECT DISTINCT ({})::bigint AS id FROM {}").format(
         sql.Identifier(schema, SEEDED_TABLE), sql.Identifier(defn.columns["id"]), table))
@@ -208,8 +131,8 @@ def record_seeded(conn: psycopg.Connection, schema: str, defn: QueueDefinition) 
 
 
 def status_counts(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict[str, int]:
-    """Rows by the definition's predicates: ``pending`` (eligible now), ``running``, ``done``,
-    ``other`` (none of those: e.g. failed awaiting a retry not yet due, dead, scheduled later)."""
+    """Rows by the definition's predicates: ``pending`` (eligible now), ``running``, ``done``, ``other``
+    (none of those: a retry not yet due, dead, scheduled later)."""
     p = defn.predicates
     done = "false" if defn.deletes_done else p["done"]
     eligible, running, finished, total = conn.execute(sql.SQL(_STATUS).format(
@@ -233,8 +156,8 @@ def uncheckable(defn: QueueDefinition) -> dict[str, str]:
 
 
 def _finished_away(defn: QueueDefinition) -> sql.Composable:
-    """What a missing row may have left by (a queue whose completion deletes the row): a completion in the
-    claim log, or the definition's ``finished_ids`` (the queue's own record, e.g. a library's log table)."""
+    """Where a missing row may have gone when completion deletes it: a logged completion, or the
+    definition's ``finished_ids`` (e.g. a library's log table)."""
     if not defn.deletes_done:
         return sql.SQL("")
     away = sql.SQL("EXCEPT SELECT id FROM {}").format(_APPLIED)
@@ -270,15 +193,13 @@ def load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
 
 
 def invariant_counts(conn: psycopg.Connection, names: dict) -> dict[str, int]:
-    """The counts behind the invariants, from the events table already loaded (:func:`load_events`),
-    inside the caller's transaction: the claims (:data:`_CREATE_CLAIMS`, :data:`_CLAIM_CHECKS`), the
-    applied completions (:data:`_CREATE_APPLIED`, :data:`_COMPLETION_CHECKS`) and the rows
-    (:data:`_ROW_CHECKS`). ``names`` fills the templates' ``{…}`` (:func:`_names`). Returns the keyword
-    arguments :func:`bench.engines.common.audit_result` takes for them. Raises psycopg.Error."""
+    """The counts behind the invariants (keyword arguments of :func:`bench.engines.common.audit_result`),
+    from the events :func:`load_events` loaded, in the caller's transaction; ``names``: :func:`_names`.
+    Raises psycopg.Error."""
     conn.execute(sql.SQL(_CREATE_CLAIMS).format(**names))
     (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
      double_claims) = map(int, conn.execute(
-        sql.SQL(_CLAIM_CHECKS).format(**{**names, "jobs": names["rows"]})).fetchone())
+        sql.SQL(CLAIM_CHECKS).format(**{**names, "jobs": names["rows"]})).fetchone())  # MariaDB's too
     conn.execute(sql.SQL(_CREATE_APPLIED).format(**names))
     applied, stale_applied, double_completions = map(int, conn.execute(
         sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
@@ -292,8 +213,8 @@ def invariant_counts(conn: psycopg.Connection, names: dict) -> dict[str, int]:
 
 
 def _builtin_figures(conn: psycopg.Connection, names: dict, poison_share: float) -> dict:
-    """The built-in table's own figures: the FIFO order, the retry gaps and, with ``poison_share`` > 0,
-    how the poison jobs ended (the keyword arguments of :func:`bench.engines.common.audit_result`)."""
+    """The built-in table's FIFO order, retry gaps and, with ``poison_share`` > 0, poison jobs (keyword
+    arguments of :func:`bench.engines.common.audit_result`)."""
     fifo_compared, fifo_out_of_order = map(int, conn.execute(sql.SQL(_FIFO).format(**names)).fetchone())
     failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
         **names)).fetchone()[0]
@@ -314,8 +235,8 @@ def _builtin_figures(conn: psycopg.Connection, names: dict, poison_share: float)
 
 
 def _as_far_as_checkable(result: dict, defn: QueueDefinition) -> dict:
-    """``result`` of a written definition's queue without the invariants :func:`uncheckable` names, with
-    ``uncheckable`` and ``notes`` (sentences on how to read a count the definition makes conservative)."""
+    """``result`` without the invariants :func:`uncheckable` names, with ``uncheckable`` and ``notes``
+    (how to read a count the definition makes conservative)."""
     result["uncheckable"] = uncheckable(defn)
     result["notes"] = []
     if "lease" not in defn.columns and result["invariants"]["double_claims"]:
@@ -332,23 +253,12 @@ def _as_far_as_checkable(result: dict, defn: QueueDefinition) -> dict:
 
 def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log: ClaimLog, *, seeded_rows: int,
               over_claims: int, poison_share: float = 0.0, relation: str | None = None) -> dict:
-    """Check the invariants against the events of ``log`` on queue ``defn``'s table in ``schema``.
-
-    ``seeded_rows`` is the number of rows :func:`bench.engines.postgres.db.prepare` created for the
-    built-in queue (history + backlog: ids ``1..seeded_rows``); ``over_claims`` the recorder's
-    count of claims that returned more than the batch. ``relation`` is where
-    every job can be found when not in ``defn.table``: the ``jobs_all`` view over the queue and
-    archive tables of the built-in queue's ``archive`` layout.
-
-    Returns ``{"invariants": {...}, "status_counts": {...}, "details": {...},
-    "redeliveries": int, "retry_gaps": list | None, "fifo_out_of_order_share": float | None}``:
-    counts are ints;
-    ``retry_gaps`` lists, per job that failed at least once and was claimed
-    again, the seconds (database time, 6 decimals) between its successive
-    claims, or is None when no job failed (always, for a written definition's queue, whose result has
-    ``uncheckable`` and ``notes`` too: :func:`_as_far_as_checkable`). Raises ``psycopg.Error`` when the
-    database cannot be read.
-    """
+    """The invariants of ``log``'s events on ``defn``'s table in ``schema``: ``{"invariants", "status_counts",
+    "details", "redeliveries", "retry_gaps", "fifo_out_of_order_share"}`` (counts ints; ``retry_gaps``: per
+    job failed and claimed again, the s between its claims, database time, or None; a written definition's
+    adds ``uncheckable``, ``notes``). ``seeded_rows``: the built-in ids ``1..seeded_rows``; ``over_claims``:
+    the recorder's count; ``relation``: where every job is (``jobs_all``, the archive layout's view).
+    Raises psycopg.Error."""
     builtin = is_builtin(defn.name)
     jobs = sql.Identifier(schema, relation or defn.table)
     names = _names(schema, defn, jobs, seeded_rows)
@@ -366,10 +276,9 @@ def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log:
 
 def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str], start_unix: float,
                         end_unix: float, relation: str = "jobs") -> dict[str, int]:
-    """Jobs of each queue in ``names`` that reached ``done`` in the measured window, by their
-    ``finished_at`` (``{name: count}``, 0 for a queue with none): one scan of ``relation`` after the
-    load. The window's bounds are client epoch seconds, moved to the server's clock by the offset
-    read here (the server's ``clock_timestamp()`` against the middle of the client's round trip)."""
+    """``{name: jobs done in the window}`` by ``finished_at`` (0 for none), one scan of ``relation``. The
+    window (client epoch s) is moved to the server's clock by the offset read here (its
+    ``clock_timestamp()`` against the middle of the round trip)."""
     before = time.time()
     server_now = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0])
     offset = server_now - (before + time.time()) / 2

@@ -1,34 +1,7 @@
 """The built-in PostgreSQL queue (``QUEUE=builtin``) as a queue definition generated from the run's
-parameters, as :mod:`bench.engines.postgres.libraries.pgqueuer` generates pgqueuer's: its table, index
-variants, columns, predicates and its statements with ``:name::type`` parameters and ``{locking}`` in the
-claim (:mod:`bench.config.queue_definition`'s format). This module holds the built-in queue's claim,
-completion, failure and reaper SQL, once: the workers' prepared and literal statements, the probes' and
-the plans' claim and ``make calibrate``'s pgbench script are renderings of these texts
-(:mod:`bench.engines.postgres.policies`).
-
-The claim is one statement, one round trip: a ``MATERIALIZED`` CTE selects at
-most ``batch`` eligible ids in claim order (priority, run_at, id) with the
-policy's locking clause, and the outer ``UPDATE`` marks exactly those rows
-``running`` with a lease, a fresh attempt (fencing) token and ``locked_by``.
-The CTE is evaluated once, so the claim cannot take more rows than its LIMIT;
-the ``UPDATE … WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`` form can
-be re-run by a nested loop and over-claim (docs/design.md, field case FR-03).
-
-Row times that record a moment (``started_at``, ``lease_expires_at`` at the claim;
-``finished_at`` at completion, failure and reaping; a retry's ``run_at``) use
-``clock_timestamp()``, the time the statement reaches that row, not ``now()``, the
-start of the transaction: under ``TXN=hold`` that is the ``BEGIN`` before the lock
-wait and the job's work, and ``now()`` would make ``finished_at − started_at`` 0
-and start the lease before the claim. Eligibility (``run_at <= now()``) keeps
-``now()``: stable within the statement, so the index condition can use it. The
-claim takes its moment once, in the ``moment`` CTE that reads ``picked`` (so after
-the rows are locked): ``started_at`` and the lease's start are the same instant.
-https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT
-
-What the generated definition does not carry (the run's engine does it around the statements): the
-layouts' mover and archive view, the seed (set-based, from a saved history state when a sweep has one),
-the producers' batched insert with its NOTIFY, and the queue names' ``$4`` (docs/queues.md).
-"""
+parameters, and its SQL, once: table, index variants, claim, completion, failure, reaper (docs/queues.md;
+the claim's shape: docs/design.md, FR-03; its row times, ``clock_timestamp()``:
+https://www.postgresql.org/docs/current/functions-datetime.html#FUNCTIONS-DATETIME-CURRENT)."""
 
 from __future__ import annotations
 
@@ -67,11 +40,7 @@ RETURNING j.id, j.attempt_token,
           j.attempts, extract(epoch FROM j.lease_expires_at)::float8 AS lease_until,
           extract(epoch FROM j.started_at)::float8 AS claimed_at"""
 
-# TENANT_ORDER=round_robin: the picked CTE's body. The turn is one nextval per claim (its subquery
-# holds a volatile function, so it is not pulled up, and generate_series reads it, so it is the
-# outermost side of the joins: evaluated once). Tenant (turn + i) mod N is read i-th, each a LATERAL
-# locking read in claim order; the outer LIMIT stops the nested loop once it has the batch, and a row
-# is locked only when it is pulled through, so no row is locked that the claim does not take.
+# TENANT_ORDER=round_robin: the picked CTE's body (docs/design.md, "Claim protocol").
 _ROUND_ROBIN_PICK = """\
     SELECT h.id
     FROM (SELECT nextval({turn_seq}) AS k) AS turn,
@@ -108,10 +77,7 @@ SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
 WHERE id = {id} AND attempt_token = {token} AND status = 'running'
 RETURNING status"""
 
-# The reaper: running rows whose lease expired go back to pending (or dead past
-# max_attempts), keeping their run_at: the job was due then, so it keeps its place
-# in claim order and its age keeps counting. SKIP LOCKED so it never waits on a worker; the outer UPDATE
-# re-checks status and lease, so a job finished meanwhile is never touched (FR-06).
+# The reaper: expired leases back to pending (or dead), run_at kept; the outer UPDATE re-checks (FR-06).
 _REAP = """\
 WITH expired AS MATERIALIZED (
     SELECT id FROM {jobs}
@@ -128,9 +94,8 @@ FROM expired
 WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
 RETURNING j.id, j.status"""
 
-#: Each statement's template and its parameters, in ``$n`` order, with their types. With more than one
-#: queue name the claim takes a fourth, the names (:func:`statement`). Keys are the definition's
-#: statement names (``complete`` is the completion of one job).
+#: Each statement's template and its parameters with their types, in ``$n`` order (the claim over several queue
+#: names takes a fourth: :func:`statement`); keys are the definition's statement names.
 STATEMENTS = {
     "claim": (_CLAIM, (("batch", "int"), ("worker", "text"), ("lease_s", "float8"))),
     "complete": (_COMPLETE_ONE, (("id", "bigint"), ("token", "bigint"))),
@@ -158,13 +123,10 @@ def _names(schema: str, table: str = "jobs", token_seq: str = "attempt_token_seq
 
 def statement(name: str, schema: str, queues: int = 1, order: str = "plain", *, table: str = "jobs",
               token_seq: str = "attempt_token_seq", limit: int = REAP_LIMIT) -> tuple[str, tuple[str, ...]]:
-    """Statement ``name`` (a key of :data:`STATEMENTS`) over the queue table in ``schema``, each
-    parameter written ``:name::type``, the claim's locking clause as ``{locking}``; and the parameter
-    names in ``$n`` order. A claim over ``queues`` > 1 names takes them as a fourth parameter,
-    ``queues`` (text[]), and tests ``queue = ANY(…)`` (``order`` ``plain``), or takes tenants in
-    rotation (``round_robin``: :data:`_ROUND_ROBIN_PICK` in place of the picked CTE's body). ``table``
-    and ``token_seq`` name the queue table and token sequence (a probe's scratch table); ``limit`` is
-    the reaper's. Raises KeyError for an unknown statement."""
+    """``(text, parameter names in $n order)`` of statement ``name`` (a key of :data:`STATEMENTS`) in
+    ``schema``: parameters ``:name::type``, the claim's locking clause ``{locking}``; with ``queues`` > 1
+    the claim takes ``queues`` (text[]) fourth, in ``order`` (``plain``, ``round_robin``). ``table``,
+    ``token_seq``: a probe's scratch table; ``limit``: the reaper's. Raises KeyError for an unknown name."""
     template, params = STATEMENTS[name]
     if name == "claim":
         filter_ = "\n      AND queue = ANY({queues})" if queues > 1 else ""
@@ -187,21 +149,23 @@ def schema_ddl(name: str, schema: str, **extra: str) -> str:
         schema=sql.Identifier(schema), **{k: sql.SQL(v) for k, v in extra.items()}).as_string(None)
 
 
+def table_ddl(cfg) -> str:
+    """The queue table's DDL in ``cfg.schema`` and ``cfg.layout`` (``table.sql`` and ``layout_<layout>.sql``)."""
+    partitioning = "PARTITION BY LIST (status)" if cfg.layout == "partitioned" else ""
+    return schema_ddl("table.sql", cfg.schema, partitioning=partitioning) + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema)
+
+
 def definition(cfg) -> QueueDefinition:
-    """The built-in queue of run ``cfg`` (a RunConfig: ``schema``, ``layout``, ``named_queues``,
-    ``tenants``, ``tenant_order``) as a :class:`QueueDefinition`: the table in ``cfg.layout``, every
-    index variant (``INDEX``), the statements of :data:`STATEMENTS` for its queue names and tenant order
-    (the claim's ``{locking}`` is left for ``POLICY``)."""
+    """The built-in queue of RunConfig ``cfg`` as a :class:`QueueDefinition`: the table in ``cfg.layout``,
+    every ``INDEX`` variant, :data:`STATEMENTS` for its queue names and tenant order (``{locking}`` left)."""
     schema, queues = cfg.schema, queue_count(cfg)
     order = cfg.tenant_order if cfg.tenants > 1 else "plain"
-    partitioning = "PARTITION BY LIST (status)" if cfg.layout == "partitioned" else ""
-    ddl = schema_ddl("table.sql", schema, partitioning=partitioning) + schema_ddl(f"layout_{cfg.layout}.sql", schema)
     indexes = {path.stem.removeprefix("index_"): schema_ddl(path.name, schema)
                for path in sorted(SCHEMA_DIR.glob("index_*.sql"))}
     generated = {name: statement(name, schema, queues, order) for name in STATEMENTS}
     return QueueDefinition(name=BUILTIN, path=SCHEMA_DIR / "table.sql",
                            description="queue-bench's own queue, generated from the run's parameters",
-                           table="jobs", ddl=ddl, indexes=indexes, default_index=BY_KEY["index"].default,
+                           table="jobs", ddl=table_ddl(cfg), indexes=indexes, default_index=BY_KEY["index"].default,
                            columns=dict(COLUMNS), predicates=dict(PREDICATES),
                            statements={name: text for name, (text, _) in generated.items()}, defaults={},
                            claim_row=True, parameter_order={name: params for name, (_, params) in generated.items()})

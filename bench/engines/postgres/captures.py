@@ -1,6 +1,5 @@
-"""What the run reads from PostgreSQL around the load, each returning a reason instead of raising:
-the fresh-statement claim plans and the claim's pg_stat_statements window, both of the run's queue
-definition's claim (the built-in queue's, generated, or a written one) as its workers prepare it."""
+"""The run's PostgreSQL reads around the load, of its queue definition's claim as the workers prepare it:
+the fresh statement's plans and the pg_stat_statements window, each giving a reason instead of raising."""
 
 from __future__ import annotations
 
@@ -15,10 +14,8 @@ from bench.workload.queues import queue_count, queue_names
 
 
 def capture_plans(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, when: str) -> tuple[dict | None, str]:
-    """What the claim of ``defn`` (as the workers prepare it: :class:`bench.engines.postgres.sessions.PgWorkerSession`)
-    would do with its custom and generic plans on a fresh statement
-    (:func:`bench.engines.postgres.plans.capture_prepared_plans`), under the schema's ``search_path`` and the
-    definition's ``[settings]``, and when they were taken (or why the capture failed)."""
+    """``(plans, when)``: :func:`bench.engines.postgres.plans.capture_prepared_plans` of ``defn``'s claim as
+    the workers prepare it, under their ``search_path`` and ``[settings]``; ``(None, why)`` when it failed."""
     body, names = defined_sql.positional(defined_sql.claim_body(defn, cfg.policy), defn.parameter_order.get("claim", ()))
     values = {**defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s),
               "queues": policies.text_array(queue_names(queue_count(cfg)))}

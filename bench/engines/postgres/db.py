@@ -1,10 +1,5 @@
-"""Database side of a run: connect, check the server, create the tool's schema,
-the queue table and its index variant, seed history and backlog, VACUUM ANALYZE.
-
-Only the tool's own schema is ever created, changed or dropped. A schema is
-recognised as the tool's by its comment (:data:`SCHEMA_MARK`); an existing
-schema without it is refused, never dropped.
-"""
+"""Database side of a PostgreSQL run: connect, the server's settings, the tool's schemas (marked by
+:data:`SCHEMA_MARK`; a schema without it is refused, never dropped), table, index variant, seed."""
 
 from __future__ import annotations
 
@@ -15,16 +10,14 @@ import psycopg
 from psycopg import sql
 
 from bench.config.run_config import RunConfig
-from bench.data import SCHEMAS_DIR
 from bench.engines.common import SeedResult, ToolSchema
 from bench.engines.driver import Driver
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
+from bench.engines.postgres.builtin_queue import SCHEMA_DIR, schema_ddl, table_ddl
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
-SCHEMA_DIR = SCHEMAS_DIR / "postgres"
-#: The exceptions a database error raises through this engine (a caller outside the engine catches these).
 
 #: Server settings recorded with every run (SHOW name).
 KEY_SETTINGS = (
@@ -37,10 +30,6 @@ KEY_SETTINGS = (
 )
 
 
-class DatabaseError(RuntimeError):
-    """The database cannot be used for this run; the message says why, in one line."""
-
-
 def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench",
             connect_timeout_s: int = 10) -> psycopg.Connection:
     """Open one connection. Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
@@ -48,8 +37,7 @@ def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue
         return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name,
                                connect_timeout=connect_timeout_s)
     except psycopg.OperationalError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError("DSN", f"cannot connect ({first}); allowed: a reachable PostgreSQL DSN, or none for the embedded database") from None
+        raise ConfigError("DSN", f"cannot connect ({first_line(err)}); allowed: a reachable PostgreSQL DSN, or none for the embedded database") from None
     except psycopg.ProgrammingError as err:
         raise ConfigError("DSN", f"not a valid connection string ({err}); e.g. postgresql://user@127.0.0.1:5432/db") from None
 
@@ -93,12 +81,9 @@ def server_info(conn: psycopg.Connection) -> dict:
 
 
 def connection_headroom(conn: psycopg.Connection) -> dict[str, int]:
-    """Connections this run may still open: ``max_connections`` less reserved slots
-    (``superuser_reserved_connections``, and ``reserved_connections`` on 16+) less
-    the client backends already connected (this one included).
-
-    Source: https://www.postgresql.org/docs/current/runtime-config-connection.html
-    """
+    """``{"max_connections", "reserved", "in_use", "available"}``: ``max_connections`` less reserved slots
+    (``superuser_reserved_connections``, ``reserved_connections`` on 16+) less the client backends
+    connected (this one included). https://www.postgresql.org/docs/current/runtime-config-connection.html"""
     row = conn.execute("""
         SELECT current_setting('max_connections')::int,
                current_setting('superuser_reserved_connections')::int,
@@ -130,14 +115,8 @@ def unlock_schema(conn: psycopg.Connection, schema: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"queue-bench:{schema}",))
 
 
-def _ddl(name: str, schema: str, **extra: sql.Composable) -> sql.Composed:
-    """DDL file ``name`` with ``{schema}`` bound to the quoted schema (``{{``/``}}`` escape braces)."""
-    text = (SCHEMA_DIR / name).read_text()
-    return sql.SQL(text).format(schema=sql.Identifier(schema), **extra)
-
-
-def _has_statements(ddl: sql.Composable, conn: psycopg.Connection) -> bool:
-    return any(line.strip() and not line.strip().startswith("--") for line in ddl.as_string(conn).splitlines())
+def _has_statements(ddl: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in ddl.splitlines())
 
 
 #: Objects outside a schema that depend on something inside it (``pg_depend``, normal and auto
@@ -161,10 +140,8 @@ ORDER BY 1"""
 
 
 def outside_dependents(conn: psycopg.Connection, schema: str) -> list[str]:
-    """What outside ``schema`` depends on objects inside it (e.g. ``view mine.jobs_view``,
-    ``table constraint refs_fkey on mine.refs``, ``function mine.f(qbench.jobs)``); [] if nothing.
-
-    https://www.postgresql.org/docs/current/catalog-pg-depend.html"""
+    """What outside ``schema`` depends on objects inside it (``view mine.jobs_view``, ``function
+    mine.f(qbench.jobs)``…); [] if nothing. https://www.postgresql.org/docs/current/catalog-pg-depend.html"""
     rows = conn.execute(_OUTSIDE_DEPENDENTS, {"ns": sql.Identifier(schema).as_string(conn),
                                               "name": schema}).fetchall()
     return [r[0] for r in rows]
@@ -224,16 +201,9 @@ def _queue_of(cfg: RunConfig) -> Callable[[str], sql.Composable]:
 
 def ensure_history_state(conn: psycopg.Connection, state_schema: str, history: int,
                          log: Callable[[str], None] = print) -> sql.Composed:
-    """Return the saved history table for ``history`` rows in ``state_schema``, creating it
-    (and the schema, marked as the tool's) on first use.
-
-    A sweep seeds each distinct history size once and restores it into every
-    cell that needs it (an ``INSERT … SELECT`` from this table: 4.0–4.8 s for
-    2M rows against 6.3–6.7 s to generate them again, on the 2-core machine of
-    the README), and every cell gets the same rows. Only the tool's own schemas
-    are used: a template database would copy faster still but means creating
-    databases outside the tool's schema. Raises ConfigError (``SCHEMA``) if ``state_schema`` belongs to someone else.
-    """
+    """The saved history table of ``history`` rows in ``state_schema``, created (with the schema) on first
+    use (docs/sweeps.md; docs/measurements/harness.md). Raises ConfigError (``SCHEMA``) if ``state_schema``
+    belongs to someone else."""
     OWNERSHIP.refuse_foreign(conn, state_schema)
     if schema_state(conn, state_schema) == "absent":
         _create_marked(conn, state_schema)
@@ -254,28 +224,14 @@ def ensure_history_state(conn: psycopg.Connection, state_schema: str, history: i
 
 def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
             log: Callable[[str], None] = print, *, state_schema: str | None = None) -> SeedResult:
-    """(Re)create the tool's schema with the table in ``cfg.layout``, seed ``cfg.history``
-    done rows and ``backlog`` pending rows with set-based server-side
-    INSERT … SELECT, add the primary key and the index variant after seeding,
-    then VACUUM ANALYZE.
-
-    History goes to the queue table (layouts ``same`` and ``partitioned``, where
-    it lands in ``jobs_history``) or to ``jobs_archive`` (layout ``archive``).
-    With ``state_schema`` the history is copied from a saved state
-    (:func:`ensure_history_state`) instead of being generated again; the rows
-    are the same either way (ids 1..history). Seeded backlog ``run_at`` values
-    are spread over the millisecond before seeding, in id order, so every
-    pending row is eligible and ordered. Raises ConfigError if a schema belongs
-    to someone else.
-    """
+    """(Re)create the tool's schema and table in ``cfg.layout``, seed ``cfg.history`` done and ``backlog``
+    pending rows (history from ``state_schema``'s saved state when given), then the primary key, the index
+    variant, VACUUM ANALYZE (docs/reading-the-report.md, "Prepare"). Raises ConfigError if a schema
+    belongs to someone else."""
     schema = cfg.schema
     OWNERSHIP.recreate(conn, schema)
-    partitioning = sql.SQL("PARTITION BY LIST (status)" if cfg.layout == "partitioned" else "")
     with conn.transaction():
-        conn.execute(_ddl("table.sql", schema, partitioning=partitioning))
-        layout_ddl = _ddl(f"layout_{cfg.layout}.sql", schema)
-        if _has_statements(layout_ddl, conn):
-            conn.execute(layout_ddl)
+        conn.execute(table_ddl(cfg))
     jobs = sql.Identifier(schema, "jobs")
     history_table = sql.Identifier(schema, "jobs_archive" if cfg.layout == "archive" else "jobs")
     cols = sql.SQL(", ").join(map(sql.Identifier, _HISTORY_COLUMNS))
@@ -315,12 +271,12 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
     conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(jobs, key))
     if cfg.layout == "archive":
         conn.execute(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY (id)").format(history_table))
-    index_ddl = _ddl(f"index_{cfg.index}.sql", schema)
-    if _has_statements(index_ddl, conn):
+    index_ddl = schema_ddl(f"index_{cfg.index}.sql", schema)
+    if _has_statements(index_ddl):
         conn.execute(index_ddl)
     for name in ("tenants.sql", f"tenant_index_{cfg.index}.sql") if cfg.tenants > 1 else ():
         if (SCHEMA_DIR / name).is_file():  # the round robin's turn; a queue-leading index where the variant has one
-            conn.execute(_ddl(name, schema))
+            conn.execute(schema_ddl(name, schema))
     index_s = time.perf_counter() - started
     started = time.perf_counter()
     conn.execute(sql.SQL("VACUUM ANALYZE {}").format(jobs))
@@ -334,26 +290,24 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
     return SeedResult(cfg.history, backlog, seed_s, index_s, vacuum_s, source)
 
 
-def queue_tables(conn: psycopg.Connection, schema: str) -> list[sql.Identifier]:
-    """The tool's leaf tables that hold jobs: ``jobs`` or its partitions, and ``jobs_archive`` when present."""
-    rows = conn.execute("""
-        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname IN ('jobs', 'jobs_live', 'jobs_history', 'jobs_archive')
-        ORDER BY c.relname""", (schema,)).fetchall()
-    return [sql.Identifier(schema, name) for (name,) in rows]
-
-
 #: The tool's own job tables (the layouts' names).
 _JOB_TABLES = ("jobs", "jobs_live", "jobs_history", "jobs_archive")
 
 
+def queue_tables(conn: psycopg.Connection, schema: str) -> list[sql.Identifier]:
+    """The tool's leaf tables that hold jobs: ``jobs`` or its partitions, and ``jobs_archive`` when present."""
+    rows = conn.execute("""
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname = ANY(%s)
+        ORDER BY c.relname""", (schema, list(_JOB_TABLES))).fetchall()
+    return [sql.Identifier(schema, name) for (name,) in rows]
+
+
 def vacuum_counts(conn: psycopg.Connection, schema: str, tables: tuple[str, ...] = _JOB_TABLES) -> dict:
-    """Autovacuum and autoanalyze runs so far on the tool's job tables (``pg_stat_user_tables``,
+    """Autovacuum and autoanalyze so far on ``tables`` in ``schema`` (``pg_stat_user_tables``,
     https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW):
-    ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze"}`` (ISO text or None),
-    ``server_autovacuum``: the server's ``autovacuum`` setting (off: no table is ever vacuumed by it),
-    ``naptime_s``: its ``autovacuum_naptime`` (s; the launcher wakes at most that often), and
-    ``at_s``: the server's clock (epoch s) when read. ``tables``: the job tables' names in ``schema``."""
+    ``{"autovacuum_count", "autoanalyze_count", "last_autovacuum", "last_autoanalyze" (ISO text or None),
+    "server_autovacuum" (bool), "naptime_s" (``autovacuum_naptime``, s), "at_s" (server clock, epoch s)}``."""
     row = conn.execute("""
         SELECT coalesce(sum(autovacuum_count), 0)::bigint, coalesce(sum(autoanalyze_count), 0)::bigint,
                max(last_autovacuum)::text, max(last_autoanalyze)::text, current_setting('autovacuum'),
@@ -368,9 +322,8 @@ def vacuum_counts(conn: psycopg.Connection, schema: str, tables: tuple[str, ...]
 
 
 def table_sizes(conn: psycopg.Connection, schema: str, table: str = "jobs") -> dict[str, int]:
-    """Bytes of the queue table's heap (all partitions) and of all its indexes, and of
-    the archive table (heap + indexes, 0 when the layout has none). ``table``: the queue table's
-    name in ``schema`` (a queue definition's)."""
+    """``{"table_bytes", "indexes_bytes", "archive_bytes"}``: ``table``'s heap and indexes (all partitions),
+    ``jobs_archive``'s heap + indexes (0 without one)."""
     row = conn.execute("""
         WITH parts AS (SELECT relid FROM pg_partition_tree(%(t)s::regclass) UNION SELECT %(t)s::regclass)
         SELECT coalesce(sum(pg_table_size(relid)), 0)::bigint, coalesce(sum(pg_indexes_size(relid)), 0)::bigint
@@ -381,9 +334,8 @@ def table_sizes(conn: psycopg.Connection, schema: str, table: str = "jobs") -> d
 
 
 def job_counts(conn: psycopg.Connection, schema: str) -> dict[str, int]:
-    """Rows of the tool's queue table by what a calibration checks: ``{"done", "running",
-    "pending", "attempts_done" (the sum of ``attempts`` over the done rows: equal to ``done``
-    when each was claimed once)}``; one scan of the table."""
+    """``{"done", "running", "pending", "attempts_done"}`` of the tool's queue table (``attempts_done``: the
+    done rows' ``attempts`` summed, ``done`` when each was claimed once); one scan."""
     row = conn.execute(sql.SQL("""
         SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'running'),
                count(*) FILTER (WHERE status = 'pending'), coalesce(sum(attempts) FILTER (WHERE status = 'done'), 0)

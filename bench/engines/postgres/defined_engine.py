@@ -1,18 +1,10 @@
-"""A queue definition on PostgreSQL (``QUEUE=<name>``): the :class:`bench.engines.base.Engine` the run
-uses for a user's own queue, the PostgreSQL engine over it (:class:`bench.engines.postgres.engine.PostgresEngine`
-reads every queue from its definition) with the preparation and the checks a written definition needs.
-
-Before any load, :meth:`DefinedQueueEngine.prepare` checks the definition against the database:
-it creates the tool's schema, runs the DDL with ``search_path`` set to that schema, ``PREPARE``\\s
-and ``DEALLOCATE``\\s every statement (the claim in its wrapper too), seeds, builds the index
-variant, and runs one claim in a transaction that it rolls back. A statement that fails is refused
-with the database's own message (``ConfigError`` naming ``QUEUE``, or ``INDEX`` for an index
-variant: one line, exit 2) and the schema is dropped: nothing is left behind. Nothing outside the
-tool's schema is created, changed or dropped.
-"""
+"""A written queue definition on PostgreSQL (``QUEUE=<name>``): :class:`PostgresEngine` over it, with the
+check before any load (docs/queues.md, "How the tool runs it"): a failing statement is refused with the
+database's message (``ConfigError`` naming ``QUEUE`` or ``INDEX``) and the tool's schema dropped."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Any, Callable
@@ -36,12 +28,10 @@ class DefinitionRefused(ConfigError):
 
 
 class DefinedQueueEngine(PostgresEngine):
-    """The PostgreSQL engine over ``defn`` (``DefinedQueueEngine(defn)``), a written definition, which
-    :meth:`prepare` creates, checks and seeds (see :class:`bench.engines.base.Engine` for every method's
-    contract; those not written here are :class:`PostgresEngine`'s)."""
+    """The PostgreSQL engine over a written definition (``DefinedQueueEngine(defn)``), which :meth:`prepare`
+    creates, checks and seeds (contracts: :class:`bench.engines.base.Engine`)."""
 
-    #: PostgreSQL's flags; the parameter table's per-engine values are the built-in queue's, and a
-    #: definition's parameters are checked by :mod:`bench.config.queue_parameters`
+    #: PostgreSQL's flags without the built-in queue's per-engine values (:mod:`bench.config.queue_parameters`)
     capabilities = dataclasses.replace(CAPABILITIES, allowed={}, reasons={})
 
     # -- prepare and check
@@ -50,9 +40,20 @@ class DefinedQueueEngine(PostgresEngine):
         db.drop_schema(conn, schema)
         raise DefinitionRefused(param, f"queue {self.defn.name!r}: {message}")
 
-    def _refuse(self, conn: psycopg.Connection, schema: str, param: str, what: str, err: BaseException) -> None:
-        self._reject(conn, schema, param, f"{what} failed on the database: {first_line(err)}; allowed: a statement "
-                                          f"this server runs (the definition is {self.defn.path})")
+    @contextlib.contextmanager
+    def _refusing(self, conn: psycopg.Connection, cfg: Any, what: str, param: str = "QUEUE"):
+        """Within the block, a psycopg error refuses ``what`` with the database's message (:meth:`_reject`)."""
+        try:
+            yield
+        except psycopg.Error as err:
+            self._reject(conn, cfg.schema, param, f"{what} failed on the database: {first_line(err)}; allowed: a "
+                                                  f"statement this server runs (the definition is {self.defn.path})")
+
+    def _prepares(self, conn: psycopg.Connection, cfg: Any, what: str, text: str) -> None:
+        """PREPARE and DEALLOCATE ``text`` (no parameters: psycopg sends it as it is). Raises DefinitionRefused."""
+        with self._refusing(conn, cfg, what):
+            conn.execute("PREPARE qbench_check AS " + text)
+            conn.execute("DEALLOCATE qbench_check")
 
     def _check_reads(self, conn: psycopg.Connection, cfg: Any) -> None:
         """PREPARE and DEALLOCATE what the monitor and the audit read of the table: each predicate and
@@ -65,26 +66,17 @@ class DefinedQueueEngine(PostgresEngine):
         reads.append(("columns.eligible_at", f"SELECT min({defined_sql.eligible_at(defn).as_string(None)}) "
                                              f"- now() FROM {table}"))
         for what, text in reads:
-            try:
-                conn.execute("PREPARE qbench_check AS " + text)
-                conn.execute("DEALLOCATE qbench_check")
-            except psycopg.Error as err:
-                self._refuse(conn, cfg.schema, "QUEUE", what, err)
+            self._prepares(conn, cfg, what, text)
         for name, value in defn.settings.items():
-            try:
-                with conn.transaction(force_rollback=True):
-                    conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-            except psycopg.Error as err:
-                self._refuse(conn, cfg.schema, "QUEUE", f"settings.{name}", err)
+            with self._refusing(conn, cfg, f"settings.{name}"), conn.transaction(force_rollback=True):
+                conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
 
     def _check_claim_columns(self, conn: psycopg.Connection, cfg: Any, body: str) -> list[str]:
-        """The columns the claim returns; refused unless it returns every ``[columns]`` column it must
-        (named by key) and its id is an integer. Raises DefinitionRefused."""
+        """The columns the claim returns: every ``[columns]`` column but ``eligible_at``, an integer id.
+        Raises DefinitionRefused."""
         defn = self.defn
-        try:
+        with self._refusing(conn, cfg, "statements.claim"):
             described = defined_sql.describe_claim(conn, body)
-        except psycopg.Error as err:
-            self._refuse(conn, cfg.schema, "QUEUE", "statements.claim", err)
         returned = list(described)
         missing = [f"{defn.columns[c]} (columns.{c})" for c in ("id", "token", "attempts", "lease")
                    if c in defn.columns and defn.columns[c] not in returned]
@@ -113,26 +105,19 @@ class DefinedQueueEngine(PostgresEngine):
             else:
                 text, _ = defined_sql.positional(defn.statements[key])
             if key == "complete_many":  # its returned ids are the completions applied: it must return them
-                try:
+                with self._refusing(conn, cfg, f"statements.{key}"):
                     returned = defined_sql.describe_columns(conn, text)
-                except psycopg.Error as err:
-                    self._refuse(conn, cfg.schema, "QUEUE", f"statements.{key}", err)
                 if not returned:
                     self._reject(conn, cfg.schema, "QUEUE", "statements.complete_many returns no "
                                                             "column; allowed: RETURNING the ids it completed "
                                                             "(the others were stale)")
-            try:
-                conn.execute("PREPARE qbench_check AS " + text)  # no parameters: psycopg sends it as it is
-                conn.execute("DEALLOCATE qbench_check")
-            except psycopg.Error as err:
-                self._refuse(conn, cfg.schema, "QUEUE", f"statements.{key}", err)
+            self._prepares(conn, cfg, f"statements.{key}", text)
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> SeedResult:
-        """Create the tool's schema with the definition's table, check every statement, seed (``:history``,
-        ``:backlog``, ``:max_attempts``), build the index variant, VACUUM ANALYZE, and run one claim rolled
-        back. Returns the seed's figures (rows by the definition's predicates). Raises ConfigError
-        (``SCHEMA``, ``QUEUE``, ``INDEX``) and leaves no schema behind when a statement fails."""
+        """Create, check and seed the definition's table (``:history``, ``:backlog``, ``:max_attempts``), build
+        the index variant, VACUUM ANALYZE, run one claim rolled back; the seed's figures (rows by the
+        predicates). Raises ConfigError (``SCHEMA``, ``QUEUE``, ``INDEX``), leaving no schema behind."""
         schema = cfg.schema
         db.OWNERSHIP.recreate(conn, schema)
         conn.execute(defined_sql.set_search_path(schema))
@@ -145,11 +130,8 @@ class DefinedQueueEngine(PostgresEngine):
 
     def _prepare(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> None:
         defn, schema = self.defn, cfg.schema
-        try:
-            with conn.transaction():
-                conn.execute(defn.ddl)
-        except psycopg.Error as err:
-            self._refuse(conn, schema, "QUEUE", "table.ddl", err)
+        with self._refusing(conn, cfg, "table.ddl"), conn.transaction():
+            conn.execute(defn.ddl)
         if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(schema, defn.table).as_string(None),)).fetchone()[0] is None:
             self._reject(conn, schema, "QUEUE", f"table.ddl does not create table {defn.table!r} in "
                                                 f"the tool's schema; allowed: DDL that creates table.name")
@@ -157,28 +139,19 @@ class DefinedQueueEngine(PostgresEngine):
         self._started = time.perf_counter()
         if "seed" in defn.statements:
             values = {"history": int(cfg.history), "backlog": int(backlog), "max_attempts": int(cfg.max_attempts)}
-            try:
-                with conn.transaction():
-                    conn.execute(defined_sql.literal(defn.statements["seed"], values))
-            except psycopg.Error as err:
-                self._refuse(conn, schema, "QUEUE", "statements.seed", err)
+            with self._refusing(conn, cfg, "statements.seed"), conn.transaction():
+                conn.execute(defined_sql.literal(defn.statements["seed"], values))
         self._seed_s = time.perf_counter() - self._started
         audit.record_seeded(conn, schema, defn)
         started = time.perf_counter()
         index = defn.indexes.get(cfg.index, "") if isinstance(cfg.index, str) else ""
         if index.strip():
-            try:
-                with conn.transaction():
-                    conn.execute(index)
-            except psycopg.Error as err:
-                self._refuse(conn, schema, "INDEX", f"index variant {cfg.index!r}", err)
+            with self._refusing(conn, cfg, f"index variant {cfg.index!r}", "INDEX"), conn.transaction():
+                conn.execute(index)
         self._index_s = time.perf_counter() - started
         started = time.perf_counter()
         table = sql.Identifier(schema, defn.table)
-        # A table seeded with no row is not analyzed: its statistics stay a new table's (never analyzed, so the
-        # planner assumes some rows), as a new queue's are in production until autovacuum analyzes it. Analyzed
-        # empty, it tells the planner "no rows", and a claim planned and cached on that (procrastinate's, in its
-        # PL/pgSQL function) is a nested loop whose cost grows with the backlog (docs/queues.md, "Measured").
+        # A table seeded with no row is left unanalyzed, as a new queue's (docs/measurements/queues.md).
         self._analyzed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(table)).fetchone()[0]
         if self._analyzed:
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(table))
@@ -189,16 +162,13 @@ class DefinedQueueEngine(PostgresEngine):
         """One claim, as the workers send it, in a transaction rolled back. Raises DefinitionRefused."""
         body = defined_sql.claim_body(self.defn, cfg.policy)
         values = defined_sql.claim_values(cfg.batch, "queue-bench check", cfg.lease_s)
-        try:
-            with conn.transaction(force_rollback=True):
-                conn.execute("SET LOCAL statement_timeout = '60s'")
-                for name, value in self.defn.settings.items():  # as the workers' sessions have them
-                    conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-                values["worker_id"] = defined_sql.register(conn, self.defn)
-                text = defined_sql.literal(body, values)
-                conn.execute(defined_sql.wrapped_claim(self.defn, text, [])).fetchall()
-        except psycopg.Error as err:
-            self._refuse(conn, cfg.schema, "QUEUE", "one claim (rolled back)", err)
+        with self._refusing(conn, cfg, "one claim (rolled back)"), conn.transaction(force_rollback=True):
+            conn.execute("SET LOCAL statement_timeout = '60s'")
+            for name, value in self.defn.settings.items():  # as the workers' sessions have them
+                conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+            values["worker_id"] = defined_sql.register(conn, self.defn)
+            text = defined_sql.literal(body, values)
+            conn.execute(defined_sql.wrapped_claim(self.defn, text, [])).fetchall()
 
     def _seeded(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> SeedResult:
         counts = audit.status_counts(conn, cfg.schema, self.defn)

@@ -1,12 +1,6 @@
-"""The sessions of PostgreSQL's queues, each a queue definition (:mod:`bench.config.queue_definition`).
-
-Its workers run the one worker session of PostgreSQL, :class:`bench.engines.postgres.sessions.PgWorkerSession`,
-fed by the definition: one autocommit connection per worker, ``search_path`` set to the tool's schema,
-the claim, completion and failure prepared once (``$n`` parameters, text format) and waited for through
-gevent, the claim inside the wrapper of :func:`bench.engines.postgres.defined_sql.wrapped_claim`. Here:
-the session factory of both queue kinds, the columns a written claim returns (read from the server once)
-and the producers' one-job ``enqueue``.
-"""
+"""The session factory of PostgreSQL's queue definitions (:mod:`bench.config.queue_definition`): workers
+are :class:`bench.engines.postgres.sessions.PgWorkerSession` fed by the definition; producers run its
+one-job ``enqueue``."""
 
 from __future__ import annotations
 
@@ -25,14 +19,14 @@ from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, 
 
 
 def claim_columns(dsn: str, schema: str, body: str) -> list[str]:
-    """The names of the columns the claim ``body`` (``$n`` parameters) returns, from the server's
-    description of it as an unnamed prepared statement (nothing is executed). Raises psycopg.Error."""
+    """:func:`defined_sql.describe_columns` of ``body`` on a connection of its own, under ``schema``'s
+    ``search_path``. Raises psycopg.Error."""
     with psycopg.connect(dsn, autocommit=True, application_name="queue-bench describe") as conn:
         conn.execute(defined_sql.set_search_path(schema))
         return defined_sql.describe_columns(conn, body)
 
 
-class DefinedProducerSession:
+class DefinedProducerSession(PgProducerSession):
     """A producer's session on a defined queue: its ``enqueue``, one job per execution."""
 
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition, name: str):
@@ -41,15 +35,9 @@ class DefinedProducerSession:
         self.session = _open(dsn, f"queue-bench {name}", {"search_path": defined_sql.schema_path(cfg.schema)},
                              {"enqueue": text})
 
-    @property
-    def broken(self) -> bool:
-        """True once the connection is lost."""
-        return self.session.broken
-
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
-        """See :meth:`bench.engines.base.ProducerSession.insert`: the ids the enqueue statement returns.
-        The enqueue inserts one job; the jobs due together (a producer catching up) are inserted in one
-        transaction, one commit for them all, as the built-in producers' one multi-row insert does."""
+        """See :meth:`bench.engines.base.ProducerSession.insert`: the enqueue's ids; jobs due together in one
+        transaction, as the built-in producers' one insert."""
         ids = []
         many = len(priorities) > 1
         try:
@@ -73,18 +61,11 @@ class DefinedProducerSession:
             raise translated from None
         return ids
 
-    def close(self) -> None:
-        """Close the connection."""
-        self.session.close()
-
 
 class DefinedSessions(Sessions):
-    """The :class:`bench.engines.base.SessionFactory` of PostgreSQL's queues, over the run's queue
-    definition, ``queue()`` (the built-in queue's, generated, or a written one; asked for at the first
-    session, so the factory can check its driver's wait before any run). The columns a wrapped claim
-    returns are read from the server once, at the first worker session (the table exists by then).
-    Producers run the definition's ``enqueue``; the built-in queue's producers, which have none, run its
-    batched insert (:class:`PgProducerSession`)."""
+    """The :class:`bench.engines.base.SessionFactory` of PostgreSQL's queues over ``queue()``, the run's
+    definition (asked for at the first session); a wrapped claim's columns read once, at the first worker
+    session. Producers run ``enqueue``, else the built-in batched insert (:class:`PgProducerSession`)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, queue: Callable[[], QueueDefinition]):
         super().__init__(dsn, cfg, PgWorkerSession, DefinedProducerSession, cooperative_wait)

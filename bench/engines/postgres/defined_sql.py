@@ -1,20 +1,7 @@
-"""A queue definition's statements as PostgreSQL runs them (:mod:`bench.config.queue_definition`).
-
-Each statement's ``:name`` parameters become ``$1..$n`` for a server-side prepared statement, or SQL
-literals (the seed, which may hold several statements, and the claim with ``PREPARED=0``). The claim
-is sent inside one wrapper that reads what the audit and the measurement need from the rows the
-user's claim returns, in the same statement (a data-modifying statement may sit in a ``WITH`` and its
-``RETURNING`` rows are what the outer query reads:
-https://www.postgresql.org/docs/current/queries-with.html#QUERIES-WITH-MODIFYING):
-
-``id``, the attempt token (NULL when the queue has none), pickup µs (database time from the
-``eligible_at`` column the claim returned to now; NULL when it returned none), attempts (1 when
-none), the lease's end in epoch seconds (``Infinity`` when the queue has no lease: a job is never
-taken back, so a second claim of an unfinished job is always a double claim) and the database's
-``clock_timestamp()`` after the claim's rows were returned (epoch seconds): the same six columns
-as the built-in claim (:data:`bench.engines.base.ClaimedRow`). A row whose id is NULL is no job
-(a claim function that found nothing may return one row of NULLs: procrastinate's does).
-"""
+"""A queue definition's statements as PostgreSQL runs them (:mod:`bench.config.queue_definition`):
+``:name`` parameters as ``$n`` or SQL literals, and the claim inside the wrapper that reads the six
+columns of :data:`bench.engines.base.ClaimedRow` from the rows it returns (docs/queues.md,
+https://www.postgresql.org/docs/current/queries-with.html#QUERIES-WITH-MODIFYING)."""
 
 from __future__ import annotations
 
@@ -82,9 +69,7 @@ def wrapped_claim(defn: QueueDefinition, body: str, returned: list[str]) -> str:
 
 def split_with(text: str) -> tuple[str, str]:
     """``(ctes, main)`` of a statement that starts with ``WITH``: its CTE list without the ``WITH``
-    (``RECURSIVE`` kept, each CTE and a comma after the last) and its main statement; ``("", text)`` otherwise. The wrapper puts the
-    claim's own CTEs beside its own instead of nesting them: PostgreSQL refuses a data-modifying CTE in
-    a ``WITH`` that is not at the top level (pgqueuer's dequeue has two)."""
+    (``RECURSIVE`` kept, a comma after the last CTE) and its main statement; ``("", text)`` otherwise."""
     m = re.match(r"\s*WITH\s+(RECURSIVE\s+)?", text, re.IGNORECASE)
     if m is None:
         return "", text
@@ -142,9 +127,8 @@ def text_param(value) -> bytes:
 
 
 def schema_path(schema: str) -> str:
-    """The ``search_path`` value the definition's statements run under (as a string setting): the tool's
-    schema alone, so an unqualified name can only be one of its own (``pg_catalog`` is always searched
-    first). The schema is a lower-case identifier (``SCHEMA``'s rule), so its name needs no quoting."""
+    """The ``search_path`` the definition's statements run under: the tool's schema alone (a lower-case
+    identifier, ``SCHEMA``'s rule: no quoting; ``pg_catalog`` is always searched first)."""
     return schema
 
 
@@ -158,8 +142,8 @@ INTEGER_TYPES = ("int2", "int4", "int8")
 
 
 def describe_claim(conn: psycopg.Connection, body: str) -> dict[str, str]:
-    """``{column name: its type's name}`` of what statement ``body`` returns, in order (described, not
-    executed; see :func:`describe_columns`). Raises psycopg.Error."""
+    """``{column name: type name}`` of what ``body`` returns, in order (:func:`describe_columns`). Raises
+    psycopg.Error."""
     names = describe_columns(conn, body)
     described = conn.pgconn.describe_prepared(b"")
     oids = [described.ftype(i) for i in range(described.nfields)]
@@ -168,9 +152,8 @@ def describe_claim(conn: psycopg.Connection, body: str) -> dict[str, str]:
 
 
 def describe_columns(conn: psycopg.Connection, body: str) -> list[str]:
-    """The names of the columns statement ``body`` (``$n`` parameters) returns, from the server's
-    description of it as the unnamed prepared statement (nothing is executed), under ``conn``'s
-    ``search_path``. Raises psycopg.Error (the database's message when it does not parse or plan)."""
+    """The column names ``body`` (``$n`` parameters) returns, described as the unnamed prepared statement
+    (nothing executed) under ``conn``'s ``search_path``. Raises psycopg.Error (the database's message)."""
     result = conn.pgconn.prepare(b"", body.encode())
     if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
         raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)

@@ -1,22 +1,6 @@
-"""The default database: a throwaway PostgreSQL server started for one run.
-
-When the user gives no ``DSN``/``DATABASE_URL``, queue-bench starts its own PostgreSQL in a fresh
-temporary data directory, runs against it over TCP on 127.0.0.1, and stops it and deletes the data
-directory afterwards::
-
-    with embedded_postgres(max_connections=workers + 10) as dsn:
-        run_benchmark(dsn)     # dsn == "postgresql://postgres@127.0.0.1:PORT/postgres"
-
-The lifecycle (directory, user, watchdog, start, stop) is :mod:`bench.engines.embedded_base`'s;
-this module is PostgreSQL's recipe for it. The binaries (``initdb``, ``pg_ctl``, ``postgres``) are
-found by :mod:`bench.engines.postgres.embedded_binaries`. ``initdb`` refuses to run as root, so
-under root the server runs as the ``postgres`` system user if it exists, otherwise as a
-``qbench`` system user created on first use.
-
-The server keeps PostgreSQL's durability defaults (``fsync=on``, ``synchronous_commit=on``):
-queue-bench measures a real queue, so commits pay for the WAL flush. Only ``initdb`` runs with
-``--no-sync`` (it writes the empty cluster; nothing there needs to survive a crash).
-"""
+"""The default database: a throwaway PostgreSQL server for one run, ``with embedded_postgres(max_connections=n)
+as dsn:`` (``postgresql://postgres@127.0.0.1:PORT/postgres``; docs/running.md), its lifecycle
+:mod:`bench.engines.embedded_base`'s (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -41,21 +25,11 @@ AUTOVACUUM_NAPTIME = "1s"
 
 
 class PostgresRecipe(Recipe):
-    """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop``, probed with psycopg.
-
-    Its :meth:`~bench.engines.embedded_base.Recipe.server` yields
-    ``postgresql://postgres@127.0.0.1:PORT/postgres`` (trust auth, TCP on loopback only): the Unix socket
-    in the data directory, ``shared_buffers=256MB``, fsync and synchronous_commit at their defaults (on).
-    ``max_connections``: the run's workers plus headroom (monitor, reaper, producers, and PostgreSQL's own
-    3 ``superuser_reserved_connections``). Under root, ``base_dir``'s parents must be traversable by the
-    ``postgres``/``qbench`` user. On leaving the block the server gets ``pg_ctl stop -m fast -w``
-    (escalating to immediate shutdown, then SIGKILL) and the directory is removed.
-
-    Raises EmbeddedError when there are no binaries (the message says to pass DSN=), initdb failed, the
-    server did not start or accept a connection within 60 s (with the last 20 lines of its log), or under
-    root there is no usable unprivileged user; ValueError for a ``max_connections`` that is not a positive
-    int.
-    """
+    """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop`` (fast, then immediate, then
+    SIGKILL), probed with psycopg. ``max_connections``: the run's workers plus headroom (monitor, reaper,
+    producers, PostgreSQL's 3 ``superuser_reserved_connections``). Raises EmbeddedError (no binaries,
+    initdb failed, no start or connection within 60 s, no unprivileged user under root), ValueError for a
+    ``max_connections`` that is not a positive int."""
 
     label = "PostgreSQL"
     prefix = "qbench-pg-"
@@ -162,13 +136,9 @@ embedded_postgres = embedded_server = PostgresRecipe.server
 
 
 def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int) -> str:
-    """The value of ``pg_ctl start -o``: one ``-c name=value`` per setting, each quoted for /bin/sh.
-
-    The server listens on 127.0.0.1:``port`` only, with its Unix socket in ``data_dir`` (none when
-    that path is too long for a socket), ``max_connections``, ``shared_buffers`` =
-    :data:`SHARED_BUFFERS`, ``autovacuum_naptime`` = :data:`AUTOVACUUM_NAPTIME`, and
-    pg_stat_statements preloaded when the build has it (:func:`has_pg_stat_statements`).
-    """
+    """``pg_ctl start -o``'s value, one ``-c name=value`` per setting quoted for /bin/sh: 127.0.0.1:``port``
+    only, the Unix socket in ``data_dir`` (none when that path is too long), ``max_connections``,
+    :data:`SHARED_BUFFERS`, :data:`AUTOVACUUM_NAPTIME`, pg_stat_statements when the build has it."""
     socket_dir = str(data_dir)
     if len(socket_dir) + len(f"/.s.PGSQL.{port}") > MAX_SOCKET_PATH:
         socket_dir = ""  # path too long for a Unix socket; TCP only (all we use)
@@ -179,9 +149,7 @@ def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_
         "unix_socket_directories": f'"{socket_dir}"' if socket_dir else "",
         "max_connections": str(max_connections),
         "shared_buffers": SHARED_BUFFERS,
-        # How often the autovacuum launcher looks at each database (default 1 min): at 1 s, per-table
-        # AUTOVACUUM_SETTINGS take effect within a quick run, as they would within a long one on a
-        # server left at the default (FR-12; the cost: one launcher wake-up a second).
+        # the launcher's wake-up (default 1 min): per-table AUTOVACUUM_SETTINGS act within a quick run (FR-12)
         "autovacuum_naptime": AUTOVACUUM_NAPTIME,
     }
     if has_pg_stat_statements(bins):

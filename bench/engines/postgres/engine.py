@@ -1,12 +1,7 @@
-"""PostgreSQL as a :class:`bench.engines.base.Engine`: the modules of this package that the shared flows
-call (``db``, ``plans``, ``probes``, ``fault_actions``, the sessions), and what only PostgreSQL has
-(autovacuum settings, the archive mover, the periodic VACUUM, prepared plans, pg_stat_statements).
-Every queue on PostgreSQL is a queue definition (:meth:`PostgresEngine.queue`): its sessions, reaper,
-monitor, plans, statement statistics and audit are read from it, the built-in queue's as a written one's.
-
-Import it after the entry point's gevent monkey-patching (:mod:`bench.gevent_patch`: it must precede
-psycopg's import); :func:`bench.engines.get_engine` imports it when first asked.
-"""
+"""PostgreSQL as a :class:`bench.engines.base.Engine`; every queue is a queue definition
+(:meth:`PostgresEngine.queue`) that its sessions, reaper, monitor, plans, statement statistics and audit
+read. Import it after :mod:`bench.gevent_patch` (before psycopg's import): :func:`bench.engines.get_engine`
+does."""
 
 from __future__ import annotations
 

@@ -1,36 +1,7 @@
-"""Database-side sampling, once a second, on one extra connection.
-
-Every second:
-
-- from the statistics views and catalogs only (never the queue table's rows, so it always
-  answers), in one round trip: lock waiters, sessions of this database waiting on a heavyweight lock
-  (``pg_stat_activity.wait_event_type = 'Lock'``: row and transaction locks, but
-  also relation extension; https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE),
-  and among them the notify lock waiters (``wait_event = 'object'``: commits waiting for
-  the lock that a transaction which sent ``NOTIFY`` holds while it commits, FR-10),
-  both from one pass over ``pg_stat_activity``;
-  dead tuples of the queue table (``pg_stat_user_tables.n_dead_tup``, which
-  lags by up to a second: backends flush their counters at most once a second), the oldest
-  snapshot's xmin age, the table's tuples, the size of the claim's index and autovacuum runs on
-  the table so far (:meth:`Monitor.sample_stats`);
-- from the queue table, read through the queue's definition (:mod:`bench.config.queue_definition`; the
-  built-in queue's is generated, :mod:`bench.engines.postgres.builtin_queue`): oldest eligible age,
-  ``now() - min(eligible_at)`` over the rows matching ``predicates.eligible`` (0 when none), computed on
-  the built-in table as the minimum of each priority's oldest eligible row, so that with the ``partial``
-  and ``composite`` variants it is a handful of index probes (a written definition's table has no
-  priority column the tool knows: one probe); and the exact counts queue depth (eligible rows) and
-  running rows (``predicates.running``; None without one). How fast these answer depends on the
-  table's indexes.
-
-The table queries are load on the server under test, so each is taken only as
-often as keeps its measured cost within a budget of the wall time
-(:data:`AGE_BUDGET`, :data:`COUNT_BUDGET`) and never more than once a second: with an index, the age every second
-and the counts every second or every few seconds; under ``INDEX=none`` at
-millions of rows every one is a sequential scan, so they are sampled less often
-(and a sample cut by ``statement_timeout`` is recorded as such). Seconds without
-a value have empty cells. The monitor's own query time is recorded every second
-as ``monitor_query_us``.
-"""
+"""The per-second database sample on PostgreSQL, over the queue's definition: lock waiters and table
+statistics from the catalogs (https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-TABLE),
+the oldest eligible age and the counts from the table, each within its budget of the wall time
+(:data:`AGE_BUDGET`, :data:`COUNT_BUDGET`; docs/reading-the-report.md, "Monitor cost")."""
 
 from __future__ import annotations
 
@@ -72,9 +43,8 @@ LEFT JOIN LATERAL (
   WHERE {eligible}{of_priority}
   ORDER BY {eligible_at} LIMIT 1) AS h ON true"""
 
-# TENANTS > 1 (the built-in table's queue names): the same per-priority rows with two more columns, the
-# flooder's (q0) oldest eligible age and the oldest of the other tenants' heads: one probe per tenant and
-# priority, each an index probe on the tenant index (bench/data/schemas/postgres/tenant_index_<variant>.sql).
+# TENANTS > 1: also the flooder's (q0) oldest eligible age and the oldest of the other tenants' heads, one
+# probe per tenant and priority on the tenant index (bench/data/schemas/postgres/tenant_index_<variant>.sql).
 _TENANT_AGE = """\
 SELECT p.priority, coalesce(extract(epoch FROM now() - h.at), 0)::float8,
        coalesce(extract(epoch FROM now() - f.at), 0)::float8,
@@ -102,18 +72,11 @@ SELECT (SELECT count(*) FROM {jobs} WHERE {eligible}) AS queue_depth,
 
 
 class Monitor(TableSampler):
-    """Samples the database over two autocommit connections of its own (the loop is
-    :class:`bench.engines.sampler.TableSampler`'s).
-
-    ``connect(application_name)`` opens its connections (and reopens one whose
-    backend went away). ``defn``: the queue's definition (None: the built-in queue's table).
-    ``priorities``: the priority values jobs can have (the oldest-age
-    probe looks at each; the built-in table's only); ``tenants``: with ``TENANTS`` > 1 the tenants' queue names, the first the
-    flooder (the age query then also returns its age and the largest of the others'). Table statements are bounded by ``table_timeout_ms`` (default
-    30 s), stats statements by 5 s. Errors are counted by
-    :func:`bench.engines.postgres.error_kinds.error_kind` (SQLSTATE, e.g. ``57014`` for a statement
-    timeout, or ``connect_failed`` when the connection could not be reopened).
-    """
+    """The sampler (:class:`bench.engines.sampler.TableSampler`) on two connections ``connect(application_name)``
+    opens (and reopens). ``defn``: the queue (None: the built-in table); ``priorities``: those jobs can
+    have (the built-in table's); ``tenants``: with ``TENANTS`` > 1 their names, the flooder first. Table
+    statements bounded by ``table_timeout_ms``, stats by 5 s; errors counted by
+    :func:`bench.engines.postgres.error_kinds.error_kind` (``57014`` a timeout, ``connect_failed``)."""
 
     driver = DRIVER
 
@@ -147,35 +110,12 @@ class Monitor(TableSampler):
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
-        autovacuum_count, history_list_length, cost_s}`` (values None when the query failed;
-        ``history_list_length`` is InnoDB's, always None here). One round trip.
-
-        ``notify_lock_waiters``: of the lock waiters, those waiting on a lock of type ``object``
-        (wait event ``Lock:object``, a lock on a database object other than a relation). In a run
-        the one such lock is the one a committing transaction that sent ``NOTIFY`` takes on
-        "database 0" (PostgreSQL's ``src/backend/commands/async.c``, ``PreCommit_Notify``:
-        ``LockSharedObject(DatabaseRelationId, InvalidOid, 0, AccessExclusiveLock)``, held until
-        the commit ends), so these are commits queued behind another one's notification: one lock
-        for the whole server. Other sessions of this database doing DDL on non-relation objects
-        would be counted too (wait events:
-        https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LOCK-TABLE).
-
-        ``dead_tuples``: ``n_dead_tup`` of the queue table, summed over its partitions (a
-        partitioned table's own row counts nothing).
-        ``xmin_age``: the age in transactions of the oldest snapshot (``backend_xmin``)
-        held by a session of this database: what stops vacuum removing dead rows.
-        ``table_tuples``: live + dead heap tuples of the queue table (all its partitions),
-        from the same statistics view: what a sequential scan of the table reads.
-        ``claim_index_bytes``: ``pg_relation_size`` of the index variant's index (every index of
-        the queue table and its partitions but the primary key; None with ``INDEX=none``): dead
-        entries at its head stay until vacuum removes them (FR-12), and the file does not shrink
-        after that, so a growing size shows pages the claim's scan may step through.
-        ``autovacuum_count``: autovacuum runs on the queue table so far (``pg_stat_user_tables``,
-        partitions summed; it counts up when a run ends): the seconds it rises in are the runs.
+        autovacuum_count, history_list_length (InnoDB's: None), cost_s}``, None when the query failed; one
+        round trip (docs/reading-the-report.md, "Monitor cost"). ``notify_lock_waiters``: ``Lock:object``
+        waits, the lock ``PreCommit_Notify`` takes (``src/backend/commands/async.c``; wait events:
+        https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LOCK-TABLE). Sources:
         https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
-        https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE.
-        ``pgstatindex`` (leaf density) is not read: it needs ``CREATE EXTENSION pgstattuple``
-        outside the tool's schema, and it reads the whole index on every call."""
+        https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE."""
         row, cost = self._timed("stats", self.stats_query)
         names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",
                  "notify_lock_waiters")

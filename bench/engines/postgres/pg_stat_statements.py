@@ -1,15 +1,5 @@
-"""Per-statement server statistics of the claim from ``pg_stat_statements``.
-
-Where the extension is loaded (``shared_preload_libraries``) and created in the
-database under test, the claim's entry is reset at the start of the measured
-window and read at its end: calls, mean execution time and shared buffers
-(hit + read) per call, as the server counted them
-(https://www.postgresql.org/docs/current/pgstatstatements.html). Only the
-claim's own entries are reset (``pg_stat_statements_reset(userid, dbid,
-queryid)``), never the user's other statistics. queue-bench does not create
-the extension on a user's database (it touches only its own schema); the
-embedded server creates it.
-"""
+"""The claim's entries in ``pg_stat_statements``, reset at the measured start and read at its end
+(https://www.postgresql.org/docs/current/pgstatstatements.html; docs/reading-the-report.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +8,7 @@ import psycopg
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.postgres.defined_sql import CLAIMED_CTE
 
-#: Matches the claim's normalised text (bench.engines.postgres.policies: the MATERIALIZED CTE named picked).
+#: Matches the built-in claim's normalised text (bench.engines.postgres.builtin_queue: its CTE picked).
 _CLAIM_MATCH = "%WITH picked AS MATERIALIZED%"  # also the plan capture's PREPARE text
 
 
@@ -44,16 +34,15 @@ _CLAIM_ENTRIES = """
 
 
 def _match(schema: str, defn: QueueDefinition) -> dict[str, str]:
-    # A claim prepared as written (the built-in queue's) is found by its picked CTE and its table, named
-    # as a quoted identifier: "schema"."jobs". A wrapped claim (a written definition's) by the wrapper's
-    # CTE (:data:`bench.engines.postgres.defined_sql.CLAIMED_CTE`); it names its table unqualified.
+    # The built-in claim by its picked CTE and its table, "schema"."jobs"; a wrapped claim by the wrapper's
+    # CTE (defined_sql.CLAIMED_CTE): it names its table unqualified.
     if defn.claim_row:
         return {"claim": _CLAIM_MATCH, "table": f'%"{schema}"."{defn.table}"%'}
     return {"claim": f"WITH {CLAIMED_CTE} AS (%", "table": "%"}
 
 
 def reset_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> int:
-    """Reset the entries of ``defn``'s claim for ``schema`` in this database; returns how many were reset."""
+    """Reset ``defn``'s claim's entries (``schema``, this database only); returns how many."""
     rows = conn.execute("SELECT pg_stat_statements_reset(s.userid, s.dbid, s.queryid)" + _CLAIM_ENTRIES,
                         _match(schema, defn)).fetchall()
     return len(rows)

@@ -1,14 +1,6 @@
-"""pgbench for ``make calibrate`` (:mod:`bench.cli.calibrate`): find it, run it, read its logs.
-
-pgbench runs the claim and completion statements given to it with ``-M prepared`` and writes
-its per-second aggregate log (``--aggregate-interval=1``: transactions counted per interval, not
-rounded rates). Its first seconds up to the warm-up boundary are dropped exactly as queue-bench
-drops its warm-up, and its tps is the transactions of the following whole measured seconds over
-those seconds. Its process CPU (user + system) is read with psutil at the window's start and end.
-
-pgbench (``--log``, ``--aggregate-interval``, the aggregate log's columns):
-https://www.postgresql.org/docs/15/pgbench.html#PGBENCH-LOGGING
-"""
+"""pgbench for ``make calibrate`` (:mod:`bench.cli.calibrate`; docs/calibration.md): its script from the
+built-in queue's definition, find it, run it, read its output, aggregate log and CPU. pgbench (``--log``,
+``--aggregate-interval``, the aggregate log's columns): https://www.postgresql.org/docs/15/pgbench.html#PGBENCH-LOGGING"""
 
 from __future__ import annotations
 
@@ -47,28 +39,18 @@ _AGG_START, _AGG_TRANSACTIONS = 0, 1
 _VARIABLES = {"batch": "batch", "worker": "client_id", "lease_s": "lease_s", "id": "id",
               "token": "attempt_token", "ids": "ids", "tokens": "tokens"}
 
-#: pgbench's ``\\gset`` takes one row: with batch > 1 the claim's rows are gathered into one, its
-#: ids and tokens as array literals (``{1,2}``) that the completion binds as its ``bigint[]``
-#: parameters, and the claimed row count beside them. ``coalesce``: an empty claim completes nothing.
+#: With batch > 1 the claim's rows gathered into one for ``\\gset`` (docs/calibration.md); ``coalesce``: an
+#: empty claim completes nothing.
 _GATHER = ("WITH claimed AS ({claim}) SELECT coalesce(array_agg(id), '{{}}') AS ids, "
            "coalesce(array_agg(attempt_token), '{{}}') AS tokens, count(*) AS claimed FROM claimed")
 
 
 def claim_complete_script(defn: QueueDefinition, policy: str, lease_s: float, batch: int = 1) -> str:
-    """The claim and completion of ``batch`` jobs of queue ``defn`` (the built-in queue's definition,
-    :func:`bench.engines.postgres.builtin_queue.definition`) as a pgbench custom script: one pgbench
-    transaction claims up to ``batch`` jobs in one statement and completes them in a second.
-
-    The definition's claim with ``policy``'s locking clause and a pgbench variable where the workers
-    bind each parameter. Under ``pgbench -M prepared`` each ``:variable`` is sent as a bound parameter,
-    numbered ``$n`` in order of appearance, so with ``batch`` 1 the server prepares the workers' claim
-    byte for byte (``\\gset`` ends it with no space before) and plans it as it does for the swarm,
-    custom-versus-generic plan choice included; the completion is the workers' ``complete`` with
-    the ``;`` that ends it. With more, the claim runs inside a CTE that gathers its rows into one
-    (``\\gset`` takes one row: ``ids``, ``tokens`` as array literals and ``claimed``, the row count) and
-    the completion is ``complete_many`` on those arrays. Used by ``make calibrate``. Raises KeyError
-    for an unknown policy or a parameter without a pgbench variable (a claim over several queue names).
-    """
+    """``make calibrate``'s pgbench script over ``defn`` (the built-in queue's definition): one transaction
+    claims up to ``batch`` jobs and completes them, a pgbench variable where the workers bind each
+    parameter, so under ``-M prepared`` the server prepares the workers' claim byte for byte
+    (docs/calibration.md). Raises KeyError for an unknown policy or a parameter without a pgbench
+    variable (several queue names)."""
     def variable(_i: int, param: str) -> str:
         return f":{_VARIABLES[param]}"
 
@@ -81,10 +63,7 @@ def claim_complete_script(defn: QueueDefinition, policy: str, lease_s: float, ba
 
 
 def find_pgbench() -> str:
-    """Path of a pgbench binary (PATH, then the server binaries queue-bench would use).
-
-    Raises ConfigError (``PGBENCH``) when there is none.
-    """
+    """Path of a pgbench binary (PATH, then the server binaries'). Raises ConfigError (``PGBENCH``)."""
     found = shutil.which("pgbench")
     if found:
         return found
@@ -98,12 +77,8 @@ def find_pgbench() -> str:
 
 
 def read_aggregate_log(paths: list[Path]) -> dict[int, dict[str, int]]:
-    """pgbench's per-second aggregate logs (one file per thread) summed by interval.
-
-    Returns ``{interval_start (Unix s): {"transactions": n, "failures": n,
-    "threads": files that have the interval}}``; ``failures`` is the sum of the
-    serialization and deadlock failure columns (pgbench 15: the last two).
-    """
+    """pgbench's per-second aggregate logs (one per thread) summed: ``{interval_start (Unix s):
+    {"transactions", "failures" (serialization + deadlock: pgbench 15's last two columns), "threads"}}``."""
     out: dict[int, dict[str, int]] = {}
     for path in paths:
         for line in path.read_text().splitlines():
@@ -119,20 +94,11 @@ def read_aggregate_log(paths: list[Path]) -> dict[int, dict[str, int]]:
 
 def run_pgbench(pgbench: str, dsn: str, script: str, out_dir: Path, *, clients: int, warmup_s: int, duration_s: int,
                 during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None) -> dict:
-    """Run pgbench with ``script`` and ``clients`` clients; measure the window after the warm-up.
-
-    The measured window is the ``duration_s`` whole Unix seconds starting at the
-    first whole second at least ``warmup_s`` after pgbench was started (so at
-    least the warm-up is dropped; the aggregate log's intervals are whole Unix
-    seconds). ``during(now_s, n_seconds)`` is started beside pgbench (the monitor)
-    and returns a function that stops it, called when pgbench ends. Writes the script,
-    pgbench's output and its aggregate logs into ``out_dir``.
-
-    Returns ``{"tps", "transactions", "measured_s", "measured_start", "measured_end",
-    "per_second" (transactions of each measured second), "failed", "exit_code",
-    "cpu_s", "cpu_us_per_job", "calibrate_cpu_s", "problems" (strings; empty when
-    the run is clean)}``.
-    """
+    """Run pgbench (``script``, ``clients``) and measure the ``duration_s`` whole Unix seconds from the first
+    at least ``warmup_s`` after its start (docs/calibration.md); ``during(now_s, n_seconds)`` starts the
+    monitor and returns its stop. Writes the script, output and logs into ``out_dir``. Returns ``{"tps",
+    "transactions", "measured_s", "measured_start", "measured_end", "per_second", "failed", "exit_code",
+    "cpu_s", "cpu_us_per_job", "user_s", "system_s", … "calibrate_cpu_s", "argv", "problems"}``."""
     out_dir = out_dir.resolve()  # pgbench runs in it: its paths must not be relative to the caller's
     out_dir.mkdir(parents=True)
     script_path = out_dir / "claim_complete.sql"
@@ -162,9 +128,8 @@ def run_pgbench(pgbench: str, dsn: str, script: str, out_dir: Path, *, clients: 
 
 
 def _cpu_in_window(pid: int, window: tuple[int, int]) -> dict[str, float | None]:
-    """CPU seconds of process ``pid`` over ``window`` (Unix s, start and end; slept until each):
-    ``{"cpu_s" (user + system), "user_s", "system_s", "calibrate_cpu_s"}``, the last this process's own
-    (the monitor's client side); every value None when ``pid`` ended before the window did."""
+    """CPU s of ``pid`` over ``window`` (Unix s; slept until each end): ``{"cpu_s" (user + system), "user_s",
+    "system_s", "calibrate_cpu_s" (this process's)}``, all None when ``pid`` ended before the window."""
     own, cpu = psutil.Process(), []
     try:
         ps = psutil.Process(pid)
@@ -181,8 +146,7 @@ def _cpu_in_window(pid: int, window: tuple[int, int]) -> dict[str, float | None]
 
 
 def _window_figures(out_dir: Path, window: tuple[int, int], threads: int, exit_code: int) -> tuple[dict, list[str]]:
-    """pgbench's transactions over ``window`` (Unix s, start and end), read from its output and aggregate logs
-    in ``out_dir``: (the figures of :func:`run_pgbench` up to ``exit_code``, its problems)."""
+    """(:func:`run_pgbench`'s figures up to ``exit_code``, problems) over ``window`` (Unix s), from ``out_dir``."""
     out = (out_dir / "pgbench.out").read_text()
     failed_match = _FAILED_RE.search(out)
     failed = int(failed_match.group(1)) if failed_match else 0
@@ -204,8 +168,7 @@ def _window_figures(out_dir: Path, window: tuple[int, int], threads: int, exit_c
 
 
 def processed_transactions(out_dir: Path) -> int | None:
-    """The transactions pgbench reports it processed over its whole run (warm-up and tail included),
-    read from ``out_dir/pgbench.out`` as :func:`run_pgbench` wrote it; None when the line is missing."""
+    """Transactions pgbench processed over its whole run (``out_dir/pgbench.out``); None without the line."""
     match = _PROCESSED_RE.search((out_dir / "pgbench.out").read_text())
     return int(match.group(1)) if match else None
 

@@ -1,23 +1,7 @@
-"""Capture the claim statement's plans as the workers run them.
-
-The workers prepare the claim once per connection (``$1`` batch, ``$2``
-worker, ``$3`` lease_s) and execute it many times. PostgreSQL then plans each
-execution either with the bound values (a *custom* plan) or once for any value
-(a *generic* plan): under the default ``plan_cache_mode = auto`` the first five
-executions get custom plans, and from the sixth a generic plan is used when its
-estimated cost is not much above the custom plans' average
-(https://www.postgresql.org/docs/current/sql-prepare.html, "Notes"). A generic
-plan cannot know ``$1`` (the LIMIT), which can make a partial index that the
-custom plan uses look worse than a sequential scan.
-
-:func:`capture_claim_plans` prepares the claim exactly as the workers do and
-runs one claim under ``EXPLAIN (ANALYZE, BUFFERS)`` with each of
-``force_custom_plan`` and ``force_generic_plan``, then finds which one ``auto``
-picks at the sixth execution (from ``pg_prepared_statements.generic_plans``,
-PostgreSQL 14+). Every claim runs in a transaction that is rolled back, so the
-queue is left as it was but for dead tuples. ``EXPLAIN ANALYZE`` executes the
-statement: https://www.postgresql.org/docs/current/sql-explain.html
-"""
+"""The claim's plans on PostgreSQL: a fresh prepared statement's custom and generic plans under
+``EXPLAIN (ANALYZE, BUFFERS)``, rolled back (https://www.postgresql.org/docs/current/sql-explain.html), the
+one ``plan_cache_mode = auto`` picks (https://www.postgresql.org/docs/current/sql-prepare.html, "Notes"),
+and the plan the workers ran (docs/reading-the-report.md)."""
 
 from __future__ import annotations
 
@@ -27,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from bench.analysis.claim_growth import growth_warning
-from bench.engines.postgres import policies
+from bench.engines.postgres.error_kinds import first_line
 
 _STATEMENT = "qbench_claim_plan"
 #: Executions with custom plans before ``auto`` considers the generic plan (plancache.c).
@@ -39,8 +23,8 @@ _EXECUTION_RE = re.compile(r"Execution Time: ([\d.]+) ms")
 
 
 def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[str]:
-    """Execute the prepared claim once with ``args`` (SQL literals, :func:`policies.claim_arguments`);
-    with ``explain`` return the EXPLAIN (ANALYZE, BUFFERS) lines."""
+    """Execute the prepared claim once with ``args`` (SQL literals); with ``explain`` return the EXPLAIN
+    (ANALYZE, BUFFERS) lines."""
     stmt = (sql.SQL("EXECUTE {}({})").format(sql.Identifier(_STATEMENT), sql.SQL(", ".join(args))) if args
             else sql.SQL("EXECUTE {}").format(sql.Identifier(_STATEMENT)))
     if explain:
@@ -51,28 +35,13 @@ def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[s
     return []
 
 
-def capture_claim_plans(conn: psycopg.Connection, schema: str, policy: str, batch: int, lease_s: float, *,
-                        statement_timeout_ms: int = 60_000, queues: list[str] = ("default",),
-                        order: str = "plain") -> dict:
-    """Plans of one claim as a prepared statement; returns
-    ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` where
-    PLAN is ``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` (see
-    :func:`summarize_plan`) or ``{"error": "<one line>"}`` when that capture failed
-    (e.g. on ``statement_timeout``). ``auto`` is None when it could not be found.
-
-    ``conn`` must be in autocommit mode. Raises psycopg.OperationalError only when
-    the connection itself fails.
-    """
-    claim = policies.prepared_statements(schema, policy, len(queues), order)["claim"]
-    args = policies.claim_arguments(batch, "plan-capture", lease_s, list(queues))
-    return capture_prepared_plans(conn, claim, args, statement_timeout_ms)
-
-
 def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str],
                            statement_timeout_ms: int = 60_000) -> dict:
-    """:func:`capture_claim_plans` of any claim: ``claim`` with ``$n`` parameters, ``args`` its values as
-    SQL literals in ``$n`` order (a queue definition's claim, under the connection's ``search_path``).
-    Same result and errors."""
+    """Plans of ``claim`` (``$n`` parameters; ``args`` their values as SQL literals, in ``$n`` order) as a
+    prepared statement: ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}``, PLAN
+    :func:`summarize_plan`'s or ``{"error": "<one line>"}`` (e.g. ``statement_timeout``); ``auto`` None when
+    unknown (too slow to run six times, PostgreSQL before 14). ``conn`` in autocommit. Raises psycopg.OperationalError when the
+    connection fails."""
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}
     # PREPARE is not transactional: deallocate whatever happens to the transactions.
@@ -86,7 +55,7 @@ def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str]
                     text = "\n".join(_execute(conn, args, explain=True))
                 out[mode] = summarize_plan(text)
             except psycopg.errors.QueryCanceled as err:
-                out[mode] = {"error": str(err).strip().splitlines()[0]}
+                out[mode] = {"error": first_line(err)}
         out["auto"] = _auto_choice(conn, args, timeout)
     finally:
         conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(_STATEMENT)))
@@ -112,14 +81,10 @@ def _auto_choice(conn: psycopg.Connection, args: list[str], timeout: sql.Compose
 
 
 def summarize_plan(text: str) -> dict:
-    """``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` of an EXPLAIN
-    (ANALYZE, BUFFERS) text: ``scan`` names the plan's table scans in order,
-    joined by `` + `` (the one that finds candidate rows, then the one the
-    UPDATE joins them with: e.g. ``Index Scan using jobs_pending_claim_order_idx
-    on jobs + Index Scan using jobs_pkey on jobs j``; the CTE scan is left out),
-    ``shared_buffers`` the top node's shared hit + read for the whole claim,
-    ``execution_ms`` the reported execution time. Missing values are None.
-    """
+    """``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` of an EXPLAIN (ANALYZE, BUFFERS)
+    text: ``scan`` the table scans in order joined by `` + `` (CTE scans left out; e.g. ``Index Scan using
+    jobs_pending_claim_order_idx on jobs + Index Scan using jobs_pkey on jobs j``), ``shared_buffers`` the
+    top node's shared hit + read, ``execution_ms`` ms. Missing values are None."""
     nodes = plan_nodes(text)
     scans = [n for n in nodes if " Scan" in n and not n.startswith("CTE Scan")]
     scan = " + ".join(scans) if scans else None
@@ -134,8 +99,8 @@ def summarize_plan(text: str) -> dict:
 
 
 def plans_text(plans: dict | None, when: str, workers: dict | None = None) -> str:
-    """The ``claim_plan.txt`` text: first the claim as the workers' own sessions ran it
-    (:func:`workers_plan`), then what each plan would do on a freshly prepared statement."""
+    """The ``claim_plan.txt`` text: the workers' plan (:func:`workers_plan`), then each plan of a fresh
+    statement (:func:`capture_prepared_plans`)."""
     parts = []
     if workers is not None:
         counts = ("" if workers.get("generic_executions") is None else
@@ -173,26 +138,17 @@ def plan_nodes(plan_text: str) -> list[str]:
     return nodes
 
 
-#: ``plans.workers.plan`` is ``generic`` (``custom``) when generic (custom) executions are at
-#: least this share of all the workers' executions of the prepared claim, else ``mixed``.
+#: ``plans.workers.plan`` is ``generic`` (``custom``) when that kind is at least this share of the executions.
 PLAN_SHARE = 0.95
 
 
 def workers_plan(sessions: list[dict], explain: dict | None, *, prepared: bool, plan_cache: str) -> dict:
-    """The plan the workers really ran, from their own sessions (``summary.json`` ``plans.workers``).
-
-    ``sessions``: one ``{"worker", "generic_plans", "custom_plans"}`` (or ``{"worker", "error"}``)
-    per worker session read as the load stopped, before the EXPLAIN below was run;
-    ``explain``: ``{"worker", "text"}`` (EXPLAIN (ANALYZE, BUFFERS) of the claim on that
-    worker's own connection, rolled back) or ``{"worker", "error"}``. Returns
-    ``{"plan", "plan_cache", "generic_executions", "custom_executions", "sessions_read",
-    "scan", "nodes", "shared_buffers", "execution_ms", "explained_on", "text"}`` where ``plan`` is
-    ``generic``/``custom`` when that kind is at least :data:`PLAN_SHARE` of the executions,
-    ``mixed`` otherwise, ``unprepared`` with ``PREPARED=0`` and None when nothing was read.
-    The counts are PostgreSQL's ``pg_prepared_statements.generic_plans``/``custom_plans``
-    summed over the sessions; a session that reconnected (e.g. after a backend kill) counts
-    only its last connection's executions.
-    """
+    """``summary.json`` ``plans.workers``: ``{"plan", "plan_cache", "generic_executions",
+    "custom_executions", "sessions_read", "session_errors", "explained_on", "text", "scan", "nodes",
+    "shared_buffers", "execution_ms"}``. ``sessions``: ``{"worker", "generic_plans", "custom_plans"}`` (or
+    ``{"worker", "error"}``) each; ``explain``: ``{"worker", "text"}`` or ``{"worker", "error"}``. ``plan``:
+    ``generic``/``custom`` (at least :data:`PLAN_SHARE` of the executions), ``mixed``, ``unprepared`` or
+    None when nothing was read."""
     read = [s for s in sessions if "error" not in s]
     generic = sum(s["generic_plans"] for s in read) if prepared and read else None
     custom = sum(s["custom_plans"] for s in read) if prepared and read else None
@@ -219,15 +175,14 @@ def workers_plan(sessions: list[dict], explain: dict | None, *, prepared: bool, 
 
 
 def scans_table(scan: str | None, table: str = "jobs") -> bool:
-    """True when a plan's scans (:func:`summarize_plan` ``scan``) include a sequential scan of the queue
-    table (``table``: its name, ``jobs`` for the built-in queue; its partitions' names start with it)."""
+    """True when :func:`summarize_plan`'s ``scan`` has a sequential scan of ``table`` (or its partitions,
+    whose names start with it)."""
     return bool(scan) and any(part.startswith(f"Seq Scan on {table}") for part in scan.split(" + "))
 
 
 def plan_warnings(workers: dict | None, growth: dict, table: str = "jobs") -> list[str]:
-    """The red lines at the top of the report: the workers' plan scans the whole queue table (``table``),
-    or claim latency grew with the table (:func:`bench.analysis.claim_growth.claim_growth`); each with the
-    measured cost per claim."""
+    """The report's red lines: the workers' plan scans the whole ``table``, claim latency grew with it
+    (:func:`bench.analysis.claim_growth.claim_growth`); each with its measured cost per claim."""
     warnings = []
     if workers and scans_table(workers.get("scan"), table):
         cost = []
