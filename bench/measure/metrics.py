@@ -120,15 +120,10 @@ class Interval:
 
 
 class Recorder:
-    """Accumulates the current interval's latencies (raw µs, folded into HdrHistograms by :meth:`rotate`) and
-    counters.
-
-    Counters: ``claims`` (claim statements that returned, rows or not), ``jobs_claimed``, ``empty_claims``,
-    ``jobs_completed`` (completions applied), ``stale_completions`` (completion updates that matched no row:
-    token moved on), ``jobs_produced`` (inserted by open-loop producers), ``over_claims`` (claims returning
-    more than ``batch`` rows), ``nowait_retries``. ``errors`` counts by SQLSTATE, or a named kind when there
-    is none (:mod:`bench.engines.postgres.error_kinds`). ``max_rows_per_claim`` is the largest claim of the
-    interval; ``rotations`` counts the intervals closed so far."""
+    """The current interval's latencies (µs, folded into HdrHistograms by :meth:`rotate`) and counters (``claims``,
+    ``jobs_claimed``, ``empty_claims``, ``jobs_completed``, ``stale_completions`` (matched no row), ``jobs_produced``,
+    ``over_claims`` (> ``batch`` rows), ``nowait_retries``); ``errors`` by SQLSTATE or kind
+    (:mod:`bench.engines.postgres.error_kinds`); ``max_rows_per_claim``; ``rotations`` (intervals closed)."""
 
     def __init__(self, batch: int):
         self.batch = batch

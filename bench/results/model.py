@@ -67,11 +67,8 @@ def write_result(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_result(path: Path) -> dict[str, Any]:
-    """The JSON object in the result file ``path``, checked for its ``format_version``.
-
-    Raises :class:`ResultsError` when the file is missing or unreadable, is not a JSON object,
-    or was written by a newer format than :data:`FORMAT_VERSION`.
-    """
+    """The JSON object in ``path``; ResultsError when missing, unreadable, not an object, or newer than
+    :data:`FORMAT_VERSION`."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

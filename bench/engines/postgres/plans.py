@@ -37,11 +37,9 @@ def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[s
 
 def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str],
                            statement_timeout_ms: int = 60_000) -> dict:
-    """Plans of ``claim`` (``$n`` parameters; ``args`` their values as SQL literals, in ``$n`` order) as a
-    prepared statement: ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}``, PLAN
-    :func:`summarize_plan`'s or ``{"error": "<one line>"}`` (e.g. ``statement_timeout``); ``auto`` None when
-    unknown (too slow to run six times, PostgreSQL before 14). ``conn`` in autocommit. Raises psycopg.OperationalError when the
-    connection fails."""
+    """``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` of ``claim`` prepared (``args``: SQL
+    literals in ``$n`` order), PLAN :func:`summarize_plan`'s or ``{"error": line}``; ``conn`` in autocommit.
+    Raises psycopg.OperationalError when the connection fails."""
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}
     # PREPARE is not transactional: deallocate whatever happens to the transactions.
