@@ -1,8 +1,7 @@
-"""Capacity-planning math, pure functions (numerics by scipy): the Universal Scalability Law fit (Gunther,
-"Guerrilla Capacity Planning", Springer, 2007, ch. 4); workers by Little's law L = λW (Little, "A Proof for
-the Queuing Formula L = λW", Operations Research 9(3):383-387, 1961); Student's t intervals and Welch's t-test
-(Welch, "The generalization of 'Student's' problem when several different population variances are involved",
-Biometrika 34, 1947)."""
+"""Capacity-planning math (scipy): the USL fit (Gunther, "Guerrilla Capacity Planning", Springer, 2007, ch. 4);
+Little's law L = λW (Little, "A Proof for the Queuing Formula L = λW", Operations Research 9(3):383-387, 1961);
+t intervals and Welch's t-test (Welch, "The generalization of 'Student's' problem when several different
+population variances are involved", Biometrika 34, 1947)."""
 
 from __future__ import annotations
 

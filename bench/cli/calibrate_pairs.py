@@ -87,10 +87,8 @@ def claim_first(dsn: str, cfg, connections: int) -> dict:
 def native_side(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict], *, name: str,
                 window: Callable[[dict], tuple[str, float, int]],
                 count: Callable[[Any, dict], None] | None = None) -> dict:
-    """The native client's side: ``run(during)`` on a freshly prepared table of ``backlog`` pending rows,
-    ``during(now_s, n_seconds)`` starting the runs' monitor beside it and returning its stop, then ``count(conn,
-    result)`` on the table. Returns ``run``'s figures with ``monitor_samples`` (the samples in ``window(figures)``:
-    start as ISO time, seconds, samples due) and a problem when fewer than due have a reading."""
+    """``run(during)`` on a fresh table of ``backlog`` rows, the monitor beside it, then ``count(conn, result)``;
+    ``run``'s figures with ``monitor_samples`` (over ``window(figures)``), a problem when samples are missing."""
     engine, stats = get_engine(cfg.engine), []
 
     def during(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:

@@ -56,9 +56,8 @@ def record_values(hist: HdrHistogram, values: "list[int]", highest: int) -> None
 
 
 def values_at_percentiles(hist: HdrHistogram, percentiles: "Iterable[float]") -> list[int]:
-    """The values of ``hist`` at each of ``percentiles`` (0–100), identical to
-    ``hist.get_value_at_percentile`` (hdrh's target count and equivalent values, from one numpy cumulative
-    sum); 0s when empty."""
+    """``hist``'s values at ``percentiles`` (0–100), as ``hist.get_value_at_percentile`` gives them, from one
+    numpy cumulative sum; 0s when empty."""
     percentiles = list(percentiles)
     if hist.get_total_count() == 0:
         return [0] * len(percentiles)
@@ -216,10 +215,8 @@ class Recorder:
 
 
 class Window:
-    """Running totals of the measured window, without keeping its intervals: ``histograms`` (per
-    :data:`HISTOGRAM_NAMES` name, the exact sum of the added intervals'), ``counters``, ``errors``,
-    ``start_s`` and ``end_s`` (monotonic seconds since the load started, None while empty), ``seconds`` (the
-    sum of their lengths), ``intervals`` (how many). About 1 MB whatever the run's length."""
+    """The measured window's running totals (about 1 MB): ``histograms`` (exact sums), ``counters``, ``errors``,
+    ``start_s``/``end_s`` (monotonic s since the load started, None while empty), ``seconds``, ``intervals``."""
 
     def __init__(self) -> None:
         self.histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}
