@@ -26,9 +26,8 @@ START_WAIT_S = 60.0
 
 
 class MergedProcesses:
-    """Several processes' lifecycle and per-second merge (see the module's docstring). ``NOUN`` names a process
-    in messages, ``NOT_STARTED`` says what one that failed could not do, ``SILENT_EXIT`` what an exit without
-    stderr says."""
+    """Several processes' lifecycle and per-second merge; ``NOUN``, ``NOT_STARTED``, ``SILENT_EXIT``: message
+    wording."""
 
     NOUN = NOT_STARTED = SILENT_EXIT = ""
 

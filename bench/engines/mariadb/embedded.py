@@ -26,14 +26,9 @@ ERROR_LOG = "error.log"
 
 
 class MariaDBRecipe(Recipe):
-    """MariaDB's throwaway server: the install tool, ``mariadbd`` as a child, probed with PyMySQL; yields
-    ``mysql://root@127.0.0.1:PORT/`` (empty password, loopback).
-
-    Raises ConfigError (``ENGINE``, exit 2, nothing created) without ``mariadbd``/``mysqld`` or install
-    tool; EmbeddedError when the binary is not MariaDB or does not run, the install tool fails, the server
-    is not up within 60 s (last 20 lines of its log), or under root ``mysql`` cannot reach ``base_dir``;
-    ValueError for a ``max_connections`` that is not a positive int.
-    """
+    """MariaDB's throwaway server (``mysql://root@127.0.0.1:PORT/``, empty password). Raises ConfigError (``ENGINE``,
+    exit 2) without ``mariadbd``/``mysqld`` or install tool; EmbeddedError when the binary is not MariaDB, a step
+    fails, it is not up within 60 s, or ``mysql`` cannot reach ``base_dir``; ValueError (``max_connections``)."""
 
     label = "MariaDB"
     prefix = "qbench-maria-"
