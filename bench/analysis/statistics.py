@@ -1,8 +1,7 @@
-"""Capacity-planning math, pure functions (numerics by scipy): the Universal Scalability Law fit (Gunther,
-"Guerrilla Capacity Planning", Springer, 2007, ch. 4); workers by Little's law L = λW (Little, "A Proof for
-the Queuing Formula L = λW", Operations Research 9(3):383-387, 1961); Student's t intervals and Welch's t-test
-(Welch, "The generalization of 'Student's' problem when several different population variances are involved",
-Biometrika 34, 1947)."""
+"""Capacity-planning math (scipy): the USL fit (Gunther, "Guerrilla Capacity Planning", Springer, 2007, ch. 4);
+Little's law L = λW (Little, "A Proof for the Queuing Formula L = λW", Operations Research 9(3):383-387, 1961);
+t intervals and Welch's t-test (Welch, "The generalization of 'Student's' problem when several different
+population variances are involved", Biometrika 34, 1947)."""
 
 from __future__ import annotations
 
@@ -27,14 +26,9 @@ def usl_throughput(workers, lambda_jobs_per_s, sigma, kappa):
 
 @dataclass(frozen=True)
 class UslFit:
-    """A USL fit of throughput against worker count (Gunther 2007, ch. 4).
-
-    ``peak_workers`` is N* = sqrt((1 − σ) / κ), not clamped to 1, and ``peak_jobs_per_s`` X(N*); with κ == 0,
-    ``math.inf`` and the asymptote λ/σ (``math.inf`` too when σ == 0). ``rmse_jobs_per_s``: root mean square
-    residual; ``mape_pct``: mean absolute percentage error over points with throughput > 0 (nan if none);
-    ``r2`` (nan when all throughputs are equal); ``n_points``: measurements fitted;
-    ``sigma_stderr``/``kappa_stderr`` from the fit's covariance, nan when it cannot be estimated (e.g. 3
-    points for 3 parameters)."""
+    """A USL fit (Gunther 2007, ch. 4): ``peak_workers`` N* = sqrt((1 − σ) / κ) (unclamped), ``peak_jobs_per_s``
+    X(N*) (κ == 0: inf and λ/σ); ``rmse_jobs_per_s``; ``mape_pct`` over throughput > 0; ``r2``; ``n_points``;
+    ``sigma_stderr``/``kappa_stderr`` from the covariance. nan where undefined."""
 
     lambda_jobs_per_s: float
     sigma: float
@@ -71,12 +65,9 @@ def _initial_guess(n: np.ndarray, x: np.ndarray) -> tuple[float, float, float]:
 
 
 def fit_usl(workers: Sequence[float], throughput_jobs_per_s: Sequence[float]) -> UslFit:
-    """Fit X(N) = λN / (1 + σ(N−1) + κN(N−1)) (Gunther 2007, ch. 4) to equal-length ``workers`` and
-    ``throughput_jobs_per_s`` (jobs/s; repeated N allowed) with λ > 0, 0 ≤ σ ≤ 1, κ ≥ 0: bounded least squares
-    (``scipy.optimize.least_squares``) on relative residuals, started from :func:`_initial_guess`.
-
-    Raises ValueError when the lengths differ, an input is non-finite or negative, a worker count is 0, no
-    throughput is positive, or there are fewer than 3 distinct worker counts."""
+    """Fit the USL (Gunther 2007, ch. 4) to equal-length ``workers`` and ``throughput_jobs_per_s`` (jobs/s) with
+    λ > 0, 0 ≤ σ ≤ 1, κ ≥ 0 (``scipy.optimize.least_squares``, relative residuals). Raises ValueError for
+    unequal lengths, a non-finite or negative input, 0 workers, no positive throughput, < 3 distinct N."""
     n = np.asarray(workers, dtype=float).ravel()
     x = np.asarray(throughput_jobs_per_s, dtype=float).ravel()
     if n.size != x.size:
@@ -135,11 +126,9 @@ def fit_usl(workers: Sequence[float], throughput_jobs_per_s: Sequence[float]) ->
 
 
 def workers_needed(arrival_jobs_per_s: float, job_s: float, utilisation: float = 0.7) -> int:
-    """Workers to serve ``arrival_jobs_per_s`` at ``utilisation`` u (0 < u ≤ 1) by Little's law L = λW (Little
-    1961): ceil(rate × ``job_s`` / u), ``job_s`` being a worker's seconds per job (claim + work + completion)
-    and the quotient rounded to 9 decimals first (float noise); an int ≥ 1.
-
-    Raises ValueError for a non-positive or non-finite rate or time, or a utilisation outside (0, 1]."""
+    """Workers (int ≥ 1) for ``arrival_jobs_per_s`` at ``utilisation`` u by Little's law L = λW (Little 1961):
+    ceil(rate × ``job_s`` (s per job) / u, rounded to 9 decimals). Raises ValueError for a non-positive or
+    non-finite rate or time, or u outside (0, 1]."""
     if not (math.isfinite(arrival_jobs_per_s) and arrival_jobs_per_s > 0):
         raise ValueError(f"workers_needed: arrival_jobs_per_s must be > 0, got {arrival_jobs_per_s}")
     if not (math.isfinite(job_s) and job_s > 0):
@@ -171,13 +160,9 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
 
 
 def compare_samples(a: Sequence[float], b: Sequence[float]) -> dict:
-    """Compare two samples (e.g. throughput of repeated runs under two settings).
-
-    Returns ``{"mean_a", "mean_b", "rel_diff", "p_value", "significant", "n_a", "n_b", "test"}``: ``rel_diff``
-    = (mean_b − mean_a) / mean_a (nan when mean_a is 0); ``p_value`` the two-sided p of Welch's t-test (Welch
-    1947, ``scipy.stats.ttest_ind(equal_var=False)``), None when a side has fewer than 2 values or both have
-    zero variance; ``significant`` is p < 0.05 (None with it); ``test`` is "Welch t-test". Raises ValueError
-    when a side is empty or has a non-finite value."""
+    """``{"mean_a", "mean_b", "rel_diff" ((b − a)/a, nan for a == 0), "p_value" (two-sided Welch 1947,
+    ``scipy.stats.ttest_ind(equal_var=False)``; None under 2 values a side or zero variance), "significant"
+    (p < 0.05), "n_a", "n_b", "test"}``. Raises ValueError for an empty side or a non-finite value."""
     xa = np.asarray(a, dtype=float).ravel()
     xb = np.asarray(b, dtype=float).ravel()
     if xa.size == 0 or xb.size == 0:

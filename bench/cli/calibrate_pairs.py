@@ -33,17 +33,10 @@ SUMMARY_FORMAT = "median ratio: {median} (min {min}, max {max}, {kept} pairs, {l
 
 
 class Native:
-    """An engine's native load client in its calibration (pgbench, mariadb-slap), one subclass each. ``key``: its
-    side's key in a pair and in ``cpu_us_per_job``; ``name``: as printed, and its files' directory;
-    ``rate_key``, ``rate_unit``: its throughput's key in its side's figures and the unit printed; ``jobs_key``: the
-    jobs its CPU per job is over; ``cpu_window``: where both sides' CPU per job is measured (``{measured_s}``);
-    ``timing``: how each side is timed, in the first line (``{duration}``, ``{warmup}``); ``parameters``: its run
-    parameters beyond :func:`run_parameters`'; ``head``: calibration.json's keys before its binary's; ``grid``:
-    ``(**options) -> exit status`` of the grid, or None; ``find()``: its binary (ConfigError naming it when there is
-    none); ``version(binary)``: what ``--version`` prints; ``embedded(max_connections=, log=)``: the engine's
-    throwaway server, yielding its DSN; ``ready(binary, dsn, cfg, figures, cal_dir, log)``: what runs before the
-    pairs (it sets ``figures["backlog"]``), returning ``side(out_dir)``, its side of a pair (its figures,
-    ``problems`` and ``cpu_us_per_job`` among them)."""
+    """An engine's native load client (pgbench, mariadb-slap), one subclass each: ``key``, ``name``, ``rate_key``,
+    ``rate_unit``, ``jobs_key``, ``cpu_window``, ``timing``, ``parameters``, ``head``, ``grid`` (or None);
+    ``find()`` (ConfigError when none), ``version(binary)``, ``embedded(max_connections=, log=)`` yielding a DSN,
+    ``ready(binary, dsn, cfg, figures, cal_dir, log)`` returning ``side(out_dir)``, its side of a pair."""
 
     key = name = rate_key = rate_unit = jobs_key = cpu_window = timing = ""
     head: dict = {}
@@ -94,10 +87,8 @@ def claim_first(dsn: str, cfg, connections: int) -> dict:
 def native_side(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict], *, name: str,
                 window: Callable[[dict], tuple[str, float, int]],
                 count: Callable[[Any, dict], None] | None = None) -> dict:
-    """The native client's side: ``run(during)`` on a freshly prepared table of ``backlog`` pending rows,
-    ``during(now_s, n_seconds)`` starting the runs' monitor beside it and returning its stop, then ``count(conn,
-    result)`` on the table. Returns ``run``'s figures with ``monitor_samples`` (the samples in ``window(figures)``:
-    start as ISO time, seconds, samples due) and a problem when fewer than due have a reading."""
+    """``run(during)`` on a fresh table of ``backlog`` rows, the monitor beside it, then ``count(conn, result)``;
+    ``run``'s figures with ``monitor_samples`` (over ``window(figures)``), a problem when samples are missing."""
     engine, stats = get_engine(cfg.engine), []
 
     def during(now_s: Callable[[], float], n_seconds: int) -> Callable[[], None]:
@@ -130,11 +121,9 @@ def native_side(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict], *,
 
 def calibrate_with(native: Native, *, workers: str, duration: str, warmup: str, pairs: str | int, dsn: str | None,
                    schema: str, results: str, batch: str, processes: str | None, log=print) -> int:
-    """``native``'s calibration (the engine's throwaway server without ``dsn``), its figures printed; returns the
-    exit status: 0 when a pair was kept (grid: every configuration and process count kept a round), else 1.
-    ``processes``, a list of ``workers`` or a ``batch`` other than 1 run ``native.grid``. Raises ConfigError
-    before anything is created: ``PAIRS``, ``WORKERS``, …; the native client's name with none on ``$PATH``; the
-    grid's parameters (``PROCESSES``, ...) without a grid."""
+    """``native``'s calibration (or ``native.grid``), printed; exit status 0 when a pair (each grid cell a round)
+    was kept, else 1. Raises ConfigError before creating anything (``PAIRS``, ``WORKERS``, no client on
+    ``$PATH``, grid parameters without a grid)."""
     asked = _grid_requested(workers, batch, processes)
     if asked and native.grid is None:
         raise ConfigError(asked, "lists of workers, batch sizes and process counts are calibrated against pgbench "

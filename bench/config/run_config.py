@@ -32,10 +32,8 @@ def _table_fields(cls: type) -> type:
 @dataclasses.dataclass(frozen=True)
 @_table_fields
 class RunConfig:
-    """Effective, validated parameters of one run: one field per row of the parameter table, plus ``workload``,
-    ``dsn`` (None: the embedded server) and ``notes`` (what validation clipped). Durations in s, ``work_ms``
-    in ms; ``backlog`` 0: computed; n/a parameters hold :data:`NOT_APPLICABLE`. Build with
-    :func:`build_config`."""
+    """One run's validated parameters (:func:`build_config`): a field per parameter, ``workload``, ``dsn`` (None:
+    embedded), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a: :data:`NOT_APPLICABLE`."""
 
     workload: str = "default"
     dsn: str | None = None

@@ -1,9 +1,6 @@
-"""What both multi-process drivers share: their processes started, waited for, stopped and ended, and each
-second's parts merged exactly with this process's, each counted, written to its own histogram logs and
-``processes.csv`` row.
-
-A driver subclassing :class:`MergedProcesses` calls :meth:`_init_processes`, and gives ``_alive()`` (the live
-process numbers), ``_ask_rotate(alive, body)`` and ``_ask_stop()``."""
+"""What both multi-process drivers share: processes started, stopped, ended, and each second's parts merged
+exactly (histogram logs, ``processes.csv``). A subclass calls :meth:`_init_processes` and gives ``_alive()``,
+``_ask_rotate(alive, body)``, ``_ask_stop()``."""
 
 from __future__ import annotations
 
@@ -29,9 +26,8 @@ START_WAIT_S = 60.0
 
 
 class MergedProcesses:
-    """Several processes' lifecycle and per-second merge (see the module's docstring). ``NOUN`` names a process
-    in messages, ``NOT_STARTED`` says what one that failed could not do, ``SILENT_EXIT`` what an exit without
-    stderr says."""
+    """Several processes' lifecycle and per-second merge; ``NOUN``, ``NOT_STARTED``, ``SILENT_EXIT``: message
+    wording."""
 
     NOUN = NOT_STARTED = SILENT_EXIT = ""
 

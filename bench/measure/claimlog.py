@@ -1,7 +1,5 @@
-"""The client's claim log: every committed claim, completion, failure and produced job, one CSV line of
-:data:`EVENT_COLUMNS` each, streamed to an anonymous temporary file for the end-of-run audit. Line order is
-event order, which the audit relies on; ``TXN=hold`` events wait in a :class:`Tentative` until the ``COMMIT``
-returned. One OS thread (gevent greenlets): no locking."""
+"""The claim log for the audit: every committed event, one CSV line of :data:`EVENT_COLUMNS`, in event order,
+in an anonymous temporary file; ``TXN=hold`` events wait in a :class:`Tentative` until ``COMMIT``. No locking."""
 
 from __future__ import annotations
 
@@ -83,10 +81,8 @@ class ClaimLog(_EventSink):
         return self.events
 
     def rows(self) -> Iterator[tuple[str, int, int | None, float | None, float | None]]:
-        """Every event written so far, in log order, as ``(kind, id, token, claimed_at, lease_until)`` (ints
-        and floats parsed, an empty field None), for an engine that loads the events without ``COPY``. Events
-        written while the iteration is suspended are appended, not yielded. Raises ValueError for a line
-        longer than :data:`COPY_CHUNK_BYTES`."""
+        """Every event so far, in order, as ``(kind, id, token, claimed_at, lease_until)`` (parsed, empty None).
+        Raises ValueError for a line longer than :data:`COPY_CHUNK_BYTES`."""
         end = self._file.seek(0, io.SEEK_END)
         offset = 0
         while offset < end:

@@ -56,9 +56,8 @@ def record_values(hist: HdrHistogram, values: "list[int]", highest: int) -> None
 
 
 def values_at_percentiles(hist: HdrHistogram, percentiles: "Iterable[float]") -> list[int]:
-    """The values of ``hist`` at each of ``percentiles`` (0–100), identical to
-    ``hist.get_value_at_percentile`` (hdrh's target count and equivalent values, from one numpy cumulative
-    sum); 0s when empty."""
+    """``hist``'s values at ``percentiles`` (0–100), as ``hist.get_value_at_percentile`` gives them, from one
+    numpy cumulative sum; 0s when empty."""
     percentiles = list(percentiles)
     if hist.get_total_count() == 0:
         return [0] * len(percentiles)
@@ -120,15 +119,10 @@ class Interval:
 
 
 class Recorder:
-    """Accumulates the current interval's latencies (raw µs, folded into HdrHistograms by :meth:`rotate`) and
-    counters.
-
-    Counters: ``claims`` (claim statements that returned, rows or not), ``jobs_claimed``, ``empty_claims``,
-    ``jobs_completed`` (completions applied), ``stale_completions`` (completion updates that matched no row:
-    token moved on), ``jobs_produced`` (inserted by open-loop producers), ``over_claims`` (claims returning
-    more than ``batch`` rows), ``nowait_retries``. ``errors`` counts by SQLSTATE, or a named kind when there
-    is none (:mod:`bench.engines.postgres.error_kinds`). ``max_rows_per_claim`` is the largest claim of the
-    interval; ``rotations`` counts the intervals closed so far."""
+    """The current interval's latencies (µs, folded into HdrHistograms by :meth:`rotate`) and counters (``claims``,
+    ``jobs_claimed``, ``empty_claims``, ``jobs_completed``, ``stale_completions`` (matched no row), ``jobs_produced``,
+    ``over_claims`` (> ``batch`` rows), ``nowait_retries``); ``errors`` by SQLSTATE or kind
+    (:mod:`bench.engines.postgres.error_kinds`); ``max_rows_per_claim``; ``rotations`` (intervals closed)."""
 
     def __init__(self, batch: int):
         self.batch = batch
@@ -221,10 +215,8 @@ class Recorder:
 
 
 class Window:
-    """Running totals of the measured window, without keeping its intervals: ``histograms`` (per
-    :data:`HISTOGRAM_NAMES` name, the exact sum of the added intervals'), ``counters``, ``errors``,
-    ``start_s`` and ``end_s`` (monotonic seconds since the load started, None while empty), ``seconds`` (the
-    sum of their lengths), ``intervals`` (how many). About 1 MB whatever the run's length."""
+    """The measured window's running totals (about 1 MB): ``histograms`` (exact sums), ``counters``, ``errors``,
+    ``start_s``/``end_s`` (monotonic s since the load started, None while empty), ``seconds``, ``intervals``."""
 
     def __init__(self) -> None:
         self.histograms = {name: new_histogram(name) for name in HISTOGRAM_NAMES}

@@ -119,9 +119,8 @@ def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
-    """Running jobs and sessions waiting on a heavyweight lock, per second (counts); with
-    ``WAKEUP=notify`` (or any sample above 0) also those of them waiting on the notify lock at
-    commit (``notify_lock_waiters``, FR-10)."""
+    """Running jobs and lock waiters per second (counts); ``notify_lock_waiters`` (FR-10) with ``WAKEUP=notify``
+    or any sample above 0."""
     if _no_samples(ax, df, ("running", "lock_waiters"), "count"):
         return
     m = _marker(df)
@@ -137,9 +136,8 @@ def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame, seconds: pd.Series) -> None:
-    """Oldest eligible age (s) of each priority over time, one line per priority, from ``priority_ages.csv``
-    (``t_s``, ``priority``, ``oldest_eligible_age_s``); a measured second (``seconds``) without a sample is a
-    gap."""
+    """Oldest eligible age (s) per priority from ``priority_ages.csv`` (``t_s``, ``priority``,
+    ``oldest_eligible_age_s``); a measured second without a sample is a gap."""
     for priority, group in by_priority.groupby("priority"):
         ages = group.set_index("t_s")["oldest_eligible_age_s"]
         ages = ages.reindex(ages.index.union(seconds))  # NaN in a second without a sample
@@ -187,9 +185,8 @@ def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def _vacuum_markers(ax: plt.Axes, df: pd.DataFrame) -> list:
-    """Small markers along the bottom of ``ax`` at the seconds a periodic VACUUM started
-    (``vacuum_passes`` > 0) and the seconds autovacuum finished a run on the queue table
-    (``autovacuum_count`` rose since the previous sample); returns their legend handles."""
+    """Markers at the seconds a periodic VACUUM started (``vacuum_passes`` > 0) or ``autovacuum_count`` rose;
+    returns their legend handles."""
     passes = df.loc[df["vacuum_passes"].fillna(0) > 0, "t_s"] if "vacuum_passes" in df else []
     counts = df[["t_s", "autovacuum_count"]].dropna() if "autovacuum_count" in df else None
     ended = counts.loc[counts["autovacuum_count"].diff() > 0, "t_s"] if counts is not None else []

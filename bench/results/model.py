@@ -67,11 +67,8 @@ def write_result(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_result(path: Path) -> dict[str, Any]:
-    """The JSON object in the result file ``path``, checked for its ``format_version``.
-
-    Raises :class:`ResultsError` when the file is missing or unreadable, is not a JSON object,
-    or was written by a newer format than :data:`FORMAT_VERSION`.
-    """
+    """The JSON object in ``path``; ResultsError when missing, unreadable, not an object, or newer than
+    :data:`FORMAT_VERSION`."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -121,9 +118,8 @@ def invariants_ok(summary: Mapping[str, Any]) -> bool | None:
 
 
 def problems(summary: Mapping[str, Any]) -> list[str]:
-    """Why a run's figures cannot be trusted, one sentence each (empty when they can), from its
-    ``summary.json`` object: the window did not finish, the database went away, the run is suspect, or an
-    invariant is broken or unchecked. Saturation is not a problem here (:attr:`RunResult.saturated`)."""
+    """Why a run's ``summary.json`` figures cannot be trusted, one sentence each (empty when they can); saturation
+    is not one (:attr:`RunResult.saturated`)."""
     found = []
     if summary.get("complete") is not True:
         found.append("interrupted run: the measured window did not finish (complete = false)")
@@ -142,9 +138,8 @@ def problems(summary: Mapping[str, Any]) -> list[str]:
 
 
 def harness_limited(summary: Mapping[str, Any]) -> str | None:
-    """Why the load generator, not the database, may have set the pace of a run (one sentence), or None: the
-    producers offered under 95 % of ``RATE``, or a load-generator process's CPU or event-loop lag went past
-    the run's own limits (``harness_cpu_limit_pct``, ``loop_lag_limit_us``)."""
+    """Why the load generator may have set the pace (one sentence), or None: producers under 95 % of ``RATE``, or
+    CPU or loop lag past ``harness_cpu_limit_pct``/``loop_lag_limit_us``."""
     rate = summary.get("offered_rate_jobs_per_s") or 0.0
     measured_s = summary.get("measured_s") or 0.0
     if rate and measured_s and summary.get("jobs_produced", 0) / measured_s < 0.95 * rate:
@@ -161,9 +156,8 @@ def harness_limited(summary: Mapping[str, Any]) -> str | None:
 
 
 def outcomes(summary: Mapping[str, Any], strict: bool = False) -> list[tuple[int, str]]:
-    """What a finished run's command must report, as (exit status, one sentence) pairs, in the
-    order of :data:`bench.errors.PRECEDENCE`; empty for a run that succeeded. ``strict``: a suspect
-    run is an outcome too (:data:`bench.errors.EXIT_SUSPECT`)."""
+    """(exit status, sentence) pairs a finished run reports, in :data:`bench.errors.PRECEDENCE` order (empty on
+    success); ``strict``: suspect too (:data:`bench.errors.EXIT_SUSPECT`)."""
     found = []
     if summary.get("complete") is not True and not summary.get("database_lost"):
         found.append((EXIT_INTERRUPTED, "the run was interrupted: its figures cover part of the window"))

@@ -93,11 +93,8 @@ class Cell:
 
 @dataclass
 class SweepResults:
-    """A sweep directory read from its files (not :class:`bench.sweep.driver.Sweep`, which runs one).
-
-    ``meta`` is sweep.json; ``runs`` every row of cells.csv (with :func:`load_sweep`'s columns); ``cells`` in
-    sweep.json's order, then those only in cells.csv; ``varying`` the axes that differ between cells;
-    ``derived`` the :data:`DERIVED_COLUMNS` that are no axis yet differ (each engine's own default)."""
+    """A sweep directory as read: ``meta`` (sweep.json), ``runs`` (cells.csv rows), ``cells`` (in order),
+    ``varying`` (axes that differ), ``derived`` (:data:`DERIVED_COLUMNS` that differ)."""
 
     path: Path
     meta: dict
@@ -189,12 +186,9 @@ def _to_bool(v: Any) -> bool | None:
 
 
 def load_sweep(sweep_dir: Path, arg: str = "SWEEP_DIR") -> SweepResults:
-    """Read a sweep directory: ``sweep.json``, ``cells.csv`` (may be absent) and each run's ``summary.json``.
-
-    Each run row gains ``done``, ``complete``, ``suspect`` and ``invariants_ok`` (bool or None), ``trusted``
-    and ``report_href`` (relative to the sweep directory, or None); numeric columns are floats (NaN where
-    empty). Raises CompareError (naming ``arg``) when sweep.json is missing or unreadable or cells.csv does
-    not parse."""
+    """The sweep directory's ``sweep.json``, ``cells.csv`` and runs' ``summary.json``; rows gain ``done``,
+    ``complete``, ``suspect``, ``invariants_ok``, ``trusted``, ``report_href``; numbers float (NaN empty).
+    Raises CompareError (naming ``arg``) for a missing sweep.json or unparsable cells.csv."""
     sweep_dir = Path(sweep_dir)
     if not (sweep_dir / "sweep.json").is_file():
         raise CompareError(f"{arg}: {sweep_dir} is not a sweep directory (no sweep.json)")

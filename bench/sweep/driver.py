@@ -131,13 +131,8 @@ class Sweep:
 def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None,
               deadline: float | None = None) -> Path:
-    """Run (or resume) ``sweep`` against ``dsn`` (one DSN, or one per engine name with an ``engine`` axis);
-    returns the sweep directory.
-
-    Runs every (cell, repetition) not yet measured, in file order; a failed run is recorded as ``failed: …``
-    and leaves the sweep unfinished. ``on_run(run_dir)`` runs after each measured run; no run starts that
-    would end after ``deadline`` (``time.monotonic()`` seconds). Raises :class:`Interrupted` when a run
-    is interrupted."""
+    """Run (or resume) ``sweep`` against ``dsn`` (or one per engine); returns its directory. ``on_run(run_dir)``
+    after each run; none starts past ``deadline`` (``time.monotonic()`` s). Raises :class:`Interrupted`."""
     sweep_dir, meta = _open_sweep_dir(sweep, results_dir, fresh, log)
     done = measured_runs(sweep_dir)
     keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again

@@ -234,10 +234,9 @@ def check_lock_memory(conn, cfg: RunConfig, backlog: int) -> None:
 
 def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = print, *,
             state_schema: str | None = None) -> SeedResult:
-    """(Re)create the tool's database and queue table, seed ``cfg.history`` done rows (over the day before)
-    and ``backlog`` pending ones (over the millisecond before) from the sequence tables
-    (https://mariadb.com/kb/en/sequence-storage-engine/) with explicit ids, add the index variant, ANALYZE.
-    Raises ConfigError (a foreign database, :func:`check_lock_memory`) before creating anything."""
+    """(Re)create database and table, seed history and backlog from the sequence tables
+    (https://mariadb.com/kb/en/sequence-storage-engine/), add the index variant, ANALYZE. Raises ConfigError
+    (a foreign database, :func:`check_lock_memory`) before creating anything."""
     schema = cfg.schema
     check_schema_usable(conn, schema)
     check_lock_memory(conn, cfg, backlog)

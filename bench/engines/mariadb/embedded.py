@@ -1,28 +1,5 @@
-"""A throwaway MariaDB server started for one run.
-
-When the user asks for the MariaDB engine without a ``DSN``, queue-bench can start its own
-MariaDB in a fresh temporary data directory, run against it over TCP on 127.0.0.1, and stop it
-and delete the data directory afterwards::
-
-    with embedded_mariadb(max_connections=workers + 10) as dsn:
-        run_benchmark(dsn)     # dsn == "mysql://root@127.0.0.1:PORT/"
-
-The lifecycle (directory, user, watchdog, start, stop) is :mod:`bench.engines.embedded_base`'s;
-this module is MariaDB's recipe for it. The binaries are the machine's, found by
-:mod:`bench.engines.mariadb.embedded_binaries`; without them the context manager raises
-:class:`~bench.errors.ConfigError` for ``ENGINE`` (exit status 2) before creating anything.
-
-Both commands run with ``--no-defaults``: no option file is read (``/etc/mysql/my.cnf``,
-``~/.my.cnf``), so a system server's configuration, datadir, socket, pid file and port (3306) are
-never named, and a running system server is left alone. The server keeps InnoDB's durability
-defaults (``innodb_flush_log_at_trx_commit=1``, the doublewrite buffer on): queue-bench measures a
-real queue, so commits pay for the redo log flush.
-
-``mariadbd`` refuses to run as root unless told ``--user=root``; under root it runs as the
-``mysql`` system user (``--user=mysql``: it starts as root and drops to it) when that exists, so
-the server, whose ``root`` account has no password, is no OS-root process; otherwise as root. Its
-file access from SQL (``SELECT … INTO OUTFILE``, ``LOAD_FILE``) is confined to a directory of its
-own either way (``secure_file_priv``).
+"""A throwaway MariaDB server for one run: MariaDB's :class:`~bench.engines.embedded_base.Recipe`
+(``mysql://root@127.0.0.1:PORT/``); its choices are in docs/architecture.md (The embedded servers).
 """
 
 from __future__ import annotations
@@ -49,24 +26,9 @@ ERROR_LOG = "error.log"
 
 
 class MariaDBRecipe(Recipe):
-    """MariaDB's throwaway server: the install tool, ``mariadbd`` as a child process, probed with PyMySQL.
-
-    Its :meth:`~bench.engines.embedded_base.Recipe.server` yields ``mysql://root@127.0.0.1:PORT/`` (``root``
-    with an empty password, TCP on loopback only). The datadir, Unix socket, pid file and error log
-    (``error.log``) are in the temporary directory; ``innodb_buffer_pool_size=256M``,
-    ``innodb_flush_log_at_trx_commit=1`` (the default), host names not resolved, and SQL may read or write
-    files only in a directory of its own (``secure_file_priv``). ``max_connections``: MariaDB accepts 10 to
-    100000 (others are raised or lowered into it, with a line to ``log``), and admits one connection more
-    for an account with the CONNECTION ADMIN privilege, such as ``root``. Under root, ``base_dir``'s parents
-    must be traversable by the ``mysql`` user. On leaving the block the server gets SIGTERM (its normal
-    shutdown; SIGKILL after 60 s) and the directory is removed.
-
-    Raises ConfigError (``ENGINE``, exit status 2; nothing created) when this machine has no
-    ``mariadbd``/``mysqld`` or no install tool; EmbeddedError when the binary is not MariaDB or does not
-    run, the install tool failed, the server did not start or accept a connection within 60 s (with the
-    last 20 lines of its error log), or under root the ``mysql`` user cannot reach ``base_dir``; ValueError
-    for a ``max_connections`` that is not a positive int.
-    """
+    """MariaDB's throwaway server (``mysql://root@127.0.0.1:PORT/``, empty password). Raises ConfigError (``ENGINE``,
+    exit 2) without ``mariadbd``/``mysqld`` or install tool; EmbeddedError when the binary is not MariaDB, a step
+    fails, it is not up within 60 s, or ``mysql`` cannot reach ``base_dir``; ValueError (``max_connections``)."""
 
     label = "MariaDB"
     prefix = "qbench-maria-"
@@ -185,10 +147,8 @@ def _user_options(srv: EmbeddedServer) -> list[str]:
 
 
 def server_argv(bins: ServerBinaries, srv: EmbeddedServer) -> list[str]:
-    """The mariadbd command line: the datadir with the socket, pid file (:data:`PID_FILE`) and error
-    log (:data:`ERROR_LOG`) in it, TCP on 127.0.0.1 only, ``max_connections``,
-    :data:`BUFFER_POOL_SIZE` of buffer pool, no host name lookups, and file access from SQL confined
-    to the directory ``files`` (``secure_file_priv``)."""
+    """The mariadbd command line (datadir, :data:`PID_FILE`, :data:`ERROR_LOG`, 127.0.0.1, ``max_connections``,
+    :data:`BUFFER_POOL_SIZE`, ``secure_file_priv`` = ``files``)."""
     data_dir = srv.data_dir
     socket = data_dir / "mysqld.sock"  # only its name when the path is too long (mariadbd works in its datadir)
     return [

@@ -1,41 +1,6 @@
-"""mariadb-slap for ``make calibrate ENGINE=mariadb`` (:mod:`bench.cli.calibrate_mariadb`): find it,
-write its script from the swarm's own statements, run it, and count what it did.
-
-mariadb-slap (https://mariadb.com/kb/en/mariadb-slap/) is MariaDB's own C load client. What it
-does, as read from ``mariadb-slap --help`` and checked against MariaDB 10.11's mariadb-slap:
-
-- ``--query=FILE`` with ``--delimiter``: the file is split at each delimiter into queries; every
-  client (``--concurrency``) sends them in order, each with one ``mysql_real_query``, and starts
-  over at the first when it reaches the end. A query may hold several statements separated by
-  ``;``: the client connects with ``CLIENT_MULTI_STATEMENTS`` and reads every result set.
-- ``--number-of-queries=N`` is the *total*: each client stops after ``N // concurrency`` queries.
-  So ``N = queries per job × jobs per client × clients`` gives every client the same fixed number
-  of whole jobs (:func:`slap_argv`). ``--iterations`` would instead repeat the whole test,
-  reconnecting each time.
-- It has no warm-up, no time limit and no per-second output; it prints the seconds of its run.
-- On an SQL error in a query's first statement it prints ``Cannot run query …`` on stderr and
-  ends *with exit status 0* without its summary; an error in a later statement of the same query
-  is not reported at all. Hence every run is checked against the table itself
-  (:func:`job_counts`, :func:`count_problems`), not only against its exit status.
-
-The script (:func:`slap_script`) is one job per pass: the statements of
-:mod:`bench.engines.mariadb.policies` the swarm sends for a claim of batch 1 and its completion
-(:class:`bench.engines.mariadb.sessions.MariaDBWorkerSession`), in the same three round trips, the
-id and token held in the session's variables ``@id`` and ``@token`` instead of in the client:
-
-1. ``SET @id = NULL; START TRANSACTION; <claim_select> INTO @id`` (the swarm: ``START
-   TRANSACTION;<claim_select>``, the id returned as a row);
-2. ``<claim_update with @id>; <claim_rows with @id> INTO @c_id, @token, …; COMMIT`` (the swarm:
-   the same, the read-back returned as a row);
-3. ``<complete_one with @id, @token>`` in autocommit (the swarm's batch-1 completion, the same).
-
-So what differs: ``SET @id = NULL`` (so that a pass which found no row claims and completes
-nothing instead of the previous pass's job); the locking SELECT and the read-back store into
-user variables where the swarm receives one small row each; the swarm also skips round trips 2
-and 3 when nothing was eligible (with enough backlog that never happens here); and every
-mariadb-slap client has the same ``locked_by`` (:data:`WORKER`), the swarm one name per worker.
-Session setup is the swarm's (:func:`bench.engines.mariadb.connection.session_setup`, run as
-``--init-command``); TLS is off on both (PyMySQL uses none unless asked).
+"""mariadb-slap (https://mariadb.com/kb/en/mariadb-slap/) for ``make calibrate ENGINE=mariadb``: find it,
+write its script from the swarm's own statements, run it, count what it did. Its behaviour and how the
+script differs from the swarm: docs/calibration.md (mariadb-slap).
 """
 
 from __future__ import annotations
@@ -71,10 +36,7 @@ _SECONDS_RE = re.compile(r"Average number of seconds to run all queries: ([\d.]+
 
 
 def find_slap(path: str | None = None) -> str:
-    """Path of mariadb-slap (or mysqlslap) on ``path`` (default: ``$PATH``).
-
-    Raises ConfigError (``MARIADB_SLAP``) when there is none.
-    """
+    """Path of mariadb-slap (or mysqlslap) on ``path`` (default ``$PATH``); ConfigError (``MARIADB_SLAP``) if none."""
     for name in NAMES:
         found = shutil.which(name, path=path)
         if found:
@@ -90,9 +52,7 @@ def slap_version(slap: str) -> str:
 
 
 def slap_script(schema: str, policy: str, index: str, lease_s: float) -> list[str]:
-    """The queries of one job (one claim of batch 1 and its completion), one per round trip, built
-    from :mod:`bench.engines.mariadb.policies` (see the module docstring for what differs from the
-    swarm). Raises KeyError for an unknown ``policy``."""
+    """The queries of one job (claim of batch 1, completion), one per round trip; KeyError for an unknown ``policy``."""
     job_id, token = policies.Var("@id"), policies.Var("@token")
     return [
         "SET @id = NULL;START TRANSACTION;" + policies.claim_select(schema, policy, index, 1) + " INTO @id",
@@ -109,10 +69,8 @@ def _option_value(value: str) -> str:
 
 def slap_argv(slap: str, dsn: str, script_path: Path, *, n_queries: int, clients: int, per_client: int,
               schema: str, isolation: str | None, defaults_file: Path | None) -> list[str]:
-    """mariadb-slap's arguments: ``clients`` clients of ``per_client`` passes of the script's
-    ``n_queries`` queries each, on database ``schema`` (never created nor dropped by mariadb-slap:
-    ``--no-drop``, no ``--create``). ``defaults_file`` holds the password when the DSN has one (it
-    is never on the command line); without it no option file is read (``--no-defaults``)."""
+    """mariadb-slap's argv: ``clients`` × ``per_client`` passes of ``n_queries`` queries on ``schema`` (never
+    dropped); the password only in ``defaults_file``, else ``--no-defaults``."""
     args = connect_args(dsn)
     argv = [slap, f"--defaults-file={defaults_file}" if defaults_file else "--no-defaults"]
     if args.get("unix_socket"):
@@ -130,21 +88,13 @@ def slap_argv(slap: str, dsn: str, script_path: Path, *, n_queries: int, clients
 def run_slap(slap: str, dsn: str, queries: list[str], out_dir: Path, *, clients: int, per_client: int, schema: str,
              isolation: str | None, during: Callable[[Callable[[], float], int], Callable[[], None]] | None = None,
              monitor_seconds: int = 86_400) -> dict:
-    """Run mariadb-slap: ``clients`` clients, each running the script ``queries`` (one job per
-    pass) ``per_client`` times, timed by wall clock from its start to its exit.
+    """Run mariadb-slap (``clients`` × ``per_client`` passes of ``queries``), wall-clock timed, with the
+    monitor ``during(now_s, monitor_seconds)`` beside it; writes ``claim_complete.sql``, ``slap.out``,
+    ``slap.err`` into ``out_dir`` (must not exist). CPU seconds: growth of ``RUSAGE_CHILDREN``.
 
-    ``during(now_s, monitor_seconds)`` is started beside it (the monitor) and returns a function
-    that stops it, called when mariadb-slap has exited. Writes the script (``claim_complete.sql``)
-    and mariadb-slap's output (``slap.out``, ``slap.err``) into ``out_dir``, which must not exist.
-    CPU: mariadb-slap's user + system seconds, the growth of this process's ``RUSAGE_CHILDREN``
-    over the run (exact as long as no other child of this process ends meanwhile; the calibration
-    starts none).
-
-    Returns ``{"jobs_expected", "per_client", "clients", "queries_per_job", "wall_s", "started",
-    "ended" (ISO times), "slap_reported_s" (its own "seconds to run all queries", or None),
-    "exit_code", "cpu_s", "user_s", "system_s", "argv" (no password), "problems"}``: problems are
-    strings (an exit status other than 0, anything on stderr, no summary); the jobs it did are
-    counted by the caller on the table (:func:`job_counts`).
+    Returns ``{"jobs_expected", "per_client", "clients", "queries_per_job", "wall_s", "started", "ended"
+    (ISO), "slap_reported_s" (or None), "exit_code", "cpu_s", "user_s", "system_s", "argv" (no password),
+    "problems" (strings)}``; the caller counts the jobs on the table (:func:`job_counts`).
     """
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True)

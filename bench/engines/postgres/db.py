@@ -224,10 +224,8 @@ def ensure_history_state(conn: psycopg.Connection, state_schema: str, history: i
 
 def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
             log: Callable[[str], None] = print, *, state_schema: str | None = None) -> SeedResult:
-    """(Re)create the tool's schema and table in ``cfg.layout``, seed ``cfg.history`` done and ``backlog``
-    pending rows (history from ``state_schema``'s saved state when given), then the primary key, the index
-    variant, VACUUM ANALYZE (docs/reading-the-report.md, "Prepare"). Raises ConfigError if a schema
-    belongs to someone else."""
+    """(Re)create schema and table, seed history (from ``state_schema`` when given) and backlog, add keys and index,
+    VACUUM ANALYZE (docs/reading-the-report.md, "Prepare"). Raises ConfigError for a foreign schema."""
     schema = cfg.schema
     OWNERSHIP.recreate(conn, schema)
     with conn.transaction():

@@ -1,7 +1,5 @@
-"""PostgreSQL as a :class:`bench.engines.base.Engine`; every queue is a queue definition
-(:meth:`PostgresEngine.queue`) that its sessions, reaper, monitor, plans, statement statistics and audit
-read. Import it after :mod:`bench.gevent_patch` (before psycopg's import): :func:`bench.engines.get_engine`
-does."""
+"""PostgreSQL as a :class:`bench.engines.base.Engine` over a queue definition (:meth:`PostgresEngine.queue`).
+Import it after :mod:`bench.gevent_patch`, as :func:`bench.engines.get_engine` does."""
 
 from __future__ import annotations
 

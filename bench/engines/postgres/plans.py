@@ -1,7 +1,6 @@
-"""The claim's plans on PostgreSQL: a fresh prepared statement's custom and generic plans under
-``EXPLAIN (ANALYZE, BUFFERS)``, rolled back (https://www.postgresql.org/docs/current/sql-explain.html), the
-one ``plan_cache_mode = auto`` picks (https://www.postgresql.org/docs/current/sql-prepare.html, "Notes"),
-and the plan the workers ran (docs/reading-the-report.md)."""
+"""The claim's plans on PostgreSQL: custom and generic under ``EXPLAIN (ANALYZE, BUFFERS)``, rolled back
+(https://www.postgresql.org/docs/current/sql-explain.html), ``auto``'s pick
+(https://www.postgresql.org/docs/current/sql-prepare.html, "Notes"), the workers' (docs/reading-the-report.md)."""
 
 from __future__ import annotations
 
@@ -37,11 +36,9 @@ def _execute(conn: psycopg.Connection, args: list[str], explain: bool) -> list[s
 
 def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str],
                            statement_timeout_ms: int = 60_000) -> dict:
-    """Plans of ``claim`` (``$n`` parameters; ``args`` their values as SQL literals, in ``$n`` order) as a
-    prepared statement: ``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}``, PLAN
-    :func:`summarize_plan`'s or ``{"error": "<one line>"}`` (e.g. ``statement_timeout``); ``auto`` None when
-    unknown (too slow to run six times, PostgreSQL before 14). ``conn`` in autocommit. Raises psycopg.OperationalError when the
-    connection fails."""
+    """``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` of ``claim`` prepared (``args``: SQL
+    literals in ``$n`` order), PLAN :func:`summarize_plan`'s or ``{"error": line}``; ``conn`` in autocommit.
+    Raises psycopg.OperationalError when the connection fails."""
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}
     # PREPARE is not transactional: deallocate whatever happens to the transactions.
@@ -81,10 +78,8 @@ def _auto_choice(conn: psycopg.Connection, args: list[str], timeout: sql.Compose
 
 
 def summarize_plan(text: str) -> dict:
-    """``{"text", "scan", "nodes", "shared_buffers", "execution_ms"}`` of an EXPLAIN (ANALYZE, BUFFERS)
-    text: ``scan`` the table scans in order joined by `` + `` (CTE scans left out; e.g. ``Index Scan using
-    jobs_pending_claim_order_idx on jobs + Index Scan using jobs_pkey on jobs j``), ``shared_buffers`` the
-    top node's shared hit + read, ``execution_ms`` ms. Missing values are None."""
+    """``{"text", "scan" (table scans joined by `` + ``, no CTE scans), "nodes", "shared_buffers" (top node's hit +
+    read), "execution_ms"}`` of an EXPLAIN (ANALYZE, BUFFERS) text; None where missing."""
     nodes = plan_nodes(text)
     scans = [n for n in nodes if " Scan" in n and not n.startswith("CTE Scan")]
     scan = " + ".join(scans) if scans else None
@@ -143,12 +138,10 @@ PLAN_SHARE = 0.95
 
 
 def workers_plan(sessions: list[dict], explain: dict | None, *, prepared: bool, plan_cache: str) -> dict:
-    """``summary.json`` ``plans.workers``: ``{"plan", "plan_cache", "generic_executions",
-    "custom_executions", "sessions_read", "session_errors", "explained_on", "text", "scan", "nodes",
-    "shared_buffers", "execution_ms"}``. ``sessions``: ``{"worker", "generic_plans", "custom_plans"}`` (or
-    ``{"worker", "error"}``) each; ``explain``: ``{"worker", "text"}`` or ``{"worker", "error"}``. ``plan``:
-    ``generic``/``custom`` (at least :data:`PLAN_SHARE` of the executions), ``mixed``, ``unprepared`` or
-    None when nothing was read."""
+    """``summary.json`` ``plans.workers`` (``{"plan", "plan_cache", "generic_executions", "custom_executions",
+    "sessions_read", "session_errors", "explained_on", "text", "scan", "nodes", "shared_buffers", "execution_ms"}``)
+    from ``sessions`` (``{"worker", "generic_plans", "custom_plans"}`` or ``{"worker", "error"}``) and ``explain``;
+    ``plan``: ``generic``/``custom`` (≥ :data:`PLAN_SHARE`), ``mixed``, ``unprepared`` or None."""
     read = [s for s in sessions if "error" not in s]
     generic = sum(s["generic_plans"] for s in read) if prepared and read else None
     custom = sum(s["custom_plans"] for s in read) if prepared and read else None
