@@ -1,93 +1,17 @@
-"""End-of-run audit on MariaDB: the queue's invariants, checked on the database against the
-client's claim log (:class:`bench.measure.claimlog.ClaimLog`). Same invariants, same
-definitions and same result as :func:`bench.engines.postgres.audit.run_audit`; only the SQL
-dialect differs.
-
-The log's events (:meth:`bench.measure.claimlog.ClaimLog.rows`) are loaded into a
-``CREATE TEMPORARY TABLE`` of the audit's own connection with multi-row ``INSERT``
-statements of :data:`INSERT_ROWS` events each (no ``LOAD DATA LOCAL INFILE``, which the
-client and the server would both have to allow), and every check is one SQL statement over
-that table, three more temporary tables derived from it and the tool's ``jobs`` table. A
-temporary table is private to its connection and lives in the tool's database, where it
-would hide a real table of the same name (https://mariadb.com/kb/en/create-table/#create-temporary-table);
-the audit drops its tables when it ends, on success and on error. Creating and dropping a
-temporary table does not commit the open transaction
-(https://mariadb.com/kb/en/sql-statements-that-cause-an-implicit-commit/). A query may name
-the same temporary table more than once since MariaDB 10.2.2 (MDEV-5535); MySQL still refuses
-that (error 1137), one reason this module is for MariaDB only.
-
-The whole audit is one transaction at ``READ COMMITTED`` (``SET TRANSACTION`` for the next
-transaction only: https://mariadb.com/kb/en/set-transaction/), as PostgreSQL's audit is: each
-statement reads the latest committed rows. At the session's default ``REPEATABLE READ``,
-InnoDB would read the source rows of ``INSERT … SELECT`` and ``CREATE TABLE … SELECT`` with
-shared next-key locks, so the audit could wait on (or block) a session still holding rows; at
-``READ COMMITTED`` those reads are consistent non-locking reads
-(https://mariadb.com/kb/en/innodb-lock-modes/; both seen in
-``tests/test_mariadb_audit.py::test_the_audit_reads_past_rows_a_session_holds``).
-
-Dialect (MariaDB 10.6+): ``LAG`` and ``ROW_NUMBER`` window functions
-(https://mariadb.com/kb/en/lag/, https://mariadb.com/kb/en/row_number/) replace ``DISTINCT ON``;
-``SUM(CASE …)`` replaces ``FILTER``; ``MAX`` of a comparison (0, 1 or NULL) replaces ``bool_or``;
-the claim times of ``retry_gaps`` are fetched as rows (no ``array_agg``; ``GROUP_CONCAT`` would
-be cut at ``group_concat_max_len``); the seeded ids ``1..seeded_rows`` come from the
-``SEQUENCE`` engine's virtual table ``seq_1_to_N`` (https://mariadb.com/kb/en/sequence-storage-engine/),
-read only when ``seeded_rows >= 1``: ``seq_1_to_0`` is not empty but counts down, 1 then 0.
-
-Invariants (all must be 0; see :mod:`bench.engines.postgres.audit` for the full definitions):
-
-``double_claims``
-    per job, the larger of two lower bounds on its illegitimate claims, summed over jobs:
-    claims made while the job's previous claim was unfinished in the log under a lease that
-    had not expired (database time) at the new claim; and claims beyond the row's ``attempts``.
-``lost_jobs``
-    jobs missing (distinct ids): an expected id (``1..seeded_rows`` and every produced id)
-    absent from ``jobs``, or a job whose completion the database acknowledged that is not
-    ``done`` there; a job counts once.
-``duplicated_jobs``
-    job ids present more than once in ``jobs``. On MariaDB the layout is always ``same`` and
-    ``jobs.id`` is the primary key, so this is 0 unless the table itself is broken; it is
-    computed all the same, by the same query as on PostgreSQL.
-``over_claims``
-    claims that returned more than the batch size (counted by the recorder).
-``stale_completions_applied``
-    applied completions whose token the job's row does not carry as its current attempt token.
-``double_completions``
-    jobs whose completion the database applied more than once.
-
-``redeliveries`` (not an invariant) counts claims of a job beyond its first.
-
-``fifo_out_of_order_share`` (not an invariant) is the share of the compared jobs whose first
-claim came before the first claim of a job ahead of them in claim order (``priority, run_at,
-id``), by a window ``MAX`` over claim order (https://mariadb.com/kb/en/window-frames/), as on
-PostgreSQL (where the full definition is). Here ``claimed_at`` is the claim's ``UPDATE``
-statement's ``NOW(6)`` (one instant for every row of the claim, microseconds), so equal times
-(the rows of one batch, or claims within one microsecond) do not count.
-
-The poison-job details select the poison jobs with :func:`bench.workload.jobs.poison_sql`, an
-integer threshold, as the PostgreSQL audit does. The earlier form, the share as a decimal literal,
-runs on MariaDB but multiplies that literal exactly, and for a share on a multiple of 2^-32 (e.g.
-0.06423439900390804) it names one job more than :func:`bench.workload.jobs.is_poison`, on
-PostgreSQL too (``tests/test_mariadb_audit.py`` shows both). ``id * 2654435761`` is a signed
-BIGINT product on both engines, exact up to ``id`` = 3,474,701,543 (2^63 / 2654435761); past it
-MariaDB raises error 1690 (``BIGINT value is out of range``, PostgreSQL 22003) instead of giving
-a wrong count.
-"""
+"""End-of-run audit on MariaDB 10.6+: its SQL and steps for :func:`bench.engines.audit_flow.run_audit`, the
+log loaded with multi-row ``INSERT`` into temporary tables dropped when the audit ends, at ``READ COMMITTED``
+(docs/architecture.md, "The audit")."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-import time
 from typing import Iterable
 
-import pymysql
-
-from bench.engines.mariadb.db import execute, query
+from bench.engines import audit_flow
+from bench.engines.mariadb.db import DRIVER, execute
 from bench.engines.mariadb.policies import ident, literal
-from bench.engines.common import CLAIM_CHECKS, audit_result
 from bench.measure.claimlog import EVENT_COLUMNS, EVENT_KINDS, ClaimLog
-from bench.workload.jobs import poison_sql
 
 #: Events per multi-row INSERT when the log is loaded (about 60 bytes each: ~300 kB a statement,
 #: far below the default ``max_allowed_packet`` of 16 MB).
@@ -129,11 +53,6 @@ FROM {events} a LEFT JOIN {jobs} j ON j.id = a.id
 WHERE a.kind = 'a'
 GROUP BY a.seq, a.id"""
 
-_COMPLETION_CHECKS = """\
-SELECT COUNT(*), COALESCE(SUM(CASE WHEN n_rows > 0 AND NOT is_current THEN 1 ELSE 0 END), 0),
-       (SELECT COUNT(*) FROM (SELECT id FROM {applied} GROUP BY id HAVING COUNT(*) > 1) AS twice)
-FROM {applied}"""
-
 # The expected ids absent from the table: seeded ones (the sequence table, when there are any)
 # and produced ones outside the seeded range (which the first statement already covers).
 _CREATE_MISSING = "CREATE TEMPORARY TABLE {missing} (id BIGINT NOT NULL PRIMARY KEY) ENGINE = InnoDB"
@@ -154,30 +73,6 @@ SELECT {seeded} + (SELECT COUNT(DISTINCT id) FROM {events} WHERE kind = 'p' AND 
         WHERE NOT a.is_done AND NOT EXISTS (SELECT 1 FROM {missing} m WHERE m.id = a.id)),
        (SELECT COUNT(*) FROM (SELECT id FROM {jobs} GROUP BY id HAVING COUNT(*) > 1) AS dup)"""
 
-# Claim times (database epoch s) of each job that failed at least once, from the failed
-# attempt's claim (when it was the job's latest claim at the failure) onwards, in log order;
-# jobs in the order of their first failure (rows of (first failure's seq, claimed_at)).
-_RETRY_CLAIMS = """\
-WITH rc_first_fail AS (
-    SELECT id, seq, token
-    FROM (SELECT id, seq, token, ROW_NUMBER() OVER (PARTITION BY id ORDER BY seq) AS n
-          FROM {events} WHERE kind = 'f') AS f
-    WHERE n = 1
-), rc_claims AS (
-    SELECT c.id, c.seq, c.token, c.claimed_at FROM {events} c JOIN rc_first_fail f ON f.id = c.id WHERE c.kind = 'c'
-), rc_last_before AS (
-    SELECT id, seq, token
-    FROM (SELECT c.id, c.seq, c.token, ROW_NUMBER() OVER (PARTITION BY c.id ORDER BY c.seq DESC) AS n
-          FROM rc_claims c JOIN rc_first_fail f ON f.id = c.id AND c.seq < f.seq) AS l
-    WHERE n = 1
-), rc_start AS (
-    SELECT f.id, f.seq AS fail_seq, CASE WHEN l.token = f.token THEN l.seq ELSE f.seq END AS from_seq
-    FROM rc_first_fail f LEFT JOIN rc_last_before l ON l.id = f.id
-)
-SELECT s.fail_seq, c.claimed_at
-FROM rc_start s JOIN rc_claims c ON c.id = s.id AND c.seq >= s.from_seq
-ORDER BY s.fail_seq, c.seq"""
-
 # (compared jobs, jobs started out of claim order): see the PostgreSQL audit's ``_FIFO``.
 _FIFO = """\
 WITH first_claims AS (
@@ -189,13 +84,6 @@ WITH first_claims AS (
     WHERE UNIX_TIMESTAMP(GREATEST(j.run_at, j.created_at)) <= (SELECT MIN(claimed_at) FROM first_claims)
 )
 SELECT COUNT(*), COALESCE(SUM(CASE WHEN claimed_at < ahead_claimed_at THEN 1 ELSE 0 END), 0) FROM ordered"""
-
-_POISON = """\
-SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END), 0),
-       MIN(CASE WHEN status = 'dead' THEN attempts END), MAX(CASE WHEN status = 'dead' THEN attempts END)
-FROM {jobs} WHERE """
-
 
 def _sql_value(value) -> str:
     """One event field as a MariaDB literal: NULL, an integer, or a float as an approximate-value
@@ -233,126 +121,57 @@ def load_events(conn, table: str, events: Iterable[tuple]) -> int:
     return loaded
 
 
-def _status_counts(conn, jobs: str) -> dict[str, int]:
-    return {str(status): int(n) for status, n in query(conn, f"SELECT status, COUNT(*) FROM {jobs} GROUP BY status")}
+class _Steps(audit_flow.AuditSteps):
+    driver, create_claims, create_applied, fifo = DRIVER, _CREATE_CLAIMS, _CREATE_APPLIED, _FIFO
 
+    def begin(self, conn) -> None:
+        self.cleanup(conn)  # left behind by an audit that died on this connection
+        execute(conn, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        execute(conn, "START TRANSACTION")
 
-def _drop_tables(conn, names: dict[str, str]) -> None:
-    execute(conn, "DROP TEMPORARY TABLE IF EXISTS " + ", ".join(names[k] for k in _TABLES))
+    def load_events(self, conn, log: ClaimLog) -> int:
+        execute(conn, self.sql(_CREATE_EVENTS))
+        return load_events(conn, self.names["events"], log.rows())
+
+    def row_checks(self, conn) -> dict[str, int]:
+        execute(conn, self.sql(_CREATE_MISSING))
+        if int(self.names["seeded"]) >= 1:
+            execute(conn, self.sql(_MISSING_SEEDED))
+        execute(conn, self.sql(_MISSING_PRODUCED))
+        counts = self.row(conn, _ROW_CHECKS, "expected missing not_durable not_durable_present duplicated")
+        counts["lost"] = counts["missing"] + counts.pop("not_durable_present")
+        return counts
+
+    def cleanup(self, conn) -> None:
+        execute(conn, "DROP TEMPORARY TABLE IF EXISTS " + ", ".join(self.names[k] for k in _TABLES))
 
 
 def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims: int,
               poison_share: float = 0.0) -> dict:
-    """Check the invariants against the events of ``log``.
+    """:func:`bench.engines.audit_flow.run_audit` of ``log`` on ``schema``'s ``jobs`` table. ``conn``: a
+    connection of :func:`bench.engines.mariadb.db.connect` (autocommit, UTC) with no transaction open;
+    ``seeded_rows``: the ids ``1..seeded_rows`` :func:`bench.engines.mariadb.db.prepare` created;
+    ``over_claims``: the recorder's count; ``poison_share`` (0..1): the run's ``POISON_SHARE``.
 
-    ``conn`` is a connection of :func:`bench.engines.mariadb.db.connect` (autocommit, UTC) with
-    no transaction open; ``schema`` the tool's database, whose ``jobs`` table is audited.
-    ``seeded_rows`` is the number of rows :func:`bench.engines.mariadb.db.prepare` created
-    (history + backlog: ids ``1..seeded_rows``); ``over_claims`` the recorder's count of
-    claims that returned more than the batch; ``poison_share`` (0..1) the run's
-    ``POISON_SHARE``: when above 0 the details say how the poison jobs ended.
-
-    Returns ``{"invariants": {...}, "status_counts": {...}, "details": {...},
-    "redeliveries": int, "retry_gaps": list | None, "fifo_out_of_order_share": float | None}``, the shape of
-    :func:`bench.engines.postgres.audit.run_audit`: ``invariants`` maps every name of
-    :data:`INVARIANTS` to an int; ``status_counts`` status -> rows; ``details`` the counts
-    ``rows_expected``, ``rows_present``, ``rows_missing``, ``rows_duplicated``,
-    ``jobs_claimed_distinct``, ``jobs_claimed_more_than_once``, ``claims_under_live_lease``,
-    ``claims_beyond_attempts``, ``completions_applied``, ``double_completions``,
-    ``completions_not_durable``, ``claim_log_events``, ``fifo_jobs_compared``, ``fifo_jobs_out_of_order`` and, with a poison share,
-    ``poison_jobs``, ``poison_done``, ``poison_dead``, ``poison_dead_attempts_min`` and
-    ``_max`` (None when no poison job is dead); ``retry_gaps`` lists, per job that failed at
-    least once and was claimed again, the seconds (database time, 6 decimals) between its
-    successive claims, or is None when no job failed.
-
-    Raises ValueError for a negative ``seeded_rows`` or an event the log could not have
-    written, and PyMySQL's errors (``pymysql.err.MySQLError``: e.g. ``ProgrammingError`` 1146
-    when ``jobs`` is absent, ``OperationalError`` 1690 for a poison check on an id past
-    3,474,701,543, 2013 when the connection drops) when the database cannot be read; the temporary
-    tables are dropped either way (when the connection still answers).
-    """
+    Raises ValueError for a negative ``seeded_rows`` or an event the log could not have written, and
+    ``pymysql.err.MySQLError`` (e.g. 1146 when ``jobs`` is absent, 1690 for a poison check on an id past
+    3,474,701,543, 2013 when the connection drops); the temporary tables are dropped either way (when the
+    connection still answers)."""
     seeded = int(seeded_rows)
     if seeded < 0:
         raise ValueError(f"seeded_rows must be >= 0, got {seeded_rows!r}")
     names = {key: ident(schema, table) for key, table in _TABLES.items()}
-    names.update(jobs=ident(schema, "jobs"), seeded=str(seeded))
-    _drop_tables(conn, names)  # left behind by an audit that died on this connection
-    execute(conn, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-    execute(conn, "START TRANSACTION")
-    try:
-        counts = _counts(conn, schema, names, log, seeded)
-        counts["retry_gaps"] = _retry_gaps(conn, names)
-        counts["poison"] = _poison(conn, names, poison_share)
-        execute(conn, "COMMIT")
-    except BaseException:
-        # a gone connection took its temporary tables with it; the first error is the one to see
-        with contextlib.suppress(pymysql.err.MySQLError, OSError):
-            execute(conn, "ROLLBACK")
-            _drop_tables(conn, names)
-        raise
-    _drop_tables(conn, names)
-    return audit_result(over_claims=over_claims, **counts)
-
-
-def _row(conn, template: str, names: dict[str, str], keys: str) -> dict[str, int]:
-    """The one row of ``template`` (formatted with ``names``) as ints, named by ``keys`` (space-separated)."""
-    return dict(zip(keys.split(), map(int, query(conn, template.format(**names))[0])))
-
-
-def _counts(conn, schema: str, names: dict[str, str], log: ClaimLog, seeded: int) -> dict:
-    """The log loaded and every count of :func:`bench.engines.common.audit_result` but the retry gaps,
-    the poison jobs and ``over_claims``, inside the audit's transaction."""
-    execute(conn, _CREATE_EVENTS.format(**names))
-    events = load_events(conn, names["events"], log.rows())
-    status_counts = _status_counts(conn, names["jobs"])
-    execute(conn, _CREATE_CLAIMS.format(**names))
-    counts = _row(conn, CLAIM_CHECKS, names, "claimed_distinct claimed_more_than_once redeliveries overlapping "
-                                             "attempts_short double_claims")
-    execute(conn, _CREATE_APPLIED.format(**names))
-    counts |= _row(conn, _COMPLETION_CHECKS, names, "applied stale_applied double_completions")
-    execute(conn, _CREATE_MISSING.format(**names))
-    if seeded >= 1:
-        execute(conn, _MISSING_SEEDED.format(seq=ident(schema, f"seq_1_to_{seeded}"), **names))
-    execute(conn, _MISSING_PRODUCED.format(**names))
-    counts |= _row(conn, _ROW_CHECKS, names, "expected missing not_durable not_durable_present duplicated")
-    counts["lost"] = counts["missing"] + counts.pop("not_durable_present")
-    counts |= _row(conn, _FIFO, names, "fifo_compared fifo_out_of_order")
-    return {"status_counts": status_counts, "events": events, **counts}
-
-
-def _retry_gaps(conn, names: dict[str, str]) -> list[list[float]] | None:
-    """Per job that failed at least once and was claimed again, the seconds between its successive claims
-    (database time, 6 decimals); None when no job failed."""
-    if not query(conn, "SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')".format(**names))[0][0]:
-        return None
-    gaps = []
-    for _, claims in itertools.groupby(query(conn, _RETRY_CLAIMS.format(**names)), key=lambda r: r[0]):
-        times = [float(r[1]) for r in claims]
-        if len(times) > 1:
-            gaps.append([round(b - a, 6) for a, b in zip(times, times[1:])])
-    return gaps
-
-
-def _poison(conn, names: dict[str, str], poison_share: float) -> dict:
-    """How the poison jobs ended (the ``poison_*`` details), or ``{}`` when ``poison_share`` is 0."""
-    if not poison_share > 0:
-        return {}
-    row = query(conn, _POISON.format(**names) + poison_sql(float(poison_share)))[0]
-    return {"poison_jobs": int(row[0]), "poison_done": int(row[1]), "poison_dead": int(row[2]),
-            "poison_dead_attempts_min": None if row[3] is None else int(row[3]),
-            "poison_dead_attempts_max": None if row[4] is None else int(row[4])}
+    names.update(jobs=ident(schema, "jobs"), rows=ident(schema, "jobs"), seeded=str(seeded),
+                 seq=ident(schema, f"seq_1_to_{seeded}"))
+    return audit_flow.run_audit(_Steps(names), conn, log, builtin=True, over_claims=over_claims,
+                                poison_share=poison_share)
 
 
 def completed_per_queue(conn, schema: str, names: list[str], start_unix: float, end_unix: float) -> dict[str, int]:
-    """Jobs of each queue in ``names`` that reached ``done`` in the measured window by ``finished_at``
-    (``{name: count}``, 0 for none): one scan after the load. The window's client epoch seconds are
-    moved to the server's clock by the offset read here (``UNIX_TIMESTAMP(NOW(6))`` against the middle
-    of the client's round trip); every session of the tool is in UTC."""
-    before = time.time()
-    server_now = float(query(conn, "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0])
-    offset = server_now - (before + time.time()) / 2
-    rows = query(conn, f"SELECT queue, COUNT(*) FROM {ident(schema, 'jobs')} WHERE status = 'done' "
-                       f"AND finished_at >= FROM_UNIXTIME(%s) AND finished_at < FROM_UNIXTIME(%s) GROUP BY queue",
-                 (round(start_unix + offset, 6), round(end_unix + offset, 6)))
-    counts = {str(name): int(n) for name, n in rows}
-    return {name: counts.get(name, 0) for name in names}
+    """:func:`bench.engines.audit_flow.completed_per_queue` of ``jobs`` by ``finished_at`` (the server's
+    ``UNIX_TIMESTAMP(NOW(6))``, µs; every session of the tool is in UTC)."""
+    return audit_flow.completed_per_queue(
+        DRIVER, conn, "SELECT UNIX_TIMESTAMP(NOW(6))",
+        f"SELECT queue, COUNT(*) FROM {ident(schema, 'jobs')} WHERE status = 'done' "
+        f"AND finished_at >= FROM_UNIXTIME(%s) AND finished_at < FROM_UNIXTIME(%s) GROUP BY queue",
+        names, (start_unix, end_unix), digits=6)

@@ -1,19 +1,16 @@
-"""End-of-run audit on PostgreSQL: the queue's invariants (docs/reading-the-report.md, docs/queues.md)
-checked in SQL against the client's claim log (:class:`bench.measure.claimlog.ClaimLog`), loaded with
-``COPY`` into a temporary table dropped with the audit's transaction
+"""End-of-run audit on PostgreSQL: its SQL and steps for :func:`bench.engines.audit_flow.run_audit`, the log
+loaded with ``COPY`` into a temporary table dropped with the audit's transaction
 (https://www.postgresql.org/docs/current/sql-createtable.html, ``ON COMMIT DROP``)."""
 
 from __future__ import annotations
-
-import time
 
 import psycopg
 from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition, is_builtin
-from bench.engines.common import CLAIM_CHECKS, audit_result
+from bench.engines import audit_flow
+from bench.engines.postgres.db import DRIVER
 from bench.measure.claimlog import EVENT_COLUMNS, ClaimLog
-from bench.workload.jobs import poison_sql
 
 #: The audit's temporary tables (session-private, dropped at the end of the audit's transaction).
 _EVENTS = sql.Identifier("qbench_audit_events")
@@ -51,15 +48,11 @@ _ROWS = "(SELECT {id} AS id, {attempts} AS attempts, {token} AS token, ({done}) 
 # them carries the completion's token as its current attempt, and whether one is done.
 _CREATE_APPLIED = """\
 CREATE TEMP TABLE {applied} ON COMMIT DROP AS
-SELECT a.seq, a.id, count(j.id) AS rows, coalesce(bool_or({current}), false) AS current, {done} AS done
+SELECT a.seq, a.id, count(j.id) AS n_rows, coalesce(bool_or({current}), false) AS is_current,
+       {done} AS is_done
 FROM {events} a LEFT JOIN {rows} j ON j.id = a.id
 WHERE a.kind = 'a'
 GROUP BY a.seq, a.id"""
-
-_COMPLETION_CHECKS = """\
-SELECT count(*), count(*) FILTER (WHERE rows > 0 AND NOT current),
-       (SELECT count(*) FROM (SELECT id FROM {applied} GROUP BY id HAVING count(*) > 1) AS twice)
-FROM {applied}"""
 
 _ROW_CHECKS = """\
 WITH expected AS (
@@ -68,31 +61,11 @@ WITH expected AS (
 ), missing AS (
     SELECT id FROM expected e WHERE NOT EXISTS (SELECT 1 FROM {rows} j WHERE j.id = e.id)
 ), not_durable AS (
-    SELECT DISTINCT id FROM {applied} WHERE NOT done
+    SELECT DISTINCT id FROM {applied} WHERE NOT is_done
 )
 SELECT (SELECT count(*) FROM expected), (SELECT count(*) FROM missing), (SELECT count(*) FROM not_durable),
        (SELECT count(*) FROM (SELECT id FROM missing {finished_away} UNION SELECT id FROM not_durable) AS lost),
        (SELECT count(*) FROM (SELECT id FROM {rows} j GROUP BY id HAVING count(*) > 1) AS dup)"""
-
-# Claim times (database epoch s) of each job that failed at least once, from the failed
-# attempt's claim (when it was the job's latest claim at the failure) onwards, in log order;
-# jobs in the order of their first failure.
-_RETRY_CLAIMS = """\
-WITH first_fail AS (
-    SELECT DISTINCT ON (id) id, seq, token FROM {events} WHERE kind = 'f' ORDER BY id, seq
-), claims AS (
-    SELECT c.id, c.seq, c.token, c.claimed_at FROM {events} c JOIN first_fail f USING (id) WHERE c.kind = 'c'
-), last_before AS (
-    SELECT DISTINCT ON (c.id) c.id, c.seq, c.token
-    FROM claims c JOIN first_fail f ON f.id = c.id AND c.seq < f.seq ORDER BY c.id, c.seq DESC
-), start AS (
-    SELECT f.id, f.seq AS fail_seq, CASE WHEN l.token = f.token THEN l.seq ELSE f.seq END AS from_seq
-    FROM first_fail f LEFT JOIN last_before l USING (id)
-)
-SELECT array_agg(c.claimed_at ORDER BY c.seq)
-FROM start s JOIN claims c ON c.id = s.id AND c.seq >= s.from_seq
-GROUP BY s.id, s.fail_seq ORDER BY s.fail_seq"""
-
 
 # Jobs waiting at the run's first claim, each with its first claim and the latest first claim
 # of the jobs ahead of it in claim order: (compared jobs, jobs started out of claim order).
@@ -182,56 +155,33 @@ def _names(schema: str, defn: QueueDefinition, jobs: sql.Composable, seeded_rows
             "finished_away": _finished_away(defn)}
 
 
-def load_events(conn: psycopg.Connection, log: ClaimLog) -> int:
-    """COPY the log's events into the session's temporary events table; return how many."""
-    conn.execute(sql.SQL(_CREATE_EVENTS).format(events=_EVENTS))
-    columns = sql.SQL(", ").join(map(sql.Identifier, EVENT_COLUMNS))
-    with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(_EVENTS, columns)) as copy:
-        events = log.copy_to(copy)
-    conn.execute(sql.SQL("ANALYZE {}").format(_EVENTS))  # autovacuum never analyzes temporary tables
-    return events
+class _Steps(audit_flow.AuditSteps):
+    driver, create_claims, create_applied, fifo = DRIVER, _CREATE_CLAIMS, _CREATE_APPLIED, _FIFO
 
+    def __init__(self, names: dict, schema: str, defn: QueueDefinition):
+        super().__init__(names)
+        self.schema, self.defn = schema, defn
 
-def invariant_counts(conn: psycopg.Connection, names: dict) -> dict[str, int]:
-    """The counts behind the invariants (keyword arguments of :func:`bench.engines.common.audit_result`),
-    from the events :func:`load_events` loaded, in the caller's transaction; ``names``: :func:`_names`.
-    Raises psycopg.Error."""
-    conn.execute(sql.SQL(_CREATE_CLAIMS).format(**names))
-    (claimed_distinct, claimed_more_than_once, redeliveries, overlapping, attempts_short,
-     double_claims) = map(int, conn.execute(
-        sql.SQL(CLAIM_CHECKS).format(**{**names, "jobs": names["rows"]})).fetchone())  # MariaDB's too
-    conn.execute(sql.SQL(_CREATE_APPLIED).format(**names))
-    applied, stale_applied, double_completions = map(int, conn.execute(
-        sql.SQL(_COMPLETION_CHECKS).format(**names)).fetchone())
-    expected, missing, not_durable, lost, duplicated = map(int, conn.execute(
-        sql.SQL(_ROW_CHECKS).format(**names)).fetchone())
-    return {"claimed_distinct": claimed_distinct, "claimed_more_than_once": claimed_more_than_once,
-            "redeliveries": redeliveries, "overlapping": overlapping, "attempts_short": attempts_short,
-            "double_claims": double_claims, "applied": applied, "stale_applied": stale_applied,
-            "double_completions": double_completions, "expected": expected, "missing": missing,
-            "not_durable": not_durable, "lost": lost, "duplicated": duplicated}
+    def sql(self, template: str) -> sql.Composed:
+        return sql.SQL(template).format(**self.names)
 
+    def begin(self, conn: psycopg.Connection) -> None:
+        conn.execute("START TRANSACTION")
+        conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(self.schema)))  # finished_ids
 
-def _builtin_figures(conn: psycopg.Connection, names: dict, poison_share: float) -> dict:
-    """The built-in table's FIFO order, retry gaps and, with ``poison_share`` > 0, poison jobs (keyword
-    arguments of :func:`bench.engines.common.audit_result`)."""
-    fifo_compared, fifo_out_of_order = map(int, conn.execute(sql.SQL(_FIFO).format(**names)).fetchone())
-    failed = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {events} WHERE kind = 'f')").format(
-        **names)).fetchone()[0]
-    retry_gaps = None
-    if failed:
-        retry_gaps = [[round(b - a, 6) for a, b in zip(times, times[1:])]
-                      for (times,) in conn.execute(sql.SQL(_RETRY_CLAIMS).format(**names)) if len(times) > 1]
-    poison = {}
-    if poison_share > 0:
-        row = conn.execute(sql.SQL(
-            "SELECT count(*), count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'dead'), "
-            "min(attempts) FILTER (WHERE status = 'dead'), max(attempts) FILTER (WHERE status = 'dead') "
-            "FROM {jobs} WHERE " + poison_sql(float(poison_share))).format(**names)).fetchone()
-        poison = {"poison_jobs": row[0], "poison_done": row[1], "poison_dead": row[2],
-                  "poison_dead_attempts_min": row[3], "poison_dead_attempts_max": row[4]}
-    return {"fifo_compared": fifo_compared, "fifo_out_of_order": fifo_out_of_order, "retry_gaps": retry_gaps,
-            "poison": poison}
+    def load_events(self, conn: psycopg.Connection, log: ClaimLog) -> int:
+        conn.execute(self.sql(_CREATE_EVENTS))
+        columns = sql.SQL(", ").join(map(sql.Identifier, EVENT_COLUMNS))
+        with conn.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv)").format(_EVENTS, columns)) as copy:
+            events = log.copy_to(copy)
+        conn.execute(sql.SQL("ANALYZE {}").format(_EVENTS))  # autovacuum never analyzes temporary tables
+        return events
+
+    def status_counts(self, conn: psycopg.Connection) -> dict[str, int]:
+        return super().status_counts(conn) if is_builtin(self.defn.name) else status_counts(conn, self.schema, self.defn)
+
+    def row_checks(self, conn: psycopg.Connection) -> dict[str, int]:
+        return self.row(conn, _ROW_CHECKS, "expected missing not_durable lost duplicated")
 
 
 def _as_far_as_checkable(result: dict, defn: QueueDefinition) -> dict:
@@ -253,38 +203,23 @@ def _as_far_as_checkable(result: dict, defn: QueueDefinition) -> dict:
 
 def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log: ClaimLog, *, seeded_rows: int,
               over_claims: int, poison_share: float = 0.0, relation: str | None = None) -> dict:
-    """The invariants of ``log``'s events on ``defn``'s table in ``schema``: ``{"invariants", "status_counts",
-    "details", "redeliveries", "retry_gaps", "fifo_out_of_order_share"}`` (counts ints; ``retry_gaps``: per
-    job failed and claimed again, the s between its claims, database time, or None; a written definition's
-    adds ``uncheckable``, ``notes``). ``seeded_rows``: the built-in ids ``1..seeded_rows``; ``over_claims``:
-    the recorder's count; ``relation``: where every job is (``jobs_all``, the archive layout's view).
-    Raises psycopg.Error."""
+    """:func:`bench.engines.audit_flow.run_audit` on ``defn``'s table in ``schema`` (a written definition's adds
+    ``uncheckable``, ``notes``). ``seeded_rows``: the built-in ids ``1..seeded_rows``; ``over_claims``: the
+    recorder's count; ``relation``: where every job is (``jobs_all``, the archive layout's view). Raises
+    psycopg.Error."""
     builtin = is_builtin(defn.name)
-    jobs = sql.Identifier(schema, relation or defn.table)
-    names = _names(schema, defn, jobs, seeded_rows)
-    with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(schema)))  # finished_ids is unqualified
-        events = load_events(conn, log)
-        status = (dict(conn.execute(sql.SQL("SELECT status, count(*)::int FROM {} GROUP BY status").format(jobs)))
-                  if builtin else status_counts(conn, schema, defn))
-        counts = invariant_counts(conn, names)
-        figures = (_builtin_figures(conn, names, poison_share) if builtin else
-                   {"fifo_compared": 0, "fifo_out_of_order": 0, "retry_gaps": None, "poison": {}})
-    result = audit_result(status_counts=status, **counts, over_claims=over_claims, events=events, **figures)
+    steps = _Steps(_names(schema, defn, sql.Identifier(schema, relation or defn.table), seeded_rows), schema, defn)
+    result = audit_flow.run_audit(steps, conn, log, builtin=builtin, over_claims=over_claims,
+                                  poison_share=poison_share)
     return result if builtin else _as_far_as_checkable(result, defn)
 
 
 def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str], start_unix: float,
                         end_unix: float, relation: str = "jobs") -> dict[str, int]:
-    """``{name: jobs done in the window}`` by ``finished_at`` (0 for none), one scan of ``relation``. The
-    window (client epoch s) is moved to the server's clock by the offset read here (its
-    ``clock_timestamp()`` against the middle of the round trip)."""
-    before = time.time()
-    server_now = float(conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0])
-    offset = server_now - (before + time.time()) / 2
-    rows = conn.execute(sql.SQL(
-        "SELECT queue, count(*) FROM {} WHERE status = 'done' AND finished_at >= to_timestamp(%s) "
-        "AND finished_at < to_timestamp(%s) GROUP BY queue").format(sql.Identifier(schema, relation)),
-        (start_unix + offset, end_unix + offset)).fetchall()
-    counts = {name: int(n) for name, n in rows}
-    return {name: counts.get(name, 0) for name in names}
+    """:func:`bench.engines.audit_flow.completed_per_queue` of ``relation`` by ``finished_at`` (the server's
+    ``clock_timestamp()``)."""
+    return audit_flow.completed_per_queue(
+        DRIVER, conn, "SELECT extract(epoch FROM clock_timestamp())::float8", sql.SQL(
+            "SELECT queue, count(*) FROM {} WHERE status = 'done' AND finished_at >= to_timestamp(%s) "
+            "AND finished_at < to_timestamp(%s) GROUP BY queue").format(sql.Identifier(schema, relation)),
+        names, (start_unix, end_unix))
