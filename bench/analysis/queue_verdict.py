@@ -45,7 +45,7 @@ def saturation(rate: float, rows: list[dict], counters: Counter, measured_s: flo
                  or falling_behind_late)
     verdict = (f"saturated: {arrived_s:,.1f} jobs/s arrived (RATE {rate:g}), the workers completed "
                f"{completed_s:,.1f} jobs/s, and the oldest eligible age grows {slope:.2f} s every second"
-               + (f" ({late:.2f} over the second half of the window, {final_age:.1f} s at the end)"
+               + (f" ({late:.2f} over the second half of the window, {final_age:.1f} s in the last sample)"
                   if falling_behind_late else "")
                if saturated else
                f"keeping up: {arrived_s:,.1f} jobs/s arrived (RATE {rate:g}), {completed_s:,.1f} jobs/s "

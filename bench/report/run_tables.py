@@ -83,7 +83,7 @@ def _count_rows(summary: dict, config: dict) -> list[dict]:
           if summary.get("empty_claims_while_work_waited") is not None else []),
         _row("max rows per claim",
              f"{fmt_num(max_rows)} (batch {fmt_num(batch)})", bad=over_batch),
-        _row("oldest eligible age max / p95 / final", _slash(age, ("max", "p95", "final"), "s")),
+        _row("oldest eligible age max / p95 / last sample", _slash(age, ("max", "p95", "final"), "s")),
         _row("errors", _fmt_errors(summary.get("errors"))),
     ]
 

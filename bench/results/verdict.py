@@ -131,7 +131,7 @@ def end_block(summary: Mapping[str, Any]) -> list[str]:
         lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
     age = summary.get("oldest_eligible_age_s") or {}
     slope = summary.get("oldest_age_slope_s_per_s")
-    lines.append(f"oldest eligible age: max {fmt_seconds(age.get('max'))}, final {fmt_seconds(age.get('final'))}"
+    lines.append(f"oldest eligible age: max {fmt_seconds(age.get('max'))}, last sample {fmt_seconds(age.get('final'))}"
                  + ("" if slope is None else f", trend {slope:+.3f} s per s"))
     by_name = {item.name: item for item in items(summary)}
     for name in ("invariants", "trust", "keeps up", "SLO"):

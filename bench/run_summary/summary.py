@@ -55,7 +55,7 @@ def _throughput(f: Figures) -> dict:
         "oldest_eligible_age_s": {
             "max": max(ages) if ages else None,
             "p95": percentile(ages, 95),
-            "final": ages[-1] if ages else None,  # the last sample inside the measured window
+            "final": ages[-1] if ages else None,  # the last sample inside the window: up to a sampling interval before its end
         },
         "errors": dict(f.errors),
     }

@@ -54,7 +54,7 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
     if slope is None or final_age is None:
         return False, "oldest eligible age was not sampled"
     if slope > FLAT_SLOPE_S_PER_S or final_age > FLAT_AGE_S:
-        return False, f"oldest eligible age grows {slope:+.3f} s per s, {final_age:.2f} s at the end"
+        return False, f"oldest eligible age grows {slope:+.3f} s per s, {final_age:.2f} s in the last sample"
     if completed_s < COMPLETED_SHARE * produced_s:
         return False, f"completed {completed_s:,.1f} of {produced_s:,.1f} jobs/s arrived"
     verdict = summary.get("slo")
