@@ -23,7 +23,6 @@ from bench.engines.postgres.pgbench import per_job_us
 from bench.errors import ConfigError
 from bench.results.model import RunResult, problems as run_problems, stamped
 
-PAIRS_DEFAULT = 3
 #: A failed pair is run again up to this many times before it is left out.
 RETRIES_PER_PAIR = 2
 GOAL_MEDIAN_RATIO = 0.95

@@ -11,10 +11,8 @@ from typing import Any
 
 from bench.config.definition_fields import fail as _fail, only as _only, text as _text
 from bench.config.lookup import find, known_names
-from bench.config.queue_library import (WORKER_NOT_APPLICABLE, WORKER_PLANS, WORKER_APPLIES, library_file,
-                                        library_of, missing_worker_module)
+from bench.config.queue_library import WORKER_NOT_APPLICABLE, WORKER_PLANS, WORKER_APPLIES, library_file, library_of
 from bench.config.sql_text import LOCKING_PLACEHOLDER, has_locking, scan_parameters
-from bench.errors import ConfigError
 from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
 
 #: ``QUEUE``'s default: the tool's own reference queue, run by the engine's built-in SQL.

@@ -7,9 +7,8 @@ from typing import Any
 
 from bench.config.parameter import NOT_APPLICABLE, Parameter
 from bench.config.parameters import BY_KEY
-from bench.config.queue_definition import (BUILTIN, DEFINITION_ENGINES, QueueDefinition, applicability, load_queue,
-                                           missing_worker_module)
-from bench.config.queue_library import install_extra
+from bench.config.queue_definition import BUILTIN, DEFINITION_ENGINES, QueueDefinition, applicability, load_queue
+from bench.config.queue_library import install_extra, missing_worker_module
 from bench.errors import ConfigError
 
 

@@ -114,7 +114,7 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
 
 class Periodic:
     """Calls :meth:`once` every ``interval_s`` s until :meth:`stop`; a :attr:`driver` error is counted in
-    ``recorder`` by kind and the loop goes on. ``query_us_total``: statement time (µs)."""
+    ``recorder`` by kind and the loop goes on."""
 
     driver: Any = None
 
@@ -123,7 +123,6 @@ class Periodic:
         self.interval_s = interval_s
         self.recorder = recorder
         self.stopping = False
-        self.query_us_total = 0
 
     def once(self):  # pragma: no cover - abstract
         """One pass (implemented by subclasses)."""

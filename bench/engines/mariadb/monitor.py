@@ -59,7 +59,6 @@ class Monitor(TableSampler):
             f"WHERE {eligible} AND priority = {int(p)}), NOW(6)) / 1e6, 0)" for p in priorities)
         self.count_query = (f"SELECT (SELECT COUNT(*) FROM {table} WHERE {eligible}), "
                             f"(SELECT COUNT(*) FROM {jobs} WHERE status = 'running')")
-        self._schema = schema
         self.stats_query = None
         super().__init__(connect, priorities, table_timeout_ms)
         source = lock_waits_source(self._conns["stats"])

@@ -3,7 +3,6 @@ jobs whose lease expired (``SKIP LOCKED``; re-checked, FR-06)."""
 
 from __future__ import annotations
 
-import time
 
 from bench.engines.mariadb import policies
 from bench.engines.mariadb.connection import results
@@ -23,7 +22,6 @@ class Reaper(Periodic):
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
-        started = time.perf_counter()
         with self.conn.cursor() as cur:
             ids = [int(r[0]) for r in results(cur, "START TRANSACTION;" + policies.reap_select(self.schema))[1][1]]
             rows = ()
@@ -32,5 +30,4 @@ class Reaper(Periodic):
                                + policies.reaped(self.schema, ids) + ";COMMIT")[1][1]
             else:
                 results(cur, "COMMIT")
-        self.query_us_total += int((time.perf_counter() - started) * 1e6)
         return self.count_pass(rows)

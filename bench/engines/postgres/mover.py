@@ -3,7 +3,6 @@ from ``jobs`` to ``jobs_archive`` in one statement (``SKIP LOCKED`` in a ``MATER
 
 from __future__ import annotations
 
-import time
 
 import psycopg
 from psycopg import sql
@@ -45,9 +44,7 @@ class Mover(Periodic):
         """One pass: move finished rows until a statement moves fewer than a batch; returns rows moved."""
         total = 0
         while not self.stopping:
-            started = time.perf_counter()
             moved = self.conn.execute(self.query).rowcount
-            self.query_us_total += int((time.perf_counter() - started) * 1e6)
             total += moved
             if moved < self.batch:
                 break

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import time
 
 import psycopg
 
@@ -34,8 +33,6 @@ class Reaper(Periodic):
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
-        started = time.perf_counter()
         cur = self.conn.execute(self.query, prepare=self.prepare)
         rows = cur.fetchall() if cur.description else []
-        self.query_us_total += int((time.perf_counter() - started) * 1e6)
         return self.count_pass([(r[0], _DEAD.get(r[1] if len(r) > 1 else None, "pending")) for r in rows])

@@ -185,7 +185,3 @@ def rows(result: pq.abc.PGresult) -> list[tuple[bytes, ...]]:
     ncols = result.nfields
     return [tuple(result.get_value(r, c) for c in range(ncols)) for r in range(result.ntuples)]
 
-
-def int_array(values: list[int]) -> bytes:
-    """A PostgreSQL text-format array literal of integers, e.g. ``b"{1,2,3}"``."""
-    return ("{" + ",".join(str(v) for v in values) + "}").encode()
