@@ -1,5 +1,4 @@
-"""Does claim latency grow with the table during a run? A rule (the ``GROWTH_*`` constants) over the measured
-seconds of ``intervals.csv``."""
+"""Does claim latency grow with the table? The ``GROWTH_*`` rule over ``intervals.csv``'s measured seconds."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ def claim_growth(rows: list[dict]) -> dict:
 
 
 def growth_warning(growth: dict, unit: str = "tuples") -> str | None:
-    """The report's red line when :func:`claim_growth` found that claim latency grew with the table
-    (``growth["grows"]``), else None; ``unit`` names what the engine counts in the table
-    (``tuples`` on PostgreSQL, ``rows`` on MariaDB)."""
+    """The report's red line when :func:`claim_growth` found growth (``growth["grows"]``), else None; ``unit``: what
+    the engine counts (``tuples`` on PostgreSQL, ``rows`` on MariaDB)."""
     if not growth.get("grows"):
         return None
     return (f"Claim latency grew with the table during the run: claim p50 {growth['claim_p50_first_us'] / 1000:,.3f} ms "

@@ -1,6 +1,5 @@
-"""Empty claims while work waited (field case FR-07): claims that returned no row although rows were certainly
-pending, a lower bound counted per second from the run's own figures, None where rows come and go (the rule:
-docs/mariadb.md)."""
+"""Empty claims while work waited (field case FR-07): claims that returned no row while rows were certainly pending, a
+lower bound counted per second from the run's figures, None where rows come and go (the rule: docs/mariadb.md)."""
 
 from __future__ import annotations
 

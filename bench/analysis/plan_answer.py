@@ -1,6 +1,5 @@
-"""A capacity plan's answer, from its ``plan.json`` records alone: the cheapest design that meets the SLO
-(ties within noise, :data:`HEADROOM_NOISE`, to the simpler design; docs/capacity-plan.md), the sentence that
-says it, or the closest miss."""
+"""A capacity plan's answer, from its ``plan.json`` records alone: the cheapest design that meets the SLO (ties within
+noise, :data:`HEADROOM_NOISE`, to the simpler design; docs/capacity-plan.md), its sentence, or the closest miss."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The regression gate's rule (``qbench compare A B --max-regression 10%``; docs/capacity-plan.md): worse than
-the limit *and* significant by compare's Welch's t-test (p < 0.05), as pgqueuer's CI gates its benchmark (its
-docs/comparisons/benchmarks.md)."""
+"""The regression gate's rule (``qbench compare A B --max-regression 10%``; docs/capacity-plan.md): worse than the
+limit *and* significant by Welch's t-test (p < 0.05), as pgqueuer's CI does (its docs/comparisons/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -16,9 +16,8 @@ __all__ = ["UslFit", "usl_throughput", "fit_usl", "workers_needed", "mean_ci", "
 
 
 def usl_throughput(workers, lambda_jobs_per_s, sigma, kappa):
-    """Throughput X(N) = λN / (1 + σ(N−1) + κN(N−1)) in jobs/s (Gunther 2007, ch. 4): a float for a number N,
-    a numpy array of the same shape for an array. ``lambda_jobs_per_s`` is X(1); ``sigma`` the contention,
-    ``kappa`` the coherency coefficient."""
+    """Throughput X(N) = λN / (1 + σ(N−1) + κN(N−1)) in jobs/s (Gunther 2007, ch. 4): a float, or an array of N's
+    shape. ``lambda_jobs_per_s`` is X(1); ``sigma`` the contention, ``kappa`` the coherency coefficient."""
     n = np.asarray(workers, dtype=float)
     x = lambda_jobs_per_s * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
     return float(x) if x.ndim == 0 else x
@@ -126,9 +125,8 @@ def fit_usl(workers: Sequence[float], throughput_jobs_per_s: Sequence[float]) ->
 
 
 def workers_needed(arrival_jobs_per_s: float, job_s: float, utilisation: float = 0.7) -> int:
-    """Workers (int ≥ 1) for ``arrival_jobs_per_s`` at ``utilisation`` u by Little's law L = λW (Little 1961):
-    ceil(rate × ``job_s`` (s per job) / u, rounded to 9 decimals). Raises ValueError for a non-positive or
-    non-finite rate or time, or u outside (0, 1]."""
+    """Workers (≥ 1) for ``arrival_jobs_per_s`` at ``utilisation`` u by Little's law (Little 1961): ceil(rate ×
+    ``job_s`` / u, rounded to 9 decimals). ValueError for a rate or time not positive and finite, u outside (0, 1]."""
     if not (math.isfinite(arrival_jobs_per_s) and arrival_jobs_per_s > 0):
         raise ValueError(f"workers_needed: arrival_jobs_per_s must be > 0, got {arrival_jobs_per_s}")
     if not (math.isfinite(job_s) and job_s > 0):
@@ -139,9 +137,8 @@ def workers_needed(arrival_jobs_per_s: float, job_s: float, utilisation: float =
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): the mean of ``values`` ± t(confidence, n − 1) · s/√n (``scipy.stats.t``); (value,
-    nan, nan) for one value, (mean, mean, mean) when all are equal. Raises ValueError for no values, a
-    non-finite value, or confidence outside (0, 1)."""
+    """(mean, low, high): mean ± t(confidence, n − 1) · s/√n (``scipy.stats.t``); (value, nan, nan) for one value,
+    (mean, mean, mean) when all are equal. ValueError for no or non-finite values, confidence outside (0, 1)."""
     v = np.asarray(values, dtype=float).ravel()
     if v.size == 0:
         raise ValueError("mean_ci: no values")

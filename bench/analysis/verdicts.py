@@ -116,8 +116,7 @@ class Figure:
 
 @dataclass
 class Verdict:
-    """An experiment's verdict (``holds``, ``does not hold``, ``inconclusive`` or ``not applicable``) and the
-    sentences that explain it."""
+    """An experiment's verdict (``holds``, ``does not hold``, ``inconclusive``, ``not applicable``), with reasons."""
 
     verdict: str
     reasons: list[str] = field(default_factory=list)
@@ -125,9 +124,8 @@ class Verdict:
 
 def decide(figures: Sequence[Figure], untrusted: Sequence[str] = (), unfinished: str = "",
            not_applicable: str = "") -> Verdict:
-    """The verdict from the measured ``figures``. ``untrusted``: one sentence per run problem the experiment
-    does not accept; ``unfinished``: why not every run was measured, or ""; ``not_applicable``: why the engine
-    cannot run the experiment, or ""."""
+    """The verdict from ``figures``. ``untrusted``: one sentence per run problem the experiment does not accept;
+    ``unfinished``: why not every run was measured, or ""; ``not_applicable``: why the engine cannot run it, or ""."""
     if not_applicable:
         return Verdict("not applicable", [not_applicable])
     blockers = [*([unfinished] if unfinished else []), *untrusted]

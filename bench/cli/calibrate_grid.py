@@ -103,9 +103,8 @@ def _swarm_side(pg: dict, cfg, dsn: str, cal_dir: Path, log) -> dict:
 
 def _round(i: int, order: list[int], conf: dict, *, native: Native, binary: str, dsn: str, cal_dir: Path,
            log) -> dict:
-    """Round ``i``: pgbench (``native``), then queue-bench with each process count in ``order``, tried up to
-    :data:`RETRIES_PER_PAIR` more times. Returns ``{"round", "order", "tries", "processes": [{"processes",
-    "kept", "try", "ratio"}]}``."""
+    """Round ``i``: pgbench (``native``), then queue-bench per process count in ``order``, :data:`RETRIES_PER_PAIR`
+    retries each: ``{"round", "order", "tries", "processes": [{"processes", "kept", "try", "ratio"}]}``."""
     w, b = conf["workers"], conf["batch"]
     pending, last, tries = list(order), {}, []
     for attempt in range(1 + RETRIES_PER_PAIR):
@@ -164,8 +163,7 @@ def _results(conf: dict, native: Native, log) -> list[dict]:
 
 
 def _configurations(grid: dict, base: dict, dsn: str | None) -> list[dict]:
-    """Every configuration's RunConfigs (one per process count, and pgbench's), validated before anything is
-    created (ConfigError)."""
+    """Every configuration's RunConfigs (one per process count, and pgbench's); ConfigError first."""
     confs = []
     for w in grid["workers"]:
         for b in grid["batch"]:
@@ -210,9 +208,8 @@ def _calibrate_on(dsn: str, confs: list[dict], figures: dict, cal_dir: Path, *, 
 def calibrate_grid(native: Native, *, workers: str, batch: str, processes: str | None, duration: str, warmup: str,
                    n_pairs: int, dsn: str | None, schema: str, results: str, log=print) -> int:
     """The grid calibration against ``native`` (pgbench); ``workers``, ``batch``, ``processes`` each a value or a
-    comma list (``processes`` None: 1). Prints the figures; returns 0 when every configuration and process count
-    kept a round, else 1. Raises ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) before
-    anything is created."""
+    comma list (``processes`` None: 1). Prints the figures; 0 when every configuration and process count kept a
+    round, else 1. Raises ConfigError (``WORKERS``, ``BATCH``, ``PROCESSES``, ``DURATION``, …) first."""
     grid = {"workers": parse_values("WORKERS", workers), "batch": parse_values("BATCH", batch),
             "processes": parse_values("PROCESSES", "1" if processes is None else processes)}
     cal_dir = calibration_dir(results)

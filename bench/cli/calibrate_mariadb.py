@@ -61,8 +61,7 @@ def _backlog(cfg, per_client: int) -> int:
 
 def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir: Path) -> dict:
     """One mariadb-slap run on a freshly prepared table, the monitor beside it: :func:`run_slap`'s figures plus
-    ``jobs`` (done on the table), ``jobs_per_s``, ``counts``, CPU per job (µs), ``monitor_samples`` and every
-    problem found."""
+    ``jobs`` (done on the table), ``jobs_per_s``, ``counts``, CPU per job (µs), ``monitor_samples`` and problems."""
     script = slap_script(cfg.schema, cfg.policy, cfg.index, cfg.lease_s)
 
     def count(conn, result: dict) -> None:
@@ -80,8 +79,7 @@ def _slap_side(slap: str, dsn: str, cfg, backlog: int, per_client: int, out_dir:
 
 
 def _sizing(slap: str, dsn: str, cfg, out_dir: Path, log) -> tuple[int, list[dict]]:
-    """(jobs per client for a run of about ``cfg.duration_s``, the sizing runs' figures). Raises RunFailed when a
-    sizing run has a problem."""
+    """(jobs per client for about ``cfg.duration_s``, the sizing runs' figures). RunFailed on a problem."""
     per_client, runs = PROBE_START_PER_CLIENT, []
     long_enough_s = max(PROBE_MIN_S, PROBE_SHARE * cfg.duration_s)
     for i in range(1, PROBE_ROUNDS + 1):

@@ -67,8 +67,7 @@ def plan_figures(cfg, pairs: int, key: str, **extra) -> dict:
 
 
 def on_server(native: Native, dsn: str | None, workers: int, calibrate: Callable[[str], Any]) -> Any:
-    """``calibrate(dsn)``; without ``dsn`` on the engine's throwaway server with 2 × ``workers`` + 20
-    ``max_connections``, stopped after."""
+    """``calibrate(dsn)``; without ``dsn`` on a throwaway server with 2 × ``workers`` + 20 ``max_connections``."""
     if dsn:
         return calibrate(dsn)
     with native.embedded(max_connections=2 * workers + 20, log=lambda _m: None) as embedded_dsn:
@@ -120,9 +119,8 @@ def native_side(dsn: str, cfg, backlog: int, run: Callable[[Callable], dict], *,
 
 def calibrate_with(native: Native, *, workers: str, duration: str, warmup: str, pairs: str | int, dsn: str | None,
                    schema: str, results: str, batch: str, processes: str | None, log=print) -> int:
-    """``native``'s calibration (or ``native.grid``), printed; exit status 0 when a pair (each grid cell a round)
-    was kept, else 1. Raises ConfigError before creating anything (``PAIRS``, ``WORKERS``, no client on
-    ``$PATH``, grid parameters without a grid)."""
+    """``native``'s calibration (or ``native.grid``), printed; 0 when a pair (each grid cell a round) was kept, else
+    1. ConfigError first (``PAIRS``, ``WORKERS``, no client on ``$PATH``, grid parameters without a grid)."""
     asked = _grid_requested(workers, batch, processes)
     if asked and native.grid is None:
         raise ConfigError(asked, "lists of workers, batch sizes and process counts are calibrated against pgbench "
@@ -196,9 +194,8 @@ def _grid_requested(workers: str, batch: str, processes: str | None) -> str | No
 
 
 def harness_figures(run_dir: Path) -> dict:
-    """queue-bench's side of a pair from its result files: ``{"jobs_per_s", "jobs_completed", "measured_s",
-    "cpu_us_per_job" (µs), "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons",
-    "cpu_s", "complete"}``."""
+    """queue-bench's side of a pair: ``{"jobs_per_s", "jobs_completed", "measured_s", "cpu_us_per_job" (µs),
+    "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons", "cpu_s", "complete"}``."""
     summary = RunResult.load(run_dir).summary
     with open(run_dir / "intervals.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -295,8 +292,7 @@ def cpu_text(c: dict, native: Native) -> tuple[str, str]:
 
 
 def ratio_figures(ratios: list[float], left_out: int) -> dict:
-    """``median_ratio``, ``min_ratio``, ``max_ratio`` (None when ``ratios`` is empty), ``pairs_kept`` and
-    ``pairs_left_out``."""
+    """``median_ratio``, ``min_ratio``, ``max_ratio`` (None without ratios), ``pairs_kept`` and ``pairs_left_out``."""
     return {"median_ratio": statistics.median(ratios) if ratios else None,
             "min_ratio": min(ratios) if ratios else None, "max_ratio": max(ratios) if ratios else None,
             "pairs_kept": len(ratios), "pairs_left_out": left_out}

@@ -1,5 +1,4 @@
-"""Checks every command makes before it touches anything (DSN, loopback, results directory, port); each raises
-:class:`bench.errors.ConfigError`."""
+"""Checks before any command touches anything (DSN, loopback, results directory, port); each raises ConfigError."""
 
 from __future__ import annotations
 
@@ -23,15 +22,13 @@ def bad_input(message: str) -> int:
 
 
 def non_loopback_host(dsn: str) -> str | None:
-    """The non-loopback host ``dsn`` names, or None (never connects). Raises ConfigError (``DSN``) when it cannot
-    be parsed."""
+    """The non-loopback host ``dsn`` names, or None (never connects). Raises ConfigError (``DSN``) if unparseable."""
     return engine_non_loopback_host(engine_of_dsn(dsn), dsn)
 
 
 
 def chosen_dsn(given: str | None) -> str | None:
-    """``--dsn``, else ``$DATABASE_URL``, else None (the embedded server). Raises ConfigError (``DSN``) for an
-    explicitly empty ``--dsn ''``."""
+    """``--dsn``, else ``$DATABASE_URL``, else None (embedded). ConfigError (``DSN``) for ``--dsn ''``."""
     if given is not None:
         if not given.strip():
             raise ConfigError("DSN", "empty; allowed: a PostgreSQL or MariaDB URL, or a libpq key=value DSN "
@@ -64,8 +61,7 @@ def check_loopback(dsn: str | None, allow_remote: bool) -> None:
 
 
 def check_results_dir(path: str) -> None:
-    """Raise ConfigError (``RESULTS``) unless the nearest existing ancestor of ``path`` is a writable directory;
-    creates nothing."""
+    """Raise ConfigError (``RESULTS``) unless ``path``'s nearest existing ancestor is a writable directory."""
     if not str(path).strip():
         raise ConfigError("RESULTS", "is empty; allowed: a writable directory path")
     target = Path(path).expanduser().absolute()

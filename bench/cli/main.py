@@ -224,8 +224,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _add_run_commands(sub) -> None:
-    """``run``, ``sweep``, ``capacity``, ``master`` and ``plan``: the run parameters and each command's options,
-    in their groups."""
+    """``run``, ``sweep``, ``capacity``, ``master`` and ``plan``: the run parameters and each command's options."""
     run = sub.add_parser("run", help="run one benchmark and render its report")
     groups = add_run_options(run)
     groups["output"].add_argument("--strict", action="store_true", help="exit 5 when the run is suspect (its figures "

@@ -25,8 +25,7 @@ from bench.results.model import newest_unfinished, read_result, utc_stamp
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    """The ``plan`` subcommand: its own options, then every run parameter in its group (a comma list where
-    :data:`LISTABLE` allows)."""
+    """The ``plan`` subcommand: its options, then every run parameter (a comma list where :data:`LISTABLE` allows)."""
     plan = sub.add_parser("plan", help="the capacity plan: the fewest workers that meet an SLO at a target RATE, "
                                        "the headroom above it, across candidate designs",
                           description="A comma list of " + ", ".join(k.upper() for k in LISTABLE) + " (e.g. --policy "

@@ -26,8 +26,7 @@ def add_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
 
 
 def add_run_options(parser: argparse.ArgumentParser, workload: bool = True) -> dict[str, argparse._ArgumentGroup]:
-    """Add every run parameter, ``--dsn``, ``--allow-remote`` (and ``--workload`` unless told not to) to
-    ``parser``; returns the groups."""
+    """Add the run parameters, ``--dsn``, ``--allow-remote`` (and ``--workload``) to ``parser``; returns groups."""
     parser.epilog = EPILOG
     groups = add_groups(parser)
     if workload:

@@ -1,7 +1,7 @@
-"""``AUTOVACUUM_SETTINGS``: per-table autovacuum storage parameters for the queue table, with the ranges
-PostgreSQL 15 accepts (``src/backend/access/common/reloptions.c``;
-https://www.postgresql.org/docs/current/sql-createtable.html#SQL-CREATETABLE-STORAGE-PARAMETERS), checked
-against the server by ``tests/test_vacuum.py``. Standard library only."""
+"""``AUTOVACUUM_SETTINGS``: the queue table's autovacuum storage parameters, with the ranges PostgreSQL 15 accepts
+(``src/backend/access/common/reloptions.c``;
+https://www.postgresql.org/docs/current/sql-createtable.html#SQL-CREATETABLE-STORAGE-PARAMETERS), checked against the
+server by ``tests/test_vacuum.py``. Standard library only."""
 
 from __future__ import annotations
 
@@ -60,10 +60,9 @@ def _value(full: str, raw: Any) -> int | float:
 
 
 def parse_autovacuum_settings(value: Any) -> tuple[tuple[str, int | float], ...]:
-    """``"vacuum_scale_factor=0,vacuum_threshold=1000"`` or a TOML table → ``(("autovacuum_vacuum_scale_factor",
-    0.0), ("autovacuum_vacuum_threshold", 1000))``, sorted by full name; ``""`` or ``{}`` → ``()``. Raises
-    ConfigError (``AUTOVACUUM_SETTINGS``) for a malformed item, an unknown name, a setting given twice, or a
-    value of the wrong type or out of range."""
+    """``"vacuum_scale_factor=0,vacuum_threshold=1000"`` or a TOML table → ``(("autovacuum_vacuum_scale_factor", 0.0),
+    ("autovacuum_vacuum_threshold", 1000))``, sorted by full name; ``""`` or ``{}`` → ``()``. Raises ConfigError
+    (``AUTOVACUUM_SETTINGS``) for a malformed, unknown, repeated or out-of-range item."""
     if value is None or value == "" or value == {}:
         return ()
     if isinstance(value, dict):

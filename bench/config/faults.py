@@ -60,8 +60,7 @@ def _fault(item: dict) -> Fault:
 
 
 def parse_faults(value: Any) -> tuple[Fault, ...]:
-    """Faults from a TOML list of tables or the ``kind@start-end[:k=v,...];...`` string. Raises ConfigError
-    (``FAULTS``) naming what is allowed."""
+    """Faults from a TOML list of tables or the ``kind@start-end[:k=v,...];...`` string. ConfigError (``FAULTS``)."""
     if value in (None, "", []):
         return ()
     if isinstance(value, (list, tuple)):
@@ -87,8 +86,7 @@ def _bad(item: Any):
 
 
 def fault_count(workers: int, share: float) -> int:
-    """How many of ``workers`` workers a window with ``share`` applies to: about ``share`` of them, at least one
-    (none of none)."""
+    """How many of ``workers`` a window with ``share`` hits: about ``share`` of them, at least one (none of none)."""
     return min(workers, max(1, round(share * workers))) if workers else 0
 
 

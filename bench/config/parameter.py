@@ -1,5 +1,4 @@
-"""One run parameter of the table (:class:`Parameter`): name, kind, range, default, per-engine rules, parser.
-Standard library only."""
+"""One run parameter (:class:`Parameter`): name, kind, range, default, engine rules, parser. Standard library only."""
 
 from __future__ import annotations
 

@@ -133,9 +133,8 @@ class QueueDefinition:
 
 
 def describe_queue(queue: str, mode: str = "sql") -> dict | None:
-    """``run.json``/``summary.json`` ``queue_definition``: ``name``, ``path``, ``description``, ``table``, and
-    for a queue library ``library`` {``package``, ``version``, ``measurement``, ``plans``, ``mode``,
-    ``caveat``}; None for ``QUEUE=builtin``."""
+    """run.json/summary.json's ``queue_definition``: ``name``, ``path``, ``description``, ``table``, and a library's
+    ``library`` {``package``, ``version``, ``measurement``, ``plans``, ``mode``, ``caveat``}; None: builtin."""
     if is_builtin(queue):
         return None
     defn = load_queue(queue)
@@ -246,8 +245,8 @@ def _statements(data: dict, defn: str, generated: set[str]) -> dict[str, str]:
 
 
 def _columns_and_predicates(data: dict, defn: str) -> tuple[dict, dict]:
-    """The ``[columns]`` (``id``, ``eligible_at`` required) and ``[predicates]`` (``eligible``, ``done``
-    required, without parameters), as text."""
+    """``[columns]`` (``id``, ``eligible_at`` required), ``[predicates]`` (``eligible``, ``done`` required, no
+    parameters)."""
     tables = []
     for part, allowed, required in (("columns", COLUMNS, ("id", "eligible_at")),
                                     ("predicates", PREDICATES, ("eligible", "done"))):

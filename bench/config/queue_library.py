@@ -1,5 +1,4 @@
-"""A queue definition's ``[library]`` and ``[library.worker]`` tables. Standard library only: the library is
-located, never imported."""
+"""A queue definition's ``[library]`` and ``[library.worker]`` tables. Standard library only; never imports it."""
 
 from __future__ import annotations
 
@@ -99,8 +98,7 @@ def _missing(name: str) -> bool:
 
 
 def missing_worker_module(library: dict) -> str | None:
-    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) not installed here,
-    or None."""
+    """The first import name ``LIBRARY_MODE=worker`` needs (the package, then ``requires``) missing here, or None."""
     return next((name for name in (library["package"], *library["worker"]["requires"]) if _missing(name)), None)
 
 

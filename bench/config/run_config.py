@@ -22,8 +22,7 @@ from bench.results.slo import open_loop_keys
 
 
 def _table_fields(cls: type) -> type:
-    """``cls`` with one annotation per table row (:attr:`Parameter.attribute`: :attr:`Parameter.value_type`),
-    before its own."""
+    """``cls`` with one annotation per table row (:attr:`Parameter.attribute`: :attr:`Parameter.value_type`), first."""
     table = {p.attribute: p.value_type for p in PARAMETERS}
     cls.__annotations__ = {**table, **cls.__dict__.get("__annotations__", {})}
     return cls
@@ -44,8 +43,7 @@ class RunConfig:
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
     def connections_needed(self) -> int:
-        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, fault
-        windows."""
+        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults."""
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill")))
@@ -202,8 +200,7 @@ DSN_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "maria
 
 
 def engine_of_dsn(dsn: str | None) -> str | None:
-    """The engine a DSN's scheme names (``postgres`` for key=value, None for no DSN). Raises ConfigError
-    (``DSN``) for an unknown scheme."""
+    """The DSN scheme's engine (``postgres`` for key=value, None for no DSN); ConfigError (``DSN``) if unknown."""
     if dsn is None or not dsn.strip():
         return None
     match = re.match(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://", dsn)
@@ -217,8 +214,7 @@ def engine_of_dsn(dsn: str | None) -> str | None:
 
 
 def choose_engine(given: Any, dsn: str | None) -> str:
-    """``ENGINE`` when given, else the DSN's, else ``postgres``. Raises ConfigError (``ENGINE``) for an unknown
-    engine or one the DSN contradicts."""
+    """``ENGINE`` when given, else the DSN's, else ``postgres``. ConfigError (``ENGINE``): unknown or not the DSN's."""
     from_dsn = engine_of_dsn(dsn)
     if given is None or given == "":
         return from_dsn or ENGINES[0]
@@ -230,8 +226,7 @@ def choose_engine(given: Any, dsn: str | None) -> str:
 
 
 def engine_dsn(engine: str) -> str | None:
-    """``DSN_POSTGRES``/``DSN_MARIADB`` for ``engine`` from the environment, or None. Raises ConfigError when set
-    but empty."""
+    """``DSN_POSTGRES``/``DSN_MARIADB`` for ``engine`` from the environment, or None; ConfigError if empty."""
     name = f"DSN_{engine.upper()}"
     value = os.environ.get(name)
     if value is None:

@@ -10,8 +10,7 @@ LOCKING_PLACEHOLDER = "{locking}"
 
 
 def skip_quoted(text: str, i: int) -> int | None:
-    """The index just after a quoted or commented token starting at ``text[i]`` ('…', E'…', "…", $tag$…$tag$, --
-    and /* */), else None."""
+    """Index after a quoted/commented token at ``text[i]`` ('…', E'…', "…", $tag$…$tag$, -- and /* */), or None."""
     n, c = len(text), text[i]
     if c == "'":
         backslash = i > 0 and text[i - 1] in "eE"

@@ -25,8 +25,7 @@ def capabilities(name: str):
 
 
 def get_engine(name: str = "postgres"):
-    """The Engine called ``name``, imported with its driver on first use (after gevent's patching). Raises
-    ConfigError (``ENGINE``)."""
+    """Engine ``name``, imported with its driver on first use (after gevent's patching); ConfigError (``ENGINE``)."""
     return _module(name, "engine").ENGINE
 
 

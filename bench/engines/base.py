@@ -52,8 +52,7 @@ class WorkerSession(Protocol):
         """True while a transaction is open (or failed) on the connection."""
 
     def claim(self) -> list[ClaimedRow]:
-        """Up to the run's batch of eligible jobs, [] when none. Raises :class:`LockNotAvailable` or
-        :class:`EngineError`."""
+        """Up to a batch of eligible jobs, [] when none. Raises :class:`LockNotAvailable` or :class:`EngineError`."""
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
         """Complete ``[(id, token)]``; the ids applied (not those whose token moved on)."""
@@ -183,8 +182,7 @@ class Engine:
         return self.driver.is_alive(conn)
 
     def server_info(self, conn: Any) -> dict:
-        """``server_version``, the server settings run.json records, and ``engine_capabilities``
-        (:meth:`Capabilities.recorded`)."""
+        """``server_version``, run.json's settings, ``engine_capabilities`` (:meth:`Capabilities.recorded`)."""
         return {**self.db.server_info(conn), "engine_capabilities": self.capabilities.recorded()}
 
     def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
@@ -207,8 +205,7 @@ class Engine:
     # -- prepare the schema, layouts and index variants; seed
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:
-        """Drop and create the run's schema, seed history and backlog; returns the seed's figures
-        (:class:`bench.engines.common.SeedResult`)."""
+        """Recreate the run's schema, seed history and backlog; returns :class:`bench.engines.common.SeedResult`."""
         return self.db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
 
     def table_sizes(self, conn: Any, schema: str) -> dict:
@@ -229,8 +226,7 @@ class Engine:
                         lambda conn: self.db.OWNERSHIP.drop(conn, schema))
 
     def clean(self, dsn: str, *, dry_run: bool) -> list:
-        """``qbench clean`` on ``dsn`` (:meth:`bench.engines.ownership.SchemaOwnership.clean`). Raises
-        :attr:`database_errors`."""
+        """``qbench clean`` on ``dsn`` (:meth:`SchemaOwnership.clean`). Raises :attr:`database_errors`."""
         return with_connection(lambda: self.connect(dsn, "queue-bench clean"),
                                lambda conn: self.db.OWNERSHIP.clean(conn, dry_run=dry_run))
 
@@ -253,8 +249,7 @@ class Engine:
         raise NotImplementedError(f"LAYOUT=archive is not built for {self.name}")
 
     def vacuumer(self, dsn: str, cfg: Any, recorder: Any, now_s: Callable[[], float]) -> Any:
-        """A periodic task VACUUMing the queue table every ``cfg.vacuum_every_s`` s; ``passes``: ``(start_s,
-        duration_s)``."""
+        """A task VACUUMing the queue table every ``cfg.vacuum_every_s`` s; ``passes``: ``(start_s, duration_s)``."""
         raise NotImplementedError(f"VACUUM_EVERY_S is not built for {self.name}")
 
     # -- plans and statement statistics
@@ -303,9 +298,8 @@ class Engine:
 
     # -- probes (the experiments catalogue): each on a throwaway table of its own in the tool's schema
     def offset_lock_probe(self, dsn: str, schema: str) -> dict:
-        """Experiment 4 (does ``OFFSET`` lock the rows it skips?): ``{"offset_returned", "skip_locked_got",
-        "locked_rows" (sorted ids), "method", "plan"}`` as measured. Raises ConfigError (``SCHEMA``, ``DSN``)
-        and :attr:`database_errors`."""
+        """Experiment 4 (does ``OFFSET`` lock skipped rows?): ``{"offset_returned", "skip_locked_got", "locked_rows"
+        (sorted ids), "method", "plan"}``. Raises ConfigError (``SCHEMA``, ``DSN``) and :attr:`database_errors`."""
         return self.probes.offset_lock_probe(dsn, schema)
 
     def subselect_overclaim_probe(self, dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:
@@ -316,8 +310,7 @@ class Engine:
 
     # -- a queue library's own worker
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
-        """A queue library's own worker process (``LIBRARY_MODE=worker``): its argv and the environment it adds
-        (the DSN); None without one."""
+        """A library's own worker process (``LIBRARY_MODE=worker``): argv, added environment (the DSN); or None."""
         return None
 
     # -- fault actions

@@ -12,9 +12,8 @@ from bench.errors import ConfigError
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Capabilities:
-    """Set once per engine (``CAPABILITIES`` in ``bench/engines/<name>/__init__.py``). ``allowed``: per
-    workload-file key the engine restricts, the values it supports; ``reasons``: why, per key. The named flags
-    are recorded in ``run.json`` (:meth:`recorded`)."""
+    """One per engine (``CAPABILITIES`` in ``bench/engines/<name>/__init__.py``). ``allowed``: per workload-file key
+    the engine restricts, the values it supports; ``reasons``: why, per key. Flags: :meth:`recorded`."""
 
     engine: str
     #: the engine's name as written in prose (``PostgreSQL``)
@@ -48,8 +47,7 @@ class Capabilities:
         return cls(engine=engine, allowed=allowed, reasons=reasons, **flags)
 
     def check(self, config: Mapping[str, Any]) -> None:
-        """Raise ConfigError (the parameter's name) for the first value of ``config`` (``RunConfig.public()``)
-        this engine cannot honour."""
+        """ConfigError (the parameter) for the first value in ``config`` (``RunConfig.public()``) not honoured."""
         for key, allowed in self.allowed.items():
             value = config.get(BY_KEY[key].attribute)
             if value not in allowed:

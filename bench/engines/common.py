@@ -113,8 +113,7 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
 
 
 class Periodic:
-    """Calls :meth:`once` every ``interval_s`` s until :meth:`stop`; a :attr:`driver` error is counted in
-    ``recorder`` by kind and the loop goes on."""
+    """:meth:`once` every ``interval_s`` s until :meth:`stop`; :attr:`driver` errors counted by kind."""
 
     driver: Any = None
 

@@ -1,6 +1,5 @@
-"""One embedded server's lifecycle, written once for every engine (each gives a :class:`Recipe`): a
-throwaway server in a temporary directory of its own, started for one run, stopped and deleted however it
-ends (docs/architecture.md, "The embedded servers")."""
+"""The embedded server lifecycle for every engine (each a :class:`Recipe`): a throwaway server in its own temporary
+directory for one run, stopped and deleted however it ends (docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
 
@@ -41,10 +40,9 @@ class EmbeddedError(RunFailed):
 
 
 class Recipe:
-    """How one engine's throwaway server is found, created, started, probed and stopped; one instance per
-    server. ``users``/``create_user``: who runs it under root; ``wrap_commands``: run its commands as that
-    user with runuser (False: the server drops to it itself); ``extra_dirs``: made mode 0700;
-    ``max_connections_range``: what the server accepts."""
+    """How one engine's throwaway server is found, created, started, probed and stopped; one per server.
+    ``users``/``create_user``: who runs it under root; ``wrap_commands``: run commands as that user via runuser
+    (False: the server drops to it); ``extra_dirs``: made mode 0700; ``max_connections_range``: accepted."""
 
     label = "server"
     prefix = "qbench-"

@@ -122,8 +122,7 @@ def end_processes(path: pathlib.Path, grace_s: float = 0.0) -> None:
 
 @contextlib.contextmanager
 def sigterm_as_exit() -> Iterator[None]:
-    """While open, SIGTERM raises SystemExit (so ``finally`` blocks run); only in the main thread and only
-    over SIGTERM's default action."""
+    """While open, SIGTERM raises SystemExit (``finally`` blocks run); main thread, default SIGTERM action only."""
     installed = False
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):

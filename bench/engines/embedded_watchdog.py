@@ -1,6 +1,5 @@
-"""The embedded servers' watchdog (``python -m bench.engines.embedded_watchdog``): a process that removes a
-throwaway server and its directory when queue-bench dies without stopping it (``kill -9``); how it works:
-docs/architecture.md, "The embedded servers"."""
+"""The watchdog (``python -m bench.engines.embedded_watchdog``): removes a throwaway server and its directory when
+queue-bench dies without stopping it (``kill -9``)(docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
 

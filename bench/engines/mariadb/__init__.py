@@ -1,5 +1,4 @@
-"""MariaDB (PyMySQL): its :data:`CAPABILITIES` here, with no driver import; the engine in
-:mod:`bench.engines.mariadb.engine`."""
+"""MariaDB (PyMySQL): :data:`CAPABILITIES`, no driver import; the engine: :mod:`bench.engines.mariadb.engine`."""
 
 from bench.engines.base import Capabilities
 

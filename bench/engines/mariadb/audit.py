@@ -1,6 +1,5 @@
-"""End-of-run audit on MariaDB 10.6+: its SQL and steps for :func:`bench.engines.audit_flow.run_audit`, the
-log loaded with multi-row ``INSERT`` into temporary tables dropped when the audit ends, at ``READ COMMITTED``
-(docs/architecture.md, "The audit")."""
+"""MariaDB 10.6+'s audit SQL and steps for :func:`bench.engines.audit_flow.run_audit`, the log loaded by multi-row
+``INSERT`` into temporary tables, at ``READ COMMITTED`` (docs/architecture.md, "The audit")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""One PyMySQL connection of the tool, set up the same way for every role (autocommit, UTC, the run's
-``ISOLATION``, ``CLIENT_MULTI_STATEMENTS``: https://mariadb.com/kb/en/mariadb-client-server-protocol/), and
-multi-statement round trips on it (docs/mariadb.md)."""
+"""A PyMySQL connection, alike for every role (autocommit, UTC, the run's ``ISOLATION``, ``CLIENT_MULTI_STATEMENTS``:
+https://mariadb.com/kb/en/mariadb-client-server-protocol/), multi-statement round trips (docs/mariadb.md)."""
 
 from __future__ import annotations
 

@@ -67,8 +67,7 @@ def is_alive(conn) -> bool:
 
 
 def _after_error(conn) -> None:
-    """Roll back what a failed statement left open; close a connection that is gone (PyMySQL may still
-    call it open), so that it is reopened."""
+    """Roll back what a failed statement left open; close a dead one (PyMySQL may call it open) to reopen."""
     try:
         conn.rollback()
     except DATABASE_ERRORS as err:

@@ -53,8 +53,7 @@ def _first(names: tuple[str, ...], dirs: list[pathlib.Path]) -> pathlib.Path | N
 
 
 def find_server_binaries(dirs: Iterable[pathlib.Path | str] | None = None) -> ServerBinaries:
-    """The server and its data directory tool in ``dirs`` (default :func:`search_dirs`). Raises ConfigError
-    (``ENGINE``) when either is missing."""
+    """The server and its data directory tool in ``dirs`` (default :func:`search_dirs`); ConfigError (``ENGINE``)."""
     where = [pathlib.Path(d) for d in dirs] if dirs is not None else search_dirs()
     searched = (f"PATH, {', '.join(SYSTEM_DIRS)}" if dirs is None
                 else ", ".join(map(str, where)) or "no directory")

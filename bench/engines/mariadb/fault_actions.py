@@ -1,5 +1,4 @@
-"""The database side of the fault windows on MariaDB: a long transaction holding a read view, and
-killing worker connections."""
+"""MariaDB's side of the fault windows: a long transaction holding a read view, and killing worker connections."""
 
 from __future__ import annotations
 

@@ -84,8 +84,7 @@ def complete_one(schema: str, job_id: int | Var, token: int | Var) -> str:
 
 
 def fail(schema: str, job_id: int, token: int, delay_s: float, error: str) -> str:
-    """A failed attempt: ``pending`` again in ``delay_s`` s, or ``dead`` past ``max_attempts``; 0 rows when
-    the token moved on."""
+    """A failed attempt: ``pending`` in ``delay_s`` s, or ``dead`` past ``max_attempts``; 0 rows: token moved on."""
     delay_us = int(round(float(delay_s) * 1_000_000))
     return (f"UPDATE {_by_id(schema)} SET "
             f"status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, "
