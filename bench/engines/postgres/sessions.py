@@ -62,10 +62,10 @@ class PgWorkerSession:
         self.claim_values = {**defined_sql.claim_values(cfg.batch, name, cfg.lease_s),
                              "queues": policies.text_array(self.queues)}
         statements = {"claim": self._wrapped(body, returned)}
-        self.params: dict[str, list[str]] = {}
+        params: dict[str, list[str]] = {}
         for key in ("complete", "complete_many", "fail"):
             if key in defn.statements:
-                statements[key], self.params[key] = defined_sql.positional(defn.statements[key], order.get(key, ()))
+                statements[key], params[key] = defined_sql.positional(defn.statements[key], order.get(key, ()))
         settings = {**defn.settings, "search_path": defined_sql.schema_path(cfg.schema)}
         if cfg.plan_cache not in ("auto", "n/a"):
             settings["plan_cache_mode"] = cfg.plan_cache
@@ -90,7 +90,7 @@ class PgWorkerSession:
         # Per statement, its name and where each of its parameters sits among the arguments _run is given
         # (STATEMENT_PARAMETERS' order), worked out once: a completion then only encodes its own values.
         self.bound = {key: (key.encode(), [list(STATEMENT_PARAMETERS[key]).index(n) for n in names])
-                      for key, names in self.params.items()}
+                      for key, names in params.items()}
         self.worker_param = defined_sql.text_param(self.worker_id)
         self.claim_text = None if cfg.prepared else self._wrapped(
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
