@@ -15,7 +15,7 @@ import gevent
 from bench.config.run_config import RunConfig
 from bench.errors import RunFailed
 from bench.load import swarm
-from bench.load.process_merge import START_WAIT_S, MergedProcesses
+from bench.load.process_merge import ROTATE_WAIT_S, START_WAIT_S, MergedProcesses
 
 
 def split_workers(workers: int, processes: int) -> list[int]:
@@ -114,7 +114,9 @@ class LibraryWorkersDriver(MergedProcesses):
         """Nothing to close (see :meth:`open_fault`)."""
 
     def kill_process(self) -> int | None:
-        """``SIGKILL`` one live worker process chosen at random (``process_kill``); its number, None when none is left."""
+        """``SIGKILL`` one live worker process chosen at random (``process_kill``), once the second just closed is
+        merged (its work before that is counted); its number, None when none is left."""
+        self.merged.wait(ROTATE_WAIT_S + 1)
         alive = [i for i in self._alive() if self.roles[i][0] == "worker" and i not in self.done]
         if not alive:
             return None

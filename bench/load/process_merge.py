@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import gevent
+from gevent.event import Event
 
 from bench.errors import RunFailed
 from bench.load.driver import stop_timeout_s
@@ -51,6 +52,8 @@ class MergedProcesses:
         self._cpus: dict[int, tuple] = {}  # each process's CPU over the second just closed
         self._own_cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)  # this process's
         self._own_lag_p99: int | None = None
+        self.merged = Event()  # set while no second is being merged: what the processes sent is counted
+        self.merged.set()
 
     def _spawn(self, i: int, argv: list[str], **popen) -> None:
         """Start process ``i`` (``argv``), its stderr to ``process-<i>.err``."""
@@ -91,11 +94,15 @@ class MergedProcesses:
     def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """Close second ``index`` here and in every live process; merge what arrives within
         :data:`ROTATE_WAIT_S`."""
-        own = recorder.rotate(index, start_s, end_s)
-        alive = self._alive()
-        self._last_t_s = index - int(round(self.cfg.warmup_s))
-        self._ask_rotate(alive, {"index": index, "start_s": start_s, "end_s": end_s})
-        return self._merge_second(own, index, alive, ROTATE_WAIT_S)
+        self.merged.clear()
+        try:
+            own = recorder.rotate(index, start_s, end_s)
+            alive = self._alive()
+            self._last_t_s = index - int(round(self.cfg.warmup_s))
+            self._ask_rotate(alive, {"index": index, "start_s": start_s, "end_s": end_s})
+            return self._merge_second(own, index, alive, ROTATE_WAIT_S)
+        finally:
+            self.merged.set()
 
     def running_workers(self) -> int:
         """Workers running in every process not lost, each as of the latest second it sent."""
