@@ -326,15 +326,10 @@ def readme_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_vars() -> str:
-    """``NAME:--option:kind`` triples, space-separated, for the Makefile's pass-through."""
-    return " ".join(f"{p.name}:{p.option}:{p.kind}" for p in PARAMETERS)
-
-
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "make-vars":
-        print(make_vars())
+        print(" ".join(f"{p.name}:{p.option}:{p.kind}" for p in PARAMETERS))  # the Makefile's PARAM_PAIRS
     elif what == "readme":
         sys.stdout.write(readme_table())
     else:

@@ -158,12 +158,6 @@ def known_queues() -> list[str]:
     return known_names("QUEUE")
 
 
-def queue_path(name: str) -> Path:
-    """The ``queue.toml`` of ``name`` (:func:`bench.config.lookup.find`). Raises ConfigError (``QUEUE``) naming
-    where it looked and the definitions there are."""
-    return find("QUEUE", name, also=(BUILTIN,))
-
-
 def parse_queue(value: Any) -> str:
     """``QUEUE``'s value: ``builtin`` or a well-formed definition's name or path. Raises ConfigError."""
     name = str(value).strip()
@@ -175,7 +169,7 @@ def parse_queue(value: Any) -> str:
 def load_queue(name: str) -> QueueDefinition:
     """Read and check the definition ``name`` for shape (keys, required parts, each statement's parameters,
     ``{locking}`` in the claim only, index variants, defaults). Raises ConfigError (``QUEUE``)."""
-    path = queue_path(name)
+    path = find("QUEUE", name, also=(BUILTIN,))
     defn = f"queue {name!r} ({path})"
     try:
         with path.open("rb") as fh:
