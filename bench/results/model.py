@@ -208,24 +208,9 @@ class RunResult:
         return self.summary.get("config") or self.run.get("config") or {}
 
     @property
-    def complete(self) -> bool:
-        """The measured window ran to its end."""
-        return self.summary.get("complete") is True
-
-    @property
-    def throughput_jobs_per_s(self) -> float | None:
-        """Jobs completed per second over the measured window."""
-        return self.summary.get("throughput_jobs_per_s")
-
-    @property
     def problems(self) -> list[str]:
         """Why the run cannot be trusted (:func:`problems`); empty when it can."""
         return problems(self.summary)
-
-    @property
-    def invariants_ok(self) -> bool | None:
-        """See :func:`invariants_ok`."""
-        return invariants_ok(self.summary)
 
     @property
     def saturated(self) -> bool:
