@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.definition_fields import fail as _fail, only as _only, text as _text
-from bench.config.lookup import find, known_names
+from bench.config.lookup import find
 from bench.config.queue_library import WORKER_NOT_APPLICABLE, WORKER_PLANS, WORKER_APPLIES, library_file, library_of
 from bench.config.sql_text import LOCKING_PLACEHOLDER, has_locking, scan_parameters
 from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
@@ -151,11 +151,6 @@ def describe_queue(queue: str, mode: str = "sql") -> dict | None:
 def is_builtin(queue: str) -> bool:
     """True for ``QUEUE=builtin`` (the tool's own queue and SQL)."""
     return queue == BUILTIN
-
-
-def known_queues() -> list[str]:
-    """The names of the definitions there are (``./queues/*/queue.toml`` and the shipped ones), sorted."""
-    return known_names("QUEUE")
 
 
 def parse_queue(value: Any) -> str:
