@@ -267,8 +267,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         elif p.key in raw:
             values[p.attribute] = p.parse(raw[p.key])
         else:
-            default = p.default_on(engine)
-            values[p.attribute] = default if default == NOT_APPLICABLE else p.parse(default)
+            values[p.attribute] = p.default_on(engine)
     for p in PARAMETERS:
         if p.key in raw and not defined.takes(p):
             try:
