@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bench.config.lookup import find, known_names
-from bench.config.queue_definition import known_queues, load_queue
+from bench.config.queue_definition import load_queue
 from bench.config.run_config import build_config
 from bench.data import QUEUES_DIR, SWEEPS_DIR, WORKLOADS_DIR
 from bench.errors import ConfigError
@@ -27,10 +27,10 @@ def _own_queue(cwd, name: str, description: str) -> None:
 
 def test_a_queue_in_the_working_directory_adds_to_the_shipped_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    shipped = known_queues()
+    shipped = known_names("QUEUE")
     assert {"model", "tasks", "procrastinate", "pgqueuer"} <= set(shipped) and "mine" not in shipped
     _own_queue(tmp_path, "mine", "our own queue")
-    assert known_queues() == sorted([*shipped, "mine"])
+    assert known_names("QUEUE") == sorted([*shipped, "mine"])
     assert find("QUEUE", "mine") == tmp_path / "queues" / "mine" / "queue.toml"
     assert load_queue("mine").description == "our own queue"
     assert build_config("default", {"queue": "mine", "workers": 3}).queue == "mine"
@@ -42,7 +42,7 @@ def test_a_queue_in_the_working_directory_shadows_the_shipped_one_of_its_name(tm
     _own_queue(tmp_path, "model", "the team's copy of the model")
     assert find("QUEUE", "model") == tmp_path / "queues" / "model" / "queue.toml"
     assert load_queue("model").description == "the team's copy of the model"
-    assert known_queues().count("model") == 1
+    assert known_names("QUEUE").count("model") == 1
 
 
 def test_a_queue_given_as_a_path_to_its_directory_or_file(tmp_path, monkeypatch):
@@ -52,7 +52,7 @@ def test_a_queue_given_as_a_path_to_its_directory_or_file(tmp_path, monkeypatch)
     assert find("QUEUE", str(directory)) == directory / "queue.toml"
     assert find("QUEUE", "./elsewhere/queues/q").resolve() == directory / "queue.toml"
     assert find("QUEUE", str(directory / "queue.toml")) == directory / "queue.toml"
-    assert "q" not in known_queues()  # a path is not a name
+    assert "q" not in known_names("QUEUE")  # a path is not a name
 
 
 def test_a_workload_and_a_sweep_in_the_working_directory_shadow_and_add(tmp_path, monkeypatch):

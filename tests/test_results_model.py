@@ -34,7 +34,7 @@ def test_each_kind_of_problem_makes_a_run_untrustworthy(change, expected):
 
 def test_saturation_is_reported_but_is_not_a_measurement_problem():
     result = RunResult(None, {}, {**CLEAN, "saturated": True})
-    assert result.trustworthy and result.saturated
+    assert result.problems == [] and result.saturated
 
 
 def test_result_files_carry_the_format_version_and_a_newer_one_is_refused(tmp_path):

@@ -14,7 +14,7 @@ from bench import errors
 from bench.config.run_config import build_config
 from bench.errors import ConfigError
 from bench.results import slo
-from bench.results.model import exit_status_of, outcomes
+from bench.results.model import outcomes
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 SHORT = ("--duration", "3s", "--warmup", "1s", "--workers", "4")
@@ -109,6 +109,11 @@ def test_the_first_status_wins_in_the_documented_order():
     assert errors.first_status([2, 3]) == 2
     with pytest.raises(ValueError):
         errors.first_status([7])
+
+
+def exit_status_of(summary: dict, strict: bool = False) -> int:
+    """The exit status ``qbench run`` gives a finished run: the first of its outcomes' statuses."""
+    return errors.first_status(status for status, _ in outcomes(summary, strict))
 
 
 @pytest.mark.slow

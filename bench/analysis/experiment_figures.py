@@ -222,8 +222,7 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
     ``missing`` says why."""
     threshold = Threshold.parse(spec["holds_if"])
     name, key, how = spec["name"], spec["key"], spec["measure"]
-    fig = Figure(name, threshold, [], unit=spec.get("unit", ""), detail=spec.get("note", ""),
-                 decide_by=spec.get("decide_by", "repetitions"))
+    fig = Figure(name, threshold, [], decide_by=spec.get("decide_by", "repetitions"))
     if how == "probe":
         fig.values = [probe_value(probe, key)]
         fig.missing = "" if fig.values[0] is not None else f"the probe gave no {key}"

@@ -67,8 +67,6 @@ class Figure:
     name: str
     threshold: Threshold
     values: list[float | None]
-    unit: str = ""
-    detail: str = ""
     missing: str = ""
     decide_by: str = "repetitions"
 

@@ -21,7 +21,7 @@ from bench.engines import get_engine
 from bench.engines.common import with_connection
 from bench.engines.postgres.pgbench import per_job_us
 from bench.errors import ConfigError
-from bench.results.model import RunResult, problems as run_problems, stamped
+from bench.results.model import RunResult, problems as run_problems, stamped, utc_stamp
 
 #: A failed pair is run again up to this many times before it is left out.
 RETRIES_PER_PAIR = 2
@@ -48,7 +48,7 @@ class Native:
 
 def calibration_dir(results: str) -> Path:
     """``<results>/calibration-<UTC stamp>`` (not created)."""
-    return Path(results) / f"calibration-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+    return Path(results) / f"calibration-{utc_stamp()}"
 
 
 def run_parameters(native: Native, cal_dir: Path, **given) -> dict:

@@ -66,14 +66,10 @@ def cli_page() -> str:
     return "".join(parts)
 
 
-def parameters_page() -> str:
-    """The parameters reference page (Markdown): the one parameter table."""
-    return PARAMETERS_INTRO + readme_table()
-
-
 def pages() -> dict[str, str]:
     """Each generated page's path under the repository root, and its text."""
-    return {str(REFERENCE_DIR / "parameters.md"): parameters_page(), str(REFERENCE_DIR / "cli.md"): cli_page()}
+    return {str(REFERENCE_DIR / "parameters.md"): PARAMETERS_INTRO + readme_table(),
+            str(REFERENCE_DIR / "cli.md"): cli_page()}
 
 
 def main(argv: list[str]) -> int:

@@ -58,11 +58,11 @@ class Parameter:
             raise AssertionError(f"{self.key}: group {self.group!r} is not one of {', '.join(GROUPS)}")
 
     def default_on(self, engine: str) -> Any:
-        """The default on ``engine``: :attr:`engine_defaults`' value, :data:`NOT_APPLICABLE`, else
-        :attr:`default`."""
-        if engine in self.engine_values and not self.engine_values[engine]:
+        """The default on ``engine``, parsed: :attr:`engine_defaults`' value, else :attr:`default`;
+        :data:`NOT_APPLICABLE` where the parameter does not apply (:meth:`applies_on`)."""
+        if not self.applies_on(engine):
             return NOT_APPLICABLE
-        return self.engine_defaults.get(engine, self.default)
+        return self.parse(self.engine_defaults.get(engine, self.default))
 
     def applies_on(self, engine: str) -> bool:
         """False when the parameter has no meaning on ``engine`` (its only value there is n/a)."""

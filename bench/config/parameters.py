@@ -312,8 +312,7 @@ def defaults_on(engine: str) -> dict[str, Any]:
     """Every parameter's default on ``engine``, parsed and keyed as :meth:`RunConfig.public` writes them."""
     out = {}
     for p in PARAMETERS:
-        default = p.default_on(engine)
-        value = default if default == NOT_APPLICABLE else p.parse(default)
+        value = p.default_on(engine)
         out[p.attribute] = dict(value) if p.key == "autovacuum_settings" and not isinstance(value, str) else value
     return out
 
@@ -326,16 +325,9 @@ def readme_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def make_vars() -> str:
-    """``NAME:--option:kind`` triples, space-separated, for the Makefile's pass-through."""
-    return " ".join(f"{p.name}:{p.option}:{p.kind}" for p in PARAMETERS)
-
-
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "make-vars":
-        print(make_vars())
-    elif what == "readme":
-        sys.stdout.write(readme_table())
+        print(" ".join(f"{p.name}:{p.option}:{p.kind}" for p in PARAMETERS))  # the Makefile's PARAM_PAIRS
     else:
-        sys.exit("usage: python3 -m bench.config.parameters make-vars | readme")
+        sys.exit("usage: python3 -m bench.config.parameters make-vars")

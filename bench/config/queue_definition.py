@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.definition_fields import fail as _fail, only as _only, text as _text
-from bench.config.lookup import find, known_names
+from bench.config.lookup import find
 from bench.config.queue_library import WORKER_NOT_APPLICABLE, WORKER_PLANS, WORKER_APPLIES, library_file, library_of
 from bench.config.sql_text import LOCKING_PLACEHOLDER, has_locking, scan_parameters
 from bench.results.values import LIBRARY_SQL_PATH_CAVEAT
@@ -153,17 +153,6 @@ def is_builtin(queue: str) -> bool:
     return queue == BUILTIN
 
 
-def known_queues() -> list[str]:
-    """The names of the definitions there are (``./queues/*/queue.toml`` and the shipped ones), sorted."""
-    return known_names("QUEUE")
-
-
-def queue_path(name: str) -> Path:
-    """The ``queue.toml`` of ``name`` (:func:`bench.config.lookup.find`). Raises ConfigError (``QUEUE``) naming
-    where it looked and the definitions there are."""
-    return find("QUEUE", name, also=(BUILTIN,))
-
-
 def parse_queue(value: Any) -> str:
     """``QUEUE``'s value: ``builtin`` or a well-formed definition's name or path. Raises ConfigError."""
     name = str(value).strip()
@@ -175,7 +164,7 @@ def parse_queue(value: Any) -> str:
 def load_queue(name: str) -> QueueDefinition:
     """Read and check the definition ``name`` for shape (keys, required parts, each statement's parameters,
     ``{locking}`` in the claim only, index variants, defaults). Raises ConfigError (``QUEUE``)."""
-    path = queue_path(name)
+    path = find("QUEUE", name, also=(BUILTIN,))
     defn = f"queue {name!r} ({path})"
     try:
         with path.open("rb") as fh:

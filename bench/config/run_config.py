@@ -77,11 +77,6 @@ def mask_dsn(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", masked, flags=re.I)
 
 
-def workload_path(name: str) -> Path:
-    """The workload file of ``name`` (:func:`bench.config.lookup.find`). Raises ConfigError (``WORKLOAD``)."""
-    return find("WORKLOAD", name)
-
-
 def read_toml(path: Path, param: str) -> dict[str, Any]:
     """The table of the TOML file ``path``. Raises ConfigError naming ``param`` when it is not UTF-8 TOML."""
     try:
@@ -94,7 +89,7 @@ def read_toml(path: Path, param: str) -> dict[str, Any]:
 def load_workload(name: str) -> dict[str, Any]:
     """A workload file's table, every value checked against its parameter's TOML type. Raises ConfigError:
     ``WORKLOAD`` (missing, not TOML), or the key's name."""
-    path = workload_path(name)
+    path = find("WORKLOAD", name)
     data = read_toml(path, "WORKLOAD")
     for key, value in data.items():
         check_file_value(key, value, path.name)
@@ -272,8 +267,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         elif p.key in raw:
             values[p.attribute] = p.parse(raw[p.key])
         else:
-            default = p.default_on(engine)
-            values[p.attribute] = default if default == NOT_APPLICABLE else p.parse(default)
+            values[p.attribute] = p.default_on(engine)
     for p in PARAMETERS:
         if p.key in raw and not defined.takes(p):
             try:

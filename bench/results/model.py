@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bench.errors import (EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT, BadInput,
-                          first_status)
+from bench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT, BadInput
 
 #: The version of the result files' format this queue-bench writes and reads.
 FORMAT_VERSION = 1
@@ -178,11 +177,6 @@ def outcomes(summary: Mapping[str, Any], strict: bool = False) -> list[tuple[int
     return found
 
 
-def exit_status_of(summary: Mapping[str, Any], strict: bool = False) -> int:
-    """The exit status of a command that ran one run: :func:`bench.errors.first_status` of its :func:`outcomes`."""
-    return first_status(status for status, _ in outcomes(summary, strict))
-
-
 @dataclass(frozen=True)
 class RunResult:
     """One run's result files: ``run`` is ``run.json``, ``summary`` is ``summary.json`` (both as
@@ -214,29 +208,9 @@ class RunResult:
         return self.summary.get("config") or self.run.get("config") or {}
 
     @property
-    def complete(self) -> bool:
-        """The measured window ran to its end."""
-        return self.summary.get("complete") is True
-
-    @property
-    def throughput_jobs_per_s(self) -> float | None:
-        """Jobs completed per second over the measured window."""
-        return self.summary.get("throughput_jobs_per_s")
-
-    @property
     def problems(self) -> list[str]:
         """Why the run cannot be trusted (:func:`problems`); empty when it can."""
         return problems(self.summary)
-
-    @property
-    def trustworthy(self) -> bool:
-        """No :attr:`problems`."""
-        return not self.problems
-
-    @property
-    def invariants_ok(self) -> bool | None:
-        """See :func:`invariants_ok`."""
-        return invariants_ok(self.summary)
 
     @property
     def saturated(self) -> bool:

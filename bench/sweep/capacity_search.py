@@ -23,20 +23,16 @@ def completed(run_dir: Path) -> dict:
     return summary
 
 
-#: A step keeps up by the same thresholds as a run's "does the queue keep up?" verdict.
-FLAT_SLOPE_S_PER_S = SATURATION_SLOW_SLOPE
-FLAT_AGE_S = SATURATION_AGE_S
-COMPLETED_SHARE = SATURATION_COMPLETED_SHARE
 OFFERED_SHARE = 0.95
 RESOLUTION = 0.10
 MAX_STEPS = 14
 
 
 def step_verdict(summary: dict) -> tuple[bool, str]:
-    """(kept up?, why) for one step's ``summary.json``: the oldest eligible age flat (slope at most
-    :data:`FLAT_SLOPE_S_PER_S`, last sample at most :data:`FLAT_AGE_S`), at least :data:`COMPLETED_SHARE` of
-    the arrivals completed and :data:`OFFERED_SHARE` of the rate offered, a trusted unsaturated run, its
-    ``SLO`` passed."""
+    """(kept up?, why) for one step's ``summary.json``, by the thresholds of a run's "does the queue keep up?"
+    verdict: the oldest eligible age flat (slope at most ``SATURATION_SLOW_SLOPE``, last sample at most
+    ``SATURATION_AGE_S``), at least ``SATURATION_COMPLETED_SHARE`` of the arrivals completed and
+    :data:`OFFERED_SHARE` of the rate offered, a trusted unsaturated run, its ``SLO`` passed."""
     rate = summary["offered_rate_jobs_per_s"] or 0.0
     measured_s = summary["measured_s"] or 0.0
     produced_s = summary["jobs_produced"] / measured_s if measured_s else 0.0
@@ -53,9 +49,9 @@ def step_verdict(summary: dict) -> tuple[bool, str]:
         return False, summary["saturation_verdict"]
     if slope is None or final_age is None:
         return False, "oldest eligible age was not sampled"
-    if slope > FLAT_SLOPE_S_PER_S or final_age > FLAT_AGE_S:
+    if slope > SATURATION_SLOW_SLOPE or final_age > SATURATION_AGE_S:
         return False, f"oldest eligible age grows {slope:+.3f} s per s, {final_age:.2f} s in the last sample"
-    if completed_s < COMPLETED_SHARE * produced_s:
+    if completed_s < SATURATION_COMPLETED_SHARE * produced_s:
         return False, f"completed {completed_s:,.1f} of {produced_s:,.1f} jobs/s arrived"
     verdict = summary.get("slo")
     if verdict and verdict["status"] != "pass":
@@ -152,8 +148,9 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
     result = {
         "design": {k: getattr(base, k) for k in ("engine", "isolation", "policy", "workers", "batch", "index", "layout", "history", "work_ms",
                                                  "plan_cache", "prepared")},
-        "criteria": {"flat_slope_s_per_s": FLAT_SLOPE_S_PER_S, "flat_age_s": FLAT_AGE_S,
-                     "completed_share": COMPLETED_SHARE, "offered_share": OFFERED_SHARE, "resolution": RESOLUTION},
+        "criteria": {"flat_slope_s_per_s": SATURATION_SLOW_SLOPE, "flat_age_s": SATURATION_AGE_S,
+                     "completed_share": SATURATION_COMPLETED_SHARE, "offered_share": OFFERED_SHARE,
+                     "resolution": RESOLUTION},
         "steps": steps,
         "sustainable_rate_jobs_per_s": best["rate_jobs_per_s"] if best else None,
         "claim_p99_us_at_rate": best["claim_p99_us"] if best else None,

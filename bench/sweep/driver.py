@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
 from bench.config.file_values import check_file_value
+from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, SWEEP_AXES
 from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
-from bench.sweep.sweep_file import check_target, sweep_path
+from bench.sweep.sweep_file import check_target
 from bench.results.model import RunResult, newest_unfinished, read_result, utc_now, utc_stamp
 from bench.config.run_config import RunConfig, build_config, read_toml
 from bench.data import DATA_DIR
@@ -36,7 +37,7 @@ class Sweep:
     def load(cls, name: str, overrides: dict[str, Any] | None = None, repetitions: int | None = None,
              dsn: str | None = None) -> "Sweep":
         """Read and validate a sweep file; raises ConfigError (one line, naming the parameter)."""
-        path = sweep_path(name)
+        path = find("SWEEP", name)
         return cls.from_data(path.stem, path, read_toml(path, "SWEEP"), overrides, repetitions, dsn)
 
     @classmethod
@@ -214,7 +215,7 @@ class _SweepRuns:
         line (``failed: <reason>`` when refused). Raises Interrupted when the run was interrupted."""
         from bench import runner  # here: bench.cli.main imports this module, and the run imports Locust (~1 s)
 
-        cfg = _with_results(cfg, self.sweep_dir / "runs")
+        cfg = dataclasses.replace(cfg, results=str(self.sweep_dir / "runs"))
         started = time.monotonic()
         engine = engine_for(cfg)
         self.state_schema[cfg.engine] = engine.state_schema_for(self.sweep.base.schema)
@@ -245,10 +246,6 @@ class _SweepRuns:
         """Drop the saved history states' schema of each engine the sweep ran."""
         for name, schema in self.state_schema.items():
             get_engine(name).drop_schema_at(self.dsn_of(name), schema)
-
-
-def _with_results(cfg: RunConfig, results: Path) -> RunConfig:
-    return dataclasses.replace(cfg, results=str(results))
 
 
 def _ms(us: float | None) -> str:

@@ -1,19 +1,10 @@
-"""A sweep file's name or path, and its optional ``[target]`` table (see :mod:`bench.sweep.driver`)."""
+"""A sweep file's optional ``[target]`` table (see :mod:`bench.sweep.driver`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.config.lookup import find
 from bench.errors import ConfigError
-
-
-def sweep_path(name: str) -> Path:
-    """``./workloads/sweeps/<name>.toml`` of the working directory, else the shipped one, or ``name`` itself
-    when it is a path to a .toml file. Raises ConfigError (``SWEEP``) naming where it looked and the sweeps
-    there."""
-    return find("SWEEP", name)
 
 
 def check_target(target: Any, file_name: str) -> None:
