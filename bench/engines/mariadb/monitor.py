@@ -62,7 +62,6 @@ class Monitor(TableSampler):
         self.stats_query = None
         super().__init__(connect, priorities, table_timeout_ms)
         source = lock_waits_source(self._conns["stats"])
-        self.lock_waits_from = source[0] if source else None
         waits = f"(SELECT {source[1]} FROM {source[0]})" if source else "NULL"
         self.stats_query = (
             f"SELECT {waits}, (SELECT `COUNT` FROM information_schema.INNODB_METRICS "

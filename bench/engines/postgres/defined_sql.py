@@ -12,7 +12,7 @@ from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition
 from bench.config.sql_text import render, replace_locking, skip_quoted
-from bench.engines.postgres.policies import LOCKING_CLAUSE
+from bench.engines.common import LOCKING_CLAUSE
 
 #: The wrapper's CTE name (pg_stat_statements finds the claim by it).
 CLAIMED_CTE = "qbench_claimed"

@@ -80,7 +80,7 @@ class PgWorkerSession:
                 registered = rows(self.session.query(defined_sql.literal(defn.statements["register"], {}).encode()))
                 self.claim_values["worker_id"] = int(registered[0][0])
             if self.notify:
-                self.session.command(sql.SQL("LISTEN {}").format(
+                self.session.query(sql.SQL("LISTEN {}").format(
                     sql.Identifier(policies.notify_channel(cfg.schema))).as_string(None).encode())
         except psycopg.Error as err:
             self.session.close()
@@ -175,7 +175,7 @@ class PgWorkerSession:
 
     def _command(self, command: bytes) -> None:
         try:
-            self.session.command(command)
+            self.session.query(command)
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
 
@@ -189,11 +189,7 @@ class PgWorkerSession:
 
     def rollback(self) -> None:
         """Roll back the open transaction, if any; never raises."""
-        if not self.session.broken and self.session.in_transaction:
-            try:
-                self.session.command(b"ROLLBACK")
-            except psycopg.Error:
-                pass
+        self.session.rollback()
 
     def plan_counts(self) -> dict[str, int] | None:
         """``generic_plans``/``custom_plans`` of this session's prepared claim (PostgreSQL 14+:
