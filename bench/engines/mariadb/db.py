@@ -34,10 +34,10 @@ KEY_SETTINGS = (
 SEED_CHUNK = 200_000
 
 
-def connect(dsn: str, *, application_name: str = "queue-bench", connect_timeout_s: int = 10):
+def connect(dsn: str, *, application_name: str = "queue-bench"):
     """Open one admin connection (autocommit, UTC). Raises ConfigError (``DSN``) when it cannot connect."""
     try:
-        return open_connection(dsn, program=application_name, connect_timeout_s=connect_timeout_s)
+        return open_connection(dsn, program=application_name)
     except pymysql.err.MySQLError as err:
         message = err.args[1] if len(err.args) > 1 else str(err)
         raise ConfigError("DSN", f"cannot connect ({str(message).splitlines()[0]}); allowed: a reachable MariaDB DSN "

@@ -30,12 +30,10 @@ KEY_SETTINGS = (
 )
 
 
-def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench",
-            connect_timeout_s: int = 10) -> psycopg.Connection:
-    """Open one connection. Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
+def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench") -> psycopg.Connection:
+    """Open one connection (10 s to connect). Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name,
-                               connect_timeout=connect_timeout_s)
+        return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name, connect_timeout=10)
     except psycopg.OperationalError as err:
         raise ConfigError("DSN", f"cannot connect ({first_line(err)}); allowed: a reachable PostgreSQL DSN, or none for the embedded database") from None
     except psycopg.ProgrammingError as err:

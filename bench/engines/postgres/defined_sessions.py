@@ -32,8 +32,7 @@ class DefinedProducerSession(PgProducerSession):
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition, name: str):
         text, self.names = defined_sql.positional(defn.statements["enqueue"])
         self.max_attempts = cfg.max_attempts
-        self.session = _open(dsn, f"queue-bench {name}", {"search_path": defined_sql.schema_path(cfg.schema)},
-                             {"enqueue": text})
+        self.session = _open(dsn, f"queue-bench {name}", {"search_path": cfg.schema}, {"enqueue": text})
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
         """See :meth:`bench.engines.base.ProducerSession.insert`: the enqueue's ids; jobs due together in one
