@@ -52,7 +52,7 @@ def test_generic_plan_of_the_bound_claim_is_captured_beside_the_custom_one(dsn):
         db.prepare(conn, cfg, 200_000, log=lambda _: None)
         captured = captures.capture_plans(conn, cfg, builtin_queue.definition(cfg), "test")[0]
         pending = conn.execute("SELECT count(*) FROM qbench_plans.jobs WHERE status = 'pending'").fetchone()[0]
-        db.drop_schema(conn, "qbench_plans")
+        db.OWNERSHIP.drop(conn, "qbench_plans")
     assert pending == 200_000  # every captured claim was rolled back
     custom, generic = captured["custom"], captured["generic"]
     assert "Seq Scan" not in custom["scan"] and "jobs_pending_claim_order_idx" in custom["scan"], custom["scan"]
@@ -71,6 +71,6 @@ def test_covering_variant_still_visits_the_heap_to_lock(dsn):
     with psycopg.connect(dsn, autocommit=True) as conn:
         db.prepare(conn, cfg, 5000, log=lambda _: None)
         captured = captures.capture_plans(conn, cfg, builtin_queue.definition(cfg), "test")[0]
-        db.drop_schema(conn, "qbench_cover")
+        db.OWNERSHIP.drop(conn, "qbench_cover")
     scan = captured["custom"]["scan"]
     assert "jobs_status_claim_covering_idx" in scan and "Index Only Scan" not in scan, scan

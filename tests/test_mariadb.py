@@ -179,7 +179,7 @@ def test_fr07_with_two_sessions_the_second_skip_locked_claim_is_empty(maria_sche
             holder.rollback()
             holder.close()
             other.close()
-            db.drop_schema(conn, schema)
+            db.OWNERSHIP.drop(conn, schema)
             conn.close()
     assert got == {"status": [], "composite": [2]}, got
     if isolation == "repeatable_read":

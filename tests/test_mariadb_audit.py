@@ -334,7 +334,7 @@ def _twenty_workers(workers: int = 20, batch: int = 5, backlog: int = 2000) -> d
         elapsed = time.monotonic() - started
         result = audit.run_audit(conn, SCHEMA, log, seeded_rows=backlog, over_claims=recorder.counters["over_claims"])
     finally:
-        db.drop_schema(conn, SCHEMA)
+        db.OWNERSHIP.drop(conn, SCHEMA)
         conn.close()
         log.close()
     return {"audit": result, "socket": socket_module, "completed": state["completed"], "seconds": elapsed,

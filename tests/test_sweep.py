@@ -126,8 +126,8 @@ def test_saved_state_restores_the_rows_generation_writes(dsn):
             assert conn.execute("SELECT max(id) FROM qbench_t.jobs").fetchone()[0] == 5101
         assert shapes[0] == shapes[1] == (5100, 1, 5100, 5000, 1)
         assert db.schema_state(conn, "qbench_t_state") == "ours"
-        db.drop_schema(conn, "qbench_t")
-        db.drop_schema(conn, "qbench_t_state")
+        db.OWNERSHIP.drop(conn, "qbench_t")
+        db.OWNERSHIP.drop(conn, "qbench_t_state")
 
 
 @pytest.mark.parametrize("args, param", [
@@ -173,7 +173,7 @@ def test_failed_runs_keep_the_sweep_unfinished_and_are_retried_on_resume(dsn, tm
     spec = _sweep_file(tmp_path / "f.toml", "batch = [1, 2]", 'workers = 2\nduration = "2s"\nwarmup = "1s"')
     results = tmp_path / "results"
     with psycopg.connect(dsn, autocommit=True) as holder:
-        db.lock_schema(holder, "qbench")  # as a running qbench would
+        db.OWNERSHIP.lock(holder, "qbench")  # as a running qbench would
         proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(results), timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "2 runs failed" in proc.stdout and "run it again" in proc.stderr

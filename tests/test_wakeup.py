@@ -35,7 +35,7 @@ def _drop_scratch(dsn: str) -> None:
 
 def _listening_session(dsn: str, channel: str) -> PreparedSession:
     session = PreparedSession(psycopg.connect(dsn, autocommit=True), {})
-    session.command(sql.SQL("LISTEN {}").format(sql.Identifier(channel)).as_string(None).encode())
+    session.query(sql.SQL("LISTEN {}").format(sql.Identifier(channel)).as_string(None).encode())
     return session
 
 

@@ -13,7 +13,7 @@ from bench.engines.sampler import spawn_samplers
 from bench.errors import RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
-           "ProducerSession", "SessionFactory", "Sessions", "WorkerSession"]
+           "ProducerSession", "SessionFactory", "WorkerSession"]
 
 #: One claimed job: (id, attempt token, pickup µs or None when the claim cannot tell it, attempts,
 #: lease_until, claimed_at), the last two database epoch seconds.
@@ -98,25 +98,12 @@ class ProducerSession(Protocol):
         """Close the connection."""
 
 
-class SessionFactory(Protocol):
-    """Opens the sessions of one run (the engine chosen and its DSN are bound in)."""
-
-    def worker_session(self, name: str) -> WorkerSession:
-        """A new session for worker ``name``. Raises :class:`ConnectFailed`."""
-
-    def producer_session(self, name: str) -> ProducerSession:
-        """A new session for producer ``name``. Raises :class:`ConnectFailed`."""
-
-    def check_cooperative(self) -> str:
-        """The name of the driver's wait function; RuntimeError if a wait would block every greenlet."""
-
-
 class NotCooperativeError(RunFailed):
     """The driver would block the whole process on a wait; concurrency would be fake."""
 
 
-class Sessions:
-    """The :class:`SessionFactory` of one run: session classes made as ``cls(dsn, cfg, name)``, and
+class SessionFactory:
+    """Opens the sessions of one run: session classes made as ``cls(dsn, cfg, name)``, and
     ``cooperative() -> name`` (RuntimeError when the driver's wait would block)."""
 
     def __init__(self, dsn: str, cfg: Any, worker: type, producer: type, cooperative: Callable[[], str]):
@@ -196,7 +183,7 @@ class Engine:
 
     def sessions(self, dsn: str, cfg: Any) -> SessionFactory:
         """The worker and producer sessions of the run."""
-        return Sessions(dsn, cfg, self.worker_session, self.producer_session, self.cooperative_wait)
+        return SessionFactory(dsn, cfg, self.worker_session, self.producer_session, self.cooperative_wait)
 
     def error_message(self, err: BaseException) -> str:
         """The first line of a database error's message."""

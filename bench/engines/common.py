@@ -1,8 +1,9 @@
 """What the engines share without a driver: the seed's figures, the schemas ``qbench clean`` finds, the
-audit's claim counts and result, the loop of a periodic task (reaper, mover, VACUUM)."""
+audit's claim counts and result, the loop of a periodic task (reaper, mover, VACUUM), loopback hosts."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -25,6 +26,28 @@ SELECT COUNT(*), COALESCE(SUM(CASE WHEN claims > 1 THEN 1 ELSE 0 END), 0), COALE
 FROM (SELECT c.id, c.claims, c.overlapping, COALESCE(MAX(j.attempts), c.claims) AS attempts
       FROM {claims} c LEFT JOIN {jobs} j ON j.id = c.id
       GROUP BY c.id, c.claims, c.overlapping) AS per_job"""
+
+
+#: Each claim ``POLICY``'s locking clause, the same on every engine.
+LOCKING_CLAUSE = {
+    "wait": "FOR UPDATE",
+    "nowait": "FOR UPDATE NOWAIT",
+    "skip_locked": "FOR UPDATE SKIP LOCKED",
+}
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when a DSN's ``host`` is this machine: a :data:`LOOPBACK_NAMES` name, a loopback address, or
+    (libpq's) empty for the default Unix socket, ``/dir`` or ``@abstract`` for another."""
+    host = host.strip()
+    if not host or host.startswith("/") or host.startswith("@") or host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def poll_wait(timeout_s: float) -> bool:
@@ -57,15 +80,13 @@ class ToolSchema:
 
 @dataclass
 class SeedResult:
-    """What ``prepare`` seeded: row counts and each step's seconds; ``history_source`` ``"generated"`` or
-    ``"restored from <schema>.<table>"``."""
+    """What ``prepare`` seeded: row counts and each step's seconds."""
 
     history: int
     backlog: int
     seconds: float
     index_seconds: float
     vacuum_seconds: float
-    history_source: str = "generated"
 
     @property
     def rows_per_s(self) -> float:

@@ -127,7 +127,7 @@ class EmbeddedServer:
         self.version = "?"
         self.started = False  # from the moment the server may exist until stop has dealt with it
         self._lock = threading.Lock()
-        self._stopped = False
+        self.stopped = False  # once stop has run to its end (or found nothing to stop)
 
     @property
     def data_dir(self) -> pathlib.Path:
@@ -137,11 +137,6 @@ class EmbeddedServer:
     @property
     def dsn(self) -> str:
         return self.recipe.dsn(self.port)
-
-    @property
-    def stopped(self) -> bool:
-        """True once ``stop`` has run to its end (or found nothing to stop)."""
-        return self._stopped
 
     def run(self, argv: list[str], timeout: float) -> subprocess.CompletedProcess:
         """Run ``argv`` in the directory (as the server's user when the recipe wraps commands), output captured."""
@@ -279,8 +274,8 @@ class EmbeddedServer:
         """Stop the server, end whatever else names its data directory, delete the directory, log one line;
         safe to repeat (atexit, a second Ctrl-C)."""
         with self._lock:
-            if self._stopped or self.root is None:
-                self._stopped = True
+            if self.stopped or self.root is None:
+                self.stopped = True
                 return
             t0 = time.monotonic()
             problems: list[str] = []
@@ -292,7 +287,7 @@ class EmbeddedServer:
             shutil.rmtree(self.root, ignore_errors=True)
             if self.root.exists():
                 problems.append(f"could not remove {self.root}")
-            self._stopped = True
+            self.stopped = True
             note = f" ({'; '.join(problems)})" if problems else ""
             self.log(f"embedded {self.recipe.label} stopped in {time.monotonic() - t0:.1f} s, data dir removed{note}")
 

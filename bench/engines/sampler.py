@@ -29,10 +29,9 @@ class TableSampler:
     #: The engine's driver adapter (:class:`bench.engines.driver.Driver`).
     driver: Any = None
 
-    def __init__(self, connect: Callable[[str], Any], priorities: tuple[int, ...] = (0,),
-                 table_timeout_ms: int = 30_000):
+    def __init__(self, connect: Callable[[str], Any], priorities: tuple[int, ...] = (0,)):
         self._connect = connect  # application name -> a new autocommit connection
-        self._timeouts_ms = {"stats": 5000, "table": table_timeout_ms}
+        self._timeouts_ms = {"stats": 5000, "table": 30_000}
         self.failures = 0
         self.errors: Counter = Counter()
         self.priorities = list(priorities)

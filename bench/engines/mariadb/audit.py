@@ -149,12 +149,9 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
               poison_share: float = 0.0) -> dict:
     """:func:`bench.engines.audit_flow.run_audit` of ``log`` on ``schema``'s ``jobs`` table. ``conn``: a
     connection of :func:`bench.engines.mariadb.db.connect` (autocommit, UTC) with no transaction open;
-    ``seeded_rows``: the ids ``1..seeded_rows`` :func:`bench.engines.mariadb.db.prepare` created;
-    ``over_claims``: the recorder's count; ``poison_share`` (0..1): the run's ``POISON_SHARE``.
-
-    Raises ValueError for a negative ``seeded_rows`` or an event the log could not have written, and
-    ``pymysql.err.MySQLError`` (e.g. 1146 when ``jobs`` is absent, 1690 for a poison check on an id past
-    3,474,701,543, 2013 when the connection drops); the temporary tables are dropped either way (when the
+    ``seeded_rows``: the ids ``1..seeded_rows`` :func:`bench.engines.mariadb.db.prepare` created. Raises
+    ValueError for a negative ``seeded_rows`` or an event the log could not have written, and PyMySQL's errors
+    (1690: docs/architecture.md, "The audit"); the temporary tables are dropped either way (when the
     connection still answers)."""
     seeded = int(seeded_rows)
     if seeded < 0:

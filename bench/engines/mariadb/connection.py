@@ -25,12 +25,12 @@ def session_setup(isolation: str | None) -> list[str]:
     return out
 
 
-def open_connection(dsn: str, *, isolation: str | None = None, program: str = "queue-bench",
-                    connect_timeout_s: int = 10) -> pymysql.connections.Connection:
-    """Open and set up one connection (``isolation``: as :func:`session_setup`). Raises PyMySQL's errors and
-    ConfigError (``DSN``)."""
+def open_connection(dsn: str, *, isolation: str | None = None,
+                    program: str = "queue-bench") -> pymysql.connections.Connection:
+    """Open and set up one connection (``isolation``: as :func:`session_setup`; 10 s to connect unless the DSN
+    says). Raises PyMySQL's errors and ConfigError (``DSN``)."""
     args = connect_args(dsn)
-    args.setdefault("connect_timeout", connect_timeout_s)
+    args.setdefault("connect_timeout", 10)
     conn = pymysql.connect(**args, autocommit=True, charset="utf8mb4",
                            client_flag=CLIENT.MULTI_STATEMENTS, program_name=program[:32])
     try:

@@ -34,10 +34,10 @@ KEY_SETTINGS = (
 SEED_CHUNK = 200_000
 
 
-def connect(dsn: str, *, application_name: str = "queue-bench", connect_timeout_s: int = 10):
+def connect(dsn: str, *, application_name: str = "queue-bench"):
     """Open one admin connection (autocommit, UTC). Raises ConfigError (``DSN``) when it cannot connect."""
     try:
-        return open_connection(dsn, program=application_name, connect_timeout_s=connect_timeout_s)
+        return open_connection(dsn, program=application_name)
     except pymysql.err.MySQLError as err:
         message = err.args[1] if len(err.args) > 1 else str(err)
         raise ConfigError("DSN", f"cannot connect ({str(message).splitlines()[0]}); allowed: a reachable MariaDB DSN "
@@ -177,8 +177,6 @@ OWNERSHIP = SchemaOwnership(
     headroom=connection_headroom, state_schema_for=state_schema_for,
     listed=lambda conn: [ToolSchema(name, int(tables), int(rows), int(size))
                          for name, tables, rows, size in query(conn, _LIST, (SCHEMA_MARK,))])
-check_schema_usable, lock_schema, drop_schema, check_capacity = (
-    OWNERSHIP.check_usable, OWNERSHIP.lock, OWNERSHIP.drop, OWNERSHIP.check_capacity)
 
 
 def statements(name: str, schema: str) -> list[str]:
@@ -237,7 +235,7 @@ def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = pri
     (https://mariadb.com/kb/en/sequence-storage-engine/), add the index variant, ANALYZE. Raises ConfigError
     (a foreign database, :func:`check_lock_memory`) before creating anything."""
     schema = cfg.schema
-    check_schema_usable(conn, schema)
+    OWNERSHIP.check_usable(conn, schema)
     check_lock_memory(conn, cfg, backlog)
     OWNERSHIP.recreate(conn, schema)
     for statement in statements("table.sql", schema):

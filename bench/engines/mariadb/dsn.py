@@ -3,9 +3,9 @@ arguments, never connected; the database part is only the connection's default a
 
 from __future__ import annotations
 
-import ipaddress
 import urllib.parse
 
+from bench.engines.common import is_loopback_host
 from bench.errors import ConfigError
 
 #: DSN schemes that mean this engine.
@@ -46,12 +46,4 @@ def connect_args(dsn: str) -> dict:
 def non_loopback_host(dsn: str) -> str | None:
     """The host ``dsn`` connects to when it is not this machine, else None. Raises ConfigError (``DSN``)."""
     args = connect_args(dsn)
-    if args.get("unix_socket"):
-        return None
-    host = args["host"]
-    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
-        return None
-    try:
-        return None if ipaddress.ip_address(host.strip("[]")).is_loopback else host
-    except ValueError:
-        return host
+    return None if args.get("unix_socket") or is_loopback_host(args["host"]) else args["host"]

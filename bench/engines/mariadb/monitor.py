@@ -46,12 +46,11 @@ def eligible_source(schema: str, index: str) -> tuple[str, str]:
 
 class Monitor(TableSampler):
     """Samples a MariaDB server over two connections (``connect(name)``); table statements bounded by
-    ``table_timeout_ms``, statistics ones by 5 s (``max_statement_time``)."""
+    30 s, statistics ones by 5 s (``max_statement_time``)."""
 
     driver = DRIVER
 
-    def __init__(self, connect: Callable[[str], object], schema: str, index: str,
-                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000):
+    def __init__(self, connect: Callable[[str], object], schema: str, index: str, priorities: tuple[int, ...] = (0,)):
         table, eligible = eligible_source(schema, index)
         jobs = ident(schema, "jobs")
         self.age_query = " UNION ALL ".join(
@@ -59,10 +58,8 @@ class Monitor(TableSampler):
             f"WHERE {eligible} AND priority = {int(p)}), NOW(6)) / 1e6, 0)" for p in priorities)
         self.count_query = (f"SELECT (SELECT COUNT(*) FROM {table} WHERE {eligible}), "
                             f"(SELECT COUNT(*) FROM {jobs} WHERE status = 'running')")
-        self.stats_query = None
-        super().__init__(connect, priorities, table_timeout_ms)
+        super().__init__(connect, priorities)
         source = lock_waits_source(self._conns["stats"])
-        self.lock_waits_from = source[0] if source else None
         waits = f"(SELECT {source[1]} FROM {source[0]})" if source else "NULL"
         self.stats_query = (
             f"SELECT {waits}, (SELECT `COUNT` FROM information_schema.INNODB_METRICS "

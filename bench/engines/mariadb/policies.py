@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import re
 
-LOCKING_CLAUSE = {
-    "wait": "FOR UPDATE",
-    "nowait": "FOR UPDATE NOWAIT",
-    "skip_locked": "FOR UPDATE SKIP LOCKED",
-}
+from bench.engines.common import LOCKING_CLAUSE
 
 
 def ident(*names: str) -> str:

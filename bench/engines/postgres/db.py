@@ -30,12 +30,10 @@ KEY_SETTINGS = (
 )
 
 
-def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench",
-            connect_timeout_s: int = 10) -> psycopg.Connection:
-    """Open one connection. Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
+def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench") -> psycopg.Connection:
+    """Open one connection (10 s to connect). Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
     try:
-        return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name,
-                               connect_timeout=connect_timeout_s)
+        return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name, connect_timeout=10)
     except psycopg.OperationalError as err:
         raise ConfigError("DSN", f"cannot connect ({first_line(err)}); allowed: a reachable PostgreSQL DSN, or none for the embedded database") from None
     except psycopg.ProgrammingError as err:
@@ -179,8 +177,6 @@ OWNERSHIP = SchemaOwnership(
     headroom=connection_headroom, state_schema_for=state_schema_for,
     listed=lambda conn: [ToolSchema(name, int(tables), int(rows), int(size))
                          for name, tables, rows, size in conn.execute(_LIST, (SCHEMA_MARK,)).fetchall()])
-check_schema_usable, lock_schema, drop_schema, check_capacity = (
-    OWNERSHIP.check_usable, OWNERSHIP.lock, OWNERSHIP.drop, OWNERSHIP.check_capacity)
 
 
 #: Columns of a seeded history row, in the order both seeding paths write them.
@@ -285,7 +281,7 @@ def prepare(conn: psycopg.Connection, cfg: RunConfig, backlog: int,
         for table in queue_tables(conn, schema):
             conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = off)").format(table))
     log(f"primary key and index variant {cfg.index!r} built in {index_s:.1f} s, VACUUM ANALYZE in {vacuum_s:.1f} s")
-    return SeedResult(cfg.history, backlog, seed_s, index_s, vacuum_s, source)
+    return SeedResult(cfg.history, backlog, seed_s, index_s, vacuum_s)
 
 
 #: The tool's own job tables (the layouts' names).

@@ -37,7 +37,7 @@ class DefinedQueueEngine(PostgresEngine):
     # -- prepare and check
     def _reject(self, conn: psycopg.Connection, schema: str, param: str, message: str) -> None:
         """Drop the schema (nothing left behind) and raise DefinitionRefused naming ``param``."""
-        db.drop_schema(conn, schema)
+        db.OWNERSHIP.drop(conn, schema)
         raise DefinitionRefused(param, f"queue {self.defn.name!r}: {message}")
 
     @contextlib.contextmanager
@@ -178,5 +178,4 @@ class DefinedQueueEngine(PostgresEngine):
             + (f"index variant {cfg.index!r} built in {self._index_s:.1f} s, " if self.defn.indexes else "")
             + (f"VACUUM ANALYZE in {self._vacuum_s:.1f} s" if self._analyzed else "not analyzed (empty, as a new table)")
             + "; every statement checked with PREPARE and one claim rolled back")
-        return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s,
-                          f"the seed statement of queue {self.defn.name!r}")
+        return SeedResult(rows - counts["pending"], counts["pending"], self._seed_s, self._index_s, self._vacuum_s)

@@ -11,7 +11,7 @@ import psycopg
 
 from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
-from bench.engines.base import ConnectFailed, Sessions
+from bench.engines.base import ConnectFailed, SessionFactory
 from bench.engines.postgres import defined_sql
 from bench.engines.postgres.error_kinds import error_kind, first_line
 from bench.engines.postgres.session import rows
@@ -32,8 +32,7 @@ class DefinedProducerSession(PgProducerSession):
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition, name: str):
         text, self.names = defined_sql.positional(defn.statements["enqueue"])
         self.max_attempts = cfg.max_attempts
-        self.session = _open(dsn, f"queue-bench {name}", {"search_path": defined_sql.schema_path(cfg.schema)},
-                             {"enqueue": text})
+        self.session = _open(dsn, f"queue-bench {name}", {"search_path": cfg.schema}, {"enqueue": text})
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
         """See :meth:`bench.engines.base.ProducerSession.insert`: the enqueue's ids; jobs due together in one
@@ -42,7 +41,7 @@ class DefinedProducerSession(PgProducerSession):
         many = len(priorities) > 1
         try:
             if many:
-                self.session.command(b"BEGIN")
+                self.session.query(b"BEGIN")
             for priority, run_at in zip(priorities, run_at_s):
                 values = {"priority": int(priority), "run_at": float(run_at), "max_attempts": self.max_attempts}
                 result = self.session.execute(b"enqueue", [defined_sql.text_param(values[n]) for n in self.names])
@@ -50,19 +49,16 @@ class DefinedProducerSession(PgProducerSession):
                 column = names.index("id") if "id" in names else 0  # a library's insert may return (ord, id)
                 ids.extend(int(r[column]) for r in rows(result))
             if many:
-                self.session.command(b"COMMIT")
+                self.session.query(b"COMMIT")
         except psycopg.Error as err:
             translated = _translate(err, self.session)
-            if many and not self.session.broken and self.session.in_transaction:
-                try:
-                    self.session.command(b"ROLLBACK")
-                except psycopg.Error:
-                    pass
+            if many:
+                self.session.rollback()
             raise translated from None
         return ids
 
 
-class DefinedSessions(Sessions):
+class DefinedSessions(SessionFactory):
     """The :class:`bench.engines.base.SessionFactory` of PostgreSQL's queues over ``queue()``, the run's
     definition (asked for at the first session); a wrapped claim's columns read once, at the first worker
     session. Producers run ``enqueue``, else the built-in batched insert (:class:`PgProducerSession`)."""

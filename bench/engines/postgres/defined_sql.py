@@ -12,7 +12,7 @@ from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition
 from bench.config.sql_text import render, replace_locking, skip_quoted
-from bench.engines.postgres.policies import LOCKING_CLAUSE
+from bench.engines.common import LOCKING_CLAUSE
 
 #: The wrapper's CTE name (pg_stat_statements finds the claim by it).
 CLAIMED_CTE = "qbench_claimed"
@@ -126,14 +126,10 @@ def text_param(value) -> bytes:
     return (repr(value) if isinstance(value, float) else str(value)).encode()
 
 
-def schema_path(schema: str) -> str:
-    """The ``search_path`` the definition's statements run under: the tool's schema alone (a lower-case
-    identifier, ``SCHEMA``'s rule: no quoting; ``pg_catalog`` is always searched first)."""
-    return schema
-
-
 def set_search_path(schema: str) -> sql.Composed:
-    """``SET search_path = <schema>`` (:func:`schema_path`) as a statement."""
+    """``SET search_path = <schema>``, the path the definition's statements run under: the tool's schema alone
+    (the sessions set it as it is: a lower-case identifier, ``SCHEMA``'s rule; ``pg_catalog`` is always
+    searched first)."""
     return sql.SQL("SET search_path = {}").format(sql.Identifier(schema))
 
 

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 
+from bench.engines.common import is_loopback_host
 from bench.errors import ConfigError
-
-LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
-
-
-def _is_loopback_host(host: str) -> bool:
-    host = host.strip()
-    if not host or host.startswith("/") or host.startswith("@") or host.lower() in LOOPBACK_NAMES:
-        return True  # empty = libpq's default Unix socket; "/dir" and "@abstract" are sockets
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def non_loopback_host(dsn: str) -> str | None:
@@ -40,6 +28,6 @@ def non_loopback_host(dsn: str) -> str | None:
     if not targets.strip():
         targets = str(params.get("host") or os.environ.get("PGHOST") or "")
     for host in targets.split(","):
-        if not _is_loopback_host(host):
+        if not is_loopback_host(host):
             return host.strip()
     return None

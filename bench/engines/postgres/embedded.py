@@ -28,8 +28,7 @@ class PostgresRecipe(Recipe):
     """PostgreSQL's throwaway cluster: ``initdb``, ``pg_ctl start``/``stop`` (fast, then immediate, then
     SIGKILL), probed with psycopg. ``max_connections``: the run's workers plus headroom (monitor, reaper,
     producers, PostgreSQL's 3 ``superuser_reserved_connections``). Raises EmbeddedError (no binaries,
-    initdb failed, no start or connection within 60 s, no unprivileged user under root), ValueError for a
-    ``max_connections`` that is not a positive int."""
+    initdb failed, no start or connection within 60 s, no unprivileged user under root)."""
 
     label = "PostgreSQL"
     prefix = "qbench-pg-"

@@ -3,12 +3,7 @@
 
 from __future__ import annotations
 
-import re
-
 import psycopg
-
-#: A SQLSTATE: five characters, digits and upper-case letters (PostgreSQL Appendix A).
-SQLSTATE_RE = re.compile(r"^[0-9A-Z]{5}$")
 
 CONNECTION_LOST = "connection_lost"
 CONNECT_FAILED = "connect_failed"
@@ -35,11 +30,6 @@ def error_kind(err: BaseException, *, lost: bool = False, connecting: bool = Fal
     if lost or isinstance(err, psycopg.OperationalError):
         return CONNECTION_LOST
     return CLIENT_ERROR
-
-
-def is_counted_kind(kind: str) -> bool:
-    """True when ``kind`` is a SQLSTATE or one of :data:`NAMED_KINDS` (what error counters may hold)."""
-    return bool(SQLSTATE_RE.match(kind)) or kind in NAMED_KINDS
 
 
 def first_line(err: BaseException) -> str:

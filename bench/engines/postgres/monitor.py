@@ -75,14 +75,13 @@ class Monitor(TableSampler):
     """The sampler (:class:`bench.engines.sampler.TableSampler`) on two connections ``connect(application_name)``
     opens (and reopens). ``defn``: the queue (None: the built-in table); ``priorities``: those jobs can
     have (the built-in table's); ``tenants``: with ``TENANTS`` > 1 their names, the flooder first. Table
-    statements bounded by ``table_timeout_ms``, stats by 5 s; errors counted by
+    statements bounded by 30 s, stats by 5 s; errors counted by
     :func:`bench.engines.postgres.error_kinds.error_kind` (``57014`` a timeout, ``connect_failed``)."""
 
     driver = DRIVER
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
-                 priorities: tuple[int, ...] = (0,), table_timeout_ms: int = 30_000, tenants: list[str] = (),
-                 defn: QueueDefinition | None = None):
+                 priorities: tuple[int, ...] = (0,), tenants: list[str] = (), defn: QueueDefinition | None = None):
         columns, predicates = (defn.columns, defn.predicates) if defn else (builtin_queue.COLUMNS, builtin_queue.PREDICATES)
         builtin = defn is None or is_builtin(defn.name)  # the table has the priority and queue columns
         self.tenants = list(tenants)  # with two or more: the flooder's and the others' ages too
@@ -99,7 +98,7 @@ class Monitor(TableSampler):
         self.age_query = sql.SQL(_TENANT_AGE if len(self.tenants) > 1 else _AGE).format(**names)
         self.count_query = sql.SQL(_COUNTS).format(**names)
         self._builtin = builtin
-        super().__init__(connect, priorities if builtin else (0,), table_timeout_ms)
+        super().__init__(connect, priorities if builtin else (0,))
 
     def _age_params(self):
         if not self._builtin:
@@ -111,10 +110,8 @@ class Monitor(TableSampler):
     def sample_stats(self) -> dict:
         """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
         autovacuum_count, history_list_length (InnoDB's: None), cost_s}``, None when the query failed; one
-        round trip (docs/reading-the-report.md, "Monitor cost"). ``notify_lock_waiters``: ``Lock:object``
-        waits, the lock ``PreCommit_Notify`` takes (``src/backend/commands/async.c``; wait events:
-        https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LOCK-TABLE). Sources:
-        https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
+        round trip (docs/reading-the-report.md, "Monitor cost"; ``notify_lock_waiters``: docs/field-cases.md, FR-10).
+        Sources: https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
         https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE."""
         row, cost = self._timed("stats", self.stats_query)
         names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",

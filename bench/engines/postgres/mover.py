@@ -23,22 +23,15 @@ WITH finished AS MATERIALIZED (
 INSERT INTO {archive} SELECT * FROM moved"""
 
 
-def move_sql(schema: str, limit: int = MOVE_BATCH) -> sql.Composed:
-    """The mover's statement for ``schema`` (moves at most ``limit`` rows)."""
-    return sql.SQL(_MOVE).format(jobs=sql.Identifier(schema, "jobs"),
-                                 archive=sql.Identifier(schema, "jobs_archive"), limit=sql.Literal(limit))
-
-
 class Mover(Periodic):
     """Moves finished rows to the archive until :meth:`stop`; counts ``archived_jobs``, ``mover_runs``."""
 
     driver = DRIVER
 
-    def __init__(self, conn: psycopg.Connection, schema: str, recorder: Recorder,
-                 interval_s: float = MOVE_EVERY_S, batch: int = MOVE_BATCH):
-        super().__init__(conn, interval_s, recorder)
-        self.query = move_sql(schema, batch)
-        self.batch = batch
+    def __init__(self, conn: psycopg.Connection, schema: str, recorder: Recorder):
+        super().__init__(conn, MOVE_EVERY_S, recorder)
+        self.query = sql.SQL(_MOVE).format(jobs=sql.Identifier(schema, "jobs"), limit=sql.Literal(MOVE_BATCH),
+                                           archive=sql.Identifier(schema, "jobs_archive"))
 
     def once(self) -> int:
         """One pass: move finished rows until a statement moves fewer than a batch; returns rows moved."""
@@ -46,7 +39,7 @@ class Mover(Periodic):
         while not self.stopping:
             moved = self.conn.execute(self.query).rowcount
             total += moved
-            if moved < self.batch:
+            if moved < MOVE_BATCH:
                 break
         self.recorder.count("mover_runs")
         self.recorder.count("archived_jobs", total)

@@ -7,13 +7,8 @@ from __future__ import annotations
 from psycopg import sql
 
 from bench.config.sql_text import render, replace_locking
+from bench.engines.common import LOCKING_CLAUSE
 from bench.engines.postgres import builtin_queue
-
-LOCKING_CLAUSE = {
-    "wait": "FOR UPDATE",
-    "nowait": "FOR UPDATE NOWAIT",
-    "skip_locked": "FOR UPDATE SKIP LOCKED",
-}
 
 
 def named_sql(name: str, schema: str, policy: str = "skip_locked", queues: int = 1, order: str = "plain",

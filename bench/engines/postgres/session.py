@@ -4,7 +4,9 @@ https://www.postgresql.org/docs/current/libpq-async.html"""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from typing import NoReturn
 
 import psycopg
 from gevent import Timeout, getcurrent
@@ -100,15 +102,15 @@ class PreparedSession:
         finally:
             self.pgconn.is_busy()  # parses the input: an idle-state error reaches _on_notice
 
-    def _lost(self, err: BaseException) -> psycopg.Error:
-        """The FATAL the server sent first, with its SQLSTATE, else ``err`` (an OSError as ``OperationalError``)."""
+    def _raise_lost(self, err: BaseException) -> NoReturn:
+        """Raise the FATAL the server sent first, with its SQLSTATE, else ``err`` (OSError: ``OperationalError``)."""
         if self._fatal is not None and getattr(err, "sqlstate", None) is None:
             sqlstate, message = self._fatal
-            try:
-                return errors.lookup(sqlstate)(message)
-            except KeyError:
-                pass
-        return err if isinstance(err, psycopg.Error) else psycopg.OperationalError(str(err))
+            with contextlib.suppress(KeyError):  # a SQLSTATE psycopg does not know
+                raise errors.lookup(sqlstate)(message) from err
+        if isinstance(err, psycopg.Error):
+            raise err
+        raise psycopg.OperationalError(str(err)) from err
 
     def _take_notifies(self) -> int:
         """Take the notifications libpq has parsed so far; how many there were."""
@@ -134,34 +136,30 @@ class PreparedSession:
                     return True
             return False
         except (psycopg.Error, OSError) as err:
-            lost = self._lost(err)
-            if lost is err:
-                raise
-            raise lost from err
+            self._raise_lost(err)
 
     def execute(self, name: bytes, params: list[bytes | None]) -> pq.abc.PGresult:
         """Run prepared statement ``name`` with text ``params``; return its result."""
         return self._round_trip(self.pgconn.send_query_prepared, name, params)
 
     def _round_trip(self, send, *args) -> pq.abc.PGresult:
-        """Read what came while idle, ``send(*args)``, wait for the results (a lost connection: :meth:`_lost`)."""
+        """Read what came while idle, ``send(*args)``, wait for the results (a lost connection: :meth:`_raise_lost`)."""
         self._read_idle_input()
         try:
             send(*args)
             return self._wait_results()
         except (psycopg.Error, OSError) as err:  # OSError: the socket went away under gevent's wait
-            lost = self._lost(err)
-            if lost is err:
-                raise
-            raise lost from err
+            self._raise_lost(err)
 
     def query(self, sql: bytes) -> pq.abc.PGresult:
         """Send ``sql`` (statements separated by ``;``) unprepared; its last result. Errors as in :meth:`execute`."""
         return self._round_trip(self.pgconn.send_query, sql)
 
-    def command(self, sql: bytes) -> None:
-        """Run a parameterless command such as ``BEGIN``, ``COMMIT``, ``ROLLBACK``."""
-        self.query(sql)
+    def rollback(self) -> None:
+        """Roll back the open transaction, if any, while the connection is up; never raises."""
+        if not self.broken and self.in_transaction:
+            with contextlib.suppress(psycopg.Error):
+                self.query(b"ROLLBACK")
 
     @property
     def in_transaction(self) -> bool:

@@ -47,7 +47,22 @@ def _open(dsn: str, application_name: str, settings: dict[str, str], statements:
         raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
 
 
-class PgWorkerSession:
+class _Session:
+    """A session over one :class:`PreparedSession`."""
+
+    session: PreparedSession
+
+    @property
+    def broken(self) -> bool:
+        """True once the connection is lost."""
+        return self.session.broken
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.session.close()
+
+
+class PgWorkerSession(_Session):
     """A worker's session on queue ``defn`` (default: the run's built-in queue): claim (prepared, or literal
     with ``PREPARED=0``; wrapped unless it returns the claimed row), complete(_many), fail. ``returned``: the
     columns a wrapped claim returns."""
@@ -66,7 +81,7 @@ class PgWorkerSession:
         for key in ("complete", "complete_many", "fail"):
             if key in defn.statements:
                 statements[key], params[key] = defined_sql.positional(defn.statements[key], order.get(key, ()))
-        settings = {**defn.settings, "search_path": defined_sql.schema_path(cfg.schema)}
+        settings = {**defn.settings, "search_path": cfg.schema}
         if cfg.plan_cache not in ("auto", "n/a"):
             settings["plan_cache_mode"] = cfg.plan_cache
         if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
@@ -80,7 +95,7 @@ class PgWorkerSession:
                 registered = rows(self.session.query(defined_sql.literal(defn.statements["register"], {}).encode()))
                 self.claim_values["worker_id"] = int(registered[0][0])
             if self.notify:
-                self.session.command(sql.SQL("LISTEN {}").format(
+                self.session.query(sql.SQL("LISTEN {}").format(
                     sql.Identifier(policies.notify_channel(cfg.schema))).as_string(None).encode())
         except psycopg.Error as err:
             self.session.close()
@@ -98,11 +113,6 @@ class PgWorkerSession:
     def _wrapped(self, body: str, returned: list[str]) -> str:
         """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
         return body if self.defn.claim_row else defined_sql.wrapped_claim(self.defn, body, returned)
-
-    @property
-    def broken(self) -> bool:
-        """True once the connection is lost."""
-        return self.session.broken
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """See :meth:`bench.engines.base.WorkerSession.wait_for_work` (``WAKEUP=notify``: its ``LISTEN``)."""
@@ -175,7 +185,7 @@ class PgWorkerSession:
 
     def _command(self, command: bytes) -> None:
         try:
-            self.session.command(command)
+            self.session.query(command)
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
 
@@ -189,11 +199,7 @@ class PgWorkerSession:
 
     def rollback(self) -> None:
         """Roll back the open transaction, if any; never raises."""
-        if not self.session.broken and self.session.in_transaction:
-            try:
-                self.session.command(b"ROLLBACK")
-            except psycopg.Error:
-                pass
+        self.session.rollback()
 
     def plan_counts(self) -> dict[str, int] | None:
         """``generic_plans``/``custom_plans`` of this session's prepared claim (PostgreSQL 14+:
@@ -228,12 +234,8 @@ class PgWorkerSession:
         args = ", ".join(sql.Literal(self.claim_values[n]).as_string(None) for n in self.claim_names)
         return f"EXECUTE claim({args})".encode() if args else b"EXECUTE claim"
 
-    def close(self) -> None:
-        """Close the connection."""
-        self.session.close()
 
-
-class PgProducerSession:
+class PgProducerSession(_Session):
     """A producer's session: one prepared multi-row insert (which also notifies with ``WAKEUP=notify``)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
@@ -243,11 +245,6 @@ class PgProducerSession:
         self.session = _open(dsn, f"queue-bench {name}", {},
                              {"insert": policies.insert_sql(cfg.schema, cfg.max_attempts,
                                                             notify=cfg.wakeup == "notify", queues=len(self.queues))})
-
-    @property
-    def broken(self) -> bool:
-        """True once the connection is lost."""
-        return self.session.broken
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
         """See :meth:`bench.engines.base.ProducerSession.insert`."""
@@ -262,10 +259,6 @@ class PgProducerSession:
         except psycopg.Error as err:
             raise _translate(err, self.session) from None
         return [int(r[0]) for r in rows(result)]
-
-    def close(self) -> None:
-        """Close the connection."""
-        self.session.close()
 
 
 def cooperative_wait() -> str:
