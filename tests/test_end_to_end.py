@@ -113,6 +113,7 @@ def test_intervals_csv_header_rows_and_totals(run, intervals):
     assert sum(int(r["jobs_completed"]) for r in rows) == s["jobs_completed"]
     assert sum(int(r["jobs_claimed"]) for r in rows) == s["jobs_claimed"]
     assert sum(int(r["empty_claims"]) for r in rows) == s["empty_claims"]
+    assert sum(int(r["claims"]) for r in rows) == s["claims"]
 
 
 def test_processes_csv_is_the_one_process_seconds(run, intervals):
@@ -141,6 +142,17 @@ def test_claim_p99_recomputed_from_the_histogram_log(run, intervals):
         recomputed = total.get_value_at_percentile(pct)
         assert total.values_are_equivalent(recomputed, s["claim_latency_us"][f"p{pct}"]), (pct, recomputed)
     assert total.values_are_equivalent(total.get_max_value(), s["claim_latency_us"]["max"])
+    completions, _ = _read_hlog(run_dir / "histograms" / "complete_latency_us.hlog")
+    assert completions.get_total_count() == s["completions"]
+
+
+def test_the_operations_table_counts_what_was_counted(run):
+    """The end block's claim and completion rows count the claims and completion statements counted in the
+    window (not a rate times the window), as the summary has them."""
+    _, s, proc = run
+    rows = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()
+            if line.split()[:1] in (["claim"], ["completion"])}
+    assert rows == {"claim": f"{s['claims']:,}", "completion": f"{s['completions']:,}"}
 
 
 def test_histogram_log_timestamps_fall_in_the_measured_window(run):

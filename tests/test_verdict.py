@@ -40,6 +40,14 @@ def test_the_end_block_reads_its_numbers_from_the_summary():
     assert [len(re.split(r"\s{2,}", line.strip())) for line in lines[2:5]] == [8, 8, 7]
 
 
+def test_the_operations_rows_count_statements_as_counted():
+    """With the counts a summary carries (``claims``; ``completions``, one per batch), the claim and completion
+    rows show them and their rates, not a rate times the window nor the jobs completed."""
+    summary = {**SUMMARY, "claims": 3767, "completions": 377, "jobs_completed": 3770}
+    rows = {line.split()[0]: line.split()[1:3] for line in end_block(summary)[2:4]}
+    assert rows == {"claim": ["3,767", "942"], "completion": ["377", "94.2"]}
+
+
 def _card(summary: dict) -> dict[str, tuple[bool | None, str, str]]:
     return {i.name: (i.ok, i.value, i.reason) for i in items(summary)}
 

@@ -33,7 +33,7 @@ PROCESS_SECOND_COLUMNS = ("t_s", "process", "cpu_pct", "user_pct", "system_pct",
 
 SUMMARY_KEYS = (
     "run_id", "complete", "config", "measured_s", "throughput_jobs_per_s", "claims_per_s",
-    "jobs_claimed", "jobs_completed", "empty_claims", "max_rows_per_claim", "claim_latency_us",
+    "claims", "completions", "jobs_claimed", "jobs_completed", "empty_claims", "max_rows_per_claim", "claim_latency_us",
     "complete_latency_us", "pickup_latency_ms", "oldest_eligible_age_s", "errors", "invariants",
     "harness_cpu_max_pct",
 )

@@ -45,6 +45,8 @@ def _throughput(f: Figures) -> dict:
         "measured_end": facts.run_info["measured_end"],
         "throughput_jobs_per_s": f.per_s("jobs_completed"),
         "claims_per_s": f.per_s("claims"),
+        "claims": counters["claims"],
+        "completions": f.complete_h.get_total_count(),
         "jobs_claimed": counters["jobs_claimed"],
         "jobs_completed": counters["jobs_completed"],
         "empty_claims": counters["empty_claims"],
