@@ -363,12 +363,14 @@ def test_a_database_others_depend_on_is_refused_and_left_whole(maria_schema, tmp
         conn.close()
 
 
-def test_claims_that_would_lock_more_than_innodb_holds_are_refused(maria_schema, tmp_path):
-    """INDEX=status locks every pending row each claim scans, in every worker: 50 workers over 200,000 rows
-    would fill the buffer pool with lock heaps (InnoDB aborts the server past 95 %), so it is refused."""
+@pytest.mark.parametrize("workers, backlog", [(50, 200_000), (8, 100_000)])
+def test_claims_that_would_lock_more_than_innodb_holds_are_refused(maria_schema, tmp_path, workers, backlog):
+    """INDEX=status locks every pending row each claim scans, in every worker: 50 workers over 200,000 rows,
+    or 8 over 100,000 (which aborted a 128 MB pool's server), would fill the buffer pool with lock heaps
+    (InnoDB aborts the server past 95 %), so it is refused."""
     dsn, schema = maria_schema
-    proc = qbench("run", "--dsn", dsn, "--schema", schema, "--index", "status", "--workers", "50",
-                  "--backlog", "200000", "--results", str(tmp_path / "r"))
+    proc = qbench("run", "--dsn", dsn, "--schema", schema, "--index", "status", "--workers", str(workers),
+                  "--backlog", str(backlog), "--results", str(tmp_path / "r"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = proc.stderr.strip()
     assert line.startswith("qbench: INDEX:") and "allowed" in line and "\n" not in line and "MiB" in line
