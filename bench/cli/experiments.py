@@ -18,9 +18,9 @@ def add_parser(sub) -> None:
     """Add the ``experiments`` subcommand to ``sub`` (argparse subparsers)."""
     exp = sub.add_parser(
         "experiments", help="run the experiments catalogue (known queue rules, each with a verdict)",
-        description="Run the experiments in bench/data/workloads/experiments/ (see docs/experiments.md). Each states a rule "
-                    "about queues kept in a table, runs what tests it on this database, and gives a verdict: holds, "
-                    "does not hold, inconclusive (with the reasons) or not applicable on the engine. The page is "
+        description="Run the experiments of the catalogue (docs/experiments.md in the source repository). Each "
+                    "states a rule about queues kept in a table, runs what tests it on this database, and gives a "
+                    "verdict: holds, does not hold, inconclusive (with the reasons) or not applicable. The page is "
                     "RESULTS/experiments/<tier>-<stamp>/experiments.html, beside experiments.json; running the same "
                     "selection again resumes an interrupted catalogue.")
     exp.add_argument("names", nargs="*", metavar="NAME",

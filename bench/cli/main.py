@@ -308,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     cln = sub.add_parser("clean", help="drop the schemas queue-bench created in a database (and only those)")
     cln.add_argument("--dsn", help="the database: postgresql://… or mysql://… / mariadb://… (default: $DATABASE_URL; "
                                    "one is required, the embedded server keeps nothing)")
-    cln.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
+    cln.add_argument("--allow-remote", action="store_true", help="confirm a DSN that is not loopback (default: refused)")
     cln.add_argument("--dry-run", action="store_true", help="list what would be dropped, drop nothing (default: no)")
     cln.set_defaults(func=clean_command)
     _add_calibrate(sub)

@@ -31,7 +31,7 @@ def whole_seconds(param: str, raw: Any, seconds: float) -> None:
     """Raise ConfigError for a duration (s) that is not a whole number of seconds."""
     if abs(seconds - round(seconds)) > 1e-9:
         raise ConfigError(param, f"{raw!r} is not a whole number of seconds; allowed: whole seconds, e.g. "
-                                 "0s, 5s, 2m (the run measures in one-second intervals)")
+                                 "5s, 30s, 2m (the run measures in one-second intervals)")
 
 
 def parse_int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
