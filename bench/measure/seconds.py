@@ -79,7 +79,14 @@ def interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: tuple[fl
 
 def sample_columns(sample: dict | None) -> dict:
     """The intervals.csv columns of one second's monitor sample (none when it was not sampled)."""
-    return {k: v for k, v in (sample or {}).items() if k != "age_by_priority"}
+    return {k: v for k, v in (sample or {}).items() if k not in ("age_by_priority", "wal_lsn")}
+
+
+def wal_bytes(samples: dict[int, dict], k: int) -> int | None:
+    """WAL the server wrote from the sample of second ``k - 1`` to that of second ``k`` (bytes; each taken at
+    the middle of its second), None when either sample has no ``wal_lsn``."""
+    before, now = (samples.get(i, {}).get("wal_lsn") for i in (k - 1, k))
+    return None if before is None or now is None else now - before
 
 
 def vacuum_columns(passes: list[tuple[float, float]], k: int) -> dict:

@@ -22,7 +22,7 @@ INTERVAL_COLUMNS = (
     "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length", "workers",
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
-    "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
+    "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s", "wal_bytes",
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

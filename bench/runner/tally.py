@@ -62,6 +62,7 @@ class Tally:
         """Add the monitor's samples (and VACUUM passes) to the rows, now: a sample taken in second k may return
         after tick k."""
         for row in self.rows:
-            row.update(seconds.sample_columns(self.samples.get(row["t_s"] + self.n_warm)))
+            k = row["t_s"] + self.n_warm
+            row.update(seconds.sample_columns(self.samples.get(k)), wal_bytes=seconds.wal_bytes(self.samples, k))
             if vacuum_passes is not None:
                 row.update(seconds.vacuum_columns(vacuum_passes, row["t_s"] + self.n_warm))

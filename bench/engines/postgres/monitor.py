@@ -29,7 +29,8 @@ SELECT
   (SELECT sum(pg_relation_size(indexrelid)) FROM pg_index
      WHERE NOT indisprimary AND indrelid IN (SELECT relid FROM tree)) AS claim_index_bytes,
   (SELECT autovacuums FROM queue) AS autovacuum_count,
-  w.notify_lock_waiters
+  w.notify_lock_waiters,
+  pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS wal_lsn
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
 
@@ -109,12 +110,13 @@ class Monitor(TableSampler):
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
-        autovacuum_count, history_list_length (InnoDB's: None), cost_s}``, None when the query failed; one
+        autovacuum_count, wal_lsn (the server's WAL position, bytes), history_list_length (InnoDB's: None), cost_s}``,
+        None when the query failed; one
         round trip (docs/reading-the-report.md, "Monitor cost"; ``notify_lock_waiters``: docs/field-cases.md, FR-10).
         Sources: https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
         https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE."""
         row, cost = self._timed("stats", self.stats_query)
         names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",
-                 "notify_lock_waiters")
+                 "notify_lock_waiters", "wal_lsn")
         values = dict.fromkeys(names) if row is None else {k: None if v is None else int(v) for k, v in zip(names, row)}
         return {**values, "history_list_length": None, "cost_s": cost}
