@@ -10,6 +10,7 @@ import time
 import gevent
 
 from bench.measure import metrics
+from bench.results.run_files import COST_COUNTERS
 
 
 PROGRESS_EVERY_S = 5
@@ -79,14 +80,16 @@ def interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: tuple[fl
 
 def sample_columns(sample: dict | None) -> dict:
     """The intervals.csv columns of one second's monitor sample (none when it was not sampled)."""
-    return {k: v for k, v in (sample or {}).items() if k not in ("age_by_priority", "wal_lsn")}
+    return {k: v for k, v in (sample or {}).items() if k != "age_by_priority" and k not in COST_COUNTERS}
 
 
-def wal_bytes(samples: dict[int, dict], k: int) -> int | None:
-    """WAL the server wrote from the sample of second ``k - 1`` to that of second ``k`` (bytes; each taken at
-    the middle of its second), None when either sample has no ``wal_lsn``."""
-    before, now = (samples.get(i, {}).get("wal_lsn") for i in (k - 1, k))
-    return None if before is None or now is None else now - before
+def cost_columns(samples: dict[int, dict], k: int) -> dict[str, int | None]:
+    """intervals.csv's cost columns of second ``k``: each :data:`COST_COUNTERS` counter's growth from the
+    sample of second ``k - 1`` to that of second ``k`` (each taken at the middle of its second), None when
+    either sample lacks it."""
+    before, now = samples.get(k - 1, {}), samples.get(k, {})
+    return {column: None if before.get(total) is None or now.get(total) is None else now[total] - before[total]
+            for total, column in COST_COUNTERS.items()}
 
 
 def vacuum_columns(passes: list[tuple[float, float]], k: int) -> dict:

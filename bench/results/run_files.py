@@ -14,6 +14,14 @@ from hdrh.log import HistogramLogWriter
 from bench.measure.metrics import values_at_percentiles
 from bench.results.model import clean_json, utc_stamp
 
+#: The monitor's cumulative counters of what the server did (PostgreSQL: ``pg_current_wal_lsn()`` in bytes,
+#: ``pg_stat_wal``, the queue table's ``pg_stat_user_tables`` row counts, ``pg_stat_database`` buffers) and
+#: the intervals.csv column of each one's growth over a second.
+COST_COUNTERS = {"wal_lsn": "wal_bytes", "wal_records_total": "wal_records", "wal_fpi_total": "wal_fpi",
+                 "tuples_inserted_total": "tuples_inserted", "tuples_updated_total": "tuples_updated",
+                 "tuples_hot_updated_total": "tuples_hot_updated", "tuples_deleted_total": "tuples_deleted",
+                 "buffers_hit_total": "buffers_hit", "buffers_read_total": "buffers_read"}
+
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
@@ -22,7 +30,8 @@ INTERVAL_COLUMNS = (
     "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length", "workers",
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
-    "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s", "wal_bytes",
+    "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
+    *COST_COUNTERS.values(),
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

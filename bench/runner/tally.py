@@ -63,6 +63,6 @@ class Tally:
         after tick k."""
         for row in self.rows:
             k = row["t_s"] + self.n_warm
-            row.update(seconds.sample_columns(self.samples.get(k)), wal_bytes=seconds.wal_bytes(self.samples, k))
+            row.update(seconds.sample_columns(self.samples.get(k)), **seconds.cost_columns(self.samples, k))
             if vacuum_passes is not None:
                 row.update(seconds.vacuum_columns(vacuum_passes, row["t_s"] + self.n_warm))

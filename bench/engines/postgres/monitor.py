@@ -13,13 +13,15 @@ from psycopg import sql
 from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.postgres import builtin_queue
 from bench.engines.postgres.db import DRIVER
+from bench.results.run_files import COST_COUNTERS
 from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, TableSampler, spawn_samplers
 
 __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_samplers"]
 
 _STATS = """\
 WITH tree AS (SELECT {regclass}::regclass AS relid UNION SELECT relid FROM pg_partition_tree({regclass}::regclass)),
-queue AS (SELECT sum(n_dead_tup) AS dead, sum(n_live_tup + n_dead_tup) AS tuples, sum(autovacuum_count) AS autovacuums
+queue AS (SELECT sum(n_dead_tup) AS dead, sum(n_live_tup + n_dead_tup) AS tuples, sum(autovacuum_count) AS autovacuums,
+                 sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd, sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del
           FROM pg_stat_user_tables WHERE relid IN (SELECT relid FROM tree))
 SELECT
   w.lock_waiters,
@@ -30,7 +32,11 @@ SELECT
      WHERE NOT indisprimary AND indrelid IN (SELECT relid FROM tree)) AS claim_index_bytes,
   (SELECT autovacuums FROM queue) AS autovacuum_count,
   w.notify_lock_waiters,
-  pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS wal_lsn
+  pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS wal_lsn,
+  (SELECT wal_records FROM pg_stat_wal), (SELECT wal_fpi FROM pg_stat_wal),
+  (SELECT ins FROM queue), (SELECT upd FROM queue), (SELECT hot FROM queue), (SELECT del FROM queue),
+  (SELECT blks_hit FROM pg_stat_database WHERE datname = current_database()),
+  (SELECT blks_read FROM pg_stat_database WHERE datname = current_database())
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
 
@@ -110,13 +116,13 @@ class Monitor(TableSampler):
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
-        autovacuum_count, wal_lsn (the server's WAL position, bytes), history_list_length (InnoDB's: None), cost_s}``,
-        None when the query failed; one
+        autovacuum_count, the :data:`COST_COUNTERS` (as the server counts them so far), history_list_length (InnoDB's:
+        None), cost_s}``, None when the query failed; one
         round trip (docs/reading-the-report.md, "Monitor cost"; ``notify_lock_waiters``: docs/field-cases.md, FR-10).
         Sources: https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
         https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE."""
         row, cost = self._timed("stats", self.stats_query)
         names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",
-                 "notify_lock_waiters", "wal_lsn")
+                 "notify_lock_waiters", *COST_COUNTERS)
         values = dict.fromkeys(names) if row is None else {k: None if v is None else int(v) for k, v in zip(names, row)}
         return {**values, "history_list_length": None, "cost_s": cost}
