@@ -164,3 +164,14 @@ def test_the_spectrum_leaves_pickup_out_of_a_closed_loop_drain(tmp_path):
             assert [ln.get_label() for ln in fig.axes[0].get_lines()] == expected
         finally:
             plt.close(fig)
+
+
+def test_the_cost_per_job_line_reads_the_summarys_figures():
+    """With ``cost_per_job`` measured, one line after the oldest age carries its figures; without, none."""
+    cost = {"wal_bytes": 661.1, "wal_records": 8.58, "wal_fpi": 0.0, "tuples_updated": 2.025, "buffers_hit": 59.7,
+            "buffers_read": 0.014, "hot_update_share": 0.0}
+    lines = end_block({**SUMMARY, "cost_per_job": cost})
+    assert lines[lines.index(next(l for l in lines if l.startswith("oldest eligible age"))) + 1] == (
+        "cost per job: 661 B of WAL (8.58 records, 0 full-page images), 2.02 row updates (0 % HOT), "
+        "59.7 buffers hit and 0.0140 read")
+    assert not any(line.startswith("cost per job") for line in end_block(SUMMARY))

@@ -8,6 +8,7 @@ from typing import Any
 from bench.report.format import fmt_num, is_missing
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
+from bench.results.verdict import cost_line
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
 
@@ -74,6 +75,7 @@ def _count_rows(summary: dict, config: dict) -> list[dict]:
     return [
         _row("throughput", fmt_num(summary.get("throughput_jobs_per_s"), 1, "jobs/s")),
         _row("claims per second", fmt_num(summary.get("claims_per_s"), 1, "claims/s")),
+        *([_row("cost per job (the server's counters)", cost)] if (cost := cost_line(summary)) else []),
         _row("measured window", fmt_num(summary.get("measured_s"), 1, "s")),
         _row("jobs claimed", fmt_num(summary.get("jobs_claimed"))),
         _row("jobs completed", fmt_num(summary.get("jobs_completed"))),

@@ -124,9 +124,21 @@ def _completions(summary: Mapping[str, Any]) -> int:
     return summary.get("completions", summary.get("jobs_completed")) or 0
 
 
+def cost_line(summary: Mapping[str, Any]) -> str | None:
+    """What a job cost the database (``cost_per_job``) in one line; None when the run did not measure it."""
+    cost = summary.get("cost_per_job") or {}
+    if cost.get("wal_bytes") is None:
+        return None
+    hot = cost.get("hot_update_share")
+    return (f"{fmt_sig(cost['wal_bytes'])} B of WAL ({fmt_sig(cost['wal_records'])} records, "
+            f"{fmt_sig(cost['wal_fpi'])} full-page images), {fmt_sig(cost['tuples_updated'])} row updates"
+            + ("" if hot is None else f" ({100 * hot:.0f} % HOT)")
+            + f", {fmt_sig(cost['buffers_hit'])} buffers hit and {fmt_sig(cost['buffers_read'])} read")
+
+
 def end_block(summary: Mapping[str, Any]) -> list[str]:
-    """The terminal's end block: a throughput line, the operations table, then invariants, trust and
-    keeping up (or the SLO), one line each."""
+    """The terminal's end block: a throughput line, the operations table, the oldest age, the cost per job
+    (when measured), then invariants, trust and keeping up (or the SLO), one line each."""
     head = ["", "count", "rate/s", "p50", "p95", "p99", "max", "errors"]
     table = [head, *operations(summary)]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
@@ -139,6 +151,8 @@ def end_block(summary: Mapping[str, Any]) -> list[str]:
     slope = summary.get("oldest_age_slope_s_per_s")
     lines.append(f"oldest eligible age: max {fmt_seconds(age.get('max'))}, last sample {fmt_seconds(age.get('final'))}"
                  + ("" if slope is None else f", trend {slope:+.3f} s per s"))
+    if (cost := cost_line(summary)) is not None:
+        lines.append(f"cost per job: {cost}")
     by_name = {item.name: item for item in items(summary)}
     for name in ("invariants", "trust", "keeps up", "SLO"):
         if (item := by_name.get(name)) is None:
