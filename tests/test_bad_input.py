@@ -64,6 +64,11 @@ BAD_RUN_INPUT = [
     ("dsn-service", ["--dsn", "service=somewhere dbname=x"], "DSN", "--allow-remote"),
     ("faults-kind", ["--faults", "meltdown@1-2"], "FAULTS", "crash_after_claim, late_worker"),
     ("faults-window", ["--faults", "long_transaction@5-2"], "FAULTS", "0 <= start < end"),
+    # the fault as it was typed, and what is wrong with it
+    ("faults-no-window", ["--faults", "long_transaction"], "FAULTS",
+     "'long_transaction' is not a fault (the start of its window start-end is missing)"),
+    ("faults-option-not-a-number", ["--faults", "backend_kill@1-3:every_s=abc"], "FAULTS",
+     "(every_s 'abc' is not a number)"),
     ("rate-negative", ["--rate", "-1"], "RATE", "a number >= 0"),
     ("bursts", ["--bursts", "5-2@100"], "BURSTS", "start-end@rate"),
     ("bursts-infinite", ["--bursts", "1-2@inf"], "BURSTS", "rate >= 0"),

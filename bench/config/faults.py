@@ -37,15 +37,27 @@ def _label(item: dict) -> str:
     return f"{item.get('kind', '')}@{item.get('start_s', '')}-{item.get('end_s', '')}" + (f":{opts}" if opts else "")
 
 
-def _fault(item: dict) -> Fault:
-    label = _label(item)
+def _why_not(item: dict) -> str:
+    """What is wrong with a fault that did not parse: the first field missing or not a number."""
+    for key in ("start_s", "end_s", "share", "every_s", "extra_s"):
+        if key in ("start_s", "end_s") and str(item.get(key, "")).strip() == "":
+            return f"the {key.removesuffix('_s')} of its window start-end is missing"
+        try:
+            float(item.get(key, 0))
+        except (TypeError, ValueError):
+            return f"{key.removesuffix('_s') if key in ('start_s', 'end_s') else key} {item[key]!r} is not a number"
+    return "its kind is missing"
+
+
+def _fault(item: dict, label: str | None = None) -> Fault:
+    label = label or _label(item)
     try:
         kind = str(item["kind"])
         fault = Fault(kind=kind, start_s=float(item["start_s"]), end_s=float(item["end_s"]),
                       share=float(item.get("share", 0.1)), every_s=float(item.get("every_s", 1.0)),
                       extra_s=float(item.get("extra_s", 1.0)))
     except (KeyError, TypeError, ValueError):
-        raise ConfigError("FAULTS", f"{label!r} is not a fault; allowed: {_ALLOWED}") from None
+        raise ConfigError("FAULTS", f"{label!r} is not a fault ({_why_not(item)}); allowed: {_ALLOWED}") from None
     if kind not in KINDS:
         raise ConfigError("FAULTS", f"{label!r}: unknown kind {kind!r}; allowed: {_ALLOWED}")
     unknown = sorted(set(item) - {"kind", "start_s", "end_s"} - OPTIONS[kind])
@@ -77,7 +89,7 @@ def parse_faults(value: Any) -> tuple[Fault, ...]:
         for opt in filter(None, (o.strip() for o in opts.split(","))):
             key, _, val = opt.partition("=")
             item[key.strip()] = val
-        faults.append(_fault(item))
+        faults.append(_fault(item, part))
     return tuple(faults)
 
 
