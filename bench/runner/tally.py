@@ -65,4 +65,4 @@ class Tally:
             k = row["t_s"] + self.n_warm
             row.update(seconds.sample_columns(self.samples.get(k)), **seconds.cost_columns(self.samples, k))
             if vacuum_passes is not None:
-                row.update(seconds.vacuum_columns(vacuum_passes, row["t_s"] + self.n_warm))
+                row.update(seconds.vacuum_columns(vacuum_passes, k))
