@@ -125,15 +125,25 @@ def _completions(summary: Mapping[str, Any]) -> int:
 
 
 def cost_line(summary: Mapping[str, Any]) -> str | None:
-    """What a job cost the database (``cost_per_job``) in one line; None when the run did not measure it."""
+    """What a job cost the database (``cost_per_job``) in one line, naming the engine's log (``log``) and
+    leaving out what the engine does not count; None when the run did not measure the log's bytes."""
     cost = summary.get("cost_per_job") or {}
     if cost.get("wal_bytes") is None:
         return None
+    given = (lambda *keys: all(cost.get(k) is not None for k in keys))
+    records = ", ".join(f"{fmt_sig(cost[k])} {name}" for k, name in (("wal_records", "records"),
+                                                                     ("wal_fpi", "full-page images")) if given(k))
     hot = cost.get("hot_update_share")
-    return (f"{fmt_sig(cost['wal_bytes'])} B of WAL ({fmt_sig(cost['wal_records'])} records, "
-            f"{fmt_sig(cost['wal_fpi'])} full-page images), {fmt_sig(cost['tuples_updated'])} row updates"
-            + ("" if hot is None else f" ({100 * hot:.0f} % HOT)")
-            + f", {fmt_sig(cost['buffers_hit'])} buffers hit and {fmt_sig(cost['buffers_read'])} read")
+    parts = [f"{fmt_sig(cost['wal_bytes'])} B of {cost.get('log') or 'WAL'}" + (f" ({records})" if records else "")]
+    if given("tuples_updated"):
+        parts.append(f"{fmt_sig(cost['tuples_updated'])} row updates" + ("" if hot is None else f" ({100 * hot:.0f} % HOT)"))
+    parts += [f"{fmt_sig(cost[k])} {name}" for k, name in (("tuples_inserted", "row inserts"),
+                                                          ("tuples_deleted", "row deletes")) if cost.get(k)]
+    if given("rows_read"):
+        parts.append(f"{fmt_sig(cost['rows_read'])} rows read")
+    if given("buffers_hit", "buffers_read"):
+        parts.append(f"{fmt_sig(cost['buffers_hit'])} buffers hit and {fmt_sig(cost['buffers_read'])} read")
+    return ", ".join(parts)
 
 
 def end_block(summary: Mapping[str, Any]) -> list[str]:
