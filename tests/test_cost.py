@@ -1,27 +1,36 @@
 """What a job costs the database (``summary.json`` ``cost_per_job``, ``intervals.csv`` ``wal_bytes``), against
-the real PostgreSQL: the tool's WAL figure against the WAL position the test reads itself over the same window,
-a batch of 10 writing less WAL per job than a batch of 1, and HOT updates only where no index holds status."""
+the real servers: the tool's log figure against the log position the test reads itself over the same window
+(PostgreSQL's WAL, MariaDB's InnoDB redo), a batch of 10 writing less of it per job than a batch of 1, HOT
+updates only where no index holds status, and MariaDB's row counts against what the claim and completion
+statements change."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import json
 import os
 import time
+from typing import Callable, ContextManager
 
 import gevent
 import psycopg
+import pymysql
 import pytest
 
+from bench.engines import get_engine
+from bench.engines.mariadb import policies
+from bench.engines.mariadb.dsn import connect_args
 from bench.engines.server_cpu import ServerCpu
-from conftest import qbench, run_and_load
+from bench.run_summary.cost import cost_per_job
+from conftest import REPO, qbench, run_and_load
 
 SHORT = ("--workers", "4", "--duration", "5s", "--warmup", "1s")
 
 
-def _wal_position_at(samples: list[tuple[float, int]], t: float) -> float:
-    """The WAL position (bytes) at wall time ``t``, interpolated between the test's samples around it."""
+def _log_position_at(samples: list[tuple[float, int]], t: float) -> float:
+    """The log position (bytes) at wall time ``t``, interpolated between the test's samples around it."""
     for (t0, lsn0), (t1, lsn1) in zip(samples, samples[1:]):
         if t0 <= t <= t1:
             return lsn0 + (lsn1 - lsn0) * (t - t0) / (t1 - t0)
@@ -36,21 +45,44 @@ def walinspect_dsn(dsn):
     return dsn
 
 
-def _run_reading_wal(dsn: str, results, *args: str,
+@contextlib.contextmanager
+def _pg_wal(dsn: str):
+    """A reader of PostgreSQL's WAL position (bytes) on a connection of the test's own."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        yield lambda: int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").fetchone()[0])
+
+
+@contextlib.contextmanager
+def _innodb_redo(dsn: str):
+    """A reader of MariaDB's ``Innodb_os_log_written`` (bytes) on a connection of the test's own."""
+    conn = pymysql.connect(**connect_args(dsn), autocommit=True)
+
+    def read() -> int:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_os_log_written'")
+            return int(cur.fetchone()[1])
+    try:
+        yield read
+    finally:
+        conn.close()
+
+
+def _run_reading_log(reader: Callable[[str], ContextManager[Callable[[], int]]], dsn: str, results, *args: str,
                      checkpoint_at_s: float | None = None) -> tuple[dict, list[dict], list[tuple[float, int]]]:
-    """(summary, intervals rows, the test's own (wall time, WAL position) samples every 50 ms during the run);
-    ``checkpoint_at_s``: a CHECKPOINT that many seconds after the run starts (full-page images follow it)."""
+    """(summary, intervals rows, the test's own (wall time, log position) samples every 50 ms during the run);
+    ``checkpoint_at_s``: a PostgreSQL CHECKPOINT that many seconds after the run starts (full-page images
+    follow it)."""
     samples: list[tuple[float, int]] = []
     checkpoint = [checkpoint_at_s]
 
     def sample() -> None:
         started = time.time()
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with reader(dsn) as read:
             while True:
-                lsn = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").fetchone()[0]
-                samples.append((time.time(), int(lsn)))
+                samples.append((time.time(), read()))
                 if checkpoint[0] is not None and time.time() - started >= checkpoint[0]:
-                    conn.execute("CHECKPOINT")
+                    with psycopg.connect(dsn, autocommit=True) as conn:
+                        conn.execute("CHECKPOINT")
                     checkpoint[0] = None
                 gevent.sleep(0.05)
 
@@ -66,22 +98,27 @@ def _run_reading_wal(dsn: str, results, *args: str,
     return summary, rows, samples
 
 
+def _tool_and_own_log_bytes(summary: dict, rows: list[dict], samples: list[tuple[float, int]]) -> tuple[int, float]:
+    """(the tool's ``wal_bytes`` over the window, checked against its per-job figure; the test's own over the
+    same window): from the sample in the middle of the second before the first measured one to the sample in
+    the middle of the last measured second."""
+    tool = sum(int(r["wal_bytes"]) for r in rows)
+    assert summary["cost_per_job"]["wal_bytes"] == pytest.approx(tool / summary["jobs_completed"], abs=0.001)
+    start, end = summary["_window"]
+    return tool, _log_position_at(samples, end - 0.5) - _log_position_at(samples, start - 0.5)
+
+
 @pytest.mark.slow
 def test_wal_per_job_is_the_servers_own_and_a_batch_writes_less_of_it(walinspect_dsn, tmp_path):
     """A CHECKPOINT inside batch 10's window (the server writes each page's first change after it whole): the
     full-page images are counted apart, so the comparison of the rest cannot flip."""
     per_job, images = {}, {}
     for batch in (1, 10):
-        summary, rows, samples = _run_reading_wal(walinspect_dsn, tmp_path / f"b{batch}", *SHORT, "--batch", str(batch),
-                                                  checkpoint_at_s=5 if batch == 10 else None)
+        summary, rows, samples = _run_reading_log(_pg_wal, walinspect_dsn, tmp_path / f"b{batch}", *SHORT, "--batch",
+                                                  str(batch), checkpoint_at_s=5 if batch == 10 else None)
         cost = summary["cost_per_job"]
-        assert cost["wal_bytes"] > 0 and "pg_current_wal_lsn" in cost["source"], cost
-        tool = sum(int(r["wal_bytes"]) for r in rows)
-        assert cost["wal_bytes"] == pytest.approx(tool / summary["jobs_completed"], abs=0.001)
-        # the tool's window: from the sample in the middle of the second before the first measured one to the
-        # sample in the middle of the last measured second
-        start, end = summary["_window"]
-        own = _wal_position_at(samples, end - 0.5) - _wal_position_at(samples, start - 0.5)
+        assert cost["wal_bytes"] > 0 and "pg_current_wal_lsn" in cost["source"] and cost["log"] == "WAL", cost
+        tool, own = _tool_and_own_log_bytes(summary, rows, samples)
         assert abs(tool - own) <= 0.10 * own, (tool, own)
         per_job[batch], images[batch] = cost["wal_bytes_without_fpi"], cost["wal_fpi_bytes"]
         assert cost["wal_bytes_without_fpi"] == pytest.approx(cost["wal_bytes"] - cost["wal_fpi_bytes"], abs=0.01)
@@ -90,6 +127,9 @@ def test_wal_per_job_is_the_servers_own_and_a_batch_writes_less_of_it(walinspect
         # each job is updated twice (claimed, completed), up to a second of statistics not yet flushed at each end
         assert cost["hot_update_share"] == 0 and cost["tuples_hot_updated"] == 0, cost
         assert 1.5 <= cost["tuples_updated"] <= 2.5 and cost["tuples_inserted"] == 0, cost
+        # rows read from the queue table: each job at least by the claim's index scan and by the completion's
+        # primary key lookup (2), less the same second of statistics at each end
+        assert cost["rows_read"] >= 1.5, cost
     assert images[10] > 0, images  # the checkpoint's images were found
     assert per_job[10] < per_job[1], (per_job, images)
 
@@ -97,7 +137,7 @@ def test_wal_per_job_is_the_servers_own_and_a_batch_writes_less_of_it(walinspect
 @pytest.mark.slow
 def test_without_an_index_on_status_most_updates_are_hot(dsn, tmp_path):
     """INDEX=none: no index holds a column the claim updates, so most updates are HOT (pages with room)."""
-    summary, _, _ = _run_reading_wal(dsn, tmp_path / "none", *SHORT, "--index", "none")
+    summary, _, _ = _run_reading_log(_pg_wal, dsn, tmp_path / "none", *SHORT, "--index", "none")
     assert summary["cost_per_job"]["hot_update_share"] > 0.3, summary["cost_per_job"]
 
 
@@ -119,3 +159,52 @@ def test_server_cpu_from_proc_is_at_least_the_statements_time(tmp_path):
 def test_a_process_that_is_not_a_database_server_gives_no_server_cpu():
     """The meter follows a server only: this test's own process (python, not postgres) gives None."""
     assert ServerCpu.local(os.getpid()) is None
+
+
+@pytest.mark.slow
+def test_mariadb_redo_per_job_is_the_servers_own_and_rows_changed_follow_the_statements(maria_schema, tmp_path):
+    """On MariaDB: InnoDB redo bytes per job (``Innodb_os_log_written``) against the test's own reading of it
+    over the same window; the row counts (server-wide ``Handler_*``) against what the claim and completion
+    statements change per job; the figures MariaDB has no counter for are None and named; batch 10 against 1."""
+    dsn, schema = maria_schema
+    claim, complete = policies.claim_update(schema, [1], "w", 30), policies.complete_one(schema, 1, 1)
+    # Per job: the claim's UPDATE and the completion's UPDATE each change its row once, and the claim draws one
+    # attempt token from the NOCACHE sequence, which writes the sequence's row (a Handler_write) at each value.
+    updates = sum(statement.startswith("UPDATE") for statement in (claim, complete))
+    assert "attempt_token_seq NOCACHE" in (REPO / "bench/data/schemas/mariadb/table.sql").read_text()
+    writes = claim.count("NEXTVAL(")
+    per_job = {}
+    for batch in (1, 10):
+        summary, rows, samples = _run_reading_log(_innodb_redo, dsn, tmp_path / f"b{batch}", "--schema", schema,
+                                                  *SHORT, "--batch", str(batch))
+        cost = summary["cost_per_job"]
+        assert cost["wal_bytes"] > 0 and "Innodb_os_log_written" in cost["source"] and cost["log"] == "InnoDB redo", cost
+        tool, own = _tool_and_own_log_bytes(summary, rows, samples)
+        assert abs(tool - own) <= 0.10 * own, (tool, own)
+        assert [cost[k] for k in ("wal_records", "wal_fpi", "tuples_hot_updated", "hot_update_share")] == [None] * 4
+        assert "no counter on MariaDB for wal_records, wal_fpi, tuples_hot_updated, wal_fpi_bytes" in cost["source"], cost
+        # the counters' window is the jobs' shifted by half a second: within 15 % of the statements' count
+        assert cost["tuples_updated"] == pytest.approx(updates, rel=0.15), cost
+        assert cost["tuples_inserted"] == pytest.approx(writes, rel=0.15) and cost["tuples_deleted"] == 0, cost
+        assert cost["rows_read"] > 0 and cost["buffers_hit"] > 0 and cost["buffers_read"] is not None, cost
+        per_job[batch] = cost["wal_bytes"]
+    assert per_job[10] < per_job[1], per_job
+
+
+def test_a_column_the_engine_lacks_is_none_and_a_second_without_a_sample_voids_only_its_figures():
+    """A cost column MariaDB has no counter for is None and named in ``source``; the others are given; a second
+    whose sample failed makes the figures it lacks None, with the reason, and leaves the rest."""
+    engine = get_engine("mariadb").capabilities.recorded()
+    absent = set(engine["cost_absent"])
+    assert absent == {"wal_records", "wal_fpi", "tuples_hot_updated", "wal_fpi_bytes"}, absent
+    second = {"wal_bytes": 3000, "tuples_inserted": 10, "tuples_updated": 20, "tuples_deleted": 0,
+              "buffers_hit": 900, "buffers_read": 1, "rows_read": 400} | dict.fromkeys(absent)
+    cost = cost_per_job([second, second], 10, {"engine_capabilities": engine})
+    assert (cost["wal_bytes"], cost["tuples_updated"], cost["rows_read"]) == (600.0, 4.0, 80.0), cost
+    assert all(cost[c] is None for c in absent) and cost["hot_update_share"] is None and cost["log"] == "InnoDB redo"
+    assert cost["source"].startswith("MariaDB: ") and "no counter on MariaDB for wal_records, wal_fpi, tuples_hot_updated, wal_fpi_bytes" in cost["source"]
+    assert "failed" not in cost["source"], cost["source"]
+    failed = cost_per_job([second, second | {"wal_bytes": None, "rows_read": None}], 10,
+                          {"engine_capabilities": engine})
+    assert failed["wal_bytes"] is None and failed["rows_read"] is None and failed["tuples_updated"] == 4.0, failed
+    assert "the monitor read no wal_bytes, rows_read in some second (a sample that failed)" in failed["source"]

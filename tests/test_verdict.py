@@ -15,7 +15,7 @@ import pytest
 
 from bench.report.run_page import render_report
 from bench.results import slo
-from bench.results.verdict import end_block, items
+from bench.results.verdict import cost_line, end_block, items
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUMMARY = json.loads((FIXTURES / "verdict" / "summary.json").read_text())
@@ -180,3 +180,9 @@ def test_the_cost_per_job_line_reads_the_summarys_figures():
     assert ("cost per job: 661 B of WAL (8.58 records), at least 141 µs in statements (pg_stat_statements), "
             "2.02 row updates (0 % HOT), 59.7 buffers hit and 0.0140 read") in remote
     assert not any(line.startswith("cost per job") for line in end_block(SUMMARY))
+    # MariaDB: its log named, what it has no counter for left out, row inserts and rows read where counted
+    maria = {"wal_bytes": 1594.6, "wal_records": None, "wal_fpi": None, "tuples_inserted": 1.008,
+             "tuples_updated": 2.015, "tuples_hot_updated": None, "tuples_deleted": 0.0, "buffers_hit": 96.2,
+             "buffers_read": 0.0, "rows_read": 28.28, "hot_update_share": None, "log": "InnoDB redo"}
+    assert cost_line({"cost_per_job": maria}) == (
+        "1,595 B of InnoDB redo, 2.02 row updates, 1.01 row inserts, 28.3 rows read, 96.2 buffers hit and 0 read")

@@ -32,9 +32,16 @@ class Capabilities:
     kill_reaches_other_processes: bool
     #: the tool ``qbench calibrate`` runs against the swarm (``pgbench``, ``mariadb-slap``)
     calibrator: str
+    #: the server's write-ahead log as it calls it (``WAL``, ``InnoDB redo``), whose bytes are ``wal_bytes``
+    log_name: str
+    #: where the monitor reads what a job costs the server (``summary.json`` ``cost_per_job`` ``source``)
+    cost_counters: str
+    #: the intervals.csv cost columns this engine has no counter for (empty in every second)
+    cost_absent: tuple[str, ...] = ()
 
     def recorded(self) -> dict:
-        """The named flags as ``run.json``'s ``engine_capabilities``: a flat dict of booleans and strings."""
+        """The named flags as ``run.json``'s ``engine_capabilities``: a flat dict of booleans, strings and
+        tuples of strings."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("allowed", "reasons")}
 
     @classmethod

@@ -3,6 +3,7 @@ the client backends apart from the rest of the server (docs/results.md, "Cost pe
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 import psutil
@@ -35,16 +36,28 @@ class ServerCpu:
         self.totals_us = dict.fromkeys(KINDS, 0)
 
     @classmethod
-    def local(cls, backend_pid: int, threaded: bool = False) -> "ServerCpu | None":
-        """The meter of the server whose process (a backend's, or the threaded server's) is ``backend_pid``
+    def local(cls, backend_pid: int) -> "ServerCpu | None":
+        """The meter of the process-per-connection server (PostgreSQL) one of whose backends is ``backend_pid``,
         when that process is on this host and is a database server's; None otherwise (another host)."""
         try:
             process = psutil.Process(backend_pid)
-            root = process if threaded else process.parent()
+            root = process.parent()
             if root is None or root.name() not in SERVER_NAMES or process.name() not in SERVER_NAMES:
                 return None
-            return cls(root, threaded)
+            return cls(root)
         except (psutil.Error, OSError):
+            return None
+
+    @classmethod
+    def threaded_server(cls, pid_file: str, port: int) -> "ServerCpu | None":
+        """The meter of a threaded server (MariaDB) whose pid file, as the server names it, is on this host and
+        whose process listens on TCP ``port``; None otherwise (another host, or a file of another server)."""
+        try:
+            process = psutil.Process(int(Path(pid_file).read_text().split()[0]))
+            listening = any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                            for c in process.net_connections(kind="tcp"))
+            return cls(process, threaded=True) if listening and process.name() in SERVER_NAMES else None
+        except (psutil.Error, OSError, ValueError, IndexError):
             return None
 
     def _root_now(self) -> tuple[int, int]:

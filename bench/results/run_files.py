@@ -14,13 +14,13 @@ from hdrh.log import HistogramLogWriter
 from bench.measure.metrics import values_at_percentiles
 from bench.results.model import clean_json, utc_stamp
 
-#: The monitor's cumulative counters of what the server did (PostgreSQL: ``pg_current_wal_lsn()`` in bytes,
-#: ``pg_stat_wal``, the queue table's ``pg_stat_user_tables`` row counts, ``pg_stat_database`` buffers) and
-#: the intervals.csv column of each one's growth over a second.
+#: The monitor's cumulative counters of what the server did (where each engine reads them: its
+#: ``Capabilities.cost_counters``; docs/results.md) and the intervals.csv column of each one's growth over a second.
 COST_COUNTERS = {"wal_lsn": "wal_bytes", "wal_records_total": "wal_records", "wal_fpi_total": "wal_fpi",
                  "tuples_inserted_total": "tuples_inserted", "tuples_updated_total": "tuples_updated",
                  "tuples_hot_updated_total": "tuples_hot_updated", "tuples_deleted_total": "tuples_deleted",
                  "buffers_hit_total": "buffers_hit", "buffers_read_total": "buffers_read",
+                 "rows_read_total": "rows_read",
                  "server_cpu_backends_total_us": "server_cpu_backends_us",
                  "server_cpu_monitor_total_us": "server_cpu_monitor_us",
                  "server_cpu_background_total_us": "server_cpu_background_us"}

@@ -1,16 +1,21 @@
 """Database-side sampling on MariaDB (docs/mariadb.md): lock waiters
 (https://mariadb.com/kb/en/information-schema-innodb_lock_waits-table/, :func:`lock_waits_source`), the
-history list length (``trx_rseg_history_len``), the table's row estimate; the table queries as on PostgreSQL."""
+history list length (``trx_rseg_history_len``), the table's row estimate, the global status variables of
+what a job costs (:mod:`bench.engines.mariadb.cost`); the table queries as on PostgreSQL."""
 
 from __future__ import annotations
 
 from typing import Callable
 
+import psutil
 import pymysql
 
+from bench.engines.mariadb.cost import STATUS_NAMES, cost_sample
 from bench.engines.mariadb.db import DRIVER
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.sampler import TableSampler, spawn_samplers
+from bench.engines.server_cpu import ServerCpu
+from bench.results.run_files import CPU_COUNTERS
 
 __all__ = ["Monitor", "lock_waits_source", "spawn_samplers"]
 
@@ -59,17 +64,36 @@ class Monitor(TableSampler):
         self.count_query = (f"SELECT (SELECT COUNT(*) FROM {table} WHERE {eligible}), "
                             f"(SELECT COUNT(*) FROM {jobs} WHERE status = 'running')")
         super().__init__(connect, priorities)
+        pid_file, port = self.driver.fetch(self._conns["stats"], "SELECT @@pid_file, @@port", None, False)
+        self.server_cpu = ServerCpu.threaded_server(pid_file, int(port))  # None: the server is on another host
         source = lock_waits_source(self._conns["stats"])
         waits = f"(SELECT {source[1]} FROM {source[0]})" if source else "NULL"
         self.stats_query = (
             f"SELECT {waits}, (SELECT `COUNT` FROM information_schema.INNODB_METRICS "
             f"WHERE NAME = 'trx_rseg_history_len'), (SELECT TABLE_ROWS FROM information_schema.TABLES "
-            f"WHERE TABLE_SCHEMA = {literal(schema)} AND TABLE_NAME = 'jobs')")
+            f"WHERE TABLE_SCHEMA = {literal(schema)} AND TABLE_NAME = 'jobs'), "
+            f"(SELECT GROUP_CONCAT(VARIABLE_NAME, '=', VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS "
+            f"WHERE VARIABLE_NAME IN ({', '.join(literal(n.upper()) for n in STATUS_NAMES)}))")
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, dead_tuples: None, xmin_age: None, table_tuples, history_list_length,
-        notify_lock_waiters: None, cost_s}``; None when the query failed."""
+        notify_lock_waiters: None, the :data:`bench.results.run_files.COST_COUNTERS` (as the server counts them
+        so far; :func:`bench.engines.mariadb.cost.cost_sample`), cost_s}``; None when the query failed."""
         row, cost = self._timed("stats", self.stats_query)
         value = (lambda i: None if row is None or row[i] is None else int(row[i]))
+        status = None if row is None or not row[3] else dict(
+            (name, int(number)) for name, _, number in (pair.partition("=") for pair in row[3].split(",")))
         return {"lock_waiters": value(0), "dead_tuples": None, "xmin_age": None, "table_tuples": value(2),
-                "history_list_length": value(1), "notify_lock_waiters": None, "cost_s": cost}
+                "history_list_length": value(1), "notify_lock_waiters": None, **cost_sample(status),
+                **self._server_cpu(row is not None), "cost_s": cost}
+
+    def _server_cpu(self, sampled: bool) -> dict:
+        """The server's CPU so far (µs, all of it ``backends``: one process, its threads the sessions'), read from
+        /proc beside the statistics; None when the server is on another host or the statistics failed."""
+        if self.server_cpu is None or not sampled:
+            return {}
+        try:
+            return {CPU_COUNTERS["backends"]: self.server_cpu.read({})["backends"],
+                    CPU_COUNTERS["background"]: 0, CPU_COUNTERS["monitor"]: 0}
+        except psutil.Error:  # the server went away
+            return {}

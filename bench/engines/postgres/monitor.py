@@ -26,7 +26,8 @@ __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_sam
 _STATS = """\
 WITH tree AS (SELECT {regclass}::regclass AS relid UNION SELECT relid FROM pg_partition_tree({regclass}::regclass)),
 queue AS (SELECT sum(n_dead_tup) AS dead, sum(n_live_tup + n_dead_tup) AS tuples, sum(autovacuum_count) AS autovacuums,
-                 sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd, sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del
+                 sum(n_tup_ins) AS ins, sum(n_tup_upd) AS upd, sum(n_tup_hot_upd) AS hot, sum(n_tup_del) AS del,
+                 sum(seq_tup_read + coalesce(idx_tup_fetch, 0)) AS rows_read
           FROM pg_stat_user_tables WHERE relid IN (SELECT relid FROM tree))
 SELECT
   w.lock_waiters,
@@ -42,6 +43,7 @@ SELECT
   (SELECT ins FROM queue), (SELECT upd FROM queue), (SELECT hot FROM queue), (SELECT del FROM queue),
   (SELECT blks_hit FROM pg_stat_database WHERE datname = current_database()),
   (SELECT blks_read FROM pg_stat_database WHERE datname = current_database()),
+  (SELECT rows_read FROM queue),
   (SELECT json_object_agg(pid, CASE WHEN starts_with(application_name, 'queue-bench monitor') THEN 'monitor' ELSE 'backends' END)
    FROM pg_stat_activity WHERE backend_type = 'client backend') AS backend_kinds
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
