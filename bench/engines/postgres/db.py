@@ -27,6 +27,8 @@ KEY_SETTINGS = (
     # what the queue table's autovacuum follows unless AUTOVACUUM_SETTINGS overrides it (FR-12)
     "autovacuum_naptime", "autovacuum_max_workers", "autovacuum_vacuum_threshold", "autovacuum_vacuum_scale_factor",
     "autovacuum_vacuum_cost_delay", "autovacuum_vacuum_cost_limit",
+    # PostgreSQL 18's asynchronous I/O (absent before 18: docs/architecture.md, "The embedded servers")
+    "io_method", "io_workers",
 )
 
 
@@ -66,14 +68,13 @@ DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, t
 
 
 def server_info(conn: psycopg.Connection) -> dict:
-    """Engine, version string and :data:`KEY_SETTINGS` of the server behind ``conn``."""
+    """Engine, version string and number, and the :data:`KEY_SETTINGS` the server behind ``conn`` has (a setting
+    its version lacks is left out)."""
     version = conn.execute("SELECT version()").fetchone()[0]
-    settings = {}
-    for name in KEY_SETTINGS:
-        try:
-            settings[name] = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
-        except psycopg.Error:
-            settings[name] = None
+    rows = conn.execute("SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)",
+                        (list(KEY_SETTINGS),)).fetchall()
+    found = dict(rows)
+    settings = {name: found[name] for name in KEY_SETTINGS if name in found}
     return {"engine": "postgresql", "server_version": version,
             "server_version_num": conn.info.server_version, "server_settings": settings}
 

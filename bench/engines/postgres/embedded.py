@@ -17,7 +17,7 @@ from bench.engines.embedded_host import MAX_SOCKET_PATH, wait_gone
 from bench.engines.postgres.embedded_binaries import ServerBinaries, find_server_binaries
 
 __all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRecipe", "embedded_postgres",
-           "has_pg_stat_statements"]
+           "has_pg_stat_statements", "server_options_of"]
 
 SHARED_BUFFERS = "256MB"
 #: https://www.postgresql.org/docs/current/runtime-config-autovacuum.html#GUC-AUTOVACUUM-NAPTIME
@@ -38,18 +38,25 @@ class PostgresRecipe(Recipe):
     create_reason = "initdb refuses root"
     init_word = "initdb"
 
-    def __init__(self):
+    def __init__(self, pg_version: str = "auto"):
+        self.pg_version = pg_version
         self.bins: ServerBinaries | None = None
 
     def find_binaries(self) -> None:
-        self.bins = find_server_binaries()
+        self.bins = find_server_binaries(self.pg_version)
 
     def version_argv(self) -> list[str]:
         return [self.bins.postgres, "--version"]
 
     def version(self, out: str) -> str:
+        """The version ``postgres --version`` printed; EmbeddedError when a wheel's is not the major it ships."""
         m = re.search(r"(\d+(?:\.\d+)*)", out)
-        return m.group(1) if m else out
+        if m is None:
+            return out
+        if self.bins.major is not None and int(m.group(1).split(".")[0]) != self.bins.major:
+            raise EmbeddedError(f"PG_VERSION={self.pg_version}: the {self.bins.source}'s postgres is {m.group(1)}, not "
+                                f"{self.bins.major}; reinstall the wheel its extra pins")
+        return m.group(1)
 
     def where(self) -> str:
         return f"binaries: {self.bins.bindir}, {self.bins.source}"
@@ -132,6 +139,11 @@ class PostgresRecipe(Recipe):
 #: Start a throwaway PostgreSQL server, yield its DSN, stop and delete it on exit (see :class:`PostgresRecipe`);
 #: ``embedded_server`` is the name :func:`bench.engines.embedded_server` calls on every engine.
 embedded_postgres = embedded_server = PostgresRecipe.server
+
+
+def server_options_of(cfg) -> dict:
+    """The recipe's options a run's config picks (None: the defaults): its ``PG_VERSION``."""
+    return {} if cfg is None else {"pg_version": cfg.pg_version}
 
 
 def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int) -> str:
