@@ -242,7 +242,8 @@ class _SweepRuns:
         status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
         self.on_run(run_dir)
         append_row(self.sweep_dir, cell_row(cid, rep, cfg, status=status, sweep_dir=self.sweep_dir, run_dir=run_dir,
-                                            summary=summary, seeded_backlog=result.run.get("backlog")))
+                                            summary=summary, seeded_backlog=result.run.get("backlog"),
+                                            server_release=result.run.get("server_release") or ""))
         claim = summary["claim_latency_us"]
         return (f"{summary['throughput_jobs_per_s']:,} jobs/s, claim p50 {_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
                 + (" SUSPECT" if summary["suspect"] else "") + (" SATURATED" if summary.get("saturated") else "")

@@ -68,14 +68,15 @@ DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, t
 
 
 def server_info(conn: psycopg.Connection) -> dict:
-    """Engine, version string and number, and the :data:`KEY_SETTINGS` the server behind ``conn`` has (a setting
-    its version lacks is left out)."""
+    """Engine, version string, release (``18.6``) and number, and the :data:`KEY_SETTINGS` the server behind
+    ``conn`` has (a setting its version lacks is left out)."""
     version = conn.execute("SELECT version()").fetchone()[0]
     rows = conn.execute("SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)",
                         (list(KEY_SETTINGS),)).fetchall()
     found = dict(rows)
     settings = {name: found[name] for name in KEY_SETTINGS if name in found}
-    return {"engine": "postgresql", "server_version": version,
+    release = conn.execute("SHOW server_version").fetchone()[0].split()[0]  # '15.20 (Debian ...)' -> '15.20'
+    return {"engine": "postgresql", "server_version": version, "server_release": release,
             "server_version_num": conn.info.server_version, "server_settings": settings}
 
 
