@@ -4,11 +4,15 @@ in one line with exit 2 and nothing created (docs/architecture.md, "The embedded
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import signal
 import subprocess
 
 import pytest
 
+from bench.cli.main import main
 from bench.config.run_config import build_config
 from bench.engines.postgres import embedded_binaries
 from bench.engines.postgres.embedded import PostgresRecipe
@@ -65,6 +69,19 @@ def test_a_wheel_not_installed_names_its_extra_and_creates_nothing(tmp_path, mon
         with PostgresRecipe.server(20, base_dir=base, log=lambda _line: None, pg_version="18"):
             pass
     assert not base.exists()
+    # the command: one line, exit 2, no results (main() itself: the in-process helper forbids reaching a server)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    results, err = tmp_path / "results", io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["run", "--pg-version", "18", "--results", str(results)])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert code == 2, err.getvalue()
+    line = _one_line(err.getvalue())
+    assert line.startswith("qbench: PG_VERSION: 18 runs") and "pip install 'queue-bench[pg18]'" in line, line
+    assert not results.exists()
 
 
 def test_each_version_has_its_own_server_in_a_sweep():
