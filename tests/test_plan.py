@@ -80,6 +80,34 @@ def test_the_plan_records_its_searches_and_its_page_shows_them(planned):
 
 
 @pytest.mark.slow
+def test_the_cost_estimate_is_the_answers_runs_own_cost_times_the_target(planned):
+    """The estimate beside the answer: the answer's runs' own summary.json cost figures (read here from their run
+    directories), their mean times the target rate, and the cores at the stated utilisation."""
+    _, state, plan_dir, proc = planned
+    answer, confirmation = state["answer"], state["confirmation"]
+    cost = answer["cost"]
+    summaries = [json.loads((Path(r["run_dir"]) / "summary.json").read_text()) for r in confirmation["runs"]]
+    cpu = [s["cost_per_job"]["server_cpu_us"] for s in summaries]
+    wal = [s["cost_per_job"]["wal_bytes"] for s in summaries]
+    assert cost["runs"] == len(summaries) and not cost["cpu_lower_bound"]
+    assert cost["server_cpu_us"] == pytest.approx(sum(cpu) / len(cpu)) and cost["server_cpu_us"] > 0
+    assert cost["cores_busy"] == pytest.approx(float(RATE) * cost["server_cpu_us"] / 1e6)
+    assert cost["cores"] == pytest.approx(cost["cores_busy"] / plan_answer.DB_CPU_UTILISATION)
+    assert cost["wal_mb_per_s"] == pytest.approx(float(RATE) * (sum(wal) / len(wal)) / 1e6)
+    assert f"cost: {cost['sentence']}" in proc.stdout
+    assert cost["sentence"] in (plan_dir / "plan.html").read_text().replace("&#39;", "'")
+
+
+def test_without_server_cpu_the_estimate_says_at_least_from_the_statements():
+    """A server on another host: the statements' time is the lower bound, and the sentence says so."""
+    runs = [{"cost_per_job": {"server_cpu_us": None, "statements_exec_us": us, "wal_bytes": 700.0}} for us in (100, 140)]
+    cost = plan_answer.cost_estimate(runs, 5000)
+    assert cost["cpu_lower_bound"] and cost["server_cpu_us"] == 120 and cost["cores_busy"] == pytest.approx(0.6)
+    assert "needs at least about 0.857 cores" in cost["sentence"] and "3.50 MB/s of WAL" in cost["sentence"]
+    assert plan_answer.cost_estimate([{"cost_per_job": {}}], 5000) is None
+
+
+@pytest.mark.slow
 def test_a_resumed_plan_runs_nothing_it_already_measured(planned, dsn):
     results, state, plan_dir, _ = planned
     runs_before = sorted((plan_dir / "runs").iterdir())

@@ -150,6 +150,8 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
     page = render_plan(c.out_dir)
     answer = state["answer"]
     print(answer["sentence"])
+    if answer.get("cost"):
+        print(f"cost: {answer['cost']['sentence']}")
     if answer.get("harness_note"):
         print(f"note: {answer['harness_note']}")
     print(f"plan: {(c.out_dir / 'plan.json').resolve()}")

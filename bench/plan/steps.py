@@ -25,6 +25,10 @@ def design_id(cfg: RunConfig) -> str:
     return hashlib.sha256(json.dumps(public, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+#: The cost figures a step keeps of each run (``summary.json`` ``cost_per_job``), read by the plan's estimate.
+COST_KEYS = ("server_cpu_us", "statements_exec_us", "wal_bytes")
+
+
 def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     """What a plan keeps of one run: its directory, verdict and the figures the plan page shows."""
     ok, why = step_verdict(summary)
@@ -33,7 +37,8 @@ def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
             "harness_limited": harness_limited(summary),
             "throughput_jobs_per_s": summary["throughput_jobs_per_s"], "measured_s": summary.get("measured_s"),
             "oldest_age_max_s": (summary.get("oldest_eligible_age_s") or {}).get("max"),
-            "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s")}
+            "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
+            "cost_per_job": {k: (summary.get("cost_per_job") or {}).get(k) for k in COST_KEYS}}
 
 
 @dataclass

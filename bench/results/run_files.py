@@ -20,7 +20,14 @@ from bench.results.model import clean_json, utc_stamp
 COST_COUNTERS = {"wal_lsn": "wal_bytes", "wal_records_total": "wal_records", "wal_fpi_total": "wal_fpi",
                  "tuples_inserted_total": "tuples_inserted", "tuples_updated_total": "tuples_updated",
                  "tuples_hot_updated_total": "tuples_hot_updated", "tuples_deleted_total": "tuples_deleted",
-                 "buffers_hit_total": "buffers_hit", "buffers_read_total": "buffers_read"}
+                 "buffers_hit_total": "buffers_hit", "buffers_read_total": "buffers_read",
+                 "server_cpu_backends_total_us": "server_cpu_backends_us",
+                 "server_cpu_monitor_total_us": "server_cpu_monitor_us",
+                 "server_cpu_background_total_us": "server_cpu_background_us"}
+#: The server CPU counters among them, by the kind of server process each counts (µs; read from /proc when
+#: the server is on this host).
+CPU_COUNTERS = {"backends": "server_cpu_backends_total_us", "monitor": "server_cpu_monitor_total_us",
+                "background": "server_cpu_background_total_us"}
 
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
@@ -31,7 +38,7 @@ INTERVAL_COLUMNS = (
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
-    *COST_COUNTERS.values(),
+    *COST_COUNTERS.values(), "wal_fpi_bytes",
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

@@ -125,15 +125,23 @@ def _completions(summary: Mapping[str, Any]) -> int:
 
 
 def cost_line(summary: Mapping[str, Any]) -> str | None:
-    """What a job cost the database (``cost_per_job``) in one line; None when the run did not measure it."""
+    """What a job cost the database (``cost_per_job``) in one line, from the figures this server gave; None
+    when the run did not measure it."""
     cost = summary.get("cost_per_job") or {}
     if cost.get("wal_bytes") is None:
         return None
+    given = (lambda key: cost.get(key) is not None)
+    wal = [f"{fmt_sig(cost['wal_fpi_bytes'])} B of it full-page images"] if given("wal_fpi_bytes") else []
+    wal += [f"{fmt_sig(cost['wal_records'])} records"] if given("wal_records") else []
+    parts = [f"{fmt_sig(cost['wal_bytes'])} B of WAL" + (f" ({', '.join(wal)})" if wal else "")]
+    if given("server_cpu_us"):
+        parts.append(f"{fmt_sig(cost['server_cpu_us'])} µs of server CPU")
+    elif given("statements_exec_us"):
+        parts.append(f"at least {fmt_sig(cost['statements_exec_us'])} µs in statements (pg_stat_statements)")
     hot = cost.get("hot_update_share")
-    return (f"{fmt_sig(cost['wal_bytes'])} B of WAL ({fmt_sig(cost['wal_records'])} records, "
-            f"{fmt_sig(cost['wal_fpi'])} full-page images), {fmt_sig(cost['tuples_updated'])} row updates"
-            + ("" if hot is None else f" ({100 * hot:.0f} % HOT)")
-            + f", {fmt_sig(cost['buffers_hit'])} buffers hit and {fmt_sig(cost['buffers_read'])} read")
+    parts.append(f"{fmt_sig(cost['tuples_updated'])} row updates" + ("" if hot is None else f" ({100 * hot:.0f} % HOT)"))
+    parts.append(f"{fmt_sig(cost['buffers_hit'])} buffers hit and {fmt_sig(cost['buffers_read'])} read")
+    return ", ".join(parts)
 
 
 def end_block(summary: Mapping[str, Any]) -> list[str]:

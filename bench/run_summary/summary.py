@@ -29,7 +29,7 @@ def summarize(facts: RunFacts) -> dict:
                **_monitor(f), **_faults(f), **_fault_counters(f), **_latencies(f), **_plans_and_vacuum(f),
                **fairness.per_queue_figures(facts.audit.get("completed_per_queue")),
                "tenant_oldest_eligible_age_s": fairness.tenant_ages(facts.rows, facts.cfg.tenants),
-               "cost_per_job": cost_per_job(facts.rows, f.counters["jobs_completed"])}
+               "cost_per_job": cost_per_job(facts.rows, f.counters["jobs_completed"], facts.run_info)}
     summary["slo"] = slo.judge(facts.cfg.slo, summary)  # last: it reads the trust rule over the whole summary
     return summary
 

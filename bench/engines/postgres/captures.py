@@ -42,7 +42,8 @@ def pgss_read(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, m
     if missing or isinstance(reset, str):
         return {"unavailable": missing or reset}
     try:
-        return pg_stat_statements.read_claim(conn, cfg.schema, defn)
+        return (pg_stat_statements.read_claim(conn, cfg.schema, defn)
+                | pg_stat_statements.read_statements(conn, cfg.schema, defn))
     except psycopg.Error as err:
         return {"unavailable": f"read failed: {first_line(err)}"}
 

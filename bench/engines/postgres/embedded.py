@@ -94,15 +94,17 @@ class PostgresRecipe(Recipe):
         return None
 
     def probe(self, srv: EmbeddedServer, timeout: int) -> str | None:
-        """``SELECT 1``; then ``CREATE EXTENSION pg_stat_statements`` when the build has it."""
+        """``SELECT 1``; then ``CREATE EXTENSION`` pg_stat_statements (when the build has it) and pg_walinspect."""
         try:
             with psycopg.connect(srv.dsn, connect_timeout=timeout, autocommit=True) as conn:
                 conn.execute("SELECT 1")
-                if has_pg_stat_statements(self.bins):
+                for name in ("pg_stat_statements", "pg_walinspect"):  # the window's statements; its WAL's images
+                    if name == "pg_stat_statements" and not has_pg_stat_statements(self.bins):
+                        continue
                     try:
-                        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
                     except psycopg.Error as exc:  # e.g. the extension's SQL files are not installed
-                        srv.log(f"pg_stat_statements not available on the embedded server: {exc}")
+                        srv.log(f"{name} not available on the embedded server: {exc}")
         except psycopg.Error as exc:
             return str(exc)
         return None

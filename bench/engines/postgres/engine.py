@@ -8,7 +8,7 @@ from typing import Any, Callable
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
 from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
-                                    pg_stat_statements, plans, probes, vacuum)
+                                    pg_stat_statements, plans, probes, vacuum, wal_images)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -58,9 +58,11 @@ class PostgresEngine(Engine):
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:
-        """:meth:`Engine.prepare`, then the queue table's ``AUTOVACUUM_SETTINGS``."""
+        """:meth:`Engine.prepare`, then the queue table's ``AUTOVACUUM_SETTINGS``; the seeding's statistics
+        flushed before the load (:func:`bench.engines.postgres.db.flush_statistics`)."""
         seed = db.prepare(conn, cfg, backlog, log=log, state_schema=state_schema)
         vacuum.apply_autovacuum_settings(conn, cfg.schema, cfg.autovacuum_settings, log)
+        db.flush_statistics(conn)
         return seed
 
     def table_sizes(self, conn: Any, schema: str) -> dict:
@@ -120,6 +122,10 @@ class PostgresEngine(Engine):
     def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
         """The claim's pg_stat_statements figures over the measured window."""
         return captures.pgss_read(conn, cfg, self.queue(cfg), missing, reset)
+
+    def wal_image_bytes(self, conn: Any, bounds: list[int]) -> list[int] | str:
+        """:func:`bench.engines.postgres.wal_images.image_bytes`."""
+        return wal_images.image_bytes(conn, bounds)
 
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""

@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from typing import Callable
 
+import psutil
 import psycopg
 from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.postgres import builtin_queue
 from bench.engines.postgres.db import DRIVER
-from bench.results.run_files import COST_COUNTERS
+from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS
+from bench.engines.server_cpu import ServerCpu
 from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, TableSampler, spawn_samplers
+
+#: The statistics query's cost counters, in its column order (the server CPU is read from /proc).
+SERVER_COUNTERS = [k for k in COST_COUNTERS if k not in CPU_COUNTERS.values()]
 
 __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_samplers"]
 
@@ -36,7 +41,9 @@ SELECT
   (SELECT wal_records FROM pg_stat_wal), (SELECT wal_fpi FROM pg_stat_wal),
   (SELECT ins FROM queue), (SELECT upd FROM queue), (SELECT hot FROM queue), (SELECT del FROM queue),
   (SELECT blks_hit FROM pg_stat_database WHERE datname = current_database()),
-  (SELECT blks_read FROM pg_stat_database WHERE datname = current_database())
+  (SELECT blks_read FROM pg_stat_database WHERE datname = current_database()),
+  (SELECT json_object_agg(pid, CASE WHEN starts_with(application_name, 'queue-bench monitor') THEN 'monitor' ELSE 'backends' END)
+   FROM pg_stat_activity WHERE backend_type = 'client backend') AS backend_kinds
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
 
@@ -106,6 +113,8 @@ class Monitor(TableSampler):
         self.count_query = sql.SQL(_COUNTS).format(**names)
         self._builtin = builtin
         super().__init__(connect, priorities if builtin else (0,))
+        pid = self.driver.fetch(self._conns["stats"], "SELECT pg_backend_pid()", None, False)[0]
+        self.server_cpu = ServerCpu.local(pid)  # None: the server is on another host
 
     def _age_params(self):
         if not self._builtin:
@@ -116,13 +125,24 @@ class Monitor(TableSampler):
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
-        autovacuum_count, the :data:`COST_COUNTERS` (as the server counts them so far), history_list_length (InnoDB's:
-        None), cost_s}``, None when the query failed; one
+        autovacuum_count, the :data:`COST_COUNTERS` (as the server counts them so far; server CPU only when the
+        server is on this host), history_list_length (InnoDB's: None), cost_s}``, None when the query failed; one
         round trip (docs/reading-the-report.md, "Monitor cost"; ``notify_lock_waiters``: docs/field-cases.md, FR-10).
         Sources: https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
         https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-ADMIN-DBSIZE."""
         row, cost = self._timed("stats", self.stats_query)
         names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",
-                 "notify_lock_waiters", *COST_COUNTERS)
+                 "notify_lock_waiters", *SERVER_COUNTERS)
         values = dict.fromkeys(names) if row is None else {k: None if v is None else int(v) for k, v in zip(names, row)}
-        return {**values, "history_list_length": None, "cost_s": cost}
+        return {**values, **self._server_cpu(row[-1] if row else None), "history_list_length": None, "cost_s": cost}
+
+    def _server_cpu(self, backend_kinds: dict[str, str] | None) -> dict:
+        """The server's CPU so far (:data:`CPU_COUNTERS`, µs), read from /proc beside the statistics; None each
+        when the server is on another host or the statistics failed."""
+        if self.server_cpu is None or backend_kinds is None:
+            return dict.fromkeys(CPU_COUNTERS.values())
+        try:
+            totals = self.server_cpu.read({int(pid): kind for pid, kind in backend_kinds.items()})
+        except psutil.Error:  # the server went away
+            return dict.fromkeys(CPU_COUNTERS.values())
+        return {key: totals[kind] for kind, key in CPU_COUNTERS.items()}

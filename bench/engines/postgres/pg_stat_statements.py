@@ -45,11 +45,33 @@ def _match(schema: str, defn: QueueDefinition) -> dict[str, str]:
     return {"claim": f"WITH {CLAIMED_CTE} AS (%", "table": "%"}
 
 
+#: The tool's own statements in this database: those that name its schema, and the claim.
+_TOOL_ENTRIES = """
+    FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+    WHERE d.datname = current_database()
+      AND (s.query LIKE %(schema)s OR (s.query LIKE %(claim)s AND s.query LIKE %(table)s))"""
+
+
+def _tool_match(schema: str, defn: QueueDefinition) -> dict[str, str]:
+    return {**_match(schema, defn), "schema": f'%"{schema}".%'}
+
+
 def reset_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> int:
-    """Reset ``defn``'s claim's entries (``schema``, this database only); returns how many."""
-    rows = conn.execute("SELECT pg_stat_statements_reset(s.userid, s.dbid, s.queryid)" + _CLAIM_ENTRIES,
-                        _match(schema, defn)).fetchall()
+    """Reset the entries of the tool's own statements (``schema``'s and ``defn``'s claim; this database
+    only); returns how many."""
+    rows = conn.execute("SELECT pg_stat_statements_reset(s.userid, s.dbid, s.queryid)" + _TOOL_ENTRIES,
+                        _tool_match(schema, defn)).fetchall()
     return len(rows)
+
+
+def read_statements(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict:
+    """``{"statements_exec_ms", "statements_calls"}``: the execution time (ms, ``total_exec_time``) and calls
+    of the tool's own statements since :func:`reset_claim`: the workers', the reaper's and the monitor's
+    (``schema``'s and ``defn``'s claim; this database only)."""
+    exec_ms, calls = conn.execute("SELECT sum(total_exec_time), sum(calls)::bigint" + _TOOL_ENTRIES,
+                                  _tool_match(schema, defn)).fetchone()
+    return {"statements_exec_ms": None if exec_ms is None else round(exec_ms, 3),
+            "statements_calls": None if calls is None else int(calls)}
 
 
 def read_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict:
