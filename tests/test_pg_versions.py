@@ -121,11 +121,13 @@ def test_a_short_run_on_each_wheel_is_audited_clean_with_its_plans(tmp_path, maj
     assert "jobs_pending_claim_order_idx" in summary["plans"]["custom"]["scan"], summary["plans"]
     assert summary["cost_per_job"]["wal_records"] > 0, summary["cost_per_job"]
     assert ("io_method" in run["server_settings"]) is (int(major) >= 18), run["server_settings"]
-    pgss = summary["pg_stat_statements"]
+    pgss, cost = summary["pg_stat_statements"], summary["cost_per_job"]
     if int(major) >= 18:
         # the claim's statement counted by the server, within the claims in flight at either edge of the window
         assert summary["claims"] > 0 and abs(pgss["calls"] - summary["claims"]) <= 4 + 0.01 * summary["claims"], pgss
-    else:
+        assert 0 <= cost["wal_fpi_bytes"] <= cost["wal_bytes"], cost  # pg_walinspect read the window's WAL
+    else:  # the pgserver wheel's build has no contrib modules: both said so, neither figure made up
         assert "ships no pg_stat_statements" in pgss["unavailable"], pgss
+        assert cost["wal_fpi_bytes"] is None and "ships no pg_walinspect" in cost["source"], cost
     page = (run_dir / "report.html").read_text()
     assert f"PostgreSQL {run['server_release']} on " in page

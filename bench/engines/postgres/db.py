@@ -80,6 +80,15 @@ def server_info(conn: psycopg.Connection) -> dict:
             "server_version_num": conn.info.server_version, "server_settings": settings}
 
 
+def not_shipped(conn: psycopg.Connection, extension: str) -> str | None:
+    """Why ``extension`` cannot be created on this server when its build does not ship it (not in
+    ``pg_available_extensions``: the pgserver wheel has no contrib modules), in one line; else None."""
+    if conn.execute("SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = %s)", (extension,)).fetchone()[0]:
+        return None
+    return (f"this server's build ships no {extension} (not in pg_available_extensions; the pgserver wheel's "
+            "PostgreSQL 16 has no contrib modules)")
+
+
 def connection_headroom(conn: psycopg.Connection) -> dict[str, int]:
     """``{"max_connections", "reserved", "in_use", "available"}``: ``max_connections`` less reserved slots
     (``superuser_reserved_connections``, ``reserved_connections`` on 16+) less the client backends

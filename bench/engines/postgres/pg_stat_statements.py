@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from bench.config.queue_definition import QueueDefinition
+from bench.engines.postgres.db import not_shipped
 from bench.engines.postgres.defined_sql import CLAIMED_CTE
 
 #: Matches the built-in claim's normalised text (bench.engines.postgres.builtin_queue: its CTE picked).
@@ -16,14 +17,13 @@ def unavailable_reason(conn: psycopg.Connection) -> str | None:
     """None when pg_stat_statements can be read here, else why not (one line)."""
     row = conn.execute("""
         SELECT (SELECT extversion FROM pg_extension WHERE extname = 'pg_stat_statements'),
-               current_setting('shared_preload_libraries'), current_setting('server_version_num')::int,
-               EXISTS (SELECT FROM pg_available_extensions WHERE name = 'pg_stat_statements')""").fetchone()
-    installed, preload, version, shipped = row
+               current_setting('shared_preload_libraries'), current_setting('server_version_num')::int""").fetchone()
+    installed, preload, version = row
     if version < 130000:
         return "needs PostgreSQL 13 or later (mean_exec_time)"
-    if not shipped:
-        return ("this server's build ships no pg_stat_statements (not in pg_available_extensions; the pgserver "
-                "wheel's PostgreSQL 16 does not)")
+    missing = not_shipped(conn, "pg_stat_statements")
+    if missing:
+        return missing
     if "pg_stat_statements" not in preload:
         return "pg_stat_statements is not in shared_preload_libraries"
     if installed is None:
