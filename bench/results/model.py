@@ -34,8 +34,8 @@ CELL_COLUMNS = (
     "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "pickup_p50_us",
     "library_mode", "server_release",
 )
-CELL_TEXT_COLUMNS = ("server_release", "plan_workers", "plan_workers_scan", "plan_explain_scan", "plan_auto", "plan_custom_scan",
-                     "plan_generic_scan", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "library_mode")
+CELL_TEXT_COLUMNS = ("server_release", "plan_workers", "plan_workers_scan", "plan_explain_scan", "plan_auto",
+                     "plan_custom_scan", "plan_generic_scan", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "library_mode")
 
 
 class ResultsError(BadInput):

@@ -105,7 +105,8 @@ def server_info(conn) -> dict:
             settings[name] = None
     numbers = [int(x) for x in version.split("-")[0].split(".")[:3]]
     return {"engine": "mariadb" if "mariadb" in version.lower() else "mysql", "server_version": version,
-            "server_release": version.split("-")[0], "server_version_num": numbers[0] * 10000 + numbers[1] * 100 + numbers[2],
+            "server_release": version.split("-")[0],
+            "server_version_num": numbers[0] * 10000 + numbers[1] * 100 + numbers[2],
             "server_settings": settings}
 
 

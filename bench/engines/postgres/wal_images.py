@@ -28,8 +28,9 @@ def image_bytes(conn: psycopg.Connection, bounds: list[int]) -> list[int] | str:
     schema = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
                           "WHERE extname = 'pg_walinspect'").fetchone()
     if schema is None:
-        return not_shipped(conn, "pg_walinspect") or ("pg_walinspect is not created in this database (CREATE EXTENSION pg_walinspect; queue-bench "
-                "creates nothing outside its schema)")
+        return not_shipped(conn, "pg_walinspect") or (
+            "pg_walinspect is not created in this database (CREATE EXTENSION pg_walinspect; queue-bench "
+            "creates nothing outside its schema)")
     try:
         rows = conn.execute(sql.SQL(_RECORDS).format(sql.SQL(schema[0])),
                             {"bounds": bounds, "first": _lsn(bounds[0]), "last": _lsn(bounds[-1])}).fetchall()
