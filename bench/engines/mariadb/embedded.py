@@ -141,6 +141,11 @@ class MariaDBRecipe(Recipe):
 embedded_mariadb = embedded_server = MariaDBRecipe.server
 
 
+def server_options_of(cfg) -> dict:  # noqa: ARG001 - one MariaDB server: nothing to choose
+    """The recipe's options a run's config picks: none."""
+    return {}
+
+
 def _user_options(srv: EmbeddedServer) -> list[str]:
     """``["--user=NAME"]`` for mariadbd and the install tool under root, else ``[]``."""
     return [f"--user={srv.run_as.name}"] if srv.run_as.name else []

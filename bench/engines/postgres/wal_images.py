@@ -7,6 +7,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from bench.engines.postgres.db import not_shipped
 from bench.engines.postgres.error_kinds import first_line
 
 _RECORDS = """
@@ -22,12 +23,14 @@ def _lsn(position: int) -> str:
 def image_bytes(conn: psycopg.Connection, bounds: list[int]) -> list[int] | str:
     """Full-page image bytes of the WAL records that start between successive ``bounds`` (WAL positions in
     bytes, ascending: n + 1 bounds give n figures); a one-line reason instead when they cannot be read
-    (pg_walinspect not created in this database, the WAL already recycled, too few privileges)."""
+    (pg_walinspect not shipped by this server's build or not created in this database, the WAL already recycled,
+    too few privileges)."""
     schema = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
                           "WHERE extname = 'pg_walinspect'").fetchone()
     if schema is None:
-        return ("pg_walinspect is not created in this database (CREATE EXTENSION pg_walinspect; queue-bench "
-                "creates nothing outside its schema)")
+        return not_shipped(conn, "pg_walinspect") or (
+            "pg_walinspect is not created in this database (CREATE EXTENSION pg_walinspect; queue-bench "
+            "creates nothing outside its schema)")
     try:
         rows = conn.execute(sql.SQL(_RECORDS).format(sql.SQL(schema[0])),
                             {"bounds": bounds, "first": _lsn(bounds[0]), "last": _lsn(bounds[-1])}).fetchall()
