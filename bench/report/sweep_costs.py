@@ -14,22 +14,23 @@ from bench.results.cell_columns import COST_KEYS
 from bench.results.sweep import Cell, Stat, SweepResults, norm_param
 from bench.results.values import fmt_label, is_missing
 
-__all__ = ["COSTS", "cost_figures", "cost_rows", "cost_stat"]
+__all__ = ["COSTS", "FIGURES", "cost_figures", "cost_rows", "cost_stat"]
 
-#: The costs shown, in page order: (name, label with its unit, the ``cost_per_job`` keys summed in each run).
-#: Every other key of :data:`COST_KEYS` is shown on its own, per job, after them.
-_NAMED = (
+#: The costs drawn, one figure each, in page order: (name, label with its unit, the ``cost_per_job`` keys summed
+#: in each run). The cost table shows them, then every other key of :data:`COST_KEYS` on its own, per job.
+FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("wal_bytes", "WAL bytes per job", ("wal_bytes",)),
+    ("wal_bytes_without_fpi", "WAL bytes per job without full-page images", ("wal_bytes_without_fpi",)),
     ("row_versions", "row versions per job (tuples inserted + updated + deleted)",
      ("tuples_inserted", "tuples_updated", "tuples_deleted")),
     ("buffers", "shared buffers per job (hit + read)", ("buffers_hit", "buffers_read")),
     ("hot_update_share", "HOT share of the queue table's updates", ("hot_update_share",)),
+    ("server_cpu_us", "server CPU µs per job (from /proc: backends + background processes)", ("server_cpu_us",)),
+    ("statements_exec_us", "the tool's statements' execution µs per job (pg_stat_statements, a lower bound)",
+     ("statements_exec_us",)),
 )
-#: Keys shown inside another cost (HOT updates: in the HOT share).
-_INSIDE = {"tuples_hot_updated"}
-COSTS: tuple[tuple[str, str, tuple[str, ...]], ...] = _NAMED + tuple(
-    (key, f"{key} per job", (key,)) for key in COST_KEYS
-    if key not in _INSIDE and not any(key in keys for _, _, keys in _NAMED))
+COSTS: tuple[tuple[str, str, tuple[str, ...]], ...] = FIGURES + tuple(
+    (key, f"{key} per job", (key,)) for key in COST_KEYS if not any(key in keys for _, _, keys in FIGURES))
 
 #: What every cost figure's caption starts with.
 CAPTION = ("Mean {label} over the measured window, across repetitions, with the 95 % confidence interval of the "
@@ -49,9 +50,9 @@ def cost_stat(cell: Cell, keys: Sequence[str]) -> Stat:
     return Stat.of(totals)
 
 
-def _measured(sweep: SweepResults) -> list[tuple[str, str, tuple[str, ...]]]:
-    """The :data:`COSTS` some cell of ``sweep`` has a value of."""
-    return [cost for cost in COSTS if any(cost_stat(c, cost[2]).n for c in sweep.cells)]
+def _measured(sweep: SweepResults, costs: Sequence[tuple[str, str, tuple[str, ...]]] = COSTS) -> list:
+    """The ``costs`` some cell of ``sweep`` has a value of."""
+    return [cost for cost in costs if any(cost_stat(c, cost[2]).n for c in sweep.cells)]
 
 
 def _groups(sweep: SweepResults) -> tuple[str, list, list[tuple[str, list[Cell | None]]]]:
@@ -90,7 +91,7 @@ def _draw(sweep: SweepResults, keys: tuple[str, ...], label: str) -> bytes:
 
 
 def cost_figures(sweep: SweepResults) -> list[dict]:
-    """One figure spec (``{"name", "title", "caption", "draw"}``) per cost of :data:`COSTS` that some cell
+    """One figure spec (``{"name", "title", "caption", "draw"}``) per cost of :data:`FIGURES` that some cell
     measured, against the sweep's first varying axis, a series per combination of the others; none for a
     sweep that varies nothing."""
     if not sweep.varying:
@@ -100,7 +101,7 @@ def cost_figures(sweep: SweepResults) -> list[dict]:
     return [{"name": f"cost_{name}", "title": f"Cost per job: {label}",
              "caption": CAPTION.format(label=label, axis=sweep.varying[0], series=series),
              "draw": lambda k=keys, t=label: _draw(sweep, k, t)}
-            for name, label, keys in _measured(sweep)]
+            for name, label, keys in _measured(sweep, FIGURES)]
 
 
 def cost_rows(sweep: SweepResults) -> tuple[list[str], list[dict]]:
