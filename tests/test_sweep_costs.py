@@ -40,13 +40,13 @@ def cost_sweep(tmp_path_factory, dsn) -> Path:
 
 @pytest.mark.slow
 def test_each_cell_row_carries_its_runs_cost_per_job(cost_sweep):
-    """Every figure of each run's cost_per_job (all but its ``source`` label) is in its cells.csv row as
+    """Every figure of each run's cost_per_job (not its labels ``source`` and ``log``) is in its cells.csv row as
     ``cost_<key>``, the same number, and every cost column is one of them."""
     rows = _cells(cost_sweep)
     assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
     for row in rows:
         cost = json.loads((cost_sweep / row["run_dir"] / "summary.json").read_text())["cost_per_job"]
-        figures = {k: v for k, v in cost.items() if k != "source"}
+        figures = {k: v for k, v in cost.items() if not isinstance(v, str)}  # not its labels: source, log
         assert {f"cost_{k}" for k in figures} == set(COST_COLUMNS), (sorted(figures), COST_COLUMNS)
         for key, value in figures.items():  # a figure the run could not read (None) is an empty cell
             assert (row[f"cost_{key}"] == "" if value is None else float(row[f"cost_{key}"]) == value), (key, value)
@@ -66,6 +66,7 @@ def test_the_page_draws_each_cost_with_the_runs_own_confidence_intervals(cost_sw
             json.loads((cost_sweep / row["run_dir"] / "summary.json").read_text())["cost_per_job"])
     costs = [c for cell in by_cell.values() for c in cell]
     measured = [cost for cost in COSTS if any(None not in (c[k] for k in cost[2]) for c in costs)]
+    assert {c["log"] for c in costs} == {"WAL"}
     assert {"wal_bytes", "row_versions", "buffers", "hot_update_share", "server_cpu_us"} <= {n for n, _, _ in measured}
     for name, label, keys in FIGURES:
         figure = re.search(rf'<figure id="fig-cost_{name}">(.*?)</figure>', page, re.S)

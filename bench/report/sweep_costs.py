@@ -19,7 +19,7 @@ __all__ = ["COSTS", "FIGURES", "cost_figures", "cost_rows", "cost_stat"]
 #: The costs drawn, one figure each, in page order: (name, label with its unit, the ``cost_per_job`` keys summed
 #: in each run). The cost table shows them, then every other key of :data:`COST_KEYS` on its own, per job.
 FIGURES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("wal_bytes", "WAL bytes per job", ("wal_bytes",)),
+    ("wal_bytes", "log bytes per job (PostgreSQL's WAL, MariaDB's InnoDB redo)", ("wal_bytes",)),
     ("wal_bytes_without_fpi", "WAL bytes per job without full-page images", ("wal_bytes_without_fpi",)),
     ("row_versions", "row versions per job (tuples inserted + updated + deleted)",
      ("tuples_inserted", "tuples_updated", "tuples_deleted")),

@@ -6,7 +6,8 @@ from bench.results.run_files import COST_COUNTERS
 
 #: The figures of ``summary.json`` ``cost_per_job`` a cell carries: one per cost column of intervals.csv, the
 #: full-page image bytes read after the load, and those worked out from them (bench/run_summary/cost.py; a
-#: figure ``cost_per_job`` gains beside COST_COUNTERS' is listed here too, tests/test_sweep_costs.py checks).
+#: figure ``cost_per_job`` gains beside COST_COUNTERS' is listed here too, tests/test_sweep_costs.py checks; its
+#: labels, ``source`` and ``log``, are not carried).
 COST_KEYS: tuple[str, ...] = (*COST_COUNTERS.values(), "wal_fpi_bytes", "hot_update_share", "server_cpu_us",
                               "statements_exec_us", "wal_bytes_without_fpi")
 #: Their cells.csv columns, ``cost_<key>``: per job completed, empty when the run did not measure them.

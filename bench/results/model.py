@@ -15,6 +15,7 @@ from bench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SL
 #: The version of the result files' format this queue-bench writes and reads.
 FORMAT_VERSION = 1
 
+
 class ResultsError(BadInput):
     """A result file is missing, unreadable, not a JSON object, or from a newer format; the
     message is one line naming the file."""
