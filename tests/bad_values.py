@@ -22,6 +22,7 @@ BAD_VALUES: dict[str, tuple] = {
     "work_ms": (-5, "nan", "inf", 1e12),
     "index": ("btree",),
     "layout": ("sharded",),
+    "fillfactor": (9, 101, "full", 70.5),
     "history": (-1, MAX_ROWS + 1),
     "backlog": (-1, "lots"),
     "named_queues": (0, -2, MAX_QUEUES + 1, "many", 2.5),

@@ -292,7 +292,8 @@ def test_two_load_generator_processes_on_mariadb(maria_schema, tmp_path):
 @pytest.mark.parametrize("args,name", [(("--layout", "partitioned"), "LAYOUT"),
                                        (("--plan-cache", "force_custom_plan"), "PLAN_CACHE"),
                                        (("--index", "partial"), "INDEX"), (("--no-prepared",), "PREPARED"),
-                                       (("--no-autovacuum",), "AUTOVACUUM"), (("--wakeup", "notify"), "WAKEUP")])
+                                       (("--no-autovacuum",), "AUTOVACUUM"), (("--wakeup", "notify"), "WAKEUP"),
+                                       (("--fillfactor", "70"), "FILLFACTOR")])
 def test_what_mariadb_cannot_honour_is_refused_with_one_line(maria_schema, tmp_path, args, name):
     dsn, schema = maria_schema
     proc = qbench("run", "--dsn", dsn, "--schema", schema, *args, "--results", str(tmp_path / "r"))

@@ -85,7 +85,7 @@ def test_parameters_that_do_not_apply_are_refused_when_set_and_n_a_otherwise():
     assert "policy" not in not_applicable and "rate" not in not_applicable and "index" not in not_applicable
     cfg = build_config("default", {"queue": "tasks"})
     assert (cfg.layout, cfg.batch, cfg.index, cfg.lease_s) == ("n/a", 1, "status", 60.0)  # the definition's defaults
-    for key, value in (("batch", "2"), ("layout", "archive"), ("tenants", "2")):
+    for key, value in (("batch", "2"), ("layout", "archive"), ("tenants", "2"), ("fillfactor", "70")):
         with pytest.raises(ConfigError) as err:
             build_config("default", {"queue": "tasks", key: value})
         assert err.value.param == key.upper() and "does not apply to queue 'tasks'" in str(err.value)

@@ -110,6 +110,19 @@ PARAMETERS: tuple[Parameter, ...] = (
        meaning="where history lives: in the queue table; in `jobs_archive`, fed by a mover on its own connection "
                "that moves `done`/`dead` rows out every second (`bench/engines/postgres/mover.py`); or in partition "
                "`jobs_history` of a table partitioned by status (`jobs_live` holds pending, running, failed)"),
+    _P("fillfactor", "int", 100, "fillfactor of the queue table, percent (WITH (fillfactor = N))", group="design",
+       unit="%", minimum=10, maximum=100, sweep=True, allowed="10–100",
+       engine_values={"mariadb": (100,)},
+       engine_reasons={"mariadb": "InnoDB has no per-table fillfactor; its innodb_fill_factor is a server-wide "
+                                  "setting for sorted index builds only"},
+       meaning="the queue table's `fillfactor` storage parameter, the percentage of each heap page that inserts "
+               "fill, with the range PostgreSQL accepts (https://www.postgresql.org/docs/current/sql-createtable.html"
+               "#SQL-CREATETABLE-STORAGE-PARAMETERS): created `WITH (fillfactor = N)` before seeding (on "
+               "`jobs_live` with `LAYOUT=partitioned`; `jobs_history` and `jobs_archive` only receive rows). The "
+               "free space left on each page lets an update put the new row version on the same page, a HOT "
+               "update, but only when no indexed column changes: every index variant but `none` holds `status`, "
+               "which every claim and completion changes, so they get no HOT updates whatever the fillfactor "
+               "(`summary.json` `cost_per_job.hot_update_share`; docs/choosing-a-design.md, \"Fillfactor and HOT updates\")"),
     _P("history", "int", 0, "finished rows seeded before the run", group="load", unit="rows", minimum=0,
        maximum=MAX_ROWS, sweep=True, allowed="0–100,000,000",
        meaning="finished (`done`) rows seeded before the run"),

@@ -75,6 +75,7 @@ _NEVER = {
     "tenant_flood": "tenants are the tool's own table's queue names",
     "tenant_order": "tenants are the tool's own table's queue names",
     "wakeup": "the producers' NOTIFY is the tool's own insert's",
+    "fillfactor": "the fillfactor is set on the tool's own table only",
     "autovacuum": "autovacuum settings are applied to the tool's own table only",
     "autovacuum_settings": "autovacuum settings are applied to the tool's own table only",
     "vacuum_every_s": "the periodic VACUUM runs on the tool's own table only",

@@ -9,6 +9,7 @@ from pathlib import Path
 from bench.report.format import NA
 from bench.report.render import write_page, write_plot
 from bench.report.sweep_answer import capacity_answer
+from bench.report.sweep_costs import cost_figures, cost_rows
 from bench.report.sweep_engines import engine_rows, engines_figure
 from bench.report.sweep_queues import client_overhead_rows, queue_rows
 from bench.report.sweep_plots import scaling_figure, series_figures
@@ -29,7 +30,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
     parse; ``capacity.json: ...`` when the sweep's capacity.json is not a readable JSON object."""
     sweep = load_sweep(Path(sweep_dir), "SWEEP_DIR")
     spec, usl_rows = scaling_figure(sweep) if "workers" in sweep.varying else (None, None)
-    specs = [spec, *series_figures(sweep), engines_figure(sweep)]  # engines: None without an engine axis
+    specs = [spec, *series_figures(sweep), engines_figure(sweep), *cost_figures(sweep)]  # engines: None without an engine axis
     figures = [{k: spec[k] for k in ("name", "title", "caption")}
                | {"data_uri": write_plot(sweep.path / "plots", spec["name"], spec["draw"]())}
                for spec in filter(None, specs)]  # None: nothing to draw for that axis
@@ -49,6 +50,7 @@ def render_sweep_report(sweep_dir: Path) -> Path:
         "usl_rows": usl_rows,
         "plan_rows": plan_rows(sweep),
         "size_rows": size_rows(sweep),
+        "cost_table": dict(zip(("labels", "rows"), cost_rows(sweep))),
         "run_rows": run_rows(sweep),
         "base_rows": base_rows(sweep),
         "columns": sweep.columns,

@@ -15,28 +15,6 @@ from bench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SL
 #: The version of the result files' format this queue-bench writes and reads.
 FORMAT_VERSION = 1
 
-#: Columns of a sweep's cells.csv, in order (the contract the comparison report reads): the run (5), its
-#: parameters (to ``autovacuum``), its figures (:data:`CELL_TEXT_COLUMNS` hold text, the others numbers).
-CELL_COLUMNS = (
-    "cell_id", "rep", "run_id", "run_dir", "status", "engine", "queue", "isolation",
-    "policy", "workers", "batch", "index", "layout", "history", "backlog", "rate", "work_ms", "txn", "duration_s",
-    "plan_cache", "prepared", "autovacuum",
-    "throughput_jobs_per_s", "claims_per_s", "jobs_completed", "empty_claims", "empty_claims_while_work_waited", "errors_total",
-    "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_mean_us", "complete_p99_us",
-    "batch_wait_p50_us", "batch_wait_p99_us", "oldest_age_max_s", "oldest_age_slope_s_per_s",
-    "plan_workers", "plan_workers_scan", "plan_workers_generic", "plan_workers_custom",
-    "plan_workers_buffers", "plan_workers_ms", "plan_workers_rows_examined",
-    "plan_explain_scan", "plan_explain_rows_examined",
-    "plan_auto", "plan_custom_scan", "plan_custom_buffers", "plan_custom_ms",
-    "plan_generic_scan", "plan_generic_buffers", "plan_generic_ms",
-    "pgss_calls", "pgss_mean_ms", "pgss_shared_blks_per_call",
-    "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
-    "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "pickup_p50_us",
-    "library_mode", "server_release",
-)
-CELL_TEXT_COLUMNS = ("server_release", "plan_workers", "plan_workers_scan", "plan_explain_scan", "plan_auto",
-                     "plan_custom_scan", "plan_generic_scan", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "library_mode")
-
 
 class ResultsError(BadInput):
     """A result file is missing, unreadable, not a JSON object, or from a newer format; the

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.statistics import mean_ci
-from bench.results.model import CELL_COLUMNS, CELL_TEXT_COLUMNS, ResultsError, problems, read_result
+from bench.results.cell_columns import CELL_COLUMNS, CELL_TEXT_COLUMNS
+from bench.results.model import ResultsError, problems, read_result
 from bench.results.values import fmt_label, is_missing
 from bench.errors import BadInput
 

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from bench.config.run_config import RunConfig
-from bench.results.model import CELL_COLUMNS, invariants_ok, stamped
+from bench.results.cell_columns import CELL_COLUMNS, COST_COLUMNS, COST_KEYS
+from bench.results.model import invariants_ok, stamped
 
 
 def measured_runs(sweep_dir: Path) -> dict[tuple[str, int], dict]:
@@ -35,7 +36,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
            "run_id": run_dir.name if run_dir else "", "run_dir": str(run_dir.relative_to(sweep_dir)) if run_dir else "",
            "engine": cfg.engine, "server_release": server_release, "queue": cfg.queue, "isolation": cfg.isolation,
            "policy": cfg.policy, "workers": cfg.workers, "batch": cfg.batch, "index": cfg.index,
-           "layout": cfg.layout, "history": cfg.history,
+           "layout": cfg.layout, "fillfactor": cfg.fillfactor, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
            "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s,
            "plan_cache": cfg.plan_cache, "prepared": _flag(cfg.prepared), "autovacuum": _flag(cfg.autovacuum)}
@@ -76,6 +77,8 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
         plan = plans.get(mode) or {}
         row.update({f"plan_{mode}_scan": plan.get("scan"), f"plan_{mode}_buffers": plan.get("shared_buffers"),
                     f"plan_{mode}_ms": plan.get("execution_ms")})
+    cost = summary.get("cost_per_job") or {}
+    row.update({column: cost.get(key) for column, key in zip(COST_COLUMNS, COST_KEYS)})
     for when in ("before", "after"):
         measured = sizes.get(when) or {}
         row.update({f"table_bytes_{when}": measured.get("table_bytes"),

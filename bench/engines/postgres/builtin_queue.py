@@ -150,9 +150,14 @@ def schema_ddl(name: str, schema: str, **extra: str) -> str:
 
 
 def table_ddl(cfg) -> str:
-    """The queue table's DDL in ``cfg.schema`` and ``cfg.layout`` (``table.sql`` and ``layout_<layout>.sql``)."""
-    partitioning = "PARTITION BY LIST (status)" if cfg.layout == "partitioned" else ""
-    return schema_ddl("table.sql", cfg.schema, partitioning=partitioning) + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema)
+    """The queue table's DDL in ``cfg.schema`` and ``cfg.layout`` (``table.sql`` and ``layout_<layout>.sql``), the
+    table claims update (``jobs``, or ``jobs_live`` when partitioned) ``WITH (fillfactor = cfg.fillfactor)`` when
+    below 100, PostgreSQL's default for a table."""
+    partitioned = cfg.layout == "partitioned"
+    storage = f" WITH (fillfactor = {int(cfg.fillfactor)})" if cfg.fillfactor != 100 else ""
+    return (schema_ddl("table.sql", cfg.schema, partitioning="PARTITION BY LIST (status)" if partitioned else "",
+                       storage="" if partitioned else storage)
+            + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema, storage=storage))
 
 
 def definition(cfg) -> QueueDefinition:

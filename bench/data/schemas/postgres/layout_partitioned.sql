@@ -4,5 +4,6 @@
 -- does as a delete plus an insert
 -- (https://www.postgresql.org/docs/current/ddl-partitioning.html). A locking read
 -- that meets a row moved by a concurrent update fails with SQLSTATE 40001.
-CREATE TABLE {schema}.jobs_live PARTITION OF {schema}.jobs FOR VALUES IN ('pending', 'running', 'failed');
+CREATE TABLE {schema}.jobs_live PARTITION OF {schema}.jobs FOR VALUES IN ('pending', 'running', 'failed')
+    {storage};
 CREATE TABLE {schema}.jobs_history PARTITION OF {schema}.jobs FOR VALUES IN ('done', 'dead');

@@ -1,7 +1,10 @@
 -- queue-bench: the queue table (docs/design.md, "The queue table").
 -- {schema} is replaced by the quoted schema identifier; nothing outside it is touched.
 -- The partitioning placeholder after the column list is empty, or
--- PARTITION BY LIST (status) for the 'partitioned' layout.
+-- PARTITION BY LIST (status) for the 'partitioned' layout. The storage placeholder is
+-- WITH (fillfactor = N) (FILLFACTOR below 100), or empty for the 'partitioned' layout: a
+-- partitioned table holds no rows and takes no storage parameters, so its jobs_live
+-- partition gets it (layout_partitioned.sql).
 -- The primary key is added after seeding (bench.db.prepare), as pg_restore does:
 -- building an index once is faster than maintaining it row by row.
 CREATE TABLE {schema}.jobs (
@@ -21,7 +24,7 @@ CREATE TABLE {schema}.jobs (
     started_at       timestamptz,
     finished_at      timestamptz,
     last_error       text
-) {partitioning};
+) {partitioning}{storage};
 
 -- Fencing tokens: a fresh, monotonically increasing value per claim.
 CREATE SEQUENCE {schema}.attempt_token_seq;
