@@ -67,20 +67,29 @@ def _innodb_redo(dsn: str):
         conn.close()
 
 
+def _workers_connected(dsn: str) -> bool:
+    """Whether the run's workers have connected (the load has started)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity "
+                            "WHERE application_name LIKE 'queue-bench worker%'").fetchone()[0] > 0
+
+
 def _run_reading_log(reader: Callable[[str], ContextManager[Callable[[], int]]], dsn: str, results, *args: str,
                      checkpoint_at_s: float | None = None) -> tuple[dict, list[dict], list[tuple[float, int]]]:
     """(summary, intervals rows, the test's own (wall time, log position) samples every 50 ms during the run);
-    ``checkpoint_at_s``: a PostgreSQL CHECKPOINT that many seconds after the run starts (full-page images
-    follow it)."""
+    ``checkpoint_at_s``: a PostgreSQL CHECKPOINT that many seconds after the workers connected (full-page
+    images follow it)."""
     samples: list[tuple[float, int]] = []
     checkpoint = [checkpoint_at_s]
 
     def sample() -> None:
-        started = time.time()
+        started = None
         with reader(dsn) as read:
             while True:
                 samples.append((time.time(), read()))
-                if checkpoint[0] is not None and time.time() - started >= checkpoint[0]:
+                if checkpoint[0] is not None and started is None and _workers_connected(dsn):
+                    started = time.time()
+                elif checkpoint[0] is not None and started is not None and time.time() - started >= checkpoint[0]:
                     with psycopg.connect(dsn, autocommit=True) as conn:
                         conn.execute("CHECKPOINT")
                     checkpoint[0] = None
@@ -111,18 +120,21 @@ def _tool_and_own_log_bytes(summary: dict, rows: list[dict], samples: list[tuple
 @pytest.mark.slow
 def test_wal_per_job_is_the_servers_own_and_a_batch_writes_less_of_it(walinspect_dsn, tmp_path):
     """A CHECKPOINT inside batch 10's window (the server writes each page's first change after it whole): the
-    full-page images are counted apart, so the comparison of the rest cannot flip."""
+    full-page images are counted apart, so the comparison of the rest cannot flip. Autovacuum off: its WAL on
+    the freshly seeded table (hint bits, the visibility map) lands in one run's 5 s window and not another's,
+    and is not the jobs' (measured here: 564-604 B a job at batch 10 against 659-667 at batch 1 without it)."""
     per_job, images = {}, {}
     for batch in (1, 10):
         summary, rows, samples = _run_reading_log(_pg_wal, walinspect_dsn, tmp_path / f"b{batch}", *SHORT, "--batch",
-                                                  str(batch), checkpoint_at_s=5 if batch == 10 else None)
+                                                  str(batch), "--no-autovacuum",
+                                                  checkpoint_at_s=3 if batch == 10 else None)
         cost = summary["cost_per_job"]
         assert cost["wal_bytes"] > 0 and "pg_current_wal_lsn" in cost["source"] and cost["log"] == "WAL", cost
         tool, own = _tool_and_own_log_bytes(summary, rows, samples)
         assert abs(tool - own) <= 0.10 * own, (tool, own)
+        assert "pg_get_wal_stats over the WAL flushed" in cost["source"], cost
         per_job[batch], images[batch] = cost["wal_bytes_without_fpi"], cost["wal_fpi_bytes"]
         assert cost["wal_bytes_without_fpi"] == pytest.approx(cost["wal_bytes"] - cost["wal_fpi_bytes"], abs=0.01)
-        assert "pg_walinspect, after the load" in cost["source"], cost
         # the partial index's predicate holds status, which the claim and the completion update: no HOT update;
         # each job is updated twice (claimed, completed), up to a second of statistics not yet flushed at each end
         assert cost["hot_update_share"] == 0 and cost["tuples_hot_updated"] == 0, cost

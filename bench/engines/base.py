@@ -272,11 +272,6 @@ class Engine:
         """The claim's statement statistics over the measured window, or ``{"unavailable": why}``."""
         return {"unavailable": missing or reset}
 
-    def wal_image_bytes(self, conn: Any, bounds: list[int]) -> list[int] | str:
-        """The bytes of full-page images the log holds between successive ``bounds`` (log positions, bytes;
-        n + 1 bounds give n figures), read after the load; or why not, in one line."""
-        return "this engine's log has no full-page images to count"
-
     # -- audit facts
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """The invariants checked against the database's rows and the claim log: ``invariants``,

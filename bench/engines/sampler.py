@@ -28,6 +28,8 @@ class TableSampler:
 
     #: The engine's driver adapter (:class:`bench.engines.driver.Driver`).
     driver: Any = None
+    #: How the full-page image bytes in the log are read, or why they are not.
+    images_note = "this engine's log has no full-page images to count"
 
     def __init__(self, connect: Callable[[str], Any], priorities: tuple[int, ...] = (0,)):
         self._connect = connect  # application name -> a new autocommit connection

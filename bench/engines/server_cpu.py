@@ -1,39 +1,43 @@
-"""The database server's own CPU time, read from ``/proc`` (through psutil) when the server runs on this host:
-the client backends apart from the rest of the server (docs/results.md, "Cost per job")."""
+"""The database server's own CPU time, read from ``/proc/<pid>/stat`` when the server runs on this host: its
+client backends apart from the rest of the server (docs/results.md, "Cost per job")."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Mapping
 
 import psutil
 
-#: The kinds of server process whose CPU is counted apart.
-KINDS = ("backends", "monitor", "background")
-
 #: Process names a PostgreSQL server's processes carry (``comm``), and MariaDB's.
 SERVER_NAMES = {"postgres", "postmaster", "mariadbd", "mysqld"}
+#: The kinds of server process whose CPU is counted apart.
+KINDS = ("backends", "monitor", "background")
+_TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_us(times) -> int:
-    return int((times.user + times.system) * 1e6)
+def _stat_us(pid: int) -> tuple[int, int]:
+    """(user + system CPU µs of process ``pid``, that of its waited-for children), from ``/proc/<pid>/stat``
+    (proc(5): fields 14-17, in clock ticks). Raises OSError when the process is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rpartition(b")")[2].split()
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    return int((utime + stime) * _TICK_US), int((cutime + cstime) * _TICK_US)
 
 
 class ServerCpu:
-    """Cumulative CPU (µs) of a server's processes since construction, by kind: ``backends`` (client backends),
-    ``monitor`` (the backends of the tool's own monitor) and ``background`` (the postmaster, its other
-    children, and what processes that exited between two reads used after their last read). A
-    process-per-connection server (PostgreSQL) has children; a threaded one (MariaDB) is one process, all
-    of it ``backends``."""
+    """Cumulative CPU (µs) of a server's processes since construction, by kind (:data:`KINDS`): ``backends``,
+    ``monitor`` (the tool's monitor's backends) and ``background`` (the postmaster, its background processes,
+    and what processes that exited between two reads used after their last read). A process-per-connection
+    server (PostgreSQL) is read process by process; a threaded one (MariaDB) is one process, all of it
+    ``backends``."""
 
-    def __init__(self, root: psutil.Process, threaded: bool = False):
-        self.root = root
-        self.threaded = threaded
+    def __init__(self, root_pid: int, threaded: bool = False):
+        self.root_pid, self.threaded = root_pid, threaded
         self.totals_us = dict.fromkeys(KINDS, 0)
         self._last: dict[int, tuple[str, int]] = {}  # pid -> (kind, cpu µs at the last read)
-        self._root_us, self._reaped_us = self._root_now()
-        self.read({})
-        self.totals_us = dict.fromkeys(KINDS, 0)
+        self._root_us, self._reaped_us = _stat_us(root_pid)
+        self._primed = threaded  # a process-per-connection server's first read only notes where each process is
 
     @classmethod
     def local(cls, backend_pid: int) -> "ServerCpu | None":
@@ -44,7 +48,7 @@ class ServerCpu:
             root = process.parent()
             if root is None or root.name() not in SERVER_NAMES or process.name() not in SERVER_NAMES:
                 return None
-            return cls(root)
+            return cls(root.pid)
         except (psutil.Error, OSError):
             return None
 
@@ -56,38 +60,35 @@ class ServerCpu:
             process = psutil.Process(int(Path(pid_file).read_text().split()[0]))
             listening = any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
                             for c in process.net_connections(kind="tcp"))
-            return cls(process, threaded=True) if listening and process.name() in SERVER_NAMES else None
+            return cls(process.pid, threaded=True) if listening and process.name() in SERVER_NAMES else None
         except (psutil.Error, OSError, ValueError, IndexError):
             return None
 
-    def _root_now(self) -> tuple[int, int]:
-        times = self.root.cpu_times()
-        return _cpu_us(times), int((times.children_user + times.children_system) * 1e6)
-
     def read(self, kinds: Mapping[int, str]) -> dict[str, int]:
-        """``{kind: µs}`` used since construction (:data:`KINDS`); ``kinds``: the kind of each client backend's
-        process id now (a child not among them counts as ``background``). Raises psutil.Error when the
-        server is gone."""
-        root_us, reaped_us = self._root_now()
+        """``{kind: µs}`` used since construction; ``kinds``: the kind of each of the server's processes now
+        (a process-per-connection server's; the server lists them), the root's children not among them left
+        out while they run. Raises OSError when the server is gone."""
+        root_us, reaped_us = _stat_us(self.root_pid)
         if self.threaded:
             self.totals_us["backends"] += root_us - self._root_us
             self._root_us = root_us
             return dict(self.totals_us)
-        self.totals_us["background"] += root_us - self._root_us
+        if self._primed:
+            self.totals_us["background"] += root_us - self._root_us
         now: dict[int, tuple[str, int]] = {}
-        for child in self.root.children():
+        for pid, kind in kinds.items():
             try:
-                used = _cpu_us(child.cpu_times())
-            except psutil.Error:  # exited since listed: its time reaches the parent's children time
+                used = _stat_us(pid)[0]
+            except OSError:  # exited since listed: its time reaches the parent's children time
                 continue
-            kind = kinds.get(child.pid, "background")
-            now[child.pid] = (kind, used)
-            self.totals_us[kind] += used - self._last.get(child.pid, (kind, 0))[1]
+            now[pid] = (kind, used)
+            if self._primed:  # a process new since the last read started since: all its time is new
+                self.totals_us[kind] += used - self._last.get(pid, (kind, 0))[1]
         gone = [self._last[pid] for pid in self._last.keys() - now.keys()]
         # what the processes that exited used after their last read: the parent's children time grew by
         # their whole lives; their last reads were counted already
         rest = max(0, reaped_us - self._reaped_us - sum(used for _, used in gone))
-        if rest:
+        if rest and self._primed:
             self.totals_us[gone[0][0] if gone and len({k for k, _ in gone}) == 1 else "background"] += rest
-        self._last, self._root_us, self._reaped_us = now, root_us, reaped_us
+        self._last, self._root_us, self._reaped_us, self._primed = now, root_us, reaped_us, True
         return dict(self.totals_us)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from bench.results.run_files import COST_COUNTERS
+from bench.results.run_files import COST_COUNTERS, COST_DERIVED
 
-#: The figures of ``summary.json`` ``cost_per_job`` a cell carries: one per cost column of intervals.csv, the
-#: full-page image bytes read after the load, and those worked out from them (bench/run_summary/cost.py; a
-#: figure ``cost_per_job`` gains beside COST_COUNTERS' is listed here too, tests/test_sweep_costs.py checks; its
-#: labels, ``source`` and ``log``, are not carried).
-COST_KEYS: tuple[str, ...] = (*COST_COUNTERS.values(), "wal_fpi_bytes", "hot_update_share", "server_cpu_us",
-                              "statements_exec_us", "wal_bytes_without_fpi")
+#: The figures of ``summary.json`` ``cost_per_job`` a cell carries: one per cost column of intervals.csv and
+#: those worked out from them (its labels, ``source`` and ``log``, are not carried).
+COST_KEYS: tuple[str, ...] = (*COST_COUNTERS.values(), *COST_DERIVED)
 #: Their cells.csv columns, ``cost_<key>``: per job completed, empty when the run did not measure them.
 COST_COLUMNS: tuple[str, ...] = tuple(f"cost_{key}" for key in COST_KEYS)
 

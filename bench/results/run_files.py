@@ -23,11 +23,16 @@ COST_COUNTERS = {"wal_lsn": "wal_bytes", "wal_records_total": "wal_records", "wa
                  "rows_read_total": "rows_read",
                  "server_cpu_backends_total_us": "server_cpu_backends_us",
                  "server_cpu_monitor_total_us": "server_cpu_monitor_us",
-                 "server_cpu_background_total_us": "server_cpu_background_us"}
+                 "server_cpu_background_total_us": "server_cpu_background_us",
+                 "wal_fpi_bytes_total": "wal_fpi_bytes"}
 #: The server CPU counters among them, by the kind of server process each counts (µs; read from /proc when
 #: the server is on this host).
 CPU_COUNTERS = {"backends": "server_cpu_backends_total_us", "monitor": "server_cpu_monitor_total_us",
                 "background": "server_cpu_background_total_us"}
+#: The figures ``cost_per_job`` works out from them (bench/run_summary/cost.py), beside one per column.
+COST_DERIVED = ("hot_update_share", "server_cpu_us", "statements_exec_us", "wal_bytes_without_fpi")
+#: The bytes of full-page images in the WAL among them (PostgreSQL, with pg_walinspect in the database).
+IMAGES_COUNTER = "wal_fpi_bytes_total"
 
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
@@ -38,7 +43,7 @@ INTERVAL_COLUMNS = (
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
-    *COST_COUNTERS.values(), "wal_fpi_bytes",
+    *COST_COUNTERS.values(),
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS
+from bench.results.run_files import COST_COUNTERS, COST_DERIVED, CPU_COUNTERS, IMAGES_COUNTER
 
 CPU_SOURCE = ("server CPU from /proc for the server's own processes (the server is on this host): the workers' "
               "backends and the rest of the server (PostgreSQL's postmaster and background processes) summed as "
@@ -17,9 +17,9 @@ CPU_ABSENT = ("no server CPU from /proc (the server is not on this host): statem
 CPU_COLUMNS = tuple(COST_COUNTERS[key] for key in CPU_COUNTERS.values())
 #: Of them, those summed as ``server_cpu_us`` per job: the monitor's left out.
 CPU_SUMMED = tuple(COST_COUNTERS[CPU_COUNTERS[kind]] for kind in ("backends", "background"))
-#: The per-second columns read after the load rather than sampled (full-page image bytes: pg_walinspect).
-READ_AFTER = ("wal_fpi_bytes",)
-EXTRA = ("hot_update_share", "server_cpu_us", "statements_exec_us", "wal_bytes_without_fpi")
+#: The columns a run reads only where it can: the server CPU (the server on this host), the full-page image bytes
+#: (pg_walinspect in the database).
+OPTIONAL = (*CPU_COLUMNS, COST_COUNTERS[IMAGES_COUNTER])
 
 
 def _statements_us(run_info: Mapping, jobs_completed: int) -> float | None:
@@ -31,7 +31,7 @@ def _statements_us(run_info: Mapping, jobs_completed: int) -> float | None:
 def _not_read(rows: list[dict], engine: Mapping) -> list[str]:
     """The columns the engine has but this run did not read: the server CPU when the server is not on this host,
     the full-page image bytes when they could not be read (None in every second)."""
-    return [c for c in (*CPU_COLUMNS, *READ_AFTER)
+    return [c for c in OPTIONAL
             if c not in (engine.get("cost_absent") or ()) and not any(row.get(c) is not None for row in rows)]
 
 
@@ -45,7 +45,7 @@ def cost_per_job(rows: list[dict], jobs_completed: int, run_info: Mapping | None
     and why any is None. ``hot_update_share``: HOT updates over updates of the queue table (None without either)."""
     run_info = run_info or {}
     engine = run_info.get("engine_capabilities") or {}
-    columns = [*COST_COUNTERS.values(), *READ_AFTER]
+    columns = list(COST_COUNTERS.values())
     label, lacks, not_read = engine.get("label", "the engine"), list(engine.get("cost_absent") or ()), _not_read(rows, engine)
     absent = lacks + not_read
     gaps = [c for c in columns if c not in absent and (not rows or any(row.get(c) is None for row in rows))]
@@ -57,7 +57,7 @@ def cost_per_job(rows: list[dict], jobs_completed: int, run_info: Mapping | None
                         f"middle of each second: {engine.get('cost_counters', '')}", CPU_SOURCE if cpu_read else CPU_ABSENT,
                         f"full-page image bytes: {run_info.get('wal_fpi_bytes_read', 'not read')}", *notes])
     if not jobs_completed:
-        return dict.fromkeys([*columns, *EXTRA]) | {"log": engine.get("log_name"),
+        return dict.fromkeys([*columns, *COST_DERIVED]) | {"log": engine.get("log_name"),
                                                    "source": "no job completed in the window"}
     totals = {c: None if c in absent or c in gaps else sum(row[c] for row in rows) for c in columns}
     per_job = {c: None if total is None else round(total / jobs_completed, 3) for c, total in totals.items()}

@@ -11,15 +11,13 @@ from bench.workload.queues import queue_count
 @dataclass
 class Audited:
     """What the end of the run read: ``final_sample``, ``audit``, ``vacuum_after``, ``sizes_after`` (None when
-    the database went away; ``database_lost`` then says why, in one line), ``wal_images`` (each measured
-    second's full-page image bytes, or why not)."""
+    the database went away; ``database_lost`` then says why, in one line)."""
 
     final_sample: dict
     audit: dict
     vacuum_after: dict | None = None
     sizes_after: dict | None = None
     database_lost: str | None = None
-    wal_images: list[int] | str = "the database went away"
 
 
 def audit(run) -> Audited:
@@ -39,10 +37,7 @@ def audit(run) -> Audited:
     if queue_count(cfg) > 1 and measured.intervals:  # NAMED_QUEUES, TENANTS: per queue, from the table
         result["completed_per_queue"] = engine.completed_per_queue(
             run.admin, cfg, run.clock.unix0 + measured.start_s, run.clock.unix0 + measured.end_s)
-    bounds = run.tally.wal_bounds()
-    images = (engine.wal_image_bytes(run.admin, bounds) if bounds
-              else "the monitor read no WAL position in some measured second")
-    return Audited(final_sample, result, vacuum_after, engine.table_sizes(run.admin, cfg.schema), wal_images=images)
+    return Audited(final_sample, result, vacuum_after, engine.table_sizes(run.admin, cfg.schema))
 
 
 def database_lost(engine, err: Exception) -> Audited:

@@ -71,7 +71,7 @@ def run_info(run) -> dict:
         "autovacuum": run_summary.vacuum_during(run.vacuum_before, audited.vacuum_after, cfg),
         "vacuum_passes": run_summary.vacuum_passes(cfg, vacuumer.passes if vacuumer else [], run.n_warm, tally.rows),
         "pg_stat_statements": run.pgss,
-        "wal_fpi_bytes_read": run.wal_images_read,
+        "wal_fpi_bytes_read": run.monitor.images_note,
         "monitor_table_query_in_flight_s": round(run.table_query_in_flight_s, 3),
         "database_lost": audited.database_lost,
         "monitor_table_cost_s": run.monitor.table_cost_s,

@@ -251,7 +251,6 @@ class Run:
         self.monitor.close()
         self.claim_log.close()
         run_dir, tally, audited = self.run_dir, self.tally, self.audited
-        self.wal_images_read = tally.join_wal_images(audited.wal_images)
         claim_plan = self.engine.plans_text(self.claim_plans, self.plans_when, self.workers_plan)
         (run_dir / "claim_plan.txt").write_text(claim_plan + "\n")
         info = run_info(self)

@@ -58,21 +58,6 @@ class Tally:
         self.hlogs.close()
         self.driver.close_process_logs()
 
-    def wal_bounds(self) -> list[int] | None:
-        """The WAL positions (bytes) that bound the measured seconds' ``wal_bytes``: the sample before the first
-        measured second's, then each second's; None when a sample lacks it or nothing was measured."""
-        keys = [self.n_warm - 1] + [row["t_s"] + self.n_warm for row in self.rows]
-        bounds = [self.samples.get(k, {}).get("wal_lsn") for k in keys]
-        return None if not self.rows or None in bounds else bounds
-
-    def join_wal_images(self, images: list[int] | str) -> str:
-        """Add ``wal_fpi_bytes`` to each row from ``images`` (one figure per row, or why none, when it is
-        empty); returns how the column was read."""
-        found = isinstance(images, list)
-        for i, row in enumerate(self.rows):
-            row["wal_fpi_bytes"] = images[i] if found else None
-        return "pg_walinspect, after the load" if found else f"not measured: {images}"
-
     def join_samples(self, vacuum_passes: list[tuple[float, float]] | None) -> None:
         """Add the monitor's samples (and VACUUM passes) to the rows, now: a sample taken in second k may return
         after tick k."""

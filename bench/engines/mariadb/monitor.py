@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import psutil
 import pymysql
 
 from bench.engines.mariadb.cost import STATUS_NAMES, cost_sample
@@ -95,5 +94,5 @@ class Monitor(TableSampler):
         try:
             return {CPU_COUNTERS["backends"]: self.server_cpu.read({})["backends"],
                     CPU_COUNTERS["background"]: 0, CPU_COUNTERS["monitor"]: 0}
-        except psutil.Error:  # the server went away
+        except OSError:  # the server went away
             return {}

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
 from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
-                                    pg_stat_statements, plans, probes, vacuum, wal_images)
+                                    pg_stat_statements, plans, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -122,10 +122,6 @@ class PostgresEngine(Engine):
     def statement_stats_read(self, conn: Any, cfg: Any, missing: str | None, reset: str | None) -> dict:
         """The claim's pg_stat_statements figures over the measured window."""
         return captures.pgss_read(conn, cfg, self.queue(cfg), missing, reset)
-
-    def wal_image_bytes(self, conn: Any, bounds: list[int]) -> list[int] | str:
-        """:func:`bench.engines.postgres.wal_images.image_bytes`."""
-        return wal_images.image_bytes(conn, bounds)
 
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""

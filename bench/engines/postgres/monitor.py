@@ -7,19 +7,19 @@ from __future__ import annotations
 
 from typing import Callable
 
-import psutil
 import psycopg
 from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.postgres import builtin_queue
+from bench.engines.postgres.wal_images import FullPageImages
 from bench.engines.postgres.db import DRIVER
-from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS
+from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS, IMAGES_COUNTER
 from bench.engines.server_cpu import ServerCpu
 from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, TableSampler, spawn_samplers
 
 #: The statistics query's cost counters, in its column order (the server CPU is read from /proc).
-SERVER_COUNTERS = [k for k in COST_COUNTERS if k not in CPU_COUNTERS.values()]
+SERVER_COUNTERS = [k for k in COST_COUNTERS if k not in (*CPU_COUNTERS.values(), IMAGES_COUNTER)]
 
 __all__ = ["AGE_BUDGET", "COUNT_BUDGET", "MIN_INTERVAL_S", "Monitor", "spawn_samplers"]
 
@@ -44,8 +44,10 @@ SELECT
   (SELECT blks_hit FROM pg_stat_database WHERE datname = current_database()),
   (SELECT blks_read FROM pg_stat_database WHERE datname = current_database()),
   (SELECT rows_read FROM queue),
-  (SELECT json_object_agg(pid, CASE WHEN starts_with(application_name, 'queue-bench monitor') THEN 'monitor' ELSE 'backends' END)
-   FROM pg_stat_activity WHERE backend_type = 'client backend') AS backend_kinds
+  (SELECT json_object_agg(pid, CASE WHEN backend_type <> 'client backend' THEN 'background'
+                                    WHEN starts_with(application_name, 'queue-bench monitor') THEN 'monitor'
+                                    ELSE 'backends' END)
+   FROM pg_stat_activity WHERE backend_type <> 'client backend' OR datname = current_database()) AS server_kinds
 FROM (SELECT count(*) AS lock_waiters, count(*) FILTER (WHERE wait_event = 'object') AS notify_lock_waiters
       FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()) AS w"""
 
@@ -117,6 +119,8 @@ class Monitor(TableSampler):
         super().__init__(connect, priorities if builtin else (0,))
         pid = self.driver.fetch(self._conns["stats"], "SELECT pg_backend_pid()", None, False)[0]
         self.server_cpu = ServerCpu.local(pid)  # None: the server is on another host
+        self.images = FullPageImages(self._conns["stats"])
+        self.images_note = self.images.note
 
     def _age_params(self):
         if not self._builtin:
@@ -136,7 +140,16 @@ class Monitor(TableSampler):
         names = ("lock_waiters", "dead_tuples", "xmin_age", "table_tuples", "claim_index_bytes", "autovacuum_count",
                  "notify_lock_waiters", *SERVER_COUNTERS)
         values = dict.fromkeys(names) if row is None else {k: None if v is None else int(v) for k, v in zip(names, row)}
-        return {**values, **self._server_cpu(row[-1] if row else None), "history_list_length": None, "cost_s": cost}
+        images, images_cost = self._image_bytes()
+        return {**values, **self._server_cpu(row[-1] if row else None), IMAGES_COUNTER: images,
+                "history_list_length": None, "cost_s": cost + images_cost}
+
+    def _image_bytes(self) -> tuple[int | None, float]:
+        """(the full-page image bytes flushed so far, or None; the seconds its read took)."""
+        if self.images.total is None:
+            return None, 0.0
+        row, cost = self._timed("stats", self.images.query, self.images.params())
+        return self.images.advance(row), cost
 
     def _server_cpu(self, backend_kinds: dict[str, str] | None) -> dict:
         """The server's CPU so far (:data:`CPU_COUNTERS`, µs), read from /proc beside the statistics; None each
@@ -145,6 +158,6 @@ class Monitor(TableSampler):
             return dict.fromkeys(CPU_COUNTERS.values())
         try:
             totals = self.server_cpu.read({int(pid): kind for pid, kind in backend_kinds.items()})
-        except psutil.Error:  # the server went away
+        except OSError:  # the server went away
             return dict.fromkeys(CPU_COUNTERS.values())
         return {key: totals[kind] for kind, key in CPU_COUNTERS.items()}

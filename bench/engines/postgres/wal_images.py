@@ -1,6 +1,7 @@
-"""The bytes of full-page images in the WAL of each measured second, read after the load from the WAL itself
-with ``pg_walinspect`` (https://www.postgresql.org/docs/current/pgwalinspect.html; docs/results.md,
-"Cost per job")."""
+"""The bytes of full-page images in the WAL, counted as the monitor samples: ``pg_walinspect``'s
+``pg_get_wal_stats`` over the WAL flushed since the previous sample (https://www.postgresql.org/docs/current/pgwalinspect.html;
+docs/results.md, "Cost per job"). Read while the load runs: a checkpoint may remove the WAL before its redo
+point at once, so the window's WAL cannot be read back after the load."""
 
 from __future__ import annotations
 
@@ -8,33 +9,37 @@ import psycopg
 from psycopg import sql
 
 from bench.engines.postgres.db import not_shipped
-from bench.engines.postgres.error_kinds import first_line
 
-_RECORDS = """
-SELECT width_bucket(pg_wal_lsn_diff(start_lsn, '0/0'), %(bounds)s::numeric[]), sum(fpi_length)::bigint
-FROM {}.pg_get_wal_records_info(%(first)s::pg_lsn, %(last)s::pg_lsn)
-GROUP BY 1"""
-
-
-def _lsn(position: int) -> str:
-    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
+_SINCE = """
+SELECT f::text, CASE WHEN %(since)s::pg_lsn IS NULL OR f <= %(since)s::pg_lsn THEN 0
+                     ELSE (SELECT coalesce(sum(fpi_size), 0)::bigint FROM {}.pg_get_wal_stats(%(since)s::pg_lsn, f)) END
+FROM pg_current_wal_flush_lsn() AS f"""
 
 
-def image_bytes(conn: psycopg.Connection, bounds: list[int]) -> list[int] | str:
-    """Full-page image bytes of the WAL records that start between successive ``bounds`` (WAL positions in
-    bytes, ascending: n + 1 bounds give n figures); a one-line reason instead when they cannot be read
-    (pg_walinspect not shipped by this server's build or not created in this database, the WAL already recycled,
-    too few privileges)."""
-    schema = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
-                          "WHERE extname = 'pg_walinspect'").fetchone()
-    if schema is None:
-        return not_shipped(conn, "pg_walinspect") or (
-            "pg_walinspect is not created in this database (CREATE EXTENSION pg_walinspect; queue-bench "
-            "creates nothing outside its schema)")
-    try:
-        rows = conn.execute(sql.SQL(_RECORDS).format(sql.SQL(schema[0])),
-                            {"bounds": bounds, "first": _lsn(bounds[0]), "last": _lsn(bounds[-1])}).fetchall()
-    except psycopg.Error as err:
-        return f"pg_walinspect could not read the window's WAL: {first_line(err)}"
-    found = dict(rows)
-    return [int(found.get(i) or 0) for i in range(1, len(bounds))]
+class FullPageImages:
+    """The running total (bytes) of full-page images in the WAL flushed since the first read; ``note`` says how it
+    is read, or why it is not (pg_walinspect not shipped by this server's build, or not created in the database)."""
+
+    def __init__(self, conn: psycopg.Connection):
+        schema = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension "
+                              "WHERE extname = 'pg_walinspect'").fetchone()
+        self.query = None if schema is None else sql.SQL(_SINCE).format(sql.SQL(schema[0]))
+        self.note = ("pg_walinspect's pg_get_wal_stats over the WAL flushed between the monitor's samples"
+                     if schema else not_shipped(conn, "pg_walinspect") or
+                     "pg_walinspect is not created in this database (CREATE EXTENSION pg_walinspect; queue-bench "
+                     "creates nothing outside its schema)")
+        self._since: str | None = None
+        self.total: int | None = 0 if schema else None
+
+    def params(self) -> dict:
+        """The query's parameters: the flush position of the previous read."""
+        return {"since": self._since}
+
+    def advance(self, row: tuple | None) -> int | None:
+        """The total after a read that returned ``row`` (flush position, image bytes since the previous one), or
+        None from a failed read on: WAL it skipped cannot be counted later."""
+        if row is None or self.total is None:
+            self.total = None
+            return None
+        self._since, self.total = row[0], self.total + int(row[1])
+        return self.total
