@@ -154,10 +154,13 @@ def test_without_an_index_on_status_most_updates_are_hot(dsn, tmp_path):
 
 
 @pytest.mark.slow
-def test_server_cpu_from_proc_is_at_least_the_statements_time(tmp_path):
+def test_server_cpu_from_proc_is_at_least_the_statements_time_with_one_worker(tmp_path):
     """The embedded server (on this host, with pg_stat_statements): its processes' CPU per job from /proc is at
-    least its lower bound, the tool's statements' execution time per job, and the workers' backends used some."""
-    proc = qbench("run", "--results", str(tmp_path), *SHORT)
+    least the tool's statements' execution time per job, and the workers' backends used some. One worker: a
+    statement's time is then its backend's CPU and I/O, which the backend's CPU plus commit and the server's
+    other processes exceed; with more backends than cores, statement time also counts waits for a core and
+    can exceed the CPU (measured: 251 µs of statement time against 154 of CPU per job at 10 workers, batch 10)."""
+    proc = qbench("run", "--results", str(tmp_path), "--workers", "1", "--duration", "5s", "--warmup", "1s")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     cost = json.loads((run_dir / "summary.json").read_text())["cost_per_job"]

@@ -89,7 +89,7 @@ def test_the_cost_estimate_is_the_answers_runs_own_cost_times_the_target(planned
     summaries = [json.loads((Path(r["run_dir"]) / "summary.json").read_text()) for r in confirmation["runs"]]
     cpu = [s["cost_per_job"]["server_cpu_us"] for s in summaries]
     wal = [s["cost_per_job"]["wal_bytes"] for s in summaries]
-    assert cost["runs"] == len(summaries) and not cost["cpu_lower_bound"]
+    assert cost["runs"] == len(summaries) and not cost["cpu_from_statements"]
     assert cost["server_cpu_us"] == pytest.approx(sum(cpu) / len(cpu)) and cost["server_cpu_us"] > 0
     assert cost["cores_busy"] == pytest.approx(float(RATE) * cost["server_cpu_us"] / 1e6)
     assert cost["cores"] == pytest.approx(cost["cores_busy"] / plan_answer.DB_CPU_UTILISATION)
@@ -99,11 +99,12 @@ def test_the_cost_estimate_is_the_answers_runs_own_cost_times_the_target(planned
 
 
 def test_without_server_cpu_the_estimate_says_at_least_from_the_statements():
-    """A server on another host: the statements' time is the lower bound, and the sentence says so."""
+    """A server on another host: the statements' time stands in, and the sentence says it is not CPU time."""
     runs = [{"cost_per_job": {"server_cpu_us": None, "statements_exec_us": us, "wal_bytes": 700.0}} for us in (100, 140)]
     cost = plan_answer.cost_estimate(runs, 5000)
-    assert cost["cpu_lower_bound"] and cost["server_cpu_us"] == 120 and cost["cores_busy"] == pytest.approx(0.6)
-    assert "needs at least about 0.857 cores" in cost["sentence"] and "3.50 MB/s of WAL" in cost["sentence"]
+    assert cost["cpu_from_statements"] and cost["server_cpu_us"] == 120 and cost["cores_busy"] == pytest.approx(0.6)
+    assert "statement time is not CPU time" in cost["sentence"] and "needs about 0.857 cores" in cost["sentence"]
+    assert "if that time were CPU" in cost["sentence"] and "3.50 MB/s of WAL" in cost["sentence"]
     assert plan_answer.cost_estimate([{"cost_per_job": {}}], 5000) is None
 
 

@@ -100,31 +100,32 @@ def _mean_cost(runs: list[Mapping[str, Any]], key: str) -> float | None:
 
 def cost_estimate(runs: list[Mapping[str, Any]], target_rate: float) -> dict[str, Any] | None:
     """What the answer's measured cost per job implies at ``target_rate`` jobs/s: ``{"server_cpu_us" (mean over
-    ``runs``, the answer's repetitions), "cpu_lower_bound" (True: the statements' time, the server being
-    elsewhere), "cores_busy", "cores", "utilisation", "wal_bytes", "wal_mb_per_s", "runs", "sentence"}``; None
+    ``runs``, the answer's repetitions), "cpu_from_statements" (True: the statements' time stands in, the
+    server being elsewhere), "cores_busy", "cores", "utilisation", "wal_bytes", "wal_mb_per_s", "runs", "sentence"}``; None
     when the runs measured neither CPU nor WAL. An estimate from this server's cost, never a measurement of
     another: cores = rate x CPU per job / :data:`DB_CPU_UTILISATION`; MB = 10^6 bytes."""
-    cpu, lower = _mean_cost(runs, "server_cpu_us"), False
+    cpu, statements = _mean_cost(runs, "server_cpu_us"), False
     if cpu is None:
-        cpu, lower = _mean_cost(runs, "statements_exec_us"), True
+        cpu, statements = _mean_cost(runs, "statements_exec_us"), True
     wal = _mean_cost(runs, "wal_bytes")
     if cpu is None and wal is None:
         return None
     busy = None if cpu is None else target_rate * cpu / 1e6
     wal_mb_s = None if wal is None else target_rate * wal / 1e6
-    at_least = "at least " if lower else ""
     parts = []
     if busy is not None:
-        per_job = (f"{fmt_sig(cpu)} µs in the statements per job (pg_stat_statements: the server's CPU was not "
-                   "measured, it is on another host)" if lower else f"{fmt_sig(cpu)} µs of server CPU per job")
-        parts.append(f"at {per_job}, {fmt_sig(target_rate)} jobs/s needs {at_least}about "
+        per_job = (f"{fmt_sig(cpu)} µs of statement time per job (pg_stat_statements; the server's CPU was not "
+                   "measured, it is on another host, and statement time is not CPU time: it leaves out commit and "
+                   "the WAL flush and counts waits inside statements)" if statements
+                   else f"{fmt_sig(cpu)} µs of server CPU per job")
+        parts.append(f"at {per_job}, {fmt_sig(target_rate)} jobs/s needs about "
                      f"{fmt_sig(busy / DB_CPU_UTILISATION)} cores of database CPU at {DB_CPU_UTILISATION:.0%} "
-                     f"utilisation ({fmt_sig(busy)} cores busy)")
+                     f"utilisation ({fmt_sig(busy)} cores busy){' if that time were CPU' if statements else ''}")
     if wal_mb_s is not None:
         parts.append(f"{'and ' if parts else f'{fmt_sig(target_rate)} jobs/s '}writes about {fmt_sig(wal_mb_s)} MB/s "
                      f"of WAL ({fmt_sig(wal)} B per job)")
     runs_text = f"the mean of {len(runs)} runs" if len(runs) > 1 else "one run"
-    return {"server_cpu_us": cpu, "cpu_lower_bound": lower, "cores_busy": busy,
+    return {"server_cpu_us": cpu, "cpu_from_statements": statements, "cores_busy": busy,
             "cores": None if busy is None else busy / DB_CPU_UTILISATION, "utilisation": DB_CPU_UTILISATION,
             "wal_bytes": wal, "wal_mb_per_s": wal_mb_s, "runs": len(runs),
             "sentence": (f"Estimate from the cost measured at the answer ({runs_text}), not a measurement of another "

@@ -137,7 +137,7 @@ def cost_line(summary: Mapping[str, Any]) -> str | None:
     if given("server_cpu_us"):
         parts.append(f"{fmt_sig(cost['server_cpu_us'])} µs of server CPU")
     elif given("statements_exec_us"):
-        parts.append(f"at least {fmt_sig(cost['statements_exec_us'])} µs in statements (pg_stat_statements)")
+        parts.append(f"{fmt_sig(cost['statements_exec_us'])} µs in statements (pg_stat_statements; not CPU time)")
     hot = cost.get("hot_update_share")
     if given("tuples_updated"):
         parts.append(f"{fmt_sig(cost['tuples_updated'])} row updates" + ("" if hot is None else f" ({100 * hot:.0f} % HOT)"))

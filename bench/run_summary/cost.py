@@ -11,8 +11,8 @@ CPU_SOURCE = ("server CPU from /proc for the server's own processes (the server 
               "backends and the rest of the server (PostgreSQL's postmaster and background processes) summed as "
               "server_cpu_us; the tool's monitor's backends apart, left out of it")
 CPU_ABSENT = ("no server CPU from /proc (the server is not on this host): statements_exec_us, the tool's "
-              "statements' execution time from pg_stat_statements where it is read, is a lower bound of the "
-              "server's work (it leaves out commit and WAL flush) and not CPU time (it counts waits inside statements)")
+              "statements' execution time from pg_stat_statements where it is read, stands in; it is not CPU time: "
+              "it leaves out commit and the WAL flush, and counts waits inside statements (for a lock, for a core)")
 #: intervals.csv's server CPU columns: read only when the server is on this host.
 CPU_COLUMNS = tuple(COST_COUNTERS[key] for key in CPU_COUNTERS.values())
 #: Of them, those summed as ``server_cpu_us`` per job: the monitor's left out.
