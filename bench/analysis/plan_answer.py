@@ -73,7 +73,7 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
     workers = confirmation["workers"] if confirmed else needed
     rows = slo_at(confirmation) if confirmed else slo_at(_step_at(d, needed))
     more = confirmed and workers > needed
-    sentence = (f"{workers} workers of {d['short']} hold {fmt_sig(target_rate)} jobs/s with {_slo_text(rows)}; "
+    sentence = (f"{workers} worker{'' if workers == 1 else 's'} of {d['short']} hold {fmt_sig(target_rate)} jobs/s with {_slo_text(rows)}; "
                 f"this design holds {'at least' if head['at_least'] or more else 'up to'} "
                 f"{fmt_sig(head['rate_jobs_per_s'])} jobs/s, {fmt_sig(head['factor'])}x the target"
                 + (f" (measured at {needed} workers)" if more else ""))
@@ -108,6 +108,7 @@ def cost_estimate(runs: list[Mapping[str, Any]], target_rate: float) -> dict[str
     if cpu is None:
         cpu, statements = _mean_cost(runs, "statements_exec_us"), True
     wal = _mean_cost(runs, "wal_bytes")
+    log = next(((r.get("cost_per_job") or {}).get("log") for r in runs), None) or "WAL"
     if cpu is None and wal is None:
         return None
     busy = None if cpu is None else target_rate * cpu / 1e6
@@ -123,7 +124,7 @@ def cost_estimate(runs: list[Mapping[str, Any]], target_rate: float) -> dict[str
                      f"utilisation ({fmt_sig(busy)} cores busy){' if that time were CPU' if statements else ''}")
     if wal_mb_s is not None:
         parts.append(f"{'and ' if parts else f'{fmt_sig(target_rate)} jobs/s '}writes about {fmt_sig(wal_mb_s)} MB/s "
-                     f"of WAL ({fmt_sig(wal)} B per job)")
+                     f"of {log} ({fmt_sig(wal)} B per job)")
     runs_text = f"the mean of {len(runs)} runs" if len(runs) > 1 else "one run"
     return {"server_cpu_us": cpu, "cpu_from_statements": statements, "cores_busy": busy,
             "cores": None if busy is None else busy / DB_CPU_UTILISATION, "utilisation": DB_CPU_UTILISATION,

@@ -38,6 +38,9 @@ class Capabilities:
     cost_counters: str
     #: the intervals.csv cost columns this engine has no counter for (empty in every second)
     cost_absent: tuple[str, ...] = ()
+    #: the cost columns whose counters the server publishes late (each session sends its statistics up to a
+    #: second after the work): their per-job figures are taken over the whole load, not the measured window
+    cost_delayed: tuple[str, ...] = ()
 
     def recorded(self) -> dict:
         """The named flags as ``run.json``'s ``engine_capabilities``: a flat dict of booleans, strings and

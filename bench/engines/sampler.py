@@ -55,6 +55,10 @@ class TableSampler:
         except (ConfigError, *self.driver.errors):  # the database is unreachable now
             return None
 
+    def settle(self) -> None:
+        """Return once the load's sessions have left and published what they counted (an engine whose counters
+        are live has nothing to wait for)."""
+
     def _age_params(self) -> Any:
         return None
 

@@ -26,7 +26,7 @@ def design_id(cfg: RunConfig) -> str:
 
 
 #: The cost figures a step keeps of each run (``summary.json`` ``cost_per_job``), read by the plan's estimate.
-COST_KEYS = ("server_cpu_us", "statements_exec_us", "wal_bytes")
+COST_KEYS = ("server_cpu_us", "statements_exec_us", "wal_bytes", "log")
 
 
 def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:

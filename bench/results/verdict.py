@@ -143,10 +143,10 @@ def cost_line(summary: Mapping[str, Any]) -> str | None:
         parts.append(f"{fmt_sig(cost['tuples_updated'])} row updates" + ("" if hot is None else f" ({100 * hot:.0f} % HOT)"))
     parts += [f"{fmt_sig(cost[k])} {name}" for k, name in (("tuples_inserted", "row inserts"),
                                                           ("tuples_deleted", "row deletes")) if cost.get(k)]
-    if given("rows_read"):
-        parts.append(f"{fmt_sig(cost['rows_read'])} rows read")
     if given("buffers_hit", "buffers_read"):
         parts.append(f"{fmt_sig(cost['buffers_hit'])} buffers hit and {fmt_sig(cost['buffers_read'])} read")
+    if not given("wal_fpi_bytes") and cost.get("log") == "WAL" and given("wal_fpi_bytes_read"):
+        parts.append(f"full-page image bytes not read: {cost['wal_fpi_bytes_read']}")
     return ", ".join(parts)
 
 

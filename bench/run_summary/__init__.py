@@ -3,6 +3,7 @@ trustworthy; one module per part (``facts``, ``summary``, ``suspect``, ``rows``,
 
 from __future__ import annotations
 
+from bench.run_summary.cost import whole_load_cost
 from bench.run_summary.facts import Figures, RunFacts
 from bench.run_summary.final import final_lines
 from bench.run_summary.rows import index_bytes, monitor_notes, percentile, worker_changes
@@ -13,4 +14,4 @@ from bench.run_summary.vacuum import vacuum_during, vacuum_passes
 
 __all__ = ["SUSPECT_CPU_PCT", "SUSPECT_LOOP_LAG_P99_US", "SUSPECT_PRODUCER_LAG_P50_MS", "Figures", "RunFacts",
            "final_lines", "index_bytes", "monitor_notes", "no_completion_cause", "percentile", "summarize",
-           "vacuum_during", "vacuum_passes", "worker_changes"]
+           "vacuum_during", "vacuum_passes", "whole_load_cost", "worker_changes"]

@@ -26,6 +26,7 @@ def audit(run) -> Audited:
     engine, cfg, measured = run.engine, run.cfg, run.tally.measured
     # The table sampler may have been killed mid-query: take the final sample on a fresh connection.
     run.monitor.reset_table_conn()
+    run.monitor.settle()  # the workers' sessions gone, their statistics published
     final_sample = {**run.monitor.sample_stats(), **run.monitor.sample_table(force=True)}
     if not engine.is_alive(run.admin):  # e.g. its backend was terminated: audit on a new connection
         run.admin = engine.connect(run.dsn, "queue-bench audit")

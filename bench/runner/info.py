@@ -72,6 +72,7 @@ def run_info(run) -> dict:
         "vacuum_passes": run_summary.vacuum_passes(cfg, vacuumer.passes if vacuumer else [], run.n_warm, tally.rows),
         "pg_stat_statements": run.pgss,
         "wal_fpi_bytes_read": run.monitor.images_note,
+        "cost_whole_load": run_summary.whole_load_cost(run.load_start_sample, audited.final_sample, tally.totals["jobs_completed"]),
         "monitor_table_query_in_flight_s": round(run.table_query_in_flight_s, 3),
         "database_lost": audited.database_lost,
         "monitor_table_cost_s": run.monitor.table_cost_s,

@@ -116,6 +116,7 @@ class Run:
         """Start the workers; once connected, the clock, the samplers, the fault windows and the side tasks."""
         cfg = self.cfg
         self._make_driver()
+        self.load_start_sample = self.monitor.sample_stats()  # before any worker connects: cost over the whole load
         self.n_warm = int(round(cfg.warmup_s))
         self.n_meas = max(1, int(round(cfg.duration_s)))
         self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them

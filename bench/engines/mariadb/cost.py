@@ -29,7 +29,7 @@ STATUS_NAMES = tuple(sorted({n for plus, minus in STATUS_COUNTERS.values() for n
 
 #: The intervals.csv cost columns MariaDB has no counter for.
 ABSENT = tuple(column for key, column in COST_COUNTERS.items()
-               if key not in STATUS_COUNTERS and key not in CPU_COUNTERS.values())
+               if key not in STATUS_COUNTERS and key != CPU_COUNTERS["backends"])
 
 #: How the figures are read (``Capabilities.cost_counters``).
 SOURCE = ("SHOW GLOBAL STATUS, every figure the whole server's (all tables and sessions, the monitor's own "

@@ -92,7 +92,6 @@ class Monitor(TableSampler):
         if self.server_cpu is None or not sampled:
             return {}
         try:
-            return {CPU_COUNTERS["backends"]: self.server_cpu.read({})["backends"],
-                    CPU_COUNTERS["background"]: 0, CPU_COUNTERS["monitor"]: 0}
+            return {CPU_COUNTERS["backends"]: self.server_cpu.read({})["backends"]}
         except OSError:  # the server went away
             return {}

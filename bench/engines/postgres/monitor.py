@@ -5,6 +5,7 @@ the oldest eligible age and the counts from the table, each within its budget of
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import psycopg
@@ -84,6 +85,9 @@ LEFT JOIN LATERAL (
     WHERE {eligible} AND queue = q.name{of_priority}
     ORDER BY {eligible_at} LIMIT 1) AS t) AS o ON true"""
 
+_LOAD_SESSIONS = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                  "AND application_name ~ '^queue-bench (p[0-9]+-)?(worker|producer)-'")
+
 _COUNTS = """\
 SELECT (SELECT count(*) FROM {jobs} WHERE {eligible}) AS queue_depth,
        {running} AS running"""
@@ -143,6 +147,16 @@ class Monitor(TableSampler):
         images, images_cost = self._image_bytes()
         return {**values, **self._server_cpu(row[-1] if row else None), IMAGES_COUNTER: images,
                 "history_list_length": None, "cost_s": cost + images_cost}
+
+    def settle(self, timeout_s: float = 2.0) -> None:
+        """Wait (up to ``timeout_s``) until no worker or producer session of the tool is connected to the database:
+        a session publishes its last statistics as it exits."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            row, _ = self._timed("stats", _LOAD_SESSIONS)
+            if row is None or not row[0]:
+                return
+            time.sleep(0.05)
 
     def _image_bytes(self) -> tuple[int | None, float]:
         """(the full-page image bytes flushed so far, or None; the seconds its read took)."""
