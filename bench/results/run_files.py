@@ -30,7 +30,8 @@ COST_COUNTERS = {"wal_lsn": "wal_bytes", "wal_records_total": "wal_records", "wa
 CPU_COUNTERS = {"backends": "server_cpu_backends_total_us", "monitor": "server_cpu_monitor_total_us",
                 "background": "server_cpu_background_total_us"}
 #: The figures ``cost_per_job`` works out from them (bench/run_summary/cost.py), beside one per column.
-COST_DERIVED = ("hot_update_share", "server_cpu_us", "statements_exec_us", "wal_bytes_without_fpi")
+COST_DERIVED = ("hot_update_share", "server_cpu_us", "statements_exec_us", "statements_buffers_hit",
+                "statements_buffers_read", "wal_bytes_without_fpi")
 #: The bytes of full-page images in the WAL among them (PostgreSQL, with pg_walinspect in the database).
 IMAGES_COUNTER = "wal_fpi_bytes_total"
 

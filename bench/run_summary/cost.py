@@ -19,10 +19,14 @@ CPU_SUMMED = tuple(COST_COUNTERS[CPU_COUNTERS[kind]] for kind in ("backends", "b
 OPTIONAL = (*CPU_COLUMNS, COST_COUNTERS[IMAGES_COUNTER])
 
 
-def _statements_us(run_info: Mapping, jobs_completed: int) -> float | None:
-    """The tool's statements' execution time per job (µs) from pg_stat_statements, None when not read."""
-    exec_ms = (run_info.get("pg_stat_statements") or {}).get("statements_exec_ms")
-    return None if exec_ms is None else round(exec_ms * 1000 / jobs_completed, 3)
+def _statements(run_info: Mapping, jobs_completed: int) -> dict:
+    """The tool's statements' execution time (µs) and shared buffers hit and read per job, from pg_stat_statements
+    over the measured window; None each when not read."""
+    pgss = run_info.get("pg_stat_statements") or {}
+    per_job = {"statements_exec_us": ("statements_exec_ms", 1000), "statements_buffers_hit": ("statements_blks_hit", 1),
+               "statements_buffers_read": ("statements_blks_read", 1)}
+    return {key: None if pgss.get(name) is None else round(pgss[name] * scale / jobs_completed, 3)
+            for key, (name, scale) in per_job.items()}
 
 
 def _not_read(rows: list[dict], engine: Mapping) -> list[str]:
@@ -93,7 +97,7 @@ def cost_per_job(rows: list[dict], jobs_completed: int, run_info: Mapping | None
     return (per_job
             | {"hot_update_share": round(hot / updated, 4) if updated and hot is not None else None,
                "server_cpu_us": None if not cpu or None in cpu else round(sum(cpu) / jobs, 3),
-               "statements_exec_us": _statements_us(run_info, jobs_completed),
+               **_statements(run_info, jobs_completed),
                "wal_bytes_without_fpi": (None if images is None or totals["wal_bytes"] is None
                                          else round((totals["wal_bytes"] - images) / jobs, 3)),
                "log": engine.get("log_name"), "wal_fpi_bytes_read": run_info.get("wal_fpi_bytes_read"),

@@ -65,13 +65,15 @@ def reset_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) ->
 
 
 def read_statements(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict:
-    """``{"statements_exec_ms", "statements_calls"}``: the execution time (ms, ``total_exec_time``) and calls
-    of the tool's own statements since :func:`reset_claim`: the workers', the reaper's and the monitor's
-    (``schema``'s and ``defn``'s claim; this database only)."""
-    exec_ms, calls = conn.execute("SELECT sum(total_exec_time), sum(calls)::bigint" + _TOOL_ENTRIES,
-                                  _tool_match(schema, defn)).fetchone()
-    return {"statements_exec_ms": None if exec_ms is None else round(exec_ms, 3),
-            "statements_calls": None if calls is None else int(calls)}
+    """``{"statements_exec_ms", "statements_calls", "statements_blks_hit", "statements_blks_read"}``: the
+    execution time (ms, ``total_exec_time``), calls and shared buffers hit and read of the tool's own statements
+    since :func:`reset_claim`: the workers', the reaper's and the monitor's (``schema``'s and ``defn``'s claim;
+    this database only)."""
+    row = conn.execute("SELECT sum(total_exec_time), sum(calls)::bigint, sum(shared_blks_hit)::bigint, "
+                       "sum(shared_blks_read)::bigint" + _TOOL_ENTRIES, _tool_match(schema, defn)).fetchone()
+    names = ("statements_exec_ms", "statements_calls", "statements_blks_hit", "statements_blks_read")
+    return {name: None if value is None else (round(value, 3) if i == 0 else int(value))
+            for i, (name, value) in enumerate(zip(names, row))}
 
 
 def read_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict:
