@@ -132,22 +132,32 @@ class ReplicaWatch:
         of the queries each second; a cancelled one counted and followed by a new one (on a new connection when
         the standby ended the session)."""
         conn = None
-        while not self.stopping:
-            try:
-                if conn is None or conn.closed or conn.broken:
-                    conn = psycopg.connect(self.standby_dsn, autocommit=True,
-                                           application_name=f"queue-bench replica-reader-{i}")
-                self._transaction(conn)
-            except psycopg.Error as err:
-                kind = "cancel" if is_recovery_conflict(err) else (getattr(err, "sqlstate", None) or "connection")
-                (self.reads.cancel if kind == "cancel" else self.reads.error)(int(self.now_s()), kind, first_line(err))
-                if conn is not None and not conn.closed and not conn.broken:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except psycopg.Error:
-                        conn.close()
-                if kind != "cancel":
-                    gevent.sleep(ROUND_S)  # the standby is away: do not spin
+        try:
+            while not self.stopping:
+                conn = self._one_transaction(i, conn)
+        finally:  # also when stop() kills the reader mid-query
+            if conn is not None:
+                conn.close()
+
+    def _one_transaction(self, i: int, conn: psycopg.Connection | None) -> psycopg.Connection:
+        """One transaction of reader ``i`` on ``conn`` (a new connection when None or broken), a cancellation or
+        an error counted; returns the connection to go on with."""
+        try:
+            if conn is None or conn.closed or conn.broken:
+                conn = psycopg.connect(self.standby_dsn, autocommit=True,
+                                       application_name=f"queue-bench replica-reader-{i}")
+            self._transaction(conn)
+        except psycopg.Error as err:
+            kind = "cancel" if is_recovery_conflict(err) else (getattr(err, "sqlstate", None) or "connection")
+            (self.reads.cancel if kind == "cancel" else self.reads.error)(int(self.now_s()), kind, first_line(err))
+            if conn is not None and not conn.closed and not conn.broken:
+                try:
+                    conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    conn.close()
+            if kind != "cancel":
+                gevent.sleep(ROUND_S)  # the standby is away: do not spin
+        return conn
 
     def _transaction(self, conn: psycopg.Connection) -> None:
         position, t_snap = self.position(), self.now_s()  # every claim logged so far had committed
