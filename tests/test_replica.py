@@ -90,8 +90,10 @@ def test_feedback_off_cancels_readers_and_on_holds_dead_tuples_on_the_primary(tm
     assert r_off["read_cancels"] > 0
     assert r_off["read_cancels"] <= sum(r_off["conflicts"].values())
     assert r_off["primary_xmin_age_max"] is None
-    # feedback on: the standby's snapshots hold the primary's horizon instead
-    assert r_on["conflicts"]["snapshot"] == 0
+    # feedback on: the standby's snapshots hold the primary's horizon instead (a snapshot taken in the second
+    # before the standby's next report can still meet a removal, PostgreSQL's known gap: fewer, not none)
+    assert r_on["conflicts"]["snapshot"] < r_off["conflicts"]["snapshot"]
+    assert r_on["read_cancels"] < r_off["read_cancels"]
     assert r_on["primary_xmin_age_max"] is not None and r_on["primary_xmin_age_max"] > 0
     assert _mean(on_rows, "dead_tuples") > 1.5 * _mean(off_rows, "dead_tuples")
     # replay waited for the readers with feedback off: its lag in seconds reached the standby's delay

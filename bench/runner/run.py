@@ -139,7 +139,9 @@ class Run:
                                 for f in cfg.faults]
         self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s)
         if self.standby_dsn:
-            local_log = cfg.processes == 1 and not isinstance(self.driver, LibraryWorkersDriver)
+            # the claim log is written here as claims commit only with this process's own workers
+            local_log = (cfg.processes == 1 and self.external_workers is None
+                         and not isinstance(self.driver, LibraryWorkersDriver))
             self.side_tasks.watch_replica(self.dsn, self.standby_dsn, self.tally.note, self.n_warm + self.n_meas,
                                           (lambda: self.claim_log.events) if local_log else (lambda: None))
         self.tally.open_logs(self.run_dir, clock.unix0)
