@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from bench.engines.postgres.embedded import PostgresRecipe
+from bench.engines.postgres.replica import OLDEST_LIMIT
 from bench.engines.postgres.standby import embedded_standby
 from bench.measure.replica_reads import stale_reads
 from conftest import qbench, run_and_load
@@ -38,12 +39,12 @@ def test_embedded_standby_replays_and_is_removed_with_its_directory():
                 p.execute("INSERT INTO replayed SELECT generate_series(1, 1000)")
                 deadline = time.monotonic() + 20
                 seen = None
-                while time.monotonic() < deadline:
+                while seen != 1000 and time.monotonic() < deadline:  # replayed a moment after the commit
                     try:
                         seen = s.execute("SELECT count(*) FROM replayed").fetchone()[0]
-                        break
                     except psycopg.errors.UndefinedTable:
-                        time.sleep(0.05)
+                        pass
+                    time.sleep(0.05)
                 assert seen == 1000
                 with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
                     s.execute("INSERT INTO replayed VALUES (1)")
@@ -99,6 +100,22 @@ def test_feedback_off_cancels_readers_and_on_holds_dead_tuples_on_the_primary(tm
     # replay waited for the readers with feedback off: its lag in seconds reached the standby's delay
     assert r_off["lag_s"]["max"] >= 1.0 > r_on["lag_s"]["max"]
     assert r_off["stale_reads"] is not None and r_on["stale_reads"] is not None
+
+
+def test_a_lagging_standby_gives_stale_reads_at_the_head_of_a_draining_backlog(tmp_path):
+    """Workers drain a seeded backlog while replay waits for the readers (feedback off; the standby's 30 s delay
+    is longer than the run, so no reader is cancelled): the standby's oldest eligible jobs were already claimed
+    on the primary. Each snapshot counts at most the jobs one read returns, and a reader takes at most one
+    snapshot a second."""
+    proc = qbench("run", "--results", str(tmp_path), "--replica", "--replica-readers", "2", "--replica-reader-s", "4",
+                  "--backlog", "60000", "--workers", "4", "--duration", "10s", "--warmup", "1s", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    replica = json.loads((run_dir / "summary.json").read_text())["replica"]
+    with (run_dir / "intervals.csv").open() as fh:
+        stale = [int(r["stale_reads"]) for r in csv.DictReader(fh)]
+    assert replica["stale_reads"] == sum(stale) > 0
+    assert max(stale) <= 2 * OLDEST_LIMIT
 
 
 def test_stale_reads_are_jobs_claimed_or_done_before_the_snapshot():

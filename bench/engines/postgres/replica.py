@@ -129,8 +129,8 @@ class ReplicaWatch:
     # -- the readers
     def _reader(self, i: int) -> None:
         """Reader ``i``: REPEATABLE READ READ ONLY transactions of ``REPLICA_READER_S`` one after another, a round
-        of the queries each second; a cancelled one counted and followed by a new one (on a new connection when
-        the standby ended the session)."""
+        of the queries each second; a cancelled one counted and followed by a new one a round later (on a new
+        connection when the standby ended the session)."""
         conn = None
         try:
             while not self.stopping:
@@ -155,8 +155,9 @@ class ReplicaWatch:
                     conn.execute("ROLLBACK")
                 except psycopg.Error:
                     conn.close()
-            if kind != "cancel":
-                gevent.sleep(ROUND_S)  # the standby is away: do not spin
+            # the next transaction at the next round, as a dashboard retries at its next refresh (at once, a
+            # standby still behind by more than its delay would cancel it again at once, over and over)
+            gevent.sleep(ROUND_S)
         return conn
 
     def _transaction(self, conn: psycopg.Connection) -> None:
