@@ -36,7 +36,7 @@ def replica_rows(summary: dict) -> list[tuple[str, str]]:
                  ("reader queries / cancelled / other errors",
                   f"{r['reads']:,} / {r['read_cancels']:,} / {r['read_errors']:,}"),
                  ("reader query p99, worst second", fmt_num(r["read_p99_us_max"] and r["read_p99_us_max"] / 1000, 3, "ms")),
-                 ("stale reads", "not counted (the claim log is written in other processes)"
+                 ("stale reads", f"not counted: {r['stale_reads_not_counted']}"
                   if r["stale_reads"] is None else f"{r['stale_reads']:,}")]
     return rows
 

@@ -36,8 +36,9 @@ def replica_figures(rows: list[dict], run_info: dict) -> dict | None:
         "read_p99_us_max": max(column(rows, "replica_read_p99_us"), default=None) if readers else None,
         "read_cancels": sum(column(rows, "replica_read_cancels")) if readers else None,
         "read_errors": sum(column(rows, "replica_read_errors")) if readers else None,
-        # None: no readers, or the claim log is not written in this process (docs/replicas.md)
-        "stale_reads": sum(stale) if readers and info["stale_reads"] == "counted" else None,
+        # None: no readers, or the claim log is not written in this process (why: stale_reads_not_counted)
+        "stale_reads": sum(stale) if readers and not info["stale_reads_not_counted"] else None,
+        "stale_reads_not_counted": info["stale_reads_not_counted"] if readers else None,
         "primary_dead_tuples_max": max(column(rows, "dead_tuples"), default=None),
         "primary_xmin_age_max": max(column(rows, "replica_xmin_age"), default=None),
         "sampler_errors": info["sampler_errors"],

@@ -43,6 +43,9 @@ READER_QUERIES = (
     ("dashboard", "SELECT queue, status, count(*), min(created_at), max(finished_at), avg(attempts)::float8 "
                   "FROM {jobs} GROUP BY queue, status"),
 )
+#: Why the stale reads are not counted when the claim log is not written in this process (docs/replicas.md).
+NOT_COUNTED = ("the claim log is written in other processes (PROCESSES > 1, qbench master's workers or a "
+               "library's own worker) and reaches this one up to a second late")
 #: The oldest eligible jobs each read returns.
 OLDEST_LIMIT = 100
 #: A reader runs one round of :data:`READER_QUERIES` a second within its transaction.
@@ -73,7 +76,7 @@ class ReplicaWatch:
                      "wal_receiver_status_interval_s": _seconds(settings["wal_receiver_status_interval"], 1),
                      "readers": cfg.replica_readers if cfg.replica_readers != "n/a" else 0,
                      "reader_s": cfg.replica_reader_s if cfg.replica_readers else None,
-                     "stale_reads": None if position() is None else "counted",
+                     "stale_reads_not_counted": None if position() is not None else NOT_COUNTED,
                      "sampler_errors": 0}
         self.previous = self._conflicts()
         jobs = sql.Identifier(cfg.schema, "jobs")
@@ -122,7 +125,8 @@ class ReplicaWatch:
         self.previous = totals
         lag_bytes = max(0, int(lag_bytes))
         out.update(replica_lag_bytes=lag_bytes, replica_xmin_age=None if xmin_age is None else int(xmin_age),
-                   replica_lag_s=0.0 if lag_bytes == 0 or row[1] is None else round(max(0.0, row[1]), 3),
+                   replica_lag_s=(0.0 if lag_bytes == 0 else None if row[1] is None  # nothing replayed yet
+                                  else round(max(0.0, row[1]), 3)),
                    cost_s=time.perf_counter() - started)
         return out
 
