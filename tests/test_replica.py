@@ -10,6 +10,7 @@ import pathlib
 import time
 import types
 
+import psutil
 import psycopg
 import pytest
 
@@ -53,6 +54,7 @@ def test_embedded_standby_replays_and_is_removed_with_its_directory():
                 assert settings == {"hot_standby": "on", "hot_standby_feedback": "off",
                                     "max_standby_streaming_delay": "30000"}
     assert not root.exists()
+    assert not [p.pid for p in psutil.process_iter(["cmdline"]) if any(str(root) in a for a in p.info["cmdline"] or ())]
 
 
 def _run(tmp: pathlib.Path, *args: str) -> tuple[dict, list[dict]]:
