@@ -50,7 +50,7 @@ def replica_line(r: dict) -> str:
     def num(v, unit=""):
         return "n/a" if v is None else f"{v:,.3g}{unit}" if isinstance(v, float) else f"{v:,}{unit}"
     conflicts = ", ".join(f"{c} {n}" for c, n in r["conflicts"].items() if n) or "none"
-    readers = (f"; {r['readers']} readers of {r['reader_s']:g} s: {num(r['reads'])} reads, {num(r['read_cancels'])} "
+    readers = (f"; {r['readers']} reader{'s' if r['readers'] != 1 else ''} of {r['reader_s']:g} s: {num(r['reads'])} reads, {num(r['read_cancels'])} "
                f"cancelled, stale reads {num(r['stale_reads'])}" if r["readers"] else "")
     return (f"standby (feedback {r['hot_standby_feedback']}, max delay {r['max_standby_streaming_delay_s']:g} s): "
             f"replay lag max {num(r['lag_bytes']['max'], ' B')} / {num(r['lag_s']['max'], ' s')}, cancellations "
