@@ -62,4 +62,10 @@ BAD_VALUES: dict[str, tuple] = {
     "vacuum_every_s": (-1, "often", 1e9),
     "schema": ("Bad-Name", "public", "x" * 58, "qbench_state"),
     "results": ("/etc/passwd/runs", "/proc/qbench-results"),
+    "replica": ("sometimes", 2),
+    "dsn_replica": ("mysql://root@127.0.0.1/qbench", "standby-host"),
+    "replica_readers": (-1, 65, "many", 2.5),
+    "replica_reader_s": (0, -1, "long", 1e9),
+    "hot_standby_feedback": ("maybe", 1),
+    "replica_max_delay_s": (-1, "soon", 1e9),
 }

@@ -16,6 +16,7 @@ from bench.config.autovacuum import parse_autovacuum_settings, short_names as au
 from bench.config.faults import parse_faults
 from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
 from bench.config.queue_definition import BUILTIN, parse_queue
+from bench.config.replica_parameters import REPLICA_PARAMETERS
 from bench.results import slo
 
 
@@ -321,6 +322,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "whatever autovacuum does (FR-12). Each pass's duration "
                "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
                "`intervals.csv`"),
+    *REPLICA_PARAMETERS,  # REPLICA=1 and its readers (bench/config/replica_parameters.py)
     _P("schema", "text", "qbench", "the tool's own schema", group="database", parse_value=parsers.parse_schema,
        allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
        meaning="the tool's own schema (`<schema>_state` holds sweeps' saved seeded states)"),

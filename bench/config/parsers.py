@@ -164,3 +164,17 @@ def parse_schema(value: Any) -> str:
         raise ConfigError("SCHEMA", f"{schema!r} ends in _state, which names a sweep's saved states "
                                     "(<schema>_state); allowed: a name not ending in _state, such as qbench")
     return schema
+
+
+def parse_dsn_replica(value: Any) -> str:
+    """``DSN_REPLICA``: a PostgreSQL connection string (``postgresql://``, ``postgres://`` or libpq key=value),
+    stripped; "" for none. Raises ConfigError (``DSN_REPLICA``)."""
+    text = str(value).strip()
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", text)
+    if scheme and scheme.group(1).lower() not in ("postgresql", "postgres"):
+        raise ConfigError("DSN_REPLICA", f"scheme {scheme.group(1)!r} is not PostgreSQL's; allowed: a "
+                                         "postgresql:// URL or a libpq key=value DSN of a hot standby")
+    if text and not scheme and "=" not in text:
+        raise ConfigError("DSN_REPLICA", f"{text!r} is not a connection string; allowed: a postgresql:// URL or a "
+                                         "libpq key=value DSN of a hot standby")
+    return text

@@ -14,6 +14,7 @@ from bench.config.file_values import check_file_value
 from bench.config.faults import Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
+from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
 from bench.engines import capabilities
 from bench.errors import ConfigError
@@ -46,12 +47,14 @@ class RunConfig:
         """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults."""
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
-                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill")))
+                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill"))
+                + (1 if self.replica is True else 0))  # the standby sampler's connection to the primary
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""
         out = dataclasses.asdict(self)
         out["dsn"] = mask_dsn(self.dsn) if self.dsn else None
+        out["dsn_replica"] = mask_dsn(self.dsn_replica) if self.dsn_replica not in ("", NOT_APPLICABLE) else self.dsn_replica
         if not isinstance(self.autovacuum_settings, str):
             out["autovacuum_settings"] = dict(self.autovacuum_settings)
         return out
@@ -132,6 +135,11 @@ _NEEDS = (
     ("work_sigma", "WORK_DIST=lognormal", lambda v: v["work_dist"] == "lognormal"),
     ("work_slow_ms", "WORK_DIST=bimodal", lambda v: v["work_dist"] == "bimodal"),
     ("slow_share", "WORK_DIST=bimodal", lambda v: v["work_dist"] == "bimodal"),
+    ("replica_readers", "REPLICA=1", lambda v: v["replica"] is True),
+    ("replica_reader_s", "REPLICA_READERS > 0", lambda v: v["replica_readers"] not in (0, NOT_APPLICABLE)),
+    ("hot_standby_feedback", "REPLICA=1", lambda v: v["replica"] is True),
+    ("replica_max_delay_s", "REPLICA=1", lambda v: v["replica"] is True),
+    ("dsn_replica", "REPLICA=1", lambda v: v["replica"] is True),
 )
 
 
@@ -188,6 +196,30 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("BURSTS", "bursts change the producers' rate, and there are no producers without RATE; "
                                     "allowed: BURSTS with RATE > 0")
     return _clip_windows(values)
+
+
+def check_replica(values: dict[str, Any], dsn: str | None, given: set[str]) -> None:
+    """Refuse (ConfigError) ``REPLICA=1`` with a DSN and no ``DSN_REPLICA``, ``DSN_REPLICA`` with no DSN (the
+    embedded server's standby is the tool's own), and the standby's settings given with ``DSN_REPLICA``."""
+    if values["replica"] is not True:
+        return
+    if dsn is not None and not values["dsn_replica"]:
+        raise ConfigError("DSN_REPLICA", "REPLICA=1 with a DSN needs that server's hot standby, and none was given "
+                                         "(the tool starts a standby only of its embedded server); allowed: "
+                                         "DSN_REPLICA=postgresql://... of the standby, or no DSN")
+    if dsn is None and values["dsn_replica"]:
+        raise ConfigError("DSN_REPLICA", "given without a DSN: with no DSN the tool starts the embedded server's "
+                                         "standby itself; allowed: DSN_REPLICA with DSN (its primary), or leave "
+                                         "DSN_REPLICA out")
+    if values["replica_readers"] and values["queue"] != BUILTIN:
+        raise ConfigError("REPLICA_READERS", "the readers' queries read the built-in queue table's columns (status, "
+                                             "priority, run_at); allowed: REPLICA_READERS with QUEUE=builtin, or "
+                                             "REPLICA_READERS=0 (the standby's lag and conflicts are still measured)")
+    for key in ("hot_standby_feedback", "replica_max_delay_s"):
+        if values["dsn_replica"] and key in given:
+            raise ConfigError(key.upper(), "is a setting of the standby server given as DSN_REPLICA, which the run "
+                                           "reads and records but does not change; allowed: leave it out with "
+                                           "DSN_REPLICA (set it on that server)")
 
 
 #: DSN schemes and the engine each means (``key=value`` connection strings are PostgreSQL's libpq form).
@@ -281,6 +313,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
         raise ConfigError("PG_VERSION", f"{values['pg_version']} picks the embedded server's binaries, and a DSN names "
                                         "a server already running (its server_version is recorded); allowed: leave "
                                         "PG_VERSION out with a DSN, or no DSN")
+    check_replica(values, dsn, given)
     notes = check_combinations(values, set(raw))
     notes += defined.check(values)
     return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)

@@ -296,6 +296,17 @@ class Engine:
         return self.probes.subselect_overclaim_probe(dsn, schema, rows, limit)
 
     # -- a queue library's own worker
+    # -- REPLICA=1: a standby, its sampler and the readers on it (docs/replicas.md)
+    def standby(self, dsn: str, cfg: Any, log: Callable[[str], None]) -> Any:
+        """A context manager yielding the standby's DSN: ``DSN_REPLICA``, else the embedded primary's own standby
+        (``cfg.dsn`` None), started and removed with it."""
+        raise NotImplementedError(f"REPLICA is not built for {self.name}")
+
+    def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
+                      note: Callable[[int, dict], None], position: Callable[[], int], reads: Any) -> Any:
+        """The standby's per-second sampler and ``REPLICA_READERS`` readers (``start``, ``stop``, ``info``)."""
+        raise NotImplementedError(f"REPLICA is not built for {self.name}")
+
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
         """A library's own worker process (``LIBRARY_MODE=worker``): argv, added environment (the DSN); or None."""
         return None

@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 from hdrh.log import HistogramLogWriter
 
 from bench.measure.metrics import values_at_percentiles
+from bench.measure.replica_reads import READ_COLUMNS
 from bench.results.model import clean_json, utc_stamp
 
 #: The monitor's cumulative counters of what the server did (where each engine reads them: its
@@ -35,6 +36,12 @@ COST_DERIVED = ("hot_update_share", "server_cpu_us", "statements_exec_us", "stat
 #: The bytes of full-page images in the WAL among them (PostgreSQL, with pg_walinspect in the database).
 IMAGES_COUNTER = "wal_fpi_bytes_total"
 
+#: ``REPLICA=1``: the standby's per-second sample (replay lag, cancellations by cause since the previous sample,
+#: the xmin age its feedback holds on the primary) and the readers' (bench/measure/replica_reads.py).
+REPLICA_COLUMNS = ("replica_lag_bytes", "replica_lag_s", "replica_xmin_age", "replica_conflicts_snapshot",
+                   "replica_conflicts_lock", "replica_conflicts_bufferpin", "replica_conflicts_deadlock",
+                   "replica_conflicts_tablespace", *READ_COLUMNS)
+
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
@@ -45,6 +52,7 @@ INTERVAL_COLUMNS = (
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
     *COST_COUNTERS.values(),
+    *REPLICA_COLUMNS,
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

@@ -6,6 +6,7 @@ from bench.measure import seconds
 from bench.measure.rss import RSS_REPORTED_MIN
 from bench.results.values import library_caveat_line
 from bench.results.verdict import end_block
+from bench.run_summary.replica import replica_line
 
 
 def final_lines(log, s: dict) -> None:
@@ -26,6 +27,8 @@ def final_lines(log, s: dict) -> None:
             f"{'es' if len(workers) != 1 else ''} ({sum(1 for p in workers if p.get('lost'))} lost); "
             f"dispatch delay p50 {seconds.fmt_ms(dispatch.get('p50'))}, p99 {seconds.fmt_ms(dispatch.get('p99'))}"
             " (LIBRARY_MODE=sql sends its SQL from the tool's workers instead)")
+    if s.get("replica"):
+        log(replica_line(s["replica"]))
     rss = s["harness_rss_mb"]
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
     growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"

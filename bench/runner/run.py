@@ -3,6 +3,7 @@ method, called in order by :meth:`Run.execute`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import signal
@@ -58,7 +59,8 @@ class Run:
             self.room = self._claim_schema()  # locked until the run ends
             handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
             try:
-                return self._phases()
+                with contextlib.ExitStack() as self.exits:  # the standby (REPLICA=1), stopped last
+                    return self._phases()
             finally:
                 for sig, handler in handlers.items():
                     signal.signal(sig, handler)
@@ -108,6 +110,7 @@ class Run:
             self.claim_plans, self.plans_when = engine.capture_plans(admin, cfg, "on the seeded table, before the load")
         self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
         self.pgss_missing = engine.statement_stats_unavailable(admin)
+        self.standby_dsn = self.exits.enter_context(engine.standby(self.dsn, cfg, self.log)) if cfg.replica is True else None
         # Created only now: bad input and an interrupted seeding leave no run directory behind.
         self.run_dir = Path(cfg.results) / self.run_id
         self.run_dir.mkdir(parents=True)
@@ -135,6 +138,12 @@ class Run:
                                              n_warm=self.n_warm, recorder=self.recorder, log=self.log)
                                 for f in cfg.faults]
         self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s)
+        if self.standby_dsn:
+            # the claim log is written here as claims commit only with this process's own workers
+            local_log = (cfg.processes == 1 and self.external_workers is None
+                         and not isinstance(self.driver, LibraryWorkersDriver))
+            self.side_tasks.watch_replica(self.dsn, self.standby_dsn, self.tally.note, self.n_warm + self.n_meas,
+                                          (lambda: self.claim_log.events) if local_log else (lambda: None))
         self.tally.open_logs(self.run_dir, clock.unix0)
         self.rss = RssLog(self.proc, self.log)
 
@@ -222,6 +231,7 @@ class Run:
         self.ended_unix = time.time()
         vacuumer = self.side_tasks.vacuumer
         self.tally.join_samples(vacuumer.passes if vacuumer is not None else None)
+        self.side_tasks.replica_columns(self.tally.rows, self.n_warm, self.claim_log)
 
     def _account_tail(self) -> None:
         """Count the stop phase's interval; measured only when an interrupted run stopped inside its window."""

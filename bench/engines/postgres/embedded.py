@@ -82,7 +82,8 @@ class PostgresRecipe(Recipe):
         """``pg_ctl start -w`` with :func:`server_options`."""
         argv = [
             self.bins.pg_ctl, "start", "-D", str(srv.data_dir), "-l", str(self.logs(srv)[0]),
-            "-w", "-t", str(START_TIMEOUT_S), "-o", server_options(self.bins, srv.data_dir, srv.port, srv.max_connections),
+            "-w", "-t", str(START_TIMEOUT_S), "-o", server_options(self.bins, srv.data_dir, srv.port, srv.max_connections,
+                                                                   self.extra_settings()),
         ]
         try:
             proc = srv.run(argv, timeout=START_TIMEOUT_S + 15)
@@ -94,6 +95,10 @@ class PostgresRecipe(Recipe):
             msg = "; ".join((proc.stderr or proc.stdout).strip().splitlines()) or "no output"
             return f"pg_ctl exit {proc.returncode}: {msg}"
         return None
+
+    def extra_settings(self) -> dict[str, str]:
+        """Settings beyond :func:`server_options`' (a standby's: :mod:`bench.engines.postgres.standby`)."""
+        return {}
 
     def probe(self, srv: EmbeddedServer, timeout: int) -> str | None:
         """``SELECT 1``; then ``CREATE EXTENSION`` pg_stat_statements and pg_walinspect where the build ships them
@@ -152,10 +157,13 @@ def server_options_of(cfg) -> dict:
     return {} if cfg is None else {"pg_version": cfg.pg_version}
 
 
-def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int) -> str:
+def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_connections: int,
+                   extra: dict[str, str] | None = None) -> str:
     """``pg_ctl start -o``'s value, one ``-c name=value`` per setting quoted for /bin/sh: 127.0.0.1:``port``
     only, the Unix socket in ``data_dir`` (none when that path is too long), ``max_connections``,
-    :data:`SHARED_BUFFERS`, :data:`AUTOVACUUM_NAPTIME`, pg_stat_statements when the build has it."""
+    :data:`SHARED_BUFFERS`, :data:`AUTOVACUUM_NAPTIME`, WAL for a streaming standby (``wal_level=replica``,
+    ``max_wal_senders``: PostgreSQL's defaults, said here), pg_stat_statements when the build has it; then
+    ``extra`` (a standby's own)."""
     socket_dir = str(data_dir)
     if len(socket_dir) + len(f"/.s.PGSQL.{port}") > MAX_SOCKET_PATH:
         socket_dir = ""  # path too long for a Unix socket; TCP only (all we use)
@@ -168,10 +176,15 @@ def server_options(bins: ServerBinaries, data_dir: pathlib.Path, port: int, max_
         "shared_buffers": SHARED_BUFFERS,
         # the launcher's wake-up (default 1 min): per-table AUTOVACUUM_SETTINGS act within a quick run (FR-12)
         "autovacuum_naptime": AUTOVACUUM_NAPTIME,
+        # REPLICA=1: pg_basebackup and the standby's WAL receiver connect as replication clients (initdb's
+        # pg_hba.conf trusts replication from 127.0.0.1 with --auth=trust)
+        "wal_level": "replica",
+        "max_wal_senders": "10",
     }
     if has_pg_stat_statements(bins):
         # The tool owns this whole server: per-statement statistics for the claim.
         settings["shared_preload_libraries"] = "pg_stat_statements"
+    settings.update(extra or {})
     # pg_ctl hands -o to /bin/sh, hence shlex.quote
     return " ".join(f"-c {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
 

@@ -3,6 +3,7 @@ Import it after :mod:`bench.gevent_patch`, as :func:`bench.engines.get_engine` d
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 from bench.config.queue_definition import QueueDefinition
@@ -13,6 +14,7 @@ from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.engines.postgres.reaper import Reaper
+from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, cooperative_wait
 from bench.workload.queues import queue_count, queue_names
 
@@ -133,6 +135,20 @@ class PostgresEngine(Engine):
         ``queue`` column: ``NAMED_QUEUES`` and ``TENANTS`` are its own)."""
         return audit.completed_per_queue(conn, cfg.schema, queue_names(queue_count(cfg)), start_unix, end_unix,
                                          relation=_relation(cfg) or "jobs")
+
+    def standby(self, dsn: str, cfg: Any, log: Callable[[str], None]) -> Any:
+        """``DSN_REPLICA`` as it is, or the embedded primary's standby (:mod:`bench.engines.postgres.standby`)."""
+        if cfg.dsn_replica:
+            return contextlib.nullcontext(cfg.dsn_replica)
+        from bench.engines.postgres.standby import embedded_standby  # here: only REPLICA=1 runs start one
+        return embedded_standby(dsn, cfg, cfg.replica_readers, log)
+
+    def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
+                      note: Callable[[int, dict], None], position: Callable[[], int | None],
+                      reads: Any) -> ReplicaWatch:
+        """The standby's sampler and readers (:class:`bench.engines.postgres.replica.ReplicaWatch`)."""
+        return ReplicaWatch(dsn, standby_dsn, cfg, now_s=now_s, note=note, position=position, reads=reads,
+                            source="DSN_REPLICA" if cfg.dsn_replica else "embedded")
 
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
         """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a
