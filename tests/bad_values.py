@@ -63,3 +63,5 @@ BAD_VALUES: dict[str, tuple] = {
     "schema": ("Bad-Name", "public", "x" * 58, "qbench_state"),
     "results": ("/etc/passwd/runs", "/proc/qbench-results"),
 }
+BAD_VALUES["faults"] += ("migration@1-2:ddl=add_column,lock_timeout_ms=-1", "migration@1-2:ddl=drop_table",
+                         "migration@1-2:ddl=add_column,retry_ms=soon")

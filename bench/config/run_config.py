@@ -43,10 +43,12 @@ class RunConfig:
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
     def connections_needed(self) -> int:
-        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults."""
+        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults
+        (a long transaction, a backend killer, a migration)."""
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
-                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill")))
+                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
+                + (1 if any(f.kind == "migration" for f in self.faults) else 0))  # the monitor's lock queue
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""
@@ -156,6 +158,9 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("FAULTS", f"backend_kill on {caps.label} kills the worker connections this process opened, "
                                     "and with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
                                     f"with PROCESSES=1 on {caps.label}")
+    if caps.migration_not_built and any(f.kind == "migration" for f in values["faults"]):
+        raise ConfigError("FAULTS", f"migration is not built for {caps.label}: {caps.migration_not_built}; allowed: "
+                                    "migration on PostgreSQL")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0 (--no-prepared): an "
                                         "unprepared claim is planned with its values on every execution; allowed: "

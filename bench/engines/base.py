@@ -10,7 +10,7 @@ from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
 from bench.engines.driver import Driver
 from bench.engines.sampler import spawn_samplers
-from bench.errors import RunFailed
+from bench.errors import ConfigError, RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
            "ProducerSession", "SessionFactory", "WorkerSession"]
@@ -316,3 +316,27 @@ class Engine:
     def release(self, handle: Any) -> None:
         """Roll back and close what :meth:`hold_snapshot` or :meth:`killer` opened."""
         self.faults.release(handle)
+
+    # -- the migration fault (FAULTS=migration)
+    def migration_statement(self, cfg: Any, fault: Any) -> str:
+        """The SQL a ``migration`` window runs on the run's queue table."""
+        raise NotImplementedError(f"the migration fault is not built for {self.name}")
+
+    def check_migrations(self, conn: Any, cfg: Any) -> None:
+        """Run each ``migration`` window's statement on the prepared table in a transaction rolled back; one that
+        fails drops the run's schema (nothing left behind) and is refused (ConfigError ``FAULTS``)."""
+        for fault in cfg.faults:
+            if fault.kind != "migration":
+                continue
+            why = self.faults.migration_fails(conn, cfg.schema, self.migration_statement(cfg, fault))
+            if why is not None:
+                self.db.OWNERSHIP.drop(conn, cfg.schema)
+                what = "its sql" if fault.ddl == "sql" else f"ddl={fault.ddl}"
+                raise ConfigError("FAULTS", f"migration@{fault.start_s:g}-{fault.end_s:g}: {what} failed on the "
+                                            f"prepared table (checked in a transaction rolled back): {why}; allowed: "
+                                            "a statement this server runs on the queue table")
+
+    def migration(self, dsn: str, cfg: Any, fault: Any) -> Any:
+        """The migration's own connection: ``attempt()`` -> (``done``|``lock_timeout``|``error``, message or
+        None), ``close()`` (cancels a statement still waiting)."""
+        return self.faults.Migration(dsn, cfg.schema, self.migration_statement(cfg, fault), fault.lock_timeout_ms)

@@ -35,6 +35,15 @@ COST_DERIVED = ("hot_update_share", "server_cpu_us", "statements_exec_us", "stat
 #: The bytes of full-page images in the WAL among them (PostgreSQL, with pg_walinspect in the database).
 IMAGES_COUNTER = "wal_fpi_bytes_total"
 
+#: With a ``migration`` window, the lock queue on the queue table, sampled every 100 ms and folded by second: the
+#: most requests not granted by mode, the most workers among them, the migration's longest wait so far (s), whether
+#: it held or asked for a mode that blocks claims, the workers' waits first seen while it did, the stall's ms in
+#: the second and the longest stall so far (bench/engines/postgres/lock_queue.py; docs/results.md).
+LOCK_QUEUE_COLUMNS = ("lock_queue_access_share", "lock_queue_row_share", "lock_queue_row_exclusive",
+                      "lock_queue_share_update_exclusive", "lock_queue_share", "lock_queue_share_row_exclusive",
+                      "lock_queue_exclusive", "lock_queue_access_exclusive", "lock_queue_workers", "migration_wait_s",
+                      "migration_blocking", "delayed_claims", "stall_ms", "longest_stall_ms")
+
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
@@ -45,6 +54,7 @@ INTERVAL_COLUMNS = (
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
     *COST_COUNTERS.values(),
+    *LOCK_QUEUE_COLUMNS,
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

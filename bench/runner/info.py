@@ -84,4 +84,5 @@ def run_info(run) -> dict:
         "harness_rss_mb": run.rss.summary(),
         "processes": run.driver.processes,
         "web_ui": run.ui.info(measured.seconds) if run.ui else None,
+        "migrations": run.migrations,
     }
