@@ -108,3 +108,40 @@ def test_a_negative_lock_timeout_and_sql_on_the_command_line_are_refused(dsn, tm
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "FAULTS:" in lines[0] and says in lines[0], proc.stderr
     assert _schemas(dsn) == before and not (tmp_path / "r").exists()
+
+
+def test_mariadb_the_metadata_lock_stalls_the_claims_and_lock_wait_timeout_bounds_it(maria_schema, tmp_path):
+    """MariaDB: the ALTER waits for the long transaction's metadata lock ('Waiting for table metadata lock') and
+    the claims queue behind it; lock_timeout_ms=300 becomes lock_wait_timeout 1 s (whole seconds, rounded up),
+    which bounds the longest stall (1 s, plus the 0.1 s sampling and a sample's delay: 1 s)."""
+    dsn, schema = maria_schema
+    args = ("--dsn", dsn, "--schema", schema, *_ARGS)
+    _, s, _ = run_and_load(dsn, tmp_path / "none", *args, "--faults", f"{_LONG};migration@2-9:ddl=add_column")
+    unbounded = _migration(s)
+    assert unbounded["succeeded"] and unbounded["done_s"] >= 6.0 - 0.1, unbounded
+    assert unbounded["longest_stall_s"] >= 0.75 * (6.0 - 2.0) and unbounded["delayed_claims"] >= 1, unbounded
+    _, s, _ = run_and_load(dsn, tmp_path / "bounded", *args, "--faults",
+                           f"{_LONG};migration@2-9:ddl=add_column,lock_timeout_ms=300,retry_ms=1500")
+    bounded = _migration(s)
+    assert bounded["lock_timeouts"] >= 1 and bounded["succeeded"], bounded
+    assert 0 < bounded["longest_stall_s"] <= 1.0 + 1.0, bounded
+    assert bounded["longest_stall_s"] < unbounded["longest_stall_s"], (bounded, unbounded)
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
+def test_mariadb_an_online_index_build_does_not_stall_the_claims(maria_schema, tmp_path):
+    """create_index_concurrently on MariaDB is ALGORITHM=INPLACE, LOCK=NONE: no stalled sample, a claim every
+    second; a migration's own sql is refused there in one line (its DDL commits: it cannot be checked)."""
+    dsn, schema = maria_schema
+    run_dir, s, _ = run_and_load(dsn, tmp_path, "--dsn", dsn, "--schema", schema, *_ARGS,
+                                 "--faults", "migration@2-8:ddl=create_index_concurrently")
+    m = _migration(s)
+    assert m["succeeded"] and m["stall_s"] == 0 and m["claimless_s"] == 0, m
+    assert all(int(r["claims"]) > 0 for r in _rows(run_dir))
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "own_sql.toml").write_text(
+        '[[faults]]\nkind = "migration"\nstart_s = 1\nend_s = 3\nsql = """ALTER TABLE jobs ADD COLUMN y INT"""\n')
+    proc = qbench("run", "--dsn", dsn, "--schema", schema, "--workload", "own_sql", "--results",
+                  str(tmp_path / "r"), cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "FAULTS:" in proc.stderr and "MariaDB" in proc.stderr, proc.stderr

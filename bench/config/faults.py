@@ -13,7 +13,7 @@ KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill",
 #: The options each kind uses; giving another is refused (it would do nothing).
 OPTIONS = {"crash_after_claim": {"share"}, "late_worker": {"share", "extra_s"}, "long_transaction": set(),
            "backend_kill": {"every_s"}, "process_kill": set()}
-KINDS += ("migration",)  # schema migrations under load (docs/running.md, "Faults": migration)
+KINDS += ("migration",)  # schema migrations under load (docs/migrations.md)
 OPTIONS["migration"] = {"ddl", "sql", "lock_timeout_ms", "retry_ms"}
 #: ``migration``'s named statements on the queue table (each engine's text: its ``fault_actions.MIGRATION_DDL``).
 MIGRATION_DDL = ("add_column", "add_column_volatile", "create_index", "create_index_concurrently")

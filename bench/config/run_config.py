@@ -158,9 +158,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("FAULTS", f"backend_kill on {caps.label} kills the worker connections this process opened, "
                                     "and with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
                                     f"with PROCESSES=1 on {caps.label}")
-    if caps.migration_not_built and any(f.kind == "migration" for f in values["faults"]):
-        raise ConfigError("FAULTS", f"migration is not built for {caps.label}: {caps.migration_not_built}; allowed: "
-                                    "migration on PostgreSQL")
+    if caps.migration_sql_refused and any(f.kind == "migration" and f.ddl == "sql" for f in values["faults"]):
+        raise ConfigError("FAULTS", f"a migration's sql is not run on {caps.label}: {caps.migration_sql_refused}; "
+                                    "allowed: migration with ddl=add_column|add_column_volatile|create_index|"
+                                    "create_index_concurrently")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0 (--no-prepared): an "
                                         "unprepared claim is planned with its values on every execution; allowed: "

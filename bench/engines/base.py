@@ -9,6 +9,7 @@ from typing import Any, Callable, Protocol
 from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
 from bench.engines.driver import Driver
+from bench.engines.lock_queue import spawn_lock_sampler
 from bench.engines.sampler import spawn_samplers
 from bench.errors import ConfigError, RunFailed
 
@@ -224,8 +225,12 @@ class Engine:
 
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
                        note: Callable[[int, dict], None]) -> list:
-        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``."""
-        return spawn_samplers(monitor, now_s, n_seconds, note)
+        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``; with a migration's
+        window (the monitor's ``lock_queue``), the lock queue's sampler too."""
+        greenlets = spawn_samplers(monitor, now_s, n_seconds, note)
+        if getattr(monitor, "lock_queue", None) is not None:
+            greenlets.append(spawn_lock_sampler(monitor, now_s, n_seconds, note))
+        return greenlets
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Any:
         """A periodic task (``run``, ``stop``, ``conn``) that re-queues or dead-letters expired leases."""

@@ -187,10 +187,10 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
 LOCK_QUEUE = (
     "lock_queue", "Lock queue on the queue table",
     "Requests waiting for a lock on the queue table, by mode (pg_locks, not granted; the most seen at one of "
-    "the samples taken every 100 ms in each second; the monitor's own left out), and the migration's stall: "
-    "the ms of each second in which the migration held or asked for a mode that conflicts with the claims' "
-    "ROW EXCLUSIVE while a worker waited for the table (right axis; the rule is in docs/results.md, "
-    "\"Migrations\"). An access exclusive request with row share / row exclusive requests behind it is the "
+    "the samples taken every 100 ms in each second; the monitor's own left out; MariaDB's processlist gives no "
+    "mode, so there only the stall is drawn), and the migration's stall: the ms of each second in which the "
+    "migration held or asked for a lock that blocks the claims while a worker waited for the table (right "
+    "axis; the rule is in docs/migrations.md, \"The stall\"). An access exclusive request with row share / row exclusive requests behind it is the "
     "stall: every new claim waits behind the migration, which waits behind the oldest open transaction.",
     draw_lock_queue)
 

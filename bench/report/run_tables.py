@@ -119,7 +119,7 @@ def _retry_rows(summary: dict) -> list[dict]:
 
 def _migration_rows(summary: dict) -> list[dict]:
     """Each migration window: its attempts and outcome; the stall, the claims it delayed, seconds without a claim
-    (the rule: docs/results.md, "Migrations")."""
+    (the rule: docs/migrations.md, "The stall")."""
     rows = []
     for m in summary.get("migrations") or []:
         timeout = f"lock_timeout {fmt_num(m['lock_timeout_ms'])} ms" if m["lock_timeout_ms"] else "no lock timeout"

@@ -38,7 +38,7 @@ IMAGES_COUNTER = "wal_fpi_bytes_total"
 #: With a ``migration`` window, the lock queue on the queue table, sampled every 100 ms and folded by second: the
 #: most requests not granted by mode, the most workers among them, the migration's longest wait so far (s), whether
 #: it held or asked for a mode that blocks claims, the workers' waits first seen while it did, the stall's ms in
-#: the second and the longest stall so far (bench/engines/postgres/lock_queue.py; docs/results.md).
+#: the second and the longest stall so far (bench/engines/lock_queue.py; docs/migrations.md).
 LOCK_QUEUE_COLUMNS = ("lock_queue_access_share", "lock_queue_row_share", "lock_queue_row_exclusive",
                       "lock_queue_share_update_exclusive", "lock_queue_share", "lock_queue_share_row_exclusive",
                       "lock_queue_exclusive", "lock_queue_access_exclusive", "lock_queue_workers", "migration_wait_s",

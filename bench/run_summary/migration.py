@@ -1,5 +1,5 @@
 """``summary.json`` ``migrations``: each ``migration`` window's figures, from run.json's attempts and intervals.csv's
-lock queue (docs/results.md, "Migrations"). The rule is decided here, once:
+lock queue (docs/migrations.md, "The stall"). The rule is decided here, once:
 
 - the lock queue is sampled every 100 ms (:mod:`bench.engines.postgres.lock_queue`); a **stalled sample** shows
   the migration holding or asking for a lock on the queue table in a mode that conflicts with ROW EXCLUSIVE,

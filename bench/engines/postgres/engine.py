@@ -8,7 +8,7 @@ from typing import Any, Callable
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
 from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
-                                    lock_queue, pg_stat_statements, plans, probes, vacuum)
+                                    pg_stat_statements, plans, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -83,14 +83,6 @@ class PostgresEngine(Engine):
                        priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
                        tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else (), defn=self.queue(cfg),
                        lock_queue=any(f.kind == "migration" for f in cfg.faults))
-
-    def spawn_samplers(self, monitor: Monitor, now_s: Callable[[], float], n_seconds: int,
-                       note: Callable[[int, dict], None]) -> list:
-        """:meth:`Engine.spawn_samplers`, and with a migration's window the lock queue's sampler."""
-        greenlets = super().spawn_samplers(monitor, now_s, n_seconds, note)
-        if monitor.lock_queue is not None:
-            greenlets.append(lock_queue.spawn_lock_sampler(monitor, now_s, n_seconds, note))
-        return greenlets
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
         """A periodic task that moves finished rows to the archive."""

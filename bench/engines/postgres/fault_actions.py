@@ -41,7 +41,7 @@ def kill_one_worker(conn: psycopg.Connection) -> bool:
     return bool(row and row[0])
 
 
-# -- the migration fault (FAULTS=migration; docs/running.md, "Faults")
+# -- the migration fault (FAULTS=migration; docs/migrations.md)
 #: Each named migration on the queue table: {table} its qualified name, {column} the column an index is built
 #: on (its eligible time, else its id). add_column only writes the catalog; a volatile default rewrites the table.
 MIGRATION_DDL = {
