@@ -48,7 +48,8 @@ class RunConfig:
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
-                + (1 if any(f.kind == "migration" for f in self.faults) else 0))  # the monitor's lock queue
+                # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
+                + (2 if any(f.kind == "migration" for f in self.faults) else 0))
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""

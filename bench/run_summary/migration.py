@@ -19,8 +19,8 @@ import math
 def migration_figures(record: dict, rows: list[dict]) -> dict:
     """One window's figures: ``ddl``, ``lock_timeout_ms``, ``attempts``, ``lock_timeouts``, ``succeeded``,
     ``error``, ``done_s`` (s since measured start), ``stall_s``, ``longest_stall_s``, ``delayed_claims``,
-    ``claimless_s``, ``lock_queue_max`` (the most requests waiting at one sample); ``None`` where nothing was
-    sampled."""
+    ``claimless_s``, ``lock_queue_max`` (the most requests waiting at one sample, by mode); ``None`` where
+    nothing was sampled."""
     attempts = record["attempts"]
     done = [a for a in attempts if a["outcome"] == "done"]
     errors = [a["error"] for a in attempts if a["outcome"] == "error"]
@@ -39,8 +39,16 @@ def migration_figures(record: dict, rows: list[dict]) -> dict:
             "longest_stall_s": round(max(r["longest_stall_ms"] or 0 for r in sampled) / 1000, 1) if sampled else None,
             "delayed_claims": sum(r.get("delayed_claims") or 0 for r in sampled) if sampled else None,
             "claimless_s": sum(1 for r in inside if not r.get("claims")),
-            "lock_queue_max": max((sum(r.get(k) or 0 for k in r if k.startswith("lock_queue_") and k != "lock_queue_workers")
-                                   for r in sampled), default=None)}
+            "lock_queue_max": _most_waiting(sampled)}
+
+
+def _most_waiting(rows: list[dict]) -> int | None:
+    """The most requests waiting by mode at one second's sample, summed over the modes; None where the engine
+    reads no mode (MariaDB's processlist) or nothing was sampled."""
+    totals = [sum(r[k] for k in modes) for r in rows
+              if (modes := [k for k in r if k.startswith("lock_queue_") and k != "lock_queue_workers"
+                            and r[k] is not None])]
+    return max(totals, default=None)
 
 
 def migrations(run_info: dict, rows: list[dict]) -> list[dict]:

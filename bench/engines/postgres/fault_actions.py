@@ -68,7 +68,7 @@ def migration_fails(conn: psycopg.Connection, schema: str, text: str) -> str | N
     run in one); the database's first line when it fails, else None."""
     try:
         with conn.transaction(force_rollback=True):
-            conn.execute("SET LOCAL statement_timeout = '60s'")
+            conn.execute("SET LOCAL lock_timeout = '10s'")  # no load yet: a lock held this long is someone else's
             conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(schema)))
             conn.execute(_CONCURRENTLY.sub("", text, count=1))
     except psycopg.Error as err:
