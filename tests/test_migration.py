@@ -9,6 +9,8 @@ import csv
 
 import psycopg
 
+from bench.engines.lock_queue import LockQueueFold
+from bench.run_summary.migration import migration_figures
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
 #: long_transaction from 1 s to 6 s (it read the queue table: it holds ACCESS SHARE on it), the migration at 2 s.
@@ -46,6 +48,8 @@ def test_without_a_lock_timeout_the_claims_stall_as_long_as_the_long_transaction
     assert max(waits) >= 0.75 * held_s, waits
     assert any(int(r["lock_queue_access_exclusive"] or 0) >= 1 for r in rows)
     assert "migration add_column (no lock timeout): 1 attempt" in proc.stdout
+    assert (run_dir / "plots" / "lock_queue.png").is_file()  # the report's lock queue plot, and its table rows
+    assert "migration add_column (no lock timeout): attempts, lock timeouts, outcome" in (run_dir / "report.html").read_text()
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
@@ -145,3 +149,26 @@ def test_mariadb_an_online_index_build_does_not_stall_the_claims(maria_schema, t
                   str(tmp_path / "r"), cwd=tmp_path)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "FAULTS:" in proc.stderr and "MariaDB" in proc.stderr, proc.stderr
+
+
+def test_the_stall_rule_counts_only_samples_with_a_blocking_migration_and_a_worker_waiting():
+    """The fold: a sample stalls only with both; a stall's run carries across seconds and restarts after a gap;
+    a worker's wait (backend, start) is counted once however many samples see it."""
+    fold = LockQueueFold()
+    first, second = fold.new_second(), fold.new_second()
+    fold.fold(first, ({"AccessExclusiveLock": 1}, [], 0.1, True), 100)  # blocking, nobody waits: no stall
+    fold.fold(first, ({"AccessExclusiveLock": 1, "RowExclusiveLock": 2}, [(7, "t0"), (8, "t0")], 0.2, True), 100)
+    fold.fold(first, ({"RowExclusiveLock": 2}, [(7, "t0"), (8, "t0")], 0.3, True), 100)
+    fold.fold(second, ({"RowExclusiveLock": 1}, [(7, "t0")], 0.4, True), 100)
+    fold.fold(second, ({}, [(9, "t1")], None, False), 100)  # a worker waits behind something else: no stall
+    fold.fold(second, ({"AccessExclusiveLock": 1}, [(9, "t2")], 0.1, True), 100)
+    assert (first["stall_ms"], first["longest_stall_ms"], first["delayed_claims"]) == (200, 200, 2)
+    assert (second["stall_ms"], second["longest_stall_ms"], second["delayed_claims"]) == (200, 300, 1)
+    assert first["lock_queue_row_exclusive"] == 2 and first["lock_queue_share"] == 0 and second["migration_wait_s"] == 0.4
+    record = {"start_s": 1.0, "end_s": 5.0, "ddl": "add_column", "statement": "ALTER", "lock_timeout_ms": 0.0,
+              "retry_ms": 1000.0, "attempts": [{"start_s": 1.2, "end_s": 2.9, "outcome": "done", "error": None}]}
+    rows = [{"t_s": 0, "claims": 5, **fold.new_second()}, {"t_s": 1, "claims": 0, **first},
+            {"t_s": 2, "claims": 3, **second}, {"t_s": 3, "claims": 0, **fold.new_second()}]
+    m = migration_figures(record, rows)
+    assert (m["stall_s"], m["longest_stall_s"], m["delayed_claims"], m["claimless_s"]) == (0.4, 0.3, 3, 1), m
+    assert m["succeeded"] and m["done_s"] == 2.9 and m["lock_queue_max"] == 3, m
