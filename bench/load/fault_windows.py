@@ -72,5 +72,7 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
     finally:
         if fault.kind in ("crash_after_claim", "late_worker"):
             driver.close_fault(fault.kind)
-        if conn is not None:
-            conn.close() if fault.kind == "migration" else engine.release(conn)
+        if conn is not None and fault.kind == "migration":
+            conn.close()  # cancels its statement if it still runs
+        elif conn is not None:
+            engine.release(conn)

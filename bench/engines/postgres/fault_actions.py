@@ -105,6 +105,6 @@ class Migration:
         run), then close."""
         try:
             if not self.conn.closed:
-                self.conn.cancel()
+                self.conn.cancel_safe(timeout=5.0)  # psycopg: a cancel request, cooperative
         finally:
             self.conn.close()
