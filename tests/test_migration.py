@@ -48,6 +48,7 @@ def test_without_a_lock_timeout_the_claims_stall_as_long_as_the_long_transaction
     assert max(waits) >= 0.75 * held_s, waits
     assert any(int(r["lock_queue_access_exclusive"] or 0) >= 1 for r in rows)
     assert "migration add_column (no lock timeout): 1 attempt" in proc.stdout
+    assert "migration add_column checked on the prepared table, rolled back" in proc.stdout
     assert (run_dir / "plots" / "lock_queue.png").is_file()  # the report's lock queue plot, and its table rows
     assert "migration add_column (no lock timeout): attempts, lock timeouts, outcome" in (run_dir / "report.html").read_text()
     assert s["invariants"] == CLEAN_INVARIANTS

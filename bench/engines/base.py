@@ -3,6 +3,7 @@ worker and producer sessions the load layer uses (the layering: docs/architectur
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
@@ -327,13 +328,17 @@ class Engine:
         """The SQL a ``migration`` window runs on the run's queue table."""
         raise NotImplementedError(f"the migration fault is not built for {self.name}")
 
-    def check_migrations(self, conn: Any, cfg: Any) -> None:
+    def check_migrations(self, conn: Any, cfg: Any, log: Callable[[str], None]) -> None:
         """Run each ``migration`` window's statement on the prepared table in a transaction rolled back; one that
         fails drops the run's schema (nothing left behind) and is refused (ConfigError ``FAULTS``)."""
         for fault in cfg.faults:
             if fault.kind != "migration":
                 continue
+            started = time.perf_counter()
             why = self.faults.migration_fails(conn, cfg.schema, self.migration_statement(cfg, fault))
+            if why is None:
+                log(f"migration {fault.ddl} checked on the prepared table, rolled back, in "
+                    f"{time.perf_counter() - started:.1f} s")
             if why is not None:
                 self.db.OWNERSHIP.drop(conn, cfg.schema)
                 what = "its sql" if fault.ddl == "sql" else f"ddl={fault.ddl}"

@@ -102,7 +102,7 @@ class Run:
         """Prepare the table (seed it), read what the run compares against afterwards, create the run directory."""
         engine, admin, cfg = self.engine, self.admin, self.cfg
         self.seed = engine.prepare(admin, cfg, self.backlog, log=self.log, state_schema=self.state_schema)
-        engine.check_migrations(admin, cfg)  # a failing one drops the schema and is refused, before any load
+        engine.check_migrations(admin, cfg, self.log)  # a failing one drops the schema and is refused, before any load
         self.sizes_before = engine.table_sizes(admin, cfg.schema)
         self.claim_plans, self.plans_when = None, None
         if self.backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
