@@ -129,6 +129,7 @@ def test_mariadb_the_metadata_lock_stalls_the_claims_and_lock_wait_timeout_bound
                            f"{_LONG};migration@2-9:ddl=add_column,lock_timeout_ms=300,retry_ms=1500")
     bounded = _migration(s)
     assert bounded["lock_timeouts"] >= 1 and bounded["succeeded"], bounded
+    assert bounded["timeout_set"] == "lock_wait_timeout 1 s: 300 ms rounded up to whole seconds", bounded
     assert 0 < bounded["longest_stall_s"] <= 1.0 + 1.0, bounded
     assert bounded["longest_stall_s"] < unbounded["longest_stall_s"], (bounded, unbounded)
     assert s["invariants"] == CLEAN_INVARIANTS
@@ -166,7 +167,7 @@ def test_the_stall_rule_counts_only_samples_with_a_blocking_migration_and_a_work
     assert (first["stall_ms"], first["longest_stall_ms"], first["delayed_claims"]) == (200, 200, 2)
     assert (second["stall_ms"], second["longest_stall_ms"], second["delayed_claims"]) == (200, 300, 1)
     assert first["lock_queue_row_exclusive"] == 2 and first["lock_queue_share"] == 0 and second["migration_wait_s"] == 0.4
-    record = {"start_s": 1.0, "end_s": 5.0, "ddl": "add_column", "statement": "ALTER", "lock_timeout_ms": 0.0,
+    record = {"start_s": 1.0, "end_s": 5.0, "ddl": "add_column", "statement": "ALTER", "lock_timeout_ms": 0.0, "timeout_set": "no lock timeout",
               "retry_ms": 1000.0, "attempts": [{"start_s": 1.2, "end_s": 2.9, "outcome": "done", "error": None}]}
     rows = [{"t_s": 0, "claims": 5, **fold.new_second()}, {"t_s": 1, "claims": 0, **first},
             {"t_s": 2, "claims": 3, **second}, {"t_s": 3, "claims": 0, **fold.new_second()}]

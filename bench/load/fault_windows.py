@@ -56,7 +56,7 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
             conn = engine.migration(dsn, driver.cfg, fault)
             record = {"start_s": fault.start_s, "end_s": fault.end_s, "ddl": fault.ddl,
                       "lock_timeout_ms": fault.lock_timeout_ms, "retry_ms": fault.retry_ms,
-                      "statement": conn.text, "attempts": []}
+                      "statement": conn.text, "timeout_set": conn.timeout_set, "attempts": []}
             (migrations if migrations is not None else []).append(record)
             migrate(conn, fault, clock, n_warm, record)
         elif fault.kind == "process_kill":  # a library's own worker process (bench.load.library_driver)

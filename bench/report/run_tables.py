@@ -122,10 +122,9 @@ def _migration_rows(summary: dict) -> list[dict]:
     (the rule: docs/migrations.md, "The stall")."""
     rows = []
     for m in summary.get("migrations") or []:
-        timeout = f"lock_timeout {fmt_num(m['lock_timeout_ms'])} ms" if m["lock_timeout_ms"] else "no lock timeout"
         outcome = (f"done at {fmt_num(m['done_s'], 3)} s" if m["succeeded"] else
                    "still waiting at the end (cancelled)" if m["unfinished_at_end"] else f"not done: {m['error']}")
-        rows.append(_row(f"migration {m['ddl']} ({timeout}): attempts, lock timeouts, outcome",
+        rows.append(_row(f"migration {m['ddl']} ({m['timeout_set']}): attempts, lock timeouts, outcome",
                          f"{m['attempts']}, {m['lock_timeouts']}, {outcome}", bad=not m["succeeded"]))
         rows.append(_row("migration stall total / longest (s), claims seen delayed, seconds without a claim",
                          f"{fmt_num(m['stall_s'], 1)} / {fmt_num(m['longest_stall_s'], 1)}, "

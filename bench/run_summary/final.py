@@ -37,10 +37,9 @@ def final_lines(log, s: dict) -> None:
 def migration_line(m: dict) -> str:
     """One migration window in a line: its attempts and outcome, the stall and the claims it delayed
     (the rule: :mod:`bench.run_summary.migration`)."""
-    timeout = f"lock_timeout {m['lock_timeout_ms']:g} ms" if m["lock_timeout_ms"] else "no lock timeout"
     outcome = (f"done at {m['done_s']:g} s" if m["succeeded"] else "still waiting at the end, cancelled"
                if m["unfinished_at_end"] else f"not done ({m['error'] or 'every attempt timed out'})")
     stall = ("stall not sampled" if m["stall_s"] is None else
              f"stall {m['stall_s']} s (longest {m['longest_stall_s']} s), {m['delayed_claims']} claims seen delayed")
-    return (f"migration {m['ddl']} ({timeout}): {m['attempts']} attempt{'s' if m['attempts'] != 1 else ''}, "
+    return (f"migration {m['ddl']} ({m['timeout_set']}): {m['attempts']} attempt{'s' if m['attempts'] != 1 else ''}, "
             f"{m['lock_timeouts']} lock timeouts, {outcome}; {stall}; {m['claimless_s']} s without a claim")

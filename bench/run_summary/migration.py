@@ -17,7 +17,7 @@ import math
 
 
 def migration_figures(record: dict, rows: list[dict]) -> dict:
-    """One window's figures: ``ddl``, ``lock_timeout_ms``, ``attempts``, ``lock_timeouts``, ``succeeded``,
+    """One window's figures: ``ddl``, ``lock_timeout_ms``, ``timeout_set`` (as the server has it), ``attempts``, ``lock_timeouts``, ``succeeded``,
     ``error``, ``done_s`` (s since measured start), ``stall_s``, ``longest_stall_s``, ``delayed_claims``,
     ``claimless_s``, ``lock_queue_max`` (the most requests waiting at one sample, by mode); ``None`` where
     nothing was sampled."""
@@ -30,7 +30,7 @@ def migration_figures(record: dict, rows: list[dict]) -> dict:
     inside = [r for r in rows if r["t_s"] + 1 > record["start_s"] and r["t_s"] <= until]
     sampled = [r for r in inside if r.get("stall_ms") is not None]
     return {"ddl": record["ddl"], "statement": record["statement"], "lock_timeout_ms": record["lock_timeout_ms"],
-            "retry_ms": record["retry_ms"], "attempts": len(attempts),
+            "retry_ms": record["retry_ms"], "timeout_set": record["timeout_set"], "attempts": len(attempts),
             "lock_timeouts": sum(1 for a in attempts if a["outcome"] == "lock_timeout"),
             "succeeded": bool(done), "error": errors[-1] if errors else None,
             "unfinished_at_end": unfinished,
