@@ -69,3 +69,5 @@ BAD_VALUES: dict[str, tuple] = {
     "hot_standby_feedback": ("maybe", 1),
     "replica_max_delay_s": (-1, "soon", 1e9),
 }
+BAD_VALUES["faults"] += ("migration@1-2:ddl=add_column,lock_timeout_ms=-1", "migration@1-2:ddl=drop_table",
+                         "migration@1-2:ddl=add_column,retry_ms=soon")

@@ -36,9 +36,13 @@ class RunView:
         return self._intervals
 
     def value(self, path: str) -> float | None:
-        """The number at ``path`` (dotted) in ``summary.json``, or None; ``errors`` is the sum of its counts."""
+        """The number at ``path`` (dotted; a list's item by its index, ``migrations.0.stall_s``) in
+        ``summary.json``, or None; ``errors`` is the sum of its counts."""
         node: Any = self.summary
         for part in path.split("."):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                continue
             if not isinstance(node, Mapping) or part not in node:
                 return None
             node = node[part]

@@ -13,6 +13,10 @@ KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill",
 #: The options each kind uses; giving another is refused (it would do nothing).
 OPTIONS = {"crash_after_claim": {"share"}, "late_worker": {"share", "extra_s"}, "long_transaction": set(),
            "backend_kill": {"every_s"}, "process_kill": set()}
+KINDS += ("migration",)  # schema migrations under load (docs/migrations.md)
+OPTIONS["migration"] = {"ddl", "sql", "lock_timeout_ms", "retry_ms"}
+#: ``migration``'s named statements on the queue table (each engine's text: its ``fault_actions.MIGRATION_DDL``).
+MIGRATION_DDL = ("add_column", "add_column_volatile", "create_index", "create_index_concurrently")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +29,10 @@ class Fault:
     share: float = 0.1
     every_s: float = 1.0
     extra_s: float = 1.0
+    ddl: str = ""  # migration: one of MIGRATION_DDL, or "sql" when ``sql`` gives the statement
+    sql: str = ""  # migration: a statement of the user's own (a workload file's [[faults]] table only)
+    lock_timeout_ms: float = 0.0  # migration: the lock_timeout of each attempt, 0 = none (wait as long as it takes)
+    retry_ms: float = 1000.0  # migration: the pause after an attempt that timed out, before the next
 
 
 _ALLOWED = ("a list of kind@start-end[:share=0.1,every_s=1,extra_s=1] separated by ';', kind one of "
@@ -33,7 +41,7 @@ _ALLOWED = ("a list of kind@start-end[:share=0.1,every_s=1,extra_s=1] separated 
 
 def _label(item: dict) -> str:
     """A fault as the user wrote it: ``kind@start-end[:k=v,...]``."""
-    opts = ",".join(f"{k}={v}" for k, v in item.items() if k not in ("kind", "start_s", "end_s"))
+    opts = ",".join(f"{k}={'…' if k == 'sql' else v}" for k, v in item.items() if k not in ("kind", "start_s", "end_s"))
     return f"{item.get('kind', '')}@{item.get('start_s', '')}-{item.get('end_s', '')}" + (f":{opts}" if opts else "")
 
 
@@ -49,7 +57,33 @@ def _why_not(item: dict) -> str:
     return "its kind is missing"
 
 
-def _fault(item: dict, label: str | None = None) -> Fault:
+def _migration(item: dict, label: str, from_file: bool) -> dict:
+    """The ``migration`` fields of ``item``, checked: ``ddl`` named, or ``sql`` given in a file; timeouts >= 0."""
+    allowed = (f"migration@start-end:ddl={'|'.join(MIGRATION_DDL)}[,lock_timeout_ms=0,retry_ms=1000], "
+               "or sql = \"\"\"...\"\"\" in a workload file's [[faults]] table")
+    text = str(item.get("sql", "")).strip()
+    if "sql" in item and not from_file:
+        raise ConfigError("FAULTS", f"{label!r}: a migration's sql is given only in a workload file's [[faults]] "
+                                    f"table; allowed: {allowed}")
+    if "sql" in item and (not text or "ddl" in item):
+        raise ConfigError("FAULTS", f"{label!r}: a migration takes either ddl or a non-empty sql; allowed: {allowed}")
+    ddl = "sql" if text else str(item.get("ddl", ""))
+    if ddl != "sql" and ddl not in MIGRATION_DDL:
+        raise ConfigError("FAULTS", f"{label!r}: ddl {ddl!r} is not a migration; allowed: {allowed}")
+    fields = {"ddl": ddl, "sql": text}
+    for key, default in (("lock_timeout_ms", 0.0), ("retry_ms", 1000.0)):
+        try:
+            fields[key] = float(item.get(key, default))
+        except (TypeError, ValueError):
+            raise ConfigError("FAULTS", f"{label!r}: {key} {item[key]!r} is not a number; allowed: {key} >= 0 "
+                                        "(ms)") from None
+        if not 0 <= fields[key] < float("inf"):
+            raise ConfigError("FAULTS", f"{label!r}: {key} {item[key]!r} is not allowed; allowed: {key} >= 0 (ms; "
+                                        "lock_timeout_ms 0 = no lock timeout)")
+    return fields
+
+
+def _fault(item: dict, label: str | None = None, from_file: bool = False) -> Fault:
     label = label or _label(item)
     try:
         kind = str(item["kind"])
@@ -64,6 +98,8 @@ def _fault(item: dict, label: str | None = None) -> Fault:
     if unknown:
         takes = ", ".join(sorted(OPTIONS[kind])) or "no options"
         raise ConfigError("FAULTS", f"{label!r}: {kind} does not use {', '.join(unknown)}; allowed for {kind}: {takes}")
+    if kind == "migration":
+        fault = dataclasses.replace(fault, **_migration(item, label, from_file))
     if (not 0 <= fault.start_s < fault.end_s or not 0 < fault.share <= 1
             or fault.every_s <= 0 or fault.extra_s < 0):
         raise ConfigError("FAULTS", f"{label!r} is not allowed; allowed: {_ALLOWED} (0 <= start < end, "
@@ -76,7 +112,7 @@ def parse_faults(value: Any) -> tuple[Fault, ...]:
     if value in (None, "", []):
         return ()
     if isinstance(value, (list, tuple)):
-        return tuple(_fault(dict(item)) if isinstance(item, dict) else _bad(item) for item in value)
+        return tuple(_fault(dict(item), from_file=True) if isinstance(item, dict) else _bad(item) for item in value)
     faults = []
     for part in str(value).split(";"):
         part = part.strip()

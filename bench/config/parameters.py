@@ -246,6 +246,8 @@ PARAMETERS: tuple[Parameter, ...] = (
                "the jobs back), `late_worker` (a `share` of workers complete `extra_s` after their lease: stale, "
                "rejected), `long_transaction` (one `REPEATABLE READ` snapshot held open: on PostgreSQL vacuum stalls, see "
                "xmin age; on MariaDB a read view held open, so purge stalls, see the history list length), "
+               "`migration` (`ddl=…`: a DDL on the queue table at `start` on its own connection, retried after "
+               "`lock_timeout_ms` every `retry_ms` until `end`; see docs/migrations.md), "
                "`backend_kill` (a random worker's connection killed every `every_s`: `pg_terminate_backend`, or "
                "`KILL CONNECTION` on MariaDB, counted as `57P01` / `connection_lost`; workers reconnect with "
                "back-off), `process_kill` (at the window's start, one of a queue library's own worker processes "

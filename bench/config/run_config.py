@@ -44,10 +44,13 @@ class RunConfig:
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
     def connections_needed(self) -> int:
-        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults."""
+        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults
+        (a long transaction, a backend killer, a migration)."""
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
-                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill"))
+                + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
+                # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
+                + (2 if any(f.kind == "migration" for f in self.faults) else 0)
                 + (1 if self.replica is True else 0))  # the standby sampler's connection to the primary
 
     def public(self) -> dict[str, Any]:
@@ -164,6 +167,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         raise ConfigError("FAULTS", f"backend_kill on {caps.label} kills the worker connections this process opened, "
                                     "and with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
                                     f"with PROCESSES=1 on {caps.label}")
+    if caps.migration_sql_refused and any(f.kind == "migration" and f.ddl == "sql" for f in values["faults"]):
+        raise ConfigError("FAULTS", f"a migration's sql is not run on {caps.label}: {caps.migration_sql_refused}; "
+                                    "allowed: migration with ddl=add_column|add_column_volatile|create_index|"
+                                    "create_index_concurrently")
     if not values["prepared"] and values["plan_cache"] != "auto":
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0 (--no-prepared): an "
                                         "unprepared claim is planned with its values on every execution; allowed: "

@@ -3,14 +3,16 @@ worker and producer sessions the load layer uses (the layering: docs/architectur
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
 from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
 from bench.engines.driver import Driver
+from bench.engines.lock_queue import spawn_lock_sampler
 from bench.engines.sampler import spawn_samplers
-from bench.errors import RunFailed
+from bench.errors import ConfigError, RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
            "ProducerSession", "SessionFactory", "WorkerSession"]
@@ -224,8 +226,12 @@ class Engine:
 
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
                        note: Callable[[int, dict], None]) -> list:
-        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``."""
-        return spawn_samplers(monitor, now_s, n_seconds, note)
+        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``; with a migration's
+        window (the monitor's ``lock_queue``), the lock queue's sampler too."""
+        greenlets = spawn_samplers(monitor, now_s, n_seconds, note)
+        if getattr(monitor, "lock_queue", None) is not None:
+            greenlets.append(spawn_lock_sampler(monitor, now_s, n_seconds, note))
+        return greenlets
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Any:
         """A periodic task (``run``, ``stop``, ``conn``) that re-queues or dead-letters expired leases."""
@@ -327,3 +333,31 @@ class Engine:
     def release(self, handle: Any) -> None:
         """Roll back and close what :meth:`hold_snapshot` or :meth:`killer` opened."""
         self.faults.release(handle)
+
+    # -- the migration fault (FAULTS=migration)
+    def migration_statement(self, cfg: Any, fault: Any) -> str:
+        """The SQL a ``migration`` window runs on the run's queue table."""
+        raise NotImplementedError(f"the migration fault is not built for {self.name}")
+
+    def check_migrations(self, conn: Any, cfg: Any, log: Callable[[str], None]) -> None:
+        """Run each ``migration`` window's statement on the prepared table in a transaction rolled back; one that
+        fails drops the run's schema (nothing left behind) and is refused (ConfigError ``FAULTS``)."""
+        for fault in cfg.faults:
+            if fault.kind != "migration":
+                continue
+            started = time.perf_counter()
+            why = self.faults.migration_fails(conn, cfg.schema, self.migration_statement(cfg, fault))
+            if why is None:
+                log(f"migration {fault.ddl} checked on the prepared table, rolled back, in "
+                    f"{time.perf_counter() - started:.1f} s")
+            if why is not None:
+                self.db.OWNERSHIP.drop(conn, cfg.schema)
+                what = "its sql" if fault.ddl == "sql" else f"ddl={fault.ddl}"
+                raise ConfigError("FAULTS", f"migration@{fault.start_s:g}-{fault.end_s:g}: {what} failed on the "
+                                            f"prepared table (checked in a transaction rolled back): {why}; allowed: "
+                                            "a statement this server runs on the queue table")
+
+    def migration(self, dsn: str, cfg: Any, fault: Any) -> Any:
+        """The migration's own connection: ``attempt()`` -> (``done``|``lock_timeout``|``error``, message or
+        None), ``close()`` (cancels a statement still waiting)."""
+        return self.faults.Migration(dsn, cfg.schema, self.migration_statement(cfg, fault), fault.lock_timeout_ms)

@@ -41,6 +41,8 @@ class Capabilities:
     #: the cost columns whose counters the server publishes late (each session sends its statistics up to a
     #: second after the work): their per-job figures are taken over the whole load, not the measured window
     cost_delayed: tuple[str, ...] = ()
+    #: why a ``migration`` window's own ``sql`` is refused on this engine ("" where it is run)
+    migration_sql_refused: str = ""
 
     def recorded(self) -> dict:
         """The named flags as ``run.json``'s ``engine_capabilities``: a flat dict of booleans, strings and

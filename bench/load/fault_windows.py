@@ -8,7 +8,7 @@ import gevent
 
 from bench.measure import metrics, seconds
 
-__all__ = ["fault_window", "mark_workers"]
+__all__ = ["fault_window", "mark_workers", "migrate"]
 
 
 def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
@@ -18,10 +18,26 @@ def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
     ctx.active_faults[kind] = chosen
 
 
+def migrate(migration, fault, clock: "seconds.Clock", n_warm: int, record: dict) -> None:
+    """Attempt ``migration`` until it is done or fails otherwise than by its lock timeout, pausing ``retry_ms``
+    after each timeout while the next attempt would still start before the window's end; each attempt appended
+    to ``record["attempts"]`` as it starts (``start_s``, ``end_s``, ``outcome``, ``error``; s since measured start;
+    ``outcome`` ``running`` while it runs: the run's end cancels it)."""
+    while True:
+        attempt = {"start_s": round(clock.now_s() - n_warm, 3), "end_s": None, "outcome": "running", "error": None}
+        record["attempts"].append(attempt)
+        attempt["outcome"], attempt["error"] = migration.attempt()
+        attempt["end_s"] = round(clock.now_s() - n_warm, 3)
+        if attempt["outcome"] != "lock_timeout" or clock.now_s() + fault.retry_ms / 1000 >= n_warm + fault.end_s:
+            return
+        clock.sleep_until(clock.now_s() + fault.retry_ms / 1000)
+
+
 def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_warm: int,
-                 recorder: metrics.Recorder, log) -> None:
+                 recorder: metrics.Recorder, log, migrations: list | None = None) -> None:
     """Open ``fault``'s window at its start (s since measured start), once the main loop has rotated into that
-    second, and close it at its end; ``driver`` marks the chosen workers in their processes."""
+    second, and close it at its end; ``driver`` marks the chosen workers in their processes. A ``migration``
+    appends its record (``start_s``, ``end_s``, ``statement``, ``attempts``) to ``migrations``."""
     clock.sleep_until(n_warm + fault.start_s)
     while recorder.rotations < n_warm + math.floor(fault.start_s):
         gevent.sleep(0.001)
@@ -36,6 +52,13 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
         elif fault.kind == "long_transaction":
             conn = engine.hold_snapshot(dsn, driver.cfg.schema)  # holds xmin from here
             clock.sleep_until(n_warm + fault.end_s)
+        elif fault.kind == "migration":  # on its own connection; end: the deadline for its retries
+            conn = engine.migration(dsn, driver.cfg, fault)
+            record = {"start_s": fault.start_s, "end_s": fault.end_s, "ddl": fault.ddl,
+                      "lock_timeout_ms": fault.lock_timeout_ms, "retry_ms": fault.retry_ms,
+                      "statement": conn.text, "timeout_set": conn.timeout_set, "attempts": []}
+            (migrations if migrations is not None else []).append(record)
+            migrate(conn, fault, clock, n_warm, record)
         elif fault.kind == "process_kill":  # a library's own worker process (bench.load.library_driver)
             if driver.kill_process() is not None:
                 recorder.count("process_kills")
@@ -49,5 +72,7 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
     finally:
         if fault.kind in ("crash_after_claim", "late_worker"):
             driver.close_fault(fault.kind)
-        if conn is not None:
+        if conn is not None and fault.kind == "migration":
+            conn.close()  # cancels its statement if it still runs
+        elif conn is not None:
             engine.release(conn)

@@ -14,7 +14,7 @@ from bench.report.render import LABEL_BOX, new_figure, save_png, say, write_plot
 from bench.report.run_format import engine_capability
 from bench.results.histograms import read_hlog, spectrum
 from bench.report.run_plots import (
-    SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_locks_running, draw_loop_lag,
+    SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_lock_queue, draw_locks_running, draw_loop_lag,
     draw_oldest_age, draw_priority_ages, draw_throughput,
 )
 
@@ -40,6 +40,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
             "priority whose line climbs while another stays flat is being starved by the higher one "
             "(lower number = claimed first); gaps are seconds without a sample.",
             lambda ax, df, summ: draw_priority_ages(ax, by_priority, df["t_s"])))
+    if summary.get("migrations"):
+        figure_specs.append(LOCK_QUEUE)
     figure_specs.append(_spectrum_spec(run_dir, bool(summary.get("offered_rate_jobs_per_s"))))
     if summary.get("replica"):
         figure_specs += REPLICA_FIGURES
@@ -183,6 +185,17 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "running workers changed (the web UI, or a lost load generator process).",
      draw_dead_tuples),
 )
+
+#: With a migration window (FAULTS=migration): the lock queue on the queue table.
+LOCK_QUEUE = (
+    "lock_queue", "Lock queue on the queue table",
+    "Requests waiting for a lock on the queue table, by mode (pg_locks, not granted; the most seen at one of "
+    "the samples taken every 100 ms in each second; the monitor's own left out; MariaDB's processlist gives no "
+    "mode, so there only the stall is drawn), and the migration's stall: the ms of each second in which the "
+    "migration held or asked for a lock that blocks the claims while a worker waited for the table (right "
+    "axis; the rule is in docs/migrations.md, \"The stall\"). An access exclusive request with row share / row exclusive requests behind it is the "
+    "stall: every new claim waits behind the migration, which waits behind the oldest open transaction.",
+    draw_lock_queue)
 
 #: On MariaDB the dead-tuples figure is replaced by this one: InnoDB keeps old row versions in its
 #: undo log, not in the table, so dead tuples and xmin age have no meaning there (empty columns).

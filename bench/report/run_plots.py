@@ -135,6 +135,21 @@ def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
+def draw_lock_queue(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
+    """Requests waiting for a lock on the queue table by mode (the most at one 100 ms sample of each second) and
+    the migration's stall in the second (ms, right axis)."""
+    m = _marker(df)
+    modes = [c for c in df.columns if c.startswith("lock_queue_") and c != "lock_queue_workers"
+             and df[c].fillna(0).max() > 0]
+    lines = [ax.plot(df["t_s"], df[c], marker=m, label=c.removeprefix("lock_queue_").replace("_", " "))[0]
+             for c in modes]
+    _count_axis(ax, "requests waiting (most at a sample)")
+    if "stall_ms" in df and df["stall_ms"].notna().any():
+        lines.append(_line(ax, df, "stall_ms", "stall (ms of the second, right)", "stall (ms of the second)",
+                           twin=True, label_color=True, color="#c62828", linestyle="--", marker=m))
+    _legend(ax, lines)
+
+
 def draw_priority_ages(ax: plt.Axes, by_priority: pd.DataFrame, seconds: pd.Series) -> None:
     """Oldest eligible age (s) per priority from ``priority_ages.csv`` (``t_s``, ``priority``,
     ``oldest_eligible_age_s``); a measured second without a sample is a gap."""

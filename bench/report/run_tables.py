@@ -62,7 +62,7 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``;
     ``config`` gives the batch size and layout. Latencies are in :func:`latency_rows`."""
     return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
-            *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
+            *_migration_rows(summary), *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
             *_wait_rows(summary, config), *_cost_rows(summary, config)]
 
 
@@ -115,6 +115,21 @@ def _retry_rows(summary: dict) -> list[dict]:
                                ("late_completions", "late completions (fault)"),
                                ("backend_kills", "backends killed (fault)"))
             if key in summary]
+
+
+def _migration_rows(summary: dict) -> list[dict]:
+    """Each migration window: its attempts and outcome; the stall, the claims it delayed, seconds without a claim
+    (the rule: docs/migrations.md, "The stall")."""
+    rows = []
+    for m in summary.get("migrations") or []:
+        outcome = (f"done at {fmt_num(m['done_s'], 3)} s" if m["succeeded"] else
+                   "still waiting at the end (cancelled)" if m["unfinished_at_end"] else f"not done: {m['error']}")
+        rows.append(_row(f"migration {m['ddl']} ({m['timeout_set']}): attempts, lock timeouts, outcome",
+                         f"{m['attempts']}, {m['lock_timeouts']}, {outcome}", bad=not m["succeeded"]))
+        rows.append(_row("migration stall total / longest (s), claims seen delayed, seconds without a claim",
+                         f"{fmt_num(m['stall_s'], 1)} / {fmt_num(m['longest_stall_s'], 1)}, "
+                         f"{fmt_num(m['delayed_claims'])}, {m['claimless_s']}", bad=bool(m["longest_stall_s"])))
+    return rows
 
 
 def _notify_rows(summary: dict, config: dict) -> list[dict]:

@@ -29,7 +29,20 @@ def final_lines(log, s: dict) -> None:
             " (LIBRARY_MODE=sql sends its SQL from the tool's workers instead)")
     if s.get("replica"):
         log(replica_line(s["replica"]))
+    for m in s.get("migrations") or []:
+        log(migration_line(m))
     rss = s["harness_rss_mb"]
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
     growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"
     log(f"harness RSS {(at + ', ') if at else ''}{rss['end']:,.1f} MB at the end, peak {rss['max']:,.1f} MB{growth}")
+
+
+def migration_line(m: dict) -> str:
+    """One migration window in a line: its attempts and outcome, the stall and the claims it delayed
+    (the rule: :mod:`bench.run_summary.migration`)."""
+    outcome = (f"done at {m['done_s']:g} s" if m["succeeded"] else "still waiting at the end, cancelled"
+               if m["unfinished_at_end"] else f"not done ({m['error'] or 'every attempt timed out'})")
+    stall = ("stall not sampled" if m["stall_s"] is None else
+             f"stall {m['stall_s']} s (longest {m['longest_stall_s']} s), {m['delayed_claims']} claims seen delayed")
+    return (f"migration {m['ddl']} ({m['timeout_set']}): {m['attempts']} attempt{'s' if m['attempts'] != 1 else ''}, "
+            f"{m['lock_timeouts']} lock timeouts, {outcome}; {stall}; {m['claimless_s']} s without a claim")

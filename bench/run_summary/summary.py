@@ -13,6 +13,7 @@ from bench.measure import metrics
 from bench.results import slo
 from bench.run_summary.cost import cost_per_job
 from bench.run_summary.facts import Figures, RunFacts
+from bench.run_summary.migration import migrations
 from bench.run_summary.replica import replica_figures
 from bench.run_summary.rows import column, index_bytes, monitor_notes, percentile, worker_changes
 from bench.run_summary.suspect import SUSPECT_CPU_PCT, SUSPECT_LOOP_LAG_P99_US, suspect_reasons
@@ -145,6 +146,7 @@ def _fault_counters(f: Figures) -> dict:
     return {**{name: f.counters[name] for name in FAULT_COUNTERS},
             "stalled_jobs_retried": f.counters["stalled_retried"],  # procrastinate's own retry of stalled jobs
             "status_counts": status_counts,
+            "migrations": migrations(facts.run_info, facts.rows),
             "empty_claims_while_work_waited": empty_while_work_waited(
                 facts.cfg.public(), [r.get("jobs_claimed") for r in facts.rows],
                 [r.get("empty_claims") for r in facts.rows],

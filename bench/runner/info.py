@@ -85,4 +85,5 @@ def run_info(run) -> dict:
         "processes": run.driver.processes,
         "web_ui": run.ui.info(measured.seconds) if run.ui else None,
         "replica": run.side_tasks.replica.info if run.side_tasks.replica else None,
+        "migrations": run.migrations,
     }

@@ -104,6 +104,7 @@ class Run:
         """Prepare the table (seed it), read what the run compares against afterwards, create the run directory."""
         engine, admin, cfg = self.engine, self.admin, self.cfg
         self.seed = engine.prepare(admin, cfg, self.backlog, log=self.log, state_schema=self.state_schema)
+        engine.check_migrations(admin, cfg, self.log)  # a failing one drops the schema and is refused, before any load
         self.sizes_before = engine.table_sizes(admin, cfg.schema)
         self.claim_plans, self.plans_when = None, None
         if self.backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
@@ -134,8 +135,10 @@ class Run:
         self.samplers.append(gevent.spawn(seconds.loop_lag_probe, self.recorder))
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")
+        self.migrations: list[dict] = []  # each migration window's attempts, for run.json
         self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.dsn, clock=clock,
-                                             n_warm=self.n_warm, recorder=self.recorder, log=self.log)
+                                             n_warm=self.n_warm, recorder=self.recorder, log=self.log,
+                                             migrations=self.migrations)
                                 for f in cfg.faults]
         self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s)
         if self.standby_dsn:

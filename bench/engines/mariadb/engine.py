@@ -35,7 +35,12 @@ class MariaDBEngine(Engine):
     def monitor(self, dsn: str, cfg: Any) -> Monitor:
         """The per-second sampler (lock waits, history list length, depth, oldest eligible age)."""
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema, cfg.index,
-                       priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})))
+                       priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
+                       lock_queue=any(f.kind == "migration" for f in cfg.faults))
+
+    def migration_statement(self, cfg: Any, fault: Any) -> str:
+        """A ``migration`` window's SQL on the queue table (:data:`fault_actions.MIGRATION_DDL`)."""
+        return fault_actions.migration_statement(fault, cfg.schema)
 
     def workers_plan(self, sessions: list, explain: dict | None, cfg: Any) -> dict:
         """The plan the workers' claim ran, from one worker's ``ANALYZE FORMAT=JSON`` (no plan cache)."""

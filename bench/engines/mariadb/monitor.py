@@ -10,13 +10,27 @@ from typing import Callable
 import pymysql
 
 from bench.engines.mariadb.cost import STATUS_NAMES, cost_sample
+from bench.engines.lock_queue import LockQueueFold
 from bench.engines.mariadb.db import DRIVER
+from bench.engines.mariadb.fault_actions import MIGRATION_MARK
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.sampler import TableSampler, spawn_samplers
 from bench.engines.server_cpu import ServerCpu
 from bench.results.run_files import CPU_COUNTERS
 
 __all__ = ["Monitor", "lock_waits_source", "spawn_samplers"]
+
+#: The comment the monitor's table queries start with (the lock queue leaves them out).
+MONITOR_MARK = "/* queue-bench monitor */ "
+#: The metadata lock queue on the queue table (https://mariadb.com/kb/en/metadata-locking/): {mark} the
+#: migration's statement, {jobs} the table's name, {monitor} the monitor's queries, as LIKE patterns.
+_LOCKS = """\
+SELECT GROUP_CONCAT(IF(INFO NOT LIKE {mark}, CONCAT(ID, ':', ROUND(UNIX_TIMESTAMP(NOW(6)) - TIME_MS / 1000, 1)), NULL)),
+       MAX(IF(INFO LIKE {mark} AND STATE = 'Waiting for table metadata lock', TIME_MS / 1000, NULL)),
+       MAX(INFO LIKE {mark})
+FROM information_schema.PROCESSLIST
+WHERE ID <> CONNECTION_ID() AND INFO LIKE {jobs} AND INFO NOT LIKE {monitor}
+  AND (STATE = 'Waiting for table metadata lock' OR INFO LIKE {mark})"""
 
 #: Where lock waits can be read, in the order tried: (table, the count of waiting transactions).
 LOCK_WAIT_SOURCES = (
@@ -54,15 +68,23 @@ class Monitor(TableSampler):
 
     driver = DRIVER
 
-    def __init__(self, connect: Callable[[str], object], schema: str, index: str, priorities: tuple[int, ...] = (0,)):
+    def __init__(self, connect: Callable[[str], object], schema: str, index: str, priorities: tuple[int, ...] = (0,),
+                 lock_queue: bool = False):
         table, eligible = eligible_source(schema, index)
         jobs = ident(schema, "jobs")
-        self.age_query = " UNION ALL ".join(
+        self.age_query = MONITOR_MARK + " UNION ALL ".join(
             f"SELECT {int(p)}, COALESCE(TIMESTAMPDIFF(MICROSECOND, (SELECT MIN(run_at) FROM {table} "
             f"WHERE {eligible} AND priority = {int(p)}), NOW(6)) / 1e6, 0)" for p in priorities)
-        self.count_query = (f"SELECT (SELECT COUNT(*) FROM {table} WHERE {eligible}), "
+        self.count_query = (f"{MONITOR_MARK}SELECT (SELECT COUNT(*) FROM {table} WHERE {eligible}), "
                             f"(SELECT COUNT(*) FROM {jobs} WHERE status = 'running')")
         super().__init__(connect, priorities)
+        # A migration's window: the metadata lock queue from the processlist, on a third connection.
+        self.lock_queue = LockQueueFold() if lock_queue else None
+        if lock_queue:
+            self._timeouts_ms["locks"] = 1000
+            self._conns["locks"] = self._open("locks")
+            self.locks_query = _LOCKS.format(mark=literal(f"%{MIGRATION_MARK.strip()}%"), jobs=literal(f"%{jobs}%"),
+                                             monitor=literal(f"%{MONITOR_MARK.strip()}%"))
         pid_file, port = self.driver.fetch(self._conns["stats"], "SELECT @@pid_file, @@port", None, False)
         self.server_cpu = ServerCpu.threaded_server(pid_file, int(port))  # None: the server is on another host
         source = lock_waits_source(self._conns["stats"])
@@ -85,6 +107,17 @@ class Monitor(TableSampler):
         return {"lock_waiters": value(0), "dead_tuples": None, "xmin_age": None, "table_tuples": value(2),
                 "history_list_length": value(1), "notify_lock_waiters": None, **cost_sample(status),
                 **self._server_cpu(row is not None), "cost_s": cost}
+
+    def sample_locks(self):
+        """(one lock queue sample for :class:`bench.engines.lock_queue.LockQueueFold`, or None; seconds it took):
+        no lock modes (performance_schema's metadata_locks is off by default: the processlist has no mode), the
+        sessions waiting for the queue table's metadata lock other than the migration (the workers: each with its
+        wait's start), the migration's wait (s), and whether its statement is in progress (waiting or running)."""
+        row, cost = self._timed("locks", self.locks_query)
+        if row is None:
+            return None, cost
+        waits = [tuple(w.split(":")) for w in (row[0] or "").split(",") if w]
+        return (None, waits, None if row[1] is None else float(row[1]), bool(row[2])), cost
 
     def _server_cpu(self, sampled: bool) -> dict:
         """The server's CPU so far (µs, all of it ``backends``: one process, its threads the sessions'), read from

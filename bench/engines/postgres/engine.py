@@ -83,7 +83,8 @@ class PostgresEngine(Engine):
         run's queue (:meth:`queue`)."""
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
                        priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
-                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else (), defn=self.queue(cfg))
+                       tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else (), defn=self.queue(cfg),
+                       lock_queue=any(f.kind == "migration" for f in cfg.faults))
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
         """A periodic task that moves finished rows to the archive."""
@@ -116,6 +117,12 @@ class PostgresEngine(Engine):
     def statement_stats_unavailable(self, conn: Any) -> str | None:
         """Why pg_stat_statements cannot be read, or None."""
         return pg_stat_statements.unavailable_reason(conn)
+
+    def migration_statement(self, cfg: Any, fault: Any) -> str:
+        """A ``migration`` window's SQL on the queue's table; an index goes on its eligible time column, else its id."""
+        columns = self.queue(cfg).columns
+        column = columns["eligible_at"] if columns["eligible_at"].isidentifier() else columns["id"]
+        return fault_actions.migration_statement(fault, cfg.schema, self.table, column)
 
     def statement_stats_reset(self, conn: Any, cfg: Any, missing: str | None) -> str | None:
         """Reset the claim's pg_stat_statements entries."""

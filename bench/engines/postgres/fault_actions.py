@@ -1,11 +1,16 @@
-"""The database side of the fault windows (``FAULTS``) on PostgreSQL: a snapshot held, a worker backend killed."""
+"""The database side of the fault windows (``FAULTS``) on PostgreSQL: a snapshot held, a worker backend killed,
+a migration run on the queue table."""
 
 from __future__ import annotations
+
+import math
+import re
 
 import psycopg
 from psycopg import sql
 
 from bench.engines.postgres import db
+from bench.engines.postgres.error_kinds import first_line
 
 
 def hold_snapshot(dsn: str, schema: str, table: str = "jobs") -> psycopg.Connection:
@@ -34,3 +39,74 @@ def kill_one_worker(conn: psycopg.Connection) -> bool:
         WHERE datname = current_database() AND application_name ~ '^queue-bench (p[0-9]+-)?worker-[0-9]+$'
         ORDER BY random() LIMIT 1""").fetchone()
     return bool(row and row[0])
+
+
+# -- the migration fault (FAULTS=migration; docs/migrations.md)
+#: Each named migration on the queue table: {table} its qualified name, {column} the column an index is built
+#: on (its eligible time, else its id). add_column only writes the catalog; a volatile default rewrites the table.
+MIGRATION_DDL = {
+    "add_column": "ALTER TABLE {table} ADD COLUMN qbench_migration int",
+    "add_column_volatile": "ALTER TABLE {table} ADD COLUMN qbench_migration_at timestamptz DEFAULT clock_timestamp()",
+    "create_index": "CREATE INDEX qbench_migration_idx ON {table} ({column})",
+    "create_index_concurrently": "CREATE INDEX CONCURRENTLY qbench_migration_idx ON {table} ({column})",
+}
+#: What a failed ``CREATE INDEX CONCURRENTLY`` leaves (an invalid index), removed before it is tried again.
+_CONCURRENT_LEFTOVER = "DROP INDEX CONCURRENTLY IF EXISTS {schema}.qbench_migration_idx"
+_CONCURRENTLY = re.compile(r"\bconcurrently\b", re.I)
+
+
+def migration_statement(fault, schema: str, table: str, column: str) -> str:
+    """The SQL ``fault`` runs: its ``sql`` as written (under ``search_path`` = ``schema``), or its ``ddl``'s."""
+    if fault.ddl == "sql":
+        return fault.sql
+    name = sql.Identifier(schema, table).as_string(None)
+    return MIGRATION_DDL[fault.ddl].format(table=name, column=sql.Identifier(column).as_string(None))
+
+
+def migration_fails(conn: psycopg.Connection, schema: str, text: str) -> str | None:
+    """Run ``text`` on the prepared table in a transaction rolled back (``CONCURRENTLY`` taken out: it cannot
+    run in one); the database's first line when it fails, else None."""
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute("SET LOCAL lock_timeout = '10s'")  # no load yet: a lock held this long is someone else's
+            conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(schema)))
+            conn.execute(_CONCURRENTLY.sub("", text, count=1))
+    except psycopg.Error as err:
+        return first_line(err)
+    return None
+
+
+class Migration:
+    """The migration's own connection (``queue-bench migration``), ``lock_timeout`` set (0: none)."""
+
+    def __init__(self, dsn: str, schema: str, text: str, lock_timeout_ms: float):
+        self.text, self.schema = text, schema
+        self.conn = db.connect(dsn, application_name="queue-bench migration")
+        self.conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
+        self.conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(math.ceil(lock_timeout_ms))}ms")))
+        self.conn.execute("SET statement_timeout = 0")
+        #: the timeout as the server has it, for the run's line and summary
+        self.timeout_set = f"lock_timeout {lock_timeout_ms:g} ms" if lock_timeout_ms > 0 else "no lock timeout"
+        self._tried = False
+
+    def attempt(self) -> tuple[str, str | None]:
+        """One attempt: ``("done", None)``, ``("lock_timeout", message)`` (55P03) or ``("error", message)``."""
+        try:
+            if self._tried and _CONCURRENTLY.search(self.text):
+                self.conn.execute(_CONCURRENT_LEFTOVER.format(schema=sql.Identifier(self.schema).as_string(None)))
+            self._tried = True
+            self.conn.execute(self.text)
+        except psycopg.errors.LockNotAvailable as err:
+            return "lock_timeout", first_line(err)
+        except psycopg.Error as err:
+            return "error", first_line(err)
+        return "done", None
+
+    def close(self) -> None:
+        """Cancel the statement in progress, if any (a lock request left waiting would stall the claims after the
+        run), then close."""
+        try:
+            if not self.conn.closed:
+                self.conn.cancel_safe(timeout=5.0)  # psycopg: a cancel request, cooperative
+        finally:
+            self.conn.close()

@@ -13,6 +13,7 @@ from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.postgres import builtin_queue
+from bench.engines.postgres.lock_queue import LockQueue
 from bench.engines.postgres.wal_images import FullPageImages
 from bench.engines.postgres.db import DRIVER
 from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS, IMAGES_COUNTER
@@ -103,7 +104,8 @@ class Monitor(TableSampler):
     driver = DRIVER
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
-                 priorities: tuple[int, ...] = (0,), tenants: list[str] = (), defn: QueueDefinition | None = None):
+                 priorities: tuple[int, ...] = (0,), tenants: list[str] = (), defn: QueueDefinition | None = None,
+                 lock_queue: bool = False):
         columns, predicates = (defn.columns, defn.predicates) if defn else (builtin_queue.COLUMNS, builtin_queue.PREDICATES)
         builtin = defn is None or is_builtin(defn.name)  # the table has the priority and queue columns
         self.tenants = list(tenants)  # with two or more: the flooder's and the others' ages too
@@ -120,7 +122,13 @@ class Monitor(TableSampler):
         self.age_query = sql.SQL(_TENANT_AGE if len(self.tenants) > 1 else _AGE).format(**names)
         self.count_query = sql.SQL(_COUNTS).format(**names)
         self._builtin = builtin
+        # A migration's window: the lock queue sampled on a third connection (bench.engines.postgres.lock_queue);
+        # the statistics' size reads wait at most 200 ms for a table a migration rewrites.
+        self.lock_queue = LockQueue(jobs) if lock_queue else None
         super().__init__(connect, priorities if builtin else (0,))
+        if self.lock_queue is not None:
+            self._timeouts_ms["locks"] = 1000
+            self._conns["locks"] = self._open("locks")
         pid = self.driver.fetch(self._conns["stats"], "SELECT pg_backend_pid()", None, False)[0]
         self.server_cpu = ServerCpu.local(pid)  # None: the server is on another host
         self.images = FullPageImages(self._conns["stats"])
@@ -147,6 +155,18 @@ class Monitor(TableSampler):
         images, images_cost = self._image_bytes()
         return {**values, **self._server_cpu(row[-1] if row else None), IMAGES_COUNTER: images,
                 "history_list_length": None, "cost_s": cost + images_cost}
+
+    def sample_locks(self):
+        """(one row of the lock queue's query or None, seconds it took) on the ``locks`` connection."""
+        return self._timed("locks", self.lock_queue.query, self.lock_queue.params)
+
+    def _open(self, role: str):
+        """:meth:`TableSampler._open`; with a migration's window, the statistics' connection waits at most 200 ms
+        for a lock."""
+        conn = super()._open(role)
+        if conn is not None and role == "stats" and getattr(self, "lock_queue", None) is not None:
+            conn.execute("SET lock_timeout = '200ms'")
+        return conn
 
     def settle(self, timeout_s: float = 2.0) -> None:
         """Wait (up to ``timeout_s``) until no worker or producer session of the tool is connected to the database:
