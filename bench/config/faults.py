@@ -13,6 +13,13 @@ KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill",
 #: The options each kind uses; giving another is refused (it would do nothing).
 OPTIONS = {"crash_after_claim": {"share"}, "late_worker": {"share", "extra_s"}, "long_transaction": set(),
            "backend_kill": {"every_s"}, "process_kill": set()}
+# crash_before_complete: the connection dropped after the work (and its effects), before the completion.
+KINDS += ("crash_before_complete",)
+OPTIONS["crash_before_complete"] = {"share"}
+#: Kinds that drop a worker's connection once per window on each chosen worker.
+CRASH_KINDS = ("crash_after_claim", "crash_before_complete")
+#: Kinds whose window marks chosen workers of the tool's own swarm (:func:`choose_workers`).
+WORKER_KINDS = (*CRASH_KINDS, "late_worker")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,6 +79,7 @@ _NEVER = {
     "autovacuum": "autovacuum settings are applied to the tool's own table only",
     "autovacuum_settings": "autovacuum settings are applied to the tool's own table only",
     "vacuum_every_s": "the periodic VACUUM runs on the tool's own table only",
+    "effects": "it has no effect statement: effect rows are the tool's own queue's so far",
 }
 
 

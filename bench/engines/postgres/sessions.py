@@ -52,14 +52,19 @@ class _Session:
 
     session: PreparedSession
 
+    #: a second connection of the session's (a worker's effects with ``TXN=hold``), or None / the same one
+    effects: PreparedSession | None = None
+
     @property
     def broken(self) -> bool:
-        """True once the connection is lost."""
-        return self.session.broken
+        """True once the connection (or the second one) is lost."""
+        return self.session.broken or (self.effects is not None and self.effects.broken)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the second one)."""
         self.session.close()
+        if self.effects is not None and self.effects is not self.session:
+            self.effects.close()
 
 
 class PgWorkerSession(_Session):
@@ -88,6 +93,11 @@ class PgWorkerSession(_Session):
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
         if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
+        # EFFECTS outside/idempotent: the effect row written after the work, in a transaction of its own
+        effect = builtin_queue.effect_statement(cfg)
+        effect = defined_sql.positional(*effect)[0] if effect else None
+        if effect is not None and cfg.txn != "hold":
+            statements["effect"] = effect
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
         self.notify = cfg.wakeup == "notify"
         try:
@@ -109,6 +119,28 @@ class PgWorkerSession(_Session):
         self.worker_param = defined_sql.text_param(self.worker_id)
         self.claim_text = None if cfg.prepared else self._wrapped(
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
+        if effect is not None:
+            self.effects = self.session if cfg.txn != "hold" else self._second_connection(dsn, name, settings, effect)
+
+    def _second_connection(self, dsn: str, name: str, settings: dict, effect: str) -> PreparedSession:
+        """The effects' own connection with ``TXN=hold``: the worker's is inside the claim's transaction, which
+        a crash rolls back, and an HTTP call or an email is not part of it. Raises :class:`ConnectFailed`
+        (the worker's connection closed)."""
+        try:
+            return _open(dsn, f"queue-bench {name} effects", settings, {"effect": effect})
+        except ConnectFailed:
+            self.session.close()
+            raise
+
+    def effect(self, job_id: int, token: int) -> None:
+        """Write job ``job_id``'s effect row with attempt ``token``, committed on its own (the worker's
+        connection outside a transaction, or :meth:`_second_connection`). A lost effect connection closes the worker's too (both gone, as in a crash)."""
+        try:
+            self.effects.execute(b"effect", [str(job_id).encode(), str(token).encode()])
+        except psycopg.Error as err:
+            if self.effects.broken:
+                self.close()
+            raise _translate(err, self.effects) from None
 
     def _wrapped(self, body: str, returned: list[str]) -> str:
         """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
