@@ -5,8 +5,10 @@ the run's own crash counter: three counts kept apart."""
 from __future__ import annotations
 
 import psycopg
+import pymysql
 import pytest
 
+from bench.engines.mariadb.dsn import connect_args
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
 #: A crash after the work on half of 4 workers (2 crashes, one job each at BATCH=1), lease 1 s and a reaper
@@ -102,6 +104,29 @@ def test_a_late_worker_past_its_lease_duplicates_only_outside_effects(dsn, tmp_p
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["outside", "same_txn", "idempotent"])
+def test_effects_on_mariadb_under_the_same_crash(maria_schema, tmp_path, mode):
+    """MariaDB, TXN=short: outside duplicates one effect per crashed job that came back (the effects table
+    against the table's attempts and the run's counter); same_txn (the completion's transaction, an INSERT …
+    SELECT of the row done under this token) and idempotent (INSERT IGNORE on the unique logical id) none."""
+    dsn, schema = maria_schema
+    _, s, _ = run_and_load(dsn, tmp_path, "--schema", schema, "--effects", mode, *CRASH)
+    conn = pymysql.connect(**connect_args(dsn), autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT (SELECT COUNT(*) FROM (SELECT logical_id FROM `{schema}`.effects GROUP BY logical_id "
+                        f"HAVING COUNT(*) > 1) AS d), (SELECT COUNT(*) FROM `{schema}`.jobs WHERE attempts >= 2), "
+                        f"(SELECT COUNT(*) FROM `{schema}`.jobs WHERE attempts >= 2 AND status <> 'done')")
+            duplicated, redelivered, redelivered_not_done = map(int, cur.fetchone())
+    finally:
+        conn.close()
+    assert redelivered == s["crashed_jobs"] > 0 and redelivered_not_done == 0, (redelivered, s["crashed_jobs"])
+    assert duplicated == (redelivered if mode == "outside" else 0)
+    assert s["effects"]["duplicate_jobs"] == duplicated and s["effects"]["missing_effects"] == 0
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
 def _schemas_and_relations(dsn: str) -> set:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return set(conn.execute("SELECT n.nspname, c.relname FROM pg_namespace n LEFT JOIN pg_class c "
@@ -113,15 +138,13 @@ def _schemas_and_relations(dsn: str) -> set:
     (["--effects", "bogus"], "EFFECTS", "none, outside, same_txn, idempotent"),
     (["--effects", "outside", "--queue", "pgqueuer", "--library-mode", "sql"], "EFFECTS", "no effect statement"),
     (["--effects", "same_txn", "--queue", "model"], "EFFECTS", "leave EFFECTS out with QUEUE=model"),
-    (["--effects", "outside", "--engine", "mariadb"], "EFFECTS", "PostgreSQL only"),
     (["--faults", "crash_before_complete@0-2", "--reaper-interval-s", "0"], "FAULTS", "REAPER_INTERVAL_S > 0"),
-], ids=["bogus", "library", "definition", "mariadb", "crash-without-reaper"])
+], ids=["bogus", "library", "definition", "crash-without-reaper"])
 def test_bad_effects_input_is_refused_in_one_line_and_creates_nothing(dsn, tmp_path, args, named, allowed):
     """Exit 2, one stderr line naming the parameter and what is allowed, no results, nothing in the database."""
     before = _schemas_and_relations(dsn)
     results = tmp_path / "results"
-    dsn_args = [] if "mariadb" in args else ["--dsn", dsn]
-    proc = qbench("run", *dsn_args, "--results", str(results), *args)
+    proc = qbench("run", "--dsn", dsn, "--results", str(results), *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and named in lines[0] and allowed in lines[0], proc.stderr

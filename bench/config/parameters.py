@@ -257,15 +257,13 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
     _P("effects", "choice", "none", "none | outside | same_txn | idempotent: each job's work writes an effect row",
        group="design", choices=("none", "outside", "same_txn", "idempotent"), sweep=True,
-       engine_values={"mariadb": ("none",)},
-       engine_reasons={"mariadb": "effect rows are built on PostgreSQL only so far"},
        meaning="a downstream effect per job (docs/effects.md): a row of the tool's "
                "`effects` table with the job's logical id (its `id`), the attempt token of the claim that did the "
                "work and the time. `outside`: in a transaction of its own after the work, before the completion, as "
                "an HTTP call or an email would be (at least once; with `TXN=hold` on a second connection of the "
                "worker's); `same_txn`: in the statement that completes the job, only when the completion applies "
                "(fenced by the attempt token: exactly once); `idempotent`: as `outside`, with a unique key on the "
-               "logical id (`ON CONFLICT DO NOTHING`). The audit counts jobs with more than one effect, jobs done "
+               "logical id (`ON CONFLICT DO NOTHING`; MariaDB `INSERT IGNORE`). The audit counts jobs with more than one effect, jobs done "
                "with none, and effects of a stale attempt. Queue definitions and libraries: refused (no effect "
                "statement yet)"),
     _P("slo", "text", "", "service-level objectives: key<=value,..., e.g. pickup_p99<=1s,claim_p99<=50ms",
