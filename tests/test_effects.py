@@ -8,6 +8,7 @@ import psycopg
 import pymysql
 import pytest
 
+from bench.data import QUEUES_DIR
 from bench.engines.mariadb.dsn import connect_args
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
@@ -127,6 +128,47 @@ def test_effects_on_mariadb_under_the_same_crash(maria_schema, tmp_path, mode):
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
+def _definition(tmp_path, effect: str):
+    """The shipped ``model`` definition with ``statements.effect`` = ``effect``, as a file of its own."""
+    path = tmp_path / "queue" / "queue.toml"
+    path.parent.mkdir()
+    text = (QUEUES_DIR / "model" / "queue.toml").read_text()
+    path.write_text(text.replace("[statements]\n", f"[statements]\neffect = {effect!r}\n", 1))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["outside", "same_txn"])
+def test_a_queue_definition_supplies_its_effect_statement(dsn, tmp_path, mode):
+    """QUEUE=<a definition> with statements.effect: the tool runs it where EFFECTS says, into its effects
+    table. outside: one duplicate per crashed job that came back; same_txn (run in the completion's
+    transaction, for the completions applied): none."""
+    queue = _definition(tmp_path, "INSERT INTO effects (logical_id, attempt_token) VALUES (:id, :token)")
+    _, s, _ = run_and_load(dsn, tmp_path / "results", "--queue", str(queue), "--effects", mode, *CRASH)
+    db = _tables(dsn)
+    assert db["redelivered"] == s["crashed_jobs"] > 0 and db["redelivered_not_done"] == 0, (db, s["crashed_jobs"])
+    assert db["duplicate_jobs"] == (db["redelivered"] if mode == "outside" else 0), db
+    effects = s["effects"]
+    assert (effects["duplicate_jobs"], effects["missing_effects"]) == (db["duplicate_jobs"], 0)
+    assert effects["stale_attempt_effects"] == db["stale"]
+    assert s["invariants"] == CLEAN_INVARIANTS
+
+
+def test_a_definitions_effect_statement_that_fails_is_refused_before_the_load(dsn, tmp_path):
+    """statements.effect naming a table that does not exist: refused while preparing, exit 2, one line naming
+    QUEUE and the statement, no results, no schema left."""
+    queue = _definition(tmp_path, "INSERT INTO no_such_table (logical_id) VALUES (:id)")
+    before = _schemas_and_relations(dsn)
+    results = tmp_path / "results"
+    proc = qbench("run", "--dsn", dsn, "--results", str(results), "--queue", str(queue), "--effects", "outside",
+                  "--schema", "qbench_refused", "--duration", "2s", "--warmup", "0s")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "QUEUE" in lines[0] and "statements.effect" in lines[0], proc.stderr
+    assert not results.exists() or not any(results.iterdir())
+    assert _schemas_and_relations(dsn) == before
+
+
 def _schemas_and_relations(dsn: str) -> set:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return set(conn.execute("SELECT n.nspname, c.relname FROM pg_namespace n LEFT JOIN pg_class c "
@@ -136,8 +178,9 @@ def _schemas_and_relations(dsn: str) -> set:
 
 @pytest.mark.parametrize("args, named, allowed", [
     (["--effects", "bogus"], "EFFECTS", "none, outside, same_txn, idempotent"),
-    (["--effects", "outside", "--queue", "pgqueuer", "--library-mode", "sql"], "EFFECTS", "no effect statement"),
-    (["--effects", "same_txn", "--queue", "model"], "EFFECTS", "leave EFFECTS out with QUEUE=model"),
+    (["--effects", "outside", "--queue", "pgqueuer", "--library-mode", "sql"], "EFFECTS",
+     "leave EFFECTS out with QUEUE=pgqueuer"),
+    (["--effects", "same_txn", "--queue", "model"], "EFFECTS", "it has no effect statement (statements.effect)"),
     (["--faults", "crash_before_complete@0-2", "--reaper-interval-s", "0"], "FAULTS", "REAPER_INTERVAL_S > 0"),
 ], ids=["bogus", "library", "definition", "crash-without-reaper"])
 def test_bad_effects_input_is_refused_in_one_line_and_creates_nothing(dsn, tmp_path, args, named, allowed):

@@ -264,8 +264,8 @@ PARAMETERS: tuple[Parameter, ...] = (
                "worker's); `same_txn`: in the statement that completes the job, only when the completion applies "
                "(fenced by the attempt token: exactly once); `idempotent`: as `outside`, with a unique key on the "
                "logical id (`ON CONFLICT DO NOTHING`; MariaDB `INSERT IGNORE`). The audit counts jobs with more than one effect, jobs done "
-               "with none, and effects of a stale attempt. Queue definitions and libraries: refused (no effect "
-               "statement yet)"),
+               "with none, and effects of a stale attempt. A queue definition gives its own `statements.effect`; "
+               "without one (queue libraries) `EFFECTS` is refused"),
     _P("slo", "text", "", "service-level objectives: key<=value,..., e.g. pickup_p99<=1s,claim_p99<=50ms",
        group="output", parse_value=slo.canonical, allowed="`key<=value,…`: " + ", ".join(f"`{k}`" for k in slo.KEYS)
        + "; units `us`, `ms`, `s`, `%`", default_text="none",

@@ -48,8 +48,8 @@ SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
        MIN(CASE WHEN status = 'dead' THEN attempts END), MAX(CASE WHEN status = 'dead' THEN attempts END)
 FROM {jobs} WHERE """
 
-#: ``EFFECTS`` (docs/effects.md), over the ``{effects}`` table, the applied completions and the built-in queue's
-#: ``{jobs}`` (``status``, ``attempt_token``): effect rows, logical
+#: ``EFFECTS`` (docs/effects.md), over the ``{effects}`` table, the applied completions and the queue's rows
+#: (``{effect_rows}``: ``id``, ``token``, ``done``): effect rows, logical
 #: jobs with one, jobs with more than one, jobs a run completed with none, effects whose attempt token is not
 #: the one that completed the job.
 EFFECT_CHECKS = """\
@@ -57,8 +57,8 @@ SELECT (SELECT COUNT(*) FROM {effects}), (SELECT COUNT(DISTINCT logical_id) FROM
        (SELECT COUNT(*) FROM (SELECT logical_id FROM {effects} GROUP BY logical_id HAVING COUNT(*) > 1) AS twice),
        (SELECT COUNT(DISTINCT a.id) FROM {applied} a
         WHERE a.is_done AND NOT EXISTS (SELECT 1 FROM {effects} e WHERE e.logical_id = a.id)),
-       (SELECT COUNT(*) FROM {effects} e JOIN {jobs} j ON j.id = e.logical_id
-        WHERE j.status = 'done' AND e.attempt_token <> j.attempt_token)"""
+       (SELECT COUNT(*) FROM {effects} e JOIN {effect_rows} j ON j.id = e.logical_id
+        WHERE j.done AND e.attempt_token <> j.token)"""
 
 #: What a queue definition's audit reports in place of the built-in table's figures.
 NO_BUILTIN_FIGURES = {"fifo_compared": 0, "fifo_out_of_order": 0, "retry_gaps": None, "poison": {}}

@@ -153,7 +153,7 @@ def _effect_rows(summary: dict) -> list[dict]:
                 ("extra_effects", "effect rows beyond one a job", exact and effects["extra_effects"] > 0),
                 ("missing_effects", "jobs completed with no effect", effects["missing_effects"] > 0),
                 ("stale_attempt_effects", "effects from a stale attempt (not the completing token)",
-                 effects["mode"] == "same_txn" and effects["stale_attempt_effects"] > 0),
+                 effects["mode"] == "same_txn" and (effects["stale_attempt_effects"] or 0) > 0),
                 ("duplicates_per_1000_redeliveries", "duplicated jobs per 1,000 redeliveries", False))]
 
 

@@ -89,12 +89,13 @@ def _effects(summary: Mapping[str, Any]) -> list[Item]:
     e = summary.get("effects")
     if not e:
         return []
-    promised = {"same_txn": e["duplicate_jobs"] + e["stale_attempt_effects"],
-                "idempotent": e["duplicate_jobs"]}.get(e["mode"], 0)
+    stale = e["stale_attempt_effects"]  # None: the queue has no token the audit can read
+    promised = {"same_txn": e["duplicate_jobs"] + (stale or 0), "idempotent": e["duplicate_jobs"]}.get(e["mode"], 0)
     ok = False if e["missing_effects"] or promised else (None if e["duplicate_jobs"] else True)
     per = e.get("duplicates_per_1000_redeliveries")
+    stale_text = "not counted (no attempt token to read)" if stale is None else f"{stale:,}"
     reason = (f"{e['duplicate_jobs']:,} jobs with more than one, {e['extra_effects']:,} extra rows, "
-              f"{e['missing_effects']:,} done with none, {e['stale_attempt_effects']:,} from a stale attempt; "
+              f"{e['missing_effects']:,} done with none, {stale_text} from a stale attempt; "
               f"{e['written']:,} written, {e['redeliveries']:,} redeliveries"
               + ("" if per is None else f", {fmt_sig(per)} duplicates per 1,000 redeliveries"))
     return [Item("effects", f"{e['mode']}: {e['duplicate_jobs']:,} duplicated", ok, reason)]

@@ -159,7 +159,8 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
         raise ValueError(f"seeded_rows must be >= 0, got {seeded_rows!r}")
     names = {key: ident(schema, table) for key, table in _TABLES.items()}
     names.update(jobs=ident(schema, "jobs"), rows=ident(schema, "jobs"), seeded=str(seeded),
-                 seq=ident(schema, f"seq_1_to_{seeded}"), effects=ident(schema, "effects"))
+                 seq=ident(schema, f"seq_1_to_{seeded}"), effects=ident(schema, "effects"),
+                 effect_rows=f"(SELECT id, attempt_token AS token, status = 'done' AS done FROM {ident(schema, 'jobs')})")
     return audit_flow.run_audit(_Steps(names), conn, log, builtin=True, over_claims=over_claims,
                                 poison_share=poison_share, effects=effects)
 

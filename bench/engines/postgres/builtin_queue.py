@@ -185,9 +185,16 @@ def table_ddl(cfg) -> str:
     storage = f" WITH (fillfactor = {int(cfg.fillfactor)})" if cfg.fillfactor != 100 else ""
     return (schema_ddl("table.sql", cfg.schema, partitioning="PARTITION BY LIST (status)" if partitioned else "",
                        storage="" if partitioned else storage)
-            + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema, storage=storage)
-            + (schema_ddl("effects.sql", cfg.schema, unique=",\n    UNIQUE (logical_id)" if cfg.effects == "idempotent"
-                          else "") if cfg.effects in ("outside", "same_txn", "idempotent") else ""))
+            + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema, storage=storage) + effects_ddl(cfg))
+
+
+def effects_ddl(cfg) -> str:
+    """``effects.sql`` in ``cfg.schema`` under ``cfg.effects`` (with ``UNIQUE (logical_id)`` for idempotent);
+    "" without effects."""
+    if cfg.effects not in ("outside", "same_txn", "idempotent"):
+        return ""
+    return schema_ddl("effects.sql", cfg.schema, unique=",\n    UNIQUE (logical_id)" if cfg.effects == "idempotent"
+                      else "")
 
 
 def definition(cfg) -> QueueDefinition:

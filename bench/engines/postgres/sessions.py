@@ -11,7 +11,7 @@ import psycopg.waiting
 from gevent import monkey
 from psycopg import sql
 
-from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition
+from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition, is_builtin
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
@@ -93,10 +93,8 @@ class PgWorkerSession(_Session):
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
         if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
-        # EFFECTS outside/idempotent: the effect row written after the work, in a transaction of its own
-        effect = builtin_queue.effect_statement(cfg)
-        effect = defined_sql.positional(*effect)[0] if effect else None
-        if effect is not None and cfg.txn != "hold":
+        effect, self.effect_at_completion = _effect(defn, cfg)
+        if effect is not None and (cfg.txn != "hold" or self.effect_at_completion):
             statements["effect"] = effect
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
         self.notify = cfg.wakeup == "notify"
@@ -119,7 +117,7 @@ class PgWorkerSession(_Session):
         self.worker_param = defined_sql.text_param(self.worker_id)
         self.claim_text = None if cfg.prepared else self._wrapped(
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
-        if effect is not None:
+        if effect is not None and not self.effect_at_completion:
             self.effects = self.session if cfg.txn != "hold" else self._second_connection(dsn, name, settings, effect)
 
     def _second_connection(self, dsn: str, name: str, settings: dict, effect: str) -> PreparedSession:
@@ -136,11 +134,19 @@ class PgWorkerSession(_Session):
         """Write job ``job_id``'s effect row with attempt ``token``, committed on its own (the worker's
         connection outside a transaction, or :meth:`_second_connection`). A lost effect connection closes the worker's too (both gone, as in a crash)."""
         try:
-            self.effects.execute(b"effect", [str(job_id).encode(), str(token).encode()])
-        except psycopg.Error as err:
+            self._effect(self.effects, job_id, token)
+        except EngineError:
             if self.effects.broken:
                 self.close()
-            raise _translate(err, self.effects) from None
+            raise
+
+    @staticmethod
+    def _effect(session: PreparedSession, job_id: int, token: int) -> None:
+        """Run the prepared ``effect`` on ``session``. Raises :class:`EngineError`."""
+        try:
+            session.execute(b"effect", [str(job_id).encode(), str(token).encode()])
+        except psycopg.Error as err:
+            raise _translate(err, session) from None
 
     def _wrapped(self, body: str, returned: list[str]) -> str:
         """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
@@ -190,7 +196,27 @@ class PgWorkerSession(_Session):
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
         """See :meth:`bench.engines.base.WorkerSession.complete`: ``complete_many`` for a batch if defined,
-        else ``complete`` per job."""
+        else ``complete`` per job; a definition's ``effect`` after them in their transaction (``EFFECTS=same_txn``)
+        for those applied."""
+        if not self.effect_at_completion:
+            return self._complete(jobs)
+        own = not self.session.in_transaction  # TXN=hold: the claim's transaction is open
+        if own:
+            self.begin()
+        try:
+            applied = self._complete(jobs)
+            for job_id, token in jobs:
+                if job_id in applied:
+                    self._effect(self.session, job_id, token)
+            if own:
+                self.commit()
+        except EngineError:
+            if own:
+                self.rollback()
+            raise
+        return applied
+
+    def _complete(self, jobs: list[tuple[int, int]]) -> set[int]:
         if len(jobs) > 1 and "complete_many" in self.bound:
             result = self._run("complete_many", defined_sql.text_param([j[0] for j in jobs]),
                                defined_sql.text_param([j[1] for j in jobs]))
@@ -265,6 +291,18 @@ class PgWorkerSession(_Session):
             return self.claim_text
         args = ", ".join(sql.Literal(self.claim_values[n]).as_string(None) for n in self.claim_names)
         return f"EXECUTE claim({args})".encode() if args else b"EXECUTE claim"
+
+
+def _effect(defn: QueueDefinition, cfg: RunConfig) -> tuple[str | None, bool]:
+    """(the effect statement with ``$1`` id, ``$2`` token, or None; True when it runs in the completion's
+    transaction): the built-in queue's for ``EFFECTS`` outside/idempotent (its same_txn is in the completion's
+    statement itself), a definition's ``statements.effect`` in every mode."""
+    if cfg.effects not in ("outside", "same_txn", "idempotent"):
+        return None, False
+    if is_builtin(defn.name):
+        effect = builtin_queue.effect_statement(cfg)
+        return (defined_sql.positional(*effect)[0] if effect else None), False
+    return defined_sql.positional(defn.statements["effect"], ("id", "token"))[0], cfg.effects == "same_txn"
 
 
 class PgProducerSession(_Session):
