@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.config import parsers
 from bench.config.choices import (  # noqa: F401 - ENGINES, MAX_WORKERS: read from the table's module too
-    ARRIVALS, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
+    ARRIVALS, EFFECT_MODES, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
     MAX_WORKERS, PG_VERSIONS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
 )
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
@@ -256,7 +256,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "end is clipped (noted in `summary.json`). In workload files: "
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
     _P("effects", "choice", "none", "none | outside | same_txn | idempotent: each job's work writes an effect row",
-       group="design", choices=("none", "outside", "same_txn", "idempotent"), sweep=True,
+       group="design", choices=EFFECT_MODES, sweep=True,
        meaning="a downstream effect per job (docs/effects.md): a row of the tool's "
                "`effects` table with the job's logical id (its `id`), the attempt token of the claim that did the "
                "work and the time. `outside`: in a transaction of its own after the work, before the completion, as "

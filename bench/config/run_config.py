@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.config.file_values import check_file_value
+from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
@@ -48,7 +49,7 @@ class RunConfig:
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill"))
-                + (self.workers if self.txn == "hold" and self.effects in ("outside", "idempotent") else 0))
+                + (self.workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""

@@ -8,6 +8,7 @@ import itertools
 import time
 from typing import Any
 
+from bench.config.choices import EFFECTS_WRITTEN
 from bench.engines.common import CLAIM_CHECKS, audit_result
 from bench.workload.jobs import poison_sql
 
@@ -142,7 +143,7 @@ def effect_counts(steps: AuditSteps, conn, mode: str, redeliveries: int) -> dict
     ``duplicate_jobs`` (logical jobs with more than one), ``extra_effects`` (rows beyond one a job),
     ``missing_effects`` (jobs completed with none), ``stale_attempt_effects`` (token not the completing one),
     ``duplicates_per_1000_redeliveries`` (None with no redelivery)."""
-    if mode not in ("outside", "same_txn", "idempotent"):
+    if mode not in EFFECTS_WRITTEN:
         return None
     out = {"mode": mode, **steps.row(conn, EFFECT_CHECKS, "written jobs_with_effect duplicate_jobs missing_effects "
                                                           "stale_attempt_effects")}

@@ -11,6 +11,7 @@ from typing import Any
 from locust import User, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
+from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.run_config import RunConfig
 from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession
 from bench.measure.claimlog import ClaimLog
@@ -95,7 +96,7 @@ class QueueWorker(RunUser):
         self.poison_share = cfg.poison_share
         self.fail_prob = cfg.fail_prob
         #: EFFECTS written during the work, before the completion (same_txn's goes with the completion)
-        self.effect_in_work = cfg.effects in ("outside", "idempotent")
+        self.effect_in_work = cfg.effects in EFFECTS_DURING_WORK
         self.poll_s = cfg.poll_ms / 1000.0
         self.nowait_failures = 0
         self.session: WorkerSession | None = None

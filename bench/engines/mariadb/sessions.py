@@ -9,6 +9,7 @@ import threading
 
 import pymysql
 
+from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
@@ -115,7 +116,7 @@ class MariaDBWorkerSession(_Session):
         # EFFECTS outside/idempotent with TXN=hold: a connection of their own, outside the claim's transaction
         # (why: docs/effects.md); with TXN=short this one, between transactions.
         self.effects = None
-        if cfg.effects in ("outside", "idempotent") and cfg.txn == "hold":
+        if cfg.effects in EFFECTS_DURING_WORK and cfg.txn == "hold":
             try:
                 self.effects = _Session(dsn, cfg, f"{name} effects", isolation=None)
             except ConnectFailed:

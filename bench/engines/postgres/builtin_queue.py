@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from bench.config.choices import EFFECTS_WRITTEN
 from bench.config.parameters import BY_KEY
 from bench.config.queue_definition import BUILTIN, QueueDefinition
 from bench.config.sql_text import LOCKING_PLACEHOLDER
@@ -191,7 +192,7 @@ def table_ddl(cfg) -> str:
 def effects_ddl(cfg) -> str:
     """``effects.sql`` in ``cfg.schema`` under ``cfg.effects`` (with ``UNIQUE (logical_id)`` for idempotent);
     "" without effects."""
-    if cfg.effects not in ("outside", "same_txn", "idempotent"):
+    if cfg.effects not in EFFECTS_WRITTEN:
         return ""
     return schema_ddl("effects.sql", cfg.schema, unique=",\n    UNIQUE (logical_id)" if cfg.effects == "idempotent"
                       else "")

@@ -11,6 +11,7 @@ import psycopg.waiting
 from gevent import monkey
 from psycopg import sql
 
+from bench.config.choices import EFFECTS_WRITTEN
 from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition, is_builtin
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
@@ -119,6 +120,8 @@ class PgWorkerSession(_Session):
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
         if effect is not None and not self.effect_at_completion:
             self.effects = self.session if cfg.txn != "hold" else self._second_connection(dsn, name, settings, effect)
+        if self.effect_at_completion:  # bound here: without it complete() is as it was
+            self.complete = self._complete_with_effects
 
     def _second_connection(self, dsn: str, name: str, settings: dict, effect: str) -> PreparedSession:
         """The effects' own connection with ``TXN=hold``: the worker's is inside the claim's transaction, which
@@ -132,7 +135,8 @@ class PgWorkerSession(_Session):
 
     def effect(self, job_id: int, token: int) -> None:
         """Write job ``job_id``'s effect row with attempt ``token``, committed on its own (the worker's
-        connection outside a transaction, or :meth:`_second_connection`). A lost effect connection closes the worker's too (both gone, as in a crash)."""
+        connection outside a transaction, or :meth:`_second_connection`). A lost effect connection closes the
+        worker's too (both gone, as in a crash)."""
         try:
             self._effect(self.effects, job_id, token)
         except EngineError:
@@ -194,17 +198,14 @@ class PgWorkerSession(_Session):
                         float(r[5])))
         return out
 
-    def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
-        """See :meth:`bench.engines.base.WorkerSession.complete`: ``complete_many`` for a batch if defined,
-        else ``complete`` per job; a definition's ``effect`` after them in their transaction (``EFFECTS=same_txn``)
-        for those applied."""
-        if not self.effect_at_completion:
-            return self._complete(jobs)
-        own = not self.session.in_transaction  # TXN=hold: the claim's transaction is open
+    def _complete_with_effects(self, jobs: list[tuple[int, int]]) -> set[int]:
+        """:meth:`complete` and a definition's ``effect`` for the completions applied, in their transaction
+        (``EFFECTS=same_txn``; with ``TXN=hold`` the claim's)."""
+        own = not self.session.in_transaction
         if own:
             self.begin()
         try:
-            applied = self._complete(jobs)
+            applied = PgWorkerSession.complete(self, jobs)
             for job_id, token in jobs:
                 if job_id in applied:
                     self._effect(self.session, job_id, token)
@@ -216,7 +217,9 @@ class PgWorkerSession(_Session):
             raise
         return applied
 
-    def _complete(self, jobs: list[tuple[int, int]]) -> set[int]:
+    def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
+        """See :meth:`bench.engines.base.WorkerSession.complete`: ``complete_many`` for a batch if defined,
+        else ``complete`` per job."""
         if len(jobs) > 1 and "complete_many" in self.bound:
             result = self._run("complete_many", defined_sql.text_param([j[0] for j in jobs]),
                                defined_sql.text_param([j[1] for j in jobs]))
@@ -297,7 +300,7 @@ def _effect(defn: QueueDefinition, cfg: RunConfig) -> tuple[str | None, bool]:
     """(the effect statement with ``$1`` id, ``$2`` token, or None; True when it runs in the completion's
     transaction): the built-in queue's for ``EFFECTS`` outside/idempotent (its same_txn is in the completion's
     statement itself), a definition's ``statements.effect`` in every mode."""
-    if cfg.effects not in ("outside", "same_txn", "idempotent"):
+    if cfg.effects not in EFFECTS_WRITTEN:
         return None, False
     if is_builtin(defn.name):
         effect = builtin_queue.effect_statement(cfg)
