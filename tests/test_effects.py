@@ -42,7 +42,7 @@ def test_outside_effects_are_duplicated_once_per_crashed_job_that_came_back(dsn,
     """EFFECTS=outside, TXN=short: each job a worker crashed on after its work is claimed again and its work
     writes a second effect. Jobs with two effects (the effects table) = jobs claimed twice (the queue table's
     attempts) = the jobs the crashes held (the run's counter), and the audit says the same."""
-    _, s, proc = run_and_load(dsn, tmp_path, "--effects", "outside", *CRASH)
+    run_dir, s, proc = run_and_load(dsn, tmp_path, "--effects", "outside", *CRASH)
     db = _tables(dsn)
     assert s["crashed_jobs"] >= 1
     assert db["redelivered_not_done"] == 0, db  # every crashed job came back and was completed
@@ -55,6 +55,9 @@ def test_outside_effects_are_duplicated_once_per_crashed_job_that_came_back(dsn,
     assert effects["duplicates_per_1000_redeliveries"] == pytest.approx(
         1000.0 * db["duplicate_jobs"] / effects["redeliveries"], abs=1e-3)
     assert f"effects: outside: {db['duplicate_jobs']:,} duplicated" in proc.stdout
+    report = (run_dir / "report.html").read_text()
+    assert "effects (outside): jobs with more than one effect" in report
+    assert f"outside: {db['duplicate_jobs']:,} duplicated" in report  # the verdict card
     assert s["invariants"] == CLEAN_INVARIANTS
 
 
