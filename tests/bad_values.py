@@ -49,6 +49,7 @@ BAD_VALUES: dict[str, tuple] = {
     "future_share": (-1,),
     "future_delay_ms": (-1, 1e18),
     "bursts": ("5-2@100", "1-2@inf"),
+    "effects": ("bogus", "twice", 1),
     "faults": ("meltdown@1-2", "long_transaction@5-2"),
     "slo": ("pickup_p99<1s", "claim_p99<=50", "latency<=1s", "claim_p99<=1s,claim_p99<=2s", "error_rate<=150%"),
     "plan_cache": ("always",),

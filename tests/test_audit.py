@@ -101,7 +101,8 @@ def test_clean_control_run_audits_all_zero(run):
         # one worker starts jobs in claim order; the failed jobs' run_at moved past their first claim
         assert d["fifo_jobs_compared"] == BACKLOG - retried and result["fifo_out_of_order_share"] == 0.0
         assert set(result) == {"invariants", "status_counts", "details", "redeliveries", "retry_gaps",
-                               "fifo_out_of_order_share"}
+                               "fifo_out_of_order_share", "effects"}
+        assert result["effects"] is None  # EFFECTS=none: nothing written, nothing counted
     else:
         assert result["retry_gaps"] is None
         assert set(result["uncheckable"]) == set(t.exclusions)

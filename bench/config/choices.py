@@ -36,3 +36,8 @@ MAX_ROWS = 100_000_000
 TENANT_ORDERS = ("plain", "round_robin")
 #: Upper bound on distinct queue names (``NAMED_QUEUES``, ``TENANTS``): every claim carries the list.
 MAX_QUEUES = 10_000
+#: ``EFFECTS`` (docs/effects.md): the modes, those that write an effect row, and those that write it during the
+#: work (after it, before the completion) rather than with the completion.
+EFFECT_MODES = ("none", "outside", "same_txn", "idempotent")
+EFFECTS_WRITTEN = ("outside", "same_txn", "idempotent")
+EFFECTS_DURING_WORK = ("outside", "idempotent")

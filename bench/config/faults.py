@@ -17,6 +17,13 @@ KINDS += ("migration",)  # schema migrations under load (docs/migrations.md)
 OPTIONS["migration"] = {"ddl", "sql", "lock_timeout_ms", "retry_ms"}
 #: ``migration``'s named statements on the queue table (each engine's text: its ``fault_actions.MIGRATION_DDL``).
 MIGRATION_DDL = ("add_column", "add_column_volatile", "create_index", "create_index_concurrently")
+# crash_before_complete: the connection dropped after the work (and its effects), before the completion.
+KINDS += ("crash_before_complete",)
+OPTIONS["crash_before_complete"] = {"share"}
+#: Kinds that drop a worker's connection once per window on each chosen worker.
+CRASH_KINDS = ("crash_after_claim", "crash_before_complete")
+#: Kinds whose window marks chosen workers of the tool's own swarm (:func:`choose_workers`).
+WORKER_KINDS = (*CRASH_KINDS, "late_worker")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.config import parsers
 from bench.config.choices import (  # noqa: F401 - ENGINES, MAX_WORKERS: read from the table's module too
-    ARRIVALS, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
+    ARRIVALS, EFFECT_MODES, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
     MAX_WORKERS, PG_VERSIONS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
 )
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
@@ -239,11 +239,13 @@ PARAMETERS: tuple[Parameter, ...] = (
                "start; a window must start inside the measured window, one that runs past its end is clipped "
                "(noted in `summary.json`)"),
     _P("faults", "list", "", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
-                             "(crash_after_claim, late_worker, long_transaction, backend_kill, process_kill)",
+                             "(crash_after_claim, crash_before_complete, late_worker, long_transaction, migration, "
+                             "backend_kill, process_kill)",
        group="faults", parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
        meaning="fault windows, seconds since the measured start, shaded on every plot: `crash_after_claim` (a "
                "`share` of workers drop their connection once right after a claim; the lease and reaper bring "
-               "the jobs back), `late_worker` (a `share` of workers complete `extra_s` after their lease: stale, "
+               "the jobs back), `crash_before_complete` (the same, after the work and its `EFFECTS`, before the completion: "
+               "the job is redelivered after its work ran), `late_worker` (a `share` of workers complete `extra_s` after their lease: stale, "
                "rejected), `long_transaction` (one `REPEATABLE READ` snapshot held open: on PostgreSQL vacuum stalls, see "
                "xmin age; on MariaDB a read view held open, so purge stalls, see the history list length), "
                "`migration` (`ddl=…`: a DDL on the queue table at `start` on its own connection, retried after "
@@ -257,6 +259,17 @@ PARAMETERS: tuple[Parameter, ...] = (
                "one that runs past its "
                "end is clipped (noted in `summary.json`). In workload files: "
                "`faults = [ { kind = …, start_s = …, end_s = … } ]`"),
+    _P("effects", "choice", "none", "none | outside | same_txn | idempotent: each job's work writes an effect row",
+       group="design", choices=EFFECT_MODES, sweep=True,
+       meaning="a downstream effect per job (docs/effects.md): a row of the tool's "
+               "`effects` table with the job's logical id (its `id`), the attempt token of the claim that did the "
+               "work and the time. `outside`: in a transaction of its own after the work, before the completion, as "
+               "an HTTP call or an email would be (at least once; with `TXN=hold` on a second connection of the "
+               "worker's); `same_txn`: in the statement that completes the job, only when the completion applies "
+               "(fenced by the attempt token: exactly once); `idempotent`: as `outside`, with a unique key on the "
+               "logical id (`ON CONFLICT DO NOTHING`; MariaDB `INSERT IGNORE`). The audit counts jobs with more than one effect, jobs done "
+               "with none, and effects of a stale attempt. A queue definition gives its own `statements.effect`; "
+               "without one (queue libraries) `EFFECTS` is refused"),
     _P("slo", "text", "", "service-level objectives: key<=value,..., e.g. pickup_p99<=1s,claim_p99<=50ms",
        group="output", parse_value=slo.canonical, allowed="`key<=value,…`: " + ", ".join(f"`{k}`" for k in slo.KEYS)
        + "; units `us`, `ms`, `s`, `%`", default_text="none",

@@ -42,6 +42,10 @@ STATEMENT_PARAMETERS: dict[str, dict[str, str]] = {
     # after its completion committed and before it reported it).
     "finished_ids": {},
 }
+# EFFECTS (docs/effects.md): the job's effect row, written into the tool's effects table (logical_id,
+# attempt_token) where EFFECTS says: after the work, or in the completion's transaction (same_txn).
+STATEMENT_PARAMETERS["effect"] = {"id": "the job's id, its logical id",
+                                  "token": "the attempt token its claim returned"}
 #: Statements a definition must give; the others are optional.
 REQUIRED_STATEMENTS = ("claim", "complete")
 #: ``[columns]`` keys: what each names (columns of the claim's result, and of the table).
@@ -302,6 +306,8 @@ def _sql_applicability(defn: QueueDefinition) -> dict[str, str]:
     present = set(defn.statements) | set(defn.generated)
     if "reaper" not in present:
         out["reaper_interval_s"] = "it has no reaper statement"
+    if "effect" not in present:
+        out["effects"] = "it has no effect statement (statements.effect)"
     if "enqueue" not in present:
         for key in ("rate", "producers", "arrival", "bursts", "future_share", "future_delay_ms", "priority_mix"):
             out[key] = "it has no enqueue statement"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from bench.config.faults import WORKER_KINDS
 from bench.config.parameter import NOT_APPLICABLE, Parameter
 from bench.config.parameters import BY_KEY
 from bench.config.queue_definition import BUILTIN, DEFINITION_ENGINES, QueueDefinition, applicability, load_queue
@@ -107,7 +108,7 @@ class QueueParameters:
     def check(self, values: dict) -> list[str]:
         """Refuse what a library's own worker cannot run (ConfigError naming the parameter): too few ``WORKERS``
         per process for ``workers_per_batch`` × ``BATCH`` (a default ``WORKERS`` is raised, with a note;
-        returns the notes), ``crash_after_claim``/``late_worker``, ``process_kill`` outside worker mode or
+        returns the notes), :data:`WORKER_KINDS` faults, ``process_kill`` outside worker mode or
         with one process."""
         kills = any(f.kind == "process_kill" for f in values["faults"])
         notes: list[str] = []
@@ -128,7 +129,7 @@ class QueueParameters:
             raise ConfigError("WORKERS", f"{values['workers']} is fewer than {worker['workers_per_batch']} x BATCH "
                                          f"{values['batch']}{per}, which {self.defn.library['package']}'s own worker "
                                          f"refuses; allowed: WORKERS >= {least}, or a smaller BATCH")
-        tool_faults = sorted({f.kind for f in values["faults"]} & {"crash_after_claim", "late_worker"})
+        tool_faults = sorted({f.kind for f in values["faults"]} & set(WORKER_KINDS))
         if tool_faults:
             raise ConfigError("FAULTS", f"{', '.join(tool_faults)} acts on the tool's own workers, and "
                                         f"LIBRARY_MODE=worker runs the library's; allowed: process_kill, "

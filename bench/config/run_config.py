@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bench.config.file_values import check_file_value
-from bench.config.faults import Fault
+from bench.config.choices import EFFECTS_DURING_WORK
+from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
 from bench.config.queue_definition import BUILTIN
@@ -45,13 +46,15 @@ class RunConfig:
 
     def connections_needed(self) -> int:
         """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults
-        (a long transaction, a backend killer, a migration)."""
+        (a long transaction, a backend killer, a migration), the standby sampler's, the workers' effect connections
+        (``EFFECTS`` during the work with ``TXN=hold``)."""
         return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
                 + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
                 # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
                 + (2 if any(f.kind == "migration" for f in self.faults) else 0)
-                + (1 if self.replica is True else 0))  # the standby sampler's connection to the primary
+                + (1 if self.replica is True else 0)  # the standby sampler's connection to the primary
+                + (self.workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""
@@ -153,10 +156,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
         if key in given and not holds(values):
             raise ConfigError(key.upper(), f"has no effect without {needs}; allowed: set {needs}, or leave "
                                            f"{key.upper()} out")
-    if (any(f.kind == "crash_after_claim" for f in values["faults"]) and values["txn"] == "short"
-            and values["reaper_interval_s"] <= 0):
-        raise ConfigError("FAULTS", "crash_after_claim with TXN=short leaves its jobs running until a reaper "
-                                    "takes them back, and there is no reaper; allowed: crash_after_claim with "
+    crashes = sorted({f.kind for f in values["faults"]} & set(CRASH_KINDS))
+    if crashes and values["txn"] == "short" and values["reaper_interval_s"] <= 0:
+        raise ConfigError("FAULTS", f"{crashes[0]} with TXN=short leaves its jobs running until a reaper "
+                                    f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
                                     "REAPER_INTERVAL_S > 0 (or TXN=hold, where the crash rolls the claim back)")
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "

@@ -8,6 +8,7 @@ import itertools
 import time
 from typing import Any
 
+from bench.config.choices import EFFECTS_WRITTEN
 from bench.engines.common import CLAIM_CHECKS, audit_result
 from bench.workload.jobs import poison_sql
 
@@ -47,6 +48,18 @@ SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN status = 'dead' THEN 1 ELSE 0 END), 0),
        MIN(CASE WHEN status = 'dead' THEN attempts END), MAX(CASE WHEN status = 'dead' THEN attempts END)
 FROM {jobs} WHERE """
+
+#: ``EFFECTS`` (docs/effects.md), over the ``{effects}`` table, the applied completions and the queue's rows
+#: (``{effect_rows}``: ``id``, ``token``, ``done``): effect rows, logical
+#: jobs with one, jobs with more than one, jobs a run completed with none, effects whose attempt token is not
+#: the one that completed the job.
+EFFECT_CHECKS = """\
+SELECT (SELECT COUNT(*) FROM {effects}), (SELECT COUNT(DISTINCT logical_id) FROM {effects}),
+       (SELECT COUNT(*) FROM (SELECT logical_id FROM {effects} GROUP BY logical_id HAVING COUNT(*) > 1) AS twice),
+       (SELECT COUNT(DISTINCT a.id) FROM {applied} a
+        WHERE a.is_done AND NOT EXISTS (SELECT 1 FROM {effects} e WHERE e.logical_id = a.id)),
+       (SELECT COUNT(*) FROM {effects} e JOIN {effect_rows} j ON j.id = e.logical_id
+        WHERE j.done AND e.attempt_token <> j.token)"""
 
 #: What a queue definition's audit reports in place of the built-in table's figures.
 NO_BUILTIN_FIGURES = {"fifo_compared": 0, "fifo_out_of_order": 0, "retry_gaps": None, "poison": {}}
@@ -94,9 +107,11 @@ class AuditSteps:
         return dict(zip(keys.split(), map(int, self.driver.fetch(conn, self.sql(template), None, False))))
 
 
-def run_audit(steps: AuditSteps, conn, log, *, builtin: bool, over_claims: int, poison_share: float) -> dict:
+def run_audit(steps: AuditSteps, conn, log, *, builtin: bool, over_claims: int, poison_share: float,
+              effects: str = "none") -> dict:
     """:func:`bench.engines.common.audit_result` of ``log``'s events in one transaction (rolled back and
-    :meth:`AuditSteps.cleanup` on any error, the first error raised). Raises the driver's errors."""
+    :meth:`AuditSteps.cleanup` on any error, the first error raised), with ``effects`` (:func:`effect_counts`)
+    under ``EFFECTS`` ``effects``. Raises the driver's errors."""
     execute = steps.driver.execute
     steps.begin(conn)
     try:
@@ -110,6 +125,7 @@ def run_audit(steps: AuditSteps, conn, log, *, builtin: bool, over_claims: int, 
         counts |= steps.row(conn, COMPLETION_CHECKS, "applied stale_applied double_completions")
         counts |= steps.row_checks(conn)
         figures = _builtin_figures(steps, conn, poison_share) if builtin else NO_BUILTIN_FIGURES
+        effect_figures = effect_counts(steps, conn, effects, counts["redeliveries"])
         execute(conn, "COMMIT")
     except BaseException:
         # a gone connection took its temporary tables with it; the first error is the one to see
@@ -118,7 +134,24 @@ def run_audit(steps: AuditSteps, conn, log, *, builtin: bool, over_claims: int, 
             steps.cleanup(conn)
         raise
     steps.cleanup(conn)
-    return audit_result(status_counts=status, **counts, over_claims=over_claims, events=events, **figures)
+    return {**audit_result(status_counts=status, **counts, over_claims=over_claims, events=events, **figures),
+            "effects": effect_figures}
+
+
+def effect_counts(steps: AuditSteps, conn, mode: str, redeliveries: int) -> dict | None:
+    """The effect rows' audit under ``EFFECTS`` ``mode`` (None for ``none``): ``written``, ``jobs_with_effect``,
+    ``duplicate_jobs`` (logical jobs with more than one), ``extra_effects`` (rows beyond one a job),
+    ``missing_effects`` (jobs completed with none), ``stale_attempt_effects`` (token not the completing one),
+    ``duplicates_per_1000_redeliveries`` (None with no redelivery)."""
+    if mode not in EFFECTS_WRITTEN:
+        return None
+    out = {"mode": mode, **steps.row(conn, EFFECT_CHECKS, "written jobs_with_effect duplicate_jobs missing_effects "
+                                                          "stale_attempt_effects")}
+    out["extra_effects"] = out["written"] - out["jobs_with_effect"]
+    out["redeliveries"] = redeliveries
+    out["duplicates_per_1000_redeliveries"] = (round(1000.0 * out["duplicate_jobs"] / redeliveries, 3)
+                                               if redeliveries else None)
+    return out
 
 
 def _builtin_figures(steps: AuditSteps, conn, poison_share: float) -> dict:

@@ -6,15 +6,16 @@ import math
 
 import gevent
 
+from bench.config.faults import WORKER_KINDS
 from bench.measure import metrics, seconds
 
 __all__ = ["fault_window", "mark_workers", "migrate"]
 
 
 def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
-    """Open a ``crash_after_claim`` or ``late_worker`` window on the workers ``chosen`` (names) of ``ctx``."""
+    """Open a :data:`WORKER_KINDS` window on the workers ``chosen`` (names) of ``ctx``."""
     ctx.late_extra_s = extra_s
-    ctx.crashed.clear()
+    ctx.crashed[kind] = set()
     ctx.active_faults[kind] = chosen
 
 
@@ -44,7 +45,7 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
     log(f"fault: {fault.kind} from {fault.start_s:g} s to {fault.end_s:g} s of the measured window")
     conn = None
     try:
-        if fault.kind in ("crash_after_claim", "late_worker"):
+        if fault.kind in WORKER_KINDS:
             # A window at the load's first instant opens before Locust has created the users: choose
             # among every worker, not the ones that happen to exist yet (none, at t = 0).
             driver.open_fault(fault, lambda: clock.now_s() >= n_warm + fault.end_s)
@@ -70,7 +71,7 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
                     recorder.count("backend_kills")
                 clock.sleep_until(min(n_warm + fault.end_s, clock.now_s() + fault.every_s))
     finally:
-        if fault.kind in ("crash_after_claim", "late_worker"):
+        if fault.kind in WORKER_KINDS:
             driver.close_fault(fault.kind)
         if conn is not None and fault.kind == "migration":
             conn.close()  # cancels its statement if it still runs

@@ -11,6 +11,7 @@ from typing import Any
 from locust import User, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
+from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.run_config import RunConfig
 from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession
 from bench.measure.claimlog import ClaimLog
@@ -47,8 +48,8 @@ class SwarmContext:
     go: Any = field(default_factory=lambda: gevent.event.Event())
     #: kind -> set of worker names it applies to, while a fault window is open (see bench.config.faults)
     active_faults: dict = field(default_factory=dict)
-    #: worker names that already crashed in the current crash_after_claim window
-    crashed: set = field(default_factory=set)
+    #: crash kind -> worker names that already crashed in its current window
+    crashed: dict = field(default_factory=dict)
     late_extra_s: float = 1.0
     #: Unix time at which the measured window starts (producers' bursts are relative to it)
     measured_start_unix: float = 0.0
@@ -94,6 +95,8 @@ class QueueWorker(RunUser):
         self.records_work = jobs.expected_work_s(cfg) > 0
         self.poison_share = cfg.poison_share
         self.fail_prob = cfg.fail_prob
+        #: EFFECTS written during the work, before the completion (same_txn's goes with the completion)
+        self.effect_in_work = cfg.effects in EFFECTS_DURING_WORK
         self.poll_s = cfg.poll_ms / 1000.0
         self.nowait_failures = 0
         self.session: WorkerSession | None = None
@@ -192,7 +195,7 @@ class QueueWorker(RunUser):
                     self.ctx.recorder.count("notify_wakeups")
                 return
             self.nowait_failures = max(0, self.nowait_failures - 1)
-            if self._crash_after_claim(rows):
+            if self._crash("crash_after_claim", rows):
                 return
             late_s = self._late_by_s()
             succeeded = []
@@ -211,6 +214,10 @@ class QueueWorker(RunUser):
                     self._fail(job, "injected failure")
                 else:
                     succeeded.append(job)
+                    if self.effect_in_work:
+                        self.session.effect(job[0], job[1])
+            if self._crash("crash_before_complete", rows if self.hold else succeeded):  # short: failures applied
+                return
             if late_s:
                 gevent.sleep(late_s)
             if succeeded:
@@ -231,12 +238,13 @@ class QueueWorker(RunUser):
             if not lost:
                 gevent.sleep(ERROR_PAUSE_S)
 
-    def _crash_after_claim(self, rows: list) -> bool:
-        """Fault ``crash_after_claim``: drop the connection with the claimed rows unfinished (once per window)."""
-        chosen = self.ctx.active_faults.get("crash_after_claim")
-        if not chosen or self.name not in chosen or self.name in self.ctx.crashed:
+    def _crash(self, kind: str, rows: list) -> bool:
+        """Fault ``kind`` (``crash_after_claim``: before the work; ``crash_before_complete``: after it): drop the
+        connection with the claimed rows unfinished, once per window."""
+        chosen = self.ctx.active_faults.get(kind)
+        if not chosen or self.name not in chosen or self.name in self.ctx.crashed.setdefault(kind, set()):
             return False
-        self.ctx.crashed.add(self.name)
+        self.ctx.crashed[kind].add(self.name)
         self.ctx.recorder.count("crashed_claims")
         self.ctx.recorder.count("crashed_jobs", len(rows))
         # Short mode: the claims stay in the log as in flight, so a re-claim before their lease expires

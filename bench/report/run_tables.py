@@ -63,6 +63,7 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     ``config`` gives the batch size and layout. Latencies are in :func:`latency_rows`."""
     return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
             *_migration_rows(summary), *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
+            *_effect_rows(summary),
             *_wait_rows(summary, config), *_cost_rows(summary, config)]
 
 
@@ -153,6 +154,23 @@ def _invariant_rows(summary: dict) -> list[dict]:
     rows.extend(_row(f"invariant: {key}", f"not checked: {why}", bad=True)
                 for key, why in (summary.get("uncheckable_invariants") or {}).items())
     return rows
+
+
+def _effect_rows(summary: dict) -> list[dict]:
+    """``EFFECTS``' audit (docs/effects.md): one row a count; none without effects."""
+    effects = summary.get("effects")
+    if not effects:
+        return []
+    exact = effects["mode"] != "outside"  # same_txn and idempotent promise one effect a job
+    return [_row(f"effects ({effects['mode']}): {label}", fmt_num(effects[key]), bad=bad)
+            for key, label, bad in (
+                ("written", "effect rows written", False),
+                ("duplicate_jobs", "jobs with more than one effect", exact and effects["duplicate_jobs"] > 0),
+                ("extra_effects", "effect rows beyond one a job", exact and effects["extra_effects"] > 0),
+                ("missing_effects", "jobs completed with no effect", effects["missing_effects"] > 0),
+                ("stale_attempt_effects", "effects from a stale attempt (not the completing token)",
+                 effects["mode"] == "same_txn" and (effects["stale_attempt_effects"] or 0) > 0),
+                ("duplicates_per_1000_redeliveries", "duplicated jobs per 1,000 redeliveries", False))]
 
 
 def _wait_rows(summary: dict, config: dict) -> list[dict]:

@@ -82,6 +82,25 @@ def _invariants(summary: Mapping[str, Any]) -> Item:
     return Item("invariants", f"{len(invariants)} hold" if ok else "broken", ok, counts)
 
 
+def _effects(summary: Mapping[str, Any]) -> list[Item]:
+    """``EFFECTS``' audit: red for a job completed with no effect, or for a duplicate or a stale attempt's effect
+    where the mode promises one effect (``same_txn``; ``idempotent``: duplicates); grey for ``outside``'s
+    duplicates, which at least once allows. None without effects."""
+    e = summary.get("effects")
+    if not e:
+        return []
+    stale = e["stale_attempt_effects"]  # None: the queue has no token the audit can read
+    promised = {"same_txn": e["duplicate_jobs"] + (stale or 0), "idempotent": e["duplicate_jobs"]}.get(e["mode"], 0)
+    ok = False if e["missing_effects"] or promised else (None if e["duplicate_jobs"] else True)
+    per = e.get("duplicates_per_1000_redeliveries")
+    stale_text = "not counted (no attempt token to read)" if stale is None else f"{stale:,}"
+    reason = (f"{e['duplicate_jobs']:,} jobs with more than one, {e['extra_effects']:,} extra rows, "
+              f"{e['missing_effects']:,} done with none, {stale_text} from a stale attempt; "
+              f"{e['written']:,} written, {e['redeliveries']:,} redeliveries"
+              + ("" if per is None else f", {fmt_sig(per)} duplicates per 1,000 redeliveries"))
+    return [Item("effects", f"{e['mode']}: {e['duplicate_jobs']:,} duplicated", ok, reason)]
+
+
 def _trust(summary: Mapping[str, Any]) -> Item:
     found = problems(summary)
     found = [p for p in found if not p.startswith("invariants broken")]  # its own line
@@ -92,11 +111,11 @@ def _trust(summary: Mapping[str, Any]) -> Item:
 
 def items(summary: Mapping[str, Any]) -> list[Item]:
     """The verdict card's items, in order: throughput, pickup or claim p99, keeping up, the SLO (when one
-    was given), errors, invariants, trust."""
+    was given), errors, invariants, effects (``EFFECTS``), trust."""
     throughput = Item("throughput", f"{fmt_sig(summary.get('throughput_jobs_per_s'))} jobs/s", None,
                       f"{summary.get('jobs_completed', 0):,} jobs completed over {fmt_sig(summary.get('measured_s'))} s")
     return [throughput, _latency(summary), _keeping_up(summary), *_slo(summary), _errors(summary),
-            _invariants(summary), _trust(summary)]
+            _invariants(summary), *_effects(summary), _trust(summary)]
 
 
 def operations(summary: Mapping[str, Any]) -> list[list[str]]:
@@ -152,7 +171,7 @@ def cost_line(summary: Mapping[str, Any]) -> str | None:
 
 def end_block(summary: Mapping[str, Any]) -> list[str]:
     """The terminal's end block: a throughput line, the operations table, the oldest age, the cost per job
-    (when measured), then invariants, trust and keeping up (or the SLO), one line each."""
+    (when measured), then invariants, effects, trust and keeping up (or the SLO), one line each."""
     head = ["", "count", "rate/s", "p50", "p95", "p99", "max", "errors"]
     table = [head, *operations(summary)]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
@@ -168,7 +187,7 @@ def end_block(summary: Mapping[str, Any]) -> list[str]:
     if (cost := cost_line(summary)) is not None:
         lines.append(f"cost per job: {cost}")
     by_name = {item.name: item for item in items(summary)}
-    for name in ("invariants", "trust", "keeps up", "SLO"):
+    for name in ("invariants", "effects", "trust", "keeps up", "SLO"):
         if (item := by_name.get(name)) is None:
             continue
         lines.append(f"{item.name}: {item.value}" + (f" ({item.reason})" if item.reason else ""))

@@ -69,12 +69,13 @@ def _throughput(f: Figures) -> dict:
 
 
 def _audit(f: Figures) -> dict:
-    """The invariants, and what a queue definition's audit could not check (never reported as 0)."""
+    """The invariants, what a queue definition's audit could not check (never reported as 0), the effects'."""
     audit = f.facts.audit
     return {"invariants": audit["invariants"],
             "uncheckable_invariants": audit.get("uncheckable") or {},
             "queue_definition": f.facts.run_info.get("queue_definition"),
-            "audit_notes": audit.get("notes") or []}
+            "audit_notes": audit.get("notes") or [],
+            "effects": audit.get("effects")}  # EFFECTS' audit (bench.engines.audit_flow.effect_counts), None: none
 
 
 def _trust(f: Figures) -> dict:

@@ -47,5 +47,6 @@ def database_lost(engine, err: Exception) -> Audited:
     message = engine.error_message(err).removeprefix("DSN: ").split("; allowed:")[0]
     return Audited(final_sample={"queue_depth": None},
                    audit={"invariants": dict.fromkeys(engine.invariants), "status_counts": {}, "details": {},
-                          "redeliveries": None, "retry_gaps": None, "fifo_out_of_order_share": None},
+                          "redeliveries": None, "retry_gaps": None, "fifo_out_of_order_share": None,
+                          "effects": None},
                    database_lost=message)

@@ -146,10 +146,11 @@ class _Steps(audit_flow.AuditSteps):
 
 
 def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims: int,
-              poison_share: float = 0.0) -> dict:
+              poison_share: float = 0.0, effects: str = "none") -> dict:
     """:func:`bench.engines.audit_flow.run_audit` of ``log`` on ``schema``'s ``jobs`` table. ``conn``: a
     connection of :func:`bench.engines.mariadb.db.connect` (autocommit, UTC) with no transaction open;
-    ``seeded_rows``: the ids ``1..seeded_rows`` :func:`bench.engines.mariadb.db.prepare` created. Raises
+    ``seeded_rows``: the ids ``1..seeded_rows`` :func:`bench.engines.mariadb.db.prepare` created; ``effects``: the
+    run's ``EFFECTS``. Raises
     ValueError for a negative ``seeded_rows`` or an event the log could not have written, and PyMySQL's errors
     (1690: docs/architecture.md, "The audit"); the temporary tables are dropped either way (when the
     connection still answers)."""
@@ -158,9 +159,10 @@ def run_audit(conn, schema: str, log: ClaimLog, *, seeded_rows: int, over_claims
         raise ValueError(f"seeded_rows must be >= 0, got {seeded_rows!r}")
     names = {key: ident(schema, table) for key, table in _TABLES.items()}
     names.update(jobs=ident(schema, "jobs"), rows=ident(schema, "jobs"), seeded=str(seeded),
-                 seq=ident(schema, f"seq_1_to_{seeded}"))
+                 seq=ident(schema, f"seq_1_to_{seeded}"), effects=ident(schema, "effects"),
+                 effect_rows=f"(SELECT id, attempt_token AS token, status = 'done' AS done FROM {ident(schema, 'jobs')})")
     return audit_flow.run_audit(_Steps(names), conn, log, builtin=True, over_claims=over_claims,
-                                poison_share=poison_share)
+                                poison_share=poison_share, effects=effects)
 
 
 def completed_per_queue(conn, schema: str, names: list[str], start_unix: float, end_unix: float) -> dict[str, int]:

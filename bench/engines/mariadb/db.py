@@ -241,7 +241,9 @@ def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = pri
     OWNERSHIP.check_usable(conn, schema)
     check_lock_memory(conn, cfg, backlog)
     OWNERSHIP.recreate(conn, schema)
-    for statement in statements("table.sql", schema):
+    effect_files = {"outside": ("effects.sql",), "same_txn": ("effects.sql",),
+                    "idempotent": ("effects.sql", "effects_unique.sql")}.get(cfg.effects, ())
+    for statement in [s for name in ("table.sql", *effect_files) for s in statements(name, schema)]:
         execute(conn, statement)
     jobs = ident(schema, "jobs")
     started = time.perf_counter()

@@ -55,7 +55,7 @@ class MariaDBEngine(Engine):
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """:func:`bench.engines.mariadb.audit.run_audit` on the run's table."""
         return audit.run_audit(conn, cfg.schema, claim_log, seeded_rows=seeded_rows, over_claims=over_claims,
-                               poison_share=cfg.poison_share)
+                               poison_share=cfg.poison_share, effects=cfg.effects)
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Jobs completed per queue name in the measured window, from the table."""

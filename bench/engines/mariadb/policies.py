@@ -79,6 +79,20 @@ def complete_one(schema: str, job_id: int | Var, token: int | Var) -> str:
             f"WHERE id = {_value(job_id)} AND attempt_token = {_value(token)} AND status = 'running'")
 
 
+def effect(schema: str, job_id: int, token: int, *, ignore: bool) -> str:
+    """``EFFECTS`` outside (``ignore`` False) or idempotent (``INSERT IGNORE``: the unique logical id keeps the
+    first): job ``job_id``'s effect row by attempt ``token``."""
+    return (f"INSERT {'IGNORE ' if ignore else ''}INTO {ident(schema, 'effects')} (logical_id, attempt_token) "
+            f"VALUES ({int(job_id)}, {int(token)})")
+
+
+def effect_if_completed(schema: str, job_id: int, token: int) -> str:
+    """``EFFECTS=same_txn``, after :func:`complete_one` in the same transaction: the effect row, written only if
+    the row is done under ``token`` (this completion applied; a stale token matches no row)."""
+    return (f"INSERT INTO {ident(schema, 'effects')} (logical_id, attempt_token) SELECT id, attempt_token "
+            f"FROM {_by_id(schema)} WHERE id = {int(job_id)} AND attempt_token = {int(token)} AND status = 'done'")
+
+
 def fail(schema: str, job_id: int, token: int, delay_s: float, error: str) -> str:
     """A failed attempt: ``pending`` in ``delay_s`` s, or ``dead`` past ``max_attempts``; 0 rows: token moved on."""
     delay_us = int(round(float(delay_s) * 1_000_000))

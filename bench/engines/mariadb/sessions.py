@@ -9,6 +9,7 @@ import threading
 
 import pymysql
 
+from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
@@ -112,6 +113,30 @@ class MariaDBWorkerSession(_Session):
                                             queue_names(queue_count(cfg)))
         with _IDS_LOCK:
             WORKER_CONNECTION_IDS.add(self.connection_id)
+        # EFFECTS outside/idempotent with TXN=hold: a connection of their own, outside the claim's transaction
+        # (why: docs/effects.md); with TXN=short this one, between transactions.
+        self.effects = None
+        if cfg.effects in EFFECTS_DURING_WORK and cfg.txn == "hold":
+            try:
+                self.effects = _Session(dsn, cfg, f"{name} effects", isolation=None)
+            except ConnectFailed:
+                self.close()
+                raise
+
+    @property
+    def broken(self) -> bool:
+        """True once the connection (or the effects' own) is lost."""
+        return self._broken or (self.effects is not None and self.effects.broken)
+
+    def effect(self, job_id: int, token: int) -> None:
+        """See :meth:`bench.engines.base.WorkerSession.effect`; a lost effects connection closes both."""
+        session = self.effects or self
+        try:
+            session.run(policies.effect(self.cfg.schema, job_id, token, ignore=self.cfg.effects == "idempotent"))
+        except EngineError:
+            if session.broken:
+                self.close()
+            raise
 
     def claim(self) -> list[ClaimedRow]:
         """See :meth:`bench.engines.base.WorkerSession.claim`: two round trips (one when nothing is eligible)."""
@@ -141,6 +166,10 @@ class MariaDBWorkerSession(_Session):
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
         """See :meth:`bench.engines.base.WorkerSession.complete`: a fenced UPDATE per job, one round trip."""
         schema = self.cfg.schema
+        if self.cfg.effects == "same_txn":  # each completion and its fenced effect row, one transaction
+            statements = [text for job_id, token in jobs for text in (
+                policies.complete_one(schema, job_id, token), policies.effect_if_completed(schema, job_id, token))]
+            return {job_id for (job_id, _), (n, _) in zip(jobs, self.atomic(statements)[::2]) if n == 1}
         statements = [policies.complete_one(schema, job_id, token) for job_id, token in jobs]
         out = self.run(statements[0]) if len(jobs) == 1 else self.atomic(statements)
         return {job_id for (job_id, _), (n, _) in zip(jobs, out) if n == 1}
@@ -174,9 +203,11 @@ class MariaDBWorkerSession(_Session):
             self.rollback()
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the effects' own)."""
         with _IDS_LOCK:
             WORKER_CONNECTION_IDS.discard(self.connection_id)
+        if getattr(self, "effects", None) is not None:
+            self.effects.close()
         super().close()
 
 

@@ -152,7 +152,7 @@ def _names(schema: str, defn: QueueDefinition, jobs: sql.Composable, seeded_rows
     return {"events": _EVENTS, "claims": _CLAIMS, "applied": _APPLIED, "jobs": jobs, "rows": rows, "seeded": seeded,
             "current": sql.SQL("j.token = a.token" if "token" in cols else "j.id IS NOT NULL"),
             "done": sql.SQL("count(j.id) = 0" if defn.deletes_done else "coalesce(bool_or(j.done), false)"),
-            "finished_away": _finished_away(defn)}
+            "finished_away": _finished_away(defn), "effects": sql.Identifier(schema, "effects"), "effect_rows": rows}
 
 
 class _Steps(audit_flow.AuditSteps):
@@ -202,15 +202,18 @@ def _as_far_as_checkable(result: dict, defn: QueueDefinition) -> dict:
 
 
 def run_audit(conn: psycopg.Connection, schema: str, defn: QueueDefinition, log: ClaimLog, *, seeded_rows: int,
-              over_claims: int, poison_share: float = 0.0, relation: str | None = None) -> dict:
+              over_claims: int, poison_share: float = 0.0, relation: str | None = None,
+              effects: str = "none") -> dict:
     """:func:`bench.engines.audit_flow.run_audit` on ``defn``'s table in ``schema`` (a written definition's adds
     ``uncheckable``, ``notes``). ``seeded_rows``: the built-in ids ``1..seeded_rows``; ``over_claims``: the
-    recorder's count; ``relation``: where every job is (``jobs_all``, the archive layout's view). Raises
-    psycopg.Error."""
+    recorder's count; ``relation``: where every job is (``jobs_all``, the archive layout's view); ``effects``:
+    the run's ``EFFECTS``. Raises psycopg.Error."""
     builtin = is_builtin(defn.name)
     steps = _Steps(_names(schema, defn, sql.Identifier(schema, relation or defn.table), seeded_rows), schema, defn)
     result = audit_flow.run_audit(steps, conn, log, builtin=builtin, over_claims=over_claims,
-                                  poison_share=poison_share)
+                                  poison_share=poison_share, effects=effects)
+    if result["effects"] and uncheckable(defn).get("stale_completions_applied"):  # no token, or no row to read it
+        result["effects"]["stale_attempt_effects"] = None
     return result if builtin else _as_far_as_checkable(result, defn)
 
 

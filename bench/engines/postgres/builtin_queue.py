@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from bench.config.choices import EFFECTS_WRITTEN
 from bench.config.parameters import BY_KEY
 from bench.config.queue_definition import BUILTIN, QueueDefinition
 from bench.config.sql_text import LOCKING_PLACEHOLDER
@@ -94,6 +95,20 @@ FROM expired
 WHERE j.id = expired.id AND j.status = 'running' AND j.lease_expires_at < now()
 RETURNING j.id, j.status"""
 
+# EFFECTS: the effect row written during the work (outside, idempotent), and same_txn's completion, which
+# writes it in the same statement for the rows whose token still matches (docs/effects.md).
+_EFFECT = "INSERT INTO {effects} (logical_id, attempt_token) VALUES ({id}, {token})"
+_EFFECT_ONCE = _EFFECT + " ON CONFLICT (logical_id) DO NOTHING"
+_WITH_EFFECT = """\
+WITH completed AS (
+{complete}
+RETURNING {id_column}, attempt_token
+)
+INSERT INTO {effects} (logical_id, attempt_token) SELECT id, attempt_token FROM completed
+RETURNING logical_id"""
+#: EFFECTS -> the statement written during the work (None: none, or written with the completion).
+EFFECT_DURING_WORK = {"none": None, "outside": _EFFECT, "same_txn": None, "idempotent": _EFFECT_ONCE}
+
 #: Each statement's template and its parameters with their types, in ``$n`` order (the claim over several queue
 #: names takes a fourth: :func:`statement`); keys are the definition's statement names.
 STATEMENTS = {
@@ -118,15 +133,18 @@ def _names(schema: str, table: str = "jobs", token_seq: str = "attempt_token_seq
     the text literals ``nextval`` takes."""
     ident = lambda *parts: sql.Identifier(*parts).as_string(None)  # noqa: E731
     seq = lambda name: sql.Literal(f"{ident(schema)}.{name}").as_string(None)  # noqa: E731
-    return {"jobs": ident(schema, table), "token_seq": seq(ident(token_seq)), "turn_seq": seq("queue_turn_seq")}
+    return {"jobs": ident(schema, table), "token_seq": seq(ident(token_seq)), "turn_seq": seq("queue_turn_seq"),
+            "effects": ident(schema, "effects")}
 
 
 def statement(name: str, schema: str, queues: int = 1, order: str = "plain", *, table: str = "jobs",
-              token_seq: str = "attempt_token_seq", limit: int = REAP_LIMIT) -> tuple[str, tuple[str, ...]]:
+              token_seq: str = "attempt_token_seq", limit: int = REAP_LIMIT,
+              effects: str = "none") -> tuple[str, tuple[str, ...]]:
     """``(text, parameter names in $n order)`` of statement ``name`` (a key of :data:`STATEMENTS`) in
     ``schema``: parameters ``:name::type``, the claim's locking clause ``{locking}``; with ``queues`` > 1
     the claim takes ``queues`` (text[]) fourth, in ``order`` (``plain``, ``round_robin``). ``table``,
-    ``token_seq``: a probe's scratch table; ``limit``: the reaper's. Raises KeyError for an unknown name."""
+    ``token_seq``: a probe's scratch table; ``limit``: the reaper's; ``effects``: ``same_txn`` writes the effect
+    row in the completions (``RETURNING logical_id``). Raises KeyError for an unknown name."""
     template, params = STATEMENTS[name]
     if name == "claim":
         filter_ = "\n      AND queue = ANY({queues})" if queues > 1 else ""
@@ -136,10 +154,21 @@ def statement(name: str, schema: str, queues: int = 1, order: str = "plain", *, 
             head, rest = template.split("AS MATERIALIZED (\n", 1)
             _, tail = rest.split("\n), moment AS MATERIALIZED (", 1)
             template = head + "AS MATERIALIZED (\n" + _ROUND_ROBIN_PICK + "\n), moment AS MATERIALIZED (" + tail
+    if effects == "same_txn" and name in ("complete", "complete_many"):
+        body = template.removesuffix("\nRETURNING j.id")
+        template = _WITH_EFFECT.replace("{complete}", body).replace("{id_column}", "j.id" if " AS j" in body else "id")
     slots = {param: f":{param}::{cast}" for param, cast in params}
     text = template.format(locking=LOCKING_PLACEHOLDER, limit=int(limit), **slots,
                            **_names(schema, table, token_seq))
     return text, tuple(param for param, _ in params)
+
+
+def effect_statement(cfg) -> tuple[str, tuple[str, ...]] | None:
+    """``(text, ("id", "token"))`` of the effect row written during the work under ``cfg.effects``, or None."""
+    template = EFFECT_DURING_WORK.get(cfg.effects)
+    if template is None:
+        return None
+    return template.format(effects=_names(cfg.schema)["effects"], id=":id::bigint", token=":token::bigint"), ("id", "token")
 
 
 def schema_ddl(name: str, schema: str, **extra: str) -> str:
@@ -152,12 +181,21 @@ def schema_ddl(name: str, schema: str, **extra: str) -> str:
 def table_ddl(cfg) -> str:
     """The queue table's DDL in ``cfg.schema`` and ``cfg.layout`` (``table.sql`` and ``layout_<layout>.sql``), the
     table claims update (``jobs``, or ``jobs_live`` when partitioned) ``WITH (fillfactor = cfg.fillfactor)`` when
-    below 100, PostgreSQL's default for a table."""
+    below 100, PostgreSQL's default for a table; with ``EFFECTS`` the ``effects`` table (``effects.sql``)."""
     partitioned = cfg.layout == "partitioned"
     storage = f" WITH (fillfactor = {int(cfg.fillfactor)})" if cfg.fillfactor != 100 else ""
     return (schema_ddl("table.sql", cfg.schema, partitioning="PARTITION BY LIST (status)" if partitioned else "",
                        storage="" if partitioned else storage)
-            + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema, storage=storage))
+            + schema_ddl(f"layout_{cfg.layout}.sql", cfg.schema, storage=storage) + effects_ddl(cfg))
+
+
+def effects_ddl(cfg) -> str:
+    """``effects.sql`` in ``cfg.schema`` under ``cfg.effects`` (with ``UNIQUE (logical_id)`` for idempotent);
+    "" without effects."""
+    if cfg.effects not in EFFECTS_WRITTEN:
+        return ""
+    return schema_ddl("effects.sql", cfg.schema, unique=",\n    UNIQUE (logical_id)" if cfg.effects == "idempotent"
+                      else "")
 
 
 def definition(cfg) -> QueueDefinition:
@@ -167,7 +205,7 @@ def definition(cfg) -> QueueDefinition:
     order = cfg.tenant_order if cfg.tenants > 1 else "plain"
     indexes = {path.stem.removeprefix("index_"): schema_ddl(path.name, schema)
                for path in sorted(SCHEMA_DIR.glob("index_*.sql"))}
-    generated = {name: statement(name, schema, queues, order) for name in STATEMENTS}
+    generated = {name: statement(name, schema, queues, order, effects=cfg.effects) for name in STATEMENTS}
     return QueueDefinition(name=BUILTIN, path=SCHEMA_DIR / "table.sql",
                            description="queue-bench's own queue, generated from the run's parameters",
                            table="jobs", ddl=table_ddl(cfg), indexes=indexes, default_index=BY_KEY["index"].default,

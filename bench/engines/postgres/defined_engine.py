@@ -14,13 +14,13 @@ from psycopg import sql
 
 from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
-from bench.engines.postgres import audit, db, defined_sql
+from bench.engines.postgres import audit, builtin_queue, db, defined_sql
 from bench.engines.postgres.engine import PostgresEngine
 from bench.engines.postgres.error_kinds import first_line
 from bench.errors import ConfigError
 
 #: The statements checked with PREPARE before the load, in this order.
-_CHECKED = ("register", "claim", "complete", "complete_many", "fail", "reaper", "enqueue", "finished_ids")
+_CHECKED = ("register", "claim", "complete", "complete_many", "fail", "reaper", "enqueue", "finished_ids", "effect")
 
 
 class DefinitionRefused(ConfigError):
@@ -132,6 +132,8 @@ class DefinedQueueEngine(PostgresEngine):
         defn, schema = self.defn, cfg.schema
         with self._refusing(conn, cfg, "table.ddl"), conn.transaction():
             conn.execute(defn.ddl)
+            if builtin_queue.effects_ddl(cfg):  # EFFECTS: the tool's effects table, which statements.effect writes
+                conn.execute(builtin_queue.effects_ddl(cfg))
         if conn.execute("SELECT to_regclass(%s)", (sql.Identifier(schema, defn.table).as_string(None),)).fetchone()[0] is None:
             self._reject(conn, schema, "QUEUE", f"table.ddl does not create table {defn.table!r} in "
                                                 f"the tool's schema; allowed: DDL that creates table.name")

@@ -135,7 +135,8 @@ class PostgresEngine(Engine):
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
         """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""
         return audit.run_audit(conn, cfg.schema, self.queue(cfg), claim_log, seeded_rows=seeded_rows,
-                               over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg))
+                               over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg),
+                               effects=cfg.effects)
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Jobs completed per queue name in the measured window, from the table (the built-in queue's

@@ -11,7 +11,8 @@ import psycopg.waiting
 from gevent import monkey
 from psycopg import sql
 
-from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition
+from bench.config.choices import EFFECTS_WRITTEN
+from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition, is_builtin
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
 from bench.engines.common import poll_wait
@@ -52,14 +53,19 @@ class _Session:
 
     session: PreparedSession
 
+    #: a second connection of the session's (a worker's effects with ``TXN=hold``), or None / the same one
+    effects: PreparedSession | None = None
+
     @property
     def broken(self) -> bool:
-        """True once the connection is lost."""
-        return self.session.broken
+        """True once the connection (or the second one) is lost."""
+        return self.session.broken or (self.effects is not None and self.effects.broken)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and the second one)."""
         self.session.close()
+        if self.effects is not None and self.effects is not self.session:
+            self.effects.close()
 
 
 class PgWorkerSession(_Session):
@@ -88,6 +94,9 @@ class PgWorkerSession(_Session):
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
         if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
+        effect, self.effect_at_completion = _effect(defn, cfg)
+        if effect is not None and (cfg.txn != "hold" or self.effect_at_completion):
+            statements["effect"] = effect
         self.session = _open(dsn, f"queue-bench {name}", settings, statements)
         self.notify = cfg.wakeup == "notify"
         try:
@@ -109,6 +118,39 @@ class PgWorkerSession(_Session):
         self.worker_param = defined_sql.text_param(self.worker_id)
         self.claim_text = None if cfg.prepared else self._wrapped(
             defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
+        if effect is not None and not self.effect_at_completion:
+            self.effects = self.session if cfg.txn != "hold" else self._second_connection(dsn, name, settings, effect)
+        if self.effect_at_completion:  # bound here: without it complete() is as it was
+            self.complete = self._complete_with_effects
+
+    def _second_connection(self, dsn: str, name: str, settings: dict, effect: str) -> PreparedSession:
+        """The effects' own connection with ``TXN=hold``: the worker's is inside the claim's transaction, which
+        a crash rolls back, and an HTTP call or an email is not part of it. Raises :class:`ConnectFailed`
+        (the worker's connection closed)."""
+        try:
+            return _open(dsn, f"queue-bench {name} effects", settings, {"effect": effect})
+        except ConnectFailed:
+            self.session.close()
+            raise
+
+    def effect(self, job_id: int, token: int) -> None:
+        """Write job ``job_id``'s effect row with attempt ``token``, committed on its own (the worker's
+        connection outside a transaction, or :meth:`_second_connection`). A lost effect connection closes the
+        worker's too (both gone, as in a crash)."""
+        try:
+            self._effect(self.effects, job_id, token)
+        except EngineError:
+            if self.effects.broken:
+                self.close()
+            raise
+
+    @staticmethod
+    def _effect(session: PreparedSession, job_id: int, token: int) -> None:
+        """Run the prepared ``effect`` on ``session``. Raises :class:`EngineError`."""
+        try:
+            session.execute(b"effect", [str(job_id).encode(), str(token).encode()])
+        except psycopg.Error as err:
+            raise _translate(err, session) from None
 
     def _wrapped(self, body: str, returned: list[str]) -> str:
         """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
@@ -155,6 +197,25 @@ class PgWorkerSession(_Session):
             out.append((int(r[0]), token, int(r[2]) if r[2] is not None else None, int(r[3]), float(r[4]),
                         float(r[5])))
         return out
+
+    def _complete_with_effects(self, jobs: list[tuple[int, int]]) -> set[int]:
+        """:meth:`complete` and a definition's ``effect`` for the completions applied, in their transaction
+        (``EFFECTS=same_txn``; with ``TXN=hold`` the claim's)."""
+        own = not self.session.in_transaction
+        if own:
+            self.begin()
+        try:
+            applied = PgWorkerSession.complete(self, jobs)
+            for job_id, token in jobs:
+                if job_id in applied:
+                    self._effect(self.session, job_id, token)
+            if own:
+                self.commit()
+        except EngineError:
+            if own:
+                self.rollback()
+            raise
+        return applied
 
     def complete(self, jobs: list[tuple[int, int]]) -> set[int]:
         """See :meth:`bench.engines.base.WorkerSession.complete`: ``complete_many`` for a batch if defined,
@@ -233,6 +294,18 @@ class PgWorkerSession(_Session):
             return self.claim_text
         args = ", ".join(sql.Literal(self.claim_values[n]).as_string(None) for n in self.claim_names)
         return f"EXECUTE claim({args})".encode() if args else b"EXECUTE claim"
+
+
+def _effect(defn: QueueDefinition, cfg: RunConfig) -> tuple[str | None, bool]:
+    """(the effect statement with ``$1`` id, ``$2`` token, or None; True when it runs in the completion's
+    transaction): the built-in queue's for ``EFFECTS`` outside/idempotent (its same_txn is in the completion's
+    statement itself), a definition's ``statements.effect`` in every mode."""
+    if cfg.effects not in EFFECTS_WRITTEN:
+        return None, False
+    if is_builtin(defn.name):
+        effect = builtin_queue.effect_statement(cfg)
+        return (defined_sql.positional(*effect)[0] if effect else None), False
+    return defined_sql.positional(defn.statements["effect"], ("id", "token"))[0], cfg.effects == "same_txn"
 
 
 class PgProducerSession(_Session):
