@@ -62,7 +62,7 @@ BAD_RUN_INPUT = [
     ("results-in-proc", ["--results", "/proc/qbench-results"], "RESULTS", "a writable directory"),
     # a libpq service file names its host elsewhere: not checkable, so it needs the confirmation.
     ("dsn-service", ["--dsn", "service=somewhere dbname=x"], "DSN", "--allow-remote"),
-    ("faults-kind", ["--faults", "meltdown@1-2"], "FAULTS", "crash_after_claim, late_worker"),
+    ("faults-kind", ["--faults", "meltdown@1-2"], "FAULTS", "crash_after_claim, crash_before_complete, late_worker, long_transaction, migration"),
     ("faults-window", ["--faults", "long_transaction@5-2"], "FAULTS", "0 <= start < end"),
     # the fault as it was typed, and what is wrong with it
     ("faults-no-window", ["--faults", "long_transaction"], "FAULTS",

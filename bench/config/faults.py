@@ -9,17 +9,16 @@ from typing import Any
 
 from bench.errors import ConfigError
 
-KINDS = ("crash_after_claim", "late_worker", "long_transaction", "backend_kill", "process_kill")
+#: crash_before_complete drops the connection after the work (and its effects), before the completion;
+#: migration runs a DDL on the queue table under load (docs/migrations.md).
+KINDS = ("crash_after_claim", "crash_before_complete", "late_worker", "long_transaction", "migration", "backend_kill",
+         "process_kill")
 #: The options each kind uses; giving another is refused (it would do nothing).
-OPTIONS = {"crash_after_claim": {"share"}, "late_worker": {"share", "extra_s"}, "long_transaction": set(),
+OPTIONS = {"crash_after_claim": {"share"}, "crash_before_complete": {"share"}, "late_worker": {"share", "extra_s"},
+           "long_transaction": set(), "migration": {"ddl", "sql", "lock_timeout_ms", "retry_ms"},
            "backend_kill": {"every_s"}, "process_kill": set()}
-KINDS += ("migration",)  # schema migrations under load (docs/migrations.md)
-OPTIONS["migration"] = {"ddl", "sql", "lock_timeout_ms", "retry_ms"}
 #: ``migration``'s named statements on the queue table (each engine's text: its ``fault_actions.MIGRATION_DDL``).
 MIGRATION_DDL = ("add_column", "add_column_volatile", "create_index", "create_index_concurrently")
-# crash_before_complete: the connection dropped after the work (and its effects), before the completion.
-KINDS += ("crash_before_complete",)
-OPTIONS["crash_before_complete"] = {"share"}
 #: Kinds that drop a worker's connection once per window on each chosen worker.
 CRASH_KINDS = ("crash_after_claim", "crash_before_complete")
 #: Kinds whose window marks chosen workers of the tool's own swarm (:func:`choose_workers`).
