@@ -6,6 +6,7 @@ one line, exit 2, nothing created. Each bound is read from the same run's own fi
 from __future__ import annotations
 
 import csv
+import json
 
 import psycopg
 
@@ -47,6 +48,13 @@ def test_without_a_lock_timeout_the_claims_stall_as_long_as_the_long_transaction
     waits = [float(r["migration_wait_s"]) for r in rows if r["migration_wait_s"]]
     assert max(waits) >= 0.75 * held_s, waits
     assert any(int(r["lock_queue_access_exclusive"] or 0) >= 1 for r in rows)
+    # The monitor's age query gave up waiting behind the ALTER (not a cost: no spacing out), and the age is
+    # sampled again once the stall is over, in most of the seconds left.
+    skips = json.loads(first)["monitor_lock_skips"]
+    assert skips["age"] >= 1, skips
+    after = [r for r in rows if int(r["t_s"]) >= int(m["done_s"]) + 1]
+    assert after and sum(1 for r in after if r["oldest_eligible_age_s"]) >= len(after) - 1, after
+    assert any("gave up after waiting" in note for note in s["monitor_notes"]), s["monitor_notes"]
     assert "migration add_column (no lock timeout): 1 attempt" in proc.stdout
     assert "migration add_column checked on the prepared table, rolled back" in proc.stdout
     assert (run_dir / "plots" / "lock_queue.png").is_file()  # the report's lock queue plot, and its table rows

@@ -30,3 +30,7 @@ class Driver:
     statement_timeout: Callable[[Any, int], None]
     #: ``conn -> None``: what a failed statement left open, rolled back (a lost connection closed); never raises
     after_error: Callable[[Any], None] = lambda conn: None
+    #: ``(conn, ms)``: bound every later wait for a table lock on ``conn`` to ``ms`` milliseconds (or the engine's
+    #: nearest coarser unit); ``lock_timeout_kinds``: the error kinds (``error_kind``) such a wait ends with
+    lock_timeout: Callable[[Any, int], None] = lambda conn, ms: None
+    lock_timeout_kinds: tuple[str, ...] = ()

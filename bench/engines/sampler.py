@@ -17,6 +17,10 @@ AGE_BUDGET = 0.05
 COUNT_BUDGET = 0.02
 #: Never more often than once a second.
 MIN_INTERVAL_S = 1.0
+#: How long a table query may wait for a lock on the queue table (a migration's ACCESS EXCLUSIVE request, or the
+#: metadata lock on MariaDB, where it is whole seconds): that second goes without a sample, and the wait, which is
+#: not the query's cost, does not space out the next one (docs/reading-the-report.md, "Monitor cost").
+TABLE_LOCK_TIMEOUT_MS = 200
 _BUDGET = {"age": AGE_BUDGET, "counts": COUNT_BUDGET}
 #: The error kind counted when a monitor connection cannot be (re)opened.
 CONNECT_FAILED = "connect_failed"
@@ -28,6 +32,8 @@ class TableSampler:
 
     #: The engine's driver adapter (:class:`bench.engines.driver.Driver`).
     driver: Any = None
+    #: How long a table query waits for a lock on the queue table (ms; :data:`TABLE_LOCK_TIMEOUT_MS`).
+    table_lock_timeout_ms = TABLE_LOCK_TIMEOUT_MS
     #: How the full-page image bytes in the log are read, or why they are not.
     images_note = "this engine's log has no full-page images to count"
 
@@ -40,6 +46,8 @@ class TableSampler:
         self._next = {"age": 0.0, "counts": 0.0}
         self._table_query_since: float | None = None  # perf_counter start of the table query in progress
         self.table_cost_s = {"age": [], "counts": []}  # each table query's time, by kind
+        self.lock_skips = {"age": 0, "counts": 0}  # table queries that gave up waiting for a lock, by kind
+        self._lock_timed_out = False  # the last statement ended waiting for a lock past its lock timeout
         self._conns: dict[str, Any] = {"stats": None, "table": None}
         for role in self._conns:
             self._conns[role] = self._open(role)
@@ -51,6 +59,8 @@ class TableSampler:
         try:
             conn = self._connect(f"queue-bench monitor {role}")
             self.driver.statement_timeout(conn, self._timeouts_ms[role])
+            if role == "table":
+                self.driver.lock_timeout(conn, self.table_lock_timeout_ms)
             return conn
         except (ConfigError, *self.driver.errors):  # the database is unreachable now
             return None
@@ -95,11 +105,15 @@ class TableSampler:
             self.failures += 1
             self.errors[CONNECT_FAILED] += 1
             return None, time.perf_counter() - started
+        self._lock_timed_out = False
         try:
             row = self.driver.fetch(conn, query, params, all_rows)
         except self.driver.errors as err:
-            self.failures += 1
-            self.errors[self.driver.error_kind(err, conn)] += 1
+            kind = self.driver.error_kind(err, conn)
+            self._lock_timed_out = role == "table" and kind in self.driver.lock_timeout_kinds
+            if not self._lock_timed_out:  # a table query that gave up on a lock is a skipped sample, not a failure
+                self.failures += 1
+                self.errors[kind] += 1
             self.driver.after_error(conn)
             row = None
         return row, time.perf_counter() - started
@@ -111,6 +125,10 @@ class TableSampler:
             result, cost = self._timed("table", query, params, all_rows=all_rows)
         finally:
             self._table_query_since = None
+        if self._lock_timed_out:  # it waited, it did not cost: try again in a second
+            self.lock_skips[kind] += 1
+            self._next[kind] = now + MIN_INTERVAL_S
+            return result, cost
         first = not self.table_cost_s[kind]
         self.table_cost_s[kind].append(cost)
         # The first query of a kind pays for opening the table on a new connection (about 1 s on

@@ -33,19 +33,25 @@ def index_bytes(rows: list[dict]) -> dict | None:
     return {"first": sizes[0], "last": sizes[-1], "max": max(sizes)} if sizes else None
 
 
-def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float) -> list[str]:
-    """Plain-language notes on how often the monitor's table queries could be afforded, with their cost."""
+def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float,
+                  lock_skips: dict | None = None) -> list[str]:
+    """Plain-language notes on how often the monitor's table queries could be afforded, with their cost, and how
+    many gave up waiting for a lock on the queue table (``lock_skips``: counts by kind, ``age`` and ``counts``, and
+    the monitor's ``lock_timeout_ms``)."""
     notes = []
     n = len(rows)
     for column, kind, what, budget in (("oldest_eligible_age_s", "age", "oldest eligible age", 5),
                                        ("queue_depth", "counts", "queue depth and running", 2)):
         taken = sum(1 for r in rows if r.get(column) is not None)
         spent = costs_s.get(kind) or []
+        skipped = (lock_skips or {}).get(kind, 0)
         if n and taken < n:
             mean_ms = f"{1000 * sum(spent) / len(spent):,.1f} ms" if spent else "more than the run"
             notes.append(f"{what} sampled in {taken} of {n} seconds: one sample took {mean_ms} on this "
                          f"table under this load, and samples are spaced so they take at most {budget} % "
-                         "of the time")
+                         "of the time" + (f"; {skipped} gave up after waiting {lock_skips.get('lock_timeout_ms')} ms for a "
+                                          "lock on the queue table (a migration's), leaving their second without "
+                                          "a sample" if skipped else ""))
     if in_flight_s > 1.0:
         notes.append(f"a monitor table query had been running for {in_flight_s:,.1f} s when the load stopped")
     if failures:

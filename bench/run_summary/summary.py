@@ -127,7 +127,7 @@ def _monitor(f: Figures) -> dict:
                                  "max": max(costs) if costs else None},
             "monitor_failures": facts.monitor_failures,
             "monitor_notes": monitor_notes(facts.rows, facts.monitor_failures, info["monitor_table_cost_s"],
-                                           info["monitor_table_query_in_flight_s"]),
+                                           info["monitor_table_query_in_flight_s"], info.get("monitor_lock_skips")),
             "database_lost": info.get("database_lost")}
 
 

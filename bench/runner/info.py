@@ -76,6 +76,7 @@ def run_info(run) -> dict:
         "monitor_table_query_in_flight_s": round(run.table_query_in_flight_s, 3),
         "database_lost": audited.database_lost,
         "monitor_table_cost_s": run.monitor.table_cost_s,
+        "monitor_lock_skips": {**run.monitor.lock_skips, "lock_timeout_ms": run.monitor.table_lock_timeout_ms},
         "monitor_errors": dict(run.monitor.errors),
         "sizes_before": run.sizes_before, "sizes_after": audited.sizes_after,
         "started_at": run.started_at, "load_started_at": seconds.iso_at(run.clock.unix0),

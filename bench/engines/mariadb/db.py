@@ -15,7 +15,7 @@ from bench.engines.mariadb.connection import open_connection
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.common import SeedResult, ToolSchema
 from bench.engines.driver import Driver
-from bench.engines.mariadb.error_kinds import error_kind, first_line, is_lost
+from bench.engines.mariadb.error_kinds import LOCK_WAIT_TIMEOUT, error_kind, first_line, is_lost
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
@@ -89,7 +89,10 @@ def _fetch(conn, text: str, args, all_rows: bool):
 DRIVER = Driver(errors=DATABASE_ERRORS, connect=connect, execute=execute, is_alive=is_alive,
                 error_kind=lambda err, conn: error_kind(err), first_line=first_line, after_error=_after_error,
                 fetch=_fetch, is_broken=lambda conn: not conn.open,
-                statement_timeout=lambda conn, ms: execute(conn, f"SET SESSION max_statement_time = {ms / 1000:.3f}"))
+                statement_timeout=lambda conn, ms: execute(conn, f"SET SESSION max_statement_time = {ms / 1000:.3f}"),
+                # a metadata lock's wait: lock_wait_timeout, whole seconds (1 at least)
+                lock_timeout=lambda conn, ms: execute(conn, f"SET SESSION lock_wait_timeout = {max(1, -(-int(ms) // 1000))}"),
+                lock_timeout_kinds=(LOCK_WAIT_TIMEOUT,))
 
 
 def server_info(conn) -> dict:

@@ -64,7 +64,9 @@ DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, t
                 is_alive=is_alive, error_kind=lambda err, conn: error_kind(err, lost=conn.broken), first_line=first_line,
                 fetch=_fetch, is_broken=lambda conn: conn.broken or conn.closed,
                 statement_timeout=lambda conn, ms: conn.execute(
-                    sql.SQL("SET statement_timeout = {}").format(sql.Literal(int(ms)))))
+                    sql.SQL("SET statement_timeout = {}").format(sql.Literal(int(ms)))),
+                lock_timeout=lambda conn, ms: conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(int(ms)))),
+                lock_timeout_kinds=("55P03",))
 
 
 def server_info(conn: psycopg.Connection) -> dict:
