@@ -26,6 +26,14 @@ GROUPS: dict[str, str] = {
 }
 
 
+def shown(value: Any, quote: bool = True) -> str:
+    """``value`` as a user writes it in an error line: a yes/no as ``1``/``0`` (``REPLICA=1``), else its repr (or
+    str without ``quote``)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value) if quote else str(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Parameter:
     """One run parameter. ``key`` is its name in files (lower case); ``kind`` one of ``int``, ``number``,
@@ -78,8 +86,8 @@ class Parameter:
             raise ConfigError(self.name, f"does not apply on {engine}{why}; allowed: leave {self.name} out "
                                          f"with ENGINE={engine}")
         if value not in allowed:
-            raise ConfigError(self.name, f"{value!r} is not supported on {engine}{why}; allowed on {engine}: "
-                                         + ", ".join(str(v) for v in allowed))
+            raise ConfigError(self.name, f"{shown(value)} is not supported on {engine}{why}; allowed on {engine}: "
+                                         + ", ".join(shown(v, quote=False) for v in allowed))
 
     @property
     def name(self) -> str:

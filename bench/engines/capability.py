@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from bench.config.parameters import BY_KEY, NOT_APPLICABLE, PARAMETERS
+from bench.config.parameter import shown
 from bench.errors import ConfigError
 
 
@@ -64,5 +65,5 @@ class Capabilities:
             value = config.get(BY_KEY[key].attribute)
             if value not in allowed:
                 why = f" ({self.reasons[key]})" if key in self.reasons else ""
-                raise ConfigError(key.upper(), f"{value!r} is not supported on {self.engine}{why}; allowed: "
-                                               + ", ".join(str(v) for v in allowed))
+                raise ConfigError(key.upper(), f"{shown(value)} is not supported on {self.engine}{why}; allowed: "
+                                               + ", ".join(shown(v, quote=False) for v in allowed))
