@@ -101,8 +101,9 @@ def draw_figure(draw: Callable[[plt.Axes, pd.DataFrame, dict], None], df: pd.Dat
         faults = (summary.get("faults") or []) if time_axis else []
         for i, fault in enumerate(faults):  # shade each fault window
             ax.axvspan(fault["start_s"], fault["end_s"], color=f"C{(i % 4) + 6}", alpha=0.12, zorder=0)
-            # windows that start at the same second get their labels one below the other
-            row = sum(1 for f in faults[:i] if f["start_s"] == fault["start_s"])
+            # windows that start close together (within a tenth of the axis) get their labels one below the other
+            near_s = 0.1 * (ax.get_xlim()[1] - ax.get_xlim()[0])
+            row = sum(1 for f in faults[:i] if abs(f["start_s"] - fault["start_s"]) < near_s)
             ax.text(fault["start_s"], 0.98 - 0.08 * row, f" {fault['kind']}", transform=ax.get_xaxis_transform(),
                     fontsize="x-small", va="top", color="#555", zorder=5, bbox=LABEL_BOX)
         if time_axis:
