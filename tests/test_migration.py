@@ -174,3 +174,18 @@ def test_the_stall_rule_counts_only_samples_with_a_blocking_migration_and_a_work
     m = migration_figures(record, rows)
     assert (m["stall_s"], m["longest_stall_s"], m["delayed_claims"], m["claimless_s"]) == (0.4, 0.3, 3, 1), m
     assert m["succeeded"] and m["done_s"] == 2.9 and m["lock_queue_max"] == 3, m
+
+
+def test_mariadb_the_lock_queue_counts_the_workers_not_the_producers_insert(maria_schema, tmp_path):
+    """MariaDB with producers (RATE): the producer's INSERT waits behind the ALTER's metadata lock too, but it is
+    not a worker: the workers waiting at one sample are at most WORKERS, and with one attempt each worker's wait
+    is one delayed claim at most (the wait a worker is in when the migration gets through)."""
+    dsn, schema = maria_schema
+    run_dir, s, _ = run_and_load(dsn, tmp_path, "--dsn", dsn, "--schema", schema, "--rate", "200", "--workers", "3",
+                                 "--work-ms", "5", "--duration", "10s", "--warmup", "1s",
+                                 "--faults", f"{_LONG};migration@2-9:ddl=add_column")
+    m = _migration(s)
+    assert m["succeeded"] and m["attempts"] == 1 and m["longest_stall_s"] >= 0.75 * (6.0 - 2.0), m
+    waiting = [int(r["lock_queue_workers"]) for r in _rows(run_dir) if r["lock_queue_workers"]]
+    assert 1 <= max(waiting) <= 3, waiting
+    assert 1 <= m["delayed_claims"] <= 3, m
