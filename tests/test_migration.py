@@ -154,26 +154,31 @@ def test_mariadb_an_online_index_build_does_not_stall_the_claims(maria_schema, t
 
 
 def test_the_stall_rule_counts_only_samples_with_a_blocking_migration_and_a_worker_waiting():
-    """The fold: a sample stalls only with both; a stall's run carries across seconds and restarts after a gap;
-    a worker's wait (backend, start) is counted once however many samples see it."""
+    """The fold: a sample stalls only with both; a stall's run carries across seconds and restarts after a gap
+    (``ongoing_stall_ms`` is the stall in progress, not the longest so far: a later, shorter stall shows its own
+    length, while summary.json's ``longest_stall_s`` keeps the longest); a worker's wait (backend, start) is
+    counted once however many samples see it."""
     fold = LockQueueFold()
-    first, second = fold.new_second(), fold.new_second()
+    first, second, third = fold.new_second(), fold.new_second(), fold.new_second()
     fold.fold(first, ({"AccessExclusiveLock": 1}, [], 0.1, True), 100)  # blocking, nobody waits: no stall
     fold.fold(first, ({"AccessExclusiveLock": 1, "RowExclusiveLock": 2}, [(7, "t0"), (8, "t0")], 0.2, True), 100)
     fold.fold(first, ({"RowExclusiveLock": 2}, [(7, "t0"), (8, "t0")], 0.3, True), 100)
     fold.fold(second, ({"RowExclusiveLock": 1}, [(7, "t0")], 0.4, True), 100)
     fold.fold(second, ({}, [(9, "t1")], None, False), 100)  # a worker waits behind something else: no stall
     fold.fold(second, ({"AccessExclusiveLock": 1}, [(9, "t2")], 0.1, True), 100)
-    assert (first["stall_ms"], first["longest_stall_ms"], first["delayed_claims"]) == (200, 200, 2)
-    assert (second["stall_ms"], second["longest_stall_ms"], second["delayed_claims"]) == (200, 300, 1)
+    assert (first["stall_ms"], first["ongoing_stall_ms"], first["delayed_claims"]) == (200, 200, 2)
+    assert (second["stall_ms"], second["ongoing_stall_ms"], second["delayed_claims"]) == (200, 300, 1)
+    fold.fold(third, ({}, [], None, False), 100)  # the stall ended: the next one starts from 0
+    fold.fold(third, ({"AccessExclusiveLock": 1}, [(10, "t3")], 0.1, True), 100)
+    assert (third["stall_ms"], third["ongoing_stall_ms"], third["delayed_claims"]) == (100, 100, 1)
     assert first["lock_queue_row_exclusive"] == 2 and first["lock_queue_share"] == 0 and second["migration_wait_s"] == 0.4
     record = {"start_s": 1.0, "end_s": 5.0, "ddl": "add_column", "statement": "ALTER", "lock_timeout_ms": 0.0, "timeout_set": "no lock timeout",
-              "retry_ms": 1000.0, "attempts": [{"start_s": 1.2, "end_s": 2.9, "outcome": "done", "error": None}]}
+              "retry_ms": 1000.0, "attempts": [{"start_s": 1.2, "end_s": 3.9, "outcome": "done", "error": None}]}
     rows = [{"t_s": 0, "claims": 5, **fold.new_second()}, {"t_s": 1, "claims": 0, **first},
-            {"t_s": 2, "claims": 3, **second}, {"t_s": 3, "claims": 0, **fold.new_second()}]
+            {"t_s": 2, "claims": 3, **second}, {"t_s": 3, "claims": 1, **third}, {"t_s": 4, "claims": 0, **fold.new_second()}]
     m = migration_figures(record, rows)
-    assert (m["stall_s"], m["longest_stall_s"], m["delayed_claims"], m["claimless_s"]) == (0.4, 0.3, 3, 1), m
-    assert m["succeeded"] and m["done_s"] == 2.9 and m["lock_queue_max"] == 3, m
+    assert (m["stall_s"], m["longest_stall_s"], m["delayed_claims"], m["claimless_s"]) == (0.5, 0.3, 4, 1), m
+    assert m["succeeded"] and m["done_s"] == 3.9 and m["lock_queue_max"] == 3, m
 
 
 def test_mariadb_the_lock_queue_counts_the_workers_not_the_producers_insert(maria_schema, tmp_path):
