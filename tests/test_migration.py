@@ -10,6 +10,8 @@ import csv
 import psycopg
 
 from bench.engines.lock_queue import LockQueueFold
+from bench.engines.mariadb.fault_actions import Migration as MariaDBMigration
+from bench.engines.postgres.fault_actions import Migration as PostgresMigration
 from bench.run_summary.migration import migration_figures
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
@@ -64,6 +66,7 @@ def test_a_lock_timeout_bounds_the_stall_and_the_migration_retries(dsn, tmp_path
     assert m["lock_timeouts"] >= 2 and m["attempts"] == m["lock_timeouts"] + 1, m
     assert m["succeeded"] and m["done_s"] >= 6.0 - 0.1, m
     assert m["longest_stall_s"] <= 0.3 + 1.0, m
+    assert m["timeout_set"] == "lock_timeout 300ms", m  # SHOW lock_timeout on the migration's connection
     assert m["stall_s"] > 0, m  # the attempts did stall the claims, for a bounded time each
     assert m["longest_stall_s"] < 0.75 * (6.0 - 2.0), m
     assert s["invariants"] == CLEAN_INVARIANTS
@@ -194,3 +197,16 @@ def test_mariadb_the_lock_queue_counts_the_workers_not_the_producers_insert(mari
     waiting = [int(r["lock_queue_workers"]) for r in _rows(run_dir) if r["lock_queue_workers"]]
     assert 1 <= max(waiting) <= 3, waiting
     assert 1 <= m["delayed_claims"] <= 3, m
+
+
+def test_the_timeout_recorded_is_the_one_the_server_has(dsn, maria_schema):
+    """timeout_set is read back from the migration's session: PostgreSQL keeps lock_timeout in whole ms (1.5 ms
+    asked is 2ms there), MariaDB's lock_wait_timeout whole seconds (1,500 ms is 2 s); 0 is no timeout."""
+    for migration, says in ((PostgresMigration(dsn, "public", "SELECT 1", 1.5), "lock_timeout 2ms, 1.5 ms asked"),
+                            (PostgresMigration(dsn, "public", "SELECT 1", 0), "no lock timeout"),
+                            (MariaDBMigration(maria_schema[0], maria_schema[1], "SELECT 1", 1500),
+                             "lock_wait_timeout 2 s: 1500 ms rounded up to whole seconds")):
+        try:
+            assert migration.timeout_set == says, migration.timeout_set
+        finally:
+            migration.close()
