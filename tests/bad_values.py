@@ -71,4 +71,5 @@ BAD_VALUES: dict[str, tuple] = {
     "replica_max_delay_s": (-1, "soon", 1e9),
 }
 BAD_VALUES["faults"] += ("migration@1-2:ddl=add_column,lock_timeout_ms=-1", "migration@1-2:ddl=drop_table",
-                         "migration@1-2:ddl=add_column,retry_ms=soon")
+                         "migration@1-2:ddl=add_column,retry_ms=soon", "migration@1-2:ddl=add_column,retry_ms=-5",
+                         "migration@1-2")

@@ -69,6 +69,13 @@ BAD_RUN_INPUT = [
      "'long_transaction' is not a fault (the start of its window start-end is missing)"),
     ("faults-option-not-a-number", ["--faults", "backend_kill@1-3:every_s=abc"], "FAULTS",
      "(every_s 'abc' is not a number)"),
+    # a migration's refusals say what its option allows (not another option's meaning)
+    ("faults-migration-retry-negative", ["--faults", "migration@1-2:ddl=add_column,retry_ms=-5"], "FAULTS",
+     "retry_ms >= 0 (ms: the pause after an attempt that timed out, before the next)"),
+    ("faults-migration-option-unknown", ["--faults", "migration@1-2:ddl=add_column,share=0.5"], "FAULTS",
+     "allowed for migration: ddl, lock_timeout_ms, retry_ms (sql only in a workload file)"),
+    ("faults-migration-no-ddl", ["--faults", "migration@1-2"], "FAULTS",
+     "a migration's ddl is missing; allowed: migration@start-end:ddl=add_column|"),
     ("rate-negative", ["--rate", "-1"], "RATE", "a number >= 0"),
     ("bursts", ["--bursts", "5-2@100"], "BURSTS", "start-end@rate"),
     ("bursts-infinite", ["--bursts", "1-2@inf"], "BURSTS", "rate >= 0"),

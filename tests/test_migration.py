@@ -11,6 +11,8 @@ import json
 import psycopg
 
 from bench.engines.lock_queue import LockQueueFold
+from bench.engines.mariadb.fault_actions import Migration as MariaDBMigration
+from bench.engines.postgres.fault_actions import Migration as PostgresMigration
 from bench.run_summary.migration import migration_figures
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
@@ -72,6 +74,7 @@ def test_a_lock_timeout_bounds_the_stall_and_the_migration_retries(dsn, tmp_path
     assert m["lock_timeouts"] >= 2 and m["attempts"] == m["lock_timeouts"] + 1, m
     assert m["succeeded"] and m["done_s"] >= 6.0 - 0.1, m
     assert m["longest_stall_s"] <= 0.3 + 1.0, m
+    assert m["timeout_set"] == "lock_timeout 300ms", m  # SHOW lock_timeout on the migration's connection
     assert m["stall_s"] > 0, m  # the attempts did stall the claims, for a bounded time each
     assert m["longest_stall_s"] < 0.75 * (6.0 - 2.0), m
     assert s["invariants"] == CLEAN_INVARIANTS
@@ -162,23 +165,56 @@ def test_mariadb_an_online_index_build_does_not_stall_the_claims(maria_schema, t
 
 
 def test_the_stall_rule_counts_only_samples_with_a_blocking_migration_and_a_worker_waiting():
-    """The fold: a sample stalls only with both; a stall's run carries across seconds and restarts after a gap;
-    a worker's wait (backend, start) is counted once however many samples see it."""
+    """The fold: a sample stalls only with both; a stall's run carries across seconds and restarts after a gap
+    (``ongoing_stall_ms`` is the stall in progress, not the longest so far: a later, shorter stall shows its own
+    length, while summary.json's ``longest_stall_s`` keeps the longest); a worker's wait (backend, start) is
+    counted once however many samples see it."""
     fold = LockQueueFold()
-    first, second = fold.new_second(), fold.new_second()
+    first, second, third = fold.new_second(), fold.new_second(), fold.new_second()
     fold.fold(first, ({"AccessExclusiveLock": 1}, [], 0.1, True), 100)  # blocking, nobody waits: no stall
     fold.fold(first, ({"AccessExclusiveLock": 1, "RowExclusiveLock": 2}, [(7, "t0"), (8, "t0")], 0.2, True), 100)
     fold.fold(first, ({"RowExclusiveLock": 2}, [(7, "t0"), (8, "t0")], 0.3, True), 100)
     fold.fold(second, ({"RowExclusiveLock": 1}, [(7, "t0")], 0.4, True), 100)
     fold.fold(second, ({}, [(9, "t1")], None, False), 100)  # a worker waits behind something else: no stall
     fold.fold(second, ({"AccessExclusiveLock": 1}, [(9, "t2")], 0.1, True), 100)
-    assert (first["stall_ms"], first["longest_stall_ms"], first["delayed_claims"]) == (200, 200, 2)
-    assert (second["stall_ms"], second["longest_stall_ms"], second["delayed_claims"]) == (200, 300, 1)
+    assert (first["stall_ms"], first["ongoing_stall_ms"], first["delayed_claims"]) == (200, 200, 2)
+    assert (second["stall_ms"], second["ongoing_stall_ms"], second["delayed_claims"]) == (200, 300, 1)
+    fold.fold(third, ({}, [], None, False), 100)  # the stall ended: the next one starts from 0
+    fold.fold(third, ({"AccessExclusiveLock": 1}, [(10, "t3")], 0.1, True), 100)
+    assert (third["stall_ms"], third["ongoing_stall_ms"], third["delayed_claims"]) == (100, 100, 1)
     assert first["lock_queue_row_exclusive"] == 2 and first["lock_queue_share"] == 0 and second["migration_wait_s"] == 0.4
     record = {"start_s": 1.0, "end_s": 5.0, "ddl": "add_column", "statement": "ALTER", "lock_timeout_ms": 0.0, "timeout_set": "no lock timeout",
-              "retry_ms": 1000.0, "attempts": [{"start_s": 1.2, "end_s": 2.9, "outcome": "done", "error": None}]}
+              "retry_ms": 1000.0, "attempts": [{"start_s": 1.2, "end_s": 3.9, "outcome": "done", "error": None}]}
     rows = [{"t_s": 0, "claims": 5, **fold.new_second()}, {"t_s": 1, "claims": 0, **first},
-            {"t_s": 2, "claims": 3, **second}, {"t_s": 3, "claims": 0, **fold.new_second()}]
+            {"t_s": 2, "claims": 3, **second}, {"t_s": 3, "claims": 1, **third}, {"t_s": 4, "claims": 0, **fold.new_second()}]
     m = migration_figures(record, rows)
-    assert (m["stall_s"], m["longest_stall_s"], m["delayed_claims"], m["claimless_s"]) == (0.4, 0.3, 3, 1), m
-    assert m["succeeded"] and m["done_s"] == 2.9 and m["lock_queue_max"] == 3, m
+    assert (m["stall_s"], m["longest_stall_s"], m["delayed_claims"], m["claimless_s"]) == (0.5, 0.3, 4, 1), m
+    assert m["succeeded"] and m["done_s"] == 3.9 and m["lock_queue_max"] == 3, m
+
+
+def test_mariadb_the_lock_queue_counts_the_workers_not_the_producers_insert(maria_schema, tmp_path):
+    """MariaDB with producers (RATE): the producer's INSERT waits behind the ALTER's metadata lock too, but it is
+    not a worker: the workers waiting at one sample are at most WORKERS, and with one attempt each worker's wait
+    is one delayed claim at most (the wait a worker is in when the migration gets through)."""
+    dsn, schema = maria_schema
+    run_dir, s, _ = run_and_load(dsn, tmp_path, "--dsn", dsn, "--schema", schema, "--rate", "200", "--workers", "3",
+                                 "--work-ms", "5", "--duration", "10s", "--warmup", "1s",
+                                 "--faults", f"{_LONG};migration@2-9:ddl=add_column")
+    m = _migration(s)
+    assert m["succeeded"] and m["attempts"] == 1 and m["longest_stall_s"] >= 0.75 * (6.0 - 2.0), m
+    waiting = [int(r["lock_queue_workers"]) for r in _rows(run_dir) if r["lock_queue_workers"]]
+    assert 1 <= max(waiting) <= 3, waiting
+    assert 1 <= m["delayed_claims"] <= 3, m
+
+
+def test_the_timeout_recorded_is_the_one_the_server_has(dsn, maria_schema):
+    """timeout_set is read back from the migration's session: PostgreSQL keeps lock_timeout in whole ms (1.5 ms
+    asked is 2ms there), MariaDB's lock_wait_timeout whole seconds (1,500 ms is 2 s); 0 is no timeout."""
+    for migration, says in ((PostgresMigration(dsn, "public", "SELECT 1", 1.5), "lock_timeout 2ms, 1.5 ms asked"),
+                            (PostgresMigration(dsn, "public", "SELECT 1", 0), "no lock timeout"),
+                            (MariaDBMigration(maria_schema[0], maria_schema[1], "SELECT 1", 1500),
+                             "lock_wait_timeout 2 s: 1500 ms rounded up to whole seconds")):
+        try:
+            assert migration.timeout_set == says, migration.timeout_set
+        finally:
+            migration.close()

@@ -41,6 +41,9 @@ class Fault:
     retry_ms: float = 1000.0  # migration: the pause after an attempt that timed out, before the next
 
 
+#: What ``migration``'s timing options mean, in their refusals.
+_MIGRATION_MS = {"lock_timeout_ms": "ms; 0 = no lock timeout",
+                 "retry_ms": "ms: the pause after an attempt that timed out, before the next"}
 _ALLOWED = ("a list of kind@start-end[:share=0.1,every_s=1,extra_s=1] separated by ';', kind one of "
             + ", ".join(KINDS))
 
@@ -73,7 +76,9 @@ def _migration(item: dict, label: str, from_file: bool) -> dict:
                                     f"table; allowed: {allowed}")
     if "sql" in item and (not text or "ddl" in item):
         raise ConfigError("FAULTS", f"{label!r}: a migration takes either ddl or a non-empty sql; allowed: {allowed}")
-    ddl = "sql" if text else str(item.get("ddl", ""))
+    ddl = "sql" if text else str(item.get("ddl", "")).strip()
+    if not ddl:
+        raise ConfigError("FAULTS", f"{label!r}: a migration's ddl is missing; allowed: {allowed}")
     if ddl != "sql" and ddl not in MIGRATION_DDL:
         raise ConfigError("FAULTS", f"{label!r}: ddl {ddl!r} is not a migration; allowed: {allowed}")
     fields = {"ddl": ddl, "sql": text}
@@ -82,10 +87,10 @@ def _migration(item: dict, label: str, from_file: bool) -> dict:
             fields[key] = float(item.get(key, default))
         except (TypeError, ValueError):
             raise ConfigError("FAULTS", f"{label!r}: {key} {item[key]!r} is not a number; allowed: {key} >= 0 "
-                                        "(ms)") from None
+                                        f"({_MIGRATION_MS[key]})") from None
         if not 0 <= fields[key] < float("inf"):
-            raise ConfigError("FAULTS", f"{label!r}: {key} {item[key]!r} is not allowed; allowed: {key} >= 0 (ms; "
-                                        "lock_timeout_ms 0 = no lock timeout)")
+            raise ConfigError("FAULTS", f"{label!r}: {key} {item[key]!r} is not allowed; allowed: {key} >= 0 "
+                                        f"({_MIGRATION_MS[key]})")
     return fields
 
 
@@ -102,7 +107,9 @@ def _fault(item: dict, label: str | None = None, from_file: bool = False) -> Fau
         raise ConfigError("FAULTS", f"{label!r}: unknown kind {kind!r}; allowed: {_ALLOWED}")
     unknown = sorted(set(item) - {"kind", "start_s", "end_s"} - OPTIONS[kind])
     if unknown:
-        takes = ", ".join(sorted(OPTIONS[kind])) or "no options"
+        on_line = OPTIONS[kind] - ({"sql"} if not from_file else set())  # sql: a workload file's only
+        takes = (", ".join(sorted(on_line)) or "no options") + (
+            " (sql only in a workload file)" if on_line != OPTIONS[kind] else "")
         raise ConfigError("FAULTS", f"{label!r}: {kind} does not use {', '.join(unknown)}; allowed for {kind}: {takes}")
     if kind == "migration":
         fault = dataclasses.replace(fault, **_migration(item, label, from_file))

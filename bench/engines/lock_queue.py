@@ -19,7 +19,7 @@ MODE_COLUMNS = {"AccessShareLock": "lock_queue_access_share", "RowShareLock": "l
                 "ShareUpdateExclusiveLock": "lock_queue_share_update_exclusive", "ShareLock": "lock_queue_share",
                 "ShareRowExclusiveLock": "lock_queue_share_row_exclusive", "ExclusiveLock": "lock_queue_exclusive",
                 "AccessExclusiveLock": "lock_queue_access_exclusive"}
-_MOST = (*MODE_COLUMNS.values(), "lock_queue_workers", "migration_wait_s", "migration_blocking", "longest_stall_ms")
+_MOST = (*MODE_COLUMNS.values(), "lock_queue_workers", "migration_wait_s", "migration_blocking", "ongoing_stall_ms")
 
 
 class LockQueueFold:
@@ -29,7 +29,7 @@ class LockQueueFold:
 
     def __init__(self):
         self._seen: set[tuple] = set()
-        self._run_ms = 0.0  # the stall in progress
+        self._run_ms = 0.0  # how long the stall in progress has lasted (ms; 0: none)
 
     @staticmethod
     def new_second() -> dict:
@@ -48,7 +48,7 @@ class LockQueueFold:
         self._run_ms = self._run_ms + spacing_ms if stalled else 0.0
         modes = {column: None if by_mode is None else int(by_mode.get(mode, 0)) for mode, column in MODE_COLUMNS.items()}
         sample = {**modes, "lock_queue_workers": len(waits), "migration_wait_s": None if wait_s is None else round(wait_s, 3),
-                  "migration_blocking": int(bool(blocking)), "longest_stall_ms": round(self._run_ms)}
+                  "migration_blocking": int(bool(blocking)), "ongoing_stall_ms": round(self._run_ms)}
         for key in _MOST:
             if sample[key] is not None:
                 acc[key] = max(acc[key] or 0, sample[key])

@@ -6,7 +6,7 @@ lock queue (docs/migrations.md, "The stall"). The rule is decided here, once:
   the lock a claim's UPDATE takes, while at least one worker waits for a lock on that table; it stands for the
   time since the sample before it;
 - ``stall_s``: the time of the stalled samples (``stall_ms`` summed), ``longest_stall_s``: the longest run of
-  consecutive stalled samples (``longest_stall_ms``); both to the sampling's 0.1 s;
+  consecutive stalled samples (the most ``ongoing_stall_ms`` of the window's seconds); both to the sampling's 0.1 s;
 - **delayed claims** are the workers' lock waits on the table first seen in a stalled sample, each (backend,
   wait start) once: a lower bound, since a wait that begins and ends between two samples is not seen;
 - ``claimless_s``: measured seconds with no claim, from the window's start to the end of its last attempt."""
@@ -36,7 +36,7 @@ def migration_figures(record: dict, rows: list[dict]) -> dict:
             "unfinished_at_end": unfinished,
             "done_s": done[0]["end_s"] if done else None,
             "stall_s": round(sum(r["stall_ms"] for r in sampled) / 1000, 1) if sampled else None,
-            "longest_stall_s": round(max(r["longest_stall_ms"] or 0 for r in sampled) / 1000, 1) if sampled else None,
+            "longest_stall_s": round(max(r["ongoing_stall_ms"] or 0 for r in sampled) / 1000, 1) if sampled else None,
             "delayed_claims": sum(r.get("delayed_claims") or 0 for r in sampled) if sampled else None,
             "claimless_s": sum(1 for r in inside if not r.get("claims")),
             "lock_queue_max": _most_waiting(sampled)}

@@ -96,9 +96,10 @@ class Migration:
         self.conn = db.connect(dsn, application_name="queue-bench migration")
         seconds = math.ceil(lock_timeout_ms / 1000) if lock_timeout_ms > 0 else 31_536_000
         db.execute(self.conn, f"SET SESSION lock_wait_timeout = {int(seconds)}")
-        #: the timeout as the server has it, for the run's line and summary
-        self.timeout_set = (f"lock_wait_timeout {seconds} s: {lock_timeout_ms:g} ms rounded up to whole seconds"
-                            if lock_timeout_ms > 0 else "no lock timeout")
+        #: the timeout as the server has it (``@@lock_wait_timeout``, read back), for the run's line and summary
+        server_s = db.query(self.conn, "SELECT @@SESSION.lock_wait_timeout")[0][0]
+        self.timeout_set = (f"lock_wait_timeout {server_s} s: {lock_timeout_ms:g} ms rounded up to whole seconds"
+                            if lock_timeout_ms > 0 else f"no lock timeout (lock_wait_timeout {server_s} s)")
         self.connection_id = db.query(self.conn, "SELECT CONNECTION_ID()")[0][0]
         self._running = False
 

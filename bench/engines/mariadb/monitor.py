@@ -13,7 +13,7 @@ from bench.engines.mariadb.cost import STATUS_NAMES, cost_sample
 from bench.engines.lock_queue import LockQueueFold
 from bench.engines.mariadb.db import DRIVER
 from bench.engines.mariadb.fault_actions import MIGRATION_MARK
-from bench.engines.mariadb.policies import ident, literal
+from bench.engines.mariadb.policies import WORKER_MARK, ident, literal
 from bench.engines.sampler import TableSampler, spawn_samplers
 from bench.engines.server_cpu import ServerCpu
 from bench.results.run_files import CPU_COUNTERS
@@ -23,9 +23,12 @@ __all__ = ["Monitor", "lock_waits_source", "spawn_samplers"]
 #: The comment the monitor's table queries start with (the lock queue leaves them out).
 MONITOR_MARK = "/* queue-bench monitor */ "
 #: The metadata lock queue on the queue table (https://mariadb.com/kb/en/metadata-locking/): {mark} the
-#: migration's statement, {jobs} the table's name, {monitor} the monitor's queries, as LIKE patterns.
+#: migration's statement, {worker} a worker's (:data:`bench.engines.mariadb.policies.WORKER_MARK`: the producers'
+#: and the reaper's waits are not the workers'), {jobs} the table's name, {monitor} the monitor's queries, as LIKE
+#: patterns.
 _LOCKS = """\
-SELECT GROUP_CONCAT(IF(INFO NOT LIKE {mark}, CONCAT(ID, ':', ROUND(UNIX_TIMESTAMP(NOW(6)) - TIME_MS / 1000, 1)), NULL)),
+SELECT GROUP_CONCAT(IF(INFO LIKE {worker} AND STATE = 'Waiting for table metadata lock',
+                       CONCAT(ID, ':', ROUND(UNIX_TIMESTAMP(NOW(6)) - TIME_MS / 1000, 1)), NULL)),
        MAX(IF(INFO LIKE {mark} AND STATE = 'Waiting for table metadata lock', TIME_MS / 1000, NULL)),
        MAX(INFO LIKE {mark})
 FROM information_schema.PROCESSLIST
@@ -84,6 +87,7 @@ class Monitor(TableSampler):
             self._timeouts_ms["locks"] = 1000
             self._conns["locks"] = self._open("locks")
             self.locks_query = _LOCKS.format(mark=literal(f"%{MIGRATION_MARK.strip()}%"), jobs=literal(f"%{jobs}%"),
+                                             worker=literal(f"{WORKER_MARK.strip()}%"),
                                              monitor=literal(f"%{MONITOR_MARK.strip()}%"))
         pid_file, port = self.driver.fetch(self._conns["stats"], "SELECT @@pid_file, @@port", None, False)
         self.server_cpu = ServerCpu.threaded_server(pid_file, int(port))  # None: the server is on another host
@@ -111,8 +115,8 @@ class Monitor(TableSampler):
     def sample_locks(self):
         """(one lock queue sample for :class:`bench.engines.lock_queue.LockQueueFold`, or None; seconds it took):
         no lock modes (performance_schema's metadata_locks is off by default: the processlist has no mode), the
-        sessions waiting for the queue table's metadata lock other than the migration (the workers: each with its
-        wait's start), the migration's wait (s), and whether its statement is in progress (waiting or running)."""
+        workers' statements waiting for the queue table's metadata lock (each with its wait's start), the
+        migration's wait (s), and whether its statement is in progress (waiting or running)."""
         row, cost = self._timed("locks", self.locks_query)
         if row is None:
             return None, cost

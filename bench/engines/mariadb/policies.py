@@ -20,6 +20,11 @@ def literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+#: The comment every worker statement on the queue table starts with: the processlist (which has no
+#: application name) tells the workers' lock waits from the producers' and the reaper's by it.
+WORKER_MARK = "/* queue-bench worker */ "
+
+
 def _by_id(schema: str) -> str:
     """The queue table with the primary key forced (for statements keyed by id)."""
     return f"{ident(schema, 'jobs')} FORCE INDEX (PRIMARY)"
@@ -49,18 +54,18 @@ def claim_select(schema: str, policy: str, index: str, batch: int, queues: list[
     ``queues`` when more than one (not with ``ready_table``); ``table``: a probe's. KeyError for a bad policy."""
     locking = LOCKING_CLAUSE[policy]
     if index == "ready_table":
-        return (f"SELECT id FROM {ident(schema, 'jobs_ready')} WHERE run_at <= NOW(6) "
+        return (f"{WORKER_MARK}SELECT id FROM {ident(schema, 'jobs_ready')} WHERE run_at <= NOW(6) "
                 f"ORDER BY priority, run_at, id LIMIT {int(batch)} {locking}")
     eligible = "claim_pending = 1" if index == "generated" else "status = 'pending'"
     in_queues = f" AND queue IN ({','.join(map(literal, queues))})" if len(queues) > 1 else ""
-    return (f"SELECT id FROM {ident(schema, table)} WHERE {eligible} AND run_at <= NOW(6){in_queues} "
+    return (f"{WORKER_MARK}SELECT id FROM {ident(schema, table)} WHERE {eligible} AND run_at <= NOW(6){in_queues} "
             f"ORDER BY priority, run_at, id LIMIT {int(batch)} {locking}")
 
 
 def claim_update(schema: str, ids: list[int | Var], worker: str, lease_s: float) -> str:
     """Step 2: the locked ``ids`` running, a lease of ``lease_s`` s, a fresh attempt token each, ``locked_by``."""
     lease_us = int(round(float(lease_s) * 1_000_000))
-    return (f"UPDATE {_by_id(schema)} SET status = 'running', attempts = attempts + 1, "
+    return (f"{WORKER_MARK}UPDATE {_by_id(schema)} SET status = 'running', attempts = attempts + 1, "
             f"attempt_token = NEXTVAL({ident(schema, 'attempt_token_seq')}), locked_by = {literal(worker)}, "
             f"started_at = NOW(6), lease_expires_at = NOW(6) + INTERVAL {lease_us} MICROSECOND "
             f"WHERE id IN ({_ids(ids)})")
@@ -68,35 +73,35 @@ def claim_update(schema: str, ids: list[int | Var], worker: str, lease_s: float)
 
 def claim_rows(schema: str, ids: list[int | Var]) -> str:
     """Step 3: ``(id, attempt_token, pickup_us, attempts, lease_until, claimed_at)``, the last two epoch seconds."""
-    return (f"SELECT id, attempt_token, TIMESTAMPDIFF(MICROSECOND, run_at, started_at), attempts, "
+    return (f"{WORKER_MARK}SELECT id, attempt_token, TIMESTAMPDIFF(MICROSECOND, run_at, started_at), attempts, "
             f"UNIX_TIMESTAMP(lease_expires_at), UNIX_TIMESTAMP(started_at) "
             f"FROM {ident(schema, 'jobs')} WHERE id IN ({_ids(ids)}) ORDER BY priority, run_at, id")
 
 
 def complete_one(schema: str, job_id: int | Var, token: int | Var) -> str:
     """Completion of one job, fenced by its attempt token: 0 rows when the token moved on."""
-    return (f"UPDATE {_by_id(schema)} SET status = 'done', finished_at = NOW(6), lease_expires_at = NULL "
+    return (f"{WORKER_MARK}UPDATE {_by_id(schema)} SET status = 'done', finished_at = NOW(6), lease_expires_at = NULL "
             f"WHERE id = {_value(job_id)} AND attempt_token = {_value(token)} AND status = 'running'")
 
 
 def effect(schema: str, job_id: int, token: int, *, ignore: bool) -> str:
     """``EFFECTS`` outside (``ignore`` False) or idempotent (``INSERT IGNORE``: the unique logical id keeps the
     first): job ``job_id``'s effect row by attempt ``token``."""
-    return (f"INSERT {'IGNORE ' if ignore else ''}INTO {ident(schema, 'effects')} (logical_id, attempt_token) "
+    return (f"{WORKER_MARK}INSERT {'IGNORE ' if ignore else ''}INTO {ident(schema, 'effects')} (logical_id, attempt_token) "
             f"VALUES ({int(job_id)}, {int(token)})")
 
 
 def effect_if_completed(schema: str, job_id: int, token: int) -> str:
     """``EFFECTS=same_txn``, after :func:`complete_one` in the same transaction: the effect row, written only if
     the row is done under ``token`` (this completion applied; a stale token matches no row)."""
-    return (f"INSERT INTO {ident(schema, 'effects')} (logical_id, attempt_token) SELECT id, attempt_token "
+    return (f"{WORKER_MARK}INSERT INTO {ident(schema, 'effects')} (logical_id, attempt_token) SELECT id, attempt_token "
             f"FROM {_by_id(schema)} WHERE id = {int(job_id)} AND attempt_token = {int(token)} AND status = 'done'")
 
 
 def fail(schema: str, job_id: int, token: int, delay_s: float, error: str) -> str:
     """A failed attempt: ``pending`` in ``delay_s`` s, or ``dead`` past ``max_attempts``; 0 rows: token moved on."""
     delay_us = int(round(float(delay_s) * 1_000_000))
-    return (f"UPDATE {_by_id(schema)} SET "
+    return (f"{WORKER_MARK}UPDATE {_by_id(schema)} SET "
             f"status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END, "
             f"run_at = CASE WHEN attempts >= max_attempts THEN run_at ELSE NOW(6) + INTERVAL {delay_us} MICROSECOND END, "
             f"finished_at = CASE WHEN attempts >= max_attempts THEN NOW(6) END, "
@@ -106,7 +111,7 @@ def fail(schema: str, job_id: int, token: int, delay_s: float, error: str) -> st
 
 def status_of(schema: str, job_id: int, token: int) -> str:
     """The status of job ``job_id`` while it still carries ``token``."""
-    return f"SELECT status FROM {ident(schema, 'jobs')} WHERE id = {int(job_id)} AND attempt_token = {int(token)}"
+    return f"{WORKER_MARK}SELECT status FROM {ident(schema, 'jobs')} WHERE id = {int(job_id)} AND attempt_token = {int(token)}"
 
 
 def reap_select(schema: str, limit: int = 1000) -> str:

@@ -85,8 +85,10 @@ class Migration:
         self.conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
         self.conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(math.ceil(lock_timeout_ms))}ms")))
         self.conn.execute("SET statement_timeout = 0")
-        #: the timeout as the server has it, for the run's line and summary
-        self.timeout_set = f"lock_timeout {lock_timeout_ms:g} ms" if lock_timeout_ms > 0 else "no lock timeout"
+        #: the timeout as the server has it (``SHOW lock_timeout``, read back: whole ms), for the run's line and summary
+        shown = self.conn.execute("SHOW lock_timeout").fetchone()[0]
+        asked = "" if shown == f"{lock_timeout_ms:g}ms" else f", {lock_timeout_ms:g} ms asked"
+        self.timeout_set = f"lock_timeout {shown}{asked}" if shown != "0" else "no lock timeout"
         self._tried = False
 
     def attempt(self) -> tuple[str, str | None]:
