@@ -45,4 +45,4 @@ def migration_line(m: dict) -> str:
     stall = ("stall not sampled" if m["stall_s"] is None else
              f"stall {m['stall_s']} s (longest {m['longest_stall_s']} s), {m['delayed_claims']} claims seen delayed")
     return (f"migration {m['ddl']} ({m['timeout_set']}): {m['attempts']} attempt{'s' if m['attempts'] != 1 else ''}, "
-            f"{m['lock_timeouts']} lock timeouts, {outcome}; {stall}; {m['claimless_s']} s without a claim")
+            f"{m['lock_timeouts']} lock timeout{'s' if m['lock_timeouts'] != 1 else ''}, {outcome}; {stall}; {m['claimless_s']} s without a claim")
