@@ -27,8 +27,11 @@ def finish_first(what: str):
 
 def database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres", cfg=None):
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
-    server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``)."""
+    server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
+    ``cfg``'s ``DSN_REPLICA`` has the DSN's loopback rule."""
     check_loopback(dsn, allow_remote)
+    if cfg is not None and cfg.replica is True and cfg.dsn_replica:
+        check_loopback(cfg.dsn_replica, allow_remote, "DSN_REPLICA")
     if dsn:
         return contextlib.nullcontext(dsn), False
     return embedded_server(engine, connections + 20, cfg), True
