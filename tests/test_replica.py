@@ -183,11 +183,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _refused_before_anything(dsn: str, dsn_replica: str, results: pathlib.Path, run=qbench) -> str:
-    """Run with ``dsn_replica``: exit 2, one ``DSN_REPLICA`` line, no run directory, no schema on the DSN's
-    server; returns the line."""
-    proc = run("run", "--replica", "--dsn", dsn, "--dsn-replica", dsn_replica, "--duration", "3s",
-                             "--results", str(results))
+def _refused_before_anything(dsn: str, dsn_replica: str, results: pathlib.Path, run=qbench,
+                             command=("run",)) -> str:
+    """``command`` with ``dsn_replica``: exit 2, one ``DSN_REPLICA`` line, no run directory, no schema on the
+    DSN's server; returns the line."""
+    proc = run(*command, "--replica", "--dsn", dsn, "--dsn-replica", dsn_replica, "--duration", "3s",
+               "--results", str(results))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: DSN_REPLICA:"), proc.stderr
     assert not results.exists()
@@ -199,6 +200,12 @@ def _refused_before_anything(dsn: str, dsn_replica: str, results: pathlib.Path, 
 def test_the_primary_given_as_its_own_standby_is_refused_before_anything_is_created(throwaway_primary, tmp_path):
     line = _refused_before_anything(throwaway_primary, throwaway_primary, tmp_path / "results")
     assert "not a standby" in line and "pg_is_in_recovery() true" in line
+
+
+def test_a_sweep_with_the_primary_as_its_standby_is_refused_before_its_first_cell(throwaway_primary, tmp_path):
+    line = _refused_before_anything(throwaway_primary, throwaway_primary, tmp_path / "results",
+                                    command=("sweep", "batch"))
+    assert "not a standby" in line
 
 
 def test_an_unreachable_standby_is_refused_before_anything_is_created(throwaway_primary, tmp_path):

@@ -37,11 +37,14 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
     return embedded_server(engine, connections + 20, cfg), True
 
 
-def check_room(engine, dsn: str, schema: str, connections: int, purpose: str) -> dict:
+def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cfg=None) -> dict:
     """``engine.check_schema`` on a connection of its own named ``purpose``: the tool's ``schema`` usable and
-    ``connections`` free, refused (ConfigError) before anything is created."""
+    ``connections`` free, and ``cfg``'s ``DSN_REPLICA`` a standby of that server; refused (ConfigError) before
+    anything is created."""
     conn = engine.connect(dsn, purpose)
     try:
+        if cfg is not None and cfg.replica is True and cfg.dsn_replica:
+            engine.check_given_standby(conn, cfg.dsn_replica)
         return engine.check_schema(conn, schema, connections)
     finally:
         conn.close()
