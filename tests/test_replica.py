@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+import socket
 import time
 import types
 
@@ -167,3 +168,65 @@ def test_a_given_standby_is_read_and_recorded(tmp_path):
         assert r["source"] == "DSN_REPLICA" and r["hot_standby_feedback"] == "on"
         assert r["max_standby_streaming_delay_s"] == 7.0
         assert r["lag_bytes"]["max"] > 0 and r["reads"] > 0
+
+
+@pytest.fixture(scope="module")
+def throwaway_primary():
+    """A throwaway server for the refusals of a given standby (its DSN)."""
+    with PostgresRecipe.server(30, log=lambda _l: None) as dsn:
+        yield dsn
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _refused_before_anything(dsn: str, dsn_replica: str, results: pathlib.Path, run=qbench,
+                             command=("run",)) -> str:
+    """``command`` with ``dsn_replica``: exit 2, one ``DSN_REPLICA`` line, no run directory, no schema on the
+    DSN's server; returns the line."""
+    proc = run(*command, "--replica", "--dsn", dsn, "--dsn-replica", dsn_replica, "--duration", "3s",
+               "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: DSN_REPLICA:"), proc.stderr
+    assert not results.exists()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'qbench%'").fetchone()[0] == 0
+    return proc.stderr
+
+
+def test_the_primary_given_as_its_own_standby_is_refused_before_anything_is_created(throwaway_primary, tmp_path):
+    line = _refused_before_anything(throwaway_primary, throwaway_primary, tmp_path / "results")
+    assert "not a standby" in line and "pg_is_in_recovery() true" in line
+
+
+def test_a_sweep_with_the_primary_as_its_standby_is_refused_before_its_first_cell(throwaway_primary, tmp_path):
+    line = _refused_before_anything(throwaway_primary, throwaway_primary, tmp_path / "results",
+                                    command=("sweep", "batch"))
+    assert "not a standby" in line
+
+
+def test_an_unreachable_standby_is_refused_before_anything_is_created(throwaway_primary, tmp_path):
+    port = _free_port()
+    line = _refused_before_anything(throwaway_primary, f"postgresql://postgres@127.0.0.1:{port}/postgres",
+                                    tmp_path / "results")
+    assert "cannot connect" in line and str(port) in line
+
+
+def test_a_non_loopback_standby_needs_allow_remote(throwaway_primary, tmp_path):
+    line = _refused_before_anything(throwaway_primary, "postgresql://postgres@10.1.2.3/postgres", tmp_path / "results",
+                                    run=qbench_in_process)  # refused without connecting
+    assert "'10.1.2.3' is not a loopback address" in line and "--allow-remote" in line
+
+
+def test_a_standby_of_another_server_is_refused(throwaway_primary, tmp_path):
+    with PostgresRecipe.server(30, log=lambda _l: None) as other, \
+            embedded_standby(other, _cfg(), 1, log=lambda _l: None) as others_standby:
+        line = _refused_before_anything(throwaway_primary, others_standby, tmp_path / "results")
+        with psycopg.connect(others_standby, autocommit=True) as s, psycopg.connect(throwaway_primary) as p:
+            query = "SELECT system_identifier FROM pg_control_system()"
+            ids = s.execute(query).fetchone()[0], p.execute(query).fetchone()[0]
+    assert ids[0] != ids[1]
+    assert "a standby of another server" in line and f"{ids[0]}" in line and f"{ids[1]}" in line

@@ -52,11 +52,15 @@ def without_password(dsn: str) -> str:
     return re.sub(r"password\s*=\s*('[^']*'|\S+)", "password=…", dsn)
 
 
-def check_loopback(dsn: str | None, allow_remote: bool) -> None:
-    """Raise ConfigError (``DSN``) for a non-loopback DSN unless ``allow_remote``; never connects."""
-    remote = non_loopback_host(dsn) if dsn else None
+def check_loopback(dsn: str | None, allow_remote: bool, param: str = "DSN") -> None:
+    """Raise ConfigError (``param``: ``DSN``, ``DSN_REPLICA``) for a non-loopback ``dsn`` unless
+    ``allow_remote``; never connects."""
+    try:
+        remote = non_loopback_host(dsn) if dsn else None
+    except ConfigError as err:  # unparseable: named as the parameter it came from
+        raise ConfigError(param, str(err).removeprefix(f"{err.param}: ")) from None
     if remote is not None and not allow_remote:
-        raise ConfigError("DSN", f"host {remote!r} is not a loopback address; this tool writes heavy load: "
+        raise ConfigError(param, f"host {remote!r} is not a loopback address; this tool writes heavy load: "
                                  "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
 
 

@@ -55,7 +55,7 @@ def experiments_command(args: argparse.Namespace) -> int:
     engine = get_engine(base.engine)
     context, _ = database(dsn_given, args.allow_remote, connections, base.engine, base)
     with context as dsn:
-        check_room(engine, dsn, base.schema, connections, "queue-bench experiments")  # before anything is created
+        check_room(engine, dsn, base.schema, connections, "queue-bench experiments", base)  # before anything is created
 
         def probe(kind: str) -> dict:
             run_probe = getattr(engine, f"{kind}_probe", None)

@@ -195,7 +195,7 @@ def _sweep(args: argparse.Namespace) -> int:
             dsns[key] = stack.enter_context(database)
             # every cell must be able to run: refuse before anything is created
             check_room(get_engine(cell.engine), dsns[key], sweep.base.schema, sweep.max_connections(),
-                       "queue-bench sweep")
+                       "queue-bench sweep", cell)
         sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run)
     from bench.report.sweep_page import render_sweep_report  # here: matplotlib (~1 s)
 

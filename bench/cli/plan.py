@@ -124,7 +124,7 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
     context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine, c.first)
     with context as db_dsn:
         if c.first.dsn:
-            free = check_room(engine, db_dsn, c.first.schema, 0, "queue-bench plan")["available"] - overhead
+            free = check_room(engine, db_dsn, c.first.schema, 0, "queue-bench plan", c.first)["available"] - overhead
             if c.options.max_workers is not None and c.options.max_workers > free:
                 raise ConfigError("PLAN_MAX_WORKERS", f"{c.options.max_workers} workers need more connections than the "
                                                       f"server has free ({free} beside the run's own {overhead}); "

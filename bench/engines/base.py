@@ -312,6 +312,11 @@ class Engine:
         (``cfg.dsn`` None), started and removed with it."""
         raise NotImplementedError(f"REPLICA is not built for {self.name}")
 
+    def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
+        """Refuse (ConfigError ``DSN_REPLICA``) a given standby that is unreachable, not a standby, or not one of
+        the server behind ``conn``; called before anything is created."""
+        raise NotImplementedError(f"REPLICA is not built for {self.name}")
+
     def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
                       note: Callable[[int, dict], None], position: Callable[[], int], reads: Any) -> Any:
         """The standby's per-second sampler and ``REPLICA_READERS`` readers (``start``, ``stop``, ``info``)."""

@@ -56,6 +56,8 @@ class Run:
         admin = self.admin = self.engine.connect(self.dsn, "queue-bench admin")
         try:
             self.server = self.engine.server_info(admin)
+            if self.cfg.replica is True and self.cfg.dsn_replica:  # before the schema is claimed or created
+                self.engine.check_given_standby(admin, self.cfg.dsn_replica)
             self.room = self._claim_schema()  # locked until the run ends
             handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
             try:

@@ -15,6 +15,7 @@ from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
+from bench.engines.postgres.standby_check import check_given_standby
 from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, cooperative_wait
 from bench.workload.queues import queue_count, queue_names
 
@@ -150,6 +151,10 @@ class PostgresEngine(Engine):
             return contextlib.nullcontext(cfg.dsn_replica)
         from bench.engines.postgres.standby import embedded_standby  # here: only REPLICA=1 runs start one
         return embedded_standby(dsn, cfg, cfg.replica_readers, log)
+
+    def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
+        """:func:`bench.engines.postgres.standby_check.check_given_standby`."""
+        check_given_standby(conn, dsn_replica)
 
     def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
                       note: Callable[[int, dict], None], position: Callable[[], int | None],
