@@ -145,7 +145,8 @@ def test_replica_on_mariadb_is_refused_as_not_built(tmp_path):
     results = tmp_path / "results"
     proc = qbench_in_process("run", "--replica", "--engine", "mariadb", "--results", str(results))
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: REPLICA:") and "not built" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: REPLICA: 1 is not supported on mariadb")
+    assert "not built" in proc.stderr and proc.stderr.rstrip().endswith("allowed on mariadb: 0"), proc.stderr
     assert not results.exists()
 
 
