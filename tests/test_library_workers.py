@@ -122,7 +122,11 @@ def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_it
     assert len(pickups) >= 0.5 * rate * (end - start), (len(pickups), rate)
     table_ms = 1000 * _median(pickups)
     tool_ms = summary["pickup_latency_ms"]["p50"]
-    assert abs(tool_ms - table_ms) <= max(0.10 * table_ms, 2.0), (tool_ms, table_ms)
+    # The tool times a pickup from the job's intended arrival, the library's table from its insert: the
+    # producers' lag behind the schedule (this run's own, measured) is in the tool's figure and not the table's.
+    lag_ms = summary["producer_lag_ms"]["p50"] or 0.0
+    assert -max(0.10 * table_ms, 2.0) <= tool_ms - table_ms <= max(0.10 * table_ms, 2.0) + lag_ms, \
+        (tool_ms, table_ms, lag_ms)
     # it kept up with what arrived in this window (the producers' own count, not RATE: on a loaded machine they lag)
     assert summary["invariants"]["lost_jobs"] == 0 and summary["jobs_completed"] >= 0.9 * summary["jobs_produced"], \
         (summary["jobs_completed"], summary["jobs_produced"])
