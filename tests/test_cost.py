@@ -127,10 +127,17 @@ def test_wal_per_job_is_the_servers_own_and_a_batch_writes_less_of_it(walinspect
     and is not the jobs' (measured here: 564-604 B a job at batch 10 against 659-667 at batch 1 without it)."""
     per_job, images = {}, {}
     for batch in (1, 10):
-        summary, rows, samples = _run_reading_log(_pg_wal, walinspect_dsn, tmp_path / f"b{batch}", *SHORT, "--batch",
-                                                  str(batch), "--no-autovacuum",
-                                                  checkpoint_at_s=3 if batch == 10 else None)
-        cost = summary["cost_per_job"]
+        for attempt in (1, 2):
+            summary, rows, samples = _run_reading_log(_pg_wal, walinspect_dsn, tmp_path / f"b{batch}-{attempt}", *SHORT,
+                                                      "--batch", str(batch), "--no-autovacuum",
+                                                      checkpoint_at_s=3 if batch == 10 else None)
+            cost = summary["cost_per_job"]
+            # A checkpoint removes the WAL before its redo point at once: when the previous second's position was
+            # in a segment it removed (58P01, seen once in a full run), that second's images cannot be read, and
+            # the figure is null, never a smaller number. The race is the server's: run again.
+            if cost["wal_fpi_bytes"] is not None:
+                break
+            assert cost["wal_bytes_without_fpi"] is None, cost
         assert cost["wal_bytes"] > 0 and "pg_current_wal_lsn" in cost["source"] and cost["log"] == "WAL", cost
         tool, own = _tool_and_own_log_bytes(summary, rows, samples)
         assert abs(tool - own) <= 0.10 * own, (tool, own)
