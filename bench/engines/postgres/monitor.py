@@ -165,7 +165,7 @@ class Monitor(TableSampler):
         for a lock."""
         conn = super()._open(role)
         if conn is not None and role == "stats" and getattr(self, "lock_queue", None) is not None:
-            conn.execute("SET lock_timeout = '200ms'")
+            self.driver.lock_timeout(conn, self.table_lock_timeout_ms)
         return conn
 
     def settle(self, timeout_s: float = 2.0) -> None:
