@@ -29,7 +29,8 @@ EXIT_MEANINGS = (
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C, SIGTERM): the files written say `complete: false`"),
     (EXIT_FAILED, "failed: the run could not be measured as asked (the database went away, a sweep cell "
                   "failed, a driver that would block)"),
-    (EXIT_BAD_INPUT, "bad input: one line names the parameter and what is allowed; nothing was created"),
+    (EXIT_BAD_INPUT, "bad input: one line names the parameter and what is allowed (or the worker whose session the "
+                     "database refused, and why); nothing was created"),
     (EXIT_INVARIANTS, "broken invariants: the audit found a lost, doubled or over-claimed job"),
     (EXIT_SLO, "an SLO missed or not shown to hold (`inconclusive`), a plan with no configuration that "
                "meets it, or a regression beyond `--max-regression`"),
@@ -70,6 +71,16 @@ class ConfigError(BadInput):
     def __init__(self, param: str, message: str):
         self.param = param
         super().__init__(f"{param}: {message}")
+
+
+class SessionRefused(BadInput):
+    """A worker's first session was refused for a reason waiting will not mend (wrong database, schema or table
+    missing, authentication, bad settings, a statement name already taken): the run stops before its clock
+    starts. ``worker``, ``kind`` (the error counter key) and ``cause`` (what it most likely means)."""
+
+    def __init__(self, worker: str, kind: str, message: str, cause: str):
+        self.worker, self.kind, self.cause = worker, kind, cause
+        super().__init__(f"{worker}: its session was refused ({kind}: {message}); {cause}; nothing was measured")
 
 
 class Interrupted(QBenchError):

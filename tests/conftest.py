@@ -16,6 +16,7 @@ from bench.gevent_patch import patch
 patch()  # first: psycopg picks its wait function when it is imported
 
 import json
+import contextlib
 import os
 import secrets
 import subprocess
@@ -45,15 +46,24 @@ def _dsn_for(dbname: str) -> str:
     return psycopg.conninfo.make_conninfo(**params)
 
 
-@pytest.fixture(scope="module")
-def dsn():
-    """DSN of a fresh database, dropped (with its connections) after the module."""
+@contextlib.contextmanager
+def fresh_database():
+    """DSN of a new database, dropped (with its connections) after the block."""
     name = f"qbench_test_{secrets.token_hex(4)}"
     with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield _dsn_for(name)
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    try:
+        yield _dsn_for(name)
+    finally:
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def dsn():
+    """DSN of a fresh database, dropped (with its connections) after the module."""
+    with fresh_database() as fresh:
+        yield fresh
 
 
 def qbench(*args: str, timeout: float = 300, cwd: Path | None = None,

@@ -22,7 +22,7 @@ from bench.engines.postgres import builtin_queue, db
 from bench.engines.postgres.defined_sql import claim_body, positional
 from bench.engines.postgres.pgbench import claim_complete_script, find_pgbench
 from bench.engines.common import LOCKING_CLAUSE
-from bench.engines.postgres.session import rows
+from bench.engines.postgres.adapter.wire import rows
 from bench.engines.postgres.sessions import PgWorkerSession
 from bench.workload.queues import queue_count
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bench.engines.postgres.error_kinds import NAMED_KINDS
+from bench.engines.postgres.adapter.errors import NAMED_KINDS
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 #: A SQLSTATE: five characters, digits and upper-case letters (PostgreSQL Appendix A).

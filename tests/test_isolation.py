@@ -8,7 +8,7 @@ import pytest
 from bench.config.run_config import build_config
 from bench.engines.mariadb.sessions import MariaDBWorkerSession
 from bench.engines.postgres import db
-from bench.engines.postgres.session import rows
+from bench.engines.postgres.adapter.wire import rows
 from bench.engines.postgres.sessions import PgWorkerSession
 from conftest import MARIADB_DSN
 

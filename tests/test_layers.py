@@ -24,6 +24,7 @@ the list can only shrink, and each fix is recorded by deleting its line).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -233,3 +234,121 @@ def test_no_import_cycle_among_the_modules():
     graph = {_module_name(p): _top_level_imports(p) for p in BENCH.rglob("*.py")}
     assert _cycles(graph) == []
     assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]  # the check itself finds one
+
+
+# -- the driver seam (docs/architecture.md, "The driver adapters")
+#: The two driver adapters: only these packages call a driver's connect or catch a driver's errors.
+ADAPTERS = ("bench/engines/postgres/adapter/", "bench/engines/mariadb/adapter/")
+#: The queue libraries' own workers keep their own drivers (asyncpg, procrastinate's connector), by design.
+LIBRARY_WORKERS = "bench/engines/postgres/library_workers/"
+_DRIVER_ROOTS = {"psycopg", "pymysql"}
+
+
+def _driver_names(tree: ast.Module) -> set[str]:
+    """The names a module binds to a driver or a part of one (``psycopg``, ``errors`` from ``from psycopg
+    import errors``, ``OperationalError`` ...)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in _DRIVER_ROOTS}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _DRIVER_ROOTS:
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def driver_seam_breaches(source: str, path: str) -> list[str]:
+    """Where ``source`` (the module at ``path``) calls a driver's ``connect`` or catches a driver's error outside
+    :data:`ADAPTERS`: ``"<path>:<line> <what>"``."""
+    if path.startswith(ADAPTERS) or path.startswith(LIBRARY_WORKERS):
+        return []
+    tree = ast.parse(source)
+    drivers, found = _driver_names(tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            types = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            if any(_root(t) in drivers for t in types):
+                found.append(f"{path}:{node.lineno} catches a driver's error")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connect"
+              and _root(node.func) in drivers):
+            found.append(f"{path}:{node.lineno} calls a driver's connect")
+    return found
+
+
+def test_only_the_adapters_connect_and_catch_driver_errors():
+    found = []
+    for path in sorted(BENCH.rglob("*.py")):
+        found += driver_seam_breaches(path.read_text(), path.relative_to(BENCH.parent).as_posix())
+    assert not found, "outside the driver adapters:\n" + "\n".join(found)
+
+
+def test_the_seam_rule_catches_what_it_forbids():
+    where = "bench/engines/postgres/monitor.py"
+    assert driver_seam_breaches("import psycopg\ntry:\n    pass\nexcept psycopg.Error:\n    pass\n", where)
+    assert driver_seam_breaches("from psycopg import errors\ntry:\n    pass\nexcept (ValueError, errors.QueryCanceled):\n"
+                                "    pass\n", where)
+    assert driver_seam_breaches("import pymysql\nc = pymysql.connect(host='x')\n", where)
+    assert driver_seam_breaches("import psycopg\nc = psycopg.connect('')\n", where)
+    assert not driver_seam_breaches("import psycopg\nc = psycopg.connect('')\n", "bench/engines/postgres/adapter/connect.py")
+    assert not driver_seam_breaches("try:\n    pass\nexcept EngineError:\n    pass\n", where)
+
+
+#: A statement that leaves state on the session (not a transaction's ``SET LOCAL``/``SET TRANSACTION``,
+#: MariaDB's one-statement ``SET STATEMENT … FOR`` or a user variable ``SET @x``).
+_SESSION_STATE = re.compile(
+    r"(^|;)\s*(SET\s+(SESSION\s+)?(?!LOCAL\b|TRANSACTION\b|STATEMENT\b|@)[\w{}\x22]+\s*(=|TO\b)|PREPARE\s+\w+\s+(AS|FROM)\b"
+    r"|DEALLOCATE\s+(PREPARE\s+)?\w|(UN)?LISTEN\s)|pg_(try_)?advisory_(un)?lock\(|\bGET_LOCK\(|\bRELEASE_LOCK\(",
+    re.I)
+
+
+def session_state_breaches(source: str, path: str) -> list[str]:
+    """Where ``source`` (the module at ``path``), outside :data:`ADAPTERS`, sets session state: a SQL string that
+    ``SET``s a session value, prepares or deallocates by name, listens or takes a session lock, or a call that
+    turns on psycopg's own preparation (``prepare=True``, ``prepare_threshold=``). Docstrings are not read."""
+    if path.startswith(ADAPTERS) or path.startswith(LIBRARY_WORKERS):
+        return []
+    tree = ast.parse(source)
+    skipped = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    skipped |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}  # read whole, below
+    found = []
+    for node in ast.walk(tree):
+        text = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):  # an f-string: its fixed parts, each value as {}
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if text is not None and _SESSION_STATE.search(text):
+            found.append(f"{path}:{node.lineno} {text[:60]!r}")
+        elif isinstance(node, ast.keyword) and (node.arg == "prepare_threshold" or (
+                node.arg == "prepare" and isinstance(node.value, ast.Constant) and node.value.value is True)):
+            found.append(f"{path}:{node.value.lineno} {node.arg}=")
+    return found
+
+
+def test_nothing_outside_the_adapters_sets_session_state():
+    found = []
+    for path in sorted(BENCH.rglob("*.py")):
+        found += session_state_breaches(path.read_text(), path.relative_to(BENCH.parent).as_posix())
+    assert not found, "session state set outside the driver adapters:\n" + "\n".join(found)
+
+
+def test_the_session_state_rule_catches_what_it_forbids():
+    where = "bench/engines/postgres/monitor.py"
+    for text in ("SET search_path = x", "SET SESSION innodb_lock_wait_timeout = 1", "PREPARE q AS SELECT 1",
+                 "BEGIN; SET statement_timeout TO 5", "LISTEN chan", "SELECT pg_advisory_lock(1)",
+                 "SELECT GET_LOCK('x', 0)", "DEALLOCATE q"):
+        assert session_state_breaches(f"q = {text!r}\n", where), text
+    assert session_state_breaches("q = f'SET {name} = {value}'\n", where)
+    assert not session_state_breaches("q = f'UPDATE {t} SET status = 1'\n", where)
+    assert session_state_breaches("c.execute('SELECT 1', prepare=True)\n", where)
+    assert session_state_breaches("psycopg_like(prepare_threshold=5)\n", where)
+    for text in ("SET LOCAL lock_timeout = 1", "UPDATE t SET status = 'done'", "SET TRANSACTION ISOLATION LEVEL x",
+                 "SET STATEMENT max_statement_time = 1 FOR SELECT 1", "SET @id = NULL"):
+        assert not session_state_breaches(f"q = {text!r}\n", where), text
+    assert not session_state_breaches('def f():\n    """SET search_path = x"""\n', where)
+    assert not session_state_breaches("q = 'SET search_path = x'\n", "bench/engines/mariadb/adapter/connection.py")

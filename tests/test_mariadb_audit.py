@@ -286,7 +286,7 @@ def _twenty_workers(workers: int = 20, batch: int = 5, backlog: int = 2000) -> d
     the greenlets saw."""
     import gevent
 
-    from bench.engines.mariadb.connection import cooperative_wait
+    from bench.engines.mariadb.adapter import cooperative_wait
 
     socket_module = cooperative_wait()  # raises unless PyMySQL waits on gevent's sockets
     cfg = build_config(overrides={"schema": SCHEMA, "batch": batch, "history": 0, "policy": "skip_locked",

@@ -38,7 +38,7 @@ def test_the_wheel_holds_every_module_of_bench_and_the_shipped_data(tmp_path):
     in_wheel = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
     in_tree = {str(p.relative_to(REPO)) for p in (REPO / "bench").rglob("*.py")}
     assert in_tree - in_wheel == set()
-    assert {"bench/engines/postgres/session.py", "bench/cli/main.py"} <= in_wheel
+    assert {"bench/engines/postgres/adapter/wire.py", "bench/cli/main.py"} <= in_wheel
     data_in_wheel = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("bench/data/")}
     data_in_tree = {p.relative_to(REPO).as_posix() for p in DATA_DIR.rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts}

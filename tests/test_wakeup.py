@@ -20,7 +20,7 @@ from psycopg import sql
 from bench.engines.postgres.embedded import embedded_postgres
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.policies import insert_sql, notify_channel
-from bench.engines.postgres.session import PreparedSession
+from bench.engines.postgres.adapter.wire import PreparedSession
 from conftest import CLEAN_INVARIANTS, run_and_load
 
 #: Scratch schema of the tests that build their own tables (dropped after each); runs use RUN_SCHEMA.

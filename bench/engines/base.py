@@ -38,7 +38,14 @@ class LockNotAvailable(EngineError):
 
 
 class ConnectFailed(EngineError):
-    """A new connection could not be opened."""
+    """A new session could not be opened (connect, settings, prepared statements). ``permanent``: waiting will
+    not mend it (wrong database, schema or table missing, authentication, bad settings, a name already taken:
+    each adapter's ``is_permanent``), so a run stops at once rather than retrying; ``cause``: what a permanent
+    refusal most likely means, in words (each adapter's ``refusal_cause``)."""
+
+    def __init__(self, kind: str, message: str, *, permanent: bool = False, cause: str = ""):
+        super().__init__(kind, message, lost=True)
+        self.permanent, self.cause = permanent, cause
 
 
 class WorkerSession(Protocol):

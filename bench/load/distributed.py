@@ -59,6 +59,7 @@ class DistributedDriver(MergedProcesses):
         self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
         self.connected: dict[int, int] = {}
+        self.refused: dict | None = None  # the first worker whose first session was refused for good, any process
         self.started = False  # the users have been started (no worker may join from then on)
         keep_out_latecomers(self.master, lambda client_id: self.started and client_id not in self.clients)
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
@@ -91,6 +92,8 @@ class DistributedDriver(MergedProcesses):
 
     def _on_connected(self, environment, msg, **_):
         self.connected[int(msg.data["process"])] = int(msg.data["workers"])
+        if msg.data.get("refused") and self.refused is None:
+            self.refused = msg.data["refused"]
 
     def _on_interval(self, environment, msg, **_):
         self._append_events(int(msg.data["process"]), msg.data.get("events"))
@@ -146,7 +149,8 @@ class DistributedDriver(MergedProcesses):
     def wait_connected(self) -> float:
         """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim; the
         seconds waited."""
-        waited = wait_for_workers(lambda: sum(self.connected.values()), self.cfg.workers, self._alive)
+        waited = wait_for_workers(lambda: sum(self.connected.values()), self.cfg.workers, self._alive,
+                                  refused=lambda: self.refused)
         for i, n in self.connected.items():
             self.stats[i]["workers"] = n
         self.master.send_message("qbench_go")

@@ -13,6 +13,7 @@ from locust.env import Environment
 
 from bench.config.run_config import RunConfig
 from bench.config.faults import choose_workers
+from bench.errors import SessionRefused
 from bench.load import swarm
 from bench.load.fault_windows import mark_workers
 from bench.load.producers import Producer
@@ -45,6 +46,10 @@ class RunDriver(Protocol):
 
     def running_workers(self) -> int:
         """Workers running as the second just closed ended; after :meth:`stop`, as it began."""
+
+    def connected_workers(self) -> int:
+        """Workers whose session is open: when :meth:`wait_connected` returned, those connected then; once
+        :meth:`stop` has returned, those whose session was open as the load stopped."""
 
     def open_fault(self, fault, given_up) -> None:
         """Open a ``crash_after_claim`` or ``late_worker`` window on :func:`bench.config.faults.fault_count` of
@@ -108,11 +113,16 @@ def users(cfg: RunConfig) -> int:
 CONNECT_WAIT_S = 60.0
 
 
-def wait_for_workers(connected: Callable[[], int], workers: int, alive: Callable[[], object] = lambda: True) -> float:
+def wait_for_workers(connected: Callable[[], int], workers: int, alive: Callable[[], object] = lambda: True,
+                     refused: Callable[[], dict | None] = lambda: None) -> float:
     """Wait (at most :data:`CONNECT_WAIT_S`) until ``connected()`` reaches ``workers``, or no process is
-    ``alive()``; the seconds waited."""
+    ``alive()``; the seconds waited. Raises :class:`SessionRefused` at once when ``refused()`` names a worker
+    whose first session was refused for good (:attr:`bench.load.swarm.SwarmContext.refused`)."""
     started = time.monotonic()
     while connected() < workers and time.monotonic() - started < CONNECT_WAIT_S and alive():
+        refusal = refused()
+        if refusal is not None:
+            raise SessionRefused(refusal["worker"], refusal["kind"], refusal["message"], refusal["cause"])
         gevent.sleep(0.02)
     return time.monotonic() - started
 
@@ -138,7 +148,8 @@ class LocalDriver:
     def wait_connected(self) -> float:
         """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim
         (``ctx.go``); the seconds waited."""
-        waited = wait_for_workers(lambda: self.ctx.connected_workers, self.cfg.workers)
+        waited = wait_for_workers(lambda: self.ctx.connected_workers, self.cfg.workers,
+                                  refused=lambda: self.ctx.refused)
         self.ctx.go.set()  # the workers start claiming together
         self._stats["workers"] = self.ctx.connected_workers  # as the load starts (intervals.csv has each second's)
         return waited
@@ -158,6 +169,12 @@ class LocalDriver:
     def running_workers(self) -> int:
         """This process's workers running now, or as the stop began (see :meth:`RunDriver.running_workers`)."""
         return self._workers_at_stop if self._workers_at_stop is not None else self.ctx.running_workers
+
+    def connected_workers(self) -> int:
+        """See :meth:`RunDriver.connected_workers`."""
+        if self._workers_at_stop is None:
+            return self.ctx.connected_workers
+        return self._workers_at_stop - len(self.ctx.disconnected)
 
     def open_fault(self, fault, given_up) -> None:
         """Mark the chosen workers in this process's context (see :meth:`RunDriver.open_fault`)."""
@@ -194,6 +211,7 @@ class LocalDriver:
     def stop(self) -> None:
         """Stop the users; Locust waits up to :func:`stop_timeout_s` for each cycle to finish."""
         self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it
+        self.ctx.disconnected = set(self.ctx.disconnected)  # as the load stopped: the stop changes it no more
         self._runner.stop()
 
     def quit(self) -> None:

@@ -110,6 +110,13 @@ class MergedProcesses:
             return self._workers_at_stop
         return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
+    def connected_workers(self) -> int:
+        """Workers whose session is open in every process not lost: as each reported when the load started, or,
+        after :meth:`stop`, as the load stopped (less those each process reported without a session)."""
+        if self._workers_at_stop is None:
+            return sum(s["workers"] for s in self.stats.values() if not s["lost"])
+        return self._workers_at_stop - sum(int(d.get("disconnected") or 0) for d in self.done.values())
+
     def stop(self) -> None:
         """Stop the processes' load, collect each process's report, and merge the claim logs into ``ctx.log``."""
         self._workers_at_stop = self.running_workers()  # the stop phase's second: the workers that ran it

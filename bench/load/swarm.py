@@ -13,7 +13,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 
 from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.run_config import RunConfig
-from bench.engines.base import EngineError, LockNotAvailable, SessionFactory, WorkerSession
+from bench.engines.base import ConnectFailed, EngineError, LockNotAvailable, SessionFactory, WorkerSession
 from bench.measure.claimlog import ClaimLog
 from bench.measure.metrics import Recorder
 from bench.workload import jobs
@@ -42,6 +42,11 @@ class SwarmContext:
     worker_names: list = field(default_factory=list)
     #: workers whose first connection is open (the run starts its clock once all are)
     connected_workers: int = 0
+    #: the first worker whose first session was refused for good: ``{"worker", "kind", "message", "cause"}``
+    #: (the run stops: :class:`bench.errors.SessionRefused`)
+    refused: dict | None = None
+    #: workers whose session is lost and not yet reopened (a run that ends with some is suspect)
+    disconnected: set = field(default_factory=set)
     #: workers started and not yet stopped (a web UI run changes it; intervals.csv ``workers``)
     running_workers: int = 0
     #: set by the run when its clock starts: no worker claims before, so every claim is in a second
@@ -107,14 +112,28 @@ class QueueWorker(RunUser):
         self._connect()
 
     def _connect(self) -> None:
+        """Open this worker's session, retrying with back-off; a first session refused for good
+        (``ConnectFailed.permanent``) is reported in ``ctx.refused`` instead, once, and not retried."""
         delay = RECONNECT_BASE_S
         while not self.ctx.stopping:
+            if self.ctx.refused is not None and not self.connected_once:
+                gevent.sleep(RECONNECT_CAP_S)  # the run is stopping for it
+                return
             try:
                 self.session = self.ctx.sessions.worker_session(self.name)
+                self.ctx.disconnected.discard(self.name)
                 if not self.connected_once:
                     self.connected_once = True
                     self.ctx.connected_workers += 1
                 return
+            except ConnectFailed as err:
+                if err.permanent and not self.connected_once:
+                    self.ctx.refused = {"worker": self.name, "kind": err.kind, "message": str(err),
+                                        "cause": err.cause}
+                    continue
+                self.ctx.recorder.error(err.kind)
+                gevent.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(RECONNECT_CAP_S, delay * 2)
             except EngineError as err:
                 self.ctx.recorder.error(err.kind)
                 gevent.sleep(delay * random.uniform(0.5, 1.0))
@@ -182,7 +201,7 @@ class QueueWorker(RunUser):
         """One cycle: claim up to ``batch`` jobs, run them, complete them. Errors are counted by kind; 55P03
         backs off with jitter; a lost connection is re-opened with back-off."""
         if self.session is None or self.session.broken:
-            self.session = None
+            self._lose_session()
             self._connect()
             return
         try:
@@ -231,7 +250,7 @@ class QueueWorker(RunUser):
             self.ctx.recorder.error(err.kind)
             lost = err.lost or self.session.broken
             if lost:
-                self.session = None
+                self._lose_session()
             else:
                 self.session.rollback()
             self._abandon_claims(in_doubt=lost)
@@ -250,9 +269,14 @@ class QueueWorker(RunUser):
         # Short mode: the claims stay in the log as in flight, so a re-claim before their lease expires
         # is a double claim. Hold mode: the close rolls them back; their Tentative buffer is dropped.
         self.session.close()
-        self.session = None
+        self._lose_session()
         self._abandon_claims(in_doubt=False)
         return True
+
+    def _lose_session(self) -> None:
+        """This worker has no session now (lost, or crashed by a fault) until :meth:`_connect` reopens one."""
+        self.session = None
+        self.ctx.disconnected.add(self.name)
 
     def _late_by_s(self) -> float:
         """Fault ``late_worker``: how long past the lease to wait before completing (0 when not chosen)."""

@@ -161,6 +161,7 @@ class WorkerProcess:
         self.runner.send_message("qbench_done", {
             "process": self.index, "tail": interval_codec.encode(tail), "plan_sessions": self.ctx.plan_sessions,
             "worker_explain": self.ctx.worker_explain, "events": self.claims.take(),
+            "disconnected": len(self.ctx.disconnected),
             "events_total": self.claims.events})
         tail.release()
         # Everything is handed over: exit once the message is out (Locust's quit ends the runner's
@@ -177,12 +178,14 @@ class WorkerProcess:
                 exit_now(1)
 
     def report_connected(self) -> None:
-        """Tell the master how many of this process's workers have their first connection open, on each change."""
-        sent = -1
+        """Tell the master how many of this process's workers have their first connection open, and a first session
+        refused for good (``ctx.refused``), on each change."""
+        sent = (-1, None)
         while True:
-            if self.ctx.connected_workers != sent:
-                sent = self.ctx.connected_workers
-                self.runner.send_message("qbench_connected", {"process": self.index, "workers": sent})
+            if (self.ctx.connected_workers, self.ctx.refused) != sent:
+                sent = (self.ctx.connected_workers, self.ctx.refused)
+                self.runner.send_message("qbench_connected", {"process": self.index, "workers": sent[0],
+                                                              "refused": sent[1]})
             gevent.sleep(0.02)
 
 

@@ -122,7 +122,7 @@ class Recorder:
     """The current interval's latencies (µs, folded into HdrHistograms by :meth:`rotate`) and counters (``claims``,
     ``jobs_claimed``, ``empty_claims``, ``jobs_completed``, ``stale_completions`` (matched no row), ``jobs_produced``,
     ``over_claims`` (> ``batch`` rows), ``nowait_retries``); ``errors`` by SQLSTATE or kind
-    (:mod:`bench.engines.postgres.error_kinds`); ``max_rows_per_claim``; ``rotations`` (intervals closed)."""
+    (:mod:`bench.engines.postgres.adapter.errors`); ``max_rows_per_claim``; ``rotations`` (intervals closed)."""
 
     def __init__(self, batch: int):
         self.batch = batch
@@ -188,7 +188,7 @@ class Recorder:
         self._values["producer_lag_us"].extend(lags_us)
 
     def error(self, kind: str) -> None:
-        """Count one error of ``kind`` (a SQLSTATE such as ``55P03``, or a :data:`bench.engines.postgres.error_kinds.NAMED_KINDS` key)."""
+        """Count one error of ``kind`` (a SQLSTATE such as ``55P03``, or a :data:`bench.engines.driver.NAMED_KINDS` key)."""
         self.errors[kind] += 1
 
     def count(self, name: str, n: int = 1) -> None:

@@ -33,10 +33,40 @@ SUSPECT_LOOP_LAG_P99_US = 10_000
 SUSPECT_PRODUCER_LAG_P50_MS = 1000.0
 
 
+#: Above this share of claims that failed with an error (the policy's own NOWAIT refusals, retried by design,
+#: left out), the latency figures leave out more than their own tail: a failed claim is not in the claim
+#: histogram, so with more than 1 % of claims failed, claim p99 describes fewer than 99 % of the attempts and
+#: can be anything. Decided from the claim p99 the run reports, before any run was judged by it.
+SUSPECT_ERROR_SHARE = 0.01
+
+
 def suspect_reasons(f: Figures) -> list[str]:
     """Every reason the run of ``f`` may not be trusted, in a fixed order; none for a sound run."""
-    return [*_harness_reasons(f), *_cycle_reasons(f), *_producer_reasons(f), *_database_lost_reasons(f),
-            *_process_pace_reasons(f), *_claim_log_reasons(f), *_lost_process_reasons(f), *_outcome_reasons(f)]
+    return [*_harness_reasons(f), *_workers_reasons(f), *_cycle_reasons(f), *_producer_reasons(f),
+            *_database_lost_reasons(f), *_process_pace_reasons(f), *_claim_log_reasons(f),
+            *_lost_process_reasons(f), *_outcome_reasons(f)]
+
+
+def _workers_reasons(f: Figures) -> list[str]:
+    """Fewer workers connected than asked as the clock started or as the load stopped (the web UI's own changes
+    aside), and a share of failed claims above :data:`SUSPECT_ERROR_SHARE`."""
+    reasons, seen = [], f.facts.run_info.get("workers_connected") or {}
+    asked = seen.get("asked")
+    if asked is not None and seen.get("at_start") is not None and seen["at_start"] < asked:
+        reasons.append(f"the run started with {seen['at_start']} of {asked} workers connected (waited "
+                       f"{seen.get('connect_wait_s', 0):g} s): its figures are those of fewer workers")
+    if (asked is not None and seen.get("at_end") is not None and seen["at_end"] < asked
+            and not f.facts.run_info.get("web_ui")):
+        reasons.append(f"the run ended with {seen['at_end']} of {asked} workers connected: the others had lost "
+                       "their sessions and could not open new ones")
+    failed = sum(f.errors.values()) - f.counters["nowait_retries"]
+    attempts = f.counters["claims"] + failed
+    if attempts and failed / attempts > SUSPECT_ERROR_SHARE and not f.facts.cfg.faults:
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in f.errors.most_common(3))
+        reasons.append(f"{failed:,} errors of claims and completions against {f.counters['claims']:,} claims "
+                       f"that succeeded ({kinds}): {failed / attempts:.1%} of attempts failed (> "
+                       f"{SUSPECT_ERROR_SHARE:.0%}), and the latency figures describe only those that succeeded")
+    return reasons
 
 
 def _harness_reasons(f: Figures) -> list[str]:

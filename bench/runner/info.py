@@ -84,6 +84,9 @@ def run_info(run) -> dict:
         "ended_at": seconds.iso_at(run.ended_unix),
         "harness_rss_mb": run.rss.summary(),
         "processes": run.driver.processes,
+        # the workers whose session was open as the clock started and as the load stopped (docs/results.md)
+        "workers_connected": {"asked": cfg.workers, "at_start": run.workers_at_start, "at_end": run.workers_at_end,
+                              "connect_wait_s": round(run.connect_s, 2)},
         "web_ui": run.ui.info(measured.seconds) if run.ui else None,
         "replica": run.side_tasks.replica.info if run.side_tasks.replica else None,
         "migrations": run.migrations,

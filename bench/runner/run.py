@@ -17,7 +17,7 @@ import psutil
 from bench import __version__, run_summary
 from bench.config.run_config import RunConfig
 from bench.engines import engine_for
-from bench.errors import ConfigError
+from bench.errors import ConfigError, SessionRefused
 from bench.load import swarm
 from bench.load.distributed import run_driver
 from bench.load.fault_windows import fault_window
@@ -126,9 +126,15 @@ class Run:
         self.n_warm = int(round(cfg.warmup_s))
         self.n_meas = max(1, int(round(cfg.duration_s)))
         self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them
-        connect_s = self.driver.wait_connected()
-        if connect_s >= 1.0:
-            self.log(f"workers connected in {connect_s:.1f} s; the warm-up and the measured window start now")
+        try:
+            self.connect_s = self._started_or_cleaned(self.driver.wait_connected)
+        except SessionRefused:
+            self.engine.drop_schema_at(self.dsn, cfg.schema)  # created by this run, which measured nothing
+            raise
+        self.workers_at_start = self.driver.connected_workers()
+        if self.connect_s >= 1.0 or self.workers_at_start < cfg.workers:
+            self.log(f"workers connected in {self.connect_s:.1f} s: {self.workers_at_start} of {cfg.workers}; "
+                     "the warm-up and the measured window start now")
         self.clock = clock = seconds.Clock()
         self.ctx.measured_start_unix = clock.unix0 + self.n_warm
         self.cpu_meter.read()  # the connecting phase's CPU belongs to no second
@@ -226,6 +232,7 @@ class Run:
         gevent.killall(self.fault_greenlets)  # each closes what it opened (finally)
         self.ctx.active_faults.clear()
         self.driver.stop()
+        self.workers_at_end = self.driver.connected_workers()
         self.driver.quit()
         if self.ui:
             self.ui.close()

@@ -8,7 +8,7 @@ import math
 from typing import Iterable
 
 from bench.engines import audit_flow
-from bench.engines.mariadb.db import DRIVER, execute
+from bench.engines.mariadb.adapter import DRIVER, execute
 from bench.engines.mariadb.policies import ident, literal
 from bench.measure.claimlog import EVENT_COLUMNS, EVENT_KINDS, ClaimLog
 

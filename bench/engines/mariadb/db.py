@@ -7,22 +7,17 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import pymysql
-
 from bench.config.run_config import RunConfig
 from bench.data import SCHEMAS_DIR
-from bench.engines.mariadb.connection import open_connection
+from bench.engines.base import EngineError
+from bench.engines.mariadb.adapter import connect_dsn, execute, query, translated, try_lock_schema, unlock_schema
 from bench.engines.mariadb.policies import ident, literal
 from bench.engines.common import SeedResult, ToolSchema
-from bench.engines.driver import Driver
-from bench.engines.mariadb.error_kinds import LOCK_WAIT_TIMEOUT, error_kind, first_line, is_lost
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 SCHEMA_DIR = SCHEMAS_DIR / "mariadb"
-#: The exceptions a database error raises through this engine.
-DATABASE_ERRORS = (pymysql.err.MySQLError, OSError)
 #: Server variables recorded with every run (``@@name``; absent ones are recorded as None).
 KEY_SETTINGS = (
     "max_connections", "extra_max_connections", "innodb_buffer_pool_size", "innodb_flush_log_at_trx_commit",
@@ -33,66 +28,8 @@ KEY_SETTINGS = (
 #: Rows per seeding INSERT (keeps each transaction's undo log small).
 SEED_CHUNK = 200_000
 
-
-def connect(dsn: str, *, application_name: str = "queue-bench"):
-    """Open one admin connection (autocommit, UTC). Raises ConfigError (``DSN``) when it cannot connect."""
-    try:
-        return open_connection(dsn, program=application_name)
-    except pymysql.err.MySQLError as err:
-        message = err.args[1] if len(err.args) > 1 else str(err)
-        raise ConfigError("DSN", f"cannot connect ({str(message).splitlines()[0]}); allowed: a reachable MariaDB DSN "
-                                 "(mysql://user@host:port/), or none for the embedded server") from None
-
-
-def query(conn, text: str, args=None) -> list[tuple]:
-    """The rows of one statement on ``conn``."""
-    with conn.cursor() as cur:
-        cur.execute(text, args)
-        return list(cur.fetchall())
-
-
-def execute(conn, text: str, args=None) -> int:
-    """Run one statement on ``conn``; return its affected rows."""
-    with conn.cursor() as cur:
-        return cur.execute(text, args)
-
-
-def is_alive(conn) -> bool:
-    """True when ``conn`` still answers."""
-    try:
-        conn.ping(reconnect=False)
-        return True
-    except (pymysql.err.MySQLError, OSError):
-        return False
-
-
-def _after_error(conn) -> None:
-    """Roll back what a failed statement left open; close a dead one (PyMySQL may call it open) to reopen."""
-    try:
-        conn.rollback()
-    except DATABASE_ERRORS as err:
-        if is_lost(err):
-            try:
-                conn.close()
-            except DATABASE_ERRORS:
-                pass
-
-
-def _fetch(conn, text: str, args, all_rows: bool):
-    """The first row (or all rows) of one statement."""
-    with conn.cursor() as cur:
-        cur.execute(text, args)
-        return cur.fetchall() if all_rows else cur.fetchone()
-
-
-#: PyMySQL as the shared flows use it (a failed statement's transaction is rolled back).
-DRIVER = Driver(errors=DATABASE_ERRORS, connect=connect, execute=execute, is_alive=is_alive,
-                error_kind=lambda err, conn: error_kind(err), first_line=first_line, after_error=_after_error,
-                fetch=_fetch, is_broken=lambda conn: not conn.open,
-                statement_timeout=lambda conn, ms: execute(conn, f"SET SESSION max_statement_time = {ms / 1000:.3f}"),
-                # a metadata lock's wait: lock_wait_timeout, whole seconds (1 at least)
-                lock_timeout=lambda conn, ms: execute(conn, f"SET SESSION lock_wait_timeout = {max(1, -(-int(ms) // 1000))}"),
-                lock_timeout_kinds=(LOCK_WAIT_TIMEOUT,))
+#: An admin connection (autocommit, UTC); ConfigError (``DSN``) when it cannot connect.
+connect = connect_dsn
 
 
 def server_info(conn) -> dict:
@@ -102,9 +39,10 @@ def server_info(conn) -> dict:
     settings = {}
     for name in KEY_SETTINGS:
         try:
-            value = query(conn, f"SELECT @@{name}")[0][0]
+            with translated():
+                value = query(conn, f"SELECT @@{name}")[0][0]
             settings[name] = value.decode() if isinstance(value, bytes) else value
-        except pymysql.err.MySQLError:
+        except EngineError:
             settings[name] = None
     numbers = [int(x) for x in version.split("-")[0].split(".")[:3]]
     return {"engine": "mariadb" if "mariadb" in version.lower() else "mysql", "server_version": version,
@@ -127,16 +65,6 @@ def schema_state(conn, schema: str) -> str:
     if not rows:
         return "absent"
     return "ours" if rows[0][0] == SCHEMA_MARK else "foreign"
-
-
-def try_lock_schema(conn, schema: str) -> bool:
-    """Take the named lock ``qbench:<schema>`` on ``conn`` (held until it closes); True when taken."""
-    return query(conn, "SELECT GET_LOCK(%s, 0)", (f"qbench:{schema}",))[0][0] == 1
-
-
-def unlock_schema(conn, schema: str) -> None:
-    """Release the lock :func:`try_lock_schema` took."""
-    query(conn, "SELECT RELEASE_LOCK(%s)", (f"qbench:{schema}",))
 
 
 _OUTSIDE_DEPENDENTS = """

@@ -10,10 +10,10 @@ import re
 import signal
 import subprocess
 
-import pymysql
-
+from bench.engines.base import EngineError
 from bench.engines.embedded_base import STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
 from bench.engines.embedded_host import MAX_SOCKET_PATH
+from bench.engines.mariadb.adapter import open_connection, query, translated
 from bench.engines.mariadb.embedded_binaries import ServerBinaries, find_server_binaries
 
 __all__ = ["BUFFER_POOL_SIZE", "ERROR_LOG", "EmbeddedError", "MariaDBRecipe", "PID_FILE", "embedded_mariadb"]
@@ -108,15 +108,13 @@ class MariaDBRecipe(Recipe):
         except (OSError, ValueError):
             return "it wrote no pid file"
         try:
-            conn = pymysql.connect(host="127.0.0.1", port=srv.port, user="root", password="",
-                                   connect_timeout=timeout, read_timeout=timeout, write_timeout=timeout)
+            conn = open_connection(self.dsn(srv.port), program="queue-bench embedded", timeout_s=timeout)
             try:
-                with conn.cursor() as cur:
-                    cur.execute("SELECT @@pid_file")
-                    (pid_file,) = cur.fetchone()
+                with translated():
+                    (pid_file,) = query(conn, "SELECT @@pid_file")[0]
             finally:
                 conn.close()
-        except pymysql.Error as exc:
+        except EngineError as exc:
             return str(exc)
         if pid_file != str(srv.data_dir / PID_FILE):
             return f"port {srv.port} is answered by another server (pid file {pid_file})"

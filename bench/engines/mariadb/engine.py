@@ -7,7 +7,7 @@ from typing import Any
 
 from bench.engines.base import Engine
 from bench.engines.mariadb import CAPABILITIES, audit, db, fault_actions, plans, probes
-from bench.engines.mariadb.connection import cooperative_wait
+from bench.engines.mariadb.adapter import DRIVER, cooperative_wait
 from bench.engines.mariadb.monitor import Monitor
 from bench.engines.mariadb.reaper import Reaper
 from bench.engines.mariadb.sessions import MariaDBProducerSession, MariaDBWorkerSession
@@ -20,7 +20,7 @@ class MariaDBEngine(Engine):
     name = "mariadb"
     capabilities = CAPABILITIES
     db, plans, probes, faults = db, plans, probes, fault_actions
-    driver = db.DRIVER
+    driver = DRIVER
     worker_session, producer_session = MariaDBWorkerSession, MariaDBProducerSession
     cooperative_wait = staticmethod(cooperative_wait)
     reaper_task = Reaper

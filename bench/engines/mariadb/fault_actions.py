@@ -3,13 +3,11 @@ migration run on the queue table."""
 
 from __future__ import annotations
 
-import math
 import random
 
-import pymysql
-
+from bench.engines.base import EngineError
 from bench.engines.mariadb import db
-from bench.engines.mariadb.error_kinds import error_number, first_line
+from bench.engines.mariadb.adapter import LOCK_WAIT_TIMEOUT, connect_dsn, lock_timeout, translated
 from bench.engines.mariadb.policies import ident
 from bench.engines.mariadb.sessions import WORKER_CONNECTION_IDS
 
@@ -17,9 +15,8 @@ from bench.engines.mariadb.sessions import WORKER_CONNECTION_IDS
 def hold_snapshot(dsn: str, schema: str):
     """A ``REPEATABLE READ`` transaction with a consistent snapshot that has read the queue table, holding back
     InnoDB's purge (https://mariadb.com/kb/en/start-transaction/) until :func:`release`."""
-    conn = db.connect(dsn, application_name="queue-bench long transaction")
+    conn = connect_dsn(dsn, isolation="repeatable_read", application_name="queue-bench long transaction")
     with conn.cursor() as cur:
-        cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute(f"SELECT COUNT(*) FROM {ident(schema, 'jobs')}")
         cur.fetchall()
@@ -42,9 +39,10 @@ def kill_one_worker(conn) -> bool:
     random.shuffle(ids)
     for connection_id in ids:
         try:
-            db.execute(conn, f"KILL CONNECTION {int(connection_id)}")
+            with translated():
+                db.execute(conn, f"KILL CONNECTION {int(connection_id)}")
             return True
-        except pymysql.err.MySQLError:  # that connection is already gone (1094 unknown thread id)
+        except EngineError:  # that connection is already gone (1094 unknown thread id)
             WORKER_CONNECTION_IDS.discard(connection_id)
     return False
 
@@ -78,10 +76,11 @@ def migration_fails(conn, schema: str, text: str) -> str | None:
     MariaDB commits DDL, so it cannot be rolled back. The server's first line when it fails, else None."""
     copy = ident(schema, _CHECK_TABLE)
     try:
-        db.execute(conn, f"CREATE TABLE {copy} LIKE {ident(schema, 'jobs')}")
-        db.execute(conn, text.replace(ident(schema, "jobs"), copy))
-    except pymysql.err.MySQLError as err:
-        return first_line(err)
+        with translated():
+            db.execute(conn, f"CREATE TABLE {copy} LIKE {ident(schema, 'jobs')}")
+            db.execute(conn, text.replace(ident(schema, "jobs"), copy))
+    except EngineError as err:
+        return str(err)
     finally:
         db.execute(conn, f"DROP TABLE IF EXISTS {copy}")
     return None
@@ -94,12 +93,10 @@ class Migration:
     def __init__(self, dsn: str, schema: str, text: str, lock_timeout_ms: float):
         self.dsn, self.text = dsn, text
         self.conn = db.connect(dsn, application_name="queue-bench migration")
-        seconds = math.ceil(lock_timeout_ms / 1000) if lock_timeout_ms > 0 else 31_536_000
-        db.execute(self.conn, f"SET SESSION lock_wait_timeout = {int(seconds)}")
-        #: the timeout as the server has it (``@@lock_wait_timeout``, read back), for the run's line and summary
-        server_s = db.query(self.conn, "SELECT @@SESSION.lock_wait_timeout")[0][0]
-        self.timeout_set = (f"lock_wait_timeout {server_s} s: {lock_timeout_ms:g} ms rounded up to whole seconds"
-                            if lock_timeout_ms > 0 else f"no lock timeout (lock_wait_timeout {server_s} s)")
+        #: the timeout as the server has it (``lock_wait_timeout 2 s``, read back), for the run's line and summary
+        server = lock_timeout(self.conn, lock_timeout_ms)
+        self.timeout_set = (f"{server}: {lock_timeout_ms:g} ms rounded up to whole seconds"
+                            if lock_timeout_ms > 0 else f"no lock timeout ({server})")
         self.connection_id = db.query(self.conn, "SELECT CONNECTION_ID()")[0][0]
         self._running = False
 
@@ -107,10 +104,11 @@ class Migration:
         """One attempt: ``("done", None)``, ``("lock_timeout", message)`` (1205) or ``("error", message)``."""
         self._running = True  # stays True when the run's end interrupts it: close() kills it then
         try:
-            db.execute(self.conn, self.text)
-        except pymysql.err.MySQLError as err:
+            with translated():
+                db.execute(self.conn, self.text)
+        except EngineError as err:
             self._running = False
-            return ("lock_timeout" if error_number(err) == 1205 else "error"), first_line(err)
+            return ("lock_timeout" if err.kind == LOCK_WAIT_TIMEOUT else "error"), str(err)
         self._running = False
         return "done", None
 

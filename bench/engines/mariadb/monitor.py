@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-import pymysql
-
+from bench.engines.base import EngineError
 from bench.engines.mariadb.cost import STATUS_NAMES, cost_sample
 from bench.engines.lock_queue import LockQueueFold
-from bench.engines.mariadb.db import DRIVER
+from bench.engines.mariadb.adapter import DRIVER, translated
 from bench.engines.mariadb.fault_actions import MIGRATION_MARK
 from bench.engines.mariadb.policies import WORKER_MARK, ident, literal
 from bench.engines.sampler import TableSampler, spawn_samplers
@@ -47,11 +46,11 @@ def lock_waits_source(conn) -> tuple[str, str] | None:
     """The first of :data:`LOCK_WAIT_SOURCES` this server can read, or None."""
     for table, count in LOCK_WAIT_SOURCES:
         try:
-            with conn.cursor() as cur:
+            with translated(), conn.cursor() as cur:
                 cur.execute(f"SELECT {count} FROM {table}")
                 cur.fetchall()
             return table, count
-        except pymysql.err.MySQLError:
+        except EngineError:
             continue
     return None
 

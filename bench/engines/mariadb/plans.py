@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-import pymysql
-
 from bench.analysis.claim_growth import growth_warning
+from bench.engines.base import EngineError
 from bench.engines.mariadb import policies
-from bench.engines.mariadb.error_kinds import first_line
+from bench.engines.mariadb.adapter import first_line, translated
 from bench.workload.queues import queue_count, queue_names
 
 #: Access types that read a whole table or index (MariaDB's ``access_type``): a claim that uses one
@@ -55,11 +54,11 @@ def capture_plans(conn, cfg, when: str) -> tuple[dict | None, str]:
     """``({"auto": None, "explain": PLAN}, when)`` of the claim SELECT's ``EXPLAIN FORMAT=JSON``, or ``(None, why)``."""
     select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch, queue_names(queue_count(cfg)))
     try:
-        with conn.cursor() as cur:
+        with translated(), conn.cursor() as cur:
             cur.execute("EXPLAIN FORMAT=JSON " + select)
             text = cur.fetchone()[0]
         return {"auto": None, "explain": summarize_plan(text)}, when
-    except (pymysql.err.MySQLError, ValueError) as err:
+    except (EngineError, ValueError) as err:
         return None, f"{when}: capture failed: {first_line(err)}"
 
 

@@ -8,14 +8,14 @@ import contextlib
 import secrets
 from typing import Iterator
 
-import pymysql
-
+from bench.engines.base import EngineError, LockNotAvailable
 from bench.engines.mariadb import db
-from bench.engines.mariadb.connection import ISOLATION_LEVELS, open_connection
-from bench.engines.mariadb.error_kinds import error_number
+from bench.engines.mariadb.adapter import (ISOLATION_LEVELS, NOT_SUPPORTED_YET, connect_dsn, lock_timeout,
+                                           statement_timeout, translated)
 from bench.engines.mariadb.policies import claim_select, ident
 
-#: Each probe session's ``innodb_lock_wait_timeout`` and ``max_statement_time`` (s): a safety net.
+#: Each probe session's lock timeouts (``innodb_lock_wait_timeout``, ``lock_wait_timeout``) and
+#: ``max_statement_time`` (s): a safety net.
 PROBE_TIMEOUT_S = 5
 #: The isolation of the probe's sessions: the engine's default ``ISOLATION`` (next-key locks).
 PROBE_ISOLATION = "repeatable_read"
@@ -28,9 +28,9 @@ CREATE TABLE {table} (
 
 
 def _session(dsn: str, name: str):
-    conn = open_connection(dsn, isolation=PROBE_ISOLATION, program=f"queue-bench probe {name}")
-    db.execute(conn, f"SET SESSION innodb_lock_wait_timeout = {PROBE_TIMEOUT_S}")
-    db.execute(conn, f"SET SESSION max_statement_time = {PROBE_TIMEOUT_S}")
+    conn = connect_dsn(dsn, isolation=PROBE_ISOLATION, application_name=f"queue-bench probe {name}")
+    lock_timeout(conn, PROBE_TIMEOUT_S * 1000, row_locks=True)
+    statement_timeout(conn, PROBE_TIMEOUT_S * 1000)
     return conn
 
 
@@ -76,10 +76,9 @@ def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:
     for job_id in ids:
         with _rolled_back(conn):
             try:
-                db.query(conn, f"SELECT id FROM {table} WHERE id = {int(job_id)} FOR UPDATE NOWAIT")
-            except pymysql.err.MySQLError as err:
-                if error_number(err) != 1205:
-                    raise
+                with translated(policy="nowait"):
+                    db.query(conn, f"SELECT id FROM {table} WHERE id = {int(job_id)} FOR UPDATE NOWAIT")
+            except LockNotAvailable:
                 locked.append(job_id)
     return locked
 
@@ -87,7 +86,7 @@ def _locked_by_nowait(conn, table: str, ids: list[int]) -> list[int]:
 def offset_lock_probe(dsn: str, schema: str) -> dict:
     """Experiment 4 on ids 1, 2, 3: A's ``LIMIT 1 OFFSET 1 FOR UPDATE`` held, B's ``SKIP LOCKED`` claim, C's
     ``NOWAIT`` on each row. Returns ``{"offset_returned", "skip_locked_got", "locked_rows", "method": "nowait
-    probe", "plan", "isolation"}``. Raises ConfigError (``SCHEMA``, ``DSN``) and PyMySQL's errors."""
+    probe", "plan", "isolation"}``. Raises ConfigError (``SCHEMA``, ``DSN``), EngineError and PyMySQL's errors."""
     with scratch_table(dsn, schema, "offset", rows=3) as (_admin, table, _name):
         a, b, c = (_session(dsn, n) for n in ("A", "B", "C"))
         try:
@@ -110,7 +109,7 @@ def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int 
     """Experiment 13 (FR-03) on ``rows`` pending rows, rolled back: the sub-select claim, then the tool's
     claim step. Returns ``{"limit", "subselect_rows", "tool_claim_rows", "plan"}``, with ``not_applicable``
     (the server's message) on error 1235. Raises ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or
-    ``limit`` < 1) and PyMySQL's other errors."""
+    ``limit`` < 1), EngineError and PyMySQL's other errors."""
     if rows < 1 or limit < 1:
         raise ValueError(f"rows and limit must be >= 1, got rows={rows!r}, limit={limit!r}")
     with scratch_table(dsn, schema, "subselect", rows=rows) as (_admin, table, name):
@@ -121,13 +120,14 @@ def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int 
             subselect_rows = plan = why = None
             with _rolled_back(conn):
                 try:
-                    subselect_rows = db.execute(conn, naive)
-                    plan = _explain(conn, naive)
-                except pymysql.err.MySQLError as err:
-                    if error_number(err) != 1235:
+                    with translated():
+                        subselect_rows = db.execute(conn, naive)
+                        plan = _explain(conn, naive)
+                except EngineError as err:
+                    if err.kind != NOT_SUPPORTED_YET:
                         raise
                     why = (f"MariaDB does not allow LIMIT in an IN sub-query, so the sub-select claim cannot run "
-                           f"(error 1235: {err.args[1]})")
+                           f"(error 1235: {err})")
             with _rolled_back(conn):
                 tool_rows = len(db.query(conn, picked))
         finally:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 
 from bench.engines.mariadb import policies
-from bench.engines.mariadb.connection import results
+from bench.engines.mariadb.adapter import DRIVER, results
 from bench.engines.common import Periodic
-from bench.engines.mariadb.db import DRIVER
 from bench.measure.metrics import Recorder
 
 

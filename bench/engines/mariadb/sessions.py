@@ -7,15 +7,12 @@ import contextlib
 import random
 import threading
 
-import pymysql
-
 from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.run_config import RunConfig
-from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
+from bench.engines.base import ClaimedRow, ConnectFailed, EngineError
 from bench.engines.common import poll_wait
 from bench.engines.mariadb import policies
-from bench.engines.mariadb.connection import open_connection, results
-from bench.engines.mariadb.error_kinds import LOCK_NOT_AVAILABLE, error_kind, first_line, is_lost
+from bench.engines.mariadb.adapter import open_connection, results, statement_bounded, translated
 from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 #: Connection ids of this process's open worker sessions (``backend_kill`` picks from them).
@@ -31,10 +28,7 @@ class _Session:
         self.name = name
         self._broken = False
         self._in_tx = False
-        try:
-            self.conn = open_connection(dsn, isolation=isolation, program=f"queue-bench {name}")
-        except pymysql.err.MySQLError as err:
-            raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+        self.conn = open_connection(dsn, isolation=isolation, program=f"queue-bench {name}")
         self.cur = self.conn.cursor()
         self.connection_id = self.conn.thread_id()
 
@@ -48,21 +42,17 @@ class _Session:
         """True while a transaction is open (or failed)."""
         return self._in_tx
 
-    def _error(self, err: BaseException, policy: str | None = None) -> EngineError:
-        if is_lost(err):
-            self._broken = True
-            self._in_tx = False
-        kind = error_kind(err, policy=policy)
-        if kind == LOCK_NOT_AVAILABLE:
-            return LockNotAvailable(kind, first_line(err))
-        return EngineError(kind, first_line(err), lost=self._broken)
-
     def run(self, text: str, policy: str | None = None) -> list[tuple[int, tuple]]:
-        """:func:`results` of ``text``, errors translated (``policy``: the claim's, for 1205)."""
+        """:func:`results` of ``text``, errors translated (``policy``: the claim's, for 1205); a lost connection
+        marks the session broken."""
         try:
-            return results(self.cur, text)
-        except (pymysql.err.MySQLError, OSError) as err:
-            raise self._error(err, policy) from None
+            with translated(policy=policy):
+                return results(self.cur, text)
+        except EngineError as err:
+            if err.lost:
+                self._broken = True
+                self._in_tx = False
+            raise
 
     def atomic(self, statements: list[str]) -> list[tuple[int, tuple]]:
         """Each statement's :func:`results` in the open transaction, else in one of their own (rolled back when
@@ -90,8 +80,9 @@ class _Session:
         """Roll back the open transaction, if any; never raises."""
         if not self._broken and self._in_tx:
             try:
-                results(self.cur, "ROLLBACK")
-            except (pymysql.err.MySQLError, OSError):
+                with translated():
+                    results(self.cur, "ROLLBACK")
+            except EngineError:
                 self._broken = True
         self._in_tx = False
 
@@ -99,7 +90,7 @@ class _Session:
         """Close the connection."""
         self._broken = True
         self._in_tx = False
-        with contextlib.suppress(pymysql.err.MySQLError, OSError):
+        with contextlib.suppress(EngineError), translated():
             self.conn.close()
 
 
@@ -196,8 +187,7 @@ class MariaDBWorkerSession(_Session):
         self.rollback()
         try:
             self.begin()
-            out = self.run(f"SET STATEMENT max_statement_time = {timeout_ms / 1000:.3f} FOR ANALYZE FORMAT=JSON "
-                           + self.select, self.cfg.policy)
+            out = self.run(statement_bounded("ANALYZE FORMAT=JSON " + self.select, timeout_ms), self.cfg.policy)
             return str(out[0][1][0][0])
         finally:
             self.rollback()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.engines.mariadb import db, policies
-from bench.engines.mariadb.connection import session_setup
+from bench.engines.mariadb.adapter import session_setup
 from bench.engines.mariadb.dsn import connect_args
 from bench.errors import ConfigError
 from bench.measure.seconds import iso_at

@@ -9,7 +9,7 @@ from psycopg import sql
 
 from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines import audit_flow
-from bench.engines.postgres.db import DRIVER
+from bench.engines.postgres.adapter import DRIVER
 from bench.measure.claimlog import EVENT_COLUMNS, ClaimLog
 
 #: The audit's temporary tables (session-private, dropped at the end of the audit's transaction).

@@ -6,10 +6,12 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from bench.engines.base import EngineError
+
 from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
 from bench.engines.postgres import defined_sql, pg_stat_statements, plans, policies
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.postgres.adapter import apply_settings, reset_settings, translated
 from bench.workload.queues import queue_count, queue_names
 
 
@@ -20,20 +22,19 @@ def capture_plans(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinitio
     values = {**defined_sql.claim_values(cfg.batch, "plan-capture", cfg.lease_s),
               "queues": policies.text_array(queue_names(queue_count(cfg)))}
     try:
-        conn.execute(defined_sql.set_search_path(cfg.schema))
-        values["worker_id"] = defined_sql.register(conn, defn)  # a library's worker row, left in the tool's schema
-        for name, value in defn.settings.items():  # as the workers' sessions have them
-            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-        try:
-            claim = (body if defn.claim_row else
-                     defined_sql.wrapped_claim(defn, body, defined_sql.describe_columns(conn, body)))
-            args = [sql.Literal(values[n]).as_string(None) for n in names]
-            return plans.capture_prepared_plans(conn, claim, args), when
-        finally:
-            for name in ("search_path", *defn.settings):
-                conn.execute(sql.SQL("RESET {}").format(sql.Identifier(name)))
-    except psycopg.Error as err:
-        return None, f"{when}: capture failed: {first_line(err)}"
+        with translated():
+            apply_settings(conn, {"search_path": cfg.schema})
+            values["worker_id"] = defined_sql.register(conn, defn)  # a library's worker row, left in the tool's schema
+            apply_settings(conn, defn.settings)  # as the workers' sessions have them
+            try:
+                claim = (body if defn.claim_row else
+                         defined_sql.wrapped_claim(defn, body, defined_sql.describe_columns(conn, body)))
+                args = [sql.Literal(values[n]).as_string(None) for n in names]
+                return plans.capture_prepared_plans(conn, claim, args), when
+            finally:
+                reset_settings(conn, ("search_path", *defn.settings))
+    except EngineError as err:
+        return None, f"{when}: capture failed: {err}"
 
 
 def pgss_read(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, missing: str | None,
@@ -42,10 +43,11 @@ def pgss_read(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, m
     if missing or isinstance(reset, str):
         return {"unavailable": missing or reset}
     try:
-        return (pg_stat_statements.read_claim(conn, cfg.schema, defn)
-                | pg_stat_statements.read_statements(conn, cfg.schema, defn))
-    except psycopg.Error as err:
-        return {"unavailable": f"read failed: {first_line(err)}"}
+        with translated():
+            return (pg_stat_statements.read_claim(conn, cfg.schema, defn)
+                    | pg_stat_statements.read_statements(conn, cfg.schema, defn))
+    except EngineError as err:
+        return {"unavailable": f"read failed: {err}"}
 
 
 def pgss_reset(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, missing: str | None) -> str | None:
@@ -53,7 +55,8 @@ def pgss_reset(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, 
     if missing:
         return missing
     try:
-        pg_stat_statements.reset_claim(conn, cfg.schema, defn)
-    except psycopg.Error as err:
-        return f"reset failed: {first_line(err)}"
+        with translated():
+            pg_stat_statements.reset_claim(conn, cfg.schema, defn)
+    except EngineError as err:
+        return f"reset failed: {err}"
     return None

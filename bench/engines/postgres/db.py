@@ -11,11 +11,10 @@ from psycopg import sql
 
 from bench.config.run_config import RunConfig
 from bench.engines.common import SeedResult, ToolSchema
-from bench.engines.driver import Driver
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.engines.postgres.builtin_queue import SCHEMA_DIR, schema_ddl, table_ddl
-from bench.engines.postgres.error_kinds import error_kind, first_line
-from bench.errors import ConfigError
+from bench.engines.postgres.adapter import DRIVER, try_lock_schema, unlock_schema
+from bench.engines.postgres.adapter import connect_dsn as connect
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
 
 
@@ -30,43 +29,6 @@ KEY_SETTINGS = (
     # PostgreSQL 18's asynchronous I/O (absent before 18: docs/architecture.md, "The embedded servers")
     "io_method", "io_workers",
 )
-
-
-def connect(dsn: str, *, autocommit: bool = True, application_name: str = "queue-bench") -> psycopg.Connection:
-    """Open one connection (10 s to connect). Raises :class:`ConfigError` (``DSN``) when it cannot connect."""
-    try:
-        return psycopg.connect(dsn, autocommit=autocommit, application_name=application_name, connect_timeout=10)
-    except psycopg.OperationalError as err:
-        raise ConfigError("DSN", f"cannot connect ({first_line(err)}); allowed: a reachable PostgreSQL DSN, or none for the embedded database") from None
-    except psycopg.ProgrammingError as err:
-        raise ConfigError("DSN", f"not a valid connection string ({err}); e.g. postgresql://user@127.0.0.1:5432/db") from None
-
-
-def is_alive(conn: psycopg.Connection) -> bool:
-    """True when ``conn`` still answers (a terminated backend is only noticed on use)."""
-    if conn.closed or conn.broken:
-        return False
-    try:
-        conn.execute("SELECT 1")
-        return True
-    except psycopg.OperationalError:
-        return False
-
-
-def _fetch(conn: psycopg.Connection, query, params, all_rows: bool):
-    """The first row (or all rows) of one statement."""
-    cur = conn.execute(query, params)
-    return cur.fetchall() if all_rows else cur.fetchone()
-
-
-#: psycopg as the shared flows use it (a psycopg connection's ``execute``; a broken one counts as lost).
-DRIVER = Driver(errors=(psycopg.Error,), connect=connect, execute=lambda conn, text, args=None: conn.execute(text, args),
-                is_alive=is_alive, error_kind=lambda err, conn: error_kind(err, lost=conn.broken), first_line=first_line,
-                fetch=_fetch, is_broken=lambda conn: conn.broken or conn.closed,
-                statement_timeout=lambda conn, ms: conn.execute(
-                    sql.SQL("SET statement_timeout = {}").format(sql.Literal(int(ms)))),
-                lock_timeout=lambda conn, ms: conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(int(ms)))),
-                lock_timeout_kinds=("55P03",))
 
 
 def server_info(conn: psycopg.Connection) -> dict:
@@ -114,16 +76,6 @@ def schema_state(conn: psycopg.Connection, schema: str) -> str:
     if row is None:
         return "absent"
     return "ours" if row[0] == SCHEMA_MARK else "foreign"
-
-
-def try_lock_schema(conn: psycopg.Connection, schema: str) -> bool:
-    """Try to take ``schema``'s session-level advisory lock on ``conn``; True when taken."""
-    return conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (f"queue-bench:{schema}",)).fetchone()[0]
-
-
-def unlock_schema(conn: psycopg.Connection, schema: str) -> None:
-    """Release the lock :func:`try_lock_schema` took."""
-    conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"queue-bench:{schema}",))
 
 
 def _has_statements(ddl: str) -> bool:

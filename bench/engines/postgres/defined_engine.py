@@ -16,7 +16,8 @@ from bench.engines.common import SeedResult
 from bench.engines.postgres import CAPABILITIES
 from bench.engines.postgres import audit, builtin_queue, db, defined_sql
 from bench.engines.postgres.engine import PostgresEngine
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.base import EngineError
+from bench.engines.postgres.adapter import apply_settings, deallocate, prepare_named, reset_settings, translated
 from bench.errors import ConfigError
 
 #: The statements checked with PREPARE before the load, in this order.
@@ -44,16 +45,17 @@ class DefinedQueueEngine(PostgresEngine):
     def _refusing(self, conn: psycopg.Connection, cfg: Any, what: str, param: str = "QUEUE"):
         """Within the block, a psycopg error refuses ``what`` with the database's message (:meth:`_reject`)."""
         try:
-            yield
-        except psycopg.Error as err:
-            self._reject(conn, cfg.schema, param, f"{what} failed on the database: {first_line(err)}; allowed: a "
+            with translated():
+                yield
+        except EngineError as err:
+            self._reject(conn, cfg.schema, param, f"{what} failed on the database: {err}; allowed: a "
                                                   f"statement this server runs (the definition is {self.defn.path})")
 
     def _prepares(self, conn: psycopg.Connection, cfg: Any, what: str, text: str) -> None:
         """PREPARE and DEALLOCATE ``text`` (no parameters: psycopg sends it as it is). Raises DefinitionRefused."""
         with self._refusing(conn, cfg, what):
-            conn.execute("PREPARE qbench_check AS " + text)
-            conn.execute("DEALLOCATE qbench_check")
+            prepare_named(conn, "qbench_check", text)
+            deallocate(conn, "qbench_check")
 
     def _check_reads(self, conn: psycopg.Connection, cfg: Any) -> None:
         """PREPARE and DEALLOCATE what the monitor and the audit read of the table: each predicate and
@@ -69,7 +71,7 @@ class DefinedQueueEngine(PostgresEngine):
             self._prepares(conn, cfg, what, text)
         for name, value in defn.settings.items():
             with self._refusing(conn, cfg, f"settings.{name}"), conn.transaction(force_rollback=True):
-                conn.execute(sql.SQL("SET LOCAL {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+                apply_settings(conn, {name: value}, local=True)
 
     def _check_claim_columns(self, conn: psycopg.Connection, cfg: Any, body: str) -> list[str]:
         """The columns the claim returns: every ``[columns]`` column but ``eligible_at``, an integer id.
@@ -120,13 +122,13 @@ class DefinedQueueEngine(PostgresEngine):
         predicates). Raises ConfigError (``SCHEMA``, ``QUEUE``, ``INDEX``), leaving no schema behind."""
         schema = cfg.schema
         db.OWNERSHIP.recreate(conn, schema)
-        conn.execute(defined_sql.set_search_path(schema))
+        apply_settings(conn, {"search_path": schema})
         try:
             self._prepare(conn, cfg, backlog, log)
             return self._seeded(conn, cfg, backlog, log)
         finally:
             if not conn.broken:
-                conn.execute("RESET search_path")
+                reset_settings(conn, ("search_path",))
 
     def _prepare(self, conn: psycopg.Connection, cfg: Any, backlog: int, log: Callable[[str], None]) -> None:
         defn, schema = self.defn, cfg.schema

@@ -7,23 +7,21 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
-import psycopg
-
 from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
-from bench.engines.base import ConnectFailed, SessionFactory
+from bench.engines.base import EngineError, SessionFactory
 from bench.engines.postgres import defined_sql
-from bench.engines.postgres.error_kinds import error_kind, first_line
-from bench.engines.postgres.session import rows
-from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, _open, _translate, cooperative_wait
+from bench.engines.postgres.adapter import connect, cooperative_wait, translated
+from bench.engines.postgres.adapter.wire import rows
+from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, _open
 
 
 def claim_columns(dsn: str, schema: str, body: str) -> list[str]:
     """:func:`defined_sql.describe_columns` of ``body`` on a connection of its own, under ``schema``'s
-    ``search_path``. Raises psycopg.Error."""
-    with psycopg.connect(dsn, autocommit=True, application_name="queue-bench describe") as conn:
-        conn.execute(defined_sql.set_search_path(schema))
-        return defined_sql.describe_columns(conn, body)
+    ``search_path``. Raises :class:`ConnectFailed`."""
+    with connect(dsn, application_name="queue-bench describe", settings={"search_path": schema}) as conn:
+        with translated(connecting=True):
+            return defined_sql.describe_columns(conn, body)
 
 
 class DefinedProducerSession(PgProducerSession):
@@ -40,22 +38,26 @@ class DefinedProducerSession(PgProducerSession):
         ids = []
         many = len(priorities) > 1
         try:
-            if many:
-                self.session.query(b"BEGIN")
-            for priority, run_at in zip(priorities, run_at_s):
-                values = {"priority": int(priority), "run_at": float(run_at), "max_attempts": self.max_attempts}
-                result = self.session.execute(b"enqueue", [defined_sql.text_param(values[n]) for n in self.names])
-                names = [result.fname(i).decode() for i in range(result.nfields)]
-                column = names.index("id") if "id" in names else 0  # a library's insert may return (ord, id)
-                ids.extend(int(r[column]) for r in rows(result))
-            if many:
-                self.session.query(b"COMMIT")
-        except psycopg.Error as err:
-            translated = _translate(err, self.session)
+            with translated(lambda: self.session.broken):
+                self._enqueue(priorities, run_at_s, many, ids)
+        except EngineError:
             if many:
                 self.session.rollback()
-            raise translated from None
+            raise
         return ids
+
+    def _enqueue(self, priorities: list[int], run_at_s: list[float], many: bool, ids: list[int]) -> None:
+        """Run ``enqueue`` per job (in one transaction when ``many``), its ids appended to ``ids``."""
+        if many:
+            self.session.query(b"BEGIN")
+        for priority, run_at in zip(priorities, run_at_s):
+            values = {"priority": int(priority), "run_at": float(run_at), "max_attempts": self.max_attempts}
+            result = self.session.execute(b"enqueue", [defined_sql.text_param(values[n]) for n in self.names])
+            names = [result.fname(i).decode() for i in range(result.nfields)]
+            column = names.index("id") if "id" in names else 0  # a library's insert may return (ord, id)
+            ids.extend(int(r[column]) for r in rows(result))
+        if many:
+            self.session.query(b"COMMIT")
 
 
 class DefinedSessions(SessionFactory):
@@ -77,10 +79,7 @@ class DefinedSessions(SessionFactory):
         """A new worker session. Raises :class:`bench.engines.base.ConnectFailed`."""
         if self.returned is None:
             body, _ = defined_sql.positional(defined_sql.claim_body(self.defn, self.cfg.policy))
-            try:
-                self.returned = [] if self.defn.claim_row else claim_columns(self.dsn, self.cfg.schema, body)
-            except psycopg.Error as err:
-                raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+            self.returned = [] if self.defn.claim_row else claim_columns(self.dsn, self.cfg.schema, body)
         return PgWorkerSession(self.dsn, self.cfg, name, self.defn, self.returned)
 
     def producer_session(self, name: str) -> DefinedProducerSession | PgProducerSession:

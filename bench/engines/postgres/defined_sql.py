@@ -126,13 +126,6 @@ def text_param(value) -> bytes:
     return (repr(value) if isinstance(value, float) else str(value)).encode()
 
 
-def set_search_path(schema: str) -> sql.Composed:
-    """``SET search_path = <schema>``, the path the definition's statements run under: the tool's schema alone
-    (the sessions set it as it is: a lower-case identifier, ``SCHEMA``'s rule; ``pg_catalog`` is always
-    searched first)."""
-    return sql.SQL("SET search_path = {}").format(sql.Identifier(schema))
-
-
 #: Integer types an id column may have (``pg_type.typname``).
 INTEGER_TYPES = ("int2", "int4", "int8")
 

@@ -10,13 +10,13 @@ import re
 import shlex
 import subprocess
 
-import psycopg
 
 from bench.engines.embedded_base import START_TIMEOUT_S, STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
 from bench.engines.embedded_host import MAX_SOCKET_PATH, wait_gone
 from bench.engines.postgres.db import not_shipped
 from bench.engines.postgres.embedded_binaries import ServerBinaries, find_server_binaries
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.base import EngineError
+from bench.engines.postgres.adapter import connect, translated
 
 __all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRecipe", "embedded_postgres",
            "has_pg_stat_statements", "server_options_of"]
@@ -104,17 +104,19 @@ class PostgresRecipe(Recipe):
         """``SELECT 1``; then ``CREATE EXTENSION`` pg_stat_statements and pg_walinspect where the build ships them
         (the run says which it lacks: :func:`bench.engines.postgres.db.not_shipped`)."""
         try:
-            with psycopg.connect(srv.dsn, connect_timeout=timeout, autocommit=True) as conn:
+            with connect(srv.dsn, connect_timeout_s=timeout, application_name="queue-bench embedded") as conn, \
+                    translated():
                 conn.execute("SELECT 1")
                 for name in ("pg_stat_statements", "pg_walinspect"):  # the window's statements; its WAL's images
                     preloaded = name != "pg_stat_statements" or has_pg_stat_statements(self.bins)
                     if not_shipped(conn, name) or not preloaded:
                         continue
                     try:
-                        conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
-                    except psycopg.Error as exc:  # e.g. too few privileges
-                        srv.log(f"{name} not available on the embedded server: {first_line(exc)}")
-        except psycopg.Error as exc:
+                        with translated():
+                            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+                    except EngineError as exc:  # e.g. too few privileges
+                        srv.log(f"{name} not available on the embedded server: {exc}")
+        except EngineError as exc:
             return str(exc)
         return None
 

@@ -16,7 +16,8 @@ from bench.engines.postgres.mover import Mover
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.standby_check import check_given_standby
-from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, cooperative_wait
+from bench.engines.postgres.adapter import cooperative_wait
+from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession
 from bench.workload.queues import queue_count, queue_names
 
 

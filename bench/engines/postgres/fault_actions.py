@@ -3,14 +3,14 @@ a migration run on the queue table."""
 
 from __future__ import annotations
 
-import math
 import re
 
 import psycopg
 from psycopg import sql
 
 from bench.engines.postgres import db
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.base import EngineError, LockNotAvailable
+from bench.engines.postgres.adapter import apply_settings, lock_timeout, statement_timeout, translated
 
 
 def hold_snapshot(dsn: str, schema: str, table: str = "jobs") -> psycopg.Connection:
@@ -67,12 +67,12 @@ def migration_fails(conn: psycopg.Connection, schema: str, text: str) -> str | N
     """Run ``text`` on the prepared table in a transaction rolled back (``CONCURRENTLY`` taken out: it cannot
     run in one); the database's first line when it fails, else None."""
     try:
-        with conn.transaction(force_rollback=True):
-            conn.execute("SET LOCAL lock_timeout = '10s'")  # no load yet: a lock held this long is someone else's
-            conn.execute(sql.SQL("SET LOCAL search_path = {}").format(sql.Identifier(schema)))
+        with translated(), conn.transaction(force_rollback=True):
+            # no load yet: a lock held this long is someone else's
+            apply_settings(conn, {"lock_timeout": "10s", "search_path": schema}, local=True)
             conn.execute(_CONCURRENTLY.sub("", text, count=1))
-    except psycopg.Error as err:
-        return first_line(err)
+    except EngineError as err:
+        return str(err)
     return None
 
 
@@ -82,11 +82,10 @@ class Migration:
     def __init__(self, dsn: str, schema: str, text: str, lock_timeout_ms: float):
         self.text, self.schema = text, schema
         self.conn = db.connect(dsn, application_name="queue-bench migration")
-        self.conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
-        self.conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(math.ceil(lock_timeout_ms))}ms")))
-        self.conn.execute("SET statement_timeout = 0")
-        #: the timeout as the server has it (``SHOW lock_timeout``, read back: whole ms), for the run's line and summary
-        shown = self.conn.execute("SHOW lock_timeout").fetchone()[0]
+        apply_settings(self.conn, {"search_path": schema})
+        statement_timeout(self.conn, 0)
+        #: the timeout as the server has it (read back: whole ms), for the run's line and summary
+        shown = lock_timeout(self.conn, lock_timeout_ms)
         asked = "" if shown == f"{lock_timeout_ms:g}ms" else f", {lock_timeout_ms:g} ms asked"
         self.timeout_set = f"lock_timeout {shown}{asked}" if shown != "0" else "no lock timeout"
         self._tried = False
@@ -94,14 +93,15 @@ class Migration:
     def attempt(self) -> tuple[str, str | None]:
         """One attempt: ``("done", None)``, ``("lock_timeout", message)`` (55P03) or ``("error", message)``."""
         try:
-            if self._tried and _CONCURRENTLY.search(self.text):
-                self.conn.execute(_CONCURRENT_LEFTOVER.format(schema=sql.Identifier(self.schema).as_string(None)))
-            self._tried = True
-            self.conn.execute(self.text)
-        except psycopg.errors.LockNotAvailable as err:
-            return "lock_timeout", first_line(err)
-        except psycopg.Error as err:
-            return "error", first_line(err)
+            with translated():
+                if self._tried and _CONCURRENTLY.search(self.text):
+                    self.conn.execute(_CONCURRENT_LEFTOVER.format(schema=sql.Identifier(self.schema).as_string(None)))
+                self._tried = True
+                self.conn.execute(self.text)
+        except LockNotAvailable as err:
+            return "lock_timeout", str(err)
+        except EngineError as err:
+            return "error", str(err)
         return "done", None
 
     def close(self) -> None:

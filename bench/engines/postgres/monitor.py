@@ -15,7 +15,7 @@ from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.postgres import builtin_queue
 from bench.engines.postgres.lock_queue import LockQueue
 from bench.engines.postgres.wal_images import FullPageImages
-from bench.engines.postgres.db import DRIVER
+from bench.engines.postgres.adapter import DRIVER
 from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS, IMAGES_COUNTER
 from bench.engines.server_cpu import ServerCpu
 from bench.engines.sampler import AGE_BUDGET, COUNT_BUDGET, MIN_INTERVAL_S, TableSampler, spawn_samplers
@@ -99,7 +99,7 @@ class Monitor(TableSampler):
     opens (and reopens). ``defn``: the queue (None: the built-in table); ``priorities``: those jobs can
     have (the built-in table's); ``tenants``: with ``TENANTS`` > 1 their names, the flooder first. Table
     statements bounded by 30 s, stats by 5 s; errors counted by
-    :func:`bench.engines.postgres.error_kinds.error_kind` (``57014`` a timeout, ``connect_failed``)."""
+    :func:`bench.engines.postgres.adapter.errors.error_kind` (``57014`` a timeout, ``connect_failed``)."""
 
     driver = DRIVER
 

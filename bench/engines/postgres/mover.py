@@ -9,7 +9,7 @@ from psycopg import sql
 
 from bench.measure.metrics import Recorder
 from bench.engines.common import Periodic
-from bench.engines.postgres.db import DRIVER
+from bench.engines.postgres.adapter import DRIVER
 
 MOVE_EVERY_S = 1.0
 MOVE_BATCH = 10_000

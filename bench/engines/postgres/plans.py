@@ -10,7 +10,8 @@ import psycopg
 from psycopg import sql
 
 from bench.analysis.claim_growth import growth_warning
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.base import EngineError
+from bench.engines.postgres.adapter import QUERY_CANCELED, UNDEFINED_COLUMN, deallocate, prepare_named, translated
 
 _STATEMENT = "qbench_claim_plan"
 #: Executions with custom plans before ``auto`` considers the generic plan (plancache.c).
@@ -38,24 +39,26 @@ def capture_prepared_plans(conn: psycopg.Connection, claim: str, args: list[str]
                            statement_timeout_ms: int = 60_000) -> dict:
     """``{"auto": "custom"|"generic"|None, "custom": PLAN, "generic": PLAN}`` of ``claim`` prepared (``args``: SQL
     literals in ``$n`` order), PLAN :func:`summarize_plan`'s or ``{"error": line}``; ``conn`` in autocommit.
-    Raises psycopg.OperationalError when the connection fails."""
+    Raises psycopg.Error or the adapter's EngineError when the connection fails (callers translate)."""
     timeout = sql.SQL("SET LOCAL statement_timeout = {}").format(sql.Literal(statement_timeout_ms))
     out: dict = {"auto": None}
     # PREPARE is not transactional: deallocate whatever happens to the transactions.
-    conn.execute(sql.SQL("PREPARE {} AS ").format(sql.Identifier(_STATEMENT)) + sql.SQL(claim))
+    prepare_named(conn, _STATEMENT, claim)
     try:
         for mode in PLAN_MODES:
             try:
-                with conn.transaction(force_rollback=True):
+                with translated(), conn.transaction(force_rollback=True):
                     conn.execute(timeout)
                     conn.execute(sql.SQL("SET LOCAL plan_cache_mode = {}").format(sql.Literal(f"force_{mode}_plan")))
                     text = "\n".join(_execute(conn, args, explain=True))
                 out[mode] = summarize_plan(text)
-            except psycopg.errors.QueryCanceled as err:
-                out[mode] = {"error": first_line(err)}
+            except EngineError as err:
+                if err.kind != QUERY_CANCELED:
+                    raise
+                out[mode] = {"error": str(err)}
         out["auto"] = _auto_choice(conn, args, timeout)
     finally:
-        conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(_STATEMENT)))
+        deallocate(conn, _STATEMENT)
     return out
 
 
@@ -64,7 +67,7 @@ def _auto_choice(conn: psycopg.Connection, args: list[str], timeout: sql.Compose
     counts = sql.SQL("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = {}").format(
         sql.Literal(_STATEMENT))
     try:
-        with conn.transaction(force_rollback=True):
+        with translated(), conn.transaction(force_rollback=True):
             conn.execute(timeout)
             conn.execute("SET LOCAL plan_cache_mode = auto")
             for _ in range(CUSTOM_PLANS_BEFORE_GENERIC):
@@ -72,7 +75,9 @@ def _auto_choice(conn: psycopg.Connection, args: list[str], timeout: sql.Compose
             before = conn.execute(counts).fetchone()
             _execute(conn, args, explain=False)
             after = conn.execute(counts).fetchone()
-    except (psycopg.errors.QueryCanceled, psycopg.errors.UndefinedColumn):
+    except EngineError as err:
+        if err.kind not in (QUERY_CANCELED, UNDEFINED_COLUMN):
+            raise
         return None  # too slow to run six times, or a server before 14 (no plan counters)
     return "generic" if after[0] > before[0] else "custom"
 

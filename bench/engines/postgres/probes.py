@@ -11,7 +11,9 @@ from typing import Iterator
 import psycopg
 from psycopg import sql
 
+from bench.engines.base import EngineError, LockNotAvailable
 from bench.engines.postgres import db, policies
+from bench.engines.postgres.adapter import INSUFFICIENT_PRIVILEGE, lock_timeout, statement_timeout, translated
 
 #: Planner settings of field case FR-03, turned off with ``SET LOCAL`` (a Nested Loop Semi Join then).
 FR03_SETTINGS = ("enable_hashjoin", "enable_mergejoin", "enable_material", "enable_sort", "enable_hashagg")
@@ -34,8 +36,8 @@ SELECT g, now() - interval '1 s' + g * interval '1 ms' FROM generate_series(1, %
 
 def _session(dsn: str, name: str) -> psycopg.Connection:
     conn = db.connect(dsn, application_name=f"queue-bench probe {name}")
-    conn.execute(f"SET lock_timeout = {PROBE_TIMEOUT_MS}")
-    conn.execute(f"SET statement_timeout = {PROBE_TIMEOUT_MS}")
+    lock_timeout(conn, PROBE_TIMEOUT_MS)
+    statement_timeout(conn, PROBE_TIMEOUT_MS)
     return conn
 
 
@@ -81,9 +83,9 @@ def _locked_by_nowait(conn: psycopg.Connection, table: sql.Identifier, ids: list
     locked = []
     for job_id in ids:
         try:
-            with conn.transaction(force_rollback=True):
+            with translated(), conn.transaction(force_rollback=True):
                 conn.execute(sql.SQL("SELECT id FROM {} WHERE id = %s FOR UPDATE NOWAIT").format(table), (job_id,))
-        except psycopg.errors.LockNotAvailable:
+        except LockNotAvailable:
             locked.append(job_id)
     return locked
 
@@ -107,13 +109,12 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
                 extension = _pgrowlocks_schema(c)
                 if extension is not None:
                     try:
-                        locked = [r[0] for r in c.execute(sql.SQL(
-                            "SELECT t.id FROM {table} t JOIN {fn}(%s) l ON l.locked_row = t.ctid "
-                            "WHERE %s = ANY(l.pids) ORDER BY t.id").format(
-                                table=table, fn=sql.Identifier(extension, "pgrowlocks")),
-                            (table.as_string(c), a.info.backend_pid)).fetchall()]
+                        with translated():
+                            locked = _pgrowlocks(c, table, extension, a.info.backend_pid)
                         method = "pgrowlocks"
-                    except psycopg.errors.InsufficientPrivilege:
+                    except EngineError as err:
+                        if err.kind != INSUFFICIENT_PRIVILEGE:
+                            raise
                         locked = None  # installed but not readable by this role: probe by NOWAIT
                 if locked is None:
                     locked = _locked_by_nowait(c, table, [1, 2, 3])
@@ -122,6 +123,16 @@ def offset_lock_probe(dsn: str, schema: str) -> dict:
                 conn.close()
     return {"offset_returned": row[0] if row else None, "skip_locked_got": got[0] if got else None,
             "locked_rows": locked, "method": method, "plan": plan}
+
+
+def _pgrowlocks(c: psycopg.Connection, table: sql.Identifier, extension: str, pid: int) -> list[int]:
+    """The ids of ``table``'s rows backend ``pid`` holds locked, by ``pgrowlocks`` in schema ``extension``."""
+    return [r[0] for r in c.execute(sql.SQL(
+        "SELECT t.id FROM {table} t JOIN {fn}(%s) l ON l.locked_row = t.ctid "
+        "WHERE %s = ANY(l.pids) ORDER BY t.id").format(
+            table=table, fn=sql.Identifier(extension, "pgrowlocks")),
+        (table.as_string(c), pid)).fetchall()]
+
 
 
 def subselect_overclaim_probe(dsn: str, schema: str, rows: int = 11, limit: int = 2) -> dict:

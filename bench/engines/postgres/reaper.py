@@ -10,7 +10,7 @@ import psycopg
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.postgres import defined_sql
 from bench.engines.common import Periodic
-from bench.engines.postgres.db import DRIVER
+from bench.engines.postgres.adapter import DRIVER, apply_settings
 from bench.measure.metrics import Recorder
 
 #: A reaper row's second column that means dead-lettered (``t`` as psycopg reads a boolean as text).
@@ -25,14 +25,13 @@ class Reaper(Periodic):
     def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
                  interval_s: float, recorder: Recorder):
         super().__init__(conn, interval_s, recorder)
-        conn.execute(defined_sql.set_search_path(schema))
-        # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
-        # prepared (it may hold several statements), the generated one as psycopg prepares a repeated query.
+        apply_settings(conn, {"search_path": schema})
+        # Sent with its value inlined (psycopg would read a % in it as a placeholder), unprepared: it may hold
+        # several statements, and once a second a preparation saves nothing worth a named statement.
         self.query = defined_sql.literal(defn.statements["reaper"], {"lease_s": float(lease_s)}).strip().rstrip(";")
-        self.prepare = None if defn.claim_row else False
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
-        cur = self.conn.execute(self.query, prepare=self.prepare)
+        cur = self.conn.execute(self.query, prepare=False)
         rows = cur.fetchall() if cur.description else []
         return self.count_pass([(r[0], _DEAD.get(r[1] if len(r) > 1 else None, "pending")) for r in rows])

@@ -14,7 +14,8 @@ import gevent
 import psycopg
 from psycopg import sql
 
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.base import EngineError
+from bench.engines.postgres.adapter import connect, connect_dsn, translated
 
 __all__ = ["CONFLICT_CAUSES", "READER_QUERIES", "ReplicaWatch", "is_recovery_conflict"]
 
@@ -52,10 +53,10 @@ OLDEST_LIMIT = 100
 ROUND_S = 1.0
 
 
-def is_recovery_conflict(err: psycopg.Error) -> bool:
+def is_recovery_conflict(err: EngineError) -> bool:
     """The standby cancelled the statement, or ended the session idle in its transaction, because replay
     conflicted with it (SQLSTATE 40001 or 40P01 with "conflict with recovery")."""
-    return "conflict with recovery" in str(err) or getattr(err, "sqlstate", None) in ("40001", "40P01")
+    return "conflict with recovery" in str(err) or err.kind in ("40001", "40P01")
 
 
 class ReplicaWatch:
@@ -67,8 +68,8 @@ class ReplicaWatch:
                  note: Callable[[int, dict], None], position: Callable[[], int | None], reads: Any, source: str):
         self.standby_dsn, self.cfg, self.now_s, self.note = standby_dsn, cfg, now_s, note
         self.position, self.reads = position, reads
-        self.primary = psycopg.connect(dsn, autocommit=True, application_name="queue-bench replica sampler")
-        self.standby = psycopg.connect(standby_dsn, autocommit=True, application_name="queue-bench replica sampler")
+        self.primary = connect_dsn(dsn, application_name="queue-bench replica sampler")
+        self.standby = connect_dsn(standby_dsn, param="DSN_REPLICA", application_name="queue-bench replica sampler")
         settings = dict(self.standby.execute(_SETTINGS).fetchall())
         self.info = {"source": source, "server_version": settings["server_version"],
                      "hot_standby_feedback": settings["hot_standby_feedback"],
@@ -115,9 +116,10 @@ class ReplicaWatch:
         ``replica_xmin_age``, ``cost_s``; an empty dict (and ``sampler_errors`` counted) when a read failed."""
         started = time.perf_counter()
         try:
-            row = self.standby.execute(_STANDBY).fetchone()  # the standby first: the difference is never negative
-            lag_bytes, xmin_age = self.primary.execute(_PRIMARY, (row[0],)).fetchone()
-        except psycopg.Error:
+            with translated():
+                row = self.standby.execute(_STANDBY).fetchone()  # the standby first: the difference is never negative
+                lag_bytes, xmin_age = self.primary.execute(_PRIMARY, (row[0],)).fetchone()
+        except EngineError:
             self.info["sampler_errors"] += 1
             return {"cost_s": time.perf_counter() - started}
         totals = dict(zip(CONFLICT_CAUSES, (int(v) for v in row[2:])))
@@ -148,16 +150,17 @@ class ReplicaWatch:
         an error counted; returns the connection to go on with."""
         try:
             if conn is None or conn.closed or conn.broken:
-                conn = psycopg.connect(self.standby_dsn, autocommit=True,
-                                       application_name=f"queue-bench replica-reader-{i}")
-            self._transaction(conn)
-        except psycopg.Error as err:
-            kind = "cancel" if is_recovery_conflict(err) else (getattr(err, "sqlstate", None) or "connection")
-            (self.reads.cancel if kind == "cancel" else self.reads.error)(int(self.now_s()), kind, first_line(err))
+                conn = connect(self.standby_dsn, application_name=f"queue-bench replica-reader-{i}")
+            with translated():
+                self._transaction(conn)
+        except EngineError as err:
+            kind = "cancel" if is_recovery_conflict(err) else (err.kind if err.kind[:1].isdigit() else "connection")
+            (self.reads.cancel if kind == "cancel" else self.reads.error)(int(self.now_s()), kind, str(err))
             if conn is not None and not conn.closed and not conn.broken:
                 try:
-                    conn.execute("ROLLBACK")
-                except psycopg.Error:
+                    with translated():
+                        conn.execute("ROLLBACK")
+                except EngineError:
                     conn.close()
             # the next transaction at the next round, as a dashboard retries at its next refresh (at once, a
             # standby still behind by more than its delay would cancel it again at once, over and over)

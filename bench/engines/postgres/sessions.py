@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import random
 
-import psycopg
-import psycopg.waiting
-from gevent import monkey
 from psycopg import sql
 
 from bench.config.choices import EFFECTS_WRITTEN
 from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition, is_builtin
 from bench.config.run_config import RunConfig
-from bench.engines.base import ClaimedRow, ConnectFailed, EngineError, LockNotAvailable
+from bench.engines.base import ClaimedRow, ConnectFailed, EngineError
 from bench.engines.common import poll_wait
 from bench.engines.postgres import builtin_queue, defined_sql, policies
-from bench.engines.postgres.error_kinds import error_kind, first_line
-from bench.engines.postgres.session import PreparedSession, rows
+from bench.engines.postgres.adapter import SessionState, open_session, translated
+from bench.engines.postgres.adapter.wire import PreparedSession, rows
 from bench.workload.queues import flood_share, queue_count, queue_index, queue_names
 
 
@@ -28,24 +25,10 @@ ISOLATION_LEVELS = {"read_committed": "read committed", "repeatable_read": "repe
                     "serializable": "serializable"}
 
 
-def _translate(err: psycopg.Error, session: PreparedSession) -> EngineError:
-    if isinstance(err, psycopg.errors.LockNotAvailable):
-        return LockNotAvailable("55P03", first_line(err))
-    return EngineError(error_kind(err, lost=session.broken), first_line(err), lost=session.broken)
-
-
-def _open(dsn: str, application_name: str, settings: dict[str, str], statements: dict[str, str]) -> PreparedSession:
-    """Connect, apply ``settings``, then prepare ``statements``. Raises :class:`ConnectFailed`."""
-    conn = None
-    try:
-        conn = psycopg.connect(dsn, autocommit=True, application_name=application_name)
-        for name, value in settings.items():
-            conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-        return PreparedSession(conn, statements)
-    except psycopg.Error as err:
-        if conn is not None:
-            conn.close()
-        raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+def _open(dsn: str, application_name: str, settings: dict[str, str], statements: dict[str, str],
+          listen: str | None = None) -> PreparedSession:
+    """The adapter's :func:`open_session` with this state. Raises :class:`ConnectFailed`."""
+    return open_session(dsn, application_name, SessionState(settings, statements, listen))
 
 
 class _Session:
@@ -97,18 +80,11 @@ class PgWorkerSession(_Session):
         effect, self.effect_at_completion = _effect(defn, cfg)
         if effect is not None and (cfg.txn != "hold" or self.effect_at_completion):
             statements["effect"] = effect
-        self.session = _open(dsn, f"queue-bench {name}", settings, statements)
         self.notify = cfg.wakeup == "notify"
-        try:
-            if "register" in defn.statements:
-                registered = rows(self.session.query(defined_sql.literal(defn.statements["register"], {}).encode()))
-                self.claim_values["worker_id"] = int(registered[0][0])
-            if self.notify:
-                self.session.query(sql.SQL("LISTEN {}").format(
-                    sql.Identifier(policies.notify_channel(cfg.schema))).as_string(None).encode())
-        except psycopg.Error as err:
-            self.session.close()
-            raise ConnectFailed(error_kind(err, connecting=True), first_line(err), lost=True) from None
+        self.session = _open(dsn, f"queue-bench {name}", settings, statements,
+                             policies.notify_channel(cfg.schema) if self.notify else None)
+        if "register" in defn.statements:
+            self._register(defn.statements["register"])
         self.worker_id = self.claim_values["worker_id"] if "register" in defn.statements else None
         self.claim_params = [defined_sql.text_param(self.claim_values[n]) for n in self.claim_names]
         # Per statement, its name and where each of its parameters sits among the arguments _run is given
@@ -122,6 +98,17 @@ class PgWorkerSession(_Session):
             self.effects = self.session if cfg.txn != "hold" else self._second_connection(dsn, name, settings, effect)
         if self.effect_at_completion:  # bound here: without it complete() is as it was
             self.complete = self._complete_with_effects
+
+    def _register(self, text: str) -> None:
+        """Run the definition's ``register`` once; its first value is this worker's ``worker_id``. Raises
+        :class:`ConnectFailed` (the connection closed)."""
+        try:
+            with translated(connecting=True):
+                registered = rows(self.session.query(defined_sql.literal(text, {}).encode()))
+        except EngineError:
+            self.session.close()
+            raise
+        self.claim_values["worker_id"] = int(registered[0][0])
 
     def _second_connection(self, dsn: str, name: str, settings: dict, effect: str) -> PreparedSession:
         """The effects' own connection with ``TXN=hold``: the worker's is inside the claim's transaction, which
@@ -147,10 +134,8 @@ class PgWorkerSession(_Session):
     @staticmethod
     def _effect(session: PreparedSession, job_id: int, token: int) -> None:
         """Run the prepared ``effect`` on ``session``. Raises :class:`EngineError`."""
-        try:
+        with translated(lambda: session.broken):
             session.execute(b"effect", [str(job_id).encode(), str(token).encode()])
-        except psycopg.Error as err:
-            raise _translate(err, session) from None
 
     def _wrapped(self, body: str, returned: list[str]) -> str:
         """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
@@ -160,10 +145,8 @@ class PgWorkerSession(_Session):
         """See :meth:`bench.engines.base.WorkerSession.wait_for_work` (``WAKEUP=notify``: its ``LISTEN``)."""
         if not self.notify:
             return poll_wait(timeout_s)
-        try:
+        with translated(lambda: self.session.broken):
             return self.session.wait_notification(timeout_s)
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
 
     @property
     def in_transaction(self) -> bool:
@@ -172,21 +155,17 @@ class PgWorkerSession(_Session):
 
     def _claim_rows(self) -> list[tuple[bytes | None, ...]]:
         """Run the claim (prepared, or the literal claim); its rows as raw text values."""
-        try:
+        with translated(lambda: self.session.broken):
             if self.claim_text is None:
                 return rows(self.session.execute(b"claim", self.claim_params))
             return rows(self.session.query(self.claim_text))
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
 
     def _run(self, key: str, *args: bytes):
         """Execute prepared ``key`` with text arguments in ``STATEMENT_PARAMETERS``' order (``worker_id`` added)."""
         name, slots = self.bound[key]
         args = (*args, self.worker_param)
-        try:
+        with translated(lambda: self.session.broken):
             return self.session.execute(name, [args[i] for i in slots])
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
 
     def claim(self) -> list[ClaimedRow]:
         """See :meth:`bench.engines.base.WorkerSession.claim`; a queue without attempt tokens gets a random
@@ -245,10 +224,8 @@ class PgWorkerSession(_Session):
         return "dead" if first in (b"t", b"dead") else "pending"
 
     def _command(self, command: bytes) -> None:
-        try:
+        with translated(lambda: self.session.broken):
             self.session.query(command)
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
 
     def begin(self) -> None:
         """Open a transaction."""
@@ -267,11 +244,9 @@ class PgWorkerSession(_Session):
         https://www.postgresql.org/docs/current/view-pg-prepared-statements.html); None unprepared."""
         if self.claim_text is not None:
             return None
-        try:
+        with translated(lambda: self.session.broken):
             counts = rows(self.session.query(b"SELECT generic_plans, custom_plans FROM pg_prepared_statements "
                                              b"WHERE name = 'claim'"))
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
         return {"generic_plans": int(counts[0][0]), "custom_plans": int(counts[0][1])} if counts else None
 
     def explain_claim(self, timeout_ms: int) -> str:
@@ -280,11 +255,10 @@ class PgWorkerSession(_Session):
         target = self._explained_claim()
         self.rollback()
         try:
-            result = self.session.query(b"BEGIN; SET LOCAL statement_timeout = '%d'; EXPLAIN (ANALYZE, BUFFERS) "
-                                        % timeout_ms + target)
+            with translated(lambda: self.session.broken):
+                result = self.session.query(b"BEGIN; SET LOCAL statement_timeout = '%d'; EXPLAIN (ANALYZE, BUFFERS) "
+                                            % timeout_ms + target)
             return "\n".join(r[0].decode() for r in rows(result))
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
         finally:
             self.rollback()
 
@@ -327,21 +301,6 @@ class PgProducerSession(_Session):
             n = len(self.queues)
             params.append(policies.text_array([self.queues[queue_index(self.rng.random(), n, self.flood)]
                                                for _ in priorities]).encode())
-        try:
+        with translated(lambda: self.session.broken):
             result = self.session.execute(b"insert", params)
-        except psycopg.Error as err:
-            raise _translate(err, self.session) from None
         return [int(r[0]) for r in rows(result)]
-
-
-def cooperative_wait() -> str:
-    """psycopg's wait function's name; RuntimeError if it is the blocking ``wait_c`` or ``select`` is not
-    patched (psycopg's ``psycopg/waiting.py``)."""
-    name = getattr(psycopg.waiting.wait, "__name__", str(psycopg.waiting.wait))
-    patched = monkey.is_module_patched("select")
-    if not patched or name == "wait_c":
-        raise RuntimeError(
-            f"psycopg uses {name} with select {'patched' if patched else 'not patched'}: "
-            "a greenlet waiting on a row lock would block every worker; call bench.gevent_patch.patch() "
-            "before importing psycopg")
-    return name

@@ -12,6 +12,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from bench.engines.embedded_base import EmbeddedError, EmbeddedServer, embedded
+from bench.engines.base import EngineError
+from bench.engines.postgres.adapter import connect, connect_dsn, translated
 from bench.engines.postgres.embedded import PostgresRecipe
 
 __all__ = ["STANDBY_SETTINGS", "StandbyRecipe", "embedded_standby", "primary_ready"]
@@ -50,10 +52,11 @@ class StandbyRecipe(PostgresRecipe):
     def probe(self, srv: EmbeddedServer, timeout: int) -> str | None:
         """``pg_is_in_recovery()`` true: a hot standby accepting reads."""
         try:
-            with psycopg.connect(srv.dsn, connect_timeout=timeout, autocommit=True) as conn:
+            with connect(srv.dsn, connect_timeout_s=timeout, application_name="queue-bench embedded") as conn, \
+                    translated():
                 if not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
                     return "the server is not in recovery (not a standby)"
-        except psycopg.Error as exc:
+        except EngineError as exc:
             return str(exc)
         return None
 
@@ -76,7 +79,7 @@ def embedded_standby(primary_dsn: str, cfg, readers: int, log: Callable[[str], N
     ``max_connections``: the primary's (a hot standby needs at least that), or the readers' and the sampler's.
     Raises EmbeddedError (the primary cannot feed it, pg_basebackup failed, no start)."""
     port = int(conninfo_to_dict(primary_dsn)["port"])
-    with psycopg.connect(primary_dsn, autocommit=True, application_name="queue-bench standby check") as conn:
+    with connect_dsn(primary_dsn, application_name="queue-bench standby check") as conn:
         max_connections, why = primary_ready(conn)
     if why is not None:
         raise EmbeddedError(f"REPLICA: the embedded primary cannot feed a streaming standby: {why}")

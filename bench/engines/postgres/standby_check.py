@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import psycopg
 
-from bench.engines.postgres.error_kinds import first_line
+from bench.engines.postgres.adapter import connect_dsn
 from bench.errors import ConfigError
 
 #: What DSN_REPLICA may be, said in each refusal.
@@ -18,13 +18,7 @@ _READ = "SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_s
 
 def check_given_standby(primary: psycopg.Connection, dsn_replica: str) -> None:
     """Refuse ``dsn_replica`` unless it connects, is in recovery and has ``primary``'s system identifier."""
-    try:
-        standby = psycopg.connect(dsn_replica, autocommit=True, application_name="queue-bench standby check",
-                                  connect_timeout=10)
-    except psycopg.OperationalError as err:
-        raise ConfigError("DSN_REPLICA", f"cannot connect ({first_line(err)}); {ALLOWED}") from None
-    except psycopg.ProgrammingError as err:
-        raise ConfigError("DSN_REPLICA", f"not a valid connection string ({first_line(err)}); {ALLOWED}") from None
+    standby = connect_dsn(dsn_replica, param="DSN_REPLICA", application_name="queue-bench standby check")
     with standby:
         in_recovery, standby_id = standby.execute(_READ).fetchone()
     if not in_recovery:

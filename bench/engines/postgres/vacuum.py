@@ -10,7 +10,8 @@ import psycopg
 from psycopg import sql
 
 from bench.engines.common import Periodic
-from bench.engines.postgres.db import DRIVER
+from bench.engines.base import EngineError
+from bench.engines.postgres.adapter import DRIVER, QUERY_CANCELED, translated
 
 #: The queue table's leaf relations, with their storage parameters: ``jobs`` itself, or its
 #: partitions (a partitioned table takes no storage parameters:
@@ -70,9 +71,10 @@ class Vacuumer(Periodic):
         started = time.perf_counter()
         self._in_pass = True
         try:
-            self.conn.execute(self.query)
-        except psycopg.errors.QueryCanceled:
-            if self.stopping:
+            with translated():
+                self.conn.execute(self.query)
+        except EngineError as err:
+            if err.kind == QUERY_CANCELED and self.stopping:
                 return None
             raise
         finally:

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from bench.engines.postgres.error_kinds import error_kind
+from bench.engines.postgres.adapter.errors import error_kind
 from bench.measure import interval_codec
 from bench.measure.claimlog import StampedLog
 from bench.measure.cpu_meter import CpuMeter

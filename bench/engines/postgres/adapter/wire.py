@@ -1,4 +1,4 @@
-"""Prepared statements over psycopg's libpq binding, waited for through gevent's event loop: the workers'
+"""The psycopg adapter's hot path: prepared statements over psycopg's libpq binding, waited for through gevent's event loop: the workers'
 hot path (why, and what it saves: docs/measurements/calibration.md). libpq asynchronous command processing:
 https://www.postgresql.org/docs/current/libpq-async.html"""
 
