@@ -28,10 +28,11 @@ class RunView:
 
     @property
     def intervals(self) -> pd.DataFrame:
-        """``intervals.csv``, numeric where it can be (an empty frame when the file is absent)."""
+        """``intervals.csv`` upgraded to this format (:meth:`RunResult.table`), numeric where it can be (an empty
+        frame when the file is absent)."""
         if self._intervals is None:
-            path = self.run_dir / "intervals.csv"
-            frame = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+            present = (self.run_dir / "intervals.csv").is_file()
+            frame = self.result.table("intervals.csv") if present else pd.DataFrame()
             self._intervals = frame.apply(pd.to_numeric, errors="coerce")
         return self._intervals
 

@@ -3,7 +3,6 @@ per workers × batch configuration (rounds, rotation, retries: docs/calibration.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import psutil
@@ -49,11 +48,9 @@ def processes_cpu(run_dir: Path) -> dict:
     ``cpu_pct`` / 100 × the second's length. Returns ``{"cpu_s", "user_s", "system_s", "cpu_by_process"
     ({process: s}), "rows", "rows_expected" (processes × measured seconds), "master_cpu_max_pct" (None without
     a process 0)}``."""
-    summary = RunResult.load(run_dir).summary
-    with open(run_dir / "intervals.csv", newline="") as fh:
-        n_seconds = sum(1 for _ in csv.DictReader(fh))
-    with open(run_dir / "processes.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    result = RunResult.load(run_dir)
+    summary, n_seconds = result.summary, len(result.table("intervals.csv"))
+    rows = result.table("processes.csv").to_dict("records")
     second_s = summary["measured_s"] / n_seconds if n_seconds else 0.0
     total = {part: sum(float(r[f"{part}_pct"]) for r in rows) / 100 * second_s for part in ("cpu", "user", "system")}
     by_process: dict[int, float] = {}

@@ -3,7 +3,6 @@ pairs, their retries, the printed lines and calibration.json, run for any engine
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import json
 import statistics
@@ -196,13 +195,12 @@ def _grid_requested(workers: str, batch: str, processes: str | None) -> str | No
 def harness_figures(run_dir: Path) -> dict:
     """queue-bench's side of a pair: ``{"jobs_per_s", "jobs_completed", "measured_s", "cpu_us_per_job" (µs),
     "harness_cpu_mean_pct", "harness_cpu_max_pct", "suspect", "suspect_reasons", "cpu_s", "complete"}``."""
-    summary = RunResult.load(run_dir).summary
-    with open(run_dir / "intervals.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    result = RunResult.load(run_dir)
+    summary, intervals = result.summary, result.table("intervals.csv")
     jobs = summary["jobs_completed"]
 
     def seconds(column: str) -> float | None:  # CPU seconds: the column's mean % × the measured seconds
-        values = [float(r[column]) for r in rows if r.get(column) not in (None, "")]
+        values = [float(v) for v in intervals[column].dropna()] if column in intervals else []
         return sum(values) / len(values) / 100 * summary["measured_s"] if values else None
 
     cpu_s, user_s, system_s = seconds("harness_cpu_pct"), seconds("harness_user_pct"), seconds("harness_system_pct")

@@ -22,6 +22,7 @@ from hdrh.log import HistogramLogReader
 
 from bench.measure import metrics
 from bench.results import run_files
+from bench.results.model import RunResult
 
 #: The files copied as they are (the ones the report reads besides intervals.csv).
 COPIED_FILES = ("run.json", "summary.json", "claim_plan.txt")
@@ -45,7 +46,7 @@ def check_run_dir(source: Path) -> int:
     for name in (*COPIED_FILES, "intervals.csv"):
         if not (source / name).is_file():
             raise ValueError(f"RUN_DIR: {source} has no {name}; allowed: a results/<run_id> directory")
-    n_source = len(pd.read_csv(source / "intervals.csv"))
+    n_source = len(RunResult.load(source).table("intervals.csv"))
     if n_source == 0:
         raise ValueError(f"RUN_DIR: {source} has no measured second; allowed: a run with a measured window")
     return n_source
@@ -55,14 +56,15 @@ def stretch_run(source: Path, out: Path, seconds: int) -> int:
     """Write ``out``: ``source``'s result files with its measured seconds repeated to ``seconds``; returns
     ``source``'s measured seconds. Raises ValueError as :func:`check_run_dir`."""
     n_source = check_run_dir(source)
-    intervals = pd.read_csv(source / "intervals.csv")
+    result = RunResult.load(source)
+    intervals = result.table("intervals.csv")  # upgraded: written again in this format
     out.mkdir(parents=True, exist_ok=True)
     for name in COPIED_FILES:
         shutil.copy(source / name, out / name)
     tiled = _tiled(intervals, n_source, seconds).astype(object)
     run_files.write_intervals(out / "intervals.csv", tiled.where(tiled.notna(), None).to_dict("records"))
     if (source / "priority_ages.csv").is_file():
-        _tiled(pd.read_csv(source / "priority_ages.csv"), n_source, seconds).to_csv(
+        _tiled(result.table("priority_ages.csv"), n_source, seconds).to_csv(
             out / "priority_ages.csv", index=False)
     names = [p.stem for p in sorted((source / "histograms").glob("*.hlog"))]
     base_s = dt.datetime.fromisoformat(json.loads((source / "run.json").read_text())["measured_start"]).timestamp()

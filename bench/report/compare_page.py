@@ -20,8 +20,9 @@ from bench.analysis.statistics import compare_samples
 from bench.report.format import NA, fmt_sig
 from bench.results.values import as_float, fmt_label, is_missing
 from bench.report.render import legend_above, new_figure, save_png, say, write_page, write_plot
-from bench.results.model import problems
-from bench.results.sweep import AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json, run_complete
+from bench.results.model import ResultsError, problems, read_table
+from bench.results.sweep import (AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json,
+                                 run_complete, run_summary)
 
 __all__ = ["CompareError", "compare", "gate"]
 
@@ -81,11 +82,11 @@ def _compared(a: Path, b: Path) -> tuple[str, list[_Row], list[str]]:
 
 def _per_second(run_dir: Path, column: str) -> list[float]:
     """Per-second values of ``column`` from a run's intervals.csv (the final partial second of an
-    interrupted run dropped); [] when the file or column is missing."""
-    path = run_dir / "intervals.csv"
+    interrupted run dropped; upgraded to this format, :func:`bench.results.model.read_table`); [] when the file or
+    column is missing."""
     try:
-        df = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        df = read_table(run_dir, "intervals.csv", run_summary(run_dir) or {})
+    except (OSError, ResultsError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
         return []
     if column not in df:
         return []

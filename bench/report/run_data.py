@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BadInput
-from bench.results.model import ResultsError, read_result
+from bench.results.model import ResultsError, read_result, read_table
 
 __all__ = ["PLOTTED_COLUMNS", "REQUIRED_FILES", "ReportError", "load_run"]
 
@@ -25,8 +25,9 @@ class ReportError(BadInput):
 
 def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
     """``(run, summary, intervals)`` of ``run_dir``: the JSON objects as dicts (the summary with run.json's
-    ``engine_capabilities``, when recorded) and the per-second rows, every column numeric (unparseable cells
-    NaN), sorted by ``t_s`` (s since the measured start), indexed 0..n-1.
+    ``engine_capabilities``, when recorded) and the per-second rows (upgraded to this format:
+    :func:`bench.results.model.read_table`), every column numeric (unparseable cells NaN), sorted by ``t_s`` (s
+    since the measured start), indexed 0..n-1.
 
     Raises ReportError when a file of :data:`REQUIRED_FILES` is absent (named), a JSON file does not parse or
     holds no object, or ``intervals.csv`` does not parse or lacks a column of :data:`PLOTTED_COLUMNS`."""
@@ -38,7 +39,7 @@ def load_run(run_dir: Path) -> tuple[dict, dict, pd.DataFrame]:
     if "engine_capabilities" in run:  # what the report reads of them (bench.report.run_format.engine_capability)
         summary["engine_capabilities"] = run["engine_capabilities"]
     try:
-        df = pd.read_csv(run_dir / "intervals.csv")
+        df = read_table(run_dir, "intervals.csv", summary)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ReportError(f"intervals.csv in {run_dir} is unreadable: {exc}") from exc
     missing = [c for c in PLOTTED_COLUMNS if c not in df.columns]

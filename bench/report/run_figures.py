@@ -13,6 +13,7 @@ from bench.report.replica_page import REPLICA_FIGURES
 from bench.report.render import LABEL_BOX, new_figure, save_png, say, write_plot
 from bench.report.run_format import engine_capability
 from bench.results.histograms import read_hlog, spectrum
+from bench.results.model import read_table
 from bench.report.run_plots import (
     SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_lock_queue, draw_locks_running, draw_loop_lag,
     draw_oldest_age, draw_priority_ages, draw_throughput,
@@ -31,9 +32,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
     figures = []
     vacuum = engine_capability(summary, "vacuum")  # else old row versions are an undo log's history list
     figure_specs = [HISTORY_LIST if spec[0] == "dead_tuples" and not vacuum else spec for spec in FIGURES]
-    priority_ages = run_dir / "priority_ages.csv"
-    if priority_ages.is_file():
-        by_priority = pd.read_csv(priority_ages)
+    if (run_dir / "priority_ages.csv").is_file():
+        by_priority = read_table(run_dir, "priority_ages.csv", summary)
         figure_specs.append((
             "oldest_age_by_priority", "Oldest eligible age per priority",
             "Age of the oldest eligible job of each priority, sampled with the oldest-age query. A "

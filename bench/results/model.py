@@ -1,5 +1,11 @@
 """The results model: a run's result files read into one object, ``format_version`` in every JSON result file,
-and the one rule for whether a run is trustworthy (:func:`problems`; docs/results.md)."""
+the upgrade of older files, and the one rule for whether a run is trustworthy (:func:`problems`; docs/results.md).
+
+The versions' rule (docs/results.md, "Versions of the result files"): a column added to a CSV result file or a
+key or block added to a JSON one leaves :data:`FORMAT_VERSION` as it is (a reader takes what it finds); a
+column or key renamed, removed or given another meaning raises it by one, and :data:`UPGRADES` gets the step
+that brings the files of the version before to it, so every earlier run can still be re-rendered and compared.
+The CSV files carry no version of their own: theirs is the run's ``summary.json``'s."""
 
 from __future__ import annotations
 
@@ -8,12 +14,16 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from bench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVARIANTS, EXIT_SLO, EXIT_SUSPECT, BadInput
 
-#: The version of the result files' format this queue-bench writes and reads.
-FORMAT_VERSION = 1
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The version of the result files' format this queue-bench writes; it reads every version up to it, the older
+#: ones through :data:`UPGRADES`. Raised only by a rename, a removal or a change of meaning (see above).
+FORMAT_VERSION = 2
 
 
 class ResultsError(BadInput):
@@ -44,8 +54,8 @@ def write_result(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def read_result(path: Path) -> dict[str, Any]:
-    """The JSON object in ``path``; ResultsError when missing, unreadable, not an object, or newer than
-    :data:`FORMAT_VERSION`."""
+    """The JSON object in ``path``, upgraded to :data:`FORMAT_VERSION` (:func:`upgraded`); ResultsError when
+    missing, unreadable, not an object, or newer than :data:`FORMAT_VERSION`."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -54,11 +64,54 @@ def read_result(path: Path) -> dict[str, Any]:
         raise ResultsError(f"{path} is not readable JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ResultsError(f"{path} does not hold a JSON object")
+    return upgraded(Path(path).name, data, _version(path, data))
+
+
+def _version(path: Path, data: Mapping[str, Any]) -> int:
+    """The ``format_version`` of the result file ``path`` holding ``data`` (0 without one: written before it
+    existed); ResultsError, one line, when it is not an integer from 0 to :data:`FORMAT_VERSION`."""
     version = data.get("format_version", 0)
     if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= FORMAT_VERSION:
         raise ResultsError(f"{path} has format_version {version!r}; this queue-bench reads up to "
                            f"{FORMAT_VERSION}: use the queue-bench that wrote it")
-    return data
+    return version
+
+
+def read_table(run_dir: Path, name: str, summary: Mapping[str, Any]) -> pd.DataFrame:
+    """The run's CSV result file ``run_dir / name`` (``intervals.csv``, ``processes.csv``, ``priority_ages.csv``)
+    as pandas reads it (a number column as numbers, an empty cell NaN), upgraded to :data:`FORMAT_VERSION` from
+    the run's version: ``summary``'s, the run's ``summary.json`` as read (a CSV file carries none; ``{}``: 0).
+    Raises ResultsError when that version is newer; OSError when the file cannot be read; pandas' ParserError or
+    EmptyDataError, or UnicodeDecodeError, when it does not parse."""
+    import pandas as pd  # here: a command that reads no table starts without pandas
+
+    version = _version(Path(run_dir) / "summary.json", summary)
+    return upgraded(name, pd.read_csv(Path(run_dir) / name), version)
+
+
+def _stall_in_progress(name: str, content: Any) -> Any:
+    """1 → 2: intervals.csv ``longest_stall_ms`` is named ``ongoing_stall_ms`` (25c2660; the same figure, the stall
+    in progress). Files written between that commit and version 2 say 1 and have the new name already: the column
+    is renamed only when the old name is there and the new one is not."""
+    if name == "intervals.csv" and "longest_stall_ms" in content and "ongoing_stall_ms" not in content:
+        return content.rename(columns={"longest_stall_ms": "ongoing_stall_ms"})
+    return content
+
+
+#: The upgrade steps, in order: version -> the step that turns a result file of that version into one of the
+#: next, ``step(name, content) -> content`` (``name``: the file's, ``intervals.csv``, ``summary.json``;
+#: ``content``: its DataFrame or dict; a file the step does not concern is returned as it is). Raising
+#: :data:`FORMAT_VERSION` adds one entry here. 0 → 1 added ``format_version`` only: no step.
+UPGRADES: dict[int, Callable[[str, Any], Any]] = {1: _stall_in_progress}
+
+
+def upgraded(name: str, content: Any, version: int) -> Any:
+    """``content`` of the result file ``name`` written at format ``version`` (0 to :data:`FORMAT_VERSION`) as this
+    queue-bench's format has it: through every step of :data:`UPGRADES` from ``version`` on, oldest first."""
+    for since, step in sorted(UPGRADES.items()):
+        if since >= version:
+            content = step(name, content)
+    return content
 
 
 def utc_stamp() -> str:
@@ -169,6 +222,11 @@ class RunResult:
         """Read ``run_dir``'s ``run.json`` and ``summary.json``; raises :class:`ResultsError`."""
         run_dir = Path(run_dir)
         return cls(run_dir, read_result(run_dir / "run.json"), read_result(run_dir / "summary.json"))
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The run's CSV result file ``name`` (``intervals.csv``, ...) upgraded to this format (:func:`read_table`,
+        which says what it raises)."""
+        return read_table(self.run_dir, name, self.summary)
 
     def dump(self) -> None:
         """Write ``run.json`` and ``summary.json`` into :attr:`run_dir` (:func:`write_result`)."""
