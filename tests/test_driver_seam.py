@@ -31,6 +31,7 @@ from bench.load.driver import wait_for_workers
 from bench.measure import metrics
 from bench.run_summary import suspect
 from bench.run_summary.facts import Figures, RunFacts
+from bench.runner.run import Run
 from conftest import MARIADB_DSN, REPO, fresh_database, run_and_load
 
 
@@ -463,6 +464,26 @@ def test_a_refusal_ends_the_wait_for_workers_at_once():
                         "the queue table is not there; nothing was measured")
     # every worker connected: no wait, no refusal read
     assert wait_for_workers(lambda: 3, 3, refused=lambda: refusal) < 0.5
+
+
+def test_a_run_stops_at_once_when_a_local_workers_first_session_is_refused(dsn, empty_dsn, tmp_path):
+    """In process: the run prepares ``dsn``, its workers' sessions reach a database without the run's schema
+    (the session factory's DSN pointed elsewhere): SessionRefused within seconds, not after the 60 s wait for
+    workers; no run directory, the run's schema dropped."""
+    schema = f"qb_refused_{secrets.token_hex(3)}"
+    results = tmp_path / "results"
+    cfg = build_config("default", {"workers": 3, "duration": "3s", "warmup": "1s", "schema": schema,
+                                   "results": str(results)})
+    run = Run(cfg, dsn, log=lambda line: None)
+    run.sessions.dsn = empty_dsn
+    started = time.monotonic()
+    with pytest.raises(SessionRefused) as caught:
+        run.execute()
+    assert time.monotonic() - started < 30
+    assert caught.value.kind == "42P01" and re.fullmatch(r"worker-\d+", caught.value.worker), caught.value
+    assert not results.exists() or not any(results.iterdir()), list(results.iterdir())
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() == (0,)
 
 
 @pytest.mark.slow
