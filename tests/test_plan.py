@@ -207,10 +207,11 @@ def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
     assert plan_answer.choose(designs, 100)["label"] == "plain"  # fewest workers first
 
 
-def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
-    """Near saturation 10 s steps can pass a worker count that a 120 s run shows falling behind: the plan then
-    confirms one resolution step more. The runs here are result files written by a stand-in for the load
-    (a real run's summary, its figures set to pass or fail), to check the planner's orchestration alone."""
+def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset()) -> dict:
+    """A plan at 100 jobs/s whose runs are result files written by a stand-in for the load (a real run's summary,
+    its figures set to pass or fail), to check the planner's orchestration and its answer alone: a 10 s step
+    passes from 3 workers, a longer (confirmation) run from ``confirms_at``, both up to 150 jobs/s; the first run
+    at each count in ``spoiled`` is harness-limited (its event loop lagged). Returns ``plan.json`` as written."""
     import copy as _copy
 
     from bench.config.run_config import build_config
@@ -220,10 +221,10 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
 
     template = json.loads((Path(__file__).parent / "fixtures" / "verdict" / "summary.json").read_text())
     run_json = (Path(__file__).parent / "fixtures" / "verdict" / "run.json").read_text()
-    made, spoiled = [], {4}  # the first run at 4 workers is harness-limited (its event loop lagged)
+    made, spoiled = [], set(spoiled)
 
     def run(cfg):
-        passes = cfg.workers >= (4 if cfg.duration_s > 10 else 3) and cfg.rate <= 150
+        passes = cfg.workers >= (confirms_at if cfg.duration_s > 10 else 3) and cfg.rate <= 150
         s = _copy.deepcopy(template)
         if cfg.workers in spoiled and cfg.rate > 0:
             spoiled.discard(cfg.workers)
@@ -248,16 +249,69 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
                                         "duration": "10s", "warmup": "1s"})
 
     planner = Planner([Design("the design", {}, config)], 100.0, PlanOptions(None, 1, 120.0), most_workers=50, run=run,
-                      out_dir=tmp_path / "plan", inputs={"inputs": "test"}, log=lambda line: None)
-    state = planner.run()
-    assert state["designs"][0]["workers"]["needed"] == 3
-    at_4 = next(s for s in state["designs"][0]["workers"]["steps"] if s["workers"] == 4)
+                      out_dir=tmp_path / "plan", inputs={"workload": "default", "database": "embedded",
+                                                        "overrides": {"rate": "100", "slo": "claim_p99<=1s"},
+                                                        "options": {"max_workers": None, "repetitions": 1,
+                                                                    "confirm_s": 120.0}},
+                      log=lambda line: None)
+    planner.run()
+    return json.loads((tmp_path / "plan" / "plan.json").read_text())
+
+
+def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
+    """Near saturation 10 s steps can pass a worker count that a 120 s run shows falling behind: the plan then
+    confirms one resolution step more, and quotes no headroom, which was measured at the count that fell behind."""
+    state = _stand_in_plan(tmp_path, confirms_at=4, spoiled={4})
+    design = state["designs"][0]
+    assert design["workers"]["needed"] == 3
+    at_4 = next(s for s in design["workers"]["steps"] if s["workers"] == 4)
     assert at_4["passed"] and len(at_4["retried"]) == 1 and at_4["retried"][0]["harness_limited"]
     assert [c["workers"] for c in state["confirmations"]] == [3, 4]
     answer = state["answer"]
     assert answer["workers"] == 4 and answer["confirmed"] and answer["exit_status"] == 0
-    assert "4 workers of" in answer["sentence"] and "3 workers passed the 10 s steps" in answer["sentence"]
-    assert "at least 150 jobs/s" in answer["sentence"]
+    assert answer["sentence"].startswith("4 workers of") and "confirmed over 120 s" in answer["sentence"]
+    assert "3 workers passed the 10 s steps; the longer run failed at 3 workers" in answer["sentence"]
+    # the headroom search ran at 3 workers (150 jobs/s passed, and a step above it failed): not quoted at 4
+    assert design["headroom"]["rate_jobs_per_s"] == 150 and design["headroom"]["at_least"] is False
+    assert answer["headroom"] is None and answer["confirmation_failed_at"] == [3]
+    assert ("no headroom quoted: the headroom search ran at 3 workers, which fell behind in the 120 s confirmation"
+            in answer["sentence"])
+    assert "150 jobs/s" not in answer["sentence"] and "at least" not in answer["sentence"]
+
+
+def test_a_confirmation_that_fails_at_every_count_says_unconfirmed_first_and_quotes_no_headroom(tmp_path):
+    """The confirmation fails at the first count and at each one after (the longer run needs 10 workers): the
+    answer's first line says it is unconfirmed and gives what it knows (more than the last count that failed, the
+    steps' count), and no headroom figure appears in the terminal's lines or ``plan.json``'s answer."""
+    state = _stand_in_plan(tmp_path, confirms_at=10)
+    answer, design = state["answer"], state["designs"][0]
+    assert [c["workers"] for c in state["confirmations"]] == [3, 4, 5]
+    assert answer["confirmed"] is False and not answer["met"] and answer["exit_status"] == 4
+    lines = plan_answer.answer_lines(answer)
+    assert lines[0].startswith("UNCONFIRMED: skip_locked, batch 1, ")
+    assert "needs more than 5 workers to hold 100 jobs/s over 120 s" in lines[0]
+    assert "the confirmation failed at 3, 4 and 5 workers" in lines[0] and "3 workers passed the 10 s steps" in lines[0]
+    assert answer["headroom"] is None and answer["confirmation_failed_at"] == [3, 4, 5]
+    assert answer["slo_from"] == "the 10 s steps at 3 workers"
+    assert "no headroom quoted: no worker count passed the 120 s confirmation" in lines[0]
+    measured = f"×{design['headroom']['factor']:.1f}"  # the search at 3 workers held 150 jobs/s: ×1.5
+    assert measured == "×1.5" and not any(measured in line or "150 jobs/s" in line for line in lines)
+
+
+def test_a_confirmed_answer_quotes_the_headroom_measured_at_its_workers_as_plan_json_has_it(tmp_path):
+    """The confirmation passes at the workers the steps found: the headroom searched there is quoted, "up to" as
+    ``at_least`` is false, in the sentence and ``plan.json``'s answer."""
+    state = _stand_in_plan(tmp_path, confirms_at=3)
+    answer, head = state["answer"], state["designs"][0]["headroom"]
+    assert answer["workers"] == 3 and answer["confirmed"] and answer["confirmation_failed_at"] == []
+    assert answer["headroom"] == {**head, "workers": 3} and head["at_least"] is False and head["factor"] == 1.5
+    text = "headroom ×1.50 of 100 jobs/s (3 workers held up to 150 jobs/s)"
+    assert answer["sentence"].startswith("3 workers of skip_locked, batch 1, ")
+    assert answer["sentence"].endswith(f"confirmed over 120 s; {text}.")
+    assert answer["slo_from"] == "the 120 s confirmation at 3 workers"
+    state["designs"][0]["headroom"]["at_least"] = True  # as the search reports one that saw no failing step
+    again = plan_answer.choose(state["designs"], 100.0, state["confirmations"])
+    assert "headroom at least ×1.50 of 100 jobs/s (3 workers held at least 150 jobs/s)" in again["sentence"]
 
 
 @pytest.mark.slow

@@ -109,3 +109,36 @@ def test_a_stretched_copy_of_a_version_1_run_keeps_the_stall_under_its_new_name(
     stretched = pd.read_csv(tmp_path / "stretched" / "intervals.csv")
     assert list(stretched["ongoing_stall_ms"]) == (STALLS * 3)[:25] and "longest_stall_ms" not in stretched
     assert list(stretched["t_s"]) == list(range(25))
+
+
+def _plan_json(tmp_path: Path, version: int, workers: int, confirmed: bool | None) -> Path:
+    """A plan.json of format ``version`` whose design's searches found 3 workers and a headroom of ×1.5 there, its
+    answer at ``workers`` with ``confirmed`` as given."""
+    head = {"rate_jobs_per_s": 150.0, "factor": 1.5, "at_least": False, "why": "162.5 jobs/s failed", "steps": []}
+    plan = {"format_version": version, "designs": [{"label": "the design", "workers": {"needed": 3}, "headroom": head}],
+            "answer": {"design_index": 0, "workers": workers, "confirmed": confirmed, "headroom": head,
+                       "sentence": "as written"}}
+    path = tmp_path / f"v{version}-w{workers}-{confirmed}" / "plan.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(plan))
+    return path
+
+
+@pytest.mark.parametrize("workers, confirmed", [(4, True), (3, False)])
+def test_a_plan_of_version_2_quotes_no_headroom_where_its_answers_workers_did_not_pass(tmp_path, workers, confirmed):
+    """2 -> 3: ``answer.headroom`` is the headroom at the answer's workers: an answer confirmed at more workers than
+    the headroom search ran at, or not confirmed, reads as quoting none (the design's record kept)."""
+    answer = read_result(_plan_json(tmp_path, 2, workers, confirmed))["answer"]
+    assert answer["headroom"] is None and "the headroom search ran at 3 workers" in answer["headroom_why_not"]
+    assert answer["sentence"] == "as written" and answer["workers"] == workers
+
+
+@pytest.mark.parametrize("confirmed", [True, None])
+def test_a_plan_of_version_2_at_the_searched_workers_keeps_its_headroom_with_the_workers(tmp_path, confirmed):
+    path = _plan_json(tmp_path, 2, 3, confirmed)
+    written = json.loads(path.read_text())
+    read = read_result(path)
+    assert read["answer"]["headroom"] == {**written["answer"]["headroom"], "workers": 3}
+    assert read["designs"] == written["designs"] and "headroom_why_not" not in read["answer"]
+    current = _plan_json(tmp_path, FORMAT_VERSION, 4, True)  # a current plan is read as written
+    assert read_result(current) == json.loads(current.read_text())

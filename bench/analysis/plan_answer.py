@@ -56,10 +56,12 @@ def _slo_text(rows: list[dict[str, Any]]) -> str:
 
 
 def choose(designs: list[Mapping[str, Any]], target_rate: float,
-           confirmation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+           confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The plan's answer: ``{"met", "exit_status", "design_index", "workers", "headroom", "slo", "sentence",
-    "harness_note"}``; ``confirmation`` is the confirmation step's record, when it ran."""
+    "harness_note", …}``; ``confirmations``: the confirmation runs made, in order (the last decides). What it
+    claims is :func:`what_passed`'s."""
     met = [i for i, d in enumerate(designs) if (d.get("workers") or {}).get("needed") and d.get("headroom")]
+    confirmation = confirmations[-1] if confirmations else None
     note = harness_note(designs, confirmation)
     if not met:
         return {"met": False, "exit_status": EXIT_SLO, "design_index": None, **_closest(designs, target_rate),
@@ -67,30 +69,96 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
     ranked = sorted(met, key=lambda i: (designs[i]["workers"]["needed"], -designs[i]["headroom"]["rate_jobs_per_s"]))
     tied = [i for i in ranked if _ties(designs[i], designs[ranked[0]])]
     best = min(tied, key=lambda i: (designs[i]["batch"] != 1, designs[i]["policy"] != "skip_locked", ranked.index(i)))
-    d = designs[best]
-    needed, head = d["workers"]["needed"], d["headroom"]
-    confirmed = None if confirmation is None else confirmation["passed"]
-    workers = confirmation["workers"] if confirmed else needed
-    rows = slo_at(confirmation) if confirmed else slo_at(_step_at(d, needed))
-    more = confirmed and workers > needed
-    sentence = (f"{workers} worker{'' if workers == 1 else 's'} of {d['short']} hold {fmt_sig(target_rate)} jobs/s with {_slo_text(rows)}; "
-                f"this design holds {'at least' if head['at_least'] or more else 'up to'} "
-                f"{fmt_sig(head['rate_jobs_per_s'])} jobs/s, {fmt_sig(head['factor'])}x the target"
-                + (f" (measured at {needed} workers)" if more else ""))
-    if confirmed:
-        sentence += f"; confirmed over {confirmation['duration_s']:g} s"
-        if more:
-            step_s = _step_s(d, needed)
-            sentence += (f" ({needed} workers passed the {'' if step_s is None else f'{round(step_s):d} s '}steps but fell "
-                         "behind in the longer run)")
+    d, claim = designs[best], what_passed(designs[best], confirmations)
+    at = confirmation if claim["confirmed"] else _step_at(d, claim["workers_from_steps"])
+    rows = slo_at(at)
+    return {"met": claim["confirmed"] is not False, "exit_status": EXIT_SLO if claim["confirmed"] is False else EXIT_OK,
+            "design_index": best, "label": d["label"], **claim, "slo": rows,
+            "slo_from": f"the {_seconds(at)} confirmation at {at['workers']} workers" if claim["confirmed"]
+            else f"{_steps_text(d, at['workers'])} at {at['workers']} workers",
+            "sentence": _sentence(d, claim, rows, target_rate, confirmation), "harness_note": note,
+            "cost": cost_estimate(at["runs"], target_rate)}
+
+
+def answer_lines(answer: Mapping[str, Any]) -> list[str]:
+    """The answer as the terminal prints it: its sentence first (so an unconfirmed answer's first word says so),
+    then ``cost: …`` and ``note: …`` when it has them."""
+    return [answer["sentence"], *([f"cost: {answer['cost']['sentence']}"] if answer.get("cost") else []),
+            *([f"note: {answer['harness_note']}"] if answer.get("harness_note") else [])]
+
+
+def what_passed(design: Mapping[str, Any], confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What an answer from ``design`` may claim, given its confirmation runs (none: none ran), the one rule behind
+    the terminal's line, ``plan.json`` and ``plan.html``: ``{"confirmed": True | False | None (none ran),
+    "workers": the count the answer names (the confirmation's that passed, else the workers search's),
+    "workers_from_steps", "confirmation_failed_at": [workers of each failed confirmation], "headroom": the design's
+    headroom record with its ``workers``, only when measured at the answer's workers and they passed (else None),
+    "headroom_why_not": why it is not quoted, or None}."""
+    needed, head = design["workers"]["needed"], design.get("headroom")
+    confirmed = confirmations[-1]["passed"] if confirmations else None
+    failed = [c["workers"] for c in confirmations if not c["passed"]]
+    workers = confirmations[-1]["workers"] if confirmed else needed
+    why_not = None
+    if head is None:
+        why_not = f"no headroom search ran at {needed} workers"
     elif confirmed is False:
-        sentence += (f"; NOT confirmed: the {confirmation['duration_s']:g} s run at {confirmation['workers']} workers "
-                     f"failed ({confirmation['runs'][0]['why']})")
-    runs = (confirmation if confirmed else _step_at(d, needed))["runs"]
-    return {"met": confirmed is not False, "exit_status": EXIT_OK if confirmed is not False else EXIT_SLO,
-            "design_index": best, "label": d["label"], "workers": workers, "workers_from_steps": needed,
-            "headroom": head, "slo": rows, "confirmed": confirmed, "sentence": sentence + ".", "harness_note": note,
-            "cost": cost_estimate(runs, target_rate)}
+        why_not = f"no worker count passed the {_seconds(confirmations[-1])} confirmation"
+    elif workers != needed:
+        why_not = (f"the headroom search ran at {needed} workers, which fell behind in the "
+                   f"{_seconds(confirmations[-1])} confirmation")
+    return {"confirmed": confirmed, "workers": workers, "workers_from_steps": needed, "confirmation_failed_at": failed,
+            "headroom": None if why_not else {**head, "workers": needed}, "headroom_why_not": why_not}
+
+
+def headroom_text(claim: Mapping[str, Any], target_rate: float) -> str:
+    """The headroom as every page says it: 'headroom ×1.06 of 500 jobs/s (4 workers held up to 531 jobs/s)', 'headroom
+    at least ×2 of …', or 'no headroom quoted: <why>'."""
+    head = claim["headroom"]
+    if head is None:
+        return f"no headroom quoted: {claim['headroom_why_not']}"
+    bound = "at least " if head["at_least"] else ""
+    return (f"headroom {bound}×{fmt_sig(head['factor'])} of {fmt_sig(target_rate)} jobs/s ({_workers(head['workers'])} "
+            f"held {bound or 'up to '}{fmt_sig(head['rate_jobs_per_s'])} jobs/s)")
+
+
+def _sentence(d: Mapping[str, Any], claim: Mapping[str, Any], rows: list[dict[str, Any]], target_rate: float,
+              confirmation: Mapping[str, Any] | None) -> str:
+    """The answer's sentence: what it may claim (:func:`what_passed`), its status first when it is unconfirmed."""
+    workers, needed, rate = claim["workers"], claim["workers_from_steps"], fmt_sig(target_rate)
+    steps, head = _steps_text(d, needed), headroom_text(claim, target_rate)
+    failed = _and(claim["confirmation_failed_at"])
+    if claim["confirmed"] is False:
+        return (f"UNCONFIRMED: {d['short']} needs more than {_workers(max(claim['confirmation_failed_at']))} to hold "
+                f"{rate} jobs/s over {_seconds(confirmation)} (the confirmation failed at {failed} workers; at "
+                f"{confirmation['workers']}, {confirmation['runs'][0]['why']}); {_workers(needed)} passed {steps}; "
+                f"{head}.")
+    if claim["confirmed"] is None:
+        return (f"Unconfirmed (no confirmation run): {_workers(workers)} of {d['short']} held {rate} jobs/s with "
+                f"{_slo_text(rows)} in {steps}; {head}.")
+    moved = f" ({_workers(needed)} passed {steps}; the longer run failed at {failed} workers)" if failed else ""
+    return (f"{_workers(workers)} of {d['short']} hold {rate} jobs/s with {_slo_text(rows)}, confirmed over "
+            f"{_seconds(confirmation)}{moved}; {head}.")
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker{'' if n == 1 else 's'}"
+
+
+def _and(values: list[Any]) -> str:
+    """'', '3', '3 and 4', '3, 4 and 5'."""
+    text = [str(v) for v in values]
+    return ", ".join(text[:-1]) + " and " + text[-1] if len(text) > 1 else "".join(text)
+
+
+def _seconds(confirmation: Mapping[str, Any]) -> str:
+    """A confirmation run's length: '120 s'."""
+    return f"{confirmation['duration_s']:g} s"
+
+
+def _steps_text(design: Mapping[str, Any], workers: int) -> str:
+    """'the 10 s steps' (the measured window of the workers search's step at ``workers``), or 'the steps'."""
+    step_s = _step_at(design, workers)["runs"][0].get("measured_s")
+    return "the steps" if step_s is None else f"the {round(step_s):d} s steps"
 
 
 def _mean_cost(runs: list[Mapping[str, Any]], key: str) -> float | None:
@@ -131,12 +199,6 @@ def cost_estimate(runs: list[Mapping[str, Any]], target_rate: float) -> dict[str
             "wal_bytes": wal, "wal_mb_per_s": wal_mb_s, "runs": len(runs),
             "sentence": (f"Estimate from the cost measured at the answer ({runs_text}), not a measurement of another "
                          f"server: {', '.join(parts)}.")}
-
-
-def _step_s(design: Mapping[str, Any], workers: int) -> float | None:
-    """The measured window of the workers search's step at ``workers`` (its first run's), seconds."""
-    run = _step_at(design, workers)["runs"][0]
-    return run.get("measured_s")
 
 
 def _closest(designs: list[Mapping[str, Any]], target_rate: float) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """``qbench plan`` (``make plan``): check every input, run or resume the capacity plan, render ``plan.html``.
-Exit: 0 met and confirmed, 4 nothing meets the SLO or the confirmation failed, 130 interrupted."""
+Exit: 0 met (confirmed, or no confirmation run asked for), 4 nothing meets the SLO or the confirmation failed,
+130 interrupted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from bench.analysis.plan_answer import answer_lines
 from bench.cli.checks import check_results_dir
 from bench.cli.database import check_room, database, step_runner
 from bench.cli.run_options import add_run_options
@@ -148,13 +150,8 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
         finally:
             engine.drop_schema_at(db_dsn, state_schema)
     page = render_plan(c.out_dir)
-    answer = state["answer"]
-    print(answer["sentence"])
-    if answer.get("cost"):
-        print(f"cost: {answer['cost']['sentence']}")
-    if answer.get("harness_note"):
-        print(f"note: {answer['harness_note']}")
+    print("\n".join(answer_lines(state["answer"])))
     print(f"plan: {(c.out_dir / 'plan.json').resolve()}")
     print(f"report: {page.resolve()}")
-    return answer["exit_status"]
+    return state["answer"]["exit_status"]
 

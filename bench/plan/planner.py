@@ -76,7 +76,7 @@ class Planner:
                 self.plan_design(design, record)
             self.state["answer"] = plan_answer.choose(self.state["designs"], self.rate)
             self.confirm()
-            self.state["answer"] = plan_answer.choose(self.state["designs"], self.rate, self.state["confirmation"])
+            self.state["answer"] = plan_answer.choose(self.state["designs"], self.rate, self.state["confirmations"])
             self.state["complete"] = True
         finally:
             self.write()

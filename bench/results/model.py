@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 #: The version of the result files' format this queue-bench writes; it reads every version up to it, the older
 #: ones through :data:`UPGRADES`. Raised only by a rename, a removal or a change of meaning (see above).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class ResultsError(BadInput):
@@ -98,11 +98,27 @@ def _stall_in_progress(name: str, content: Any) -> Any:
     return content
 
 
+def _headroom_at_the_answer(name: str, content: Any) -> Any:
+    """2 → 3: plan.json ``answer.headroom`` is the headroom at the answer's workers only (the design's headroom
+    record with ``workers``), None when the answer's workers are not those the headroom search ran at or the
+    confirmation failed; before, it was the design's headroom record whatever the answer's workers. The answer's
+    ``sentence`` is kept as written."""
+    answer = content.get("answer") if name == "plan.json" and isinstance(content, dict) else None
+    if not answer or not answer.get("headroom") or answer.get("design_index") is None:
+        return content
+    searched = content["designs"][answer["design_index"]]["workers"]["needed"]
+    if answer.get("confirmed") is False or answer.get("workers") != searched:
+        why = (f"the headroom search ran at {searched} workers, which did not pass the confirmation (a plan written "
+               "before format 3)")
+        return {**content, "answer": {**answer, "headroom": None, "headroom_why_not": why}}
+    return {**content, "answer": {**answer, "headroom": {**answer["headroom"], "workers": searched}}}
+
+
 #: The upgrade steps, in order: version -> the step that turns a result file of that version into one of the
-#: next, ``step(name, content) -> content`` (``name``: the file's, ``intervals.csv``, ``summary.json``;
+#: next, ``step(name, content) -> content`` (``name``: the file's, ``intervals.csv``, ``summary.json``, ``plan.json``;
 #: ``content``: its DataFrame or dict; a file the step does not concern is returned as it is). Raising
 #: :data:`FORMAT_VERSION` adds one entry here. 0 → 1 added ``format_version`` only: no step.
-UPGRADES: dict[int, Callable[[str, Any], Any]] = {1: _stall_in_progress}
+UPGRADES: dict[int, Callable[[str, Any], Any]] = {1: _stall_in_progress, 2: _headroom_at_the_answer}
 
 
 def upgraded(name: str, content: Any, version: int) -> Any:
