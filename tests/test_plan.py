@@ -282,7 +282,9 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
 def test_a_confirmation_that_fails_at_every_count_says_unconfirmed_first_and_quotes_no_headroom(tmp_path):
     """The confirmation fails at the first count and at each one after (the longer run needs 10 workers): the
     answer's first line says it is unconfirmed and gives what it knows (more than the last count that failed, the
-    steps' count), and no headroom figure appears in the terminal's lines or ``plan.json``'s answer."""
+    steps' count), and no headroom figure appears in the terminal's lines, ``plan.json``'s answer or ``plan.html``."""
+    from bench.report.plan_page import render_plan
+
     state = _stand_in_plan(tmp_path, confirms_at=10)
     answer, design = state["answer"], state["designs"][0]
     assert [c["workers"] for c in state["confirmations"]] == [3, 4, 5]
@@ -296,11 +298,16 @@ def test_a_confirmation_that_fails_at_every_count_says_unconfirmed_first_and_quo
     assert "no headroom quoted: no worker count passed the 120 s confirmation" in lines[0]
     measured = f"×{design['headroom']['factor']:.1f}"  # the search at 3 workers held 150 jobs/s: ×1.5
     assert measured == "×1.5" and not any(measured in line or "150 jobs/s" in line for line in lines)
+    page = render_plan(tmp_path / "plan").read_text().replace("&#39;", "'")
+    assert lines[0] in page and page.count("no headroom quoted") == 2  # the answer, the designs table
+    assert "headroom ×" not in page and "at least" not in page
 
 
 def test_a_confirmed_answer_quotes_the_headroom_measured_at_its_workers_as_plan_json_has_it(tmp_path):
     """The confirmation passes at the workers the steps found: the headroom searched there is quoted, "up to" as
-    ``at_least`` is false, in the sentence and ``plan.json``'s answer."""
+    ``at_least`` is false, in the sentence, ``plan.json``'s answer and ``plan.html``'s designs table."""
+    from bench.report.plan_page import render_plan
+
     state = _stand_in_plan(tmp_path, confirms_at=3)
     answer, head = state["answer"], state["designs"][0]["headroom"]
     assert answer["workers"] == 3 and answer["confirmed"] and answer["confirmation_failed_at"] == []
@@ -312,6 +319,7 @@ def test_a_confirmed_answer_quotes_the_headroom_measured_at_its_workers_as_plan_
     state["designs"][0]["headroom"]["at_least"] = True  # as the search reports one that saw no failing step
     again = plan_answer.choose(state["designs"], 100.0, state["confirmations"])
     assert "headroom at least ×1.50 of 100 jobs/s (3 workers held at least 150 jobs/s)" in again["sentence"]
+    assert render_plan(tmp_path / "plan").read_text().count(text) == 2  # the answer, the designs table
 
 
 @pytest.mark.slow

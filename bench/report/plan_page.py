@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-from bench.analysis.plan_answer import slo_at
+from bench.analysis.plan_answer import headroom_text, slo_at, what_passed
 from bench.report.render import label_log_axis, legend_above, png_uri, save_png, write_page
 from bench.results.model import read_result
 from bench.results.values import fmt_seconds, fmt_sig
@@ -81,10 +81,11 @@ def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dic
         title = (f"{design['short']}: SLO and oldest age against rate at {workers['needed']} workers (plan {plan_id})")
         by_rate = sorted(rate_steps, key=lambda s: s["rate_jobs_per_s"])
         ages = ([s["rate_jobs_per_s"] for s in by_rate], [max((r["oldest_age_max_s"] or 0) for r in s["runs"]) for s in by_rate])
-        marks = [(target, "target"), (head["rate_jobs_per_s"], f"headroom {fmt_sig(head['factor'])}x")]
+        marks = [(target, "target"), (head["rate_jobs_per_s"], f"passed ×{fmt_sig(head['factor'])}")]
         figures.append({"title": title, "src": png_uri(_draw(_objective_series(rate_steps, "rate_jobs_per_s"), title,
                                                            "arrival rate (jobs/s)", marks, ages)),
-                        "caption": f"Headroom: {head['why']}."})
+                        "caption": f"The rate search at {workers['needed']} workers: {head['why']}. The answer quotes "
+                                   "it as headroom only when the answer's workers are these and passed."})
     return figures
 
 
@@ -122,16 +123,18 @@ def render_plan(plan_dir: Path) -> Path:
     plan_dir = Path(plan_dir)
     state = read_result(plan_dir / "plan.json")
     target = float(state["inputs"]["overrides"]["rate"])
+    confirmations = state.get("confirmations") or ([state["confirmation"]] if state.get("confirmation") else [])
+    answer_index = (state.get("answer") or {}).get("design_index")
     designs = []
-    for d in state["designs"]:
+    for i, d in enumerate(state["designs"]):
         steps = _step_rows(plan_dir, "workers", (d.get("workers") or {}).get("steps") or [])
         steps += _step_rows(plan_dir, "headroom", (d.get("headroom") or {}).get("steps") or [])
-        probe, head = d.get("probe") or {}, d.get("headroom")
+        # the headroom as the answer would quote it: the answer's design with its confirmations, others from steps
+        found = (d.get("workers") or {}).get("needed")
+        claim = what_passed(d, confirmations if i == answer_index else []) if found else None
         designs.append({**d, "rows": steps, "figures": _figures(plan_dir.name, d, target) if d.get("workers") else [],
-                        "probe_text": _probe_text(plan_dir, probe),
-                        "headroom_text": (f"{'at least ' if head['at_least'] else ''}{fmt_sig(head['factor'])}x "
-                                          f"({fmt_sig(head['rate_jobs_per_s'])} jobs/s)") if head else "n/a"})
-    confirmations = state.get("confirmations") or ([state["confirmation"]] if state.get("confirmation") else [])
+                        "probe_text": _probe_text(plan_dir, d.get("probe") or {}),
+                        "headroom_text": headroom_text(claim, target) if claim else "n/a"})
     confirm_rows = _step_rows(plan_dir, "confirm", confirmations)
     return write_page("plan.html.j2", plan_dir / "plan.html", plan_id=plan_dir.name, state=state,
                       answer=state.get("answer") or {}, designs=designs, confirm_rows=confirm_rows,
