@@ -2,6 +2,8 @@
 # The virtual environment is created and the package installed as a prerequisite.
 .DEFAULT_GOAL := help
 PYTHON ?= python3
+# Hints the tool prints name a setting as a make user types it (PROCESSES=2, not --processes 2): bench/usage.py.
+export QBENCH_VIA_MAKE = 1
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 # Three installs: what a run needs (STAMP, every run target), what the tests need besides (TEST_STAMP:

@@ -6,9 +6,10 @@ Rules:
 1. A database driver (psycopg, PyMySQL, mariadb) is imported only under ``bench/engines/<name>/``.
 2. ``bench.load`` and ``bench.measure`` see the engines only through ``bench.engines.base``.
 3. ``bench.analysis`` and ``bench.report`` import only ``bench.results``, ``bench.analysis`` and
-   ``bench.report`` (and nothing that runs load or talks to a database), ``bench.errors`` and ``bench.data``
+   ``bench.report`` (and nothing that runs load or talks to a database), ``bench.errors``, ``bench.usage`` and
+   ``bench.data``
    (where the shipped data files, the report templates among them, live: paths, no code).
-6. ``bench.errors`` imports nothing from queue-bench (every layer may import it).
+6. ``bench.errors`` and ``bench.usage`` import nothing from queue-bench (every layer may import them).
 7. ``bench.runner``, ``bench.run_summary``, ``bench.sweep`` and ``bench.plan`` reach an engine only through
    ``bench.engines`` (``get_engine``) and ``bench.engines.base`` (the ``Engine`` interface).
 8. An engine does not reach up the chain: ``bench.engines`` imports neither ``bench.runner``,
@@ -128,14 +129,14 @@ def broken_rules(importer: str, imported: str) -> list[str]:
         broken.append("2: load/measure past bench.engines.base")
     if (any(_within(importer, p) for p in ("bench.analysis", "bench.report"))
             and not any(_within(imported, p) for p in ("bench.results", "bench.analysis", "bench.report"))
-            and imported not in ("bench", "bench.errors", "bench.data")):
+            and imported not in ("bench", "bench.errors", "bench.usage", "bench.data")):
         broken.append("3: analysis/report beyond results")
     if _within(imported, "bench.report") and not any(_within(importer, p) for p in ("bench.report", "bench.cli")):
         broken.append("4: a report rendered below cli")
     if _within(imported, "bench.cli") and not _within(importer, "bench.cli"):
         broken.append("5: a layer importing cli")
-    if importer == "bench.errors" and imported != "bench.errors":
-        broken.append("6: bench.errors importing queue-bench")
+    if importer in ("bench.errors", "bench.usage") and imported != importer:
+        broken.append(f"6: {importer} importing queue-bench")
     if (any(_within(importer, p) for p in ("bench.runner", "bench.run_summary", "bench.sweep", "bench.plan"))
             and _within(imported, "bench.engines") and imported not in ("bench.engines", "bench.engines.base")):
         broken.append("7: the run or a sweep past the Engine interface")
@@ -174,6 +175,8 @@ def test_the_rules_catch_what_they_forbid():
     assert broken_rules("bench.runner", "bench.cli.calibrate")[0].startswith("5")
     assert broken_rules("bench.report.run_page", "bench.errors") == []
     assert broken_rules("bench.errors", "bench.config.parameters")[0].startswith("6")
+    assert broken_rules("bench.usage", "bench.errors")[0].startswith("6")
+    assert broken_rules("bench.analysis.plan_answer", "bench.usage") == []
     assert broken_rules("bench.runner", "bench.engines.postgres.db")[0].startswith("7")
     assert broken_rules("bench.sweep.driver", "bench.engines") == []
     assert broken_rules("bench.engines.postgres.pgbench", "bench.runner")[0].startswith("8")

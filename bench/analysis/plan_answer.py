@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from bench.errors import EXIT_OK, EXIT_SLO
 from bench.results.values import fmt_sig
+from bench.usage import setting
 
 #: Headroom rates within 15 % of each other are not told apart (the plan's repeatability goal).
 HEADROOM_NOISE = 0.15
@@ -227,7 +228,13 @@ def harness_note(designs: list[Mapping[str, Any]], confirmation: Mapping[str, An
     limited = [s for s in steps if s.get("harness_limited")]
     if not limited:
         return None
-    return (f"{len(limited)} of {len(steps)} steps {'was' if len(limited) == 1 else 'were'} harness-limited "
-            f"({limited[0]['harness_limited']}): the load "
-            "generator shares its cores with the database, so those steps measured it too; run with PROCESSES=2 "
-            "or more, or put the load generator on another host (qbench master / qbench worker)")
+    # a step's record without its runs' host (a plan written before it was kept) counts as on this host
+    local = any(r.get("server_on_this_host", True) for s in limited for r in s.get("runs") or [{}])
+    head = (f"{len(limited)} of {len(steps)} steps {'was' if len(limited) == 1 else 'were'} harness-limited "
+            f"({limited[0]['harness_limited']}): ")
+    if not local:
+        return head + (f"the load generator set the pace of those steps; run with {setting('processes', 2)} or "
+                       "more, or from more hosts (qbench master / qbench worker)")
+    return head + ("the load generator shares its cores with the database, so those steps measured it too; run "
+                   f"with {setting('processes', 2)} or more, or put the load generator on another host "
+                   "(qbench master / qbench worker)")

@@ -263,7 +263,7 @@ def _add_run_commands(sub) -> None:
     wrk.set_defaults(func=worker_command)
 
     cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
-    groups = add_run_options(cap)
+    groups = add_run_options(cap, set_by_command=("rate", "bursts"))
     groups["load"].add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s, doubled per "
                                                                     "step (default: 100)")
     cap.set_defaults(func=_capacity)

@@ -25,20 +25,36 @@ def add_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     return {name: parser.add_argument_group(title) for name, title in GROUPS.items()}
 
 
-def add_run_options(parser: argparse.ArgumentParser, workload: bool = True) -> dict[str, argparse._ArgumentGroup]:
-    """Add the run parameters, ``--dsn``, ``--allow-remote`` (and ``--workload``) to ``parser``; returns groups."""
+def add_run_options(parser: argparse.ArgumentParser, workload: bool = True, *, set_by_command=(),
+                    defaults: dict[str, str] | None = None, required=()) -> dict[str, argparse._ArgumentGroup]:
+    """Add the run parameters, ``--dsn``, ``--allow-remote`` (and ``--workload``) to ``parser``; returns groups.
+    For a command other than ``run``: ``set_by_command``, the keys it sets itself (parsed, so its own check
+    refuses them in one line, but not shown in ``--help``); ``defaults``, the keys whose default is its own
+    (key -> the default as shown); ``required``, the keys it cannot do without (shown as required)."""
     parser.epilog = EPILOG
     groups = add_groups(parser)
     if workload:
         groups["load"].add_argument("--workload", help=WORKLOAD_HELP)
     for p in PARAMETERS:
+        shown = _help(p, set_by_command, defaults or {}, required)
         if p.kind == "flag":
             groups[p.group].add_argument(p.option, dest=p.key, action=argparse.BooleanOptionalAction, default=None,
-                                         help=p.help_text())
+                                         help=shown)
         else:
-            groups[p.group].add_argument(p.option, dest=p.key, metavar=p.name, help=p.help_text())
+            groups[p.group].add_argument(p.option, dest=p.key, metavar=p.name, help=shown)
     add_database_options(groups["database"])
     return groups
+
+
+def _help(p, set_by_command, defaults: dict[str, str], required) -> str:
+    """Parameter ``p``'s ``--help`` text in one command (see :func:`add_run_options`)."""
+    if p.key in set_by_command:
+        return argparse.SUPPRESS
+    if p.key in required:
+        return f"{p.help} (required)".replace("%", "%%")
+    if p.key in defaults:
+        return f"{p.help} (default: {defaults[p.key]})".replace("%", "%%")
+    return p.help_text()
 
 
 def add_database_options(group, dsn_help: str = DSN_HELP) -> None:

@@ -35,6 +35,8 @@ def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     return {"run_dir": str(run_dir), "passed": ok, "why": why, "slo": summary.get("slo"),
             "slo_ratio": slo.worst_ratio(summary.get("slo")), "trusted": not problems(summary),
             "harness_limited": harness_limited(summary),
+            # the server's CPU is read from /proc only when the server runs on this host
+            "server_on_this_host": (summary.get("cost_per_job") or {}).get("server_cpu_us") is not None,
             "throughput_jobs_per_s": summary["throughput_jobs_per_s"], "measured_s": summary.get("measured_s"),
             "oldest_age_max_s": (summary.get("oldest_eligible_age_s") or {}).get("max"),
             "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),

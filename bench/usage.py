@@ -1,0 +1,23 @@
+"""How a hint names a setting to the user who will type it: ``--processes 2`` to a ``qbench`` user,
+``PROCESSES=2`` to a ``make`` user (the Makefile exports :data:`VIA_MAKE_ENV`). Imports nothing from queue-bench
+(every layer may import it, as ``bench.errors``)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+#: Set to 1 by the Makefile for every command it runs.
+VIA_MAKE_ENV = "QBENCH_VIA_MAKE"
+
+
+def via_make() -> bool:
+    """True when this process was started by a ``make`` target (:data:`VIA_MAKE_ENV`)."""
+    return os.environ.get(VIA_MAKE_ENV) == "1"
+
+
+def setting(name: str, value: str | int | float) -> str:
+    """Setting ``name`` (the parameter as the tables name it: ``processes``, ``slo``) to ``value`` as the user
+    types it: ``--processes 2`` (quoted as a shell needs it) or ``PROCESSES=2``."""
+    text = shlex.quote(str(value))
+    return f"{name.upper()}={text}" if via_make() else f"--{name.replace('_', '-')} {text}"
