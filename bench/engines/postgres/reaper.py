@@ -26,12 +26,14 @@ class Reaper(Periodic):
                  interval_s: float, recorder: Recorder):
         super().__init__(conn, interval_s, recorder)
         apply_settings(conn, {"search_path": schema})
-        # Sent with its value inlined (psycopg would read a % in it as a placeholder), unprepared: it may hold
-        # several statements, and once a second a preparation saves nothing worth a named statement.
+        # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
+        # prepared (it may hold several statements), the generated one as the adapter's connection prepares a
+        # repeated statement (bench.engines.postgres.adapter.connect_dsn).
         self.query = defined_sql.literal(defn.statements["reaper"], {"lease_s": float(lease_s)}).strip().rstrip(";")
+        self.prepare = None if defn.claim_row else False
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
-        cur = self.conn.execute(self.query, prepare=False)
+        cur = self.conn.execute(self.query, prepare=self.prepare)
         rows = cur.fetchall() if cur.description else []
         return self.count_pass([(r[0], _DEAD.get(r[1] if len(r) > 1 else None, "pending")) for r in rows])

@@ -150,7 +150,7 @@ class ReplicaWatch:
         an error counted; returns the connection to go on with."""
         try:
             if conn is None or conn.closed or conn.broken:
-                conn = connect(self.standby_dsn, application_name=f"queue-bench replica-reader-{i}")
+                conn = connect(self.standby_dsn, application_name=f"queue-bench replica-reader-{i}", auto_prepare=True)
             with translated():
                 self._transaction(conn)
         except EngineError as err:

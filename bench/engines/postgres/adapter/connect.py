@@ -18,17 +18,23 @@ from bench.engines.postgres.adapter.wire import PreparedSession
 
 #: The kind of a connection string psycopg cannot parse (a :class:`ConnectFailed` that is permanent).
 INVALID_DSN = "invalid_dsn"
+#: With ``auto_prepare``, psycopg prepares a statement on its 5th execution on a connection (psycopg's default
+#: ``prepare_threshold``: https://www.psycopg.org/psycopg3/docs/advanced/prepare.html).
+AUTO_PREPARE_AFTER = 5
 
 
 def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool = True,
-            settings: dict[str, str] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> psycopg.Connection:
+            settings: dict[str, str] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+            auto_prepare: bool = False) -> psycopg.Connection:
     """Open one connection: ``connect_timeout_s`` to connect, ``application_name``, ``settings`` applied
     (:func:`apply_settings`), psycopg's automatic preparation off (``prepare_threshold`` None: a statement is
-    prepared only by :func:`open_session`). Raises :class:`ConnectFailed` (``permanent`` per
-    :func:`is_permanent`; an unparsable ``dsn``: kind :data:`INVALID_DSN`, permanent)."""
+    prepared only by :func:`open_session`), or with ``auto_prepare`` on after :data:`AUTO_PREPARE_AFTER`
+    executions (the tool's own direct connections: :func:`bench.engines.postgres.adapter.connect_dsn`). Raises :class:`ConnectFailed` (``permanent`` per :func:`is_permanent`; an unparsable
+    ``dsn``: kind :data:`INVALID_DSN`, permanent)."""
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit, application_name=application_name,
-                               connect_timeout=max(1, math.ceil(connect_timeout_s)), prepare_threshold=None)
+                               connect_timeout=max(1, math.ceil(connect_timeout_s)),
+                               prepare_threshold=AUTO_PREPARE_AFTER if auto_prepare else None)
     except psycopg.ProgrammingError as err:
         raise ConnectFailed(INVALID_DSN, f"not a valid connection string ({first_line(err)})",
                             permanent=True) from None
