@@ -73,6 +73,16 @@ class ConfigError(BadInput):
         super().__init__(f"{param}: {message}")
 
 
+class ConnectRefused(ConfigError):
+    """A DSN that cannot connect (:class:`ConfigError` naming ``param``), with what the driver's adapter knows:
+    ``kind`` (the error counter key), ``detail`` (the database's first line), ``permanent`` (waiting will not
+    mend it) and ``cause`` (what it most likely means, when permanent)."""
+
+    def __init__(self, param: str, message: str, *, kind: str, detail: str, permanent: bool, cause: str):
+        super().__init__(param, message)
+        self.kind, self.detail, self.permanent, self.cause = kind, detail, permanent, cause
+
+
 class SessionRefused(BadInput):
     """A worker's first session was refused for a reason waiting will not mend (wrong database, schema or table
     missing, authentication, bad settings, a statement name already taken): the run stops before its clock

@@ -16,6 +16,23 @@ def via_make() -> bool:
     return os.environ.get(VIA_MAKE_ENV) == "1"
 
 
+def option(name: str) -> str:
+    """Parameter ``name`` (``plan_max_workers``) as the user types it: ``--plan-max-workers`` or
+    ``PLAN_MAX_WORKERS``."""
+    return name.upper() if via_make() else f"--{name.replace('_', '-')}"
+
+
+class _Options(dict):
+    def __missing__(self, key: str) -> str:
+        return option(key)
+
+
+def named(text: str) -> str:
+    """``text`` with each ``{name}`` written as :func:`option` writes it: ``leave {workers} out`` is ``leave
+    --workers out`` or ``leave WORKERS out``."""
+    return text.format_map(_Options())
+
+
 def setting(name: str, value: str | int | float) -> str:
     """Setting ``name`` (the parameter as the tables name it: ``processes``, ``slo``) to ``value`` as the user
     types it: ``--processes 2`` (quoted as a shell needs it) or ``PROCESSES=2``."""

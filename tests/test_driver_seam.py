@@ -35,6 +35,17 @@ from bench.runner.run import Run
 from conftest import MARIADB_DSN, REPO, fresh_database, run_and_load
 
 
+def _eventually(check, within_s: float = 5.0) -> bool:
+    """True once ``check()`` is, polled every 50 ms for at most ``within_s`` (a server ends a closed connection's
+    session asynchronously)."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _free_port() -> int:
     """A loopback port nothing listens on (bound once, then released)."""
     with socket.socket() as probe:
@@ -288,8 +299,8 @@ def test_pg_schema_lock_is_one_connection_at_a_time(dsn):
         pg.unlock_schema(first, schema)
         assert pg.try_lock_schema(second, schema) is True
         assert pg.try_lock_schema(first, schema) is False
-        second.close()  # the lock ends with its connection
-        assert pg.try_lock_schema(first, schema) is True
+        second.close()  # the lock ends with its connection, once the server has seen it go
+        assert _eventually(lambda: pg.try_lock_schema(first, schema)), "the lock outlived its connection"
     finally:
         first.close()
         second.close()
@@ -393,6 +404,48 @@ def test_maria_statement_errors(maria, maria_schema):
         claimer.close()
 
 
+def test_maria_a_worker_session_without_its_table_is_refused_as_it_opens(maria_schema):
+    """MariaDB prepares nothing, so a worker session reads nothing from its table as it opens: a server without
+    the run's table refuses the session for good (1146), not at its first claim."""
+    from bench.engines.mariadb.sessions import MariaDBWorkerSession
+    _, schema = maria_schema
+    conn = pymysql.connect(**connect_args(MARIADB_DSN), autocommit=True)
+    try:
+        conn.cursor().execute(f"CREATE DATABASE `{schema}`")
+        cfg = build_config("default", {"engine": "mariadb", "schema": schema, "workers": 1}, dsn=MARIADB_DSN)
+        with pytest.raises(ConnectFailed) as caught:
+            MariaDBWorkerSession(MARIADB_DSN, cfg, "worker-1")
+        assert caught.value.permanent and "doesn't exist" in str(caught.value), caught.value
+        assert caught.value.cause.startswith("the queue table is not there"), caught.value.cause
+        conn.cursor().execute(f"CREATE TABLE `{schema}`.jobs (id bigint PRIMARY KEY)")
+        MariaDBWorkerSession(MARIADB_DSN, cfg, "worker-1").close()  # with the table there, it opens
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_maria_a_server_that_never_answers_is_given_up_after_the_connect_timeout(maria):
+    """PyMySQL's connect_timeout bounds the TCP connect only; the adapter bounds the handshake too (a port that
+    accepts and stays silent), then leaves a connected session's reads unbounded."""
+    from bench.engines.driver import CONNECT_TIMEOUT_S
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        started = time.monotonic()
+        with pytest.raises(ConnectFailed) as caught:
+            maria.open_connection(f"mysql://root@127.0.0.1:{silent.getsockname()[1]}/")
+        waited = time.monotonic() - started
+    assert CONNECT_TIMEOUT_S - 1 <= waited < CONNECT_TIMEOUT_S + 5, waited
+    assert not caught.value.permanent
+    conn = maria.open_connection(MARIADB_DSN)
+    try:
+        started = time.monotonic()
+        maria.query(conn, f"SELECT SLEEP({CONNECT_TIMEOUT_S + 1})")  # longer than the handshake's bound
+        assert time.monotonic() - started >= CONNECT_TIMEOUT_S + 1
+    finally:
+        conn.close()
+
+
 def test_maria_session_state_read_back(maria):
     plain = pymysql.connect(**connect_args(MARIADB_DSN), autocommit=True)  # no setup: the server's defaults
     conn = maria.open_connection(MARIADB_DSN)
@@ -438,8 +491,8 @@ def test_maria_schema_lock_is_one_connection_at_a_time(maria):
         maria.unlock_schema(first, schema)
         assert maria.try_lock_schema(second, schema) is True
         assert maria.try_lock_schema(first, schema) is False
-        second.close()
-        assert maria.try_lock_schema(first, schema) is True
+        second.close()  # the lock ends with its connection, once the server has seen it go
+        assert _eventually(lambda: maria.try_lock_schema(first, schema)), "the lock outlived its connection"
     finally:
         first.close()
         if second.open:
@@ -487,9 +540,12 @@ def test_a_run_stops_at_once_when_a_local_workers_first_session_is_refused(dsn, 
 
 
 @pytest.mark.slow
-def test_a_distributed_run_stops_at_once_when_a_workers_first_session_is_refused(dsn, empty_dsn, tmp_path):
-    """qbench master on ``dsn``; its one worker process given a database without the run's schema: the master
-    exits 2 in one line naming the worker and 42P01, writes no run directory and drops the schema."""
+@pytest.mark.parametrize("target", ["no schema", "no database"])
+def test_a_distributed_run_stops_at_once_when_a_workers_first_session_is_refused(dsn, empty_dsn, tmp_path, target):
+    """qbench master on ``dsn``; its one worker process given a database without the run's schema (its sessions
+    are refused: 42P01), or a database that does not exist (its process's connection is): the master exits 2 in
+    one line naming the worker and the cause, writes no run directory and drops the schema."""
+    worker_dsn = empty_dsn if target == "no schema" else empty_dsn.replace("dbname=qbench_test_", "dbname=qb_none_")
     schema = f"qb_refused_{secrets.token_hex(3)}"
     port = _free_port()
     results = tmp_path / "results"
@@ -512,7 +568,7 @@ def test_a_distributed_run_stops_at_once_when_a_workers_first_session_is_refused
             time.sleep(0.1)
         started = time.monotonic()
         worker = subprocess.Popen([*cmd, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
-                                   "--dsn", empty_dsn], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
+                                   "--dsn", worker_dsn], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT)
         out, err = master.communicate(timeout=60)
         stopped_s = time.monotonic() - started
         worker.wait(timeout=30)
@@ -524,8 +580,11 @@ def test_a_distributed_run_stops_at_once_when_a_workers_first_session_is_refused
     assert stopped_s < 30, stopped_s  # at once, not after the 60 s wait for workers
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert re.fullmatch(rf'qbench: p1-worker-\d+: its session was refused \(42P01: relation "{schema}\.jobs" does '
-                        r"not exist\); the queue table is not there: .*; nothing was measured", lines[0]), lines[0]
+    expected = (rf'qbench: p1-worker-\d+: its session was refused \(42P01: relation "{schema}\.jobs" does '
+                r"not exist\); the queue table is not there: .*; nothing was measured" if target == "no schema" else
+                r"qbench: p1 \(qbench worker on .+\): its session was refused \(connect_failed: .*database "
+                r'"qb_none_\w+" does not exist\); the database does not exist on that server; nothing was measured')
+    assert re.fullmatch(expected, lines[0]), lines[0]
     assert "Traceback" not in out + err + log.read_text()
     assert not results.exists() or not any(results.iterdir()), list(results.iterdir())
     with psycopg.connect(dsn) as conn:

@@ -59,6 +59,16 @@ def test_a_hint_is_written_as_the_user_types_it():
     assert "e.g. SLO='pickup_p99<=1s'" in via_make.stderr and "--slo" not in via_make.stderr, via_make.stderr
 
 
+def test_a_refusal_of_what_a_command_sets_itself_names_it_as_typed():
+    direct = qbench("plan", "--workers", "3", "--rate", "10", "--slo", "pickup_p99<=1s", env=_env(False))
+    via_make = qbench("plan", "--workers", "3", "--rate", "10", "--slo", "pickup_p99<=1s", env=_env(True))
+    assert direct.returncode == via_make.returncode == 2
+    assert "allowed: leave --workers out (--plan-max-workers bounds it)" in direct.stderr, direct.stderr
+    assert "allowed: leave WORKERS out (PLAN_MAX_WORKERS bounds it)" in via_make.stderr, via_make.stderr
+    capacity = qbench("capacity", "--bursts", "0-1@5", env=_env(False))
+    assert capacity.returncode == 2 and "leave --bursts unset" in capacity.stderr, capacity.stderr
+
+
 def test_setting_quotes_for_a_shell(monkeypatch):
     monkeypatch.delenv(VIA_MAKE_ENV, raising=False)
     assert setting("processes", 2) == "--processes 2"

@@ -31,6 +31,7 @@ from bench.cli.capacity import capacity_command
 from bench.cli.clean import clean_command
 from bench.cli.plan import add_parser as add_plan_parser, plan_command
 from bench.sweep.driver import Sweep, run_sweep, server_key
+from bench.usage import named
 
 #: The commands that run load: main() applies gevent's monkey-patching before calling them
 #: (:mod:`bench.gevent_patch`), before any of them imports a database driver.
@@ -208,11 +209,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _capacity(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
-    for key, why in (("rate", "the capacity search sets the arrival rate itself; allowed: leave RATE unset (use "
-                              "RATE_START)"),
-                     ("bursts", "the capacity search offers one constant rate per step; allowed: leave BURSTS unset")):
+    for key, why in (("rate", "the capacity search sets the arrival rate itself; allowed: leave {rate} unset (use "
+                              "{rate_start})"),
+                     ("bursts", "the capacity search offers one constant rate per step; allowed: leave {bursts} unset")):
         if overrides.get(key) not in (None, ""):
-            raise ConfigError(key.upper(), why)
+            raise ConfigError(key.upper(), named(why))
     start_rate = parse_bounded(args.rate_start, "RATE_START", math.ulp(0.0), sys.float_info.max,  # 0 < rate < inf
                                "a number of jobs/s > 0", float)
     # The first step's rate stands in for RATE, so rules that need arrivals (a pickup SLO) hold.

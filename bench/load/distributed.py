@@ -89,6 +89,8 @@ class DistributedDriver(MergedProcesses):
 
     def _on_failed(self, environment, msg, **_):
         self.failed[int(msg.data["process"])] = str(msg.data.get("error"))
+        if msg.data.get("refused") and self.refused is None:
+            self.refused = msg.data["refused"]
 
     def _on_connected(self, environment, msg, **_):
         self.connected[int(msg.data["process"])] = int(msg.data["workers"])

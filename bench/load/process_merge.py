@@ -13,7 +13,7 @@ from pathlib import Path
 import gevent
 from gevent.event import Event
 
-from bench.errors import RunFailed
+from bench.errors import RunFailed, SessionRefused
 from bench.load.driver import stop_timeout_s
 from bench.load.process_stats import MeasuredParts, finish_process_stats, new_process_stats
 from bench.measure import interval_codec, metrics
@@ -29,6 +29,9 @@ START_WAIT_S = 60.0
 class MergedProcesses:
     """Several processes' lifecycle and per-second merge; ``NOUN``, ``NOT_STARTED``, ``SILENT_EXIT``: message
     wording."""
+
+    #: the first worker (or process) whose first session was refused for good (see ``SwarmContext.refused``)
+    refused: dict | None = None
 
     NOUN = NOT_STARTED = SILENT_EXIT = ""
 
@@ -74,6 +77,9 @@ class MergedProcesses:
             gone = [i for i, p in self.procs.items() if p.poll() is not None]
             if self.failed or gone or time.monotonic() > deadline:
                 self.kill()
+                if self.refused is not None:  # a process whose DSN was refused for good
+                    r = self.refused
+                    raise SessionRefused(r["worker"], r["kind"], r["message"], r["cause"])
                 if self.failed:
                     i, why = next(iter(self.failed.items()))
                     raise RunFailed(f"{option}: {self.NOUN} {i} {self.NOT_STARTED} ({why})")

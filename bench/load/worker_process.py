@@ -17,7 +17,7 @@ from locust.runners import CONNECT_RETRY_COUNT, CONNECT_TIMEOUT
 
 from bench.config.run_config import from_public
 from bench.engines import engine_for
-from bench.errors import QBenchError
+from bench.errors import ConnectRefused, QBenchError
 from bench.gevent_patch import patch
 from bench.load import swarm
 from bench.load.driver import stop_timeout_s
@@ -103,12 +103,15 @@ class WorkerProcess:
             sessions = engine.sessions(self.dsn, cfg)
             sessions.check_cooperative()
             engine.connect(self.dsn, "queue-bench worker check").close()  # a DSN this host cannot use fails here
+        except ConnectRefused as err:
+            refused = {"worker": f"p{self.index} (qbench worker on {socket.gethostname()})", "kind": err.kind,
+                       "message": err.detail, "cause": err.cause} if err.permanent else None
+            self._fail(str(err), refused)
+            return
         except Exception as err:  # noqa: BLE001 - any failure is told to the master, in one line
             if not isinstance(err, (QBenchError, KeyError, TypeError, ValueError)):
                 err = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
-            self.runner.send_message("qbench_failed", {"process": self.index, "error": str(err)})
-            self.failed = str(err)
-            self.configured.set()
+            self._fail(str(err))
             return
         self.cfg, self.recorder, self.claims = cfg, metrics.Recorder(cfg.batch), StampedLog()
         self.ctx = swarm.SwarmContext(cfg=cfg, sessions=sessions, recorder=self.recorder, log=self.claims,
@@ -118,6 +121,13 @@ class WorkerProcess:
         self.greenlets.extend([gevent.spawn(self.report_connected), gevent.spawn(seconds.loop_lag_probe, self.recorder)])
         self.runner.send_message("qbench_ready", {"process": self.index, "host": socket.gethostname(),
                                                   "pid": os.getpid()})
+        self.configured.set()
+
+    def _fail(self, error: str, refused: dict | None = None) -> None:
+        """Tell the master this process cannot run (``refused``: its DSN was refused for good, as
+        :attr:`bench.load.swarm.SwarmContext.refused` has it), then let :meth:`serve` exit."""
+        self.runner.send_message("qbench_failed", {"process": self.index, "error": error, "refused": refused})
+        self.failed = error
         self.configured.set()
 
     def on_go(self, environment, msg, **_) -> None:

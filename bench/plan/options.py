@@ -11,6 +11,7 @@ from bench.config.choices import MAX_WORKERS
 from bench.config.parameter import Parameter
 from bench.config.parameters import BY_KEY, PARAMETERS
 from bench.errors import ConfigError
+from bench.usage import named
 
 #: At most this many candidate designs in one plan (the product of the lists).
 MAX_CANDIDATES = 8
@@ -18,9 +19,9 @@ MAX_CANDIDATES = 8
 STEP_DURATION, STEP_WARMUP = "10s", "2s"
 #: Run parameters the plan sets itself, with why (given, they are refused).
 SET_BY_PLAN = {
-    "workers": "the plan searches the worker count itself; allowed: leave WORKERS out (PLAN_MAX_WORKERS bounds it)",
-    "backlog": "the plan's steps are open-loop, with no seeded backlog; allowed: leave BACKLOG out",
-    "bursts": "the plan offers one constant rate per step; allowed: leave BURSTS out",
+    "workers": "the plan searches the worker count itself; allowed: leave {workers} out ({plan_max_workers} bounds it)",
+    "backlog": "the plan's steps are open-loop, with no seeded backlog; allowed: leave {backlog} out",
+    "bursts": "the plan offers one constant rate per step; allowed: leave {bursts} out",
 }
 #: Parameters that may be given as a comma list of candidates: a sweep axis with one plain value (a
 #: yes/no is a switch on the command line, one value: compare both with a sweep).
@@ -67,7 +68,7 @@ def candidates(overrides: Mapping[str, Any]) -> list[dict[str, Any]]:
     combinations."""
     for key, why in SET_BY_PLAN.items():
         if overrides.get(key) not in (None, ""):
-            raise ConfigError(key.upper(), why)
+            raise ConfigError(key.upper(), named(why))
     fixed, lists = {}, {}
     for key, value in overrides.items():
         if isinstance(value, str) and "," in value and key in LISTABLE:

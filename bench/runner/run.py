@@ -17,7 +17,7 @@ import psutil
 from bench import __version__, run_summary
 from bench.config.run_config import RunConfig
 from bench.engines import engine_for
-from bench.errors import ConfigError, SessionRefused
+from bench.errors import ConfigError, QBenchError
 from bench.load import swarm
 from bench.load.distributed import run_driver
 from bench.load.fault_windows import fault_window
@@ -125,11 +125,11 @@ class Run:
         self.load_start_sample = self.monitor.sample_stats()  # before any worker connects: cost over the whole load
         self.n_warm = int(round(cfg.warmup_s))
         self.n_meas = max(1, int(round(cfg.duration_s)))
-        self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them
         try:
+            self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them
             self.connect_s = self._started_or_cleaned(self.driver.wait_connected)
-        except SessionRefused:
-            self.engine.drop_schema_at(self.dsn, cfg.schema)  # created by this run, which measured nothing
+        except QBenchError:  # a process that did not start, a refused session: nothing was measured
+            self.engine.drop_schema_at(self.dsn, cfg.schema)  # created by this run
             raise
         self.workers_at_start = self.driver.connected_workers()
         if self.connect_s >= 1.0 or self.workers_at_start < cfg.workers:

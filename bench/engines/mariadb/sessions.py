@@ -37,6 +37,17 @@ class _Session:
         """True once the connection is lost."""
         return self._broken
 
+    def _reach_table(self) -> None:
+        """Read nothing from the queue table, so a session that cannot reach it (no such table on this server,
+        no privilege) is refused as it opens, as a PostgreSQL session preparing its claim is (MariaDB prepares
+        nothing). Raises :class:`ConnectFailed` (the connection closed)."""
+        try:
+            with translated(connecting=True):
+                results(self.cur, f"SELECT 1 FROM {policies.ident(self.cfg.schema, 'jobs')} LIMIT 0")
+        except ConnectFailed:
+            self.close()
+            raise
+
     @property
     def in_transaction(self) -> bool:
         """True while a transaction is open (or failed)."""
@@ -100,6 +111,7 @@ class MariaDBWorkerSession(_Session):
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str):
         super().__init__(dsn, cfg, name, isolation=cfg.isolation)
+        self._reach_table()
         self.select = policies.claim_select(cfg.schema, cfg.policy, cfg.index, cfg.batch,
                                             queue_names(queue_count(cfg)))
         with _IDS_LOCK:

@@ -18,7 +18,7 @@ from bench.engines.mariadb.adapter.connection import (ISOLATION_LEVELS, NO_LOCK_
 from bench.engines.mariadb.adapter.errors import (DATABASE_ERRORS, DEADLOCK, LOCK_NOT_AVAILABLE, LOCK_WAIT_TIMEOUT,
                                                   NAMED_KINDS, NOT_SUPPORTED_YET, error_kind, error_number,
                                                   first_line, is_lost, is_permanent, translate, translated)
-from bench.errors import ConfigError
+from bench.errors import ConnectRefused
 
 
 def connect_dsn(dsn: str, *, param: str = "DSN", isolation: str | None = None,
@@ -28,8 +28,9 @@ def connect_dsn(dsn: str, *, param: str = "DSN", isolation: str | None = None,
     try:
         return open_connection(dsn, isolation=isolation, program=application_name)
     except ConnectFailed as err:
-        raise ConfigError(param, f"cannot connect ({err}); allowed: a reachable MariaDB DSN "
-                                 "(mysql://user@host:port/), or none for the embedded server") from None
+        raise ConnectRefused(param, f"cannot connect ({err}); allowed: a reachable MariaDB DSN "
+                                    "(mysql://user@host:port/), or none for the embedded server",
+                             kind=err.kind, detail=str(err), permanent=err.permanent, cause=err.cause) from None
 
 
 def is_alive(conn) -> bool:

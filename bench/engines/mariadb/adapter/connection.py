@@ -40,13 +40,19 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
     says, reads and writes unbounded. Raises :class:`bench.engines.base.ConnectFailed` (``permanent`` per
     :func:`~bench.engines.mariadb.adapter.errors.is_permanent`) and ConfigError (``DSN``, unparsable)."""
     args = connect_args(dsn)
+    bounded = timeout_s is not None or "read_timeout" in args
     if timeout_s is None:
         args.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+        # PyMySQL's connect_timeout bounds the TCP connect only: the handshake's reads get it too (a port that
+        # accepts and never answers would otherwise hang), and are unbounded again once connected
+        args.setdefault("read_timeout", args["connect_timeout"])
     else:
         args.update(connect_timeout=timeout_s, read_timeout=timeout_s, write_timeout=timeout_s)
     with translated(connecting=True):
         conn = pymysql.connect(**args, autocommit=True, charset="utf8mb4",
                                client_flag=CLIENT.MULTI_STATEMENTS, program_name=program[:32])
+    if not bounded:
+        conn._read_timeout = None  # pylint: disable=protected-access  (PyMySQL applies it at the next read)
     try:
         with translated(connecting=True), conn.cursor() as cur:
             for statement in session_setup(isolation):

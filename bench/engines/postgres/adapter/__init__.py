@@ -16,7 +16,7 @@ from bench.engines.postgres.adapter.connect import (INVALID_DSN, SessionState, a
 from bench.engines.postgres.adapter.errors import (INSUFFICIENT_PRIVILEGE, LOCK_NOT_AVAILABLE, QUERY_CANCELED,
                                                    UNDEFINED_COLUMN, error_kind, first_line, is_permanent, translate,
                                                    translated)
-from bench.errors import ConfigError
+from bench.errors import ConfigError, ConnectRefused
 
 
 def connect_dsn(dsn: str, *, param: str = "DSN", autocommit: bool = True, application_name: str = "queue-bench",
@@ -30,8 +30,9 @@ def connect_dsn(dsn: str, *, param: str = "DSN", autocommit: bool = True, applic
     except ConnectFailed as err:
         if err.kind == INVALID_DSN:
             raise ConfigError(param, f"{err}; e.g. postgresql://user@127.0.0.1:5432/db") from None
-        raise ConfigError(param, f"cannot connect ({err}); allowed: a reachable PostgreSQL DSN"
-                          + (", or none for the embedded database" if param == "DSN" else "")) from None
+        raise ConnectRefused(param, f"cannot connect ({err}); allowed: a reachable PostgreSQL DSN"
+                             + (", or none for the embedded database" if param == "DSN" else ""),
+                             kind=err.kind, detail=str(err), permanent=err.permanent, cause=err.cause) from None
 
 
 def is_alive(conn: psycopg.Connection) -> bool:
