@@ -27,3 +27,16 @@ def test_the_latency_table_gives_ms_with_us_precision_and_seconds_from_10_s():
     rows = {r["label"].split(",")[0]: r["cells"] for r in latency_rows(summary)}
     assert rows["claim latency"] == ["0.412 ms", "9,999.999 ms", "10.00 s", "133.000 ms", "n/a"]
     assert rows["pickup latency"][0] == "19.02 s"
+
+
+def test_the_workers_connected_row_is_red_when_a_run_started_or_ended_short():
+    from bench.report.run_tables import _cost_rows
+    def row(seen):
+        rows = [r for r in _cost_rows({"workers_connected": seen}, {}) if r["label"].startswith("workers connected")]
+        return rows[0] if rows else None
+    full = row({"asked": 10, "at_start": 10, "at_end": 10, "connect_wait_s": 0.42})
+    assert full == {"label": "workers connected at start / at end, of WORKERS (connect wait)",
+                    "value": "10 / 10 of 10 (0.4 s)", "bad": False}
+    assert row({"asked": 10, "at_start": 9, "at_end": 10, "connect_wait_s": 60.0})["bad"] is True
+    assert row({"asked": 10, "at_start": 10, "at_end": 8, "connect_wait_s": 1.0})["bad"] is True
+    assert row(None) is None  # a run written before it was kept

@@ -203,6 +203,11 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
                      bad=not is_missing(cpu) and limit is not None and float(cpu) > limit))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
+    seen = summary.get("workers_connected")  # None: a run written before it was kept
+    if seen:
+        rows.append(_row("workers connected at start / at end, of WORKERS (connect wait)",
+                         f"{seen['at_start']} / {seen['at_end']} of {seen['asked']} ({fmt_num(seen['connect_wait_s'], 1, 's')})",
+                         bad=min(seen["at_start"], seen["at_end"]) < seen["asked"]))
     return rows
 
 

@@ -79,9 +79,11 @@ def _audit(f: Figures) -> dict:
 
 
 def _trust(f: Figures) -> dict:
-    """The harness's CPU, whether the run is suspect and why, whether the backlog ran dry."""
+    """The harness's CPU, the workers connected (run.json's), whether the run is suspect and why, whether the
+    backlog ran dry."""
     reasons = suspect_reasons(f)
     return {"harness_cpu_max_pct": f.cpu_max,
+            "workers_connected": f.facts.run_info.get("workers_connected"),
             "harness_cpu_limit_pct": SUSPECT_CPU_PCT,
             "suspect": bool(reasons),
             "suspect_reasons": reasons,
