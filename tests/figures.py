@@ -29,10 +29,12 @@ UNITS = {
 }
 _UNIT = "|".join(re.escape(unit) for unit in sorted(UNITS, key=len, reverse=True))
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-_SEPARATOR = r"\s*(?:/|–|-|→|to)\s*"
+_SEPARATOR = r"(?:\s*(?:/|–|-|→)\s*|\s+(?:to|and|or|vs\.?|against)\s+)"
 FIGURE = re.compile(
     rf"(?<![\w.,/^-])(?P<numbers>(?:{_NUMBER})(?:{_SEPARATOR}(?:{_NUMBER}))*)[ \u00a0]?(?P<unit>{_UNIT})(?![\w/])")
 _ONE_NUMBER = re.compile(_NUMBER)
+# A table header cell that names its column's unit: "jobs/s", "claim p99 ms", "server CPU µs / job".
+HEADER_UNIT = re.compile(rf"(?<![\w/])({_UNIT})(?![\w/])")
 INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", flags=re.S)
 FENCE = re.compile(r"^(```|~~~)")
 HTML_COMMENT = re.compile(r"<!--.*?-->", flags=re.S)
@@ -97,9 +99,35 @@ def prose(markdown: str) -> str:
     return LINK_TARGET.sub(blank, INLINE_CODE.sub(blank, text))
 
 
+def table_figures(markdown: str) -> list[Figure]:
+    """The figures of a page's tables whose unit is in the column's header ("server CPU µs / job",
+    "claim p99 ms", "jobs/s"): every number of such a column's cells, with that unit."""
+    found, units = [], None
+    for number, line in enumerate(markdown.splitlines(), start=1):
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else None
+        if cells is None:
+            units = None
+        elif units is None:
+            units = [_header_unit(cell) for cell in cells]
+        elif not set(line) <= set("|-: "):
+            for cell, unit in zip(cells, units):
+                found.extend(Figure(_value(text), unit, number, cell) for text in _ONE_NUMBER.findall(cell) if unit)
+    return found
+
+
+def _header_unit(cell: str) -> str | None:
+    match = HEADER_UNIT.search(cell)
+    return UNITS[match.group(1)] if match else None
+
+
 def measured_keys(directory: Path = MEASUREMENTS) -> set[tuple[Decimal, str]]:
-    """Every (value, unit) the measurement files hold, read from their whole text (code included)."""
-    return {figure.key for path in sorted(directory.glob("*.md")) for figure in figures_in(path.read_text())}
+    """Every (value, unit) the measurement files hold: read from their whole text (code included), and from
+    their tables' columns whose header names the unit."""
+    keys = set()
+    for path in sorted(directory.glob("*.md")):
+        text = path.read_text()
+        keys |= {figure.key for figure in [*figures_in(text), *table_figures(text)]}
+    return keys
 
 
 @dataclass(frozen=True)
@@ -133,18 +161,23 @@ def _allowed_spans(text: str, allowed: list[Allowed]) -> tuple[list[tuple[int, i
 
 def unmeasured(markdown: str, measured: set[tuple[Decimal, str]],
                allowed: list[Allowed]) -> tuple[list[Figure], set[str]]:
-    """The figures of a page's prose that no measurement file holds and no allowed phrase covers, and the
-    allowed phrases that covered something on this page."""
+    """The figures of a page's prose and of its tables' unit columns that no measurement file holds and no
+    allowed phrase covers (a table cell's figure: a phrase on its line), and the allowed phrases used."""
     text = prose(markdown)
     spans, used = _allowed_spans(text, allowed)
+    lines = text.splitlines()
     missing = []
     for match in FIGURE.finditer(text):
         if any(start <= match.start() and match.end() <= end for start, end in spans):
             continue
         line = text.count("\n", 0, match.start()) + 1
-        for figure in figures_in(match.group(0)):
-            if figure.key not in measured:
-                missing.append(Figure(figure.value, figure.unit, line, figure.text))
+        missing.extend(Figure(figure.value, figure.unit, line, figure.text) for figure in figures_in(match.group(0))
+                       if figure.key not in measured)
+    for figure in table_figures(text):
+        covered = [entry.phrase for entry in allowed if " ".join(entry.phrase.split()) in lines[figure.line - 1]]
+        used.update(covered)
+        if figure.key not in measured and not covered:
+            missing.append(figure)
     return missing, used
 
 

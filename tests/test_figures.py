@@ -96,3 +96,15 @@ def test_a_measurement_section_with_figures_names_its_commit_and_command():
     assert figures.unrecorded_sections(page) == ["line 13: No commit: `make bench` (no commit)",
                                                  "line 17: No command, at `def5678` (no command)"]
     assert figures.page_names_machine(page) and not figures.page_names_machine("# x\n\n1 s\n")
+
+
+def test_a_table_column_whose_header_names_the_unit_holds_figures_of_that_unit():
+    page = ("| index | jobs/s | server CPU µs / job | WAL B / job |\n| --- | --- | --- | --- |\n"
+            "| partial | 1,880 / 1,930 | 878 (847–914) | 652 |\n\nafter the table 5\n")
+    assert {figure.key for figure in figures.table_figures(page)} == {
+        (Decimal(1880), "jobs/s"), (Decimal(1930), "jobs/s"), (Decimal(878), "µs"), (Decimal(847), "µs"),
+        (Decimal(914), "µs")}
+    measured = {figure.key for figure in figures.table_figures(page)}
+    missing, _ = figures.unmeasured(page.replace("878 (", "879 ("), measured, [])
+    assert [(figure.value, figure.unit) for figure in missing] == [(Decimal(879), "µs")]
+
