@@ -108,3 +108,33 @@ def test_a_table_column_whose_header_names_the_unit_holds_figures_of_that_unit()
     missing, _ = figures.unmeasured(page.replace("878 (", "879 ("), measured, [])
     assert [(figure.value, figure.unit) for figure in missing] == [(Decimal(879), "µs")]
 
+
+def _pages() -> list:
+    """README.md and the docs pages that explain the tool: not the measurements, not the generated reference."""
+    docs = figures.REPO / "docs"
+    return [figures.REPO / "README.md",
+            *sorted(path for path in docs.rglob("*.md")
+                    if not path.is_relative_to(docs / "measurements") and not path.is_relative_to(docs / "reference"))]
+
+
+def test_every_figure_in_the_readme_and_docs_prose_is_measured_or_allowed():
+    measured, allowed = figures.measured_keys(), figures.load_allowed()
+    missing, used = [], set()
+    for path in _pages():
+        found, page_used = figures.unmeasured(path.read_text(), measured, allowed)
+        used |= page_used
+        missing += [f"{path.relative_to(figures.REPO)}:{figure.line}: {figure.text}" for figure in found]
+    assert missing == [], ("a figure no measurement file holds: put it under docs/measurements/ with its command "
+                           "and commit, link to it, or (a definition or an example) allow it in "
+                           "tests/figures_allowed.toml with its reason")
+    assert sorted(entry.phrase for entry in allowed if entry.phrase not in used) == [], \
+        "allowed phrases that no page uses any more: delete them"
+
+
+def test_every_measurement_section_with_figures_names_its_commit_and_command_and_every_page_its_machine():
+    pages = sorted(figures.MEASUREMENTS.glob("*.md"))
+    assert len(pages) >= 10
+    problems = [f"{path.name} {problem}" for path in pages for problem in figures.unrecorded_sections(path.read_text())]
+    problems += [f"{path.name}: names no machine (its cores)" for path in pages
+                 if not figures.page_names_machine(path.read_text())]
+    assert problems == []
