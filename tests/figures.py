@@ -48,7 +48,7 @@ COMMIT = re.compile(r"(?<![\w./-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7
 COMMAND = re.compile(r"(?:`|^\$ |^)\s*(?:/usr/bin/time [^`\n]*|time |sudo )?"
                      r"(?:make|qbench|pgbench|mariadb-slap|python3?|pytest|\.ci/run|\.venv/bin/\w+|"
                      r"psql|mariadb|/usr/bin/time)\b", flags=re.M)
-MACHINE = re.compile(r"\b\d+[- ]cores?\b|\bcores?\b", flags=re.I)
+MACHINE = re.compile(r"\b\d+[- ]cores?\b", flags=re.I)
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,7 @@ def figures_in(text: str) -> list[Figure]:
 def prose(markdown: str) -> str:
     """The text a figure check reads: inline code, link targets, HTML comments and the command lines of fenced
     blocks blanked with spaces (each character keeps its place, so a position or line points into the page)."""
-    blank = lambda match: re.sub(r"[^\n]", " ", match.group(0))  # noqa: E731
-    text = HTML_COMMENT.sub(blank, markdown)
+    text = HTML_COMMENT.sub(_blank, markdown)
     lines, fenced = [], False
     for line in text.splitlines():
         if FENCE.match(line.strip()):
@@ -96,7 +95,11 @@ def prose(markdown: str) -> str:
         else:
             lines.append(line)
     text = "\n".join(lines)
-    return LINK_TARGET.sub(blank, INLINE_CODE.sub(blank, text))
+    return LINK_TARGET.sub(_blank, INLINE_CODE.sub(_blank, text))
+
+
+def _blank(match: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
 
 
 def table_figures(markdown: str) -> list[Figure]:
@@ -125,7 +128,7 @@ def measured_keys(directory: Path = MEASUREMENTS) -> set[tuple[Decimal, str]]:
     their tables' columns whose header names the unit."""
     keys = set()
     for path in sorted(directory.glob("*.md")):
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         keys |= {figure.key for figure in [*figures_in(text), *table_figures(text)]}
     return keys
 
@@ -140,7 +143,7 @@ class Allowed:
 
 def load_allowed(path: Path = ALLOWED_FILE) -> list[Allowed]:
     """The allow-list: [[allowed]] tables with a phrase and a reason each (ValueError when one lacks either)."""
-    entries = tomllib.loads(path.read_text()).get("allowed", [])
+    entries = tomllib.loads(path.read_text(encoding="utf-8")).get("allowed", [])
     for entry in entries:
         if not entry.get("phrase") or not entry.get("reason"):
             raise ValueError(f"{path.name}: every [[allowed]] needs a phrase and a reason: {entry}")

@@ -63,7 +63,7 @@ def _plant(page: str, measured: set[tuple[Decimal, str]]) -> tuple[str, str]:
 
 def test_a_planted_wrong_figure_in_the_readme_is_reported():
     """The README as committed, with one of its measured figures changed in its last digit."""
-    readme = (figures.REPO / "README.md").read_text()
+    readme = (figures.REPO / "README.md").read_text(encoding="utf-8")
     measured, allowed = figures.measured_keys(), figures.load_allowed()
     before, _ = figures.unmeasured(readme, measured, allowed)
     planted, right = _plant(readme, measured)
@@ -81,7 +81,7 @@ def test_an_allowed_phrase_covers_its_figures_across_a_line_break():
 
 def test_an_allowed_entry_needs_a_reason(tmp_path):
     path = tmp_path / "allowed.toml"
-    path.write_text('[[allowed]]\nphrase = "every 100 ms"\n')
+    path.write_text('[[allowed]]\nphrase = "every 100 ms"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="needs a phrase and a reason"):
         figures.load_allowed(path)
 
@@ -121,7 +121,7 @@ def test_every_figure_in_the_readme_and_docs_prose_is_measured_or_allowed():
     measured, allowed = figures.measured_keys(), figures.load_allowed()
     missing, used = [], set()
     for path in _pages():
-        found, page_used = figures.unmeasured(path.read_text(), measured, allowed)
+        found, page_used = figures.unmeasured(path.read_text(encoding="utf-8"), measured, allowed)
         used |= page_used
         missing += [f"{path.relative_to(figures.REPO)}:{figure.line}: {figure.text}" for figure in found]
     assert missing == [], ("a figure no measurement file holds: put it under docs/measurements/ with its command "
@@ -134,7 +134,7 @@ def test_every_figure_in_the_readme_and_docs_prose_is_measured_or_allowed():
 def test_every_measurement_section_with_figures_names_its_commit_and_command_and_every_page_its_machine():
     pages = sorted(figures.MEASUREMENTS.glob("*.md"))
     assert len(pages) >= 10
-    problems = [f"{path.name} {problem}" for path in pages for problem in figures.unrecorded_sections(path.read_text())]
+    problems = [f"{path.name} {problem}" for path in pages for problem in figures.unrecorded_sections(path.read_text(encoding="utf-8"))]
     problems += [f"{path.name}: names no machine (its cores)" for path in pages
-                 if not figures.page_names_machine(path.read_text())]
+                 if not figures.page_names_machine(path.read_text(encoding="utf-8"))]
     assert problems == []
