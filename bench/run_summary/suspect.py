@@ -19,10 +19,10 @@ SUSPECT_CPU_PCT = 90.0
 #: is not keeping its own schedule. Every latency it measures ends when its greenlet runs again,
 #: and each worker cycle waits for at least three wake-ups (claim reply, the work's timer,
 #: completion reply): a lag of this size adds tens of ms to cycles that at the calibration
-#: load (README "Calibration": pgbench 3,305 claim+complete transactions/s at 50 clients)
-#: last 50 / 3,305 s = 15 ms, so the generator, not the database, sets the pace. A starved generator
-#: reads low on CPU (it waits for a core), so the CPU rule alone misses it. Measured figures
-#: behind the choice are in the README ("Event-loop lag").
+#: load (50 clients; docs/measurements/calibration.md, "Before and after the second redesign": pgbench
+#: 3,346.2 tps at f4340db) last about 15 ms, so the generator, not the database, sets the pace. A starved
+#: generator reads low on CPU (it waits for a core), so the CPU rule alone misses it. Measured figures
+#: behind the choice: docs/measurements/generator.md, "Event-loop lag of a healthy and a starved generator".
 SUSPECT_LOOP_LAG_P99_US = 10_000
 
 #: Above this producer schedule lag p50 (ms) over the measured window, the open-loop producers ran
