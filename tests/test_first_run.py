@@ -114,8 +114,9 @@ def test_from_a_private_folder_under_root_each_embedded_server_starts(tmp_path, 
                            "--results", str(results)], capture_output=True, text=True, timeout=300, cwd=checkout,
                           env=env)
     copies = re.findall(r" linked into (\S+), which it can reach", proc.stdout)
-    for copy in copies:  # this test's own (keyed by its private path): removed
+    for copy in map(pathlib.Path, copies):  # this test's own (keyed by its private path): removed, with its lock
         shutil.rmtree(copy)
+        copy.with_name(f".{copy.name}.lock").unlink()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run_json(results)
     if pg_version == "system":
