@@ -322,11 +322,11 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                 if p.key in given:
                     raise
                 raise ConfigError(p.name, f"{str(err).split(': ', 1)[1]} (the value is from workload {workload!r}: "
-                                          f"set {p.name} to override it)") from None
+                                          f"set {option(p.key)} to override it)") from None
     if dsn is not None and values["pg_version"] not in ("auto", NOT_APPLICABLE):
         raise ConfigError("PG_VERSION", f"{values['pg_version']} picks the embedded server's binaries, and a DSN names "
-                                        "a server already running (its server_version is recorded); allowed: leave "
-                                        "PG_VERSION out with a DSN, or no DSN")
+                                        + named("a server already running (its server_version is recorded); allowed: "
+                                                "leave {pg_version} out with a DSN, or no DSN"))
     check_replica(values, dsn, given)
     notes = check_combinations(values, set(raw))
     notes += defined.check(values)
