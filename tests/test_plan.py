@@ -129,6 +129,8 @@ def test_an_slo_nothing_meets_exits_4_and_stops_early(dsn, tmp_path):
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert not state["answer"]["met"] and state["answer"]["sentence"].startswith("No design met the SLO")
     assert "claim_p99" in state["answer"]["sentence"] and "did not help" in state["answer"]["sentence"]
+    closest = state["answer"]["closest"]["workers"]
+    assert f"Closest: {closest} worker{'' if closest == 1 else 's'} of " in state["answer"]["sentence"]
     # Doubling stops as soon as it stops helping: a few steps (a claim p99 may still fall from 1 to 2 workers),
     # not the nine from 1 to the 200-worker ceiling.
     steps = state["designs"][0]["workers"]["steps"]
