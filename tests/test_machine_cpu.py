@@ -99,3 +99,21 @@ def test_a_run_beside_a_cpu_hog_is_suspect_naming_the_share_and_a_run_alone_meas
     assert share > beside["outside_cpu_limit_pct"] == SUSPECT_OUTSIDE_CPU_PCT
     assert beside["suspect"] and any(f"the machine spent {share:g} % of its CPU outside the run" in reason
                                      for reason in beside["suspect_reasons"])
+
+
+def test_no_outside_share_when_the_server_is_on_this_host_but_none_of_its_processes_is_found():
+    """A loopback DSN whose server's processes are not on this host's /proc (a container): its CPU would read
+    as outside, so the second has no share; a server found here, or on another host, leaves the share as read."""
+    from types import SimpleNamespace
+
+    from bench.measure.machine_cpu import BusyShare
+    from bench.runner.run import Run
+
+    run = Run.__new__(Run)  # only the meter, the monitor and where the DSN points
+    run.machine = SimpleNamespace(read=lambda: BusyShare(50.0, 1.0))
+    run.monitor, run.server_elsewhere = SimpleNamespace(server_pids=lambda: ()), False
+    assert run._busy() is None
+    run.server_elsewhere = True
+    assert run._busy() == BusyShare(50.0, 1.0)
+    run.monitor, run.server_elsewhere = SimpleNamespace(server_pids=lambda: (4321,)), False
+    assert run._busy() == BusyShare(50.0, 1.0)
