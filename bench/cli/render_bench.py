@@ -22,6 +22,7 @@ from hdrh.log import HistogramLogReader
 
 from bench.measure import metrics
 from bench.results import run_files
+from bench.results.histograms import sum_log
 from bench.results.model import RunResult
 
 #: The files copied as they are (the ones the report reads besides intervals.csv).
@@ -76,22 +77,13 @@ def stretch_run(source: Path, out: Path, seconds: int) -> int:
                 hists = {name: reader.get_next_interval_histogram() for name, reader in readers.items()}
                 if any(h is None for h in hists.values()):
                     break
-                logs.write(metrics.Interval(t_s, float(t_s), t_s + 1.0, hists, Counter(), Counter()))
+                second = metrics.Interval(t_s, float(t_s), t_s + 1.0, hists, Counter(), Counter())
+                logs.write(second)
+                second.release()
                 t_s += 1
             if t_s == 0:
                 raise ValueError(f"RUN_DIR: {source}/histograms holds no interval; allowed: a run with a measured window")
     return n_source
-
-
-def sum_log(path: Path) -> tuple[int, metrics.HdrHistogram]:
-    """(intervals, their exact sum) of the HdrHistogram log ``path``, read one interval at a time."""
-    total = metrics.new_histogram("pickup_latency_us")
-    reader = _log_reader(path)
-    n = 0
-    while (hist := reader.get_next_interval_histogram()) is not None:
-        total.add(hist)
-        n += 1
-    return n, total
 
 
 #: Runs a module as ``python -m`` would and, at exit, writes the process's peak RSS (VmHWM of

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 from hdrh.histogram import HdrHistogram
 
-from bench.measure.metrics import HISTOGRAM_NAMES, Interval, new_histogram
+from bench.measure.metrics import HISTOGRAM_NAMES, Interval, free_histogram, new_histogram
 
 __all__ = ["encode", "decode", "merge"]
 
@@ -35,7 +35,9 @@ def decode(data: dict[str, Any]) -> Interval:
         text = (data.get("histograms") or {}).get(name)
         hist = new_histogram(name)
         if text:
-            hist.add(HdrHistogram.decode(text.encode("ascii")))
+            part = HdrHistogram.decode(text.encode("ascii"))
+            hist.add(part)
+            free_histogram(part)
         histograms[name] = hist
     return Interval(int(data["index"]), float(data["start_s"]), float(data["end_s"]), histograms,
                     Counter(data.get("counters") or {}), Counter(data.get("errors") or {}),

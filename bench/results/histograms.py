@@ -8,11 +8,29 @@ from pathlib import Path
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-#: The histograms' range and precision as the run recorded them (bench.measure.metrics): any value the
-#: run could record fits (pickup's are the longest, up to a week in µs).
-HIGHEST_US, SIGNIFICANT_DIGITS = 7 * 86_400_000_000, 3
+from bench.measure.metrics import free_histogram, new_histogram
+
 #: The percentiles of the spectrum (HdrHistogram's plotter's ladder, to five nines), then the maximum.
 SPECTRUM_PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 99.999)
+
+
+def sum_log(path: Path) -> tuple[int, HdrHistogram]:
+    """(intervals, their exact sum in one histogram, µs) of the HdrHistogram log at ``path``, read one interval at
+    a time, each freed once added (:func:`~bench.measure.metrics.free_histogram`: memory stays flat however long
+    the run)."""
+    widest = "pickup_latency_us"  # its range covers every name's
+    total, reference = new_histogram(widest), new_histogram(widest)
+    reader = HistogramLogReader(str(path), reference)
+    n = 0
+    try:
+        while (interval := reader.get_next_interval_histogram()) is not None:
+            total.add(interval)
+            free_histogram(interval)
+            n += 1
+    finally:
+        reader.close()
+        free_histogram(reference)
+    return n, total
 
 
 def read_hlog(path: Path) -> HdrHistogram | None:
@@ -20,10 +38,7 @@ def read_hlog(path: Path) -> HdrHistogram | None:
     or holds no value."""
     if not Path(path).is_file():
         return None
-    total = HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS)
-    reader = HistogramLogReader(str(path), HdrHistogram(1, HIGHEST_US, SIGNIFICANT_DIGITS))
-    while (interval := reader.get_next_interval_histogram()) is not None:
-        total.add(interval)
+    _, total = sum_log(path)
     return total if total.get_total_count() else None
 
 
