@@ -116,7 +116,7 @@ def bench(args) -> dict:
                 own = own_side(args, queue)
                 sides.append(own)
                 print(_line(queue, own, _load()), flush=True)
-                duration_s = int(own["wall_s"] * 1.6) + 5
+                duration_s = int(own["wall_s"] * 1.3) + 4
             else:
                 duration_s = args.builtin_duration_s
             for side in ("default", "minimum"):
