@@ -1,6 +1,6 @@
 """What the tool's measurement costs (``make overhead-bench``, a benchmark, not a test; docs/measurements/overhead.md).
 
-On one database, in rounds (A B C, A B C, ...): each queue library's own worker from its own command line on
+On one database, in rounds (A B C, then C B A, ...): each queue library's own worker from its own command line on
 ``--jobs`` pre-inserted jobs (:mod:`bench.engines.postgres.library_workers.own_cli`), then the same worker run
 through the tool (``LIBRARY_MODE=worker``) at the measurement's default and at its minimum
 (:data:`MINIMUM_OPTIONS`); the built-in queue at both measurements. A library's jobs/s is read from its own
@@ -107,20 +107,22 @@ def _line(queue: str, r: dict, load: str) -> str:
 
 
 def bench(args) -> dict:
-    """Run the rounds; print each side and each ratio; returns every figure."""
+    """Run the rounds, the sides in reverse order every second round (A B C, C B A: a drift of the machine
+    falls on both); print each side and each ratio; returns every figure."""
     figures: dict[str, list] = {q: [] for q in args.queues}
+    own_wall_s: dict[str, float] = {}
     for round_ in range(1, args.rounds + 1):
         for queue in args.queues:
+            order = ("own", "default", "minimum") if queue != "builtin" else ("default", "minimum")
             sides = []
-            if queue != "builtin":
-                own = own_side(args, queue)
-                sides.append(own)
-                print(_line(queue, own, _load()), flush=True)
-                duration_s = int(own["wall_s"] * 1.3) + 4
-            else:
-                duration_s = args.builtin_duration_s
-            for side in ("default", "minimum"):
-                r = tool_side(args, queue, side, duration_s)
+            for side in order if round_ % 2 else order[::-1]:
+                if side == "own":
+                    r = own_side(args, queue)
+                    own_wall_s[queue] = r["wall_s"]
+                else:  # a library's run lasts until its backlog is surely drained (the first round's own first)
+                    duration_s = (int(own_wall_s[queue] * 1.3) + 4 if queue in own_wall_s
+                                  else args.builtin_duration_s)
+                    r = tool_side(args, queue, side, duration_s)
                 sides.append(r)
                 print(_line(queue, r, _load()), flush=True)
             figures[queue].append(sides)
