@@ -33,8 +33,17 @@ def named(text: str) -> str:
     return text.format_map(_Options())
 
 
-def setting(name: str, value: str | int | float) -> str:
+def setting(name: str, value: str | int | float, quote: bool = True) -> str:
     """Setting ``name`` (the parameter as the tables name it: ``processes``, ``slo``) to ``value`` as the user
-    types it: ``--processes 2`` (quoted as a shell needs it) or ``PROCESSES=2``."""
-    text = shlex.quote(str(value))
+    types it: ``--processes 2`` (quoted as a shell needs it, unless ``quote`` is False: an example such as
+    ``1,…``) or ``PROCESSES=2``."""
+    text = shlex.quote(str(value)) if quote else str(value)
     return f"{name.upper()}={text}" if via_make() else f"--{name.replace('_', '-')} {text}"
+
+
+def switch(name: str, on: bool = True) -> str:
+    """Yes/no parameter ``name`` (``allow_remote``, ``prepared``) set on or off as the user types it:
+    ``--allow-remote`` / ``--no-prepared``, or ``ALLOW_REMOTE=1`` / ``PREPARED=0``."""
+    if via_make():
+        return f"{name.upper()}={int(on)}"
+    return f"--{'' if on else 'no-'}{name.replace('_', '-')}"

@@ -35,8 +35,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Tests that run `make` want what a user's shell gives it, not what `make test` passes its children:
 # MAKELEVEL adds "Entering directory" lines, MAKEFLAGS carries the outer command line's variables.
-# DATABASE_URL would pick the database of every qbench and make command a test runs.
-for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "DATABASE_URL"):
+# DATABASE_URL would pick the database of every qbench and make command a test runs. QBENCH_VIA_MAKE (which
+# `make test` exports) would write every hint of a qbench command a test runs in Make syntax (bench/usage.py).
+for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "DATABASE_URL", "QBENCH_VIA_MAKE"):
     os.environ.pop(_name, None)
 
 

@@ -215,7 +215,7 @@ BAD_CALIBRATE_INPUT = [
     ("processes-twice", ["--processes", "2,2"], "PROCESSES", "each once"),
     # 3 processes need 3 workers: every configuration of the grid is checked before anything runs
     ("processes-above-workers", ["--processes", "1,3", "--workers", "50,2"], "PROCESSES",
-     "PROCESSES from 1 to WORKERS"),
+     "--processes from 1 to --workers"),
     ("batch-0", ["--batch", "0"], "BATCH", "from 1 to 10000, or a comma-separated list"),
     ("batch-empty-item", ["--batch", "1,,10"], "BATCH", "from 1 to 10000, or a comma-separated list"),
     ("workers-not-a-number", ["--workers", "50,abc", "--processes", "1"], "WORKERS",
@@ -247,7 +247,7 @@ def test_calibration_grid_on_mariadb_is_refused_in_one_line(tmp_path):
                   "--results", str(tmp_path / "results"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
-    assert line.startswith("qbench: PROCESSES:") and "ENGINE=postgres" in line, line
+    assert line.startswith("qbench: PROCESSES:") and "--engine postgres" in line, line
     assert not (tmp_path / "results").exists()
 
 
@@ -320,21 +320,21 @@ def test_the_table_gives_at_least_40_bad_input_cases():
 CONTRADICTIONS = [
     ("lease-shorter-than-reaper", ["--lease-s", "2", "--reaper-interval-s", "5"], "LEASE_S", "REAPER_INTERVAL_S"),
     ("retry-cap-below-base", ["--retry-base-s", "2", "--retry-cap-s", "1"], "RETRY_CAP_S", "RETRY_BASE_S"),
-    ("bursts-without-rate", ["--bursts", "1-2@100"], "BURSTS", "RATE > 0"),
+    ("bursts-without-rate", ["--bursts", "1-2@100"], "BURSTS", "--bursts with --rate > 0"),
     ("fault-starts-at-end", ["--duration", "10s", "--faults", "backend_kill@10-12"], "FAULTS", "start < 10"),
     ("fault-starts-after-end", ["--duration", "5s", "--faults", "late_worker@7-9"], "FAULTS", "start < 5"),
     ("burst-starts-after-end", ["--duration", "5s", "--rate", "100", "--bursts", "6-8@200"], "BURSTS", "start < 5"),
-    ("plan-cache-unprepared", ["--no-prepared", "--plan-cache", "force_generic_plan"], "PLAN_CACHE", "PREPARED=0"),
+    ("plan-cache-unprepared", ["--no-prepared", "--plan-cache", "force_generic_plan"], "PLAN_CACHE", "auto with --no-prepared"),
     ("dsn-empty", ["--dsn="], "DSN", "embedded"),
     ("schema-state-suffix", ["--schema", "qbench_state"], "SCHEMA", "_state"),
     ("schema-too-long-for-its-state", ["--schema", "s" * 58], "SCHEMA", "at most 57"),
-    ("producers-without-rate", ["--producers", "3"], "PRODUCERS", "RATE > 0"),
-    ("future-delay-without-share", ["--rate", "10", "--future-delay-ms", "50"], "FUTURE_DELAY_MS", "FUTURE_SHARE"),
-    ("sigma-without-lognormal", ["--work-sigma", "1"], "WORK_SIGMA", "WORK_DIST=lognormal"),
-    ("slow-share-without-bimodal", ["--slow-share", "0.5"], "SLOW_SHARE", "WORK_DIST=bimodal"),
-    ("crash-without-reaper", ["--faults", "crash_after_claim@1-2"], "FAULTS", "REAPER_INTERVAL_S > 0"),
+    ("producers-without-rate", ["--producers", "3"], "PRODUCERS", "allowed: --rate > 0, or leave --producers out"),
+    ("future-delay-without-share", ["--rate", "10", "--future-delay-ms", "50"], "FUTURE_DELAY_MS", "allowed: --future-share > 0"),
+    ("sigma-without-lognormal", ["--work-sigma", "1"], "WORK_SIGMA", "allowed: --work-dist lognormal"),
+    ("slow-share-without-bimodal", ["--slow-share", "0.5"], "SLOW_SHARE", "allowed: --work-dist bimodal"),
+    ("crash-without-reaper", ["--faults", "crash_after_claim@1-2"], "FAULTS", "--reaper-interval-s > 0 (or --txn hold"),
     ("autovacuum-settings-with-autovacuum-off", ["--no-autovacuum", "--autovacuum-settings", "vacuum_threshold=100"],
-     "AUTOVACUUM_SETTINGS", "AUTOVACUUM=1"),
+     "AUTOVACUUM_SETTINGS", "allowed: --autovacuum with --autovacuum-settings"),
     ("fault-option-its-kind-ignores", ["--faults", "backend_kill@1-2:share=0.5"], "FAULTS", "every_s"),
     ("empty-option-value", ["--workers="], "WORKERS", "1–1,000"),
     ("empty-policy", ["--policy="], "POLICY", "skip_locked"),

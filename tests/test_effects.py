@@ -182,9 +182,9 @@ def _schemas_and_relations(dsn: str) -> set:
 @pytest.mark.parametrize("args, named, allowed", [
     (["--effects", "bogus"], "EFFECTS", "none, outside, same_txn, idempotent"),
     (["--effects", "outside", "--queue", "pgqueuer", "--library-mode", "sql"], "EFFECTS",
-     "leave EFFECTS out with QUEUE=pgqueuer"),
+     "leave --effects out with --queue pgqueuer"),
     (["--effects", "same_txn", "--queue", "model"], "EFFECTS", "it has no effect statement (statements.effect)"),
-    (["--faults", "crash_before_complete@0-2", "--reaper-interval-s", "0"], "FAULTS", "REAPER_INTERVAL_S > 0"),
+    (["--faults", "crash_before_complete@0-2", "--reaper-interval-s", "0"], "FAULTS", "--reaper-interval-s > 0"),
 ], ids=["bogus", "library", "definition", "crash-without-reaper"])
 def test_bad_effects_input_is_refused_in_one_line_and_creates_nothing(dsn, tmp_path, args, named, allowed):
     """Exit 2, one stderr line naming the parameter and what is allowed, no results, nothing in the database."""

@@ -1,4 +1,4 @@
-"""Field cases (the README's table) that a single run can show (FR-08, the FR-01 shape).
+"""Field cases (docs/field-cases.md) that a single run can show (FR-08, the FR-01 shape).
 
 FR-08: without an index on the eligible predicate every claim is a sequential
 scan and sort of the whole table, and the queue collapses; the run's captured

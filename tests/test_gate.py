@@ -64,7 +64,7 @@ def test_one_run_on_each_side_cannot_be_judged(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1, proc.stdout + proc.stderr
     assert lines[0].startswith("qbench: MAX_REGRESSION: no gated metric can be judged (first: throughput: one run "
-                               "on each side") and "REPETITIONS=2 or more" in lines[0], lines[0]
+                               "on each side") and "--repetitions 2 or more" in lines[0], lines[0]
     assert not (tmp_path / "c.html").exists()
     shown = _gate(FAST, SLOW, tmp_path)
     assert shown.returncode == 0 and "97.7 %" in shown.stdout  # (75.1 - 3,239) / 3,239

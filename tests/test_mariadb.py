@@ -188,7 +188,7 @@ def test_fr07_with_two_sessions_the_second_skip_locked_claim_is_empty(maria_sche
 
 @pytest.mark.parametrize("isolation,waits", [("repeatable_read", True), ("read_committed", False)])
 def test_generated_index_under_repeatable_read_makes_skip_locked_wait(maria_schema, isolation, waits):
-    """INDEX=generated (README, "PostgreSQL and MariaDB side by side"): under REPEATABLE READ a second
+    """INDEX=generated (docs/mariadb.md; docs/measurements/engines.md): under REPEATABLE READ a second
     SKIP LOCKED claim, while the first is open, waits for a lock (it runs out of a 1 s lock wait
     timeout) instead of taking row 2, which is why its runs deadlock; under READ COMMITTED it takes row 2."""
     _, schema = maria_schema

@@ -77,21 +77,25 @@ def test_each_shipped_queue_library_has_its_extra_pinning_the_release_its_defini
     assert "queue-bench[libraries,pg16,pg18,docs]" in extras["test"] and extras["docs"] == ["mkdocs>=1.6,<2"]
 
 
-def test_each_server_wheel_has_its_pinned_extra_and_the_base_install_none():
+def test_each_server_wheel_has_its_pinned_extra_and_the_base_install_the_first():
     """``PG_VERSION=<major>`` without its wheel names ``pip install 'queue-bench[pg<major>]'``: that extra exists,
-    pins one release of the wheel, and ``test`` takes it; the base install carries no server wheel."""
+    pins one release of the wheel, and ``test`` takes it; the base install carries the wheel ``auto`` falls back
+    to first (WHEELS' first: a machine without PostgreSQL runs with nothing more installed), with its extra's
+    very requirement (pin and platforms), and no other."""
     from bench.engines.postgres.embedded_binaries import WHEELS
 
     with (REPO / "pyproject.toml").open("rb") as fh:
         base = tomllib.load(fh)["project"]["dependencies"]
     extras = _extras()
-    assert sorted(WHEELS) == ["16", "18"]
-    for major, wheel in WHEELS.items():
+    assert sorted(WHEELS) == ["16", "18"] and next(iter(WHEELS)) == "18"
+    for position, (major, wheel) in enumerate(WHEELS.items()):
         assert wheel.extra == f"pg{major}" and wheel.major == int(major)
         (requirement,) = extras[wheel.extra]
         name, pin = requirement.split(";")[0].strip().split("==")
         assert name.replace("-", "_") == wheel.package and pin.count(".") == 2, requirement
-        assert not any(dep.replace("-", "_").startswith(wheel.package) for dep in base), base
+        assert "platform_system == 'Linux' or platform_system == 'Darwin'" in requirement, requirement
+        in_base = [dep for dep in base if dep.replace("-", "_").startswith(wheel.package)]
+        assert in_base == ([requirement] if position == 0 else []), (major, base)
         assert wheel.extra in extras["test"][-1]
 
 

@@ -47,7 +47,7 @@ def test_pg_version_with_a_dsn_or_on_mariadb_is_refused(tmp_path):
                              "--results", str(results))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
-    assert "PG_VERSION" in line and "leave PG_VERSION out with a DSN" in line, line
+    assert "PG_VERSION" in line and "leave --pg-version out with a DSN" in line, line
     proc = qbench_in_process("run", "--engine", "mariadb", "--pg-version", "16", "--results", str(results))
     assert proc.returncode == 2 and "PG_VERSION" in _one_line(proc.stderr), proc.stderr
     assert not results.exists()

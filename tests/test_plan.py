@@ -12,6 +12,7 @@ import pytest
 from bench.analysis import plan_answer
 from bench.plan.search import search_workers
 from bench.plan.steps import Step
+from bench.run_summary.suspect import SUSPECT_OUTSIDE_CPU_PCT
 from conftest import qbench, run_and_load
 from waiting import measured_seconds, wait_until
 
@@ -129,6 +130,8 @@ def test_an_slo_nothing_meets_exits_4_and_stops_early(dsn, tmp_path):
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert not state["answer"]["met"] and state["answer"]["sentence"].startswith("No design met the SLO")
     assert "claim_p99" in state["answer"]["sentence"] and "did not help" in state["answer"]["sentence"]
+    closest = state["answer"]["closest"]["workers"]
+    assert f"Closest: {closest} worker{'' if closest == 1 else 's'} of " in state["answer"]["sentence"]
     # Doubling stops as soon as it stops helping: a few steps (a claim p99 may still fall from 1 to 2 workers),
     # not the nine from 1 to the 200-worker ceiling.
     steps = state["designs"][0]["workers"]["steps"]
@@ -207,11 +210,12 @@ def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
     assert plan_answer.choose(designs, 100)["label"] == "plain"  # fewest workers first
 
 
-def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset()) -> dict:
+def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset(), busy: bool = False) -> dict:
     """A plan at 100 jobs/s whose runs are result files written by a stand-in for the load (a real run's summary,
     its figures set to pass or fail), to check the planner's orchestration and its answer alone: a 10 s step
     passes from 3 workers, a longer (confirmation) run from ``confirms_at``, both up to 150 jobs/s; the first run
-    at each count in ``spoiled`` is harness-limited (its event loop lagged). Returns ``plan.json`` as written."""
+    at each count in ``spoiled`` is harness-limited (its event loop lagged; with ``busy``, the machine was busy
+    outside the run, the only reason it is suspect). Returns ``plan.json`` as written."""
     import copy as _copy
 
     from bench.config.run_config import build_config
@@ -229,8 +233,13 @@ def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozens
         if cfg.workers in spoiled and cfg.rate > 0:
             spoiled.discard(cfg.workers)
             passes = False
-            s.update(suspect=True, suspect_reasons=["event-loop lag p99 20 ms (> 10 ms)"])
-            s["loop_lag_us"] = {**s["loop_lag_us"], "p99": 20000.0}
+            if busy:
+                s.update(suspect=True, suspect_reasons=["the machine spent 60 % of its CPU outside the run"],
+                         outside_cpu_pct={"mean": 60.0, "max": 70.0}, steal_pct={"mean": 0.0, "max": 0.0},
+                         outside_cpu_limit_pct=SUSPECT_OUTSIDE_CPU_PCT)
+            else:
+                s.update(suspect=True, suspect_reasons=["event-loop lag p99 20 ms (> 10 ms)"])
+                s["loop_lag_us"] = {**s["loop_lag_us"], "p99": 20000.0}
         s.update(measured_s=cfg.duration_s, offered_rate_jobs_per_s=cfg.rate or None,
                  jobs_produced=int(cfg.rate * cfg.duration_s), saturated=not passes,
                  saturation_verdict="keeping up" if passes else "saturated: falls behind",
@@ -277,6 +286,17 @@ def test_a_failed_confirmation_steps_the_workers_up(tmp_path):
     assert ("no headroom quoted: the headroom search ran at 3 workers, which fell behind in the 120 s confirmation"
             in answer["sentence"])
     assert "150 jobs/s" not in answer["sentence"] and "at least" not in answer["sentence"]
+
+
+def test_a_step_suspect_only_for_a_busy_machine_is_measured_again(tmp_path):
+    """The first run at 3 workers failed in a machine busy outside the run (its only reason to be suspect): the
+    step is measured again as a harness-limited one is, and 3 workers, which pass then, are the answer."""
+    state = _stand_in_plan(tmp_path, confirms_at=3, spoiled={3}, busy=True)
+    design = state["designs"][0]
+    at_3 = next(s for s in design["workers"]["steps"] if s["workers"] == 3)
+    assert at_3["passed"] and len(at_3["retried"]) == 1 and not at_3["retried"][0]["passed"]
+    assert at_3["retried"][0]["harness_limited"].startswith("the machine spent 60 % of its CPU outside the run")
+    assert design["workers"]["needed"] == 3 and state["answer"]["workers"] == 3 and state["answer"]["confirmed"]
 
 
 def test_a_confirmation_that_fails_at_every_count_says_unconfirmed_first_and_quotes_no_headroom(tmp_path):

@@ -288,6 +288,16 @@ def test_harness_cpu_is_red_above_the_runs_own_limit(run_dir):
     assert 'value bad' not in _row_cell(render_report(run_dir).read_text(), "harness CPU max")
 
 
+def test_the_machine_outside_the_run_is_red_above_the_runs_own_limit(run_dir):
+    """The row shows the outside share's mean / max and steal, red by the limit the run was judged by."""
+    _edit_summary(run_dir, outside_cpu_pct={"mean": 41.5, "max": 77.0}, steal_pct={"mean": 0.5, "max": 2.0},
+                  outside_cpu_limit_pct=40.0)
+    cell = _row_cell(render_report(run_dir).read_text(), "machine CPU outside the run mean / max, steal mean (% of all cores)")
+    assert 'value bad' in cell and "41.5 % / 77.0 %, 0.5 %" in cell
+    _edit_summary(run_dir, outside_cpu_limit_pct=45.0)
+    assert 'value bad' not in _row_cell(render_report(run_dir).read_text(), "machine CPU outside the run mean / max, steal mean (% of all cores)")
+
+
 def test_the_report_reads_the_engine_capabilities_the_run_recorded():
     """The flags come from run.json's ``engine_capabilities`` (put in the summary by load_run), whatever
     the engine's name; a run written before they were recorded gets what its engine had then."""

@@ -7,8 +7,17 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
+
 from bench.analysis.plan_answer import harness_note
-from bench.usage import VIA_MAKE_ENV, setting
+from bench.cli.checks import check_loopback
+from bench.cli.main import build_parser
+from bench.config.parameters import PARAMETERS
+from bench.config.run_config import build_config
+from bench.errors import ConfigError
+from bench.plan.options import candidates
+from bench.sweep import capacity_search
+from bench.usage import VIA_MAKE_ENV, setting, switch
 from conftest import qbench
 
 
@@ -47,8 +56,102 @@ def test_the_plans_help_shows_what_it_reads_with_its_own_defaults():
 def test_the_capacity_search_hides_the_rate_it_sets():
     capacity = _option_lines(qbench("capacity", "--help", env=_env(False)).stdout)
     assert "--rate" not in capacity and "--bursts" not in capacity and "--rate-start" in capacity
+    assert "--backlog" not in capacity  # its steps are open-loop: a seeded backlog would be dropped unseen
     proc = qbench("capacity", "--rate", "100", env=_env(False))  # still read, and refused in one line
     assert proc.returncode == 2 and proc.stderr.strip().startswith("qbench: RATE: the capacity search sets"), proc.stderr
+
+
+def _as_user(via_make: bool, monkeypatch) -> None:
+    """This process as a command ``make`` started (``via_make``), or as ``qbench`` typed in a shell."""
+    if via_make:
+        monkeypatch.setenv(VIA_MAKE_ENV, "1")
+    else:
+        monkeypatch.delenv(VIA_MAKE_ENV, raising=False)
+
+
+def _help_of(command: str) -> str:
+    """``qbench COMMAND --help`` as argparse writes it, in this process."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
+    return sub.choices[command].format_help()
+
+
+def test_the_plans_rate_is_the_target_it_requires_not_an_optional_drain():
+    rate = _option_lines(_help_of("plan"))["--rate"]
+    assert "0 = none" not in rate and "drain" not in rate and rate.endswith("(required)"), rate
+
+
+def test_the_sweeps_help_says_its_file_replaces_the_defaults():
+    text = re.sub(r"\s+", " ", _help_of("sweep"))
+    options = _option_lines(_help_of("sweep"))
+    assert "--workload" not in options  # a sweep file names its workload
+    assert "the sweep file's [fixed] values, then those of the workload file it names, replace it" in text
+    assert "a --workload file's values" not in text
+    assert options["--repetitions"].endswith("(default: the sweep file's repetitions, else 1)")
+    assert "sweeps/<name>-<stamp>/" in options["--results"]
+
+
+@pytest.mark.parametrize("command, extra", [("plan", ["--rate", "10", "--slo", "pickup_p99<=1s"]), ("capacity", [])])
+def test_every_run_option_a_command_hides_is_refused_in_one_line(command, extra, monkeypatch):
+    """What --help leaves out the command sets itself: given, it is refused naming it as typed, before anything."""
+    monkeypatch.delenv(VIA_MAKE_ENV, raising=False)
+    shown = _option_lines(_help_of(command))
+    hidden = [p for p in PARAMETERS if p.option not in shown]
+    assert {p.key for p in hidden} == ({"workers", "backlog", "bursts"} if command == "plan"
+                                       else {"rate", "backlog", "bursts"})
+    for p in hidden:
+        args = build_parser().parse_args([command, p.option, "5", *extra])
+        with pytest.raises(ConfigError) as refused:
+            args.func(args)
+        assert refused.value.param == p.name and f"leave {p.option} " in str(refused.value), str(refused.value)
+
+
+#: (overrides of build_config, the hint to a qbench user, the same to a make user)
+REFUSALS = [
+    ({"work_sigma": "1"}, "allowed: --work-dist lognormal, or leave --work-sigma out",
+     "allowed: WORK_DIST=lognormal, or leave WORK_SIGMA out"),
+    ({"replica_readers": "2"}, "allowed: --replica, or leave --replica-readers out",
+     "allowed: REPLICA=1, or leave REPLICA_READERS out"),
+    ({"prepared": False, "plan_cache": "force_generic_plan"}, "allowed: auto with --no-prepared",
+     "allowed: auto with PREPARED=0"),
+    ({"faults": "crash_after_claim@1-2"}, "--reaper-interval-s > 0 (or --txn hold,",
+     "REAPER_INTERVAL_S > 0 (or TXN=hold,"),
+    ({"engine": "mariadb", "plan_cache": "auto"}, "leave --plan-cache out with --engine mariadb",
+     "leave PLAN_CACHE out with ENGINE=mariadb"),
+    ({"queue": "pgqueuer", "library_mode": "sql", "effects": "outside"}, "leave --effects out with --queue pgqueuer",
+     "leave EFFECTS out with QUEUE=pgqueuer"),
+    ({"library_mode": "sql"}, "--library-mode with --queue procrastinate or --queue pgqueuer",
+     "LIBRARY_MODE with QUEUE=procrastinate or QUEUE=pgqueuer"),
+    ({"workers": "2", "processes": "3"}, "--processes from 1 to --workers", "PROCESSES from 1 to WORKERS"),
+    ({"bursts": "1-2@100"}, "allowed: --bursts with --rate > 0", "allowed: BURSTS with RATE > 0"),
+]
+
+
+@pytest.mark.parametrize("overrides, direct, via_make", REFUSALS, ids=[next(iter(r[0])) for r in REFUSALS])
+def test_a_refusal_names_what_to_type_in_the_users_syntax(overrides, direct, via_make, monkeypatch):
+    for make, expected, other in ((False, direct, via_make), (True, via_make, direct)):
+        _as_user(make, monkeypatch)
+        with pytest.raises(ConfigError) as refused:
+            build_config("default", overrides)
+        assert expected in str(refused.value) and other not in str(refused.value), str(refused.value)
+
+
+def test_other_hints_follow_the_users_syntax(monkeypatch, tmp_path):
+    unprepared = build_config("default", {"prepared": False})
+    failed = [{"rate_jobs_per_s": 100.0, "kept_up": False, "why": "fell behind"}]
+    for make in (False, True):
+        _as_user(make, monkeypatch)
+        with pytest.raises(ConfigError) as remote:
+            check_loopback("postgresql://10.1.2.3/x", False)
+        assert (switch("allow_remote") in str(remote.value)
+                and ("ALLOW_REMOTE=1" if make else "pass --allow-remote to") in str(remote.value))
+        with pytest.raises(ConfigError) as listed:
+            candidates({"policy": "skip_locked,,nowait"})
+        assert ("e.g. POLICY=skip_locked,…" if make else "e.g. --policy skip_locked,…") in str(listed.value)
+        described = capacity_search.describe_design(unprepared)
+        assert ("(PREPARED=0)" if make else "(--no-prepared)") in described, described
+        sentence = capacity_search._write(unprepared, failed, 100.0, 100.0, tmp_path, complete=True)["sentence"]
+        assert sentence.endswith("lower RATE_START." if make else "lower --rate-start."), sentence
 
 
 def test_a_hint_is_written_as_the_user_types_it():
@@ -76,6 +179,10 @@ def test_setting_quotes_for_a_shell(monkeypatch):
     monkeypatch.setenv(VIA_MAKE_ENV, "1")
     assert setting("processes", 2) == "PROCESSES=2"
     assert setting("slo", "claim_p99<=50ms") == "SLO='claim_p99<=50ms'"
+    assert setting("policy", "skip_locked,…", quote=False) == "POLICY=skip_locked,…"
+    assert switch("prepared", False) == "PREPARED=0" and switch("allow_remote") == "ALLOW_REMOTE=1"
+    monkeypatch.delenv(VIA_MAKE_ENV)
+    assert switch("prepared", False) == "--no-prepared" and switch("allow_remote") == "--allow-remote"
 
 
 def _limited_step(on_this_host: bool | None) -> dict:

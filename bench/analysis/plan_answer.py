@@ -216,7 +216,7 @@ def _closest(designs: list[Mapping[str, Any]], target_rate: float) -> dict[str, 
     missed = [r for r in slo_at(s) if r["status"] != "pass"] or slo_at(s)
     why = next((r["why"] for r in s["runs"] if not r["passed"]), "")
     stopped = "; ".join(x["workers"]["stopped"] for x in designs if (x.get("workers") or {}).get("stopped"))
-    return {"sentence": f"No design met the SLO at {fmt_sig(target_rate)} jobs/s. Closest: {s['workers']} workers of "
+    return {"sentence": f"No design met the SLO at {fmt_sig(target_rate)} jobs/s. Closest: {_workers(s['workers'])} of "
                         f"{d['short']}, {why or _slo_text(missed)}" + (f"; the search stopped: {stopped}" if stopped else "") + ".",
             "slo": missed, "closest": {"label": d["label"], "workers": s["workers"]}}
 

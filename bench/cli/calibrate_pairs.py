@@ -21,6 +21,7 @@ from bench.engines.common import with_connection
 from bench.engines.postgres.pgbench import per_job_us
 from bench.errors import ConfigError
 from bench.results.model import RunResult, problems as run_problems, stamped, utc_stamp
+from bench.usage import named, setting
 
 #: A failed pair is run again up to this many times before it is left out.
 RETRIES_PER_PAIR = 2
@@ -123,7 +124,8 @@ def calibrate_with(native: Native, *, workers: str, duration: str, warmup: str, 
     asked = _grid_requested(workers, batch, processes)
     if asked and native.grid is None:
         raise ConfigError(asked, "lists of workers, batch sizes and process counts are calibrated against pgbench "
-                                 "only; allowed: ENGINE=postgres, or one worker count, batch 1 and no --processes")
+                                 f"only; allowed: {setting('engine', 'postgres')}, or one worker count, batch 1 and "
+                                 + named("no {processes}"))
     n_pairs = parse_int("PAIRS", pairs, minimum=1, maximum=100)
     if asked:
         return native.grid(workers=workers, batch=batch, processes=processes, duration=duration, warmup=warmup,

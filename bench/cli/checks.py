@@ -13,6 +13,7 @@ from pathlib import Path
 from bench.config.run_config import engine_of_dsn
 from bench.engines import non_loopback_host as engine_non_loopback_host
 from bench.errors import EXIT_BAD_INPUT, ConfigError
+from bench.usage import switch
 
 
 def bad_input(message: str) -> int:
@@ -61,7 +62,7 @@ def check_loopback(dsn: str | None, allow_remote: bool, param: str = "DSN") -> N
         raise ConfigError(param, str(err).removeprefix(f"{err.param}: ")) from None
     if remote is not None and not allow_remote:
         raise ConfigError(param, f"host {remote!r} is not a loopback address; this tool writes heavy load: "
-                                 "pass --allow-remote (Make: ALLOW_REMOTE=1) to confirm")
+                                 f"pass {switch('allow_remote')} to confirm")
 
 
 def check_results_dir(path: str) -> None:

@@ -7,6 +7,7 @@ import argparse
 from bench.analysis.regression import limit_text, parse_limit, parse_metrics
 from bench.cli.checks import bad_input
 from bench.errors import EXIT_SLO, ConfigError
+from bench.usage import named, setting, via_make
 
 
 def add_parser(sub) -> None:
@@ -32,7 +33,7 @@ def compare_command(args: argparse.Namespace) -> int:
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
         if not value.strip():
             return bad_input(f"{name}: empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
-                        "(Make: A=... B=...)")
+                        + ("(make compare A=... B=...)" if via_make() else "(qbench compare A B)"))
     limit = None if args.max_regression is None else parse_limit(args.max_regression)
     metrics = parse_metrics(args.gate_metrics)
     if args.gate_metrics is not None and limit is None:
@@ -42,7 +43,8 @@ def compare_command(args: argparse.Namespace) -> int:
         if limit is not None and not judged:  # refused before the page is written: nothing created
             return bad_input(f"MAX_REGRESSION: no gated metric can be judged (first: {untested[0].split(';')[0]}): "
                              "seconds within a run do not hold the run-to-run spread; allowed: A and B two sweeps "
-                             "run with REPETITIONS=2 or more, or leave --max-regression out to only compare")
+                             f"run with {setting('repetitions', 2)} or more, or leave "
+                             + named("{max_regression} out to only compare"))
         text, page = compare(args.a, args.b, args.out)
     except CompareError as err:
         return bad_input(str(err))

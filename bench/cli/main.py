@@ -31,8 +31,14 @@ from bench.cli.capacity import capacity_command
 from bench.cli.clean import clean_command
 from bench.cli.plan import add_parser as add_plan_parser, plan_command
 from bench.sweep.driver import Sweep, run_sweep, server_key
-from bench.usage import named
+from bench.usage import named, setting
 
+#: Run parameters the capacity search sets itself, with why (given, they are refused).
+CAPACITY_SETS = {
+    "rate": "the capacity search sets the arrival rate itself; allowed: leave {rate} unset (use {rate_start})",
+    "backlog": "the capacity search's steps are open-loop, with no seeded backlog; allowed: leave {backlog} unset",
+    "bursts": "the capacity search offers one constant rate per step; allowed: leave {bursts} unset",
+}
 #: The commands that run load: main() applies gevent's monkey-patching before calling them
 #: (:mod:`bench.gevent_patch`), before any of them imports a database driver.
 LOAD_COMMANDS = frozenset({"run", "sweep", "master", "worker", "capacity", "plan", "calibrate", "experiments"})
@@ -95,7 +101,7 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
     if cfg.library_mode == "worker" and (external_workers or getattr(args, "ui", False)):
         what = "qbench master" if external_workers else "the web UI"
         raise ConfigError("LIBRARY_MODE", f"worker runs the library's own worker processes, which {what} cannot "
-                                          f"drive; allowed: LIBRARY_MODE=sql with {what}, or run without {what}")
+                                          f"drive; allowed: {setting('library_mode', 'sql')} with {what}, or run without {what}")
 
     from bench import runner  # here, not at the top: Locust takes ~1 s, which --help and refusals do not pay
     from bench.report.run_page import render_report  # here: matplotlib (~1 s), likewise
@@ -209,9 +215,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _capacity(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
-    for key, why in (("rate", "the capacity search sets the arrival rate itself; allowed: leave {rate} unset (use "
-                              "{rate_start})"),
-                     ("bursts", "the capacity search offers one constant rate per step; allowed: leave {bursts} unset")):
+    for key, why in CAPACITY_SETS.items():
         if overrides.get(key) not in (None, ""):
             raise ConfigError(key.upper(), named(why))
     start_rate = parse_bounded(args.rate_start, "RATE_START", math.ulp(0.0), sys.float_info.max,  # 0 < rate < inf
@@ -237,10 +241,12 @@ def _add_run_commands(sub) -> None:
 
     swp = sub.add_parser("sweep", help="run (or resume) a sweep: a matrix of runs with repetitions")
     swp.add_argument("sweep", metavar="SWEEP", help=how_given("SWEEP"))
-    swp.add_argument("--repetitions", help="runs per cell (default: the sweep file's)")
+    swp.add_argument("--repetitions", help="runs per cell, 1-100 (default: the sweep file's repetitions, else 1)")
     swp.add_argument("--fresh", action="store_true", help="start a new sweep directory instead of resuming "
                                                           "(default: no, resume the newest unfinished one)")
-    add_run_options(swp, workload=False)  # a sweep file names its workload
+    add_run_options(swp, workload=False,  # a sweep file names its workload
+                    helps={"results": "directory the sweep's directory, sweeps/<name>-<stamp>/ (its runs in runs/), "
+                                      "is written in"})
     swp.set_defaults(func=_sweep)
 
     mst = sub.add_parser("master", help="run one benchmark whose load comes from qbench worker processes "
@@ -263,8 +269,12 @@ def _add_run_commands(sub) -> None:
     wrk.add_argument("--allow-remote", action="store_true", help=ALLOW_REMOTE_HELP)
     wrk.set_defaults(func=worker_command)
 
-    cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains")
-    groups = add_run_options(cap, set_by_command=("rate", "bursts"))
+    cap = sub.add_parser("capacity", help="search the highest arrival rate a design sustains",
+                         description="Open-loop steps at rising rates, from RATE_START; the search sets RATE, "
+                                     "BACKLOG and BURSTS itself.")
+    groups = add_run_options(cap, set_by_command=CAPACITY_SETS,
+                             helps={"results": "directory the search's directory, capacity/<stamp>-<design>/, is "
+                                               "written in"})
     groups["load"].add_argument("--rate-start", default="100", help="first step's arrival rate, jobs/s, doubled per "
                                                                     "step (default: 100)")
     cap.set_defaults(func=_capacity)

@@ -24,7 +24,7 @@ from bench.plan.planner import Design, Planner, least_workers
 from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, SET_BY_PLAN, STEP_DURATION, STEP_WARMUP,
                                 candidates, plan_options, varied)
 from bench.results.model import newest_unfinished, read_result, utc_stamp
-from bench.usage import setting
+from bench.usage import named, setting
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -39,7 +39,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     plan.add_argument("--fresh", action="store_true", help="start a new plan instead of resuming an unfinished one "
                                                            "(default: no, resume one with the same inputs)")
     add_run_options(plan, set_by_command=SET_BY_PLAN, required=("rate", "slo"),
-                    defaults={"duration": f"{STEP_DURATION} a step", "warmup": f"{STEP_WARMUP} a step"})
+                    defaults={"duration": f"{STEP_DURATION} a step", "warmup": f"{STEP_WARMUP} a step"},
+                    helps={"rate": "the target arrival rate the plan answers for, jobs/s > 0",
+                           "slo": "the objectives the answer must meet: key<=value,..., e.g. pickup_p99<=1s",
+                           "results": "directory the plan's directory, plans/<stamp>-rate<RATE>-<n>design(s)/, is "
+                                      "written in"})
     return plan
 
 
@@ -60,8 +64,8 @@ def _first(builder) -> RunConfig:
         return builder(None, None)
     except ConfigError as err:
         if err.param == "SLO" and "needs arrivals" in str(err):
-            raise ConfigError("RATE", f"a plan needs the target arrival rate; allowed: RATE > 0 jobs/s, e.g. "
-                                      f"{setting('rate', 500)}") from None
+            raise ConfigError("RATE", named("a plan needs the target arrival rate; allowed: {rate} > 0 jobs/s, "
+                                            "e.g. ") + setting("rate", 500)) from None
         raise
 
 
@@ -97,7 +101,8 @@ def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, d
     if not first.slo:
         raise ConfigError("SLO", f"a plan needs the objective it plans for; allowed: e.g. {setting('slo', 'pickup_p99<=1s')}")
     if first.rate <= 0:
-        raise ConfigError("RATE", f"a plan needs the target arrival rate; allowed: RATE > 0 jobs/s, e.g. {setting('rate', 500)}")
+        raise ConfigError("RATE", named("a plan needs the target arrival rate; allowed: {rate} > 0 jobs/s, e.g. ")
+                          + setting("rate", 500))
     ids = [design_id(b(None, first.rate)) for b in builders]
     if len(set(ids)) < len(ids):
         raise ConfigError(keys[0].upper() if keys else "POLICY", "the lists give the same design twice (e.g. 1 and 01); "

@@ -16,8 +16,14 @@ DSN_SCHEMES = ("the database: postgresql://… (or libpq key=value), or mysql://
 DSN_HELP = f"{DSN_SCHEMES} (default: $DATABASE_URL, else an embedded throwaway PostgreSQL, or MariaDB with --engine mariadb)"
 ALLOW_REMOTE_HELP = "confirm a DSN that is not loopback: the tool writes heavy load (default: no, refused)"
 WORKLOAD_HELP = f"{how_given('WORKLOAD')}; its values replace the defaults below (default: default)"
-EPILOG = ("Each default shown is the parameter table's; a --workload file's values replace it. Every option is also "
-          "a Make variable: --work-ms is WORK_MS=…, a switch pair --x / --no-x is X=1 / X=0 (make help).")
+#: What replaces the defaults shown: a ``--workload`` file's values (run, capacity, plan, master).
+WORKLOAD_DEFAULTS = "Each default shown is the parameter table's; a --workload file's values replace it."
+#: ... and in a sweep, the sweep file's: it names its workload, and varies what its matrix lists.
+SWEEP_DEFAULTS = ("Each default shown is the parameter table's; the sweep file's [fixed] values, then those of "
+                  "the workload file it names, replace it. A parameter the sweep varies (its [matrix] or cells) "
+                  "is refused.")
+MAKE_NOTE = ("Every option is also a Make variable: --work-ms is WORK_MS=…, a switch pair --x / --no-x is X=1 / X=0 "
+             "(make help).")
 
 
 def add_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
@@ -26,17 +32,19 @@ def add_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
 
 
 def add_run_options(parser: argparse.ArgumentParser, workload: bool = True, *, set_by_command=(),
-                    defaults: dict[str, str] | None = None, required=()) -> dict[str, argparse._ArgumentGroup]:
-    """Add the run parameters, ``--dsn``, ``--allow-remote`` (and ``--workload``) to ``parser``; returns groups.
-    For a command other than ``run``: ``set_by_command``, the keys it sets itself (parsed, so its own check
-    refuses them in one line, but not shown in ``--help``); ``defaults``, the keys whose default is its own
-    (key -> the default as shown); ``required``, the keys it cannot do without (shown as required)."""
-    parser.epilog = EPILOG
+                    defaults: dict[str, str] | None = None, required=(),
+                    helps: dict[str, str] | None = None) -> dict[str, argparse._ArgumentGroup]:
+    """Add the run parameters, ``--dsn``, ``--allow-remote`` (and ``--workload``; without it, a sweep's) to
+    ``parser``; returns groups. For a command other than ``run``: ``set_by_command``, the keys it sets itself
+    (parsed, so its own check refuses them in one line, but not shown in ``--help``); ``defaults``, the keys whose
+    default is its own (key -> the default as shown); ``required``, the keys it cannot do without (shown as
+    required); ``helps``, the keys whose meaning is its own (key -> the help text instead of the table's)."""
+    parser.epilog = f"{WORKLOAD_DEFAULTS if workload else SWEEP_DEFAULTS} {MAKE_NOTE}"
     groups = add_groups(parser)
     if workload:
         groups["load"].add_argument("--workload", help=WORKLOAD_HELP)
     for p in PARAMETERS:
-        shown = _help(p, set_by_command, defaults or {}, required)
+        shown = _help(p, set_by_command, defaults or {}, required, helps or {})
         if p.kind == "flag":
             groups[p.group].add_argument(p.option, dest=p.key, action=argparse.BooleanOptionalAction, default=None,
                                          help=shown)
@@ -46,15 +54,15 @@ def add_run_options(parser: argparse.ArgumentParser, workload: bool = True, *, s
     return groups
 
 
-def _help(p, set_by_command, defaults: dict[str, str], required) -> str:
+def _help(p, set_by_command, defaults: dict[str, str], required, helps: dict[str, str]) -> str:
     """Parameter ``p``'s ``--help`` text in one command (see :func:`add_run_options`)."""
     if p.key in set_by_command:
         return argparse.SUPPRESS
+    meaning = helps.get(p.key, p.help)
     if p.key in required:
-        return f"{p.help} (required)".replace("%", "%%")
-    if p.key in defaults:
-        return f"{p.help} (default: {defaults[p.key]})".replace("%", "%%")
-    return p.help_text()
+        return f"{meaning} (required)".replace("%", "%%")
+    default = defaults[p.key] if p.key in defaults else p.default_shown().replace("`", "")
+    return f"{meaning} (default: {default})".replace("%", "%%")  # p.help_text() when neither is the command's
 
 
 def add_database_options(group, dsn_help: str = DSN_HELP) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from bench.config import parsers
 from bench.errors import ConfigError
+from bench.usage import option, setting
 
 #: What the value of a parameter with no meaning on an engine is recorded as (run.json, summaries).
 NOT_APPLICABLE = "n/a"
@@ -83,8 +84,8 @@ class Parameter:
         allowed = self.engine_values[engine]
         why = f" ({self.engine_reasons[engine]})" if engine in self.engine_reasons else ""
         if not allowed:
-            raise ConfigError(self.name, f"does not apply on {engine}{why}; allowed: leave {self.name} out "
-                                         f"with ENGINE={engine}")
+            raise ConfigError(self.name, f"does not apply on {engine}{why}; allowed: leave {option(self.key)} out "
+                                         f"with {setting('engine', engine)}")
         if value not in allowed:
             raise ConfigError(self.name, f"{shown(value)} is not supported on {engine}{why}; allowed on {engine}: "
                                          + ", ".join(shown(v, quote=False) for v in allowed))

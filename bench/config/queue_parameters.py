@@ -11,6 +11,7 @@ from bench.config.parameters import BY_KEY
 from bench.config.queue_definition import BUILTIN, DEFINITION_ENGINES, QueueDefinition, applicability, load_queue
 from bench.config.queue_library import install_extra, missing_worker_module
 from bench.errors import ConfigError
+from bench.usage import named, option, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,15 +33,16 @@ class QueueParameters:
         queue = BY_KEY["queue"].parse(raw["queue"]) if raw.get("queue") not in (None, "") else BUILTIN
         if queue == BUILTIN:
             if "library_mode" in given:
-                raise ConfigError("LIBRARY_MODE", "applies to queue libraries only; allowed: LIBRARY_MODE with "
-                                                  "QUEUE=procrastinate or QUEUE=pgqueuer, or leave it out")
+                raise ConfigError("LIBRARY_MODE", named("applies to queue libraries only; allowed: {library_mode} with "
+                                                        f"{setting('queue', 'procrastinate')} or "
+                                                        f"{setting('queue', 'pgqueuer')}, or leave it out"))
             raw.pop("library_mode", None)
             return cls(queue, None, frozenset(given), workload, {"library_mode": "QUEUE=builtin is not a library"})
         defn = load_queue(queue)
         if engine not in DEFINITION_ENGINES:
             raise ConfigError("QUEUE", f"{queue!r} is a queue definition, and definitions run on PostgreSQL; "
-                                       f"allowed: QUEUE={queue} with ENGINE={DEFINITION_ENGINES[0]} (a "
-                                       f"postgresql:// DSN), or QUEUE={BUILTIN} on {engine}")
+                                       f"allowed: {setting('queue', queue)} with {setting('engine', DEFINITION_ENGINES[0])} (a "
+                                       f"postgresql:// DSN), or {setting('queue', BUILTIN)} on {engine}")
         mode = cls._library_mode(defn, raw)
         not_applicable = applicability(defn, mode)
         defaults = {**defn.defaults, **(defn.library["worker"]["defaults"] if mode == "worker" else {})}
@@ -65,7 +67,7 @@ class QueueParameters:
             package = defn.library["package"]
             raise ConfigError("LIBRARY_MODE", f"worker runs {package}'s own worker, which needs {missing!r}, not "
                                               f"installed here; allowed: {install_extra(package)} (it brings "
-                                              f"{defn.library['worker']['install']}), or LIBRARY_MODE=sql")
+                                              f"{defn.library['worker']['install']}), or {setting('library_mode', 'sql')}")
         return mode
 
     def takes(self, p: Parameter) -> bool:
@@ -84,7 +86,7 @@ class QueueParameters:
             why = self.not_applicable[p.key]
             if p.key in self.given:
                 raise ConfigError(p.name, f"does not apply to queue {self.queue!r} ({why}); allowed: leave "
-                                          f"{p.name} out with QUEUE={self.queue}")
+                                          f"{option(p.key)} out with {setting('queue', self.queue)}")
             if p.key in raw:
                 notes.append(f"{p.name} = {raw[p.key]!r} from workload {self.workload!r} does not apply to queue "
                              f"{self.queue!r} ({why}): {NOT_APPLICABLE}")
@@ -115,7 +117,8 @@ class QueueParameters:
         if self.mode != "worker":
             if kills:
                 raise ConfigError("FAULTS", "process_kill kills one of a queue library's own worker processes; "
-                                            "allowed: process_kill with LIBRARY_MODE=worker (a queue library)")
+                                            f"allowed: process_kill with {setting('library_mode', 'worker')} (a queue "
+                                            "library)")
             return notes
         worker = self.defn.library["worker"]
         least = worker["workers_per_batch"] * values["batch"] * values["processes"]
@@ -132,11 +135,11 @@ class QueueParameters:
         tool_faults = sorted({f.kind for f in values["faults"]} & set(WORKER_KINDS))
         if tool_faults:
             raise ConfigError("FAULTS", f"{', '.join(tool_faults)} acts on the tool's own workers, and "
-                                        f"LIBRARY_MODE=worker runs the library's; allowed: process_kill, "
-                                        "backend_kill, long_transaction, or LIBRARY_MODE=sql")
+                                        f"LIBRARY_MODE worker runs the library's; allowed: process_kill, "
+                                        f"backend_kill, long_transaction, or {setting('library_mode', 'sql')}")
         if kills and values["processes"] < 2:
-            raise ConfigError("FAULTS", "process_kill with PROCESSES=1 would end the run with its only worker "
-                                        "process; allowed: PROCESSES >= 2")
+            raise ConfigError("FAULTS", "process_kill with 1 load generator process would end the run with its "
+                                        f"only worker process; allowed: {setting('processes', 2)} or more")
         return notes
 
     def _worker_value(self, p: Parameter, value: Any) -> Any:
@@ -146,5 +149,5 @@ class QueueParameters:
             offered = self.defn.library["worker"]["wakeup"]
             if value not in offered:
                 raise ConfigError("WAKEUP", f"{value!r}: {self.defn.library['package']}'s own worker has no such "
-                                            f"wake-up; allowed: {', '.join(offered)}, or LIBRARY_MODE=sql")
+                                            f"wake-up; allowed: {', '.join(offered)}, or {setting('library_mode', 'sql')}")
         return value

@@ -19,6 +19,7 @@ from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
 from bench.engines import capabilities
 from bench.errors import ConfigError
+from bench.usage import named, option, setting, switch
 from bench.results.slo import open_loop_keys
 
 
@@ -128,24 +129,25 @@ def _clip_windows(values: dict[str, Any]) -> list[str]:
     return notes
 
 
-#: Parameters that only mean something with another one: (key, needs, condition on the parsed values,
-#: what it needs). Setting the key explicitly without its condition is refused: it would do nothing.
+#: Parameters that only mean something with another one: (key, what it needs as the user types it, condition on
+#: the parsed values). Setting the key explicitly without its condition is refused: it would do nothing.
 _NEEDS = (
-    ("producers", "RATE > 0", lambda v: v["rate"] > 0),
-    ("tenant_flood", "TENANTS > 1", lambda v: v["tenants"] > 1),
-    ("tenant_order", "TENANTS > 1", lambda v: v["tenants"] > 1),
-    ("arrival", "RATE > 0", lambda v: v["rate"] > 0),
-    ("priority_mix", "RATE > 0", lambda v: v["rate"] > 0),
-    ("future_share", "RATE > 0", lambda v: v["rate"] > 0),
-    ("future_delay_ms", "FUTURE_SHARE > 0", lambda v: v["future_share"] > 0),
-    ("work_sigma", "WORK_DIST=lognormal", lambda v: v["work_dist"] == "lognormal"),
-    ("work_slow_ms", "WORK_DIST=bimodal", lambda v: v["work_dist"] == "bimodal"),
-    ("slow_share", "WORK_DIST=bimodal", lambda v: v["work_dist"] == "bimodal"),
-    ("replica_readers", "REPLICA=1", lambda v: v["replica"] is True),
-    ("replica_reader_s", "REPLICA_READERS > 0", lambda v: v["replica_readers"] not in (0, NOT_APPLICABLE)),
-    ("hot_standby_feedback", "REPLICA=1", lambda v: v["replica"] is True),
-    ("replica_max_delay_s", "REPLICA=1", lambda v: v["replica"] is True),
-    ("dsn_replica", "REPLICA=1", lambda v: v["replica"] is True),
+    ("producers", lambda: named("{rate} > 0"), lambda v: v["rate"] > 0),
+    ("tenant_flood", lambda: named("{tenants} > 1"), lambda v: v["tenants"] > 1),
+    ("tenant_order", lambda: named("{tenants} > 1"), lambda v: v["tenants"] > 1),
+    ("arrival", lambda: named("{rate} > 0"), lambda v: v["rate"] > 0),
+    ("priority_mix", lambda: named("{rate} > 0"), lambda v: v["rate"] > 0),
+    ("future_share", lambda: named("{rate} > 0"), lambda v: v["rate"] > 0),
+    ("future_delay_ms", lambda: named("{future_share} > 0"), lambda v: v["future_share"] > 0),
+    ("work_sigma", lambda: setting("work_dist", "lognormal"), lambda v: v["work_dist"] == "lognormal"),
+    ("work_slow_ms", lambda: setting("work_dist", "bimodal"), lambda v: v["work_dist"] == "bimodal"),
+    ("slow_share", lambda: setting("work_dist", "bimodal"), lambda v: v["work_dist"] == "bimodal"),
+    ("replica_readers", lambda: switch("replica"), lambda v: v["replica"] is True),
+    ("replica_reader_s", lambda: named("{replica_readers} > 0"),
+     lambda v: v["replica_readers"] not in (0, NOT_APPLICABLE)),
+    ("hot_standby_feedback", lambda: switch("replica"), lambda v: v["replica"] is True),
+    ("replica_max_delay_s", lambda: switch("replica"), lambda v: v["replica"] is True),
+    ("dsn_replica", lambda: switch("replica"), lambda v: v["replica"] is True),
 )
 
 
@@ -154,38 +156,39 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     (RunConfig fields) is updated in place, ``given`` the keys the user set. Returns the notes."""
     for key, needs, holds in _NEEDS:
         if key in given and not holds(values):
-            raise ConfigError(key.upper(), f"has no effect without {needs}; allowed: set {needs}, or leave "
-                                           f"{key.upper()} out")
+            raise ConfigError(key.upper(), f"has no effect without {needs()}; allowed: {needs()}, or leave "
+                                           f"{option(key)} out")
     crashes = sorted({f.kind for f in values["faults"]} & set(CRASH_KINDS))
     if crashes and values["txn"] == "short" and values["reaper_interval_s"] <= 0:
-        raise ConfigError("FAULTS", f"{crashes[0]} with TXN=short leaves its jobs running until a reaper "
+        raise ConfigError("FAULTS", f"{crashes[0]} with TXN short leaves its jobs running until a reaper "
                                     f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
-                                    "REAPER_INTERVAL_S > 0 (or TXN=hold, where the crash rolls the claim back)")
+                                    + named("{reaper_interval_s} > 0 (or ") + setting("txn", "hold")
+                                    + ", where the crash rolls the claim back)")
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
-                                       "a process without a worker; allowed: PROCESSES from 1 to WORKERS")
+                                       + named("a process without a worker; allowed: {processes} from 1 to {workers}"))
     caps = capabilities(values.get("engine") or "postgres")
     if (values["processes"] > 1 and not caps.kill_reaches_other_processes
             and any(f.kind == "backend_kill" for f in values["faults"])):
         raise ConfigError("FAULTS", f"backend_kill on {caps.label} kills the worker connections this process opened, "
                                     "and with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
-                                    f"with PROCESSES=1 on {caps.label}")
+                                    f"with {setting('processes', 1)} on {caps.label}")
     if caps.migration_sql_refused and any(f.kind == "migration" and f.ddl == "sql" for f in values["faults"]):
         raise ConfigError("FAULTS", f"a migration's sql is not run on {caps.label}: {caps.migration_sql_refused}; "
                                     "allowed: migration with ddl=add_column|add_column_volatile|create_index|"
                                     "create_index_concurrently")
     if not values["prepared"] and values["plan_cache"] != "auto":
-        raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with PREPARED=0 (--no-prepared): an "
+        raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} has no effect with {switch('prepared', False)}: an "
                                         "unprepared claim is planned with its values on every execution; allowed: "
-                                        "auto with PREPARED=0")
+                                        f"auto with {switch('prepared', False)}")
     if 0 < values["reaper_interval_s"] and values["lease_s"] < values["reaper_interval_s"]:
         raise ConfigError("LEASE_S", f"{values['lease_s']:g} s is shorter than REAPER_INTERVAL_S "
                                      f"{values['reaper_interval_s']:g} s: leases would expire between reaper passes "
                                      "unnoticed; allowed: LEASE_S >= REAPER_INTERVAL_S")
     if values["autovacuum_settings"] and values["autovacuum_settings"] != NOT_APPLICABLE and values["autovacuum"] is False:
-        raise ConfigError("AUTOVACUUM_SETTINGS", "has no effect with AUTOVACUUM=0 (--no-autovacuum): autovacuum never "
-                                                 "takes the queue table; allowed: autovacuum on (AUTOVACUUM=1) with "
-                                                 "AUTOVACUUM_SETTINGS, or leave AUTOVACUUM_SETTINGS out")
+        raise ConfigError("AUTOVACUUM_SETTINGS", f"has no effect with {switch('autovacuum', False)}: autovacuum never "
+                                                 f"takes the queue table; allowed: {switch('autovacuum')} with "
+                                                 + named("{autovacuum_settings}, or leave {autovacuum_settings} out"))
     if values["retry_cap_s"] < values["retry_base_s"]:
         raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below RETRY_BASE_S "
                                          f"{values['retry_base_s']:g} s; allowed: RETRY_CAP_S >= RETRY_BASE_S")
@@ -195,16 +198,16 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                      "not both")
     if values["named_queues"] > 1 and values.get("index") == "ready_table":
         raise ConfigError("NAMED_QUEUES", "the ready_table variant's table of pending rows has no queue column, so "
-                                          "its claim cannot test the queue name; allowed: NAMED_QUEUES=1 with "
-                                          "INDEX=ready_table, or another INDEX")
+                                          f"its claim cannot test the queue name; allowed: {setting('named_queues', 1)} "
+                                          f"with {setting('index', 'ready_table')}, or another INDEX")
     open_loop = open_loop_keys(values["slo"])
     if open_loop and values["rate"] <= 0:
         raise ConfigError("SLO", f"{', '.join(open_loop)} needs arrivals: in a closed-loop drain pickup is only the "
-                                 "seeded backlog's age and nothing is offered; allowed: SLO with RATE > 0, or "
-                                 "claim_*, complete_*, error_rate keys")
+                                 + named("seeded backlog's age and nothing is offered; allowed: {slo} with {rate} > 0, "
+                                         "or claim_*, complete_*, error_rate keys"))
     if values["bursts"] and values["rate"] <= 0:
         raise ConfigError("BURSTS", "bursts change the producers' rate, and there are no producers without RATE; "
-                                    "allowed: BURSTS with RATE > 0")
+                                    + named("allowed: {bursts} with {rate} > 0"))
     return _clip_windows(values)
 
 
@@ -214,22 +217,23 @@ def check_replica(values: dict[str, Any], dsn: str | None, given: set[str]) -> N
     if values["replica"] is not True:
         return
     if dsn is not None and not values["dsn_replica"]:
-        raise ConfigError("DSN_REPLICA", "REPLICA=1 with a DSN needs that server's hot standby, and none was given "
-                                         "(the tool starts a standby only of its embedded server); allowed: "
-                                         "DSN_REPLICA=postgresql://... of the standby, or no DSN")
+        raise ConfigError("DSN_REPLICA", "a standby with a DSN needs that server's hot standby, and none was "
+                                         "given (the tool starts a standby only of its embedded server); allowed: "
+                                         f"{setting('dsn_replica', 'postgresql://...')} of the standby, or no DSN")
     if dsn is None and values["dsn_replica"]:
         raise ConfigError("DSN_REPLICA", "given without a DSN: with no DSN the tool starts the embedded server's "
-                                         "standby itself; allowed: DSN_REPLICA with DSN (its primary), or leave "
-                                         "DSN_REPLICA out")
+                                         + named("standby itself; allowed: {dsn_replica} with {dsn} (its primary), "
+                                                 "or leave {dsn_replica} out"))
     if values["replica_readers"] and values["queue"] != BUILTIN:
         raise ConfigError("REPLICA_READERS", "the readers' queries read the built-in queue table's columns (status, "
-                                             "priority, run_at); allowed: REPLICA_READERS with QUEUE=builtin, or "
-                                             "REPLICA_READERS=0 (the standby's lag and conflicts are still measured)")
+                                             f"priority, run_at); allowed: {option('replica_readers')} with "
+                                             f"{setting('queue', 'builtin')}, or {setting('replica_readers', 0)} (the "
+                                             "standby's lag and conflicts are still measured)")
     for key in ("hot_standby_feedback", "replica_max_delay_s"):
         if values["dsn_replica"] and key in given:
             raise ConfigError(key.upper(), "is a setting of the standby server given as DSN_REPLICA, which the run "
-                                           "reads and records but does not change; allowed: leave it out with "
-                                           "DSN_REPLICA (set it on that server)")
+                                           + named("reads and records but does not change; allowed: leave it out "
+                                                   "with {dsn_replica} (set it on that server)"))
 
 
 #: DSN schemes and the engine each means (``key=value`` connection strings are PostgreSQL's libpq form).
@@ -258,7 +262,7 @@ def choose_engine(given: Any, dsn: str | None) -> str:
     engine = BY_KEY["engine"].parse(given)
     if from_dsn is not None and from_dsn != engine:
         raise ConfigError("ENGINE", f"{engine} but the DSN is a {from_dsn} connection string; allowed: "
-                                    f"ENGINE={from_dsn} with this DSN, or a DSN of the {engine} server")
+                                    f"{setting('engine', from_dsn)} with this DSN, or a DSN of the {engine} server")
     return engine
 
 
@@ -318,11 +322,11 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                 if p.key in given:
                     raise
                 raise ConfigError(p.name, f"{str(err).split(': ', 1)[1]} (the value is from workload {workload!r}: "
-                                          f"set {p.name} to override it)") from None
+                                          f"set {option(p.key)} to override it)") from None
     if dsn is not None and values["pg_version"] not in ("auto", NOT_APPLICABLE):
         raise ConfigError("PG_VERSION", f"{values['pg_version']} picks the embedded server's binaries, and a DSN names "
-                                        "a server already running (its server_version is recorded); allowed: leave "
-                                        "PG_VERSION out with a DSN, or no DSN")
+                                        + named("a server already running (its server_version is recorded); allowed: "
+                                                "leave {pg_version} out with a DSN, or no DSN"))
     check_replica(values, dsn, given)
     notes = check_combinations(values, set(raw))
     notes += defined.check(values)

@@ -66,6 +66,10 @@ class Recipe:
         """Find the binaries (kept on the recipe); raise a one-line error when there are none."""
         raise NotImplementedError
 
+    def reach(self, srv: EmbeddedServer) -> None:
+        """Make the binaries usable by ``srv.run_as`` (copied where it can enter them), or raise a one-line
+        error; called before the server's directory is made. The machine's own need nothing (the default)."""
+
     def version_argv(self) -> list[str]:
         """The command printing the server binary's version."""
         raise NotImplementedError
@@ -155,6 +159,7 @@ class EmbeddedServer:
         (not started within :data:`START_TIMEOUT_S`, or a step failed; what started is left for ``stop``)."""
         self.recipe.find_binaries()
         self.run_as = self._pick_run_as()
+        self.recipe.reach(self)
         self._make_root()
         t_begin = time.monotonic()
         self._check_binaries()
@@ -188,24 +193,32 @@ class EmbeddedServer:
                                 f"({err or 'useradd failed'}); run as a non-root user or pass DSN=") from None
         return RunAs(name, pw.pw_uid, pw.pw_gid)
 
+    def servers_dir(self) -> pathlib.Path:
+        """Where the server's directory is made: ``base_dir``, else the system's temporary directory. Raises
+        EmbeddedError when the server's user cannot enter it or a parent."""
+        base = self.base_dir if self.base_dir is not None else pathlib.Path(tempfile.gettempdir())
+        base = base.resolve()
+        if self.run_as.other_user:
+            for parent in (*reversed(base.parents), base):
+                if not self.run_as.can_traverse(parent):
+                    where = ("pick a base directory" if self.base_dir is not None
+                             else "point TMPDIR at a directory")
+                    raise EmbeddedError(
+                        f"user {self.run_as.name!r} ({self.recipe.user_reason}) cannot enter {parent} (mode "
+                        f"{stat.filemode(parent.stat().st_mode)}); {where} whose parents are world-traversable, "
+                        "e.g. under /tmp")
+        return base
+
     def _make_root(self) -> None:
-        """Make the temporary directory, tell ``on_root``, give it to the server's user (EmbeddedError when
-        that user cannot enter a parent)."""
+        """Make the temporary directory in :meth:`servers_dir` (EmbeddedError when the server's user cannot
+        enter it), tell ``on_root``, give it to the server's user."""
         if self.base_dir is not None:
             self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.root = pathlib.Path(
-            tempfile.mkdtemp(prefix=self.recipe.prefix, dir=str(self.base_dir) if self.base_dir else None)
-        ).resolve()
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix=self.recipe.prefix, dir=str(self.servers_dir())))
         self.on_root(self.root)
         run_as = self.run_as
         if run_as.other_user:
             os.chown(self.root, run_as.uid, run_as.gid)
-            for parent in self.root.parents:
-                if not run_as.can_traverse(parent):
-                    raise EmbeddedError(
-                        f"user {run_as.name!r} ({self.recipe.user_reason}) cannot enter {parent} (mode "
-                        f"{stat.filemode(parent.stat().st_mode)}); pick a base directory whose parents are world-traversable, e.g. under /tmp"
-                    )
         for name in self.recipe.extra_dirs:
             (self.root / name).mkdir(mode=0o700)
             if run_as.other_user:

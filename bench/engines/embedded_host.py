@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import pathlib
 import shutil
@@ -49,16 +50,26 @@ class RunAs:
         groups = os.getgrouplist(self.name, self.gid)
         return argv, {"user": self.uid, "group": self.gid, "extra_groups": groups}
 
+    @functools.cached_property
+    def groups(self) -> frozenset[int]:
+        """The ids of the groups this user is in (read once: a tree's check asks for each file)."""
+        return frozenset(os.getgrouplist(self.name, self.gid))
+
     def can_traverse(self, path: pathlib.Path) -> bool:
         """True when this user may enter directory ``path`` (its execute bit for the user, a group or others)."""
+        return self.can_access(path, stat.S_IXUSR)
+
+    def can_access(self, path: pathlib.Path, bits: int) -> bool:
+        """True when this user has every permission of ``bits`` (given as owner bits: ``stat.S_IRUSR |
+        stat.S_IXUSR``) on ``path``, by its mode bits for the user, a group or others."""
         if not self.other_user:
-            return os.access(path, os.X_OK)
+            return os.access(path, (os.R_OK if bits & stat.S_IRUSR else 0) | (os.X_OK if bits & stat.S_IXUSR else 0))
         st = path.stat()
         if st.st_uid == self.uid:
-            return bool(st.st_mode & stat.S_IXUSR)
-        if st.st_gid in os.getgrouplist(self.name, self.gid):
-            return bool(st.st_mode & stat.S_IXGRP)
-        return bool(st.st_mode & stat.S_IXOTH)
+            return st.st_mode & bits == bits
+        if st.st_gid in self.groups:
+            return st.st_mode & (bits >> 3) == bits >> 3
+        return st.st_mode & (bits >> 6) == bits >> 6
 
 
 def free_port() -> int:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator
 
 from bench.engines.common import ToolSchema
 from bench.errors import ConfigError
+from bench.usage import option
 
 Conn = Any
 #: The comment that marks a schema (a database on MariaDB) as the tool's, written when it creates one.
@@ -44,14 +45,16 @@ class SchemaOwnership:
         """Raise ConfigError (``SCHEMA``) when ``schema`` exists and is not the tool's."""
         if self.state(conn, schema) == "foreign":
             raise ConfigError("SCHEMA", f"{self.word} {schema!r} exists and was not created by queue-bench; allowed: "
-                                        f"another SCHEMA (the tool never touches a {self.word} it did not create)")
+                                        f"another {option('schema')} (the tool never touches a {self.word} it did "
+                                        "not create)")
 
     def refuse_dependents(self, conn: Conn, schema: str) -> None:
         """Raise ConfigError (``SCHEMA``) naming what outside ``schema`` depends on it, if anything does."""
         dependents = self.dependents(conn, schema)
         if dependents:
             raise ConfigError("SCHEMA", f"objects outside {self.word} {schema!r} depend on it ({'; '.join(dependents)}); "
-                                        f"queue-bench drops only its own {self.word}: remove them, or choose another SCHEMA")
+                                        f"queue-bench drops only its own {self.word}: remove them, or choose "
+                                        f"another {option('schema')}")
 
     def check_usable(self, conn: Conn, schema: str) -> None:
         """ConfigError (``SCHEMA``) unless ``schema`` is absent, or the tool's with nothing outside depending on it."""
@@ -63,7 +66,7 @@ class SchemaOwnership:
         """Take ``schema``'s lock on ``conn`` until it closes or :attr:`unlock`; ConfigError (``SCHEMA``) when held."""
         if not self.try_lock(conn, schema):
             raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this "
-                                        f"{self.lock_scope}; wait for it or choose another SCHEMA")
+                                        f"{self.lock_scope}; wait for it or choose another {option('schema')}")
 
     def check_capacity(self, conn: Conn, needed: int) -> dict:
         """The server's connection headroom; ConfigError (``WORKERS``) when fewer than ``needed`` are free."""

@@ -36,6 +36,8 @@ class TableSampler:
     table_lock_timeout_ms = TABLE_LOCK_TIMEOUT_MS
     #: How the full-page image bytes in the log are read, or why they are not.
     images_note = "this engine's log has no full-page images to count"
+    #: The server's CPU meter (:class:`bench.engines.server_cpu.ServerCpu`) when the server is on this host, else None.
+    server_cpu: Any = None
 
     def __init__(self, connect: Callable[[str], Any], priorities: tuple[int, ...] = (0,)):
         self._connect = connect  # application name -> a new autocommit connection
@@ -64,6 +66,10 @@ class TableSampler:
             return conn
         except (ConfigError, *self.driver.errors):  # the database is unreachable now
             return None
+
+    def server_pids(self) -> tuple[int, ...]:
+        """The server's processes that serve this run when it runs on this host (:attr:`ServerCpu.pids`), else ()."""
+        return () if self.server_cpu is None else self.server_cpu.pids
 
     def settle(self) -> None:
         """Return once the load's sessions have left and published what they counted (an engine whose counters

@@ -39,6 +39,12 @@ class ServerCpu:
         self._root_us, self._reaped_us = _stat_us(root_pid)
         self._primed = threaded  # a process-per-connection server's first read only notes where each process is
 
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The processes read at the last :meth:`read`: the root (the postmaster, or a threaded server's one
+        process) and the background processes and this database's backends it was given then."""
+        return (self.root_pid, *self._last)
+
     @classmethod
     def local(cls, backend_pid: int) -> "ServerCpu | None":
         """The meter of the process-per-connection server (PostgreSQL) one of whose backends is ``backend_pid``,

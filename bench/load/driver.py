@@ -41,6 +41,10 @@ class RunDriver(Protocol):
     def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """The stop phase's second, after :meth:`stop`: every process's last values, merged."""
 
+    def local_pids(self) -> tuple[int, ...]:
+        """The process ids of the load generator processes on this host that have reported theirs (this one's
+        children among them, or ``qbench worker`` processes started beside it)."""
+
     def measured(self, t_s: int) -> None:
         """Count the second just closed as measured second ``t_s`` and write its ``processes.csv`` rows."""
 
@@ -165,6 +169,10 @@ class LocalDriver:
         """The load generator's CPU over the second just closed (% of a core): this process's."""
         self._last_cpu = own
         return own
+
+    def local_pids(self) -> tuple[int, ...]:
+        """None besides this process (see :meth:`RunDriver.local_pids`)."""
+        return ()
 
     def running_workers(self) -> int:
         """This process's workers running now, or as the stop began (see :meth:`RunDriver.running_workers`)."""

@@ -5,6 +5,7 @@ exactly (histogram logs, ``processes.csv``). A subclass calls :meth:`_init_proce
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -233,6 +234,11 @@ class MergedProcesses:
             logs.close()
         if self.per_second is not None:
             self.per_second.close()
+
+    def local_pids(self) -> tuple[int, ...]:
+        """The process ids of the load generator processes on this host (see :meth:`RunDriver.local_pids`)."""
+        host = socket.gethostname()
+        return tuple(s["pid"] for s in self.stats.values() if s.get("pid") is not None and s.get("host") == host)
 
     def cpu(self, own: tuple[float, float, float]) -> tuple[float, float, float]:
         """The busiest process's CPU over the second just closed (% of a core), this one included."""

@@ -11,7 +11,7 @@ from bench.config.choices import MAX_WORKERS
 from bench.config.parameter import Parameter
 from bench.config.parameters import BY_KEY, PARAMETERS
 from bench.errors import ConfigError
-from bench.usage import named
+from bench.usage import named, setting
 
 #: At most this many candidate designs in one plan (the product of the lists).
 MAX_CANDIDATES = 8
@@ -75,7 +75,7 @@ def candidates(overrides: Mapping[str, Any]) -> list[dict[str, Any]]:
             items = [v.strip() for v in value.split(",")]
             if not all(items) or len(set(items)) != len(items):
                 raise ConfigError(key.upper(), f"{value!r}: a list of candidates holds distinct, non-empty values; "
-                                               f"allowed: e.g. {key.upper()}={BY_KEY[key].default},…")
+                                               f"allowed: e.g. {setting(key, BY_KEY[key].default, quote=False)},…")
             lists[key] = items
         elif isinstance(value, str) and "," in value and key in BY_KEY and BY_KEY[key].kind not in ("table", "list", "text"):
             raise ConfigError(key.upper(), f"{value!r}: a plan compares lists of "

@@ -10,6 +10,7 @@ from typing import Callable
 
 from bench.plan.steps import Step
 from bench.sweep.capacity_search import RESOLUTION, ramp_and_bisect
+from bench.usage import option
 
 #: The workers search stops when the passing and failing counts are within 10 % (or one worker).
 WORKERS_RESOLUTION = 0.10
@@ -79,7 +80,7 @@ def search_workers(step: Callable[[int], Step], start: int, least: int, most: in
     while not at(n).passed:
         low = n
         if n >= most:
-            return WorkersAnswer(None, low, f"{most} workers (PLAN_MAX_WORKERS) did not meet it", steps)
+            return WorkersAnswer(None, low, f"{most} workers ({option('plan_max_workers')}) did not meet it", steps)
         if previous is not None and not helps(steps[previous], steps[n]):
             return WorkersAnswer(None, low, _no_help(steps[previous], steps[n]), steps)
         previous, n = n, min(2 * n, most)

@@ -23,6 +23,7 @@ from bench.report.render import legend_above, new_figure, save_png, say, write_p
 from bench.results.model import ResultsError, problems, read_table
 from bench.results.sweep import (AXIS_FIELD, Cell, CompareError, axis_fields, load_sweep, norm_param, read_json,
                                  run_complete, run_summary)
+from bench.usage import setting
 
 __all__ = ["CompareError", "compare", "gate"]
 
@@ -291,7 +292,7 @@ def gate(a_path: Path | str, b_path: Path | str, limit: float,
         elif r.within_runs:
             untested.append(f"{r.metric}: one run on each side ({r.samples}); seconds within a run do not hold the "
                             "run-to-run spread, and two runs of one design on a shared machine can differ by more "
-                            "than the limit: gate two sweeps with REPETITIONS=2 or more")
+                            f"than the limit: gate two sweeps with {setting('repetitions', 2)} or more")
         else:
             judged += 1
             if regresses(r.rel_diff, r.significant, r.spec.higher_is_better, limit):

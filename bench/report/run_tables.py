@@ -8,6 +8,7 @@ from typing import Any
 from bench.report.format import fmt_num, is_missing
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
+from bench.results.model import machine_busy
 from bench.results.verdict import cost_line
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -186,7 +187,8 @@ def _wait_rows(summary: dict, config: dict) -> list[dict]:
 
 
 def _cost_rows(summary: dict, config: dict) -> list[dict]:
-    """Archived jobs (archive layout), table sizes before / after, harness CPU and the monitor's cost."""
+    """Archived jobs (archive layout), table sizes before / after, harness CPU, the machine's CPU outside the run
+    and the monitor's cost."""
     rows = []
     if config.get("layout") == "archive":
         rows.append(_row("jobs moved to the archive (mover)", fmt_num(summary.get("archived_jobs"))))
@@ -201,6 +203,11 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     mon = summary.get("monitor_query_us") or {}
     rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
                      bad=not is_missing(cpu) and limit is not None and float(cpu) > limit))
+    outside, steal = summary.get("outside_cpu_pct") or {}, summary.get("steal_pct") or {}
+    if outside.get("mean") is not None:  # None: a run written before it was measured
+        rows.append(_row("machine CPU outside the run mean / max, steal mean (% of all cores)",
+                         f"{fmt_num(outside['mean'], 1, '%')} / {fmt_num(outside['max'], 1, '%')}, "
+                         f"{fmt_num(steal.get('mean'), 1, '%')}", bad=machine_busy(summary) is not None))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
     cost = summary.get("measurement_cost")  # None: a run written before it was kept

@@ -183,9 +183,24 @@ def problems(summary: Mapping[str, Any]) -> list[str]:
     return found
 
 
+def machine_busy(summary: Mapping[str, Any]) -> str | None:
+    """Why the machine may have set the pace (one sentence), or None: the CPU it spent outside the run's own
+    processes plus the hypervisor's steal, each the mean over the measured window in % of all its cores
+    (``outside_cpu_pct``, ``steal_pct``), above ``outside_cpu_limit_pct``, the limit the run was judged by
+    (:data:`bench.run_summary.suspect.SUSPECT_OUTSIDE_CPU_PCT`); None too for a run that did not measure it."""
+    limit = summary.get("outside_cpu_limit_pct")
+    outside = (summary.get("outside_cpu_pct") or {}).get("mean")
+    steal = (summary.get("steal_pct") or {}).get("mean") or 0.0
+    if limit is None or outside is None or outside + steal <= limit:
+        return None
+    stolen = f" and the hypervisor took {steal:g} %" if steal else ""
+    return (f"the machine spent {outside:g} % of its CPU outside the run{stolen} (> {limit:g} % of all its cores, "
+            "mean over the window)")
+
+
 def harness_limited(summary: Mapping[str, Any]) -> str | None:
-    """Why the load generator may have set the pace (one sentence), or None: producers under 95 % of ``RATE``, or
-    CPU or loop lag past ``harness_cpu_limit_pct``/``loop_lag_limit_us``."""
+    """Why the load generator may have set the pace (one sentence), or None: producers under 95 % of ``RATE``,
+    CPU or loop lag past ``harness_cpu_limit_pct``/``loop_lag_limit_us``, or a busy machine (:func:`machine_busy`)."""
     rate = summary.get("offered_rate_jobs_per_s") or 0.0
     measured_s = summary.get("measured_s") or 0.0
     if rate and measured_s and summary.get("jobs_produced", 0) / measured_s < 0.95 * rate:
@@ -198,7 +213,7 @@ def harness_limited(summary: Mapping[str, Any]) -> str | None:
         return f"a load-generator process used more than {cpu_limit:g} % of a core"
     if lag_limit is not None and max((v for v in lag if v is not None), default=0) > lag_limit:
         return f"a load-generator process's event-loop lag p99 exceeded {lag_limit / 1000:g} ms"
-    return None
+    return machine_busy(summary)
 
 
 def outcomes(summary: Mapping[str, Any], strict: bool = False) -> list[tuple[int, str]]:

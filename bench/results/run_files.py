@@ -60,7 +60,7 @@ INTERVAL_COLUMNS = (
     "loop_lag_p99_us", "harness_user_pct", "harness_system_pct", "history_list_length", "workers",
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
-    "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s",
+    "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s", "outside_cpu_pct", "steal_pct",
     *COST_COUNTERS.values(),
     *REPLICA_COLUMNS,
     *LOCK_QUEUE_COLUMNS,

@@ -106,7 +106,14 @@ def _trust(summary: Mapping[str, Any]) -> Item:
     found = [p for p in found if not p.startswith("invariants broken")]  # its own line
     return Item("trust", "trusted" if not found else "suspect", not found, "; ".join(found) or
                 f"load generator CPU max {fmt_sig(summary.get('harness_cpu_max_pct'))} %, event-loop lag p99 "
-                f"{fmt_seconds(((summary.get('loop_lag_us') or {}).get('p99') or 0) / 1e6)}")
+                f"{fmt_seconds(((summary.get('loop_lag_us') or {}).get('p99') or 0) / 1e6)}"
+                + _outside_text(summary))
+
+
+def _outside_text(summary: Mapping[str, Any]) -> str:
+    """", machine outside the run N %" (the window's mean, % of all cores), or nothing for a run without it."""
+    outside = (summary.get("outside_cpu_pct") or {}).get("mean")
+    return "" if outside is None else f", machine CPU outside the run {fmt_sig(outside)} %"
 
 
 def items(summary: Mapping[str, Any]) -> list[Item]:

@@ -9,6 +9,7 @@ from typing import Callable
 
 from bench.config.run_config import RunConfig
 from bench.measure import metrics
+from bench.run_summary.rows import busy_figures
 from bench.workload import jobs
 
 
@@ -34,8 +35,8 @@ class RunFacts:
 
 class Figures:
     """The measured window's figures computed once from ``facts`` (held as ``facts``): its seconds,
-    counters, errors, the histograms several blocks read, the work per job, the harness's highest CPU
-    and whether the backlog ran dry."""
+    counters, errors, the histograms several blocks read, the work per job, the harness's highest CPU,
+    the machine's CPU outside the run and whether the backlog ran dry."""
 
     def __init__(self, facts: RunFacts):
         self.facts = facts
@@ -53,6 +54,7 @@ class Figures:
         self.work_s = (metrics.mean_value(self.work_h) / 1e6 if self.work_h.get_total_count()
                        else jobs.expected_work_s(cfg))
         self.cpu_max = max((r["harness_cpu_pct"] for r in rows), default=0.0)
+        self.busy = busy_figures(rows)  # the machine's CPU outside the run, and steal
         # No eligible row at some sample (a count of 0, or no oldest eligible row at all).
         depth_zero = any(r.get("queue_depth") == 0 or r.get("oldest_eligible_age_s") == 0 for r in rows) or (
             facts.final_sample["queue_depth"] == 0)

@@ -8,6 +8,7 @@ from bench.results.values import library_caveat_line
 from bench.results.verdict import end_block
 from bench.run_summary.measurement_cost import measurement_line
 from bench.run_summary.replica import replica_line
+from bench.usage import setting
 
 
 def final_lines(log, s: dict) -> None:
@@ -27,7 +28,7 @@ def final_lines(log, s: dict) -> None:
         log(f"{library['package']} {library['version']}: its own worker, in {len(workers)} process"
             f"{'es' if len(workers) != 1 else ''} ({sum(1 for p in workers if p.get('lost'))} lost); "
             f"dispatch delay p50 {seconds.fmt_ms(dispatch.get('p50'))}, p99 {seconds.fmt_ms(dispatch.get('p99'))}"
-            " (LIBRARY_MODE=sql sends its SQL from the tool's workers instead)")
+            f" ({setting('library_mode', 'sql')} sends its SQL from the tool's workers instead)")
     if s.get("replica"):
         log(replica_line(s["replica"]))
     for m in s.get("migrations") or []:

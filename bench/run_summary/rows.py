@@ -14,6 +14,17 @@ def percentile(values: list[float], pct: float) -> float | None:
     return ordered[rank]
 
 
+def busy_figures(rows: list[dict]) -> dict:
+    """``summary.json``'s ``outside_cpu_pct`` and ``steal_pct``: each ``{"mean", "max"}`` (% of the machine's
+    CPU, 1 decimal) over the measured seconds that have it, None each when none has (older runs)."""
+    out = {}
+    for name in ("outside_cpu_pct", "steal_pct"):
+        values = [r[name] for r in rows if r.get(name) is not None]
+        out[name] = {"mean": round(sum(values) / len(values), 1) if values else None,
+                     "max": max(values) if values else None}
+    return out
+
+
 def worker_changes(rows: list[dict]) -> list[dict]:
     """The measured seconds in which the number of running workers changed (the web UI, or a lost process):
     ``[{"t_s", "workers_before", "workers"}]``, counted as each second ended."""

@@ -17,7 +17,8 @@ from bench.run_summary.measurement_cost import measurement_cost
 from bench.run_summary.migration import migrations
 from bench.run_summary.replica import replica_figures
 from bench.run_summary.rows import column, index_bytes, monitor_notes, percentile, worker_changes
-from bench.run_summary.suspect import SUSPECT_CPU_PCT, SUSPECT_LOOP_LAG_P99_US, suspect_reasons
+from bench.run_summary.suspect import (SUSPECT_CPU_PCT, SUSPECT_LOOP_LAG_P99_US, SUSPECT_OUTSIDE_CPU_PCT,
+                                      suspect_reasons)
 from bench.workload import jobs
 
 #: Counters of the measured window written as they are, under their own names (fault and crash counts).
@@ -80,12 +81,13 @@ def _audit(f: Figures) -> dict:
 
 
 def _trust(f: Figures) -> dict:
-    """The harness's CPU, the workers connected (run.json's), whether the run is suspect and why, whether the
-    backlog ran dry."""
+    """The harness's CPU, the workers connected (run.json's), the machine's CPU outside the run and its limit,
+    whether the run is suspect and why, whether the backlog ran dry."""
     reasons = suspect_reasons(f)
     return {"harness_cpu_max_pct": f.cpu_max,
             "workers_connected": f.facts.run_info.get("workers_connected"),
             "harness_cpu_limit_pct": SUSPECT_CPU_PCT,
+            **f.busy, "outside_cpu_limit_pct": SUSPECT_OUTSIDE_CPU_PCT,
             "suspect": bool(reasons),
             "suspect_reasons": reasons,
             "backlog_exhausted": bool(f.backlog_exhausted)}

@@ -7,6 +7,7 @@ from collections import Counter
 
 from bench.config.run_config import RunConfig
 from bench.measure import metrics, seconds
+from bench.results.model import machine_busy
 from bench.run_summary.facts import Figures
 
 #: Above this harness CPU (% of one core) the load generator may be the bottleneck.
@@ -19,10 +20,10 @@ SUSPECT_CPU_PCT = 90.0
 #: is not keeping its own schedule. Every latency it measures ends when its greenlet runs again,
 #: and each worker cycle waits for at least three wake-ups (claim reply, the work's timer,
 #: completion reply): a lag of this size adds tens of ms to cycles that at the calibration
-#: load (README "Calibration": pgbench 3,305 claim+complete transactions/s at 50 clients)
-#: last 50 / 3,305 s = 15 ms, so the generator, not the database, sets the pace. A starved generator
-#: reads low on CPU (it waits for a core), so the CPU rule alone misses it. Measured figures
-#: behind the choice are in the README ("Event-loop lag").
+#: load (50 clients; docs/measurements/calibration.md, "Before and after the second redesign": pgbench
+#: 3,346.2 tps at f4340db) last about 15 ms, so the generator, not the database, sets the pace. A starved
+#: generator reads low on CPU (it waits for a core), so the CPU rule alone misses it. Measured figures
+#: behind the choice: docs/measurements/generator.md, "Event-loop lag of a healthy and a starved generator".
 SUSPECT_LOOP_LAG_P99_US = 10_000
 
 #: Above this producer schedule lag p50 (ms) over the measured window, the open-loop producers ran
@@ -39,12 +40,29 @@ SUSPECT_PRODUCER_LAG_P50_MS = 1000.0
 #: can be anything. Decided from the claim p99 the run reports, before any run was judged by it.
 SUSPECT_ERROR_SHARE = 0.01
 
+#: Above this share of the machine's CPU (% of all its cores, the mean over the measured window) spent outside the
+#: run's own processes, steal time included, another program took enough of the cores to move the run's figures
+#: by more than 10 % (the plan's resolution). Measured (docs/measurements/harness.md, "A busy machine"): on a
+#: 2-core machine a closed-loop run beside CPU hogs and other programs moved past that at 7.5 % outside and above
+#: (claim p99 +28 % beside a hog bursting 10 ms of every 100 ms; throughput past -10 % from 22.6 %), and held at
+#: the quietest runs' 3.1-3.3 %; the limit sits between.
+SUSPECT_OUTSIDE_CPU_PCT = 5.0
+
 
 def suspect_reasons(f: Figures) -> list[str]:
     """Every reason the run of ``f`` may not be trusted, in a fixed order; none for a sound run."""
     return [*_harness_reasons(f), *_workers_reasons(f), *_cycle_reasons(f), *_producer_reasons(f),
             *_database_lost_reasons(f), *_process_pace_reasons(f), *_claim_log_reasons(f),
-            *_lost_process_reasons(f), *_outcome_reasons(f)]
+            *_lost_process_reasons(f), *_outcome_reasons(f), *_machine_reasons(f)]
+
+
+def _machine_reasons(f: Figures) -> list[str]:
+    """A machine busy outside the run past :data:`SUSPECT_OUTSIDE_CPU_PCT` (the rule: :func:`machine_busy`)."""
+    why = machine_busy({**f.busy, "outside_cpu_limit_pct": SUSPECT_OUTSIDE_CPU_PCT})
+    if why is None:
+        return []
+    return [f"{why}, {f.busy['outside_cpu_pct']['max']:g} % at most in a second: another program shared the "
+            "cores with the run and may have set its pace; run it on a quieter machine"]
 
 
 def _workers_reasons(f: Figures) -> list[str]:

@@ -16,7 +16,7 @@ import psutil
 
 from bench import __version__, run_summary
 from bench.config.run_config import RunConfig
-from bench.engines import engine_for
+from bench.engines import engine_for, non_loopback_host
 from bench.errors import ConfigError, QBenchError
 from bench.load import swarm
 from bench.load.distributed import run_driver
@@ -25,6 +25,7 @@ from bench.load.library_driver import LibraryWorkersDriver
 from bench.load.web_ui import WebUI
 from bench.measure import metrics, seconds
 from bench.measure.cpu_meter import CpuMeter
+from bench.measure.machine_cpu import MachineMeter
 from bench.measure.rss import RssLog
 from bench.results import run_files
 from bench.results.model import RunResult, utc_now
@@ -138,6 +139,7 @@ class Run:
         self.clock = clock = seconds.Clock()
         self.ctx.measured_start_unix = clock.unix0 + self.n_warm
         self.cpu_meter.read()  # the connecting phase's CPU belongs to no second
+        self.machine.read()
         self.tally = Tally(self.driver, self.n_warm)
         self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note,
                                                    table=cfg.monitor == "full")
@@ -171,6 +173,9 @@ class Run:
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
         self.proc = psutil.Process()
         self.cpu_meter = CpuMeter(self.proc)
+        # the machine's CPU outside the run: not this process's tree, load generators here, the server's for this run
+        self.machine = MachineMeter(self.driver.local_pids, self.monitor.server_pids)
+        self.server_elsewhere = non_loopback_host(cfg.engine, dsn) is not None
 
     def _started_or_cleaned(self, start):
         """``start()``'s result; when it fails or is interrupted, kill the workers and remove the run directory,
@@ -213,7 +218,7 @@ class Run:
             self.ui.feed(interval)
         self.prev_s = now_s
         cpu = self.driver.cpu(self.cpu_meter.read())
-        self.tally.account(interval, cpu if k >= self.n_warm else None)
+        self.tally.account(interval, cpu if k >= self.n_warm else None, self._busy())
         self.rss.tick(k + 1)
         if k + 1 == self.n_warm:  # the measured window starts now
             self.pgss_reset = self.engine.statement_stats_reset(self.admin, self.cfg, self.pgss_missing)
@@ -253,7 +258,13 @@ class Run:
         tail = self.driver.tail(self.recorder, self.recorder.rotations, self.prev_s, self.clock.now_s())
         tail_measured = (not self.complete and tail.counters["claims"] and self.tally.measured.intervals < self.n_meas
                          and self.clock.now_s() > self.n_warm)
-        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None)
+        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy())
+
+    def _busy(self):
+        """The machine's CPU outside the run over the second just closed; None when the server is on this host
+        (a loopback DSN) but none of its processes was found here (in a container: its CPU would read as outside)."""
+        busy = self.machine.read()
+        return busy if self.server_elsewhere or self.monitor.server_pids() else None
 
     def _audit(self) -> Audited:
         """The end-of-run reads, or, when the database went away, what is written instead (incomplete,

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.measure import metrics, seconds
+from bench.measure.machine_cpu import BusyShare
 from bench.results import run_files
 
 
@@ -37,8 +38,10 @@ class Tally:
         self.driver.open_process_logs(lambda i: run_files.HistogramLogs(run_dir / "histograms" / f"process-{i}",
                                       metrics.HISTOGRAM_NAMES, unix0), run_files.ProcessSeconds(run_dir / "processes.csv"))
 
-    def account(self, interval: metrics.Interval, cpu: tuple[float, float, float] | None) -> None:
-        """Count ``interval`` in the totals; with ``cpu``, it is measured: to the logs, the window and a row."""
+    def account(self, interval: metrics.Interval, cpu: tuple[float, float, float] | None,
+                busy: BusyShare | None = None) -> None:
+        """Count ``interval`` in the totals; with ``cpu``, it is measured: to the logs, the window and a row (with
+        ``busy``, the machine's CPU outside the run over the same second)."""
         self.totals.update(interval.counters)
         self.max_rows_per_claim = max(self.max_rows_per_claim, interval.max_rows_per_claim)
         if cpu is None:  # warm-up or stop phase: counted, never read again
@@ -51,7 +54,7 @@ class Tally:
             self.recent[0].release()  # leaves the progress line's window now
         self.recent.append(interval)
         self.rows.append(seconds.interval_row(interval, interval.index - self.n_warm, None, cpu)
-                         | {"workers": self.driver.running_workers()})
+                         | {"workers": self.driver.running_workers()} | (busy.columns() if busy else {}))
 
     def close_logs(self) -> None:
         """Close the histogram logs and the processes' logs."""

