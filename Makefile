@@ -46,6 +46,7 @@ VARS_calibrate = CAL_WORKERS CAL_DURATION CAL_WARMUP CAL_PAIRS CAL_BATCH CAL_PRO
 VARS_experiments = EXPERIMENTS FULL FRESH RESULTS DSN ALLOW_REMOTE
 VARS_report = RUN
 VARS_report-bench = RUN RENDER_SECONDS
+VARS_overhead-bench = DSN OVERHEAD_JOBS OVERHEAD_ROUNDS OVERHEAD_QUEUES WORKERS
 VARS_compare = A B
 VARS_gate = A B MAX_REGRESSION GATE_METRICS
 VARS_sweep-report = SWEEP_DIR
@@ -90,7 +91,7 @@ endif
 RUN_ARGS = $(strip --workload=$(call sq,$(WORKLOAD)) $(RUN_PARAMS))
 RUN_PARAMS = $(strip $(foreach pair,$(PARAM_PAIRS),$(call param_arg,$(pair))) $(DB_ARGS))
 
-.PHONY: help bench bench-ui test experiments calibrate report install test-quick clean distclean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench docs docs-ref
+.PHONY: help bench bench-ui test experiments calibrate report install test-quick clean distclean clean-db sweep compare-indexes capacity plan compare gate sweep-report soak report-bench overhead-bench docs docs-ref
 
 # The targets, one line each: the `## ` text after a target's prerequisites.
 help: ## list the targets (this list)
@@ -164,6 +165,18 @@ RENDER_SECONDS ?= 3600
 report-bench: $(STAMP) ## what rendering a long run's report costs (RUN=results/<run_id>)
 	@test -n '$(RUN)' || { echo "make report-bench: RUN is required; allowed: a results/<run_id> directory" >&2; exit 2; }
 	$(BIN)/python -m bench.cli.render_bench $(call sq,$(RUN)) --seconds='$(RENDER_SECONDS)'
+
+# What the tool's measurement costs (a benchmark, not a test): on DSN's database, in rounds, each queue
+# library's own worker from its own command line on OVERHEAD_JOBS seeded jobs, then the same worker run
+# through the tool at MONITOR=full and MONITOR=stats, and the built-in queue at both; jobs/s of each and
+# the ratios (docs/measurements/overhead.md). Needs the libraries: make install EXTRAS=procrastinate,pgqueuer.
+OVERHEAD_JOBS ?= 20000
+OVERHEAD_ROUNDS ?= 2
+OVERHEAD_QUEUES ?= procrastinate,pgqueuer,builtin
+overhead-bench: $(STAMP) ## the measurement's cost: a library's own worker against it through the tool (DSN; OVERHEAD_*)
+	@test -n '$(DSN)' || { echo "make overhead-bench: DSN is required; allowed: a postgresql:// DSN whose database the runs may use" >&2; exit 2; }
+	$(BIN)/python -m bench.cli.overhead_bench --dsn=$(call sq,$(DSN)) --jobs=$(call sq,$(OVERHEAD_JOBS)) \
+		--rounds=$(call sq,$(OVERHEAD_ROUNDS)) --queues=$(call sq,$(OVERHEAD_QUEUES)) $(if $(WORKERS),--workers=$(call sq,$(WORKERS)))
 
 # pgbench and queue-bench on the same claim SQL, same clients, same database, same
 # measured window and monitor; CAL_PAIRS pairs A B A B ...; last line: the median ratio.

@@ -56,6 +56,7 @@ BAD_VALUES: dict[str, tuple] = {
     "prepared": ("yes", 2),
     "autovacuum": ("sometimes", "off"),
     "wakeup": ("push",),
+    "monitor": ("off",),
     "poll_ms": (0, "often", 1e9),
     "autovacuum_settings": ("vacuum_speed=3", "vacuum_scale_factor=-0.1", "vacuum_threshold=1.5",
                             "vacuum_cost_limit=0", "vacuum_threshold=10,autovacuum_vacuum_threshold=20",

@@ -130,6 +130,24 @@ def test_processes_csv_is_the_one_process_seconds(run, intervals):
             row["harness_cpu_pct"], row["harness_user_pct"], row["loop_lag_p99_us"], row["jobs_completed"])
 
 
+def test_measurement_cost_is_the_runs_own_seconds(run, intervals):
+    """With one process, the measurement's cost is that process's mean CPU (it runs the load too), the monitor's
+    mean query time per second and its server backends' mean CPU, each recomputed here from intervals.csv."""
+    _, s, proc = run
+    _, rows = intervals
+
+    def mean(column: str) -> float:
+        values = [float(r[column]) for r in rows if r[column] != ""]
+        return sum(values) / len(values)
+    cost = s["measurement_cost"]
+    assert cost["tool_process_does"] == "load and measurement"
+    assert cost["tool_process_cpu_pct"] == pytest.approx(mean("harness_cpu_pct"), abs=0.051)
+    assert cost["monitor_query_us_per_s"] == pytest.approx(mean("monitor_query_us"), abs=0.051)
+    assert cost["monitor_query_us_per_s"] > 0
+    assert cost["monitor_server_cpu_pct"] == pytest.approx(mean("server_cpu_monitor_us") / 1e4, abs=0.0051)
+    assert f"the monitor's queries {cost['monitor_query_us_per_s'] / 1000:,.1f} ms per second" in proc.stdout
+
+
 def test_claim_p99_recomputed_from_the_histogram_log(run, intervals):
     """Adding the interval histograms of claim_latency_us.hlog (HistogramLogReader)
     gives one histogram per measured second, as many claims as intervals.csv, and the

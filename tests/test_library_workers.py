@@ -101,6 +101,14 @@ def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_it
     assert summary["invariants"]["lost_jobs"] == 0 and summary["invariants"]["duplicated_jobs"] == 0
     assert summary["jobs_completed"] == JOBS
     assert summary["dispatch_delay_us"]["p50"] is not None and summary["work_duration_us"]["p50"] >= 5000
+    # the measurement's cost: the tool's own process (process 0 of processes.csv: the monitor and the merge), read here
+    with (run_dir / "processes.csv").open(newline="") as fh:
+        own = [float(r["cpu_pct"]) for r in csv.DictReader(fh) if r["process"] == "0"]
+    cost = summary["measurement_cost"]
+    assert cost["tool_process_does"] == "measurement" and own
+    assert cost["tool_process_cpu_pct"] == pytest.approx(sum(own) / len(own), abs=0.051)
+    assert f"measurement cost: the tool's process {cost['tool_process_cpu_pct']:.1f} % of a core (measurement)" \
+        in proc.stdout
     # jobs/s over the seconds the backlog kept the worker busy, against the library's own count
     start, _ = _window(run_dir)
     rows = _intervals(run_dir)

@@ -26,6 +26,8 @@ PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 #: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
 #: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).
 WAKEUPS = ("poll", "notify")
+#: MONITOR: the monitor's statistics and table queries, or its statistics only.
+MONITOR_MODES = ("full", "stats")
 #: Upper bound on workers from one load-generator process.
 MAX_WORKERS = 1000
 #: Upper bound on a job's simulated duration (ms): one hour; a stopping worker waits for its job.

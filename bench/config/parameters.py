@@ -10,7 +10,7 @@ from typing import Any
 from bench.config import parsers
 from bench.config.choices import (  # noqa: F401 - ENGINES, MAX_WORKERS: read from the table's module too
     ARRIVALS, EFFECT_MODES, ENGINES, INDEX_VARIANTS, ISOLATION_LEVELS, LAYOUTS, MAX_JOB_MS, MAX_QUEUES, MAX_ROWS,
-    MAX_WORKERS, PG_VERSIONS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
+    MAX_WORKERS, MONITOR_MODES, PG_VERSIONS, PLAN_CACHE_MODES, POLICIES, TENANT_ORDERS, TXN_MODES, WAKEUPS, WORK_DISTS,
 )
 from bench.config.autovacuum import parse_autovacuum_settings, short_names as autovacuum_setting_names
 from bench.config.faults import parse_faults
@@ -338,6 +338,15 @@ PARAMETERS: tuple[Parameter, ...] = (
                "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
                "`intervals.csv`"),
     *REPLICA_PARAMETERS,  # REPLICA=1 and its readers (bench/config/replica_parameters.py)
+    _P("monitor", "choice", "full", "full | stats: the monitor's table queries on, or its statistics only",
+       group="output", choices=MONITOR_MODES,
+       meaning="how much the monitor samples during the load (docs/reading-the-report.md, \"Monitor cost\"): "
+               "`full` reads the statistics views every second and runs the table queries (oldest eligible age, "
+               "queue depth and running) within their budgets of the wall time; `stats` reads the statistics "
+               "only, so the report has no oldest eligible age, depth or saturation verdict during the run (the "
+               "final depth is still read once after the load). The claim log and the per-second histograms "
+               "are always kept: the audit and every latency figure need them. Its cost beside the figures: "
+               "docs/measurements/overhead.md"),
     _P("schema", "text", "qbench", "the tool's own schema", group="database", parse_value=parsers.parse_schema,
        allowed="lower-case identifier, at most 57 characters, not ending in `_state`",
        meaning="the tool's own schema (`<schema>_state` holds sweeps' saved seeded states)"),

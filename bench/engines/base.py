@@ -236,10 +236,10 @@ class Engine:
         raise NotImplementedError
 
     def spawn_samplers(self, monitor: Any, now_s: Callable[[], float], n_seconds: int,
-                       note: Callable[[int, dict], None]) -> list:
-        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds``; with a migration's
-        window (the monitor's ``lock_queue``), the lock queue's sampler too."""
-        greenlets = spawn_samplers(monitor, now_s, n_seconds, note)
+                       note: Callable[[int, dict], None], *, table: bool = True) -> list:
+        """Greenlets that call ``note(second, values)`` once per second for ``n_seconds`` (the table queries only
+        with ``table``); with a migration's window (the monitor's ``lock_queue``), the lock queue's sampler too."""
+        greenlets = spawn_samplers(monitor, now_s, n_seconds, note, table=table)
         if getattr(monitor, "lock_queue", None) is not None:
             greenlets.append(spawn_lock_sampler(monitor, now_s, n_seconds, note))
         return greenlets

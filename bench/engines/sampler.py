@@ -181,9 +181,10 @@ class TableSampler:
 
 
 def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds: int,
-                   note: Callable[[int, dict], None]) -> list:
-    """The monitor's two sampling greenlets (kill them to stop): stats at the middle of each second ``k`` <
-    ``n_seconds`` of ``now_s()``, table queries when due; each sample to ``note(k, values)``."""
+                   note: Callable[[int, dict], None], *, table: bool = True) -> list:
+    """The monitor's sampling greenlets (kill them to stop): stats at the middle of each second ``k`` <
+    ``n_seconds`` of ``now_s()``, table queries when due (none without ``table``: ``MONITOR=stats``); each
+    sample to ``note(k, values)``."""
     def stats_loop() -> None:
         k = 0
         while k < n_seconds:
@@ -199,4 +200,4 @@ def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds:
                 continue
             note(int(now_s()), monitor.sample_table())
 
-    return [gevent.spawn(stats_loop), gevent.spawn(table_loop)]
+    return [gevent.spawn(stats_loop), *([gevent.spawn(table_loop)] if table else [])]

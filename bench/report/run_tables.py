@@ -210,6 +210,12 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
                          f"{fmt_num(steal.get('mean'), 1, '%')}", bad=machine_busy(summary) is not None))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
+    cost = summary.get("measurement_cost")  # None: a run written before it was kept
+    if cost:
+        rows.append(_row(f"measurement cost: the tool's process ({cost['tool_process_does']}), mean; the monitor's "
+                         "server backends, mean",
+                         f"{fmt_num(cost['tool_process_cpu_pct'], 1, '%')} of a core; "
+                         f"{fmt_num(cost['monitor_server_cpu_pct'], 2, '%')} of a core"))
     seen = summary.get("workers_connected")  # None: a run written before it was kept
     if seen:
         rows.append(_row("workers connected at start / at end, of WORKERS (connect wait)",

@@ -6,6 +6,7 @@ from bench.measure import seconds
 from bench.measure.rss import RSS_REPORTED_MIN
 from bench.results.values import library_caveat_line
 from bench.results.verdict import end_block
+from bench.run_summary.measurement_cost import measurement_line
 from bench.run_summary.replica import replica_line
 from bench.usage import setting
 
@@ -32,6 +33,8 @@ def final_lines(log, s: dict) -> None:
         log(replica_line(s["replica"]))
     for m in s.get("migrations") or []:
         log(migration_line(m))
+    if line := measurement_line(s.get("measurement_cost")):
+        log(line)
     rss = s["harness_rss_mb"]
     at = ", ".join(f"{rss[f'at_{m}m']:,.1f} MB at {m} min" for m in RSS_REPORTED_MIN if rss[f"at_{m}m"] is not None)
     growth = "" if rss["growth_mb_per_min"] is None else f", {rss['growth_mb_per_min']:+,.2f} MB per minute"

@@ -45,14 +45,15 @@ def index_bytes(rows: list[dict]) -> dict | None:
 
 
 def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: float,
-                  lock_skips: dict | None = None) -> list[str]:
+                  lock_skips: dict | None = None, *, table_queries: bool = True) -> list[str]:
     """Plain-language notes on how often the monitor's table queries could be afforded, with their cost, and how
     many gave up waiting for a lock on the queue table (``lock_skips``: counts by kind, ``age`` and ``counts``, and
-    the monitor's ``lock_timeout_ms``)."""
-    notes = []
+    the monitor's ``lock_timeout_ms``); without ``table_queries`` (``MONITOR=stats``) that none ran."""
+    notes = [] if table_queries else ["MONITOR=stats: no table query ran during the load (no oldest eligible age, "
+                                      "queue depth or running count per second)"]
     n = len(rows)
     for column, kind, what, budget in (("oldest_eligible_age_s", "age", "oldest eligible age", 5),
-                                       ("queue_depth", "counts", "queue depth and running", 2)):
+                                       ("queue_depth", "counts", "queue depth and running", 2))[:2 if table_queries else 0]:
         taken = sum(1 for r in rows if r.get(column) is not None)
         spent = costs_s.get(kind) or []
         skipped = (lock_skips or {}).get(kind, 0)

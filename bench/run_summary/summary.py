@@ -13,6 +13,7 @@ from bench.measure import metrics
 from bench.results import slo
 from bench.run_summary.cost import cost_per_job
 from bench.run_summary.facts import Figures, RunFacts
+from bench.run_summary.measurement_cost import measurement_cost
 from bench.run_summary.migration import migrations
 from bench.run_summary.replica import replica_figures
 from bench.run_summary.rows import column, index_bytes, monitor_notes, percentile, worker_changes
@@ -131,8 +132,10 @@ def _monitor(f: Figures) -> dict:
                                  "max": max(costs) if costs else None},
             "monitor_failures": facts.monitor_failures,
             "monitor_notes": monitor_notes(facts.rows, facts.monitor_failures, info["monitor_table_cost_s"],
-                                           info["monitor_table_query_in_flight_s"], info.get("monitor_lock_skips")),
-            "database_lost": info.get("database_lost")}
+                                           info["monitor_table_query_in_flight_s"], info.get("monitor_lock_skips"),
+                                           table_queries=getattr(facts.cfg, "monitor", "full") == "full"),
+            "database_lost": info.get("database_lost"),
+            "measurement_cost": measurement_cost(facts.rows, info.get("process_cpu_mean_pct"))}
 
 
 def _faults(f: Figures) -> dict:

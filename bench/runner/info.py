@@ -15,6 +15,7 @@ from bench.config.parameters import defaults_on
 from bench.config.queue_definition import describe_queue
 from bench.config.run_config import mask_dsn
 from bench.measure import seconds
+from bench.run_summary import measurement_cost
 
 #: The directory that holds ``bench/``: a checkout's root when the tool runs from one (``pip install -e .``).
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
@@ -84,6 +85,7 @@ def run_info(run) -> dict:
         "ended_at": seconds.iso_at(run.ended_unix),
         "harness_rss_mb": run.rss.summary(),
         "processes": run.driver.processes,
+        "process_cpu_mean_pct": measurement_cost.process_cpu_means(run.run_dir / "processes.csv"),
         # the workers whose session was open as the clock started and as the load stopped (docs/results.md)
         "workers_connected": {"asked": cfg.workers, "at_start": run.workers_at_start, "at_end": run.workers_at_end,
                               "connect_wait_s": round(run.connect_s, 2)},

@@ -141,7 +141,8 @@ class Run:
         self.cpu_meter.read()  # the connecting phase's CPU belongs to no second
         self.machine.read()
         self.tally = Tally(self.driver, self.n_warm)
-        self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note)
+        self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note,
+                                                   table=cfg.monitor == "full")
         self.samplers.append(gevent.spawn(seconds.loop_lag_probe, self.recorder))
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")

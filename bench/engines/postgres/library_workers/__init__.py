@@ -8,6 +8,8 @@ import sys
 
 #: The environment variable that carries the DSN to a library worker process.
 DSN_ENV = "QBENCH_LIBRARY_DSN"
+#: The libraries' own command lines (standalone_*): the tool's schema and each job's sleep (ms).
+SCHEMA_ENV, WORK_MS_ENV = "QBENCH_LIBRARY_SCHEMA", "QBENCH_LIBRARY_WORK_MS"
 #: The libraries whose own worker is built here: package -> module of this package.
 ADAPTERS = {"procrastinate": "procrastinate_worker", "pgqueuer": "pgqueuer_worker"}
 

@@ -21,15 +21,15 @@ from bench.engines.postgres.library_workers.producers import produce
 STOP_WAIT_S = 60.0
 
 
-async def serve(package: str) -> int:
-    """Run one process of ``package``'s worker (or its producers) for the run on stdin; the exit status."""
+async def serve(module) -> int:
+    """Run one process of the worker (or the producers) of ``module`` (an adapter of :data:`ADAPTERS`) for the
+    run on stdin; the exit status."""
     channel = Channel(asyncio.get_running_loop())
     first = await channel.commands.get()
     if first is None:
         return 1
     cfg = from_public(first["config"], os.environ[DSN_ENV])
     meter = Meter(cfg, first["claims_path"])
-    module = importlib.import_module(f"{__package__}.{ADAPTERS[package]}")
     worker = module.LibraryWorker(cfg, meter, int(first["process"]), int(first["workers"]))
     try:
         await worker.open()
@@ -81,7 +81,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in ADAPTERS:
         print(f"usage: python -m {__package__} {{{','.join(ADAPTERS)}}}", file=sys.stderr)
         return 2
-    return asyncio.run(serve(argv[0]))
+    module = importlib.import_module(f"{__package__}.{ADAPTERS[argv[0]]}")
+    # the event loop the library's own command line runs its worker on (asyncio's unless the adapter says)
+    return getattr(module, "run_event_loop", asyncio.run)(serve(module))
 
 
 if __name__ == "__main__":

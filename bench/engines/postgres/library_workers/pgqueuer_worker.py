@@ -9,6 +9,7 @@ import logging
 import uuid
 
 import asyncpg
+from pgqueuer.adapters.cli.cli import asyncio_run as run_event_loop  # noqa: F401 - read by __main__
 from pgqueuer.adapters.drivers.asyncpg import AsyncpgDriver
 from pgqueuer.adapters.persistence.qb import QueryQueueBuilder
 from pgqueuer.adapters.persistence.queries import Queries
