@@ -145,7 +145,7 @@ test: $(TEST_STAMP) ## the full test suite, as CI runs it
 	tests/prerequisites.sh
 	$(BIN)/python -m pytest -q -rs
 
-# The quick tier (at most 5 minutes on 2 cores): every layer, without the tests marked slow.
+# The quick tier: every layer, without the tests marked slow (its time: docs/measurements/test-suite.md).
 test-quick: $(TEST_STAMP) ## the quick tier (tests marked slow left out): a few minutes, every layer
 	tests/prerequisites.sh
 	$(BIN)/python -m pytest -q -rs -m "not slow"

@@ -15,6 +15,7 @@ import time
 from typing import Callable, ContextManager
 
 import gevent
+import psutil
 import psycopg
 import pymysql
 import pytest
@@ -188,6 +189,39 @@ def test_server_cpu_from_proc_is_at_least_the_statements_time_with_one_worker(tm
 def test_a_process_that_is_not_a_database_server_gives_no_server_cpu():
     """The meter follows a server only: this test's own process (python, not postgres) gives None."""
     assert ServerCpu.local(os.getpid()) is None
+
+
+def _burn_and_close(dsn: str, meter: ServerCpu | None = None, kinds: dict | None = None) -> int:
+    """Another session burns CPU on the server and closes; ``meter`` reads once while it runs. Returns the CPU µs
+    its backend used (read from /proc before it closed), once the backend is gone."""
+    with psycopg.connect(dsn) as other:
+        pid = other.info.backend_pid
+        other.execute("SELECT count(md5(g::text)) FROM generate_series(1, 600000) g")
+        if meter is not None:
+            meter.read(kinds)
+        other.execute("SELECT count(md5(g::text)) FROM generate_series(1, 600000) g")
+        times = psutil.Process(pid).cpu_times()
+        used_us = int((times.user + times.system) * 1e6)
+    for _ in range(200):  # the server ends the closed session a moment later
+        if not psutil.pid_exists(pid):
+            break
+        time.sleep(0.01)
+    return used_us
+
+
+def test_another_sessions_cpu_is_not_the_runs_when_it_exits(dsn):
+    """The server's children time grows by a session's whole life when it exits: a session the run does not own
+    (another database's), seen while it ran or never seen, adds none of it to the run's server CPU (before: its
+    whole life went to ``background``, 2.18 s in one second beside a run)."""
+    with psycopg.connect(dsn) as ours:
+        kinds = {ours.info.backend_pid: "backends"}
+        meter = ServerCpu.local(ours.info.backend_pid)
+        assert meter is not None
+        meter.read(kinds)
+        burned_us = [_burn_and_close(dsn, meter, kinds), _burn_and_close(dsn)]
+        counted = meter.read(kinds)
+    assert min(burned_us) > 100_000, burned_us  # each burn used the CPU it is meant to leave out
+    assert sum(counted.values()) < 0.25 * sum(burned_us), (counted, burned_us)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from bench.analysis import plan_answer
 from bench.plan.search import search_workers
 from bench.plan.steps import Step
 from bench.run_summary.suspect import SUSPECT_OUTSIDE_CPU_PCT
+from bench.usage import VIA_MAKE_ENV
 from conftest import qbench, run_and_load
 from waiting import measured_seconds, wait_until
 
@@ -179,13 +180,15 @@ def test_the_workers_search_finds_the_fewest_within_its_resolution(needed, start
     assert len(calls) == len(set(calls))  # no step measured twice
 
 
-def test_the_workers_search_stops_when_doubling_does_not_help():
+def test_the_workers_search_stops_when_doubling_does_not_help(monkeypatch):
     step, calls = _steps(10**6, ratio=lambda n: 500.0 + n)
     answer = search_workers(step, 2, 1, 200)
     assert answer.needed is None and calls == [2, 4] and "did not help" in answer.stopped
     step, calls = _steps(10**6, ratio=lambda n: 1000.0 / n)  # helps every time: up to the ceiling
     answer = search_workers(step, 2, 1, 50)
-    assert answer.needed is None and calls[-1] == 50 and "PLAN_MAX_WORKERS" in answer.stopped
+    assert answer.needed is None and calls[-1] == 50 and "--plan-max-workers" in answer.stopped
+    monkeypatch.setenv(VIA_MAKE_ENV, "1")  # the ceiling named as a make user sets it
+    assert "PLAN_MAX_WORKERS" in search_workers(_steps(10**6, ratio=lambda n: 1000.0 / n)[0], 2, 1, 50).stopped
 
 
 def _design(label, workers, headroom, policy="skip_locked", batch=1):

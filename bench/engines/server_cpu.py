@@ -13,6 +13,8 @@ import psutil
 SERVER_NAMES = {"postgres", "postmaster", "mariadbd", "mysqld"}
 #: The kinds of server process whose CPU is counted apart.
 KINDS = ("backends", "monitor", "background")
+#: The kind given to the root's children that do not serve the run (other databases' sessions): followed, never counted.
+OTHER = "other"
 _TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
 
@@ -71,9 +73,10 @@ class ServerCpu:
             return None
 
     def read(self, kinds: Mapping[int, str]) -> dict[str, int]:
-        """``{kind: µs}`` used since construction; ``kinds``: the kind of each of the server's processes now
-        (a process-per-connection server's; the server lists them), the root's children not among them left
-        out while they run. Raises OSError when the server is gone."""
+        """``{kind: µs}`` used since construction; ``kinds``: the kind of each of the server's processes that serve
+        this run now (a process-per-connection server's; the server lists them). The root's other children (other
+        databases' sessions) are followed too but never counted, so that when one exits its life is not taken
+        for the run's. Raises OSError when the server is gone."""
         root_us, reaped_us = _stat_us(self.root_pid)
         if self.threaded:
             self.totals_us["backends"] += root_us - self._root_us
@@ -82,19 +85,31 @@ class ServerCpu:
         if self._primed:
             self.totals_us["background"] += root_us - self._root_us
         now: dict[int, tuple[str, int]] = {}
-        for pid, kind in kinds.items():
+        for pid, kind in {**dict.fromkeys(self._children(), OTHER), **kinds}.items():
             try:
                 used = _stat_us(pid)[0]
             except OSError:  # exited since listed: its time reaches the parent's children time
                 continue
             now[pid] = (kind, used)
-            if self._primed:  # a process new since the last read started since: all its time is new
+            if self._primed and kind != OTHER:  # a process new since the last read started since: all its time is new
                 self.totals_us[kind] += used - self._last.get(pid, (kind, 0))[1]
-        gone = [self._last[pid] for pid in self._last.keys() - now.keys()]
-        # what the processes that exited used after their last read: the parent's children time grew by
-        # their whole lives; their last reads were counted already
-        rest = max(0, reaped_us - self._reaped_us - sum(used for _, used in gone))
-        if rest and self._primed:
-            self.totals_us[gone[0][0] if gone and len({k for k, _ in gone}) == 1 else "background"] += rest
+        self._count_exited([self._last[pid] for pid in self._last.keys() - now.keys()], reaped_us)
         self._last, self._root_us, self._reaped_us, self._primed = now, root_us, reaped_us, True
         return dict(self.totals_us)
+
+    def _children(self) -> list[int]:
+        """The pids of the root's children now (none when it cannot be read)."""
+        try:
+            return [child.pid for child in psutil.Process(self.root_pid).children()]
+        except psutil.Error:
+            return []
+
+    def _count_exited(self, gone: list[tuple[str, int]], reaped_us: int) -> None:
+        """Count what the processes that exited since the last read used after it: the root's children time grew
+        by their whole lives, and their last reads are known. It goes to their kind (``background`` when they
+        were of several), and to none when no process of the run's exited (the growth is another session's, or
+        a process's that started and ended between two reads without being seen)."""
+        rest = max(0, reaped_us - self._reaped_us - sum(used for _, used in gone))
+        ours = {kind for kind, _ in gone if kind != OTHER}
+        if rest and self._primed and ours:
+            self.totals_us[ours.pop() if len(ours) == 1 else "background"] += rest

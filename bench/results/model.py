@@ -193,14 +193,18 @@ def machine_busy(summary: Mapping[str, Any]) -> str | None:
     steal = (summary.get("steal_pct") or {}).get("mean") or 0.0
     if limit is None or outside is None or outside + steal <= limit:
         return None
-    stolen = f" and the hypervisor took {steal:g} %" if steal else ""
-    return (f"the machine spent {outside:g} % of its CPU outside the run{stolen} (> {limit:g} % of all its cores, "
-            "mean over the window)")
+    stolen = f" and the hypervisor took {steal:g} % ({outside + steal:g} % in all)" if steal else ""
+    return (f"the machine spent {outside:g} % of its CPU outside the run{stolen}, mean over the window: more than "
+            f"the {limit:g} % of all its cores a run is judged by")
 
 
 def harness_limited(summary: Mapping[str, Any]) -> str | None:
     """Why the load generator may have set the pace (one sentence), or None: producers under 95 % of ``RATE``,
-    CPU or loop lag past ``harness_cpu_limit_pct``/``loop_lag_limit_us``, or a busy machine (:func:`machine_busy`)."""
+    a busy machine (:func:`machine_busy`: named before the generator's own CPU and loop lag, which another
+    program's load raises too), or CPU or loop lag past ``harness_cpu_limit_pct``/``loop_lag_limit_us``."""
+    busy = machine_busy(summary)
+    if busy:
+        return busy
     rate = summary.get("offered_rate_jobs_per_s") or 0.0
     measured_s = summary.get("measured_s") or 0.0
     if rate and measured_s and summary.get("jobs_produced", 0) / measured_s < 0.95 * rate:
@@ -213,7 +217,7 @@ def harness_limited(summary: Mapping[str, Any]) -> str | None:
         return f"a load-generator process used more than {cpu_limit:g} % of a core"
     if lag_limit is not None and max((v for v in lag if v is not None), default=0) > lag_limit:
         return f"a load-generator process's event-loop lag p99 exceeded {lag_limit / 1000:g} ms"
-    return machine_busy(summary)
+    return None
 
 
 def outcomes(summary: Mapping[str, Any], strict: bool = False) -> list[tuple[int, str]]:
