@@ -3,11 +3,12 @@ client backends apart from the rest of the server (docs/results.md, "Cost per jo
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
 import psutil
+
+from bench.measure.machine_cpu import proc_times
 
 #: Process names a PostgreSQL server's processes carry (``comm``), and MariaDB's.
 SERVER_NAMES = {"postgres", "postmaster", "mariadbd", "mysqld"}
@@ -15,16 +16,13 @@ SERVER_NAMES = {"postgres", "postmaster", "mariadbd", "mysqld"}
 KINDS = ("backends", "monitor", "background")
 #: The kind given to the root's children that do not serve the run (other databases' sessions): followed, never counted.
 OTHER = "other"
-_TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
 
 def _stat_us(pid: int) -> tuple[int, int]:
-    """(user + system CPU µs of process ``pid``, that of its waited-for children), from ``/proc/<pid>/stat``
-    (proc(5): fields 14-17, in clock ticks). Raises OSError when the process is gone."""
-    with open(f"/proc/{pid}/stat", "rb") as fh:
-        fields = fh.read().rpartition(b")")[2].split()
-    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
-    return int((utime + stime) * _TICK_US), int((cutime + cstime) * _TICK_US)
+    """(user + system CPU µs of process ``pid``, that of its waited-for children). Raises OSError when the
+    process is gone."""
+    times = proc_times(pid)
+    return round(times.own_s * 1e6), round(times.reaped_s * 1e6)
 
 
 class ServerCpu:

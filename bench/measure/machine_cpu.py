@@ -42,20 +42,26 @@ class ProcTimes(NamedTuple):
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
+def proc_times(pid: int) -> ProcTimes:
+    """Process ``pid``'s :class:`ProcTimes` from ``/proc/<pid>/stat`` (proc(5): field 4 ppid, 14-17 utime,
+    stime, cutime, cstime in clock ticks). Raises OSError when the process is gone."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rpartition(b")")[2].split()
+    return ProcTimes((int(fields[11]) + int(fields[12])) * _TICK_S, (int(fields[13]) + int(fields[14])) * _TICK_S,
+                     int(fields[1]))
+
+
 def _proc_stat_times() -> dict[int, ProcTimes]:
-    """Every process's times from ``/proc/<pid>/stat`` (proc(5): field 4 ppid, 14-17 utime, stime, cutime, cstime
-    in clock ticks): a third of ``psutil.process_iter``'s CPU for the same figures, read every second."""
+    """Every process's :func:`proc_times`: a third of ``psutil.process_iter``'s CPU for the same figures, read
+    every second."""
     found = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rpartition(b")")[2].split()
+            found[int(name)] = proc_times(int(name))
         except OSError:  # exited while listed
             continue
-        found[int(name)] = ProcTimes((int(fields[11]) + int(fields[12])) * _TICK_S,
-                                     (int(fields[13]) + int(fields[14])) * _TICK_S, int(fields[1]))
     return found
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import psycopg
 from psycopg import sql
 
+from bench.engines.postgres.adapter import connect_dsn
 from bench.engines.postgres.library_workers import DSN_ENV, SCHEMA_ENV, WORK_MS_ENV
 
 #: Each library's finished jobs, one row each: its finish time (epoch s) from the library's own record of it
@@ -36,7 +36,8 @@ def environment(dsn: str, schema: str, work_ms: float) -> dict[str, str]:
 
 
 def finish_times(dsn: str, schema: str, package: str) -> list[float]:
-    """Every finished job's finish time in ``schema`` (epoch s, sorted), as ``package`` recorded it."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    """Every finished job's finish time in ``schema`` (epoch s, sorted), as ``package`` recorded it. Raises
+    ConfigError (``DSN``) when the server cannot be reached."""
+    with connect_dsn(dsn) as conn:
         rows = conn.execute(sql.SQL(FINISHED_SQL[package]).format(sql.Identifier(schema))).fetchall()
     return sorted(r[0] for r in rows)
