@@ -224,6 +224,17 @@ def test_another_sessions_cpu_is_not_the_runs_when_it_exits(dsn):
     assert sum(counted.values()) < 0.25 * sum(burned_us), (counted, burned_us)
 
 
+def test_the_servers_processes_serving_the_run_leave_out_other_sessions(dsn):
+    """The machine's busy meter counts the server's processes that serve the run as the run's (``pids``): the
+    root first, this run's sessions, and not another session of the same server (another program's load)."""
+    with psycopg.connect(dsn) as ours, psycopg.connect(dsn) as other:
+        meter = ServerCpu.local(ours.info.backend_pid)
+        assert meter is not None
+        meter.read({ours.info.backend_pid: "backends"})
+        assert meter.pids[0] == meter.root_pid and ours.info.backend_pid in meter.pids
+        assert other.info.backend_pid not in meter.pids
+
+
 @pytest.mark.slow
 def test_mariadb_redo_per_job_is_the_servers_own_and_rows_changed_follow_the_statements(maria_schema, tmp_path):
     """On MariaDB: InnoDB redo bytes per job (``Innodb_os_log_written``) against the test's own reading of it

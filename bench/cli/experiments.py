@@ -53,7 +53,7 @@ def experiments_command(args: argparse.Namespace) -> int:
     from bench.report.experiments_page import render_experiments_page  # here: matplotlib (~1 s)
 
     engine = get_engine(base.engine)
-    context, _ = database(dsn_given, args.allow_remote, connections, base.engine, base)
+    context, embedded = database(dsn_given, args.allow_remote, connections, base.engine, base)
     with context as dsn:
         check_room(engine, dsn, base.schema, connections, "queue-bench experiments", base)  # before anything is created
 
@@ -64,7 +64,7 @@ def experiments_command(args: argparse.Namespace) -> int:
             return run_probe(dsn, base.schema)
 
         catalogue_dir = run_catalogue(experiments, dsn, base.engine, Path(args.results), probe_runner=probe,
-                                      fresh=args.fresh, on_run=render_run)
+                                      fresh=args.fresh, on_run=render_run, embedded=embedded)
     page = render_experiments_page(catalogue_dir)
     print(f"report: {page.resolve()}")
     return 0

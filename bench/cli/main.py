@@ -196,14 +196,15 @@ def _sweep(args: argparse.Namespace) -> int:
     for _cid, _params, cell in sweep.cells:
         servers.setdefault(server_key(cell), cell)
     with contextlib.ExitStack() as stack:  # the sweep's Interrupted reaches main(): its line says how to resume
-        dsns = {}
+        dsns, embedded = {}, set()
         for key, cell in servers.items():
-            database, _ = _database(cell.dsn, args.allow_remote, sweep.max_connections(), cell.engine, cell)
+            database, started = _database(cell.dsn, args.allow_remote, sweep.max_connections(), cell.engine, cell)
             dsns[key] = stack.enter_context(database)
+            embedded.update([key] if started else [])
             # every cell must be able to run: refuse before anything is created
             check_room(get_engine(cell.engine), dsns[key], sweep.base.schema, sweep.max_connections(),
                        "queue-bench sweep", cell)
-        sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run)
+        sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run, embedded=embedded)
     from bench.report.sweep_page import render_sweep_report  # here: matplotlib (~1 s)
 
     print(f"report: {render_sweep_report(sweep_dir).resolve()}")

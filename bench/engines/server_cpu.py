@@ -41,9 +41,10 @@ class ServerCpu:
 
     @property
     def pids(self) -> tuple[int, ...]:
-        """The processes read at the last :meth:`read`: the root (the postmaster, or a threaded server's one
-        process) and the background processes and this database's backends it was given then."""
-        return (self.root_pid, *self._last)
+        """The processes read at the last :meth:`read` that serve the run: the root (the postmaster, or a threaded
+        server's one process) first, then the background processes and this database's backends it was given
+        then (not the root's other children: other databases' sessions)."""
+        return (self.root_pid, *(pid for pid, (kind, _) in self._last.items() if kind != OTHER))
 
     @classmethod
     def local(cls, backend_pid: int) -> "ServerCpu | None":

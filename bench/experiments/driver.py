@@ -100,7 +100,7 @@ def _finished_sweep(exp_dir: Path, matrix_hash: str) -> Path | None:
 
 def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str, dsn: str,
              log: Callable[[str], None], on_run: Callable[[Path], None],
-             probe_runner: Callable[[str], Mapping[str, Any]]) -> dict:
+             probe_runner: Callable[[str], Mapping[str, Any]], embedded: bool = False) -> dict:
     """Measure ``exp`` into ``exp_dir`` (its probe, or its sweep within its budget) and return its outcome,
     decided by :func:`decide_experiment`; not applicable to ``engine``: the outcome says so, nothing run."""
     started = time.monotonic()
@@ -119,7 +119,7 @@ def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str
     sweep_dir = _finished_sweep(exp_dir, sweep.matrix_hash)  # interrupted after its last run
     if sweep_dir is None and planned <= exp.budget_s:
         sweep_dir = run_sweep(sweep, dsn, exp_dir, log=lambda line: log("  " + line), on_run=on_run,
-                              deadline=started + exp.budget_s)
+                              deadline=started + exp.budget_s, embedded=embedded)
     total = len(sweep.cells) * sweep.repetitions
     runs = load_sweep(sweep_dir).runs if sweep_dir is not None else None
     measured = 0 if runs is None else int(runs["done"].sum())
@@ -137,10 +137,12 @@ def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str
 
 def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, results_dir: Path, *,
                   probe_runner: Callable[[str], Mapping[str, Any]], fresh: bool = False,
-                  log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _d: None) -> Path:
-    """Run (or resume) ``experiments`` against ``dsn`` (an ``engine`` database); returns the catalogue
-    directory, whose ``experiments.json`` holds every outcome. ``probe_runner(kind)`` returns a probe's facts;
-    ``on_run(run_dir)`` runs after each measured run. Raises :class:`Interrupted` on Ctrl-C."""
+                  log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _d: None,
+                  embedded: bool = False) -> Path:
+    """Run (or resume) ``experiments`` against ``dsn`` (an ``engine`` database; ``embedded``: a server the tool
+    started, serving no one else); returns the catalogue directory, whose ``experiments.json`` holds every
+    outcome. ``probe_runner(kind)`` returns a probe's facts; ``on_run(run_dir)`` runs after each measured run.
+    Raises :class:`Interrupted` on Ctrl-C."""
     key = selection_key(experiments, engine)
     catalogue_dir = None if fresh else newest_unfinished(results_dir / "experiments", "*/" + CATALOGUE_FILE,
                                                          lambda meta: meta.get("selection_key") == key)
@@ -168,7 +170,7 @@ def run_catalogue(experiments: Sequence[Experiment], dsn: str, engine: str, resu
                 log(f"{exp.number:>2}. {exp.title}: {exp.claim}")
                 try:
                     outcome = _run_one(exp, exp_dir, catalogue_dir, engine=engine, dsn=dsn, log=log, on_run=on_run,
-                                       probe_runner=probe_runner)
+                                       probe_runner=probe_runner, embedded=embedded)
                 except (Interrupted, KeyboardInterrupt):
                     raise Interrupted(f"experiments interrupted; run them again to resume: {catalogue_dir}") from None
                 log(f"    -> {outcome['verdict']}: {'; '.join(outcome['reasons'])}")

@@ -1,6 +1,7 @@
-"""How busy the machine was outside the run, second by second: the machine's CPU from ``/proc/stat``
-(``psutil.cpu_times``; proc(5)) less the CPU of the run's own processes, and the steal time, each in % of the
-whole machine (all cores) (docs/reading-the-report.md, "A busy machine")."""
+"""How busy the machine was outside the run, second by second: the CPU of every process (the tree under
+init) less the run's own processes', the kernel's own work (the machine's busy CPU from ``/proc/stat``,
+``psutil.cpu_times``, proc(5), that no process was charged for) and the steal time, each in % of the whole
+machine (all cores) (docs/reading-the-report.md, "A busy machine")."""
 
 from __future__ import annotations
 
@@ -124,29 +125,38 @@ class TreeCpu:
         return max(0.0, used)
 
 
+INIT_PID = 1  # every process but the kernel's threads descends from it, or is reaped by it when orphaned
+
+
 @dataclass
 class BusyShare:
-    """One second's shares of the machine (% of all cores): ``outside_cpu_pct`` (busy, not this run's
-    processes) and ``steal_pct``."""
+    """One second's shares of the machine (% of all cores): ``outside_cpu_pct`` (other programs' processes),
+    ``steal_pct`` and ``kernel_cpu_pct`` (busy time no process was charged for: kernel threads, interrupts
+    between processes; the run's own packets and writes among them, so not judged)."""
 
     outside_cpu_pct: float
     steal_pct: float
+    kernel_cpu_pct: float = 0.0
 
     def columns(self) -> dict[str, float]:
         """The intervals.csv columns (1 decimal)."""
-        return {"outside_cpu_pct": round(self.outside_cpu_pct, 1), "steal_pct": round(self.steal_pct, 1)}
+        return {"outside_cpu_pct": round(self.outside_cpu_pct, 1), "steal_pct": round(self.steal_pct, 1),
+                "kernel_cpu_pct": round(self.kernel_cpu_pct, 1)}
 
 
-def busy_share(before: MachineTimes, after: MachineTimes, own_s: float) -> BusyShare:
-    """The shares between two machine readings, the run's own processes having used ``own_s`` CPU seconds in
-    between: outside = (machine busy − own) / all the machine's time, never below 0 (the two are read a moment
-    apart); steal = steal / all the machine's time. Both 0 when no time passed."""
+def busy_share(before: MachineTimes, after: MachineTimes, own_s: float, everyone_s: float | None = None) -> BusyShare:
+    """The shares between two machine readings, the run's own processes having used ``own_s`` CPU seconds and
+    every process (the run's included) ``everyone_s`` in between: outside = (everyone − own) / all the machine's
+    time; kernel = (machine busy − everyone) / all; steal = steal / all. Without ``everyone_s`` (no process
+    listing) outside = (machine busy − own) / all and kernel 0. Each never below 0 (they are read a moment apart);
+    all 0 when no time passed."""
     total_s = after.total_s - before.total_s
     if total_s <= 0:
-        return BusyShare(0.0, 0.0)
-    outside_s = max(0.0, after.busy_s - before.busy_s - own_s)
-    steal_s = max(0.0, after.steal_s - before.steal_s)
-    return BusyShare(min(100.0, 100.0 * outside_s / total_s), min(100.0, 100.0 * steal_s / total_s))
+        return BusyShare(0.0, 0.0, 0.0)
+    busy_s = after.busy_s - before.busy_s
+    outside_s, kernel_s = (busy_s - own_s, 0.0) if everyone_s is None else (everyone_s - own_s, busy_s - everyone_s)
+    steal_s = after.steal_s - before.steal_s
+    return BusyShare(*(min(100.0, max(0.0, 100.0 * s / total_s)) for s in (outside_s, steal_s, kernel_s)))
 
 
 class MachineMeter:
@@ -154,18 +164,27 @@ class MachineMeter:
     process and its descendants (its load generator processes, a queue library's worker processes), the pids
     ``more()`` names with theirs (load generator processes on this host that this process did not start), and
     those ``alone()`` names by themselves (the server under test's processes that serve this run, when on this
-    host)."""
+    host). Every process: the tree under :data:`INIT_PID` (``everyone``), from the same listing of the processes
+    (none when ``tree`` is given without it)."""
 
     def __init__(self, more: Callable[[], Iterable[int]] = tuple, alone: Callable[[], Iterable[int]] = tuple,
-                 machine: Callable[[], MachineTimes] = machine_times, tree: TreeCpu | None = None):
-        self._machine = machine
-        self._tree = tree or TreeCpu(lambda: (os.getpid(), *more()), alone)
+                 machine: Callable[[], MachineTimes] = machine_times, tree: TreeCpu | None = None,
+                 everyone: TreeCpu | None = None):
+        self._machine, self._listed = machine, tree is None  # listed: the default trees share one listing a read
+        self._listing = all_proc_times() if self._listed else {}
+        self._tree = tree or TreeCpu(lambda: (os.getpid(), *more()), alone, processes=lambda: self._listing)
+        if everyone is None and self._listed:
+            everyone = TreeCpu(lambda: (INIT_PID,), processes=lambda: self._listing)
+        self._everyone = everyone
         self._last = machine()
 
     def read(self) -> BusyShare:
         """The shares since the previous read (or construction)."""
+        if self._listed:
+            self._listing = all_proc_times()
         own_s = self._tree.used_s()
+        everyone_s = self._everyone.used_s() if self._everyone else None
         now = self._machine()
-        share = busy_share(self._last, now, own_s)
+        share = busy_share(self._last, now, own_s, everyone_s)
         self._last = now
         return share

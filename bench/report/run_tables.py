@@ -204,10 +204,14 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     rows.append(_row("harness CPU max", fmt_num(cpu, 1, "%"),
                      bad=not is_missing(cpu) and limit is not None and float(cpu) > limit))
     outside, steal = summary.get("outside_cpu_pct") or {}, summary.get("steal_pct") or {}
+    kernel = summary.get("kernel_cpu_pct") or {}  # {}: a run written before the kernel's work was kept apart
     if outside.get("mean") is not None:  # None: a run written before it was measured
         rows.append(_row("machine CPU outside the run mean / max, steal mean (% of all cores)",
                          f"{fmt_num(outside['mean'], 1, '%')} / {fmt_num(outside['max'], 1, '%')}, "
                          f"{fmt_num(steal.get('mean'), 1, '%')}", bad=machine_busy(summary) is not None))
+    if kernel.get("mean") is not None:
+        rows.append(_row("the kernel's work (interrupts, kernel threads) mean / max, not judged (% of all cores)",
+                         f"{fmt_num(kernel['mean'], 1, '%')} / {fmt_num(kernel['max'], 1, '%')}"))
     rows.append(_row("monitor query cost mean / max",
                      f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
     cost = summary.get("measurement_cost")  # None: a run written before it was kept

@@ -61,6 +61,7 @@ INTERVAL_COLUMNS = (
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s", "outside_cpu_pct", "steal_pct",
+    "kernel_cpu_pct",
     *COST_COUNTERS.values(),
     *REPLICA_COLUMNS,
     *LOCK_QUEUE_COLUMNS,

@@ -15,10 +15,10 @@ def percentile(values: list[float], pct: float) -> float | None:
 
 
 def busy_figures(rows: list[dict]) -> dict:
-    """``summary.json``'s ``outside_cpu_pct`` and ``steal_pct``: each ``{"mean", "max"}`` (% of the machine's
+    """``summary.json``'s ``outside_cpu_pct``, ``steal_pct`` and ``kernel_cpu_pct``: each ``{"mean", "max"}`` (% of the machine's
     CPU, 1 decimal) over the measured seconds that have it, None each when none has (older runs)."""
     out = {}
-    for name in ("outside_cpu_pct", "steal_pct"):
+    for name in ("outside_cpu_pct", "steal_pct", "kernel_cpu_pct"):
         values = [r[name] for r in rows if r.get(name) is not None]
         out[name] = {"mean": round(sum(values) / len(values), 1) if values else None,
                      "max": max(values) if values else None}

@@ -173,8 +173,9 @@ class Run:
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
         self.proc = psutil.Process()
         self.cpu_meter = CpuMeter(self.proc)
-        # the machine's CPU outside the run: not this process's tree, load generators here, the server's for this run
-        self.machine = MachineMeter(self.driver.local_pids, self.monitor.server_pids)
+        # the machine's CPU outside the run: not this process's tree, load generators here, the server's for this
+        # run (all of a server the tool started: the processes it starts and reaps between two reads too)
+        self.machine = MachineMeter(self._own_trees, self.monitor.server_pids)
         self.server_elsewhere = non_loopback_host(cfg.engine, dsn) is not None
 
     def _started_or_cleaned(self, start):
@@ -259,6 +260,12 @@ class Run:
         tail_measured = (not self.complete and tail.counters["claims"] and self.tally.measured.intervals < self.n_meas
                          and self.clock.now_s() > self.n_warm)
         self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy())
+
+    def _own_trees(self) -> tuple[int, ...]:
+        """The roots of the run's process trees besides this process: the load generators here and, when the tool
+        started the server for this run (no one else's sessions), its root process."""
+        server_root = self.monitor.server_pids()[:1] if self.embedded else ()
+        return (*self.driver.local_pids(), *server_root)
 
     def _busy(self):
         """The machine's CPU outside the run over the second just closed; None when the server is on this host

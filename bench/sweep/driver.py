@@ -9,7 +9,7 @@ import itertools
 import json
 import time
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import IO, Any, Callable, Collection, Mapping
 
 from bench.config.file_values import check_file_value
 from bench.config.lookup import find
@@ -137,9 +137,11 @@ def server_key(cfg: RunConfig) -> str:
 
 def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, fresh: bool = False,
               log: Callable[[str], None] = print, on_run: Callable[[Path], None] = lambda _run_dir: None,
-              deadline: float | None = None) -> Path:
+              deadline: float | None = None, embedded: bool | Collection[str] = False) -> Path:
     """Run (or resume) ``sweep`` against ``dsn`` (or one per :func:`server_key`); returns its directory. ``on_run(run_dir)``
-    after each run; none starts past ``deadline`` (``time.monotonic()`` s). Raises :class:`Interrupted`."""
+    after each run; none starts past ``deadline`` (``time.monotonic()`` s). ``embedded``: the servers the tool
+    started for the sweep (True: the one ``dsn``; else their keys), which serve no one else. Raises
+    :class:`Interrupted`."""
     sweep_dir, meta = _open_sweep_dir(sweep, results_dir, fresh, log)
     done = measured_runs(sweep_dir)
     keep_only(sweep_dir, done)  # failed runs of an earlier attempt are measured again
@@ -148,7 +150,7 @@ def run_sweep(sweep: Sweep, dsn: str | Mapping[str, str], results_dir: Path, *, 
     total = len(sweep.cells) * sweep.repetitions
     if done:
         log(f"{len(done)} of {total} runs already measured; {len(todo)} to go")
-    runs = _SweepRuns(sweep, sweep_dir, dsn, on_run)
+    runs = _SweepRuns(sweep, sweep_dir, dsn, on_run, embedded)
     out_of_time = runs.measure_all(todo, total, deadline)
     failed = total - len(measured_runs(sweep_dir))
     meta.update(complete=failed == 0, ended_at=utc_now())
@@ -183,8 +185,8 @@ class _SweepRuns:
     """The runs of one sweep directory, and the saved history states' schema of each engine they ran."""
 
     def __init__(self, sweep: Sweep, sweep_dir: Path, dsn: str | Mapping[str, str],
-                 on_run: Callable[[Path], None]) -> None:
-        self.sweep, self.sweep_dir, self.dsn, self.on_run = sweep, sweep_dir, dsn, on_run
+                 on_run: Callable[[Path], None], embedded: bool | Collection[str] = False) -> None:
+        self.sweep, self.sweep_dir, self.dsn, self.on_run, self.embedded = sweep, sweep_dir, dsn, on_run, embedded
         self.state_schema: dict[str, tuple[str, str]] = {}  # server_key -> (engine, its saved states' schema)
 
     def dsn_of(self, key: str) -> str:
@@ -228,7 +230,8 @@ class _SweepRuns:
         try:
             run_dir = runner.run(cfg, self.dsn_of(key),
                                  log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
-                                 state_schema=self.state_schema[key][1])
+                                 state_schema=self.state_schema[key][1],
+                                 embedded=self.embedded if isinstance(self.embedded, bool) else key in self.embedded)
         except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
             run_dir = None
         except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
