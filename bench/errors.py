@@ -11,7 +11,8 @@ EXIT_INVARIANTS = 3
 #: An SLO was missed or could not be shown to hold, a plan found nothing that meets it, or a gate
 #: found a regression.
 EXIT_SLO = 4
-#: The run was suspect (its figures cannot be trusted), and ``--strict`` was given.
+#: The run was suspect (its figures cannot be trusted), and ``--strict`` was given; or a plan stopped at a step
+#: that could not be measured (it failed only by the harness or a busy machine, measured twice).
 EXIT_SUSPECT = 5
 #: Interrupted (SIGINT/SIGTERM): the shell convention 128 + SIGINT.
 EXIT_INTERRUPTED = 130
@@ -34,7 +35,8 @@ EXIT_MEANINGS = (
     (EXIT_INVARIANTS, "broken invariants: the audit found a lost, doubled or over-claimed job"),
     (EXIT_SLO, "an SLO missed or not shown to hold (`inconclusive`), a plan with no configuration that "
                "meets it, or a regression beyond `--max-regression`"),
-    (EXIT_SUSPECT, "a suspect run (its figures cannot be trusted), under `--strict` (`STRICT=1`)"),
+    (EXIT_SUSPECT, "a suspect run (its figures cannot be trusted), under `--strict` (`STRICT=1`); a plan that stopped "
+                   "at a step it could not measure (the load generator or a busy machine set its pace, twice)"),
 )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.analysis import plan_answer
-from bench.plan.search import search_workers
+from bench.plan.search import search_headroom, search_workers
 from bench.plan.steps import Step
 from bench.run_summary.suspect import SUSPECT_OUTSIDE_CPU_PCT
 from bench.usage import VIA_MAKE_ENV
@@ -161,14 +161,67 @@ def test_bad_plan_input_is_refused_and_creates_nothing(args, says, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def _steps(needed: int, ratio=lambda n: 1.0, throughput=lambda n: 100.0):
+BUSY = "the machine spent 8.1 % of its CPU outside the run, mean over the window: more than the 5 % a run is judged by"
+
+
+def _steps(needed: int, ratio=lambda n: 1.0, throughput=lambda n: 100.0, untrusted=()):
+    """A made-up step runner: ``n`` workers pass from ``needed``; a count in ``untrusted`` fails only by the harness
+    (a busy machine), as it still does when the step runner has measured it again."""
     calls: list[int] = []
 
     def step(n: int) -> Step:
         calls.append(n)
-        return Step(n, 100.0, [{"passed": n >= needed, "slo_ratio": ratio(n), "throughput_jobs_per_s": throughput(n),
-                                "harness_limited": None, "why": ""}])
+        busy = n in untrusted
+        return Step(n, 100.0, [{"passed": n >= needed and not busy, "slo_ratio": ratio(n),
+                                "throughput_jobs_per_s": throughput(n), "harness_limited": BUSY if busy else None,
+                                "why": ""}], retried=[{"passed": False, "harness_limited": BUSY}] if busy else [])
     return step, calls
+
+
+def test_a_step_that_fails_only_by_the_harness_stops_the_workers_search_unmeasured():
+    """3 -> 6 -> 12 workers where 12 meets the SLO and 6 fails on a busy machine: the search stops at 6 and says
+    it could not be measured there, never that more workers are needed; a trusted failure still climbs."""
+    step, calls = _steps(12, ratio=lambda n: 12 / n, untrusted={6})
+    answer = search_workers(step, 3, 1, 200)
+    assert calls == [3, 6] and answer.needed is None and answer.unmeasured == 6 and answer.failed_below == 3
+    assert answer.stopped.startswith(f"could not be measured at 6 workers: {BUSY} (measured twice); the search stopped")
+    assert "did not help" not in answer.stopped and "did not meet" not in answer.stopped
+    step, calls = _steps(12, ratio=lambda n: 12 / n, untrusted={5})  # 5 is never tried: the same search answers 12
+    answer = search_workers(step, 3, 1, 200)
+    assert answer.needed == 12 and answer.unmeasured is None and answer.stopped is None
+
+
+def test_an_untrusted_step_while_bisecting_stops_the_search_the_same_way():
+    """3 fails, 6 passes, then 4 (bisecting) fails only by the harness: not taken for a miss (which would answer
+    5 or 6 as the fewest), the search stops there, no count claimed, the 6 that passed named."""
+    step, calls = _steps(5, ratio=lambda n: 5 / n, untrusted={4})
+    answer = search_workers(step, 3, 1, 200)
+    assert calls == [3, 6, 4] and answer.needed is None and answer.unmeasured == 4
+    assert answer.stopped.startswith("could not be measured at 4 workers: ")
+    assert answer.stopped.endswith("(6 workers passed; whether fewer do was not measured)")
+
+
+def _rate_step(failing_runs):
+    """Headroom steps at 3 workers: up to 150 jobs/s pass; above, each run of ``failing_runs`` (harness-limited
+    reasons, None for a trusted failure) fails."""
+    def step(rate: float) -> Step:
+        if rate <= 150:
+            runs = [{"passed": True, "harness_limited": None, "slo_ratio": 0.5, "throughput_jobs_per_s": rate}]
+        else:
+            runs = [{"passed": False, "harness_limited": h, "slo_ratio": 2.0, "throughput_jobs_per_s": 0.8 * rate}
+                    for h in failing_runs]
+        return Step(3, rate, runs)
+    return step
+
+
+def test_the_headroom_is_at_least_only_when_its_first_failure_could_not_be_measured():
+    """The one rule (every failing repetition harness-limited) decides the headroom's ``at_least`` too: a step that
+    one repetition failed trusted is a failure, even when the other was harness-limited."""
+    mixed = search_headroom(_rate_step([None, BUSY]), 100.0)
+    assert mixed.rate == 150 and mixed.at_least is False and "could not be measured" not in mixed.why
+    busy = search_headroom(_rate_step([BUSY, BUSY]), 100.0)
+    assert busy.rate == 150 and busy.at_least is True
+    assert busy.why.startswith(f"the first step that failed ({busy.first_failed:g} jobs/s) could not be measured: {BUSY}")
 
 
 @pytest.mark.parametrize("needed, start", [(18, 2), (18, 40), (1, 3), (5, 5), (37, 1)])
@@ -213,12 +266,15 @@ def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
     assert plan_answer.choose(designs, 100)["label"] == "plain"  # fewest workers first
 
 
-def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset(), busy: bool = False) -> dict:
+def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset(), busy: bool = False,
+                   passes_from: int = 3, untrusted=lambda cfg: False, probe_jobs_per_s: float | None = None) -> dict:
     """A plan at 100 jobs/s whose runs are result files written by a stand-in for the load (a real run's summary,
     its figures set to pass or fail), to check the planner's orchestration and its answer alone: a 10 s step
-    passes from 3 workers, a longer (confirmation) run from ``confirms_at``, both up to 150 jobs/s; the first run
-    at each count in ``spoiled`` is harness-limited (its event loop lagged; with ``busy``, the machine was busy
-    outside the run, the only reason it is suspect). Returns ``plan.json`` as written."""
+    passes from ``passes_from`` workers, a longer (confirmation) run from ``confirms_at``, both up to 150 jobs/s;
+    the first run at each count in ``spoiled``, and every run for which ``untrusted(cfg)`` is true, is
+    harness-limited (its event loop lagged; with ``busy``, the machine was busy outside the run, the only reason
+    it is suspect). The closed-loop probe completes ``probe_jobs_per_s`` (default 60 per worker). Returns
+    ``plan.json`` as written."""
     import copy as _copy
 
     from bench.config.run_config import build_config
@@ -231,9 +287,9 @@ def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozens
     made, spoiled = [], set(spoiled)
 
     def run(cfg):
-        passes = cfg.workers >= (confirms_at if cfg.duration_s > 10 else 3) and cfg.rate <= 150
+        passes = cfg.workers >= (confirms_at if cfg.duration_s > 10 else passes_from) and cfg.rate <= 150
         s = _copy.deepcopy(template)
-        if cfg.workers in spoiled and cfg.rate > 0:
+        if (cfg.workers in spoiled or untrusted(cfg)) and cfg.rate > 0:
             spoiled.discard(cfg.workers)
             passes = False
             if busy:
@@ -246,7 +302,7 @@ def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozens
         s.update(measured_s=cfg.duration_s, offered_rate_jobs_per_s=cfg.rate or None,
                  jobs_produced=int(cfg.rate * cfg.duration_s), saturated=not passes,
                  saturation_verdict="keeping up" if passes else "saturated: falls behind",
-                 throughput_jobs_per_s=(cfg.rate if passes else 0.8 * cfg.rate) or 60.0 * cfg.workers)
+                 throughput_jobs_per_s=(cfg.rate if passes else 0.8 * cfg.rate) or probe_jobs_per_s or 60.0 * cfg.workers)
         s["jobs_completed"] = int(s["throughput_jobs_per_s"] * cfg.duration_s)
         s["slo"] = slo_rules.judge(cfg.slo, s)
         run_dir = tmp_path / "runs" / f"{len(made):03d}"
@@ -300,6 +356,68 @@ def test_a_step_suspect_only_for_a_busy_machine_is_measured_again(tmp_path):
     assert at_3["passed"] and len(at_3["retried"]) == 1 and not at_3["retried"][0]["passed"]
     assert at_3["retried"][0]["harness_limited"].startswith("the machine spent 60 % of its CPU outside the run")
     assert design["workers"]["needed"] == 3 and state["answer"]["workers"] == 3 and state["answer"]["confirmed"]
+
+
+def test_a_plan_whose_step_could_not_be_measured_says_so_and_exits_5(tmp_path, monkeypatch):
+    """The tester's case: 12 workers meet the SLO, the step at 6 fails on a busy machine, measured again and busy
+    again. The plan stops at 6: its answer (terminal, ``plan.json``, ``plan.html``) says 6 workers could not be
+    measured, exit 5 (figures that cannot be trusted), not 4; ``plan.json`` marks the step untrusted and why, and
+    ``plan.html`` marks its point untrusted, with a legend entry, and says so in the step table."""
+    from bench.errors import EXIT_SUSPECT
+    from bench.report import plan_page
+
+    state = _stand_in_plan(tmp_path, confirms_at=12, passes_from=12, busy=True, probe_jobs_per_s=140.0,
+                           untrusted=lambda cfg: cfg.workers == 6)  # Little's law: 100 x 4 / 140 -> 3 workers
+    design, answer = state["designs"][0], state["answer"]
+    steps = {s["workers"]: s for s in design["workers"]["steps"]}
+    assert sorted(steps) == [3, 6] and design["workers"]["unmeasured"] == 6 and design["workers"]["needed"] is None
+    assert steps[3]["trusted"] is True and steps[3]["untrusted_why"] is None and not steps[3]["passed"]
+    assert steps[6]["trusted"] is False and len(steps[6]["retried"]) == 1
+    assert steps[6]["untrusted_why"].startswith("the machine spent 60 % of its CPU outside the run")
+    assert answer["exit_status"] == EXIT_SUSPECT == 5 and not answer["met"] and state["confirmations"] == []
+    assert answer["sentence"].startswith(f"Could not be measured at 6 workers: {steps[6]['untrusted_why']} (measured "
+                                         "twice); the workers search of skip_locked, batch 1, ")
+    assert answer["unmeasured"] == [{"phase": "workers", "workers": 6, "rate_jobs_per_s": 100.0,
+                                     "why": steps[6]["untrusted_why"], "retried": True}]
+    assert "No design met" not in answer["sentence"] and "needs more" not in answer["sentence"]
+    legends: list[str] = []
+
+    def keep_legends(fig):
+        legends.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        return b""
+    monkeypatch.setattr(plan_page, "save_png", keep_legends)
+    page = plan_page.render_plan(tmp_path / "plan").read_text().replace("&#39;", "'")
+    assert plan_page.UNTRUSTED_STYLE["label"].startswith("untrusted (") and plan_page.UNTRUSTED_STYLE["label"] in legends
+    assert answer["sentence"] in page and "not measured (at 6)" in page
+    assert page.count("untrusted (✕): no verdict") == 1 and "is marked untrusted (✕)" in page
+
+
+def test_a_plan_whose_untrusted_runs_passed_when_measured_again_answers_as_before(tmp_path):
+    """The first runs at 4 workers fail on a busy machine and pass when measured again; the steps that fail are
+    trusted misses: the plan answers as ever (3 workers, exit 0), every step recorded trusted, the retried one with
+    its first runs."""
+    state = _stand_in_plan(tmp_path, confirms_at=3, spoiled={4}, busy=True)
+    design, answer = state["designs"][0], state["answer"]
+    steps = {s["workers"]: s for s in design["workers"]["steps"]}
+    assert design["workers"]["needed"] == 3 and design["workers"]["unmeasured"] is None
+    assert all(s["trusted"] is True and s["untrusted_why"] is None for s in steps.values())
+    assert steps[4]["passed"] and steps[4]["retried"] and not steps[2]["passed"]
+    assert answer["exit_status"] == 0 and answer["confirmed"] and answer["workers"] == 3 and answer["unmeasured"] == []
+    assert answer["sentence"].startswith("3 workers of skip_locked") and "could not be measured" not in answer["sentence"]
+
+
+def test_a_confirmation_that_could_not_be_measured_stops_without_more_workers(tmp_path):
+    """The 120 s confirmation fails at 3 workers (a trusted miss), then at 4 only by a busy machine, twice: the
+    plan stops there, exit 5, and says 4 could not be measured, not that it needs more than 4 workers."""
+    state = _stand_in_plan(tmp_path, confirms_at=10, busy=True, untrusted=lambda cfg: cfg.duration_s > 10 and cfg.workers == 4)
+    answer = state["answer"]
+    assert [c["workers"] for c in state["confirmations"]] == [3, 4] and state["confirmations"][-1]["trusted"] is False
+    assert answer["exit_status"] == 5 and not answer["met"] and answer["unmeasured"][0]["phase"] == "confirm"
+    assert answer["sentence"].startswith("Could not be measured at 4 workers over 120 s: the machine spent 60 % of its CPU")
+    assert "(measured twice); the confirmation of skip_locked, batch 1, " in answer["sentence"]
+    assert "stopped there after it failed at 3 workers" in answer["sentence"] and answer["confirmation_failed_at"] == [3]
+    assert "UNCONFIRMED" not in answer["sentence"] and "needs more than" not in answer["sentence"]
+    assert "no headroom quoted: the 120 s confirmation could not be measured" in answer["sentence"]
 
 
 def test_a_confirmation_that_fails_at_every_count_says_unconfirmed_first_and_quotes_no_headroom(tmp_path):

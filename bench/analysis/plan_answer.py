@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from bench.errors import EXIT_OK, EXIT_SLO
+from bench.errors import EXIT_OK, EXIT_SLO, EXIT_SUSPECT, first_status
 from bench.results.values import fmt_sig
 from bench.usage import setting
 
@@ -59,26 +59,39 @@ def _slo_text(rows: list[dict[str, Any]]) -> str:
 def choose(designs: list[Mapping[str, Any]], target_rate: float,
            confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The plan's answer: ``{"met", "exit_status", "design_index", "workers", "headroom", "slo", "sentence",
-    "harness_note", …}``; ``confirmations``: the confirmation runs made, in order (the last decides). What it
-    claims is :func:`what_passed`'s."""
+    "harness_note", "unmeasured", …}``; ``confirmations``: the confirmation runs made, in order (the last decides).
+    What it claims is :func:`what_passed`'s. A design whose search stopped at a step that could not be measured
+    (``unmeasured``) makes the plan's status :data:`bench.errors.EXIT_SUSPECT`: the plan cannot say whether it
+    met the SLO, nor that the answer is the cheapest."""
     met = [i for i, d in enumerate(designs) if (d.get("workers") or {}).get("needed") and d.get("headroom")]
     confirmation = confirmations[-1] if confirmations else None
     note = harness_note(designs, confirmation)
+    stops = [(d, what_passed(d)["unmeasured"]) for d in designs if d.get("workers")]
+    stops = [(d, stop) for d, stop in stops if stop]
+    stopped_text = " ".join(_unmeasured_sentence(d, stop, target_rate) for d, stop in stops)
+    if not met and stops:
+        others = "" if len(stops) == len(designs) else f" No other design met the SLO at {fmt_sig(target_rate)} jobs/s."
+        return {"met": False, "exit_status": EXIT_SUSPECT, "design_index": None, "sentence": stopped_text + others,
+                "slo": [], "unmeasured": [stop for _, stop in stops], "harness_note": note}
     if not met:
         return {"met": False, "exit_status": EXIT_SLO, "design_index": None, **_closest(designs, target_rate),
-                "harness_note": note}
+                "harness_note": note, "unmeasured": []}
     ranked = sorted(met, key=lambda i: (designs[i]["workers"]["needed"], -designs[i]["headroom"]["rate_jobs_per_s"]))
     tied = [i for i in ranked if _ties(designs[i], designs[ranked[0]])]
     best = min(tied, key=lambda i: (designs[i]["batch"] != 1, designs[i]["policy"] != "skip_locked", ranked.index(i)))
     d, claim = designs[best], what_passed(designs[best], confirmations)
     at = confirmation if claim["confirmed"] else _step_at(d, claim["workers_from_steps"])
     rows = slo_at(at)
-    return {"met": claim["confirmed"] is not False, "exit_status": EXIT_SLO if claim["confirmed"] is False else EXIT_OK,
+    status = EXIT_SUSPECT if claim["unmeasured"] else EXIT_SLO if claim["confirmed"] is False else EXIT_OK
+    sentence = _sentence(d, claim, rows, target_rate, confirmation)
+    if stops:  # the answer stands for the designs measured; the others were not compared
+        status, sentence = first_status([status, EXIT_SUSPECT]), f"{sentence} Not compared: {stopped_text}"
+    return {"met": claim["confirmed"] is not False, "exit_status": status,
             "design_index": best, "label": d["label"], **claim, "slo": rows,
             "slo_from": f"the {_seconds(at)} confirmation at {at['workers']} workers" if claim["confirmed"]
             else f"{_steps_text(d, at['workers'])} at {at['workers']} workers",
-            "sentence": _sentence(d, claim, rows, target_rate, confirmation), "harness_note": note,
-            "cost": cost_estimate(at["runs"], target_rate)}
+            "sentence": sentence, "harness_note": note, "cost": cost_estimate(at["runs"], target_rate),
+            "unmeasured": [stop for _, stop in stops] + ([claim["unmeasured"]] if claim["unmeasured"] else [])}
 
 
 def answer_lines(answer: Mapping[str, Any]) -> list[str]:
@@ -94,21 +107,58 @@ def what_passed(design: Mapping[str, Any], confirmations: list[Mapping[str, Any]
     "workers": the count the answer names (the confirmation's that passed, else the workers search's),
     "workers_from_steps", "confirmation_failed_at": [workers of each failed confirmation], "headroom": the design's
     headroom record with its ``workers``, only when measured at the answer's workers and they passed (else None),
-    "headroom_why_not": why it is not quoted, or None}."""
+    "headroom_why_not": why it is not quoted, or None, "unmeasured": the step the design's plan stopped at because
+    it could not be measured (its record's ``untrusted_why``: ``{"phase": "workers" | "confirm", "workers",
+    "rate_jobs_per_s", "why", "retried"}``), or None}. A step that could not be measured is claimed as neither a
+    miss nor a pass: no count is claimed from it."""
     needed, head = design["workers"]["needed"], design.get("headroom")
+    stop = _unmeasured(design, confirmations)
+    if stop and stop["phase"] == "workers":
+        return {"confirmed": None, "workers": None, "workers_from_steps": None, "confirmation_failed_at": [],
+                "headroom": None, "headroom_why_not": "the workers search stopped at a step that could not be measured",
+                "unmeasured": stop}
     confirmed = confirmations[-1]["passed"] if confirmations else None
-    failed = [c["workers"] for c in confirmations if not c["passed"]]
+    failed = [c["workers"] for c in confirmations if not c["passed"] and not c.get("untrusted_why")]
     workers = confirmations[-1]["workers"] if confirmed else needed
     why_not = None
     if head is None:
         why_not = f"no headroom search ran at {needed} workers"
+    elif stop:
+        why_not = f"the {_seconds(confirmations[-1])} confirmation could not be measured"
     elif confirmed is False:
         why_not = f"no worker count passed the {_seconds(confirmations[-1])} confirmation"
     elif workers != needed:
         why_not = (f"the headroom search ran at {needed} workers, which fell behind in the "
                    f"{_seconds(confirmations[-1])} confirmation")
     return {"confirmed": confirmed, "workers": workers, "workers_from_steps": needed, "confirmation_failed_at": failed,
-            "headroom": None if why_not else {**head, "workers": needed}, "headroom_why_not": why_not}
+            "headroom": None if why_not else {**head, "workers": needed}, "headroom_why_not": why_not,
+            "unmeasured": stop}
+
+
+def _unmeasured(design: Mapping[str, Any], confirmations: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The step ``design``'s plan stopped at because it could not be measured: the workers search's (its
+    ``unmeasured`` workers) or the last confirmation's, when it failed so."""
+    workers = design["workers"].get("unmeasured")
+    phase, step = ("workers", _step_at(design, workers)) if workers is not None else \
+        ("confirm", confirmations[-1] if confirmations and confirmations[-1].get("untrusted_why") else None)
+    if step is None:
+        return None
+    return {"phase": phase, "workers": step["workers"], "rate_jobs_per_s": step["rate_jobs_per_s"],
+            "why": step["untrusted_why"], "retried": bool(step.get("retried"))}
+
+
+def unmeasured_text(workers: int, why: str, retried: bool, over: str = "") -> str:
+    """'could not be measured at 6 workers: <why> (measured twice)' (``over``: ' over 120 s' after the workers): a
+    step that failed only by the harness."""
+    return f"could not be measured at {_workers(workers)}{over}: {why}{' (measured twice)' if retried else ''}"
+
+
+def _unmeasured_sentence(d: Mapping[str, Any], stop: Mapping[str, Any], target_rate: float) -> str:
+    """'Could not be measured at 6 workers: <why> (measured twice); the workers search of <design> at 100 jobs/s
+    stopped there, neither a miss nor a pass.'"""
+    text = unmeasured_text(stop["workers"], stop["why"], stop["retried"])
+    return (f"{text[0].upper()}{text[1:]}; the workers search of {d['short']} at {fmt_sig(target_rate)} jobs/s stopped "
+            "there, neither a miss nor a pass.")
 
 
 def headroom_text(claim: Mapping[str, Any], target_rate: float) -> str:
@@ -128,6 +178,12 @@ def _sentence(d: Mapping[str, Any], claim: Mapping[str, Any], rows: list[dict[st
     workers, needed, rate = claim["workers"], claim["workers_from_steps"], fmt_sig(target_rate)
     steps, head = _steps_text(d, needed), headroom_text(claim, target_rate)
     failed = _and(claim["confirmation_failed_at"])
+    if claim["unmeasured"]:
+        stop, before = claim["unmeasured"], f" after it failed at {failed} workers" if failed else ""
+        text = unmeasured_text(stop["workers"], stop["why"], stop["retried"], over=f" over {_seconds(confirmation)}")
+        return (f"{text[0].upper()}{text[1:]}; the confirmation of {d['short']} at "
+                f"{rate} jobs/s stopped there{before}, neither a miss nor a pass; {_workers(needed)} passed {steps}; "
+                f"{head}.")
     if claim["confirmed"] is False:
         return (f"UNCONFIRMED: {d['short']} needs more than {_workers(max(claim['confirmation_failed_at']))} to hold "
                 f"{rate} jobs/s over {_seconds(confirmation)} (the confirmation failed at {failed} workers; at "

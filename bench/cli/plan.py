@@ -1,6 +1,6 @@
 """``qbench plan`` (``make plan``): check every input, run or resume the capacity plan, render ``plan.html``.
 Exit: 0 met (confirmed, or no confirmation run asked for), 4 nothing meets the SLO or the confirmation failed,
-130 interrupted."""
+5 a step could not be measured (the plan stopped there), 130 interrupted."""
 
 from __future__ import annotations
 

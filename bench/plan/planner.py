@@ -111,7 +111,8 @@ class Planner:
 
     def confirm(self) -> None:
         """The confirmation run at the answer's design, workers and rate (``CONFIRM_S``); on a failure, once
-        more with one resolution step more workers, :data:`CONFIRM_TRIES` runs at most."""
+        more with one resolution step more workers, :data:`CONFIRM_TRIES` runs at most; a failure that could
+        not be measured (:attr:`bench.plan.steps.Step.unmeasured`) stops it there."""
         answer = self.state["answer"]
         if answer.get("design_index") is None or not self.options.confirm_s:
             return
@@ -120,7 +121,7 @@ class Planner:
             cfg = dataclasses.replace(design.config(workers, self.rate), duration_s=self.options.confirm_s)
             step = self.stepper.measure(cfg, "confirm", repetitions=1)
             tries.append({**step.record(), "duration_s": self.options.confirm_s})
-            if step.passed or workers >= self.most:
+            if step.passed or step.unmeasured or workers >= self.most:  # untrusted: no verdict to step up on
                 break
             workers = min(self.most, workers + max(1, math.floor(WORKERS_RESOLUTION * workers)))
         self.state["confirmation"], self.state["confirmations"] = tries[-1], tries
@@ -128,7 +129,7 @@ class Planner:
 
 def _workers_record(answer: WorkersAnswer) -> dict[str, Any]:
     return {"needed": answer.needed, "failed_below": answer.failed_below, "stopped": answer.stopped,
-            "steps": [answer.steps[n].record() for n in sorted(answer.steps)]}
+            "unmeasured": answer.unmeasured, "steps": [answer.steps[n].record() for n in sorted(answer.steps)]}
 
 
 def _headroom_record(headroom: Headroom) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from bench.analysis.plan_answer import unmeasured_text
 from bench.plan.steps import Step
 from bench.sweep.capacity_search import RESOLUTION, ramp_and_bisect
 from bench.usage import option
@@ -58,26 +59,52 @@ def _no_help(before: Step, after: Step) -> str:
 
 @dataclass
 class WorkersAnswer:
-    """``needed``: the fewest workers that passed (None: none did); ``failed_below``: the most that
-    failed under it (0: none tried); ``stopped``: why the search gave up, when it did; ``steps`` by workers."""
+    """``needed``: the fewest workers that passed (None: none did, or the search could not tell);
+    ``failed_below``: the most that failed under it (0: none tried); ``stopped``: why the search gave up, when it
+    did; ``unmeasured``: the workers of the step it stopped at because that step could not be measured
+    (:attr:`Step.unmeasured`), else None; ``steps`` by workers."""
 
     needed: int | None
     failed_below: int
     stopped: str | None
     steps: dict[int, Step] = field(default_factory=dict)
+    unmeasured: int | None = None
+
+
+class _Unmeasured(Exception):
+    """A step of the workers search failed untrusted (:attr:`Step.unmeasured`): the search stops at it."""
+
+    def __init__(self, workers: int):
+        super().__init__(workers)
+        self.workers = workers
 
 
 def search_workers(step: Callable[[int], Step], start: int, least: int, most: int) -> WorkersAnswer:
-    """The fewest workers in ``least..most`` for which ``step(workers)`` passes, from ``start``."""
+    """The fewest workers in ``least..most`` for which ``step(workers)`` passes, from ``start``. A step that
+    fails untrusted (:attr:`Step.unmeasured`), while doubling or bisecting, stops the search with no answer:
+    it is neither a miss (doubling on would answer "needs more workers") nor a pass."""
     steps: dict[int, Step] = {}
 
-    def at(n: int) -> Step:
+    def passes(n: int) -> bool:
         if n not in steps:
             steps[n] = step(n)
-        return steps[n]
+        if steps[n].unmeasured:
+            raise _Unmeasured(n)
+        return steps[n].passed
 
+    try:
+        return _climb_and_bisect(passes, steps, start, least, most)
+    except _Unmeasured as stop:
+        trusted_fails = [n for n, s in steps.items() if not s.passed and s.unmeasured is None and n < stop.workers]
+        return WorkersAnswer(None, max(trusted_fails, default=0), _unmeasured_text(steps, stop.workers), steps,
+                             unmeasured=stop.workers)
+
+
+def _climb_and_bisect(passes: Callable[[int], bool], steps: dict[int, Step], start: int, least: int,
+                      most: int) -> WorkersAnswer:
+    """:func:`search_workers` over ``passes(workers)``, which fills ``steps``."""
     n, low, previous = min(max(start, least), most), least - 1, None  # low: the most workers known to fail
-    while not at(n).passed:
+    while not passes(n):
         low = n
         if n >= most:
             return WorkersAnswer(None, low, f"{most} workers ({option('plan_max_workers')}) did not meet it", steps)
@@ -87,17 +114,26 @@ def search_workers(step: Callable[[int], Step], start: int, least: int, most: in
     high = n
     while low < least < high:  # the first step passed: halve until one fails
         m = max(least, high // 2)
-        high, low = (m, low) if at(m).passed else (high, m)
+        high, low = (m, low) if passes(m) else (high, m)
     while low >= least and high - low > max(1, math.floor(WORKERS_RESOLUTION * high)):
         m = (low + high) // 2
-        high, low = (m, low) if at(m).passed else (high, m)
+        high, low = (m, low) if passes(m) else (high, m)
     return WorkersAnswer(high, max(low, 0), None, steps)
+
+
+def _unmeasured_text(steps: dict[int, Step], workers: int) -> str:
+    """'could not be measured at 6 workers: <why> (measured twice); the search stopped there rather than take
+    it for a miss' (with the fewest workers that passed before it, if any)."""
+    at, passed = steps[workers], [n for n, s in steps.items() if s.passed]
+    return (f"{unmeasured_text(workers, at.unmeasured, bool(at.retried))}; the search stopped there rather than take it "
+            "for a miss" + (f" ({min(passed)} workers passed; whether fewer do was not measured)" if passed else ""))
 
 
 @dataclass
 class Headroom:
     """``rate``: the highest rate that passed (jobs/s); ``factor``: it over the target; ``at_least``: the
-    search could not see the end (the failing step was harness-limited, or nothing failed)."""
+    search could not see the end (the failing step could not be measured, :attr:`Step.unmeasured`, or nothing
+    failed)."""
 
     rate: float
     factor: float
@@ -117,11 +153,11 @@ def search_headroom(step: Callable[[float], Step], target_rate: float) -> Headro
         return steps[rate].passed
 
     good, bad = ramp_and_bisect(passes, 2 * target_rate, known_good=target_rate, max_steps=MAX_HEADROOM_STEPS)
-    limited = steps[round(bad, 1)].harness_limited if bad is not None else None
+    limited = steps[round(bad, 1)].unmeasured if bad is not None else None
     if bad is None:
         why = f"every step up to {rate_text(good)} jobs/s passed: the search stopped before one failed"
     elif limited:
-        why = f"the first step that failed ({rate_text(bad)} jobs/s) was harness-limited: {limited}"
+        why = f"the first step that failed ({rate_text(bad)} jobs/s) could not be measured: {limited}"
     else:
         why = f"{rate_text(bad)} jobs/s failed (within {RESOLUTION:.0%})"
     return Headroom(good, good / target_rate, bad is None or bool(limited), bad, why, steps)

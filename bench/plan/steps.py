@@ -73,11 +73,23 @@ class Step:
         """Why the load generator may have set the pace of a repetition, or None."""
         return next((r["harness_limited"] for r in self.runs if r["harness_limited"]), None)
 
+    @property
+    def unmeasured(self) -> str | None:
+        """Why this step's FAIL is no verdict, or None: the plan's one rule for an untrusted step. A step failed
+        only by the harness (every failing repetition harness-limited: the load generator, or a machine busy
+        outside the run, set the pace) measured the harness, not the queue: it is measured once more, and when
+        it fails so again every search stops there (docs/capacity-plan.md)."""
+        failed = [r for r in self.runs if not r["passed"]]
+        if not failed or not all(r["harness_limited"] for r in failed):
+            return None
+        return failed[0]["harness_limited"]
+
     def record(self) -> dict[str, Any]:
         """The step as ``plan.json`` holds it."""
         return {"workers": self.workers, "rate_jobs_per_s": self.rate, "passed": self.passed,
                 "slo_ratio": self.slo_ratio, "throughput_jobs_per_s": self.throughput_jobs_per_s,
                 "harness_limited": self.harness_limited or next((r["harness_limited"] for r in self.retried), None),
+                "trusted": self.unmeasured is None, "untrusted_why": self.unmeasured,
                 "runs": self.runs, "retried": self.retried}
 
 
@@ -95,15 +107,12 @@ class Stepper:
         :class:`bench.errors.Interrupted` when a run did not complete (KeyboardInterrupt outside a run's load)."""
         step = Step(cfg.workers, cfg.rate)
         for attempt in range(2):
-            runs = [self._one(cfg, f"{phase}|w{cfg.workers}|r{cfg.rate:g}|d{cfg.duration_s:g}|{rep}"
-                                   + ("" if attempt == 0 else "|again"))
-                    for rep in range(repetitions or self.repetitions)]
-            failed = [r for r in runs if not r["passed"]]
-            if attempt == 0 and failed and all(r["harness_limited"] for r in failed):
-                step.retried = runs
-                continue
-            step.runs = runs
-            break
+            step.runs = [self._one(cfg, f"{phase}|w{cfg.workers}|r{cfg.rate:g}|d{cfg.duration_s:g}|{rep}"
+                                        + ("" if attempt == 0 else "|again"))
+                         for rep in range(repetitions or self.repetitions)]
+            if attempt == 1 or step.unmeasured is None:
+                break
+            step.retried = step.runs
         self._log(cfg, phase, step)
         return step
 
@@ -129,8 +138,13 @@ class Stepper:
             min(step.runs, key=lambda r: r["throughput_jobs_per_s"] or 0.0)
         which = "" if len(step.runs) == 1 else \
             f"{'a failing' if not shown['passed'] else 'the slowest'} of {len(step.runs)} runs: "
-        self.log(f"  {phase}: {_workers(cfg.workers)} at {cfg.rate:,.1f} jobs/s -> {'PASS' if step.passed else 'FAIL'} "
+        self.log(f"  {phase}: {_workers(cfg.workers)} at {cfg.rate:,.1f} jobs/s -> {_verdict(step)} "
                  f"({which}{shown['why']}){again}")
+
+
+def _verdict(step: Step) -> str:
+    """'PASS', 'FAIL', or 'UNTRUSTED' (a FAIL that is no verdict: :attr:`Step.unmeasured`)."""
+    return "PASS" if step.passed else "FAIL" if step.unmeasured is None else "UNTRUSTED"
 
 
 def _workers(n: int) -> str:

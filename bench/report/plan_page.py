@@ -16,15 +16,23 @@ from bench.report.render import label_log_axis, legend_above, png_uri, save_png,
 from bench.results.model import read_result
 from bench.results.values import fmt_seconds, fmt_sig
 
+#: How an untrusted step (``plan.json`` step ``trusted`` false: it failed only by the harness) is drawn and named.
+UNTRUSTED_STYLE = {"marker": "X", "markersize": 9, "linestyle": "none", "color": "#8a4b00",
+                   "label": "untrusted (failed only by the harness or a busy machine: no verdict)"}
+
+
 def _objective_series(steps: list[Mapping[str, Any]], x_key: str) -> dict[str, dict[str, Any]]:
-    """Per SLO key: x values, the worst repetition's measured values and the threshold."""
+    """Per SLO key: x values and the worst repetition's measured values of the trusted steps (``x``, ``y``) and of
+    the untrusted ones (``untrusted_x``, ``untrusted_y``), and the threshold."""
     series: dict[str, dict[str, Any]] = {}
     for step in sorted(steps, key=lambda s: s[x_key]):
+        which = "" if step.get("trusted", True) else "untrusted_"  # a plan written before steps were judged: trusted
         for row in slo_at(step):
-            entry = series.setdefault(row["key"], {"x": [], "y": [], "threshold": row["threshold"], "op": row["op"]})
+            entry = series.setdefault(row["key"], {"x": [], "y": [], "untrusted_x": [], "untrusted_y": [],
+                                                   "threshold": row["threshold"], "op": row["op"]})
             if row["measured"] is not None:
-                entry["x"].append(step[x_key])
-                entry["y"].append(row["measured"])
+                entry[which + "x"].append(step[x_key])
+                entry[which + "y"].append(row["measured"])
     return series
 
 
@@ -37,13 +45,15 @@ def _draw(series: dict[str, dict[str, Any]], title: str, xlabel: str, marks: lis
         s = series[key]
         time_key = key not in ("error_rate", "throughput_share", "age_slope")
         ax.plot(s["x"], s["y"], "o-", color="#1565c0", label=f"{key} measured (worst repetition)")
+        if s["untrusted_x"]:
+            ax.plot(s["untrusted_x"], s["untrusted_y"], **UNTRUSTED_STYLE)
         shown = fmt_seconds(s["threshold"]) if time_key else fmt_sig(s["threshold"])
         ax.axhline(s["threshold"], color="#c62828", linestyle="--", label=f"SLO: {key} {s['op']} {shown}")
         for i, (x, text) in enumerate(marks):  # labels alternate top and bottom, so near marks do not overlap
             ax.axvline(x, color="#555", linestyle=":", linewidth=1)
             ax.annotate(text, (x, 0.98 if i % 2 else 0.02), xycoords=("data", "axes fraction"), rotation=90,
                         va="top" if i % 2 else "bottom", ha="right", fontsize="x-small", color="#555")
-        if all(v > 0 for v in s["y"] + [s["threshold"]]) and time_key:
+        if all(v > 0 for v in s["y"] + s["untrusted_y"] + [s["threshold"]]) and time_key:
             ax.set_yscale("log")
             label_log_axis(ax.yaxis)
         ax.set_xlabel(xlabel)
@@ -71,9 +81,11 @@ def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dic
     if steps:
         title = f"{design['short']}: SLO against workers at {fmt_sig(target)} jobs/s (plan {plan_id})"
         marks = [(workers["needed"], f"needed: {workers['needed']}")] if workers.get("needed") else []
+        if workers.get("unmeasured") is not None:
+            marks.append((workers["unmeasured"], f"not measured: {workers['unmeasured']}"))
         figures.append({"title": title, "src": png_uri(_draw(_objective_series(steps, "workers"), title, "workers", marks)),
                         "caption": "Each point is the worst of the step's repetitions; a step passes only when every "
-                                   "repetition meets every objective, keeps up and is trusted."})
+                                   "repetition meets every objective, keeps up and is trusted." + _untrusted_caption(steps)})
     head = design.get("headroom")
     if head and head.get("steps"):
         at_target = next(s for s in steps if s["workers"] == workers["needed"])
@@ -85,8 +97,17 @@ def _figures(plan_id: str, design: Mapping[str, Any], target: float) -> list[dic
         figures.append({"title": title, "src": png_uri(_draw(_objective_series(rate_steps, "rate_jobs_per_s"), title,
                                                            "arrival rate (jobs/s)", marks, ages)),
                         "caption": f"The rate search at {workers['needed']} workers: {head['why']}. The answer quotes "
-                                   "it as headroom only when the answer's workers are these and passed."})
+                                   "it as headroom only when the answer's workers are these and passed."
+                                   + _untrusted_caption(rate_steps)})
     return figures
+
+
+def _untrusted_caption(steps: list[Mapping[str, Any]]) -> str:
+    """The caption's sentence on untrusted points, when the figure has one."""
+    if all(s.get("trusted", True) for s in steps):
+        return ""
+    return (" A step that failed only by the harness (every failing repetition harness-limited, after it was "
+            "measured again) is marked untrusted (✕): it is no verdict, and the search stops at it.")
 
 
 def _step_rows(plan_dir: Path, phase: str, steps: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -101,6 +122,7 @@ def _step_rows(plan_dir: Path, phase: str, steps: list[Mapping[str, Any]]) -> li
                      "passed": s["passed"], "objectives": slo_at(s), "throughput": fmt_sig(s["throughput_jobs_per_s"]),
                      "harness": next((r["harness_limited"] for r in s["runs"] if r["harness_limited"]), None),
                      "retried": next((r["harness_limited"] for r in s.get("retried") or []), None), "links": links,
+                     "untrusted": s.get("untrusted_why"),
                      "why": next((r["why"] for r in s["runs"] if not r["passed"]), s["runs"][0]["why"] if s["runs"] else "")})
     return rows
 
