@@ -84,6 +84,10 @@ def check_pooler(values: dict[str, Any], dsn: str | None, given: set[str]) -> li
 
 def _check_stateless(values: dict[str, Any], given: set[str]) -> list[str]:
     """The refusals of :func:`check_pooler` behind a transaction pool, and ``PREPARED`` set to 0."""
+    if values["library_mode"] == "worker":
+        raise ConfigError("LIBRARY_MODE", "worker runs the library's own driver, whose session state (prepared "
+                                          "statements, LISTEN) the tool cannot take away; allowed: "
+                                          f"{setting('library_mode', 'sql')} with {setting('pool_mode', STATELESS_MODE)}")
     if values["prepared"] is True and "prepared" in given:
         raise ConfigError("PREPARED", "1 prepares the claim by name, and a transaction pool runs a client's next "
                                       "transaction on another server connection, where the name is missing or "
@@ -98,10 +102,6 @@ def _check_stateless(values: dict[str, Any], given: set[str]) -> list[str]:
         raise ConfigError("PLAN_CACHE", f"{values['plan_cache']} applies to a claim prepared by name, and behind a "
                                         "transaction pool every statement is unnamed, planned with its values on "
                                         f"every execution; allowed: auto with {setting('pool_mode', STATELESS_MODE)}")
-    if values["library_mode"] == "worker":
-        raise ConfigError("LIBRARY_MODE", "worker runs the library's own driver, whose session state (prepared "
-                                          "statements, LISTEN) the tool cannot take away; allowed: "
-                                          f"{setting('library_mode', 'sql')} with {setting('pool_mode', STATELESS_MODE)}")
     values["prepared"], values["plan_cache"] = False, "auto"
     return ["POOL_MODE transaction: the workers', producers' and reaper's sessions keep no state on the server: "
             "every statement unnamed with bound parameters (PREPARED 0), search_path and settings set per "
