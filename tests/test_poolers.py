@@ -76,10 +76,13 @@ def test_two_runs_in_a_row_through_one_transaction_pool(dsn, pooled, tmp_path):
 def test_a_users_queue_with_unqualified_statements_through_a_transaction_pool(dsn, pooled, tmp_path):
     """QUEUE=tasks names its table unqualified: its search_path is set per transaction (SET LOCAL), for the
     workers, the producers and the reaper; 0 errors and a clean audit."""
-    _, summary, _ = run_and_load(pooled, tmp_path, "--dsn-direct", dsn, "--pool-mode", "transaction",
-                                 "--queue", "tasks", "--schema", "qbench_tasks", "--workers", "20", "--rate", "200",
-                                 "--reaper-interval-s", "1", "--duration", "3s", "--warmup", "1s")
+    run_dir, summary, _ = run_and_load(pooled, tmp_path, "--dsn-direct", dsn, "--pool-mode", "transaction",
+                                       "--queue", "tasks", "--schema", "qbench_tasks", "--workers", "20",
+                                       "--rate", "200", "--reaper-interval-s", "1", "--duration", "3s", "--warmup", "1s")
     _clean(summary)
+    workers_plan = json.loads((run_dir / "run.json").read_text())["claim_plans"]["workers"]
+    # the EXPLAIN on a worker's own session found the unqualified table: its BEGIN carried the search_path
+    assert workers_plan["plan"] == "unprepared" and "on tasks" in workers_plan["scan"], workers_plan
 
 
 def test_a_stateless_session_leaves_nothing_on_the_pooled_server_connection(dsn):

@@ -23,8 +23,8 @@ DIRECT = ("admin (preparation, the schema's advisory lock, plan capture, statist
           "archive mover", "VACUUM", "fault windows", "standby sampler")
 
 _PG_ONLY = {"engine_values": {"mariadb": ()},
-            "engine_reasons": {"mariadb": "not built: a MariaDB pooler (ProxySQL, MaxScale) is on paper only "
-                                          "(docs/engines.md)"}}
+            "engine_reasons": {"mariadb": "not built: running behind a MariaDB proxy (ProxySQL, MaxScale) is "
+                                          "not built"}}
 
 _P = Parameter
 POOLER_PARAMETERS: tuple[Parameter, ...] = (
