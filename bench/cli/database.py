@@ -28,10 +28,12 @@ def finish_first(what: str):
 def database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres", cfg=None):
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
     server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
-    ``cfg``'s ``DSN_REPLICA`` has the DSN's loopback rule."""
+    ``cfg``'s ``DSN_REPLICA`` and ``DSN_DIRECT`` have the DSN's loopback rule."""
     check_loopback(dsn, allow_remote)
     if cfg is not None and cfg.replica is True and cfg.dsn_replica:
         check_loopback(cfg.dsn_replica, allow_remote, "DSN_REPLICA")
+    if cfg is not None and cfg.direct_dsn():
+        check_loopback(cfg.direct_dsn(), allow_remote, "DSN_DIRECT")
     if dsn:
         return contextlib.nullcontext(dsn), False
     return embedded_server(engine, connections + 20, cfg), True
@@ -39,10 +41,14 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
 
 def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cfg=None) -> dict:
     """``engine.check_schema`` on a connection of its own named ``purpose``: the tool's ``schema`` usable and
-    ``connections`` free, and ``cfg``'s ``DSN_REPLICA`` a standby of that server; refused (ConfigError) before
+    ``connections`` free, ``cfg``'s ``DSN_DIRECT`` (where this connection goes behind a pooler) the same server
+    and database as ``dsn``, and its ``DSN_REPLICA`` a standby of that server; refused (ConfigError) before
     anything is created."""
-    conn = engine.connect(dsn, purpose)
+    direct = cfg.direct_dsn() if cfg is not None else None
+    conn = engine.connect(direct or dsn, purpose)
     try:
+        if direct:
+            engine.check_direct(conn, dsn)
         if cfg is not None and cfg.replica is True and cfg.dsn_replica:
             engine.check_given_standby(conn, cfg.dsn_replica)
         return engine.check_schema(conn, schema, connections)

@@ -26,6 +26,9 @@ PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 #: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
 #: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).
 WAKEUPS = ("poll", "notify")
+#: ``POOL_MODE``: no pooler in front of the server, or the pool mode of the one ``DSN`` reaches (docs/poolers.md):
+#: ``transaction`` hands a client a server connection per transaction, ``session`` for the client's life.
+POOL_MODES = ("none", "transaction", "session")
 #: MONITOR: the monitor's statistics and table queries, or its statistics only.
 MONITOR_MODES = ("full", "stats")
 #: Upper bound on workers from one load-generator process.

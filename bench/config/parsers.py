@@ -167,15 +167,26 @@ def parse_schema(value: Any) -> str:
     return schema
 
 
-def parse_dsn_replica(value: Any) -> str:
-    """``DSN_REPLICA``: a PostgreSQL connection string (``postgresql://``, ``postgres://`` or libpq key=value),
-    stripped; "" for none. Raises ConfigError (``DSN_REPLICA``)."""
+def parse_pg_dsn(name: str, what: str, value: Any) -> str:
+    """A PostgreSQL connection string (``postgresql://``, ``postgres://`` or libpq key=value) for parameter
+    ``name``, stripped; "" for none; ``what`` it must reach, for the refusal. Raises ConfigError (``name``)."""
     text = str(value).strip()
     scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", text)
     if scheme and scheme.group(1).lower() not in ("postgresql", "postgres"):
-        raise ConfigError("DSN_REPLICA", f"scheme {scheme.group(1)!r} is not PostgreSQL's; allowed: a "
-                                         "postgresql:// URL or a libpq key=value DSN of a hot standby")
+        raise ConfigError(name, f"scheme {scheme.group(1)!r} is not PostgreSQL's; allowed: a "
+                                f"postgresql:// URL or a libpq key=value DSN of {what}")
     if text and not scheme and "=" not in text:
-        raise ConfigError("DSN_REPLICA", f"{text!r} is not a connection string; allowed: a postgresql:// URL or a "
-                                         "libpq key=value DSN of a hot standby")
+        raise ConfigError(name, f"{text!r} is not a connection string; allowed: a postgresql:// URL or a "
+                                f"libpq key=value DSN of {what}")
     return text
+
+
+def parse_dsn_replica(value: Any) -> str:
+    """``DSN_REPLICA``: :func:`parse_pg_dsn` of a hot standby. Raises ConfigError (``DSN_REPLICA``)."""
+    return parse_pg_dsn("DSN_REPLICA", "a hot standby", value)
+
+
+def parse_dsn_direct(value: Any) -> str:
+    """``DSN_DIRECT``: :func:`parse_pg_dsn` of the DSN's server, not through its pooler. Raises ConfigError
+    (``DSN_DIRECT``)."""
+    return parse_pg_dsn("DSN_DIRECT", "the DSN's server and database reached directly", value)

@@ -15,6 +15,7 @@ from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
+from bench.config.pooler_parameters import check_pooler, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
 from bench.engines import capabilities
@@ -57,11 +58,22 @@ class RunConfig:
                 + (1 if self.replica is True else 0)  # the standby sampler's connection to the primary
                 + (self.workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
+    def stateless_sessions(self) -> bool:
+        """True when the workers', producers' and reaper's sessions keep no state on the server (behind a
+        transaction pool: :func:`bench.config.pooler_parameters.stateless_sessions`)."""
+        return stateless_sessions(self.pool_mode)
+
+    def direct_dsn(self) -> str | None:
+        """``DSN_DIRECT``, where the tool's own connections go (admin, monitor, audit) when the run's DSN is a
+        pooler; None without one (they go to the run's DSN)."""
+        return self.dsn_direct if self.dsn_direct not in ("", NOT_APPLICABLE) else None
+
     def public(self) -> dict[str, Any]:
-        """The parameters as a JSON-ready dict, with the DSN's password masked."""
+        """The parameters as a JSON-ready dict, with the DSNs' passwords masked."""
         out = dataclasses.asdict(self)
         out["dsn"] = mask_dsn(self.dsn) if self.dsn else None
-        out["dsn_replica"] = mask_dsn(self.dsn_replica) if self.dsn_replica not in ("", NOT_APPLICABLE) else self.dsn_replica
+        for key in ("dsn_replica", "dsn_direct"):
+            out[key] = mask_dsn(out[key]) if out[key] not in ("", NOT_APPLICABLE) else out[key]
         if not isinstance(self.autovacuum_settings, str):
             out["autovacuum_settings"] = dict(self.autovacuum_settings)
         return out
@@ -328,6 +340,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                                         + named("a server already running (its server_version is recorded); allowed: "
                                                 "leave {pg_version} out with a DSN, or no DSN"))
     check_replica(values, dsn, given)
-    notes = check_combinations(values, set(raw))
+    notes = check_pooler(values, dsn, given)  # before the combinations: it sets PREPARED behind a transaction pool
+    notes += check_combinations(values, set(raw))
     notes += defined.check(values)
     return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)

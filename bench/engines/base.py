@@ -324,6 +324,12 @@ class Engine:
         the server behind ``conn``; called before anything is created."""
         raise NotImplementedError(f"REPLICA is not built for {self.name}")
 
+    # -- POOL_MODE: a pooler in front of the DSN (docs/poolers.md)
+    def check_direct(self, conn: Any, dsn: str) -> None:
+        """Refuse (ConfigError ``DSN_DIRECT``) the direct connection ``conn`` unless ``dsn`` (the pooler) reaches
+        the same server and database; called before anything is created."""
+        raise NotImplementedError(f"POOL_MODE is not built for {self.name}")
+
     def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
                       note: Callable[[int, dict], None], position: Callable[[], int], reads: Any) -> Any:
         """The standby's per-second sampler and ``REPLICA_READERS`` readers (``start``, ``stop``, ``info``)."""

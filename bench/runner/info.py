@@ -12,6 +12,7 @@ import psutil
 
 from bench import __version__, run_summary
 from bench.config.parameters import defaults_on
+from bench.config.pooler_parameters import pooler_record
 from bench.config.queue_definition import describe_queue
 from bench.config.run_config import mask_dsn
 from bench.measure import seconds
@@ -59,7 +60,7 @@ def run_info(run) -> dict:
         "run_id": run.run_id, "tool_version": __version__, "git_sha": git_sha(),
         **run.server,
         "client": client_info(run.wait_fn),
-        "dsn_masked": mask_dsn(run.dsn), "embedded_database": run.embedded,
+        "dsn_masked": mask_dsn(run.dsn), "embedded_database": run.embedded, "pooler": pooler_record(cfg),
         "config": cfg.public(), "config_defaults": defaults_on(cfg.engine),
         "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
         "backlog": run.backlog, "backlog_computed": run.backlog_how,

@@ -11,16 +11,18 @@ from bench.measure import replica_reads
 class SideTasks:
     """The reaper (``REAPER_INTERVAL_S``), archive mover (``LAYOUT=archive``) and periodic VACUUM
     (``VACUUM_EVERY_S``, master process only), started at construction from ``engine``; ``now_s`` is the
-    clock. With ``REPLICA=1``, :meth:`watch_replica` adds the standby's sampler and readers."""
+    clock. The reaper connects to ``pooled_dsn`` (the run's DSN, a pooler's behind one), the others to ``dsn``
+    (``DSN_DIRECT`` behind a pooler). With ``REPLICA=1``, :meth:`watch_replica` adds the standby's sampler and
+    readers."""
 
-    def __init__(self, engine, cfg: RunConfig, dsn: str, recorder, now_s):
+    def __init__(self, engine, cfg: RunConfig, dsn: str, recorder, now_s, *, pooled_dsn: str | None = None):
         self.started: list[tuple] = []  # (task, its greenlet), stopped in this order
         self.vacuumer = None
         self.engine, self.cfg, self.now_s = engine, cfg, now_s
         self.replica = None  # the standby's sampler and readers
         self.reads = replica_reads.ReadLog()
         if cfg.reaper_interval_s > 0:
-            self._start(engine.reaper(dsn, cfg, recorder))
+            self._start(engine.reaper(pooled_dsn or dsn, cfg, recorder))
         if cfg.layout == "archive":
             self._start(engine.mover(dsn, cfg, recorder))
         if cfg.vacuums():

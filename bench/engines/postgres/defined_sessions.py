@@ -11,16 +11,17 @@ from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
 from bench.engines.base import EngineError, SessionFactory
 from bench.engines.postgres import defined_sql
-from bench.engines.postgres.adapter import connect, cooperative_wait, translated
+from bench.engines.postgres.adapter import connect, cooperative_wait, local_transaction, translated
 from bench.engines.postgres.adapter.wire import rows
 from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession, _open
 
 
 def claim_columns(dsn: str, schema: str, body: str) -> list[str]:
     """:func:`defined_sql.describe_columns` of ``body`` on a connection of its own, under ``schema``'s
-    ``search_path``. Raises :class:`ConnectFailed`."""
-    with connect(dsn, application_name="queue-bench describe", settings={"search_path": schema}) as conn:
-        with translated(connecting=True):
+    ``search_path`` set for one transaction (``SET LOCAL``: nothing left on a pooled server connection). Raises
+    :class:`ConnectFailed`."""
+    with connect(dsn, application_name="queue-bench describe") as conn:
+        with translated(connecting=True), local_transaction(conn, {"search_path": schema}):
             return defined_sql.describe_columns(conn, body)
 
 
@@ -30,7 +31,7 @@ class DefinedProducerSession(PgProducerSession):
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition, name: str):
         text, self.names = defined_sql.positional(defn.statements["enqueue"])
         self.max_attempts = cfg.max_attempts
-        self.session = _open(dsn, f"queue-bench {name}", {"search_path": cfg.schema}, {"enqueue": text})
+        self.session = _open(dsn, cfg, f"queue-bench {name}", {"search_path": cfg.schema}, {"enqueue": text})
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
         """See :meth:`bench.engines.base.ProducerSession.insert`: the enqueue's ids; jobs due together in one

@@ -15,6 +15,7 @@ from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
+from bench.engines.postgres.direct_check import check_direct
 from bench.engines.postgres.standby_check import check_given_standby
 from bench.engines.postgres.adapter import cooperative_wait
 from bench.engines.postgres.sessions import PgProducerSession, PgWorkerSession
@@ -57,8 +58,10 @@ class PostgresEngine(Engine):
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Reaper:
         """The queue definition's reaper statement every ``REAPER_INTERVAL_S`` on its own connection."""
-        return Reaper(self.connect(dsn, "queue-bench reaper"), cfg.schema, self.queue(cfg), cfg.lease_s,
-                      cfg.reaper_interval_s, recorder)
+        stateless = cfg.stateless_sessions()  # through a transaction pool: nothing prepared, nothing SET
+        conn = db.connect(dsn, application_name="queue-bench reaper", auto_prepare=not stateless)
+        return Reaper(conn, cfg.schema, self.queue(cfg), cfg.lease_s, cfg.reaper_interval_s, recorder,
+                      stateless=stateless)
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:
@@ -156,6 +159,10 @@ class PostgresEngine(Engine):
     def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
         """:func:`bench.engines.postgres.standby_check.check_given_standby`."""
         check_given_standby(conn, dsn_replica)
+
+    def check_direct(self, conn: Any, dsn: str) -> None:
+        """:func:`bench.engines.postgres.direct_check.check_direct`."""
+        check_direct(conn, dsn)
 
     def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
                       note: Callable[[int, dict], None], position: Callable[[], int | None],

@@ -10,7 +10,9 @@ import psycopg
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.postgres import defined_sql
 from bench.engines.common import Periodic
-from bench.engines.postgres.adapter import DRIVER, apply_settings
+import contextlib
+
+from bench.engines.postgres.adapter import DRIVER, apply_settings, local_transaction
 from bench.measure.metrics import Recorder
 
 #: A reaper row's second column that means dead-lettered (``t`` as psycopg reads a boolean as text).
@@ -18,14 +20,17 @@ _DEAD = {True: "dead", "dead": "dead", "t": "dead"}
 
 
 class Reaper(Periodic):
-    """Runs ``defn``'s reaper statement every ``interval_s`` s until :meth:`stop`, counted in ``recorder``."""
+    """Runs ``defn``'s reaper statement every ``interval_s`` s until :meth:`stop`, counted in ``recorder``;
+    ``stateless`` (behind a transaction pool): its ``search_path`` set per pass with ``SET LOCAL``."""
 
     driver = DRIVER
 
     def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
-                 interval_s: float, recorder: Recorder):
+                 interval_s: float, recorder: Recorder, *, stateless: bool = False):
         super().__init__(conn, interval_s, recorder)
-        apply_settings(conn, {"search_path": schema})
+        self.local_settings = {"search_path": schema} if stateless else None
+        if not stateless:
+            apply_settings(conn, {"search_path": schema})
         # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
         # prepared (it may hold several statements), the generated one as the adapter's connection prepares a
         # repeated statement (bench.engines.postgres.adapter.connect_dsn).
@@ -34,6 +39,7 @@ class Reaper(Periodic):
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""
-        cur = self.conn.execute(self.query, prepare=self.prepare)
-        rows = cur.fetchall() if cur.description else []
+        with (local_transaction(self.conn, self.local_settings) if self.local_settings else contextlib.nullcontext()):
+            cur = self.conn.execute(self.query, prepare=self.prepare)
+            rows = cur.fetchall() if cur.description else []
         return self.count_pass([(r[0], _DEAD.get(r[1] if len(r) > 1 else None, "pending")) for r in rows])

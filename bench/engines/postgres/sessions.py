@@ -25,10 +25,12 @@ ISOLATION_LEVELS = {"read_committed": "read committed", "repeatable_read": "repe
                     "serializable": "serializable"}
 
 
-def _open(dsn: str, application_name: str, settings: dict[str, str], statements: dict[str, str],
+def _open(dsn: str, cfg: RunConfig, application_name: str, settings: dict[str, str], statements: dict[str, str],
           listen: str | None = None) -> PreparedSession:
-    """The adapter's :func:`open_session` with this state. Raises :class:`ConnectFailed`."""
-    return open_session(dsn, application_name, SessionState(settings, statements, listen))
+    """The adapter's :func:`open_session` with this state, stateless behind a transaction pool
+    (:meth:`RunConfig.stateless_sessions`). Raises :class:`ConnectFailed`."""
+    return open_session(dsn, application_name, SessionState(settings, statements, listen,
+                                                            stateless=cfg.stateless_sessions()))
 
 
 class _Session:
@@ -75,13 +77,14 @@ class PgWorkerSession(_Session):
             settings["plan_cache_mode"] = cfg.plan_cache
         if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
             settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
-        if not cfg.prepared:  # PREPARED=0: the claim goes unprepared, its values inlined
+        self.stateless = cfg.stateless_sessions()  # behind a transaction pool: every statement unnamed, bound
+        if not cfg.prepared and not self.stateless:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
         effect, self.effect_at_completion = _effect(defn, cfg)
         if effect is not None and (cfg.txn != "hold" or self.effect_at_completion):
             statements["effect"] = effect
         self.notify = cfg.wakeup == "notify"
-        self.session = _open(dsn, f"queue-bench {name}", settings, statements,
+        self.session = _open(dsn, cfg, f"queue-bench {name}", settings, statements,
                              policies.notify_channel(cfg.schema) if self.notify else None)
         if "register" in defn.statements:
             self._register(defn.statements["register"])
@@ -92,10 +95,13 @@ class PgWorkerSession(_Session):
         self.bound = {key: (key.encode(), [list(STATEMENT_PARAMETERS[key]).index(n) for n in names])
                       for key, names in params.items()}
         self.worker_param = defined_sql.text_param(self.worker_id)
-        self.claim_text = None if cfg.prepared else self._wrapped(
-            defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values), returned).encode()
+        literal = self._wrapped(defined_sql.literal(defined_sql.claim_body(defn, cfg.policy), self.claim_values),
+                                returned).encode()
+        self.claim_text = None if cfg.prepared or self.stateless else literal
+        self.explained = literal if self.stateless else None  # what explain_claim runs when not EXECUTE claim
         if effect is not None and not self.effect_at_completion:
-            self.effects = self.session if cfg.txn != "hold" else self._second_connection(dsn, name, settings, effect)
+            self.effects = (self.session if cfg.txn != "hold"
+                            else self._second_connection(dsn, cfg, name, settings, effect))
         if self.effect_at_completion:  # bound here: without it complete() is as it was
             self.complete = self._complete_with_effects
 
@@ -110,12 +116,13 @@ class PgWorkerSession(_Session):
             raise
         self.claim_values["worker_id"] = int(registered[0][0])
 
-    def _second_connection(self, dsn: str, name: str, settings: dict, effect: str) -> PreparedSession:
+    def _second_connection(self, dsn: str, cfg: RunConfig, name: str, settings: dict,
+                           effect: str) -> PreparedSession:
         """The effects' own connection with ``TXN=hold``: the worker's is inside the claim's transaction, which
         a crash rolls back, and an HTTP call or an email is not part of it. Raises :class:`ConnectFailed`
         (the worker's connection closed)."""
         try:
-            return _open(dsn, f"queue-bench {name} effects", settings, {"effect": effect})
+            return _open(dsn, cfg, f"queue-bench {name} effects", settings, {"effect": effect})
         except ConnectFailed:
             self.session.close()
             raise
@@ -241,8 +248,8 @@ class PgWorkerSession(_Session):
 
     def plan_counts(self) -> dict[str, int] | None:
         """``generic_plans``/``custom_plans`` of this session's prepared claim (PostgreSQL 14+:
-        https://www.postgresql.org/docs/current/view-pg-prepared-statements.html); None unprepared."""
-        if self.claim_text is not None:
+        https://www.postgresql.org/docs/current/view-pg-prepared-statements.html); None unprepared or unnamed."""
+        if self.claim_text is not None or self.stateless:
             return None
         with translated(lambda: self.session.broken):
             counts = rows(self.session.query(b"SELECT generic_plans, custom_plans FROM pg_prepared_statements "
@@ -263,9 +270,9 @@ class PgWorkerSession(_Session):
             self.rollback()
 
     def _explained_claim(self) -> bytes:
-        """``EXECUTE claim(<this session's values>)``, or the literal claim."""
-        if self.claim_text is not None:
-            return self.claim_text
+        """``EXECUTE claim(<this session's values>)``, or the literal claim (unprepared, or unnamed)."""
+        if self.claim_text is not None or self.explained is not None:
+            return self.claim_text or self.explained
         args = ", ".join(sql.Literal(self.claim_values[n]).as_string(None) for n in self.claim_names)
         return f"EXECUTE claim({args})".encode() if args else b"EXECUTE claim"
 
@@ -289,7 +296,7 @@ class PgProducerSession(_Session):
         self.queues = queue_names(queue_count(cfg))
         self.flood = flood_share(cfg)
         self.rng = random.Random()
-        self.session = _open(dsn, f"queue-bench {name}", {},
+        self.session = _open(dsn, cfg, f"queue-bench {name}", {},
                              {"insert": policies.insert_sql(cfg.schema, cfg.max_attempts,
                                                             notify=cfg.wakeup == "notify", queues=len(self.queues))})
 

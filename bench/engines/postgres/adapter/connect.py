@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 
@@ -14,6 +15,7 @@ from psycopg import sql
 from bench.engines.base import ConnectFailed
 from bench.engines.driver import CONNECT_TIMEOUT_S
 from bench.engines.postgres.adapter.errors import error_kind, first_line, is_permanent, translate, translated
+from bench.engines.postgres.adapter.stateless import StatelessSession
 from bench.engines.postgres.adapter.wire import PreparedSession
 
 #: The kind of a connection string psycopg cannot parse (a :class:`ConnectFailed` that is permanent).
@@ -52,12 +54,25 @@ def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool
 def apply_settings(conn: psycopg.Connection, settings: dict[str, str], *, local: bool = False) -> None:
     """``SET`` (``local``: ``SET LOCAL``, for the open transaction only) each of ``settings`` on ``conn``, in
     one round trip. Raises psycopg.Error (22023 a bad value, 42704 an unknown name)."""
-    if not settings:
-        return
+    if settings:
+        conn.execute(settings_sql(settings, local=local))
+
+
+def settings_sql(settings: dict[str, str], *, local: bool = False) -> sql.Composed:
+    """``SET name = value`` (``local``: ``SET LOCAL``) for each of ``settings``, joined by ``;`` (one round trip)."""
     verb = sql.SQL("SET LOCAL {} = {}" if local else "SET {} = {}")
-    statements = sql.SQL("; ").join(verb.format(sql.Identifier(name), sql.Literal(str(value)))
-                                    for name, value in settings.items())
-    conn.execute(statements)
+    return sql.SQL("; ").join(verb.format(sql.Identifier(name), sql.Literal(str(value)))
+                              for name, value in settings.items())
+
+
+@contextlib.contextmanager
+def local_transaction(conn: psycopg.Connection, settings: dict[str, str]):
+    """A transaction on ``conn`` whose statements see ``settings`` (``SET LOCAL``): how a connection behind a
+    transaction pool (:class:`SessionState`, ``stateless``) has them, at the cost of three more round trips
+    (``BEGIN``, the settings, ``COMMIT``). Raises psycopg.Error."""
+    with conn.transaction():
+        apply_settings(conn, settings, local=True)
+        yield
 
 
 def reset_settings(conn: psycopg.Connection, names) -> None:
@@ -110,25 +125,36 @@ def deallocate(conn: psycopg.Connection, name: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class SessionState:
     """What a worker's or producer's session keeps on the server for its life: ``settings`` (``SET``),
-    ``statements`` prepared by name (``{name: SQL with $1..$n}``), a ``listen`` channel (``LISTEN``) or None.
+    ``statements`` prepared by name (``{name: SQL with $1..$n}``), a ``listen`` channel (``LISTEN``) or None;
+    or, ``stateless``, nothing at all.
 
     Named statements and settings live on one server connection: a transaction pooler hands a client's next
     transaction to another, where they are missing or, worse, belong to another client (two runs in different
-    schemas behind one pooler could execute each other's ``claim``, on the other's table). A session without
-    session state (settings per transaction, statements unnamed) is the variant to choose there, in
-    :func:`open_session`, the one place sessions are opened."""
+    schemas behind one pooler could execute each other's ``claim``, on the other's table). A ``stateless``
+    session (:class:`bench.engines.postgres.adapter.stateless.StatelessSession`) sends every statement unnamed
+    with bound parameters and sets ``settings`` per transaction with ``SET LOCAL``; it cannot ``listen``.
+    :func:`open_session` is the one place the variant is chosen."""
 
     settings: dict[str, str] = dataclasses.field(default_factory=dict)
     statements: dict[str, str] = dataclasses.field(default_factory=dict)
     listen: str | None = None
+    stateless: bool = False
 
 
 def open_session(dsn: str, application_name: str, state: SessionState) -> PreparedSession:
     """A worker's or producer's session: :func:`connect`, ``state.settings`` applied, ``state.statements``
-    prepared, ``state.listen`` listened on. Raises :class:`ConnectFailed` (the connection closed)."""
-    conn = connect(dsn, application_name=application_name, settings=state.settings)
+    prepared, ``state.listen`` listened on; ``state.stateless``: nothing set or prepared, each statement and the
+    settings checked once in a rolled-back transaction. Raises :class:`ConnectFailed` (the connection closed);
+    ValueError for a stateless session asked to listen."""
+    if state.stateless and state.listen:
+        raise ValueError("a stateless session cannot LISTEN: the pooler hands its server connection to others")
+    conn = connect(dsn, application_name=application_name, settings={} if state.stateless else state.settings)
     try:
         with translated(connecting=True):
+            if state.stateless:
+                session = StatelessSession(conn, state.statements, begin_sql(conn, state.settings))
+                session.check()
+                return session
             session = PreparedSession(conn, state.statements)
             if state.listen:
                 session.query(sql.SQL("LISTEN {}").format(sql.Identifier(state.listen)).as_string(None).encode())
@@ -138,5 +164,19 @@ def open_session(dsn: str, application_name: str, state: SessionState) -> Prepar
     return session
 
 
-__all__ = ["INVALID_DSN", "SessionState", "apply_settings", "connect", "deallocate", "error_kind", "is_permanent",
+#: The per-session setting of the transaction isolation, and the name ``SET LOCAL`` sets it by in a transaction
+#: (a default changed after ``BEGIN`` no longer applies to it).
+_LOCAL_NAMES = {"default_transaction_isolation": "transaction_isolation"}
+
+
+def begin_sql(conn: psycopg.Connection, settings: dict[str, str]) -> bytes | None:
+    """``BEGIN`` then ``SET LOCAL`` of each of ``settings`` (one round trip), as a stateless session opens a
+    transaction; None without settings."""
+    if not settings:
+        return None
+    local = {_LOCAL_NAMES.get(name, name): value for name, value in settings.items()}
+    return b"BEGIN; " + settings_sql(local, local=True).as_string(conn).encode()
+
+
+__all__ = ["INVALID_DSN", "SessionState", "apply_settings", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
            "lock_timeout", "open_session", "prepare_named", "reset_settings", "statement_timeout", "try_lock_schema", "unlock_schema"]
