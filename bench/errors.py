@@ -1,7 +1,9 @@
 """queue-bench's error hierarchy and the exit status of each, decided here and nowhere else (the table:
-docs/running.md). Imports nothing from queue-bench."""
+docs/running.md). Imports only :mod:`bench.usage` (how a refusal names its parameter)."""
 
 from __future__ import annotations
+
+from bench.usage import typed
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -68,11 +70,14 @@ class BadInput(QBenchError, ValueError):
 
 
 class ConfigError(BadInput):
-    """A parameter has a value that is not allowed; ``param`` its name as typed (upper case)."""
+    """A parameter has a value that is not allowed: ``<param as typed>: <value> <problem>; allowed: <what is
+    allowed>``. ``param`` is its upper-case name (``WORKERS``), written as the user typed it
+    (:func:`bench.usage.typed`: ``--workers`` or ``WORKERS``) here and nowhere else; ``problem`` the message
+    after the name."""
 
     def __init__(self, param: str, message: str):
-        self.param = param
-        super().__init__(f"{param}: {message}")
+        self.param, self.problem = param, message
+        super().__init__(f"{typed(param)}: {message}")
 
 
 class ConnectRefused(ConfigError):

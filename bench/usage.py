@@ -1,6 +1,6 @@
-"""How a hint names a setting to the user who will type it: ``--processes 2`` to a ``qbench`` user,
+"""How a hint or a refusal names a setting to the user who will type it: ``--processes 2`` to a ``qbench`` user,
 ``PROCESSES=2`` to a ``make`` user (the Makefile exports :data:`VIA_MAKE_ENV`). Imports nothing from queue-bench
-(every layer may import it, as ``bench.errors``)."""
+(every layer may import it; ``bench.errors`` names a refused parameter with :func:`typed`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,23 @@ def option(name: str) -> str:
     """Parameter ``name`` (``plan_max_workers``) as the user types it: ``--plan-max-workers`` or
     ``PLAN_MAX_WORKERS``."""
     return name.upper() if via_make() else f"--{name.replace('_', '-')}"
+
+
+#: Parameters a refusal names as written in both syntaxes: not an option of any command but a positional
+#: argument (``qbench sweep SWEEP``, ``qbench report RUN_DIR``), a part of a file (``TARGET``, a sweep file's
+#: ``[target]``; ``EXPERIMENT``, a catalogue file), an environment variable or a program on PATH.
+AS_WRITTEN = frozenset({"SWEEP", "RUN_DIR", "SWEEP_DIR", "RUN_OR_SWEEP_A", "RUN_OR_SWEEP_B", "EXPERIMENTS",
+                        "EXPERIMENT", "TARGET", "DSN_POSTGRES", "DSN_MARIADB", "DATABASE_URL", "PGBENCH",
+                        "MARIADB_SLAP"})
+
+
+def typed(param: str) -> str:
+    """Refused parameter ``param`` (upper case, ``RATE_START``) as the user typed it: ``--rate-start`` to a
+    ``qbench`` user, ``RATE_START`` to a ``make`` user; one of :data:`AS_WRITTEN`, or one already written as an
+    option (``--queues``), unchanged."""
+    if param in AS_WRITTEN or param.startswith("-"):
+        return param
+    return option(param.lower())
 
 
 class _Options(dict):

@@ -115,7 +115,7 @@ def test_calibrate_refuses_zero_pairs_and_creates_nothing(tmp_path):
     proc = qbench("calibrate", "--pairs", "0", "--results", str(tmp_path / "results"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qbench: PAIRS:") and "from 1 to 100" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("qbench: --pairs:") and "from 1 to 100" in lines[0]
     assert not (tmp_path / "results").exists()
 
 
@@ -131,7 +131,7 @@ def test_calibrate_refuses_a_schema_in_use_and_leaves_it_alone(dsn, tmp_path):
                       "--results", str(tmp_path / "results"), timeout=120)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "SCHEMA" in lines[0] and "in use by another queue-bench run" in lines[0]
+        assert len(lines) == 1 and "--schema:" in lines[0] and "in use by another queue-bench run" in lines[0]
         assert not (tmp_path / "results").exists()
         assert holder.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_busy'").fetchone()[0] == 1
 

@@ -66,7 +66,7 @@ def test_clean_without_a_dsn_is_refused_in_one_line(monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     result = qbench("clean")
     assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("qbench: DSN: required for clean")
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("qbench: --dsn: required for clean")
 
 
 def test_version():
@@ -103,7 +103,7 @@ def test_objects_outside_the_schema_that_depend_on_it_are_never_dropped(dsn, tmp
         run = qbench("run", "--dsn", dsn, "--schema", "cl_dep", "--workers", "1", "--duration", "1s",
                      "--warmup", "0s", "--results", str(results))
         assert run.returncode == 2, run.stdout + run.stderr
-        assert run.stderr.startswith("qbench: SCHEMA: objects outside schema 'cl_dep' depend on it")
+        assert run.stderr.startswith("qbench: --schema: objects outside schema 'cl_dep' depend on it")
         assert not results.exists() or not any(results.iterdir())
         kept = conn.execute("""SELECT (SELECT count(*) FROM pg_views WHERE schemaname = 'cl_user'),
                                       (SELECT count(*) FROM pg_proc WHERE proname = 'f'

@@ -216,16 +216,16 @@ def test_bad_master_and_worker_input_is_one_line_and_exit_2(tmp_path):
     from conftest import qbench
 
     cases = [
-        (["master", "--expect-workers", "0"], "EXPECT_WORKERS: '0' is not allowed"),
-        (["master", "--expect-workers", "2", "--processes", "3"], "PROCESSES: is set by --expect-workers"),
-        (["master", "--expect-workers", "2", "--master-port", "70000"], "MASTER_PORT: '70000' is not allowed"),
-        (["master", "--expect-workers", "2", "--worker-wait-s", "0"], "WORKER_WAIT_S: '0' is not allowed"),
+        (["master", "--expect-workers", "0"], "--expect-workers: 0 is out of range"),
+        (["master", "--expect-workers", "2", "--processes", "3"], "--processes: is set by --expect-workers"),
+        (["master", "--expect-workers", "2", "--master-port", "70000"], "--master-port: 70000 is out of range"),
+        (["master", "--expect-workers", "2", "--worker-wait-s", "0"], "--worker-wait-s: 0 is out of range"),
         (["master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1", "--master-port", "5600", "--ui",
-          "--web-port", "5600"], "WEB_PORT: 5600 is the master's port"),
-        (["worker", "--master-host", "127.0.0.1", "--dsn", "postgresql://x@10.1.1.1/db"], "DSN: host '10.1.1.1'"),
-        (["run", "--processes", "3", "--workers", "2"], "PROCESSES: 3 processes for 2 workers"),
+          "--web-port", "5600"], "--web-port: 5600 is the master's port"),
+        (["worker", "--master-host", "127.0.0.1", "--dsn", "postgresql://x@10.1.1.1/db"], "--dsn: host '10.1.1.1'"),
+        (["run", "--processes", "3", "--workers", "2"], "--processes: 3 processes for 2 workers"),
         (["run", "--engine", "mariadb", "--processes", "2", "--faults", "backend_kill@1-2", "--dsn",
-          "mysql://root@127.0.0.1:3306/"], "FAULTS: backend_kill on MariaDB"),
+          "mysql://root@127.0.0.1:3306/"], "--faults: backend_kill on MariaDB"),
     ]
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     for argv, start in cases:
@@ -252,7 +252,7 @@ def test_an_extra_worker_is_refused_and_a_taken_port_is_one_line(dsn, tmp_path):
         proc = qbench("master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1", "--master-port",
                       str(port), "--dsn", dsn, "--results", str(tmp_path / "taken"))
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: MASTER_PORT: cannot listen")
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: --master-port: cannot listen")
     assert not (tmp_path / "taken").exists()
 
     cmd = [sys.executable, "-m", "bench.cli.main"]
@@ -312,7 +312,7 @@ def test_a_master_whose_workers_never_come_exits_1_in_one_line_before_any_load(d
                   timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr
-    assert lines[0].startswith("qbench: EXPECT_WORKERS: a load generator process did not start (0 of 1 reported "
+    assert lines[0].startswith("qbench: --expect-workers: a load generator process did not start (0 of 1 reported "
                                "within 3 s)"), lines
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
     assert list(tmp.iterdir()) == []
@@ -348,6 +348,6 @@ def test_a_worker_that_cannot_reach_its_database_stops_the_master_in_one_line(ds
         worker.kill()
     lines = err.strip().splitlines()
     assert master.returncode != 0 and lines[-1].startswith(
-        "qbench: EXPECT_WORKERS: load generator process 1 could not start its sessions"), err
+        "qbench: --expect-workers: load generator process 1 could not start its sessions"), err
     assert code != 0 and "qbench worker:" in log.read_text(), log.read_text()
     assert not any(tmp_path.iterdir())  # no run directory left behind

@@ -153,9 +153,9 @@ def test_pg_connect_failures(dsn):
         assert err.cause.startswith(cause) and bool(err.cause) == bool(cause), (target, err.cause)
         assert time.monotonic() - started < 3, target  # refused, not timed out
     # the tool's own connections: the same failures as bad input naming the parameter
-    with pytest.raises(ConfigError, match=r"^DSN: not a valid connection string"):
+    with pytest.raises(ConfigError, match=r"^--dsn: not a valid connection string"):
         pg.connect_dsn("host=127.0.0.1 port")
-    with pytest.raises(ConfigError, match=rf'^DSN_REPLICA: cannot connect \(.*database "{missing_db}" does not exist'):
+    with pytest.raises(ConfigError, match=rf'^--dsn-replica: cannot connect \(.*database "{missing_db}" does not exist'):
         pg.connect_dsn(_with(dsn, dbname=missing_db), param="DSN_REPLICA")
 
 
@@ -352,7 +352,7 @@ def test_maria_connect_failures(maria):
         else:
             assert cause in err.cause, (target, err.cause)
         assert time.monotonic() - started < 3, target
-    with pytest.raises(ConfigError, match=rf"^DSN: cannot connect \(Unknown database '{missing_db}'"):
+    with pytest.raises(ConfigError, match=rf"^--dsn: cannot connect \(Unknown database '{missing_db}'"):
         maria.connect_dsn(f"mysql://root@127.0.0.1:3306/{missing_db}")
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from bench.data import QUEUES_DIR
 from bench.engines.mariadb.dsn import connect_args
+from bench.usage import typed
 from conftest import CLEAN_INVARIANTS, qbench, run_and_load
 
 #: A crash after the work on half of 4 workers (2 crashes, one job each at BATCH=1), lease 1 s and a reaper
@@ -167,7 +168,7 @@ def test_a_definitions_effect_statement_that_fails_is_refused_before_the_load(ds
                   "--schema", "qbench_refused", "--duration", "2s", "--warmup", "0s")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and "QUEUE" in lines[0] and "statements.effect" in lines[0], proc.stderr
+    assert len(lines) == 1 and "--queue:" in lines[0] and "statements.effect" in lines[0], proc.stderr
     assert not results.exists() or not any(results.iterdir())
     assert _schemas_and_relations(dsn) == before
 
@@ -193,6 +194,6 @@ def test_bad_effects_input_is_refused_in_one_line_and_creates_nothing(dsn, tmp_p
     proc = qbench("run", "--dsn", dsn, "--results", str(results), *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and named in lines[0] and allowed in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"qbench: {typed(named)}: ") and allowed in lines[0], proc.stderr
     assert not results.exists() or not any(results.iterdir())
     assert _schemas_and_relations(dsn) == before

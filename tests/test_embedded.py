@@ -257,11 +257,11 @@ def test_no_mariadb_server_binary_is_a_config_error_naming_engine(tmp_path, monk
     err = info.value
     assert err.param == "ENGINE" and exit_status(err) == 2
     assert "\n" not in str(err)
-    assert str(err).startswith("ENGINE: no MariaDB server binary (mariadbd or mysqld)")
-    assert "DSN=mysql://" in str(err) and "mariadb-server" in str(err)
+    assert str(err).startswith("--engine: no MariaDB server binary (mariadbd or mysqld)")
+    assert "--engine mariadb with --dsn mysql://" in str(err) and "mariadb-server" in str(err)
     assert not base.exists()  # nothing was created
 
-    with pytest.raises(ConfigError, match="^ENGINE: no MariaDB server binary"):
+    with pytest.raises(ConfigError, match="^--engine: no MariaDB server binary"):
         mariadb_binaries.find_server_binaries([empty])
 
 
@@ -274,7 +274,7 @@ def test_mariadb_binary_search_prefers_mariadbd_and_needs_the_install_tool(tmp_p
             (d / name).chmod(0o755)
     bins = mariadb_binaries.find_server_binaries([a, b])
     assert bins.server == b / "mariadbd" and bins.install_db == a / "mysql_install_db"
-    with pytest.raises(ConfigError, match="^ENGINE: .*no mariadb-install-db or mysql_install_db"):
+    with pytest.raises(ConfigError, match="^--engine: .*no mariadb-install-db or mysql_install_db"):
         mariadb_binaries.find_server_binaries([b])
 
 

@@ -179,7 +179,7 @@ def test_a_value_the_engine_cannot_honour_is_refused_with_one_line():
     with pytest.raises(ConfigError) as err:
         caps.check(cfg)
     line = str(err.value)
-    assert line.startswith("INDEX: 'partial' is not supported on someengine (it has no partial indexes)")
+    assert line.startswith("--index: 'partial' is not supported on someengine (it has no partial indexes)")
     assert "allowed: none, status, composite" in line and "\n" not in line
     caps.check(build_config("default", {"index": "composite"}).public())  # a value it has: no error
     dataclasses.replace(caps, allowed={}).check(cfg)
@@ -193,4 +193,4 @@ def test_the_configuration_reads_the_flag_not_the_name():
     assert not capabilities("mariadb").kill_reaches_other_processes
     with pytest.raises(ConfigError) as err:
         build_config("default", {**faults, "engine": "mariadb"})
-    assert str(err.value).startswith("FAULTS: backend_kill on MariaDB")
+    assert str(err.value).startswith("--faults: backend_kill on MariaDB")

@@ -94,7 +94,7 @@ def test_the_probe_touches_only_the_tools_schema(dsn):
         assert conn.execute("SELECT count(*) FROM qbench_probe_own.jobs WHERE status = 'pending'").fetchone()[0] == 5
         with pytest.raises(ConfigError) as err:
             get_engine("postgres").offset_lock_probe(dsn, "qbench_probe_foreign")
-        assert str(err.value).startswith("SCHEMA: schema 'qbench_probe_foreign' exists and was not created by queue-bench")
+        assert str(err.value).startswith("--schema: schema 'qbench_probe_foreign' exists and was not created by queue-bench")
         assert conn.execute(tables, ("qbench_probe_foreign",)).fetchall() == []
         db.OWNERSHIP.drop(conn, "qbench_probe_own")
         conn.execute("DROP SCHEMA qbench_probe_foreign")

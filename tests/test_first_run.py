@@ -154,9 +154,9 @@ def test_the_machines_binaries_out_of_the_servers_users_reach_are_refused_before
             pass  # pragma: no cover
     line, user = str(err.value), next(name for name in PostgresRecipe.users + (PostgresRecipe.create_user,)
                                       if _exists(name))
-    assert line.startswith("PG_VERSION: system: the machine's server binaries (PATH) cannot be run by the "
+    assert line.startswith("--pg-version: system: the machine's server binaries (PATH) cannot be run by the "
                            f"server's user: user {user!r} cannot enter {_first_private(private)} (mode drwx------)"), line
-    assert "allowed: 16, 18 (a server wheel), or DSN=" in line and "\n" not in line and err.value.exit_status == 2
+    assert "allowed: 16, 18 (a server wheel), or --dsn postgresql://..." in line and "\n" not in line and err.value.exit_status == 2
     assert not base.exists()
 
 
@@ -171,5 +171,5 @@ def test_without_the_machines_binaries_or_a_wheel_auto_says_what_to_install(monk
     line = str(err.value)
     assert line.startswith("no PostgreSQL server binaries found (initdb, pg_ctl, postgres: not via pg_config"), line
     assert "the default install brings the qbench-no-such-wheel-18 wheel on Linux and macOS); install it (" in line
-    assert "queue-bench[pg18]" in line and line.endswith("or pass DSN=postgresql://... to use an existing database")
+    assert "queue-bench[pg18]" in line and line.endswith("or pass --dsn postgresql://... to use an existing database")
     assert "\n" not in line

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.analysis.regression import regresses
+from bench.usage import typed
 from conftest import qbench
 
 RUNS = Path(__file__).parent / "fixtures" / "sweep_small" / "runs"
@@ -63,7 +64,7 @@ def test_one_run_on_each_side_cannot_be_judged(tmp_path):
     proc = _gate(FAST, SLOW, tmp_path, "--max-regression", "10%")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1, proc.stdout + proc.stderr
-    assert lines[0].startswith("qbench: MAX_REGRESSION: no gated metric can be judged (first: throughput: one run "
+    assert lines[0].startswith("qbench: --max-regression: no gated metric can be judged (first: throughput: one run "
                                "on each side") and "--repetitions 2 or more" in lines[0], lines[0]
     assert not (tmp_path / "c.html").exists()
     shown = _gate(FAST, SLOW, tmp_path)
@@ -84,5 +85,5 @@ def test_the_rule_needs_both_size_and_significance():
                                         (("--gate-metrics", "throughput"), "GATE_METRICS")])
 def test_bad_gate_input_is_refused(args, says, tmp_path):
     proc = _gate(FAST, SLOW, tmp_path, *args)
-    assert proc.returncode == 2 and proc.stderr.startswith(f"qbench: {says}:"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith(f"qbench: {typed(says)}:"), proc.stderr
     assert not (tmp_path / "c.html").exists()

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from bench.usage import typed
 from cli_in_process import qbench_in_process
 from conftest import REPO, qbench, run_and_load
 
@@ -190,7 +191,7 @@ def test_a_queue_library_not_installed_is_one_line_naming_its_extra(tmp_path, li
                                  str(tmp_path / "r"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qbench: QUEUE:"), lines
+    assert len(lines) == 1 and lines[0].startswith("qbench: --queue:"), lines
     assert f"{library} " in lines[0] and "not installed" in lines[0], lines[0]
     assert lines[0].endswith(f"allowed: make install EXTRAS={library} (in {REPO}; elsewhere pip install "
                              f"'queue-bench[{library}]')"), lines[0]
@@ -206,7 +207,7 @@ def test_a_missing_driver_of_a_librarys_own_worker_is_one_line_naming_what_to_in
         proc = qbench_in_process(*base)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qbench: LIBRARY_MODE:"), lines
+    assert len(lines) == 1 and lines[0].startswith("qbench: --library-mode:"), lines
     assert "'asyncpg'" in lines[0] and "pip install 'queue-bench[pgqueuer]') (it brings pgqueuer[asyncpg]==1.6.0)" in lines[0]
     assert not (tmp_path / "r").exists()
     with _without("asyncpg"):
@@ -231,7 +232,7 @@ def test_library_worker_parameters_are_refused_in_one_line_where_its_worker_has_
     for args, prefix in cases:
         proc = qbench("run", "--dsn", "postgresql://postgres@127.0.0.1:5432/qbench_never_created", *args)
         lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: " + prefix), (args, proc.stderr)
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"qbench: {typed(prefix[:-1])}:"), (args, proc.stderr)
 
 
 @pytest.mark.slow

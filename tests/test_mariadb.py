@@ -16,6 +16,7 @@ from bench.engines import get_engine
 from bench.engines.base import EngineError, LockNotAvailable
 from bench.engines.mariadb import db
 from bench.engines.mariadb.dsn import connect_args
+from bench.usage import typed
 from conftest import CLEAN_INVARIANTS, MARIADB_DSN, qbench
 
 
@@ -48,11 +49,11 @@ def test_a_workload_written_for_postgres_runs_on_mariadb(tmp_path):
     for workload in ("long_transaction", "priority_flood"):
         cfg = build_config(workload, {"engine": "mariadb"})
         assert cfg.plan_cache == "n/a" and any("PLAN_CACHE" in n and workload in n for n in cfg.notes), cfg.notes
-    with pytest.raises(ConfigError, match="PLAN_CACHE: does not apply on mariadb"):
+    with pytest.raises(ConfigError, match="--plan-cache: does not apply on mariadb"):
         build_config("long_transaction", {"engine": "mariadb", "plan_cache": "force_custom_plan"})
     wl = tmp_path / "partial.toml"
     wl.write_text('index = "partial"\n')
-    with pytest.raises(ConfigError, match=r"INDEX: 'partial' is not supported on mariadb.*from workload"):
+    with pytest.raises(ConfigError, match=r"--index: 'partial' is not supported on mariadb.*from workload"):
         build_config(str(wl), {"engine": "mariadb"})
     assert build_config(str(wl), {"engine": "mariadb", "index": "composite"}).index == "composite"
 
@@ -299,7 +300,7 @@ def test_what_mariadb_cannot_honour_is_refused_with_one_line(maria_schema, tmp_p
     proc = qbench("run", "--dsn", dsn, "--schema", schema, *args, "--results", str(tmp_path / "r"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and name in lines[0] and "allowed" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith(f"qbench: {typed(name)}: ") and "allowed" in lines[0], lines
     assert not (tmp_path / "r").exists()
     conn = pymysql.connect(**connect_args(dsn))
     try:
@@ -312,7 +313,7 @@ def test_what_mariadb_cannot_honour_is_refused_with_one_line(maria_schema, tmp_p
 
 def test_an_engine_the_dsn_contradicts_is_refused(tmp_path):
     proc = qbench("run", "--dsn", MARIADB_DSN, "--engine", "postgres", "--results", str(tmp_path / "r"))
-    assert proc.returncode == 2 and proc.stderr.startswith("qbench: ENGINE:") and len(proc.stderr.splitlines()) == 1
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --engine:") and len(proc.stderr.splitlines()) == 1
 
 
 def test_a_foreign_database_is_never_touched(maria_schema):
@@ -355,7 +356,7 @@ def test_a_database_others_depend_on_is_refused_and_left_whole(maria_schema, tmp
                       "--results", str(tmp_path / "second"), timeout=120)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         line = proc.stderr.strip().splitlines()
-        assert len(line) == 1 and line[0].startswith("qbench: SCHEMA: objects outside database"), proc.stderr
+        assert len(line) == 1 and line[0].startswith("qbench: --schema: objects outside database"), proc.stderr
         assert ("foreign key" if dependent == "foreign key" else f"view {other}.v") in line[0]
         assert tables() == before > 0
         assert not (tmp_path / "second").exists() or not any((tmp_path / "second").iterdir())
@@ -374,7 +375,7 @@ def test_claims_that_would_lock_more_than_innodb_holds_are_refused(maria_schema,
                   "--backlog", str(backlog), "--results", str(tmp_path / "r"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = proc.stderr.strip()
-    assert line.startswith("qbench: INDEX:") and "allowed" in line and "\n" not in line and "MiB" in line
+    assert line.startswith("qbench: --index:") and "allowed" in line and "\n" not in line and "MiB" in line
     assert not (tmp_path / "r").exists()
     conn = db.connect(dsn)
     try:

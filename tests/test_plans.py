@@ -17,6 +17,7 @@ from bench.engines.postgres import plans
 from bench.analysis import queue_verdict
 from bench.analysis.claim_growth import claim_growth
 from bench.config.run_config import build_config
+from bench.usage import typed
 from conftest import qbench, run_and_load
 
 #: A load whose cost per job custom plans keep flat (4 workers, jobs without work: the
@@ -91,7 +92,7 @@ def test_plan_parameters_are_refused_with_one_line(tmp_path):
         proc = qbench("run", "--results", str(tmp_path / "r"), *args)
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"qbench: {param}:"), proc.stderr
+        assert len(lines) == 1 and lines[0].startswith(f"qbench: {typed(param)}:"), proc.stderr
     assert not (tmp_path / "r").exists()
 
 

@@ -196,7 +196,7 @@ def test_a_statement_that_does_not_parse_is_refused_and_leaves_nothing(dsn, tmp_
                   "--duration", "2s")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("qbench: QUEUE:"), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("qbench: --queue:"), proc.stderr
     assert "statements.complete" in lines[0] and "syntax error" in lines[0]
     assert _schemas(dsn) == before
     assert not results.exists() or not any(results.iterdir())

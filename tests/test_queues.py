@@ -95,7 +95,7 @@ def test_ten_named_queues_on_mariadb_run_clean(maria_schema, tmp_path):
 
 
 def test_the_ready_table_variant_refuses_named_queues():
-    with pytest.raises(ConfigError, match="NAMED_QUEUES"):
+    with pytest.raises(ConfigError, match="^--named-queues: "):
         build_config("default", {"engine": "mariadb", "index": "ready_table", "named_queues": 2},
                      dsn="mysql://root@127.0.0.1:3306/")
 

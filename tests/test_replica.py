@@ -137,7 +137,7 @@ def test_replica_with_a_dsn_and_no_standby_is_refused_in_one_line(tmp_path):
     proc = qbench_in_process("run", "--replica", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres",
                              "--results", str(results))
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: DSN_REPLICA:")
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --dsn-replica:")
     assert not results.exists()
 
 
@@ -145,7 +145,7 @@ def test_replica_on_mariadb_is_refused_as_not_built(tmp_path):
     results = tmp_path / "results"
     proc = qbench_in_process("run", "--replica", "--engine", "mariadb", "--results", str(results))
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: REPLICA: 1 is not supported on mariadb")
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --replica: 1 is not supported on mariadb")
     assert "not built" in proc.stderr and proc.stderr.rstrip().endswith("allowed on mariadb: 0"), proc.stderr
     assert not results.exists()
 
@@ -154,7 +154,7 @@ def test_standby_settings_are_refused_beside_a_given_standby():
     proc = qbench_in_process("run", "--replica", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres",
                              "--dsn-replica", "postgresql://postgres@127.0.0.1:5433/postgres",
                              "--hot-standby-feedback", "on")
-    assert proc.returncode == 2 and proc.stderr.startswith("qbench: HOT_STANDBY_FEEDBACK:")
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --hot-standby-feedback:")
 
 
 def test_a_given_standby_is_read_and_recorded(tmp_path):
@@ -186,12 +186,12 @@ def _free_port() -> int:
 
 def _refused_before_anything(dsn: str, dsn_replica: str, results: pathlib.Path, run=qbench,
                              command=("run",)) -> str:
-    """``command`` with ``dsn_replica``: exit 2, one ``DSN_REPLICA`` line, no run directory, no schema on the
+    """``command`` with ``dsn_replica``: exit 2, one ``--dsn-replica`` line, no run directory, no schema on the
     DSN's server; returns the line."""
     proc = run(*command, "--replica", "--dsn", dsn, "--dsn-replica", dsn_replica, "--duration", "3s",
                "--results", str(results))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: DSN_REPLICA:"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --dsn-replica:"), proc.stderr
     assert not results.exists()
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'qbench%'").fetchone()[0] == 0

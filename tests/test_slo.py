@@ -60,9 +60,9 @@ def test_bad_objectives_are_refused_in_one_line(text, says):
 
 
 def test_open_loop_keys_need_a_rate():
-    with pytest.raises(ConfigError, match="SLO: pickup_p99 needs arrivals"):
+    with pytest.raises(ConfigError, match="--slo: pickup_p99 needs arrivals"):
         build_config("default", {"slo": "pickup_p99<=1s"})
-    with pytest.raises(ConfigError, match="SLO: throughput_share needs arrivals"):
+    with pytest.raises(ConfigError, match="--slo: throughput_share needs arrivals"):
         build_config("default", {"slo": "throughput_share>=99%"})
     for key in ("age_max<=5s", "age_slope<=0.05"):  # a drain's age is the seeded backlog's, its slope unmeasured
         with pytest.raises(ConfigError, match="needs arrivals"):

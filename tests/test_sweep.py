@@ -19,6 +19,7 @@ from waiting import measured_seconds, wait_until
 
 from bench.engines.postgres import db
 from bench.config.run_config import build_config
+from bench.usage import typed
 
 
 def _sweep_file(path: Path, matrix: str, fixed: str, repetitions: int = 1) -> Path:
@@ -139,14 +140,14 @@ def test_saved_state_restores_the_rows_generation_writes(dsn):
 def test_bad_sweep_input_is_one_line_and_creates_nothing(tmp_path, args, param):
     proc = qbench("sweep", *args, "--results", str(tmp_path / "r"), "--dsn", "postgresql://postgres@127.0.0.1:1/x")
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"qbench: {param}:"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith(f"qbench: {typed(param)}:"), proc.stderr
     assert not (tmp_path / "r").exists()
 
 
 def test_bad_axis_value_in_a_sweep_file_names_it(tmp_path):
     spec = _sweep_file(tmp_path / "bad.toml", 'index = ["partial", "btree"]', 'workers = 2')
     proc = qbench("sweep", str(spec), "--results", str(tmp_path / "r"))
-    assert proc.returncode == 2 and proc.stderr.startswith("qbench: INDEX: unknown value 'btree'"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --index: unknown value 'btree'"), proc.stderr
     assert not (tmp_path / "r").exists()
 
 
@@ -158,7 +159,7 @@ def test_a_sweep_some_cell_of_which_cannot_run_is_refused_before_anything(dsn, t
     spec = _sweep_file(tmp_path / "f.toml", f"workers = [2, {too_many}]",
                        'duration = "2s"\nwarmup = "1s"\nschema = "qbench_refused"')
     proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "results"))
-    assert proc.returncode == 2 and proc.stderr.startswith("qbench: WORKERS: the run needs"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --workers: the run needs"), proc.stderr
     assert not (tmp_path / "results").exists()
     with psycopg.connect(dsn) as conn:
         assert db.schema_state(conn, "qbench_refused") == "absent"
@@ -200,14 +201,14 @@ def test_bad_target_table_is_refused_before_anything(tmp_path, extra, param):
     spec = _sweep_file(tmp_path / "t.toml", "batch = [1, 2]", "workers = 2")
     spec.write_text(spec.read_text() + extra)
     proc = qbench("sweep", str(spec), "--results", str(tmp_path / "r"))
-    assert proc.returncode == 2 and proc.stderr.startswith(f"qbench: {param}:"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith(f"qbench: {typed(param)}:"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
 def test_a_parameter_both_fixed_and_swept_is_refused(tmp_path):
     spec = _sweep_file(tmp_path / "d.toml", 'index = ["partial"]', 'index = "none"')
     proc = qbench("sweep", str(spec), "--results", str(tmp_path / "r"))
-    assert proc.returncode == 2 and proc.stderr.startswith("qbench: INDEX: is both in [fixed] and in [matrix]")
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --index: is both in [fixed] and in [matrix]")
 
 
 def test_a_row_appended_after_the_columns_changed_keeps_the_earlier_rows(tmp_path):

@@ -15,9 +15,11 @@ from bench.cli.main import build_parser
 from bench.config.parameters import PARAMETERS
 from bench.config.run_config import build_config
 from bench.errors import ConfigError
-from bench.plan.options import candidates
+from bench.plan.options import PLAN_RATE, candidates
 from bench.sweep import capacity_search
 from bench.usage import VIA_MAKE_ENV, setting, switch
+from bad_values import BAD_VALUES
+from cli_in_process import qbench_in_process
 from conftest import qbench
 
 
@@ -58,7 +60,7 @@ def test_the_capacity_search_hides_the_rate_it_sets():
     assert "--rate" not in capacity and "--bursts" not in capacity and "--rate-start" in capacity
     assert "--backlog" not in capacity  # its steps are open-loop: a seeded backlog would be dropped unseen
     proc = qbench("capacity", "--rate", "100", env=_env(False))  # still read, and refused in one line
-    assert proc.returncode == 2 and proc.stderr.strip().startswith("qbench: RATE: the capacity search sets"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("qbench: --rate: the capacity search sets"), proc.stderr
 
 
 def _as_user(via_make: bool, monkeypatch) -> None:
@@ -206,3 +208,83 @@ def test_the_harness_note_names_shared_cores_only_for_a_server_on_this_host(monk
     assert harness_note(designs(fine)) is None
     monkeypatch.setenv(VIA_MAKE_ENV, "1")
     assert "PROCESSES=2" in harness_note(designs(_limited_step(False)))
+
+
+#: (qbench arguments, the refusal to a qbench user, the same to a make user (QBENCH_VIA_MAKE=1)): one form,
+#: ``<parameter as typed>: <value> <problem>; allowed: <what is allowed>``, on every command.
+TYPED_REFUSALS = [
+    (["run", "--workers", "-1"], "--workers: -1 is out of range; allowed: an integer from 1 to 1000",
+     "WORKERS: -1 is out of range; allowed: an integer from 1 to 1000"),
+    (["run", "--lease-s", "1", "--reaper-interval-s", "5"],
+     "--lease-s: 1 s is shorter than --reaper-interval-s 5 s: leases would expire between reaper passes unnoticed; "
+     "allowed: --lease-s >= --reaper-interval-s",
+     "LEASE_S: 1 s is shorter than REAPER_INTERVAL_S=5 s: leases would expire between reaper passes unnoticed; "
+     "allowed: LEASE_S >= REAPER_INTERVAL_S"),
+    (["plan", "--rate", "abc", "--slo", "pickup_p99<=1s"],
+     "--rate: 'abc' is not a number; allowed: a number > 0 and <= 1000000",
+     "RATE: 'abc' is not a number; allowed: a number > 0 and <= 1000000"),
+    (["plan", "--rate", "0", "--slo", "pickup_p99<=1s"], "--rate: 0 is out of range; allowed: a number > 0 and <= 1000000",
+     "RATE: 0 is out of range; allowed: a number > 0 and <= 1000000"),
+    (["plan", "--slo", "pickup_p99<=1s"],
+     "--rate: a plan needs the target arrival rate; allowed: a number > 0 and <= 1000000 jobs/s, e.g. --rate 500",
+     "RATE: a plan needs the target arrival rate; allowed: a number > 0 and <= 1000000 jobs/s, e.g. RATE=500"),
+    (["plan", "--rate", "5", "--slo", "pickup_p99<=1s", "--plan-max-workers", "0"],
+     "--plan-max-workers: 0 is out of range; allowed: an integer from 1 to 1000",
+     "PLAN_MAX_WORKERS: 0 is out of range; allowed: an integer from 1 to 1000"),
+    (["capacity", "--rate-start", "abc"], "--rate-start: 'abc' is not a number; allowed: a number > 0",
+     "RATE_START: 'abc' is not a number; allowed: a number > 0"),
+    (["capacity", "--rate-start", "0"], "--rate-start: 0 is out of range; allowed: a number > 0",
+     "RATE_START: 0 is out of range; allowed: a number > 0"),
+    (["sweep", "scaling", "--repetitions", "abc"],
+     "--repetitions: 'abc' is not an integer; allowed: an integer from 1 to 100",
+     "REPETITIONS: 'abc' is not an integer; allowed: an integer from 1 to 100"),
+    (["calibrate", "--workers", "50,-1"],
+     "--workers: -1 is out of range; allowed: an integer from 1 to 1000, or a comma-separated list of them (e.g. 1,2,4)",
+     "WORKERS: -1 is out of range; allowed: an integer from 1 to 1000, or a comma-separated list of them (e.g. 1,2,4)"),
+    (["compare", "a", "b", "--max-regression", "abc"],
+     "--max-regression: 'abc' is not a share; allowed: a share above 0, up to 1000% or 1, e.g. 10% or 0.1",
+     "MAX_REGRESSION: 'abc' is not a share; allowed: a share above 0, up to 1000% or 1, e.g. 10% or 0.1"),
+]
+
+
+@pytest.mark.parametrize("argv, direct, via_make", TYPED_REFUSALS,
+                         ids=[" ".join(a[:3]) for a, _, _ in TYPED_REFUSALS])
+def test_a_refusal_names_the_parameter_as_typed_in_one_form(argv, direct, via_make, monkeypatch, tmp_path):
+    results = tmp_path / "results"
+    argv = [*argv, "--results", str(results)] if argv[0] != "compare" else argv
+    for make, expected in ((False, direct), (True, via_make)):
+        _as_user(make, monkeypatch)
+        proc = qbench_in_process(*argv)
+        assert proc.returncode == 2 and proc.stderr == f"qbench: {expected}\n", proc.stderr
+        assert not results.exists()
+
+
+def _parameter_names(text: str) -> set[str]:
+    """The upper-case parameter names (Make variables) ``text`` holds."""
+    names = {p.name for p in PARAMETERS} | {"RATE_START", "PLAN_MAX_WORKERS", "REPETITIONS", "MAX_REGRESSION"}
+    return set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", text)) & names
+
+
+@pytest.mark.parametrize("key", sorted(set(BAD_VALUES) - {"results"}))  # RESULTS: refused by the command
+def test_no_refusal_of_a_bad_value_names_a_make_variable_to_a_qbench_user(key, monkeypatch):
+    """Every bad value of the table (tests/bad_values.py), refused: the parameter first, as the user types it; a
+    qbench user is told no Make variable, a make user no option of the parameter."""
+    for value in BAD_VALUES[key]:
+        for make in (False, True):
+            _as_user(make, monkeypatch)
+            with pytest.raises(ConfigError) as refused:
+                build_config("default", {key: value})
+            line = str(refused.value)
+            name = refused.value.param
+            if make:
+                assert line.startswith(f"{name}: ") and f"--{name.lower().replace('_', '-')}" not in line, line
+            else:
+                assert line.startswith(f"--{name.lower().replace('_', '-')}: ") and not _parameter_names(line), line
+
+
+def test_the_plans_required_options_are_not_bracketed_in_its_usage_line():
+    usage = re.sub(r"\s+", " ", _help_of("plan").split("\n\n")[0])
+    for key in ("rate", "slo"):
+        assert f" --{key} {key.upper()} " in usage and f"[--{key} {key.upper()}]" not in usage, usage
+    assert "[--workload WORKLOAD]" in usage and "[--batch BATCH]" in usage, usage  # the optional ones still are
+    assert f"jobs/s: {PLAN_RATE.allowed_words()} (required)" in _option_lines(_help_of("plan"))["--rate"]

@@ -117,7 +117,7 @@ def test_an_unknown_setting_names_the_parameter_and_lists_every_allowed_name(tmp
     proc = qbench("run", "--autovacuum-settings", "vacuum_speed=3", "--results", str(tmp_path / "r"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("qbench: AUTOVACUUM_SETTINGS: unknown setting 'vacuum_speed'; allowed: ") and short_names() in line
+    assert line.startswith("qbench: --autovacuum-settings: unknown setting 'vacuum_speed'; allowed: ") and short_names() in line
 
 
 def test_settings_with_autovacuum_off_are_refused_in_one_line(tmp_path):
@@ -125,7 +125,7 @@ def test_settings_with_autovacuum_off_are_refused_in_one_line(tmp_path):
                   "--results", str(tmp_path / "r"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("qbench: AUTOVACUUM_SETTINGS: has no effect with --no-autovacuum") and "allowed:" in line
+    assert line.startswith("qbench: --autovacuum-settings: has no effect with --no-autovacuum") and "allowed:" in line
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
 
 

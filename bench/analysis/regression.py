@@ -21,9 +21,12 @@ def parse_limit(text: str) -> float:
         value = float(raw[:-1]) / 100 if percent else float(raw)
     except ValueError:
         value = math.nan
+    allowed = "a share above 0, up to 1000% or 1, e.g. 10% or 0.1"
+    if value != value:
+        raise ConfigError("MAX_REGRESSION", f"{text!r} is not a share; allowed: {allowed}")
     if not 0 < value <= (10 if percent else 1):
         hint = f" ({raw} without % would be {value:.0%})" if not percent and value > 1 else ""
-        raise ConfigError("MAX_REGRESSION", f"{text!r} is not allowed{hint}; allowed: a share above 0, e.g. 10% or 0.1")
+        raise ConfigError("MAX_REGRESSION", f"{text!r} is out of range{hint}; allowed: {allowed}")
     return value
 
 

@@ -30,13 +30,13 @@ def parse_values(param: str, text: str) -> tuple[int, ...]:
     """``"1,2,4"`` (or one value) as integers in ``param``'s table range, in the order given. Raises ConfigError
     naming ``param`` for a value not an integer, out of range, empty or given twice."""
     p = BY_KEY[param.lower()]
-    allowed = f"an integer from {p.minimum} to {p.maximum}, or a comma-separated list of them (e.g. 1,2,4)"
+    allowed = f"{p.allowed_words()}, or a comma-separated list of them (e.g. 1,2,4)"
     values: list[int] = []
     for item in str(text).split(","):
         try:
             value = parse_int(param, item.strip(), minimum=p.minimum, maximum=p.maximum)
-        except ConfigError:
-            raise ConfigError(param, f"{item.strip()!r} is not allowed; allowed: {allowed}") from None
+        except ConfigError as err:  # its value and problem, and what a list allows
+            raise ConfigError(param, f"{err.problem.split('; allowed: ')[0]}; allowed: {allowed}") from None
         if value in values:
             raise ConfigError(param, f"{value} is given twice; allowed: {allowed}, each once")
         values.append(value)

@@ -10,10 +10,11 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
+from bench.config.parsers import parse_int
 from bench.config.run_config import engine_of_dsn
 from bench.engines import non_loopback_host as engine_non_loopback_host
 from bench.errors import EXIT_BAD_INPUT, ConfigError
-from bench.usage import switch
+from bench.usage import named, switch
 
 
 def bad_input(message: str) -> int:
@@ -32,8 +33,8 @@ def chosen_dsn(given: str | None) -> str | None:
     """``--dsn``, else ``$DATABASE_URL``, else None (embedded). ConfigError (``DSN``) for ``--dsn ''``."""
     if given is not None:
         if not given.strip():
-            raise ConfigError("DSN", "empty; allowed: a PostgreSQL or MariaDB URL, or a libpq key=value DSN "
-                                     "(leave --dsn out for the embedded throwaway server)")
+            raise ConfigError("DSN", named("empty; allowed: a PostgreSQL or MariaDB URL, or a libpq key=value DSN "
+                                           "(leave {dsn} out for the embedded throwaway server)"))
         return given
     from_env = os.environ.get("DATABASE_URL") or None
     if from_env:  # a benchmark loads that database: say which, every time
@@ -59,7 +60,7 @@ def check_loopback(dsn: str | None, allow_remote: bool, param: str = "DSN") -> N
     try:
         remote = non_loopback_host(dsn) if dsn else None
     except ConfigError as err:  # unparseable: named as the parameter it came from
-        raise ConfigError(param, str(err).removeprefix(f"{err.param}: ")) from None
+        raise ConfigError(param, err.problem) from None
     if remote is not None and not allow_remote:
         raise ConfigError(param, f"host {remote!r} is not a loopback address; this tool writes heavy load: "
                                  f"pass {switch('allow_remote')} to confirm")
@@ -82,20 +83,9 @@ def check_results_dir(path: str) -> None:
                                      "allowed: a writable directory path") from None
 
 
-def parse_bounded(value: str, name: str, low: float, high: float, allowed: str, convert=int):
-    """``convert(value)`` within [``low``, ``high``], else ConfigError naming ``name`` with ``allowed``."""
-    try:
-        number = convert(value)
-    except ValueError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise ConfigError(name, f"{value!r} is not allowed; allowed: {allowed}")
-    return number
-
-
 def parse_port(value: str, name: str) -> int:
-    """A TCP port from the command line, or ConfigError naming ``name``."""
-    return parse_bounded(value, name, 1, 65535, "a TCP port from 1 to 65535")
+    """A TCP port (1 to 65535) from the command line, or ConfigError naming ``name``."""
+    return parse_int(name, value, minimum=1, maximum=65535)
 
 
 def check_can_listen(host: str, port: int, name: str) -> None:

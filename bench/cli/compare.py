@@ -32,19 +32,19 @@ def compare_command(args: argparse.Namespace) -> int:
 
     for name, value in (("RUN_OR_SWEEP_A", args.a), ("RUN_OR_SWEEP_B", args.b)):
         if not value.strip():
-            return bad_input(f"{name}: empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
-                        + ("(make compare A=... B=...)" if via_make() else "(qbench compare A B)"))
+            raise ConfigError(name, "empty; allowed: a results/<run_id> or results/sweeps/<sweep_id> directory "
+                                    + ("(make compare A=... B=...)" if via_make() else "(qbench compare A B)"))
     limit = None if args.max_regression is None else parse_limit(args.max_regression)
     metrics = parse_metrics(args.gate_metrics)
     if args.gate_metrics is not None and limit is None:
-        raise ConfigError("GATE_METRICS", "names what --max-regression gates on; allowed: with --max-regression")
+        raise ConfigError("GATE_METRICS", named("names what {max_regression} gates on; allowed: with {max_regression}"))
     try:
         found, untested, judged = gate(args.a, args.b, limit, metrics) if limit is not None else ([], [], 0)
         if limit is not None and not judged:  # refused before the page is written: nothing created
-            return bad_input(f"MAX_REGRESSION: no gated metric can be judged (first: {untested[0].split(';')[0]}): "
-                             "seconds within a run do not hold the run-to-run spread; allowed: A and B two sweeps "
-                             f"run with {setting('repetitions', 2)} or more, or leave "
-                             + named("{max_regression} out to only compare"))
+            raise ConfigError("MAX_REGRESSION", f"no gated metric can be judged (first: {untested[0].split(';')[0]}): "
+                                                "seconds within a run do not hold the run-to-run spread; allowed: A "
+                                                f"and B two sweeps run with {setting('repetitions', 2)} or more, or "
+                                                + named("leave {max_regression} out to only compare"))
         text, page = compare(args.a, args.b, args.out)
     except CompareError as err:
         return bad_input(str(err))

@@ -7,7 +7,8 @@ import argparse
 import logging
 import sys
 
-from bench.cli.checks import check_can_listen, check_loopback, chosen_dsn, parse_bounded, parse_port
+from bench.cli.checks import check_can_listen, check_loopback, chosen_dsn, parse_port
+from bench.config.parsers import parse_int, parse_number
 from bench.errors import ConfigError
 
 __all__ = ["master_command", "worker_command"]
@@ -16,7 +17,7 @@ __all__ = ["master_command", "worker_command"]
 def master_command(args: argparse.Namespace, run) -> int:
     """``qbench master --expect-workers K``: ``run`` with K ``qbench worker`` processes started elsewhere. Raises
     ConfigError for a bad count, ``--processes`` beside it, or a port this host cannot listen on."""
-    expect = parse_bounded(args.expect_workers, "EXPECT_WORKERS", 1, 64, "an integer from 1 to 64")
+    expect = parse_int("EXPECT_WORKERS", args.expect_workers, minimum=1, maximum=64)
     if args.processes not in (None, ""):
         raise ConfigError("PROCESSES", "is set by --expect-workers under qbench master; allowed: leave it out")
     args.processes = str(expect)
@@ -27,7 +28,7 @@ def master_command(args: argparse.Namespace, run) -> int:
 
         if parse_port(args.web_port or str(DEFAULT_PORT), "WEB_PORT") == port:
             raise ConfigError("WEB_PORT", f"{port} is the master's port (--master-port); allowed: another free port")
-    wait_s = parse_bounded(args.worker_wait_s, "WORKER_WAIT_S", 1, 86_400, "seconds from 1 to 86400", float)
+    wait_s = parse_number("WORKER_WAIT_S", args.worker_wait_s, minimum=1, maximum=86_400)
     return run(args, external_workers=(args.master_bind_host, port, wait_s))
 
 

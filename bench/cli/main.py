@@ -6,7 +6,6 @@ import argparse
 import difflib
 import contextlib
 import importlib
-import math
 import signal
 import sys
 from pathlib import Path
@@ -20,7 +19,8 @@ from bench.gevent_patch import patch
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
                           exit_status, first_status)
-from bench.cli.checks import bad_input as _bad, check_loopback, check_results_dir, chosen_dsn, parse_bounded
+from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
+from bench.config.parsers import parse_number
 from bench.cli.database import check_room, database as _database, finish_first as _finish_first, render_run
 from bench.cli.compare import add_parser as _add_compare
 from bench.cli.run_options import ALLOW_REMOTE_HELP, add_database_options, add_run_options, switch_message
@@ -77,6 +77,27 @@ class _Parser(argparse.ArgumentParser):
         close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.8)
         return f"{f' (did you mean {close[0]}?)' if close else ''}; allowed: the options {prog} --help lists"
 
+    @contextlib.contextmanager
+    def _required_shown(self):
+        """While the help is written: the options marked ``shown_required`` (required, though a workload file
+        may hold them, so argparse does not insist) shown as required, without brackets in the usage line."""
+        marked = [a for a in self._actions if getattr(a, "shown_required", False) and not a.required]
+        for action in marked:
+            action.required = True
+        try:
+            yield
+        finally:
+            for action in marked:
+                action.required = False
+
+    def format_usage(self) -> str:  # noqa: D102
+        with self._required_shown():
+            return super().format_usage()
+
+    def format_help(self) -> str:  # noqa: D102
+        with self._required_shown():
+            return super().format_help()
+
     def error(self, message: str) -> None:  # noqa: D102
         message = switch_message(message, [], [])
         if message.startswith("the following arguments are required: command"):
@@ -90,7 +111,8 @@ class _Parser(argparse.ArgumentParser):
 def _workload(args: argparse.Namespace) -> str:
     """``--workload``: absent means ``default``; an explicitly empty value is refused (ConfigError)."""
     if args.workload is not None and not args.workload.strip():
-        raise ConfigError("WORKLOAD", f"empty; allowed: {how_given('WORKLOAD')} (leave --workload out for default)")
+        raise ConfigError("WORKLOAD", f"empty; allowed: {how_given('WORKLOAD')} "
+                                      + named("(leave {workload} out for default)"))
     return args.workload or "default"
 
 
@@ -123,17 +145,16 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
 
 
 def _rerender(path: str, param: str, allowed: str, render, error: type[Exception]) -> int:
-    """Re-render a report from result files: ``report: <path>``, or one line and exit 2."""
+    """Re-render a report from result files: ``report: <path>``. Raises ConfigError naming ``param``."""
     if not path.strip():
-        return _bad(f"{param}: empty; allowed: {allowed}")
+        raise ConfigError(param, f"empty; allowed: {allowed}")
     directory = Path(path)
     if not directory.is_dir():
-        return _bad(f"{param}: {directory} is not a directory; allowed: {allowed}")
+        raise ConfigError(param, f"{directory} is not a directory; allowed: {allowed}")
     try:
         report = render(directory)
     except error as err:
-        message = str(err)
-        return _bad(message if message.startswith(f"{param}:") else f"{param}: {message}")
+        raise ConfigError(param, str(err).removeprefix(f"{param}: ")) from None
     print(f"report: {report.resolve()}")
     return 0
 
@@ -182,13 +203,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    reps = None
-    if args.repetitions is not None:
-        try:
-            reps = int(args.repetitions)
-        except ValueError:
-            return _bad(f"REPETITIONS: {args.repetitions!r} is not an integer; allowed: an integer from 1 to 100")
-    sweep = Sweep.load(args.sweep, _overrides(args), repetitions=reps, dsn=chosen_dsn(args.dsn))  # validates every cell
+    sweep = Sweep.load(args.sweep, _overrides(args), repetitions=args.repetitions, dsn=chosen_dsn(args.dsn))  # validates every cell
     results = Path(sweep.base.results)
     check_results_dir(str(results))
 
@@ -219,8 +234,7 @@ def _capacity(args: argparse.Namespace) -> int:
     for key, why in CAPACITY_SETS.items():
         if overrides.get(key) not in (None, ""):
             raise ConfigError(key.upper(), named(why))
-    start_rate = parse_bounded(args.rate_start, "RATE_START", math.ulp(0.0), sys.float_info.max,  # 0 < rate < inf
-                               "a number of jobs/s > 0", float)
+    start_rate = parse_number("RATE_START", args.rate_start, minimum=0, strict=True)
     # The first step's rate stands in for RATE, so rules that need arrivals (a pickup SLO) hold.
     cfg = build_config(_workload(args), {**overrides, "rate": repr(start_rate)}, dsn=chosen_dsn(args.dsn))
     return capacity_command(args, cfg)

@@ -21,10 +21,10 @@ from bench.engines import get_engine
 from bench.plan.steps import design_id
 from bench.errors import ConfigError, Interrupted, exit_status
 from bench.plan.planner import Design, Planner, least_workers
-from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, SET_BY_PLAN, STEP_DURATION, STEP_WARMUP,
-                                candidates, plan_options, varied)
+from bench.plan.options import (EMBEDDED_MAX_WORKERS, LISTABLE, PLAN_OPTIONS, PLAN_RATE, SET_BY_PLAN, STEP_DURATION,
+                                STEP_WARMUP, candidates, plan_options, varied)
 from bench.results.model import newest_unfinished, read_result, utc_stamp
-from bench.usage import named, setting
+from bench.usage import setting
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -40,7 +40,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                                            "(default: no, resume one with the same inputs)")
     add_run_options(plan, set_by_command=SET_BY_PLAN, required=("rate", "slo"),
                     defaults={"duration": f"{STEP_DURATION} a step", "warmup": f"{STEP_WARMUP} a step"},
-                    helps={"rate": "the target arrival rate the plan answers for, jobs/s > 0",
+                    helps={"rate": f"the target arrival rate the plan answers for, jobs/s: {PLAN_RATE.allowed_words()}",
                            "slo": "the objectives the answer must meet: key<=value,..., e.g. pickup_p99<=1s",
                            "results": "directory the plan's directory, plans/<stamp>-rate<RATE>-<n>design(s)/, is "
                                       "written in"})
@@ -58,14 +58,19 @@ def _design_builder(workload: str, overrides: dict[str, Any], dsn: str | None) -
     return config
 
 
+def _no_rate() -> ConfigError:
+    """The refusal of a plan without a target arrival rate (what is allowed: :data:`PLAN_RATE`)."""
+    return ConfigError("RATE", f"a plan needs the target arrival rate; allowed: {PLAN_RATE.allowed_words()} jobs/s, "
+                               f"e.g. {setting('rate', 500)}")
+
+
 def _first(builder) -> RunConfig:
     """The first design at its given values. Raises ConfigError (``RATE``) for an open-loop-only SLO key without RATE."""
     try:
         return builder(None, None)
     except ConfigError as err:
         if err.param == "SLO" and "needs arrivals" in str(err):
-            raise ConfigError("RATE", named("a plan needs the target arrival rate; allowed: {rate} > 0 jobs/s, "
-                                            "e.g. ") + setting("rate", 500)) from None
+            raise _no_rate() from None
         raise
 
 
@@ -94,15 +99,14 @@ def _check(args: argparse.Namespace, overrides: dict[str, Any], workload: str, d
     given = {k: v for k, v in overrides.items() if v not in (None, "")}
     designs_given = candidates(given)
     keys = varied(designs_given)
+    if given.get("rate") is not None:
+        PLAN_RATE.parse(given["rate"])  # the plan's rule (> 0), named before the missing SLO
     builders = [_design_builder(workload, d, dsn) for d in designs_given]
-    if given.get("slo") is None and given.get("rate") is not None:
-        builders[0](None, None)  # a RATE that is not allowed is named before the missing SLO
     first = _first(builders[0])  # validates RATE, SLO (given or from the workload file) and every other value
     if not first.slo:
         raise ConfigError("SLO", f"a plan needs the objective it plans for; allowed: e.g. {setting('slo', 'pickup_p99<=1s')}")
     if first.rate <= 0:
-        raise ConfigError("RATE", named("a plan needs the target arrival rate; allowed: {rate} > 0 jobs/s, e.g. ")
-                          + setting("rate", 500))
+        raise _no_rate()
     ids = [design_id(b(None, first.rate)) for b in builders]
     if len(set(ids)) < len(ids):
         raise ConfigError(keys[0].upper() if keys else "POLICY", "the lists give the same design twice (e.g. 1 and 01); "

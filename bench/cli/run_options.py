@@ -9,6 +9,7 @@ import re
 from bench.config.lookup import how_given
 from bench.config.parameter import GROUPS
 from bench.config.parameters import PARAMETERS
+from bench.usage import typed
 
 #: ``--dsn`` of every command that connects: both engines, and what no DSN means.
 DSN_SCHEMES = ("the database: postgresql://… (or libpq key=value), or mysql://… / mariadb://… for MariaDB; the "
@@ -49,7 +50,9 @@ def add_run_options(parser: argparse.ArgumentParser, workload: bool = True, *, s
             groups[p.group].add_argument(p.option, dest=p.key, action=argparse.BooleanOptionalAction, default=None,
                                          help=shown)
         else:
-            groups[p.group].add_argument(p.option, dest=p.key, metavar=p.name, help=shown)
+            action = groups[p.group].add_argument(p.option, dest=p.key, metavar=p.name, help=shown)
+            # required, though argparse may not insist (a workload file may hold it): no brackets in the usage line
+            action.shown_required = p.key in required
     add_database_options(groups["database"])
     return groups
 
@@ -87,6 +90,6 @@ def switch_message(message: str, argv: list[str], extras: list[str]) -> str:
             option, value = "--" + before.removeprefix("--").removeprefix("no-"), repr(extras[0])
     if option is None:
         return message
-    name = option[2:].replace("-", "_").upper()
-    return (f"{name}: {option} takes no value ({value}); allowed: {option} or --no-{option[2:]} "
-            f"(Make: {name}=1 or {name}=0; files: true or false)")
+    name = option[2:].replace("-", "_")
+    return (f"{typed(name.upper())}: takes no value ({value}); allowed: {option} or --no-{option[2:]} "
+            f"(Make: {name.upper()}=1 or {name.upper()}=0; files: true or false)")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from bench.cli.checks import check_can_listen, parse_bounded, parse_port
+from bench.cli.checks import check_can_listen, parse_port
+from bench.config.parsers import parse_int
 from bench.errors import ConfigError
 
 __all__ = ["add_web_ui_options", "web_ui_options"]
@@ -37,5 +38,4 @@ def web_ui_options(args: argparse.Namespace, cfg) -> tuple[str, int, int] | None
     check_can_listen(host, port, "WEB_PORT")
     if args.max_workers in (None, ""):
         return host, port, max_workers_default(cfg.workers)
-    return host, port, parse_bounded(args.max_workers, "MAX_WORKERS", cfg.workers, UI_MAX_WORKERS,
-                                     f"an integer from WORKERS ({cfg.workers}) to {UI_MAX_WORKERS}")
+    return host, port, parse_int("MAX_WORKERS", args.max_workers, minimum=cfg.workers, maximum=UI_MAX_WORKERS)

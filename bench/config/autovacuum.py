@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.usage import switch
 
 PARAM = "AUTOVACUUM_SETTINGS"
 PREFIX = "autovacuum_"
@@ -81,7 +82,8 @@ def parse_autovacuum_settings(value: Any) -> tuple[tuple[str, int | float], ...]
         given = str(name).strip().lower()
         full = given if given.startswith(PREFIX) else PREFIX + given
         if full == "autovacuum_enabled":
-            raise ConfigError(PARAM, f"{given!r} is set by AUTOVACUUM (--autovacuum, --no-autovacuum); allowed: {_allowed()}")
+            raise ConfigError(PARAM, f"{given!r} is set by {switch('autovacuum')} / {switch('autovacuum', False)}; allowed: "
+                                     f"{_allowed()}")
         if full not in SETTINGS:
             raise ConfigError(PARAM, f"unknown setting {given!r}; allowed: {_allowed()}")
         if full in out:

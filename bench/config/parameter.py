@@ -157,6 +157,14 @@ class Parameter:
             return f"> {low}" if self.strict else f"≥ {low}"
         return ""
 
+    def allowed_words(self) -> str:
+        """What :meth:`parse` allows of an ``int`` or ``number``, as its refusal says it (``a number > 0``)."""
+        if self.kind == "int":
+            return parsers.int_allowed(int(self.minimum), self.maximum)
+        if self.kind == "number":
+            return parsers.number_allowed(self.minimum, self.strict, self.maximum)
+        raise AssertionError(f"{self.key}: kind {self.kind} has no range")
+
     def default_shown(self) -> str:
         """The default, for the README (Markdown)."""
         if self.default_text:

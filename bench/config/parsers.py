@@ -36,25 +36,43 @@ def whole_seconds(param: str, raw: Any, seconds: float) -> None:
                                  "5s, 30s, 2m (the run measures in one-second intervals)")
 
 
+def _bound(number: float) -> str:
+    """A range's bound as a refusal writes it: ``1000000``, ``0.5``."""
+    return str(int(number)) if number == int(number) else f"{number:g}"
+
+
+def int_allowed(minimum: int, maximum: int | None = None) -> str:
+    """What :func:`parse_int` allows, in words: ``an integer from 1 to 1000`` or ``an integer >= 0``."""
+    return f"an integer {f'>= {_bound(minimum)}' if maximum is None else f'from {_bound(minimum)} to {_bound(maximum)}'}"
+
+
+def number_allowed(minimum: float, strict: bool = False, maximum: float | None = None) -> str:
+    """What :func:`parse_number` allows, in words: ``a number > 0 and <= 1000000``."""
+    return (f"a number {'>' if strict else '>='} {_bound(minimum)}"
+            + (f" and <= {_bound(maximum)}" if maximum is not None else ""))
+
+
 def parse_int(param: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
     """An integer in [``minimum``, ``maximum``] (no upper bound when None); ``1_000`` allowed, a bool or a
-    fraction not. Raises ConfigError."""
-    allowed = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+    fraction not. Raises ConfigError: ``<value> is not an integer`` or ``is out of range``, then
+    :func:`int_allowed`."""
+    allowed = int_allowed(minimum, maximum)
     if isinstance(value, bool):
-        raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}")
+        raise ConfigError(param, f"{value!r} is not an integer; allowed: {allowed}")
     try:
         number = int(str(value).replace("_", "")) if not isinstance(value, int) else value
     except ValueError:
-        raise ConfigError(param, f"{value!r} is not an integer; allowed: an integer {allowed}") from None
+        raise ConfigError(param, f"{value!r} is not an integer; allowed: {allowed}") from None
     if number < minimum or (maximum is not None and number > maximum):
-        raise ConfigError(param, f"{number} is out of range; allowed: an integer {allowed}")
+        raise ConfigError(param, f"{number} is out of range; allowed: {allowed}")
     return number
 
 
 def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False,
                  maximum: float | None = None) -> float:
-    """A finite number >= ``minimum`` (> with ``strict``), <= ``maximum`` when given. Raises ConfigError."""
-    allowed = f"a number {'>' if strict else '>='} {minimum:g}" + (f" and <= {maximum:,g}" if maximum is not None else "")
+    """A finite number >= ``minimum`` (> with ``strict``), <= ``maximum`` when given. Raises ConfigError:
+    ``<value> is not a number`` or ``is out of range``, then :func:`number_allowed`."""
+    allowed = number_allowed(minimum, strict, maximum)
     if isinstance(value, bool):
         raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}")
     try:

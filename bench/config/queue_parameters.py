@@ -105,7 +105,7 @@ class QueueParameters:
         try:
             return p.parse(self.defaults[p.key])
         except ConfigError as err:
-            raise ConfigError("QUEUE", f"{defn.path}: [defaults] {p.key}: {str(err).split(': ', 1)[1]}") from None
+            raise ConfigError("QUEUE", f"{defn.path}: [defaults] {p.key}: {err.problem}") from None
 
     def check(self, values: dict) -> list[str]:
         """Refuse what a library's own worker cannot run (ConfigError naming the parameter): too few ``WORKERS``
@@ -128,14 +128,15 @@ class QueueParameters:
                          f"takes) instead of its default {values['workers']}")
             values["workers"] = least
         if values["workers"] < least:
-            per = f" in each of PROCESSES {values['processes']}" if values["processes"] > 1 else ""
-            raise ConfigError("WORKERS", f"{values['workers']} is fewer than {worker['workers_per_batch']} x BATCH "
-                                         f"{values['batch']}{per}, which {self.defn.library['package']}'s own worker "
-                                         f"refuses; allowed: WORKERS >= {least}, or a smaller BATCH")
+            per = f" in each of {setting('processes', values['processes'])}" if values["processes"] > 1 else ""
+            raise ConfigError("WORKERS", f"{values['workers']} is fewer than {worker['workers_per_batch']} x "
+                                         f"{setting('batch', values['batch'])}{per}, which "
+                                         f"{self.defn.library['package']}'s own worker refuses; allowed: "
+                                         + named(f"{{workers}} >= {least}, or a smaller {{batch}}"))
         tool_faults = sorted({f.kind for f in values["faults"]} & set(WORKER_KINDS))
         if tool_faults:
             raise ConfigError("FAULTS", f"{', '.join(tool_faults)} acts on the tool's own workers, and "
-                                        f"LIBRARY_MODE worker runs the library's; allowed: process_kill, "
+                                        f"{setting('library_mode', 'worker')} runs the library's; allowed: process_kill, "
                                         f"backend_kill, long_transaction, or {setting('library_mode', 'sql')}")
         if kills and values["processes"] < 2:
             raise ConfigError("FAULTS", "process_kill with 1 load generator process would end the run with its "

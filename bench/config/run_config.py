@@ -128,7 +128,8 @@ def _clip_windows(values: dict[str, Any]) -> list[str]:
     def clipped(param: str, what: str, label: str, start: float, end: float) -> float:
         if start >= duration:
             raise ConfigError(param, f"window {label} starts at or after the end of the measured window "
-                                     f"(DURATION {duration:g}s), so it would never open; allowed: start < {duration:g}")
+                                     f"({setting('duration', f'{duration:g}s')}), so it would never open; allowed: "
+                                     f"start < {duration:g}")
         if end > duration:
             notes.append(f"{what} {label} was clipped to end at {duration:g} s, the end of the measured window")
         return min(end, duration)
@@ -172,7 +173,7 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                            f"{option(key)} out")
     crashes = sorted({f.kind for f in values["faults"]} & set(CRASH_KINDS))
     if crashes and values["txn"] == "short" and values["reaper_interval_s"] <= 0:
-        raise ConfigError("FAULTS", f"{crashes[0]} with TXN short leaves its jobs running until a reaper "
+        raise ConfigError("FAULTS", f"{crashes[0]} with {setting('txn', 'short')} leaves its jobs running until a reaper "
                                     f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
                                     + named("{reaper_interval_s} > 0 (or ") + setting("txn", "hold")
                                     + ", where the crash rolls the claim back)")
@@ -183,8 +184,8 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
     if (values["processes"] > 1 and not caps.kill_reaches_other_processes
             and any(f.kind == "backend_kill" for f in values["faults"])):
         raise ConfigError("FAULTS", f"backend_kill on {caps.label} kills the worker connections this process opened, "
-                                    "and with PROCESSES > 1 the workers' are in other processes; allowed: backend_kill "
-                                    f"with {setting('processes', 1)} on {caps.label}")
+                                    + named("and with {processes} > 1 the workers' are in other processes; allowed: "
+                                            "backend_kill ") + f"with {setting('processes', 1)} on {caps.label}")
     if caps.migration_sql_refused and any(f.kind == "migration" and f.ddl == "sql" for f in values["faults"]):
         raise ConfigError("FAULTS", f"a migration's sql is not run on {caps.label}: {caps.migration_sql_refused}; "
                                     "allowed: migration with ddl=add_column|add_column_volatile|create_index|"
@@ -194,32 +195,34 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                         "unprepared claim is planned with its values on every execution; allowed: "
                                         f"auto with {switch('prepared', False)}")
     if 0 < values["reaper_interval_s"] and values["lease_s"] < values["reaper_interval_s"]:
-        raise ConfigError("LEASE_S", f"{values['lease_s']:g} s is shorter than REAPER_INTERVAL_S "
-                                     f"{values['reaper_interval_s']:g} s: leases would expire between reaper passes "
-                                     "unnoticed; allowed: LEASE_S >= REAPER_INTERVAL_S")
+        raise ConfigError("LEASE_S", f"{values['lease_s']:g} s is shorter than "
+                                     f"{setting('reaper_interval_s', format(values['reaper_interval_s'], 'g'))} s: leases would "
+                                     "expire between reaper passes unnoticed; allowed: "
+                                     + named("{lease_s} >= {reaper_interval_s}"))
     if values["autovacuum_settings"] and values["autovacuum_settings"] != NOT_APPLICABLE and values["autovacuum"] is False:
         raise ConfigError("AUTOVACUUM_SETTINGS", f"has no effect with {switch('autovacuum', False)}: autovacuum never "
                                                  f"takes the queue table; allowed: {switch('autovacuum')} with "
                                                  + named("{autovacuum_settings}, or leave {autovacuum_settings} out"))
     if values["retry_cap_s"] < values["retry_base_s"]:
-        raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below RETRY_BASE_S "
-                                         f"{values['retry_base_s']:g} s; allowed: RETRY_CAP_S >= RETRY_BASE_S")
+        raise ConfigError("RETRY_CAP_S", f"{values['retry_cap_s']:g} s is below "
+                                         f"{setting('retry_base_s', format(values['retry_base_s'], 'g'))} s; allowed: "
+                                         + named("{retry_cap_s} >= {retry_base_s}"))
     if values["named_queues"] > 1 and values["tenants"] > 1:
-        raise ConfigError("TENANTS", "a tenant is a queue name, and NAMED_QUEUES already spreads the jobs over "
-                                     f"{values['named_queues']} names; allowed: NAMED_QUEUES or TENANTS above 1, "
-                                     "not both")
+        raise ConfigError("TENANTS", f"a tenant is a queue name, and {setting('named_queues', values['named_queues'])} "
+                                     "already spreads the jobs over that many names; allowed: "
+                                     + named("{named_queues} or {tenants} above 1, not both"))
     if values["named_queues"] > 1 and values.get("index") == "ready_table":
         raise ConfigError("NAMED_QUEUES", "the ready_table variant's table of pending rows has no queue column, so "
                                           f"its claim cannot test the queue name; allowed: {setting('named_queues', 1)} "
-                                          f"with {setting('index', 'ready_table')}, or another INDEX")
+                                          f"with {setting('index', 'ready_table')}, or another {option('index')}")
     open_loop = open_loop_keys(values["slo"])
     if open_loop and values["rate"] <= 0:
         raise ConfigError("SLO", f"{', '.join(open_loop)} needs arrivals: in a closed-loop drain pickup is only the "
                                  + named("seeded backlog's age and nothing is offered; allowed: {slo} with {rate} > 0, "
                                          "or claim_*, complete_*, error_rate keys"))
     if values["bursts"] and values["rate"] <= 0:
-        raise ConfigError("BURSTS", "bursts change the producers' rate, and there are no producers without RATE; "
-                                    + named("allowed: {bursts} with {rate} > 0"))
+        raise ConfigError("BURSTS", named("bursts change the producers' rate, and there are no producers without "
+                                          "{rate}; allowed: {bursts} with {rate} > 0"))
     return _clip_windows(values)
 
 
@@ -243,9 +246,9 @@ def check_replica(values: dict[str, Any], dsn: str | None, given: set[str]) -> N
                                              "standby's lag and conflicts are still measured)")
     for key in ("hot_standby_feedback", "replica_max_delay_s"):
         if values["dsn_replica"] and key in given:
-            raise ConfigError(key.upper(), "is a setting of the standby server given as DSN_REPLICA, which the run "
-                                           + named("reads and records but does not change; allowed: leave it out "
-                                                   "with {dsn_replica} (set it on that server)"))
+            raise ConfigError(key.upper(), named("is a setting of the standby server given as {dsn_replica}, which the "
+                                                 "run reads and records but does not change; allowed: leave it out "
+                                                 "with {dsn_replica} (set it on that server)"))
 
 
 #: DSN schemes and the engine each means (``key=value`` connection strings are PostgreSQL's libpq form).
@@ -333,7 +336,7 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
             except ConfigError as err:
                 if p.key in given:
                     raise
-                raise ConfigError(p.name, f"{str(err).split(': ', 1)[1]} (the value is from workload {workload!r}: "
+                raise ConfigError(p.name, f"{err.problem} (the value is from workload {workload!r}: "
                                           f"set {option(p.key)} to override it)") from None
     if dsn is not None and values["pg_version"] not in ("auto", NOT_APPLICABLE):
         raise ConfigError("PG_VERSION", f"{values['pg_version']} picks the embedded server's binaries, and a DSN names "

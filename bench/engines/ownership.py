@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 
 from bench.engines.common import ToolSchema
 from bench.errors import ConfigError
-from bench.usage import option
+from bench.usage import named, option
 
 Conn = Any
 #: The comment that marks a schema (a database on MariaDB) as the tool's, written when it creates one.
@@ -76,7 +76,7 @@ class SchemaOwnership:
             raise ConfigError("WORKERS", (
                 f"the run needs {needed} more connections but the server has {room['available']} free "
                 f"(max_connections {room['max_connections']}{reserved} - in use {room['in_use']}); "
-                "allowed: fewer WORKERS (or producers), or a server with a larger max_connections"))
+                + named("allowed: fewer {workers} (or {producers}), or a server with a larger max_connections")))
         return room
 
     def check(self, conn: Conn, schema: str, connections: int) -> dict:

@@ -3,6 +3,7 @@ from comma lists (``POLICY=skip_locked,nowait BATCH=1,10``); bad input raises Co
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -36,6 +37,9 @@ PLAN_OPTIONS = (
     Parameter("confirm_s", "duration", "120s", "the confirmation run's measured window at the answer; 0 = none",
               minimum=0, maximum=86_400),
 )
+#: The plan's ``RATE``: the table's, but required above 0 (a plan answers for arrivals, not a drain); it checks
+#: the value and words what is allowed.
+PLAN_RATE = dataclasses.replace(BY_KEY["rate"], strict=True)
 #: The embedded server's PLAN_MAX_WORKERS default (the plan starts it with room for that many).
 EMBEDDED_MAX_WORKERS = 200
 

@@ -35,6 +35,7 @@ from bench.runner.info import run_info
 from bench.runner.interrupts import SIGNALS, Interrupts
 from bench.runner.side_tasks import SideTasks
 from bench.runner.tally import Tally
+from bench.usage import named, setting
 
 
 class Run:
@@ -82,9 +83,9 @@ class Run:
             return self.engine.claim_schema(self.admin, self.cfg.schema, self.cfg.connections_needed() + extra)
         except ConfigError as err:
             if extra and err.param == "WORKERS":  # it is the web UI's most workers that do not fit
-                detail = str(err).split(": ", 1)[1].split("; allowed:")[0]
-                raise ConfigError("MAX_WORKERS", f"{detail} (for MAX_WORKERS {self.web_ui[2]}); allowed: a lower "
-                                                 "MAX_WORKERS, or a server with more connections") from None
+                detail = err.problem.split("; allowed:")[0]
+                raise ConfigError("MAX_WORKERS", f"{detail} (for {setting('max_workers', self.web_ui[2])}); allowed: "
+                                                 + named("a lower {max_workers}, or a server with more connections")) from None
             raise
 
     def _phases(self) -> Path:

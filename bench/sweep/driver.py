@@ -13,6 +13,7 @@ from typing import IO, Any, Callable, Collection, Mapping
 
 from bench.config.file_values import check_file_value
 from bench.config.lookup import find
+from bench.config.parsers import parse_int
 from bench.config.parameters import BY_KEY, NOT_APPLICABLE, SWEEP_AXES
 from bench.sweep.cells_file import CELL_COLUMNS, append_row, cell_row, keep_only, measured_runs, write_meta  # noqa: F401 - CELL_COLUMNS: read from here too
 from bench.sweep.sweep_file import check_target
@@ -21,6 +22,9 @@ from bench.config.run_config import RunConfig, build_config, read_toml
 from bench.data import DATA_DIR
 from bench.engines import engine_for, get_engine
 from bench.errors import ConfigError, Interrupted
+
+#: The most repetitions of a sweep cell (--repetitions, REPETITIONS, a sweep file's repetitions).
+MAX_REPETITIONS = 100
 
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
 SWEEP_KEYS = SWEEP_AXES
@@ -34,7 +38,7 @@ class Sweep:
             name, path, data, cells, base, repetitions)
 
     @classmethod
-    def load(cls, name: str, overrides: dict[str, Any] | None = None, repetitions: int | None = None,
+    def load(cls, name: str, overrides: dict[str, Any] | None = None, repetitions: int | str | None = None,
              dsn: str | None = None) -> "Sweep":
         """Read and validate a sweep file; raises ConfigError (one line, naming the parameter)."""
         path = find("SWEEP", name)
@@ -42,7 +46,7 @@ class Sweep:
 
     @classmethod
     def from_data(cls, name: str, path: Path, data: dict, overrides: dict[str, Any] | None = None,
-                  repetitions: int | None = None, dsn: str | None = None) -> "Sweep":
+                  repetitions: int | str | None = None, dsn: str | None = None) -> "Sweep":
         """Validate a sweep's table ``data`` (a sweep file's, or an experiment's ``[runs]``) named ``name``;
         ``path`` is named in messages; ``overrides`` (run parameter → value) apply to every cell after
         ``[fixed]``. Raises ConfigError (one line, naming the parameter)."""
@@ -71,9 +75,8 @@ class Sweep:
                 raise ConfigError(axis.upper(), f"the sweep axis in {path.name} must be a non-empty list of distinct values")
             for value in values:
                 check_file_value(axis, value, f"[matrix] of {path.name}")
-        reps = repetitions if repetitions is not None else data.get("repetitions", 1)
-        if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= 100:
-            raise ConfigError("REPETITIONS", f"{reps!r} is not allowed; allowed: an integer from 1 to 100")
+        reps = parse_int("REPETITIONS", repetitions if repetitions is not None else data.get("repetitions", 1),
+                         minimum=1, maximum=MAX_REPETITIONS)
         given = {k: v for k, v in (overrides or {}).items() if v not in (None, "")}
         for key in given:
             if key in matrix:

@@ -16,6 +16,7 @@ from bench.engines.common import SeedResult, ToolSchema
 from bench.engines.ownership import SCHEMA_MARK, SchemaOwnership
 from bench.errors import ConfigError
 from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_sql
+from bench.usage import named
 
 SCHEMA_DIR = SCHEMAS_DIR / "mariadb"
 #: Server variables recorded with every run (``@@name``; absent ones are recorded as None).
@@ -159,8 +160,9 @@ def check_lock_memory(conn, cfg: RunConfig, backlog: int) -> None:
             f"{cfg.index} makes every claim lock each of the {rows:,} rows it scans, in each of {cfg.workers} "
             f"workers: about {need / 2**20:,.0f} MiB of InnoDB lock memory against a buffer pool of "
             f"{pool / 2**20:,.0f} MiB, and InnoDB aborts the server past 95 % of it; allowed: "
-            f"WORKERS x rows <= {int(LOCK_MEMORY_SHARE * pool / LOCK_BYTES_PER_SCANNED_ROW):,} (fewer WORKERS, "
-            "a smaller BACKLOG or HISTORY), another INDEX, or a larger innodb_buffer_pool_size"))
+            + named(f"{{workers}} x rows <= {int(LOCK_MEMORY_SHARE * pool / LOCK_BYTES_PER_SCANNED_ROW):,} (fewer "
+                    "{workers}, a smaller {backlog} or {history}), another {index}, or a larger "
+                    "innodb_buffer_pool_size")))
 
 
 def prepare(conn, cfg: RunConfig, backlog: int, log: Callable[[str], None] = print, *,

@@ -9,6 +9,7 @@ import pathlib
 from typing import Iterable
 
 from bench.errors import ConfigError
+from bench.usage import setting
 
 __all__ = ["INSTALL_DB_NAMES", "SERVER_NAMES", "SYSTEM_DIRS", "ServerBinaries",
            "find_server_binaries", "search_dirs"]
@@ -22,8 +23,12 @@ INSTALL_DB_NAMES = ("mariadb-install-db", "mysql_install_db")
 SYSTEM_DIRS: tuple[str, ...] = ("/usr/sbin", "/usr/bin")
 """Searched after ``PATH``."""
 
-_ALLOWED = ("allowed: ENGINE=mariadb with DSN=mysql://user@host:port/ of a running server, "
-            "or install mariadb-server")
+
+
+def _allowed() -> str:
+    """What a refusal of the embedded MariaDB allows, as the user types it."""
+    return (f"allowed: {setting('engine', 'mariadb')} with {setting('dsn', 'mysql://user@host:port/', quote=False)} "
+            "of a running server, or install mariadb-server")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +65,9 @@ def find_server_binaries(dirs: Iterable[pathlib.Path | str] | None = None) -> Se
     server = _first(SERVER_NAMES, where)
     if server is None:
         raise ConfigError("ENGINE", f"no MariaDB server binary (mariadbd or mysqld) on this machine "
-                                    f"(searched {searched}); {_ALLOWED}")
+                                    f"(searched {searched}); {_allowed()}")
     install_db = _first(INSTALL_DB_NAMES, where)
     if install_db is None:
         raise ConfigError("ENGINE", f"{server} is here but no mariadb-install-db or mysql_install_db "
-                                    f"to create its data directory; {_ALLOWED}")
+                                    f"to create its data directory; {_allowed()}")
     return ServerBinaries(server, install_db)

@@ -20,6 +20,7 @@ from bench.engines.reachable_tree import reachable_tree, unreachable
 from bench.errors import ConfigError
 from bench.engines.base import EngineError
 from bench.engines.postgres.adapter import connect, translated
+from bench.usage import setting
 
 __all__ = ["AUTOVACUUM_NAPTIME", "SHARED_BUFFERS", "EmbeddedError", "PostgresRecipe", "embedded_postgres",
            "has_pg_stat_statements", "server_options_of"]
@@ -62,7 +63,8 @@ class PostgresRecipe(Recipe):
             if why is not None:
                 raise ConfigError("PG_VERSION", f"{self.pg_version}: the machine's server binaries ({self.bins.source}) "
                                                 f"cannot be run by the server's user: {why}; allowed: "
-                                                f"{', '.join(sorted(WHEELS, key=int))} (a server wheel), or DSN=postgresql://...")
+                                                f"{', '.join(sorted(WHEELS, key=int))} (a server wheel), or "
+                                                f"{setting('dsn', 'postgresql://...', quote=False)}")
             return
         root, parts = wheel_files(self.bins)
         placed = reachable_tree(root, parts, srv.run_as, srv.servers_dir(), srv.log)

@@ -16,6 +16,7 @@ import subprocess
 from bench.config.queue_library import install_extra
 from bench.engines.embedded_base import EmbeddedError
 from bench.errors import ConfigError
+from bench.usage import setting
 
 __all__ = ["WHEELS", "ServerBinaries", "ServerWheel", "find_server_binaries", "wheel_files"]
 
@@ -148,7 +149,8 @@ def find_server_binaries(pg_version: str = "auto") -> ServerBinaries:
     if pg_version == "system":
         raise ConfigError("PG_VERSION", "system: this machine has no PostgreSQL server binaries (initdb, pg_ctl, "
                                         "postgres: not via pg_config, /usr/lib/postgresql/*/bin or PATH); allowed: "
-                                        f"{', '.join(sorted(WHEELS, key=int))} with its wheel installed, or DSN=postgresql://...")
+                                        f"{', '.join(sorted(WHEELS, key=int))} with its wheel installed, or "
+                                        f"{setting('dsn', 'postgresql://...', quote=False)}")
     for wheel in WHEELS.values():
         found = _wheel_binaries(wheel)
         if found is not None:
@@ -158,5 +160,5 @@ def find_server_binaries(pg_version: str = "auto") -> ServerBinaries:
         "no PostgreSQL server binaries found (initdb, pg_ctl, postgres: not via pg_config, "
         f"/usr/lib/postgresql/*/bin, PATH or a server wheel; the default install brings the {default.source} on "
         f"Linux and macOS); install it ({install_extra(default.extra)}), or PostgreSQL's server, "
-        "or pass DSN=postgresql://... to use an existing database"
+        f"or pass {setting('dsn', 'postgresql://...', quote=False)} to use an existing database"
     )
