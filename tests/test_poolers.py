@@ -62,7 +62,7 @@ def test_two_runs_in_a_row_through_one_transaction_pool(dsn, pooled, tmp_path):
                                         "--duration", "4s", "--warmup", "1s")
     _clean(summary)
     assert "workers connected in" not in proc.stdout
-    assert "note: POOL_MODE transaction:" in proc.stdout and "PREPARED 0" in proc.stdout
+    assert "note: --pool-mode transaction:" in proc.stdout and "(--no-prepared)" in proc.stdout
     info = json.loads((first / "run.json").read_text())
     assert info["config"]["prepared"] is False and info["config"]["pool_mode"] == "transaction"
     assert info["pooler"]["sessions"] == "stateless" and info["pooler"]["through_pooler"] == ["workers", "producers",
@@ -129,7 +129,7 @@ def test_session_mode_changes_nothing_in_the_sessions_and_says_so():
     cfg = build_config(overrides={"pool_mode": "session", "dsn_direct": DIRECT, "prepared": True,
                                   "wakeup": "notify"}, dsn=POOLED)
     assert cfg.prepared is True and cfg.stateless_sessions() is False and cfg.direct_dsn() == DIRECT
-    assert any(note.startswith("POOL_MODE session:") and "as without a pooler" in note for note in cfg.notes)
+    assert any(note.startswith("--pool-mode session:") and "as without a pooler" in note for note in cfg.notes)
 
 
 def test_a_library_worker_is_refused_behind_a_transaction_pool():
@@ -140,16 +140,16 @@ def test_a_library_worker_is_refused_behind_a_transaction_pool():
 
 
 @pytest.mark.parametrize("args, line", [
-    (("--dsn", POOLED, "--pool-mode", "transaction"), "qbench: DSN_DIRECT: needed with POOL_MODE transaction"),
-    (("--dsn", POOLED, "--pool-mode", "session"), "qbench: DSN_DIRECT: needed with POOL_MODE session"),
-    (("--pool-mode", "transaction"), "qbench: POOL_MODE: transaction says DSN reaches a pooler, and there is no DSN"),
-    (("--dsn", POOLED, "--dsn-direct", DIRECT), "qbench: DSN_DIRECT: has no effect without a pooler"),
-    (("--dsn", POOLED, "--dsn-direct", POOLED, "--pool-mode", "transaction"), "qbench: DSN_DIRECT: is DSN itself"),
-    (("--dsn", POOLED, "--pool-mode", "statement"), "qbench: POOL_MODE: unknown value 'statement'; allowed: none, transaction, session"),
-    (("--dsn", "mysql://root@127.0.0.1:3306/", "--pool-mode", "transaction"), "qbench: POOL_MODE: does not apply on mariadb"),
-    (("--dsn", POOLED, "--dsn-direct", DIRECT, "--pool-mode", "transaction", "--prepared"), "qbench: PREPARED: 1 "),
+    (("--dsn", POOLED, "--pool-mode", "transaction"), "qbench: --dsn-direct: needed with --pool-mode transaction"),
+    (("--dsn", POOLED, "--pool-mode", "session"), "qbench: --dsn-direct: needed with --pool-mode session"),
+    (("--pool-mode", "transaction"), "qbench: --pool-mode: transaction says --dsn reaches a pooler, and there is no --dsn"),
+    (("--dsn", POOLED, "--dsn-direct", DIRECT), "qbench: --dsn-direct: has no effect without a pooler"),
+    (("--dsn", POOLED, "--dsn-direct", POOLED, "--pool-mode", "transaction"), "qbench: --dsn-direct: is --dsn itself"),
+    (("--dsn", POOLED, "--pool-mode", "statement"), "qbench: --pool-mode: unknown value 'statement'; allowed: none, transaction, session"),
+    (("--dsn", "mysql://root@127.0.0.1:3306/", "--pool-mode", "transaction"), "qbench: --pool-mode: does not apply on mariadb"),
+    (("--dsn", POOLED, "--dsn-direct", DIRECT, "--pool-mode", "transaction", "--prepared"), "qbench: --prepared: 1 "),
     (("--dsn", POOLED, "--dsn-direct", DIRECT, "--pool-mode", "transaction", "--wakeup", "notify"),
-     "qbench: WAKEUP: notify"),
+     "qbench: --wakeup: notify"),
 ])
 def test_pooler_refusals_are_one_line_before_any_database(args, line, tmp_path):
     proc = qbench_in_process("run", *args, "--results", str(tmp_path / "results"))
@@ -163,7 +163,7 @@ def test_a_direct_dsn_to_another_database_is_refused_before_anything_is_created(
     proc = qbench("run", "--dsn", dsn, "--dsn-direct", DIRECT, "--pool-mode", "transaction",
                   "--schema", REFUSED_SCHEMA, "--results", str(tmp_path / "results"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert proc.stderr.startswith("qbench: DSN_DIRECT: reaches database 'postgres', and DSN database 'qbench_test_")
+    assert proc.stderr.startswith("qbench: --dsn-direct: reaches database 'postgres', and --dsn database 'qbench_test_")
     assert not (tmp_path / "results").exists() and _schemas(dsn) == 0 and _schemas(DIRECT) == 0
 
 
@@ -173,5 +173,5 @@ def test_a_direct_dsn_to_another_server_is_refused_by_its_system_identifier(dsn,
                       "--schema", REFUSED_SCHEMA, "--results", str(tmp_path / "results"))
         assert _schemas(other) == 0
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert proc.stderr.startswith("qbench: DSN_DIRECT: reaches another server than DSN: its system identifier is ")
+    assert proc.stderr.startswith("qbench: --dsn-direct: reaches another server than --dsn: its system identifier is ")
     assert not (tmp_path / "results").exists() and _schemas(dsn) == 0

@@ -66,20 +66,22 @@ def check_pooler(values: dict[str, Any], dsn: str | None, given: set[str]) -> li
                 "{dsn_direct} out"))
         return []
     if dsn is None:
-        raise ConfigError("POOL_MODE", f"{mode} says DSN reaches a pooler, and there is no DSN (the embedded server "
-                                       + named("has no pooler in front); allowed: {pool_mode} with {dsn} (the pooler) "
-                                               "and {dsn_direct}, or leave {pool_mode} out"))
+        raise ConfigError("POOL_MODE", f"{mode} says " + named("{dsn} reaches a pooler, and there is no {dsn} (the "
+                                       "embedded server has no pooler in front); allowed: {pool_mode} with {dsn} (the "
+                                       "pooler) and {dsn_direct}, or leave {pool_mode} out"))
     if not direct:
-        raise ConfigError("DSN_DIRECT", f"needed with POOL_MODE {mode}: the tool's own connections (the schema's "
+        raise ConfigError("DSN_DIRECT", f"needed with {setting('pool_mode', mode)}: the tool's own connections (the schema's "
                                         "advisory lock, preparation, the monitor, the audit) must reach the server "
                                         "itself, or the lock stays on a pooled server connection; allowed: "
-                                        f"{setting('dsn_direct', 'postgresql://...')} of DSN's server and database")
+                                        f"{setting('dsn_direct', 'postgresql://...')} of "
+                                        + named("{dsn}'s server and database"))
     if direct == dsn.strip():
-        raise ConfigError("DSN_DIRECT", "is DSN itself, the pooler; allowed: the same server and database "
-                                        "reached without the pooler (its own host and port)")
+        raise ConfigError("DSN_DIRECT", named("is {dsn} itself, the pooler; allowed: the same server and database "
+                                              "reached without the pooler (its own host and port)"))
     return _check_stateless(values, given) if stateless_sessions(mode) else [
-        "POOL_MODE session: each client keeps one server connection for its life, so the sessions are as "
-        "without a pooler (statements prepared by name, SET, LISTEN); the tool's own connections go to DSN_DIRECT"]
+        f"{setting('pool_mode', mode)}: each client keeps one server connection for its life, so the sessions are "
+        "as without a pooler (statements prepared by name, SET, LISTEN); " + named("the tool's own connections go "
+                                                                                "to {dsn_direct}")]
 
 
 def _check_stateless(values: dict[str, Any], given: set[str]) -> list[str]:
@@ -103,10 +105,10 @@ def _check_stateless(values: dict[str, Any], given: set[str]) -> list[str]:
                                         "transaction pool every statement is unnamed, planned with its values on "
                                         f"every execution; allowed: auto with {setting('pool_mode', STATELESS_MODE)}")
     values["prepared"], values["plan_cache"] = False, "auto"
-    return ["POOL_MODE transaction: the workers', producers' and reaper's sessions keep no state on the server: "
-            "every statement unnamed with bound parameters (PREPARED 0), search_path and settings set per "
-            "transaction with SET LOCAL (one more round trip before and one after a statement sent outside a "
-            "transaction), no LISTEN; the tool's own connections go to DSN_DIRECT"]
+    return [f"{setting('pool_mode', STATELESS_MODE)}: the workers', producers' and reaper's sessions keep no state "
+            f"on the server: every statement unnamed with bound parameters ({switch('prepared', False)}), search_path "
+            "and settings set per transaction with SET LOCAL (one more round trip before and one after a statement "
+            "sent outside a transaction), no LISTEN; " + named("the tool's own connections go to {dsn_direct}")]
 
 
 def pooler_record(cfg: Any) -> dict[str, Any] | None:

@@ -8,9 +8,10 @@ import psycopg
 
 from bench.engines.postgres.adapter import connect_dsn
 from bench.errors import ConfigError
+from bench.usage import named
 
-#: What DSN_DIRECT may be, said in each refusal.
-ALLOWED = "allowed: DSN's server and database reached without the pooler"
+#: What DSN_DIRECT may be, said in each refusal (``{dsn}`` as the user types it).
+ALLOWED = "allowed: {dsn}'s server and database reached without the pooler"
 
 _READ = "SELECT (SELECT system_identifier FROM pg_control_system()), current_database()"
 
@@ -22,8 +23,8 @@ def check_direct(direct: psycopg.Connection, dsn: str) -> None:
         pooled_id, pooled_db = pooled.execute(_READ).fetchone()
     direct_id, direct_db = direct.execute(_READ).fetchone()
     if direct_id != pooled_id:
-        raise ConfigError("DSN_DIRECT", f"reaches another server than DSN: its system identifier is {direct_id}, "
-                                        f"the one DSN reaches {pooled_id}; {ALLOWED}")
+        raise ConfigError("DSN_DIRECT", named(f"reaches another server than {{dsn}}: its system identifier is "
+                                              f"{direct_id}, the one {{dsn}} reaches {pooled_id}; {ALLOWED}"))
     if direct_db != pooled_db:
-        raise ConfigError("DSN_DIRECT", f"reaches database {direct_db!r}, and DSN database {pooled_db!r} of the "
-                                        f"same server; {ALLOWED}")
+        raise ConfigError("DSN_DIRECT", named(f"reaches database {direct_db!r}, and {{dsn}} database {pooled_db!r} of "
+                                              f"the same server; {ALLOWED}"))
