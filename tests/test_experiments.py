@@ -53,7 +53,7 @@ def test_every_experiment_file_is_valid_in_both_tiers():
     (("of = { workers = 4 }", "of = { workers = 8 }"), "workers = 8 is not in [runs.matrix]"),
     (("key = \"throughput_jobs_per_s\"", "key = \"derived.nonsense\""), "allowed derived keys"),
     (("measure = \"ratio\"", "measure = \"guess\""), "allowed: value, ratio, probe"),
-    (("warmup = \"0s\"", "warmup = \"soon\""), "WARMUP"),
+    (("warmup = \"0s\"", "warmup = \"soon\""), "--warmup: 'soon' is not a duration"),
     (("budget_s = 30", "budget_s = -1"), "budget_s"),
     (("number = 99", "numbr = 99"), "unknown key 'numbr'"),
     (("key = \"throughput_jobs_per_s\"", "key = \"intervals.nosuch.mean\""), "is not an intervals.csv column"),

@@ -179,8 +179,8 @@ def test_failed_runs_keep_the_sweep_unfinished_and_are_retried_on_resume(dsn, tm
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "2 runs failed" in proc.stdout and "run it again" in proc.stderr
     sweep_dir = _sweep_dir(results)
-    assert [(r["cell_id"], r["status"][:14]) for r in _cells(sweep_dir)] == [("c001", "failed: SCHEMA"),
-                                                                            ("c002", "failed: SCHEMA")]
+    assert [(r["cell_id"], r["status"][:16]) for r in _cells(sweep_dir)] == [("c001", "failed: --schema"),
+                                                                            ("c002", "failed: --schema")]
     assert json.loads((sweep_dir / "sweep.json").read_text())["complete"] is False
 
     proc = qbench("sweep", str(spec), "--dsn", dsn, "--results", str(results), timeout=300)

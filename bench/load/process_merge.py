@@ -20,6 +20,7 @@ from bench.load.process_stats import MeasuredParts, finish_process_stats, new_pr
 from bench.measure import interval_codec, metrics
 from bench.measure.claimlog import merge_stamped
 from bench.measure.metrics import Interval, Recorder
+from bench.usage import typed
 
 #: How long the run waits for the processes' share of a second before merging without the late ones (s).
 ROTATE_WAIT_S = 0.5
@@ -73,7 +74,7 @@ class MergedProcesses:
     def _wait_ready(self, expected: int, wait_s: float, option: str) -> None:
         """Wait for ``expected`` ready reports; record their pid and host. When one failed or exited, or ``wait_s``
         passed, kill them all and raise RunFailed naming ``option``."""
-        deadline = time.monotonic() + wait_s
+        deadline, option = time.monotonic() + wait_s, typed(option)
         while len(self.ready) < expected:
             gone = [i for i, p in self.procs.items() if p.poll() is not None]
             if self.failed or gone or time.monotonic() > deadline:
