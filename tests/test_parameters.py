@@ -30,9 +30,10 @@ def test_every_parameter_is_an_option_of_the_commands_that_take_run_parameters(s
     assert {p.option for p in PARAMETERS} <= _options(subcommand)
 
 
-def test_runconfig_has_one_field_per_parameter_and_nothing_else_but_workload_dsn_notes():
+def test_runconfig_has_one_field_per_parameter_and_nothing_else_but_workload_dsn_dsn_direct_notes():
+    """``dsn_direct`` is set by the run (the server behind the embedded pooler), not a parameter."""
     fields = [f.name for f in dataclasses.fields(RunConfig)]
-    assert fields == [p.attribute for p in PARAMETERS] + ["workload", "dsn", "notes"]
+    assert fields == [p.attribute for p in PARAMETERS] + ["workload", "dsn", "dsn_direct", "notes"]
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mariadb"])
@@ -40,7 +41,7 @@ def test_runconfig_field_types_hold_each_engines_defaults(engine):
     """The types generated from the table's kinds hold the parsed defaults, n/a included."""
     cfg = build_config("default", {"engine": engine})
     for field in dataclasses.fields(RunConfig):
-        if field.name not in ("workload", "dsn", "notes"):
+        if field.name not in ("workload", "dsn", "dsn_direct", "notes"):
             assert isinstance(getattr(cfg, field.name), field.type), (field.name, getattr(cfg, field.name), field.type)
     assert dataclasses.fields(RunConfig)[PARAMETERS.index(BY_KEY["prepared"])].type == bool | str
 

@@ -43,3 +43,10 @@ MAX_QUEUES = 10_000
 EFFECT_MODES = ("none", "outside", "same_txn", "idempotent")
 EFFECTS_WRITTEN = ("outside", "same_txn", "idempotent")
 EFFECTS_DURING_WORK = ("outside", "idempotent")
+#: ``POOLER``: the connection pooler the tool starts in front of the database (none: the workers connect direct).
+POOLERS = ("none", "pgbouncer")
+#: ``POOL_MODE``: when the pooler gives a server connection back to its pool: at the end of each transaction,
+#: or when the client disconnects (PgBouncer's ``pool_mode``; its ``statement`` mode forbids transactions).
+POOL_MODES = ("transaction", "session")
+#: Upper bound on ``POOL_SIZE``: PostgreSQL's own ``max_connections`` is rarely above this on one server.
+MAX_POOL_SIZE = 10_000

@@ -15,6 +15,7 @@ from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
+from bench.config.pooler_parameters import check_pooler, check_session_pool
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
 from bench.engines import capabilities
@@ -35,10 +36,13 @@ def _table_fields(cls: type) -> type:
 @_table_fields
 class RunConfig:
     """One run's validated parameters (:func:`build_config`): a field per parameter, ``workload``, ``dsn`` (None:
-    embedded), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a: :data:`NOT_APPLICABLE`."""
+    embedded), ``dsn_direct`` (the server behind a pooler: the admin connection, monitor and audit's; None: ``dsn``
+    or the embedded server), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a:
+    :data:`NOT_APPLICABLE`."""
 
     workload: str = "default"
     dsn: str | None = None
+    dsn_direct: str | None = None
     notes: tuple = ()
 
     def vacuums(self) -> bool:
@@ -46,21 +50,25 @@ class RunConfig:
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
     def connections_needed(self) -> int:
-        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults
-        (a long transaction, a backend killer, a migration), the standby sampler's, the workers' effect connections
-        (``EFFECTS`` during the work with ``TXN=hold``)."""
-        return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
-                + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
+        """Connections besides the admin one: :meth:`pooled_connections`, the monitor's two, VACUUM, mover, faults
+        (a long transaction, a backend killer, a migration), the standby sampler's."""
+        return (self.pooled_connections() + 2 + (1 if self.vacuums() else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
                 # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
                 + (2 if any(f.kind == "migration" for f in self.faults) else 0)
-                + (1 if self.replica is True else 0)  # the standby sampler's connection to the primary
+                + (1 if self.replica is True else 0))  # the standby sampler's connection to the primary
+
+    def pooled_connections(self) -> int:
+        """The connections that go through a pooler (``POOLER``): the workers, the reaper, the producers, the
+        workers' effect connections (``EFFECTS`` during the work with ``TXN=hold``); the rest go direct."""
+        return (self.workers + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
                 + (self.workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSN's password masked."""
         out = dataclasses.asdict(self)
         out["dsn"] = mask_dsn(self.dsn) if self.dsn else None
+        out["dsn_direct"] = mask_dsn(self.dsn_direct) if self.dsn_direct else None
         out["dsn_replica"] = mask_dsn(self.dsn_replica) if self.dsn_replica not in ("", NOT_APPLICABLE) else self.dsn_replica
         if not isinstance(self.autovacuum_settings, str):
             out["autovacuum_settings"] = dict(self.autovacuum_settings)
@@ -328,6 +336,9 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                                         + named("a server already running (its server_version is recorded); allowed: "
                                                 "leave {pg_version} out with a DSN, or no DSN"))
     check_replica(values, dsn, given)
+    check_pooler(values, dsn, given)
     notes = check_combinations(values, set(raw))
     notes += defined.check(values)
-    return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)
+    cfg = RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)
+    check_session_pool(cfg)
+    return cfg

@@ -29,7 +29,7 @@ def audit(run) -> Audited:
     run.monitor.settle()  # the workers' sessions gone, their statistics published
     final_sample = {**run.monitor.sample_stats(), **run.monitor.sample_table(force=True)}
     if not engine.is_alive(run.admin):  # e.g. its backend was terminated: audit on a new connection
-        run.admin = engine.connect(run.dsn, "queue-bench audit")
+        run.admin = engine.connect(run.direct_dsn, "queue-bench audit")
     vacuum_after = engine.vacuum_counts(run.admin, cfg.schema)
     if run.plans_when is None:
         run.claim_plans, run.plans_when = engine.capture_plans(run.admin, cfg, "on the table as the load left it")

@@ -39,12 +39,14 @@ from bench.runner.tally import Tally
 
 class Run:
     """One benchmark of ``cfg`` against ``dsn`` (arguments: :func:`bench.runner.run`). Construction checks what
-    needs no server; :meth:`execute` returns the run directory."""
+    needs no server; :meth:`execute` returns the run directory. ``dsn`` is the workers', producers' and reaper's;
+    ``direct_dsn`` (``cfg.dsn_direct``, else ``dsn``) everything else's: behind a pooler, the server itself."""
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
                  web_ui: tuple[str, int, int] | None = None):
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
+        self.direct_dsn = cfg.dsn_direct or dsn
         self.state_schema, self.external_workers, self.web_ui = state_schema, external_workers, web_ui
         self.engine = engine_for(cfg)
         self.engine.capabilities.check(cfg.public())
@@ -54,7 +56,7 @@ class Run:
     def execute(self) -> Path:
         """Claim the schema on an admin connection, run every phase, and restore the signal handlers."""
         logging.getLogger("locust").setLevel(logging.ERROR)  # e.g. its "spawn rate is very high" warning: all users start at once by design
-        admin = self.admin = self.engine.connect(self.dsn, "queue-bench admin")
+        admin = self.admin = self.engine.connect(self.direct_dsn, "queue-bench admin")
         try:
             self.server = self.engine.server_info(admin)
             if self.cfg.replica is True and self.cfg.dsn_replica:  # before the schema is claimed or created
@@ -114,7 +116,7 @@ class Run:
             self.claim_plans, self.plans_when = engine.capture_plans(admin, cfg, "on the seeded table, before the load")
         self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
         self.pgss_missing = engine.statement_stats_unavailable(admin)
-        self.standby_dsn = self.exits.enter_context(engine.standby(self.dsn, cfg, self.log)) if cfg.replica is True else None
+        self.standby_dsn = self.exits.enter_context(engine.standby(self.direct_dsn, cfg, self.log)) if cfg.replica is True else None
         # Created only now: bad input and an interrupted seeding leave no run directory behind.
         self.run_dir = Path(cfg.results) / self.run_id
         self.run_dir.mkdir(parents=True)
@@ -130,7 +132,7 @@ class Run:
             self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them
             self.connect_s = self._started_or_cleaned(self.driver.wait_connected)
         except QBenchError:  # a process that did not start, a refused session: nothing was measured
-            self.engine.drop_schema_at(self.dsn, cfg.schema)  # created by this run
+            self.engine.drop_schema_at(self.direct_dsn, cfg.schema)  # created by this run
             raise
         self.workers_at_start = self.driver.connected_workers()
         if self.connect_s >= 1.0 or self.workers_at_start < cfg.workers:
@@ -147,16 +149,16 @@ class Run:
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")
         self.migrations: list[dict] = []  # each migration window's attempts, for run.json
-        self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.dsn, clock=clock,
+        self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.direct_dsn, clock=clock,
                                              n_warm=self.n_warm, recorder=self.recorder, log=self.log,
                                              migrations=self.migrations)
                                 for f in cfg.faults]
-        self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s)
+        self.side_tasks = SideTasks(self.engine, cfg, self.dsn, self.recorder, clock.now_s, direct_dsn=self.direct_dsn)
         if self.standby_dsn:
             # the claim log is written here as claims commit only with this process's own workers
             local_log = (cfg.processes == 1 and self.external_workers is None
                          and not isinstance(self.driver, LibraryWorkersDriver))
-            self.side_tasks.watch_replica(self.dsn, self.standby_dsn, self.tally.note, self.n_warm + self.n_meas,
+            self.side_tasks.watch_replica(self.direct_dsn, self.standby_dsn, self.tally.note, self.n_warm + self.n_meas,
                                           (lambda: self.claim_log.events) if local_log else (lambda: None))
         self.tally.open_logs(self.run_dir, clock.unix0)
         self.rss = RssLog(self.proc, self.log)
@@ -167,7 +169,7 @@ class Run:
         self.recorder = metrics.Recorder(cfg.batch)
         self.claim_log = swarm.ClaimLog()
         self.ctx = swarm.SwarmContext(cfg=cfg, sessions=self.sessions, recorder=self.recorder, log=self.claim_log)
-        self.monitor = self.engine.monitor(dsn, cfg)
+        self.monitor = self.engine.monitor(self.direct_dsn, cfg)
         library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
         self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
@@ -175,7 +177,7 @@ class Run:
         self.cpu_meter = CpuMeter(self.proc)
         # the machine's CPU outside the run: not this process's tree, load generators here, the server's for this run
         self.machine = MachineMeter(self.driver.local_pids, self.monitor.server_pids)
-        self.server_elsewhere = non_loopback_host(cfg.engine, dsn) is not None
+        self.server_elsewhere = non_loopback_host(cfg.engine, self.direct_dsn) is not None
 
     def _started_or_cleaned(self, start):
         """``start()``'s result; when it fails or is interrupted, kill the workers and remove the run directory,

@@ -11,9 +11,10 @@ from bench.measure import replica_reads
 class SideTasks:
     """The reaper (``REAPER_INTERVAL_S``), archive mover (``LAYOUT=archive``) and periodic VACUUM
     (``VACUUM_EVERY_S``, master process only), started at construction from ``engine``; ``now_s`` is the
-    clock. With ``REPLICA=1``, :meth:`watch_replica` adds the standby's sampler and readers."""
+    clock. The reaper connects to ``dsn`` (through a pooler, as the workers), the others to ``direct_dsn``
+    (default ``dsn``). With ``REPLICA=1``, :meth:`watch_replica` adds the standby's sampler and readers."""
 
-    def __init__(self, engine, cfg: RunConfig, dsn: str, recorder, now_s):
+    def __init__(self, engine, cfg: RunConfig, dsn: str, recorder, now_s, *, direct_dsn: str | None = None):
         self.started: list[tuple] = []  # (task, its greenlet), stopped in this order
         self.vacuumer = None
         self.engine, self.cfg, self.now_s = engine, cfg, now_s
@@ -22,9 +23,9 @@ class SideTasks:
         if cfg.reaper_interval_s > 0:
             self._start(engine.reaper(dsn, cfg, recorder))
         if cfg.layout == "archive":
-            self._start(engine.mover(dsn, cfg, recorder))
+            self._start(engine.mover(direct_dsn or dsn, cfg, recorder))
         if cfg.vacuums():
-            self.vacuumer = self._start(engine.vacuumer(dsn, cfg, recorder, now_s))
+            self.vacuumer = self._start(engine.vacuumer(direct_dsn or dsn, cfg, recorder, now_s))
 
     def _start(self, task):
         self.started.append((task, gevent.spawn(task.run)))
