@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import pwd
+import resource
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from bench.config.run_config import build_config
 from bench.engines.postgres.adapter import connect
 from bench.engines.postgres.pooler import binary, console_rows
+from bench.engines.postgres.pooler import pgbouncer
 from bench.engines.postgres.pooler.pgbouncer import embedded_pgbouncer
 from bench.engines.postgres.pooler.settings import RESET_QUERY, fds_needed
 from bench.errors import ConfigError, exit_status
@@ -42,6 +44,27 @@ def servers_dir():
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def lower_fd_limit():
+    """This process's soft file limit lowered to 1,024 during the test (its hard one kept), so that the pooler's
+    limit is raised for its clients within the hard one on any machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1024), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("can_raise, expected, noted", [(True, (300, 300), False), (False, (200, 200), True)])
+def test_the_file_limit_past_the_hard_one_needs_cap_sys_resource(monkeypatch, can_raise, expected, noted):
+    """300 descriptors needed, soft limit 100, hard 200 (faked): raised to 300 where the process may raise a hard
+    limit, else the hard one with a note."""
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (100, 200))
+    monkeypatch.setattr(pgbouncer, "can_raise_hard_limit", lambda: can_raise)
+    limits, note = pgbouncer.fd_limits(300)
+    assert limits == expected and (note is not None) == noted
+    assert pgbouncer.fd_limits(150) == ((150, 200), None)
 
 
 def _pooler_backends(direct_dsn: str, pid: int) -> list[int]:
@@ -69,13 +92,15 @@ def _expected_user() -> str:
 
 
 @pytest.mark.parametrize("mode", ["transaction", "session"])
-def test_the_pooler_reaches_the_server_in_each_mode_and_is_gone_after(dsn, servers_dir, mode):
+def test_the_pooler_reaches_the_server_in_each_mode_and_is_gone_after(dsn, servers_dir, lower_fd_limit, mode):
     """A client through the pooler is served by a backend of the test database that the pooler holds; the
     console reports the mode, pool size, client limit, stats period and reset query it was given; the process
     runs as the servers' user with a file limit for its clients; after the block the process and its directory
     are gone."""
     lines: list[str] = []
-    with embedded_pgbouncer(dsn, mode, 3, 40, base_dir=servers_dir, log=lines.append) as pooler:
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    clients = soft + 100  # more than this process may open (lower_fd_limit): the pooler's is raised for them
+    with embedded_pgbouncer(dsn, mode, 3, clients, base_dir=servers_dir, log=lines.append) as pooler:
         assert (pooler.mode, pooler.pool_size, pooler.dsn_direct) == (mode, 3, dsn)
         with connect(pooler.dsn) as conn:
             backend, port, database = conn.execute(
@@ -85,7 +110,7 @@ def test_the_pooler_reaches_the_server_in_each_mode_and_is_gone_after(dsn, serve
         assert backend in _pooler_backends(dsn, pooler.pid)
         config = {row["key"]: row["value"] for row in console_rows(pooler.admin_dsn, "SHOW CONFIG")}
         assert (config["pool_mode"], config["default_pool_size"], config["stats_period"]) == (mode, "3", "1")
-        assert config["max_client_conn"] == str(pooler.max_client_conn) and pooler.max_client_conn > 40
+        assert config["max_client_conn"] == str(pooler.max_client_conn) and pooler.max_client_conn > clients
         assert config["server_reset_query"] == RESET_QUERY[mode]
         (pool,) = [p for p in console_rows(pooler.admin_dsn, "SHOW POOLS") if p["database"] != "pgbouncer"]
         assert pool["pool_mode"] == mode and pool["sv_active"] + pool["sv_idle"] + pool["sv_used"] <= 3
@@ -93,7 +118,7 @@ def test_the_pooler_reaches_the_server_in_each_mode_and_is_gone_after(dsn, serve
         assert proc.username() == _expected_user()
         limits = pathlib.Path(f"/proc/{pooler.pid}/limits").read_text()  # prlimit() may need CAP_SYS_RESOURCE
         (open_files,) = [line.split()[3] for line in limits.splitlines() if line.startswith("Max open files")]
-        assert int(open_files) >= fds_needed(pooler.max_client_conn, 3)
+        assert int(open_files) >= fds_needed(pooler.max_client_conn, 3) > soft
         root = pathlib.Path(proc.cmdline()[-1]).parent.parent
         assert root.parent == servers_dir.resolve() and root.is_dir()
     assert not root.exists() and not psutil.pid_exists(pooler.pid)

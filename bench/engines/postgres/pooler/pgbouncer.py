@@ -28,7 +28,7 @@ from bench.engines.postgres.pooler.settings import CLIENT_MARGIN, Upstream, auth
 from bench.errors import ConfigError
 from bench.usage import option
 
-__all__ = ["PgBouncerRecipe", "Pooler", "embedded_pgbouncer", "read_upstream"]
+__all__ = ["PgBouncerRecipe", "Pooler", "can_raise_hard_limit", "embedded_pgbouncer", "fd_limits", "read_upstream"]
 
 #: Seconds PgBouncer's immediate shutdown (SIGTERM in 1.18: ``man 1 pgbouncer``) may take before SIGKILL.
 STOP_TIMEOUT_S = 10
@@ -168,17 +168,29 @@ class PgBouncerRecipe(Recipe):
 
 
 def fd_limits(needed: int) -> tuple[tuple[int, int], str | None]:
-    """(soft, hard) ``RLIMIT_NOFILE`` for the pooler's process: at least ``needed`` (under root the hard limit is
-    raised too; as another user the soft one only up to the hard one), and a note when it stays below."""
+    """(soft, hard) ``RLIMIT_NOFILE`` for the pooler's process: at least ``needed`` (the hard limit raised too
+    where this process may: :func:`can_raise_hard_limit`; else the soft one up to the hard one), and a note when
+    it stays below."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return (soft, hard), None
     if hard == resource.RLIM_INFINITY or hard >= needed:
         return (needed, hard), None
-    if os.geteuid() == 0:
+    if can_raise_hard_limit():
         return (needed, needed), None
-    return (hard, hard), (f"PgBouncer may need {needed} file descriptors and this user's hard limit is {hard}: "
-                          f"clients past it are refused (raise the limit, e.g. ulimit -Hn, or run fewer workers)")
+    return (hard, hard), (f"PgBouncer may need {needed} file descriptors and the hard limit is {hard} (raising it "
+                          "needs CAP_SYS_RESOURCE): clients past it are refused; raise the limit, or run fewer workers")
+
+
+def can_raise_hard_limit() -> bool:
+    """True when this process may raise a hard resource limit: ``CAP_SYS_RESOURCE`` (bit 24) in its effective
+    capabilities (``/proc/self/status``; root in a container may lack it)."""
+    try:
+        with open("/proc/self/status") as status:
+            caps = next((line.split()[1] for line in status if line.startswith("CapEff:")), "0")
+    except OSError:
+        return False
+    return bool(int(caps, 16) >> 24 & 1)
 
 
 def read_upstream(dsn: str, pool_size: int) -> Upstream:
