@@ -39,7 +39,8 @@ from bench.runner.tally import Tally
 
 class Run:
     """One benchmark of ``cfg`` against ``dsn`` (arguments: :func:`bench.runner.run`). Construction checks what
-    needs no server; :meth:`execute` returns the run directory."""
+    needs no server; :meth:`execute` returns the run directory. ``dsn`` is the workers', producers' and reaper's;
+    :attr:`direct` (``cfg.direct_dsn()``, else ``dsn``) everything else's: behind a pooler, the server itself."""
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,

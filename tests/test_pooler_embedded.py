@@ -1,0 +1,244 @@
+"""The embedded pooler (``POOLER=pgbouncer``, bench/engines/postgres/pooler/): a throwaway PgBouncer from the
+Debian package, started in front of a test database in each pool mode, reaching it, gone after every way out
+(kill -9 included), its refusals, and one run through it. Against the real PostgreSQL and the real PgBouncer.
+
+The pooler's server connections are counted on the server by their client port: the TCP ports the PgBouncer
+process holds toward the server (psutil) are the ``client_port`` of its backends in ``pg_stat_activity``."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pwd
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import psycopg
+import pytest
+
+from bench.config.run_config import build_config
+from bench.engines.postgres.adapter import connect
+from bench.engines.postgres.pooler import binary, console_rows
+from bench.engines.postgres.pooler import pgbouncer
+from bench.engines.postgres.pooler.pgbouncer import embedded_pgbouncer
+from bench.engines.postgres.pooler.settings import RESET_QUERY, fds_needed
+from bench.errors import ConfigError, exit_status
+from cli_in_process import qbench_in_process
+from conftest import CLEAN_INVARIANTS, REPO, fresh_database
+from waiting import wait_until
+
+CHILD = pathlib.Path(__file__).resolve().parent / "embedded_child.py"
+
+
+@pytest.fixture
+def servers_dir():
+    """A directory for the pooler's own (pytest's tmp_path is mode 0700 under root: the pooler's user could not
+    enter it), removed after the test."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="qbench-pooler-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def lower_fd_limit():
+    """This process's soft file limit lowered to 1,024 during the test (its hard one kept), so that the pooler's
+    limit is raised for its clients within the hard one on any machine."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1024), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("can_raise, expected, noted", [(True, (300, 300), False), (False, (200, 200), True)])
+def test_the_file_limit_past_the_hard_one_needs_cap_sys_resource(monkeypatch, can_raise, expected, noted):
+    """300 descriptors needed, soft limit 100, hard 200 (faked): raised to 300 where the process may raise a hard
+    limit, else the hard one with a note."""
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (100, 200))
+    monkeypatch.setattr(pgbouncer, "can_raise_hard_limit", lambda: can_raise)
+    limits, note = pgbouncer.fd_limits(300)
+    assert limits == expected and (note is not None) == noted
+    assert pgbouncer.fd_limits(150) == ((150, 200), None)
+
+
+def _pooler_backends(direct_dsn: str, pid: int) -> list[int]:
+    """The pids of the server backends PgBouncer ``pid`` holds in ``direct_dsn``'s database: those whose client
+    port is one of its TCP connections' local ports."""
+    try:
+        ports = [c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp") if c.raddr]
+    except psutil.NoSuchProcess:
+        return []
+    with psycopg.connect(direct_dsn, autocommit=True) as conn:
+        return [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND client_port = ANY(%s)",
+            (ports,)).fetchall()]
+
+
+def _expected_user() -> str:
+    """Ourselves; under root the embedded servers' user (``postgres``, else the ``qbench`` one it creates)."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    try:
+        pwd.getpwnam("postgres")
+        return "postgres"
+    except KeyError:
+        return "qbench"
+
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+def test_the_pooler_reaches_the_server_in_each_mode_and_is_gone_after(dsn, servers_dir, lower_fd_limit, mode):
+    """A client through the pooler is served by a backend of the test database that the pooler holds; the
+    console reports the mode, pool size, client limit, stats period and reset query it was given; the process
+    runs as the servers' user with a file limit for its clients; after the block the process and its directory
+    are gone."""
+    lines: list[str] = []
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    clients = soft + 100  # more than this process may open (lower_fd_limit): the pooler's is raised for them
+    with embedded_pgbouncer(dsn, mode, 3, clients, base_dir=servers_dir, log=lines.append) as pooler:
+        assert (pooler.mode, pooler.pool_size, pooler.dsn_direct) == (mode, 3, dsn)
+        with connect(pooler.dsn) as conn:
+            backend, port, database = conn.execute(
+                "SELECT pg_backend_pid(), current_setting('port')::int, current_database()").fetchone()
+        upstream = psycopg.conninfo.conninfo_to_dict(dsn)
+        assert (port, database) == (int(upstream.get("port", 5432)), upstream["dbname"])
+        assert backend in _pooler_backends(dsn, pooler.pid)
+        config = {row["key"]: row["value"] for row in console_rows(pooler.admin_dsn, "SHOW CONFIG")}
+        assert (config["pool_mode"], config["default_pool_size"], config["stats_period"]) == (mode, "3", "1")
+        assert config["max_client_conn"] == str(pooler.max_client_conn) and pooler.max_client_conn > clients
+        assert config["server_reset_query"] == RESET_QUERY[mode]
+        (pool,) = [p for p in console_rows(pooler.admin_dsn, "SHOW POOLS") if p["database"] != "pgbouncer"]
+        assert pool["pool_mode"] == mode and pool["sv_active"] + pool["sv_idle"] + pool["sv_used"] <= 3
+        proc = psutil.Process(pooler.pid)
+        assert proc.username() == _expected_user()
+        limits = pathlib.Path(f"/proc/{pooler.pid}/limits").read_text()  # prlimit() may need CAP_SYS_RESOURCE
+        (open_files,) = [line.split()[3] for line in limits.splitlines() if line.startswith("Max open files")]
+        assert int(open_files) >= fds_needed(pooler.max_client_conn, 3) > soft
+        root = pathlib.Path(proc.cmdline()[-1]).parent.parent
+        assert root.parent == servers_dir.resolve() and root.is_dir()
+    assert not root.exists() and not psutil.pid_exists(pooler.pid)
+    assert any("PgBouncer stopped" in line for line in lines), lines
+
+
+def test_an_exception_inside_the_block_still_removes_it(dsn, servers_dir):
+    with pytest.raises(RuntimeError, match="boom"):
+        with embedded_pgbouncer(dsn, "session", 2, 5, base_dir=servers_dir, log=lambda line: None) as pooler:
+            raise RuntimeError("boom")
+    assert list(servers_dir.iterdir()) == [] and not psutil.pid_exists(pooler.pid)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sigint", "sigterm", "sigkill"])
+def test_the_pooler_is_gone_however_its_process_ends(mode):
+    """Ctrl-C and SIGTERM end the child through its ``finally``; SIGKILL runs no hook, and the embedded servers'
+    watchdog removes the pooler and its directory (within 30 s)."""
+    proc = subprocess.Popen([sys.executable, str(CHILD), "pgbouncer", mode], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        pooler_dsn, data_dir = proc.stdout.readline().split()
+        if mode == "sigkill":
+            pid = int(pathlib.Path(data_dir, "pgbouncer.pid").read_text())
+            assert psutil.Process(pid).name() == "pgbouncer"
+            proc.kill()
+        proc.wait(timeout=60)
+        wait_until(lambda: not os.path.exists(os.path.dirname(data_dir)), 30, "the pooler's directory removed")
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(pooler_dsn, connect_timeout=2).close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    if mode == "sigkill":
+        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 30,
+                   "the killed tool's pgbouncer ended")
+
+
+def test_a_pool_above_the_servers_free_connections_is_refused_before_anything_starts(dsn, servers_dir):
+    with psycopg.connect(dsn) as conn:
+        free = conn.execute("SELECT current_setting('max_connections')::int").fetchone()[0]
+    with pytest.raises(ConfigError) as err:
+        with embedded_pgbouncer(dsn, "transaction", free, 10, base_dir=servers_dir, log=lambda line: None):
+            pass
+    assert str(err.value).startswith(f"POOL_SIZE: {free} is above the server's ")
+    assert "allowed: --pool-size from 1 to " in str(err.value) and exit_status(err.value) == 2
+    assert list(servers_dir.iterdir()) == []
+
+
+def test_missing_binary_is_one_line_naming_the_debian_package(monkeypatch, tmp_path):
+    """No pgbouncer on PATH or in the search directories: refused before any server starts (in process, where
+    reaching a server fails the test)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(binary, "SEARCH_DIRS", (str(tmp_path),))
+    proc = qbench_in_process("run", "--pooler", "pgbouncer", "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("qbench: POOLER: pgbouncer: no pgbouncer binary") and "Debian package pgbouncer" in line
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("args, starts", [
+    (["--pool-size", "5"], "POOL_SIZE: sizes the pool of the pooler the tool starts, and none is started"),
+    (["--pool-mode", "session"], "POOL_MODE: session says DSN reaches a pooler, and there is no DSN"),
+    (["--engine", "mariadb", "--pooler", "pgbouncer"], "POOLER: 'pgbouncer' is not supported on mariadb (not built: "
+                                                       "MariaDB's poolers, ProxySQL and MaxScale, are on paper only"),
+    (["--pooler", "pgbouncer", "--pool-size", "0"], "POOL_SIZE: 0 is out of range"),
+    (["--pooler", "pgbouncer", "--pool-mode", "session", "--pool-size", "5", "--workers", "10"],
+     "POOL_SIZE: 5 in session mode, where each client keeps its server connection while connected, and the run "
+     "opens 10 through the pooler"),
+])
+def test_refusals_are_one_line_exit_2(args, starts, tmp_path):
+    proc = qbench_in_process("run", *args, "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"qbench: {starts}") and "; allowed" in line
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_sweep_with_the_pooler_is_refused(tmp_path):
+    proc = qbench_in_process("sweep", "batch", "--pooler", "pgbouncer", "--results", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: POOLER: the embedded pooler is started for a "
+                                                           "single run only (qbench run)"), proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_clients_through_the_pooler_are_the_workers_reaper_and_producers():
+    """``max_client_conn`` is sized from them; the monitor and the rest go direct."""
+    cfg = build_config("default", {"pooler": "pgbouncer", "workers": "7", "rate": "50", "producers": "3",
+                                   "reaper_interval_s": "1"})
+    assert cfg.pooled_connections() == 7 + 3 + 1
+    assert cfg.connections_needed() == cfg.pooled_connections() + 2  # the monitor's two
+
+
+@pytest.mark.slow
+def test_a_run_through_the_session_pool_holds_at_most_pool_size_server_connections(tmp_path):
+    """``qbench run`` through the embedded pooler in session mode: 0 errors, the audit clean, and the backends the
+    pooler holds on the server, counted here each 0.2 s over a direct connection, never above POOL_SIZE and one
+    per worker while the load runs (a session keeps its server connection)."""
+    workers, pool_size = 10, 12
+    with fresh_database() as direct:
+        proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", direct, "--results",
+                                 str(tmp_path), "--pooler", "pgbouncer", "--pool-mode", "session", "--pool-size",
+                                 str(pool_size), "--workers", str(workers), "--duration", "3s", "--warmup", "1s"],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        counts, pid = [], None
+        while proc.poll() is None:
+            pid = pid or next((p.pid for p in psutil.process_iter(["name", "ppid"])
+                               if p.info["name"] == "pgbouncer" and p.info["ppid"] == proc.pid), None)
+            if pid is not None:
+                counts.append(len(_pooler_backends(direct, pid)))
+            time.sleep(0.2)
+        out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert pid is not None and not psutil.pid_exists(pid)
+    assert 0 < max(counts) <= pool_size and counts.count(workers) >= 5, counts
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    config = json.loads((run_dir / "run.json").read_text())["config"]
+    assert summary["complete"] and sum(summary["errors"].values()) == 0 and summary["jobs_completed"] > 0
+    assert {k: summary["invariants"][k] for k in CLEAN_INVARIANTS} == CLEAN_INVARIANTS
+    assert (config["pooler"], config["pool_mode"], config["pool_size"]) == ("pgbouncer", "session", pool_size)
+    assert config["dsn_direct"] == direct
