@@ -183,6 +183,14 @@ def test_missing_binary_is_one_line_naming_the_debian_package(monkeypatch, tmp_p
 @pytest.mark.parametrize("args, starts", [
     (["--pool-size", "5"], "POOL_SIZE: sizes the pool of the pooler the tool starts, and none is started"),
     (["--pool-mode", "session"], "POOL_MODE: session says DSN reaches a pooler, and there is no DSN"),
+    (["--pooler", "pgbouncer", "--dsn-direct", "postgresql://postgres@127.0.0.1:5432/postgres"],
+     "POOLER: pgbouncer starts a pooler in front of DSN's server, and DSN_DIRECT says DSN is a pooler of yours"),
+    (["--dsn", "postgresql://postgres@127.0.0.1:6432/postgres", "--dsn-direct",
+      "postgresql://postgres@127.0.0.1:5432/postgres", "--pool-mode", "transaction", "--pool-size", "5"],
+     "POOL_SIZE: sizes the pool of the pooler the tool starts, and DSN_DIRECT says DSN is a pooler of yours"),
+    (["--pooler", "pgbouncer", "--pool-mode", "none"], "POOL_MODE: none with --pooler pgbouncer"),
+    (["--pooler", "pgbouncer", "--prepared"], "PREPARED: 1 prepares the claim by name"),
+    (["--pooler", "pgbouncer", "--wakeup", "notify"], "WAKEUP: notify LISTENs on the worker's session"),
     (["--engine", "mariadb", "--pooler", "pgbouncer"], "POOLER: 'pgbouncer' is not supported on mariadb (not built: "
                                                        "MariaDB's poolers, ProxySQL and MaxScale, are on paper only"),
     (["--pooler", "pgbouncer", "--pool-size", "0"], "POOL_SIZE: 0 is out of range"),
@@ -205,6 +213,54 @@ def test_a_sweep_with_the_pooler_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("overrides, mode, stateless", [
+    ({"pooler": "pgbouncer"}, "transaction", True),
+    ({"pooler": "pgbouncer", "pool_mode": "transaction"}, "transaction", True),
+    ({"pooler": "pgbouncer", "pool_mode": "session", "pool_size": "30"}, "session", False),
+    ({}, "none", False),
+])
+def test_the_embedded_pooler_runs_in_transaction_mode_unless_told_and_its_sessions_follow_the_mode(overrides, mode,
+                                                                                                   stateless):
+    """One decision (``RunConfig.stateless_sessions``) for both poolers: the embedded one's transaction mode, the
+    default with ``POOLER``, makes the sessions stateless and ``PREPARED`` 0 as a user's transaction pooler does;
+    session mode and no pooler leave ``PREPARED`` at its default (1)."""
+    cfg = build_config("default", overrides)
+    assert (cfg.pool_mode, cfg.stateless_sessions(), cfg.prepared) == (mode, stateless, not stateless)
+    assert cfg.direct_dsn() is None  # the server behind the pooler is known only once the pooler is up
+
+
+def test_the_reaper_through_the_embedded_transaction_pool_is_stateless(dsn):
+    """The reaper's connection, the one side task through the pooler, prepares nothing and sets its search_path
+    per pass, as the workers' sessions do (built on a direct connection here: only its settings are read)."""
+    from bench.engines import engine_for
+    from bench.measure.metrics import Recorder
+
+    for mode, stateless in (("transaction", True), ("session", False)):
+        cfg = build_config("default", {"pooler": "pgbouncer", "pool_mode": mode, "pool_size": "30",
+                                       "reaper_interval_s": "1"})
+        reaper = engine_for(cfg).reaper(dsn, cfg, Recorder(cfg.batch))
+        try:
+            assert (reaper.local_settings is not None, reaper.conn.prepare_threshold is None) == (stateless, stateless)
+        finally:
+            reaper.conn.close()
+
+
+def test_the_embedded_pooler_is_one_of_the_runs_own_process_trees():
+    """The busy-machine meter's roots (``Run._own_trees``): the load generators, the embedded server's root, and
+    the pooler the run started (fakes for the driver and the monitor)."""
+    from types import SimpleNamespace
+
+    from bench.runner.run import Run
+
+    run = Run.__new__(Run)
+    run.driver = SimpleNamespace(local_pids=lambda: (11, 12))
+    run.monitor = SimpleNamespace(server_pids=lambda: (21, 22))
+    for embedded, pooler_pid, roots in ((True, 31, (11, 12, 21, 31)), (False, 31, (11, 12, 31)),
+                                        (False, None, (11, 12))):
+        run.embedded, run.pooler_pid = embedded, pooler_pid
+        assert run._own_trees() == roots
+
+
 def test_the_clients_through_the_pooler_are_the_workers_reaper_and_producers():
     """``max_client_conn`` is sized from them; the monitor and the rest go direct."""
     cfg = build_config("default", {"pooler": "pgbouncer", "workers": "7", "rate": "50", "producers": "3",
@@ -213,32 +269,63 @@ def test_the_clients_through_the_pooler_are_the_workers_reaper_and_producers():
     assert cfg.connections_needed() == cfg.pooled_connections() + 2  # the monitor's two
 
 
+def _run_counting_backends(direct: str, tmp_path: pathlib.Path, *args: str) -> tuple[list[int], dict, dict]:
+    """``qbench run --dsn direct ... args`` through the embedded pooler: the pooler's backends on the server counted
+    here each 0.2 s over a direct connection, then its summary.json and run.json's config, after checking the run
+    ended 0 and its pooler is gone."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", direct, "--results",
+                             str(tmp_path), "--pooler", "pgbouncer", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    counts, seen = [], set()
+    while proc.poll() is None:
+        # found again each time: the first ``pgbouncer`` child may be its ``--version`` check, gone at once
+        pids = [p.pid for p in psutil.process_iter(["name", "ppid"])
+                if p.info["name"] == "pgbouncer" and p.info["ppid"] == proc.pid]
+        seen.update(pids)
+        if pids:
+            counts.append(sum(len(_pooler_backends(direct, pid)) for pid in pids))
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
+    assert seen and not any(psutil.pid_exists(pid) for pid in seen)
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert summary["complete"] and sum(summary["errors"].values()) == 0 and summary["jobs_completed"] > 0
+    assert {k: summary["invariants"][k] for k in CLEAN_INVARIANTS} == CLEAN_INVARIANTS
+    assert run_json["config"]["dsn_direct"] == direct
+    return counts, summary, run_json
+
+
 @pytest.mark.slow
 def test_a_run_through_the_session_pool_holds_at_most_pool_size_server_connections(tmp_path):
     """``qbench run`` through the embedded pooler in session mode: 0 errors, the audit clean, and the backends the
-    pooler holds on the server, counted here each 0.2 s over a direct connection, never above POOL_SIZE and one
-    per worker while the load runs (a session keeps its server connection)."""
+    pooler holds on the server never above POOL_SIZE and one per worker while the load runs (a session keeps its
+    server connection)."""
     workers, pool_size = 10, 12
     with fresh_database() as direct:
-        proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", direct, "--results",
-                                 str(tmp_path), "--pooler", "pgbouncer", "--pool-mode", "session", "--pool-size",
-                                 str(pool_size), "--workers", str(workers), "--duration", "3s", "--warmup", "1s"],
-                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        counts, pid = [], None
-        while proc.poll() is None:
-            pid = pid or next((p.pid for p in psutil.process_iter(["name", "ppid"])
-                               if p.info["name"] == "pgbouncer" and p.info["ppid"] == proc.pid), None)
-            if pid is not None:
-                counts.append(len(_pooler_backends(direct, pid)))
-            time.sleep(0.2)
-        out, err = proc.communicate()
-    assert proc.returncode == 0, out + err
-    assert pid is not None and not psutil.pid_exists(pid)
+        counts, _summary, run_json = _run_counting_backends(
+            direct, tmp_path, "--pool-mode", "session", "--pool-size", str(pool_size), "--workers", str(workers),
+            "--duration", "3s", "--warmup", "1s")
     assert 0 < max(counts) <= pool_size and counts.count(workers) >= 5, counts
-    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    config = json.loads((run_dir / "run.json").read_text())["config"]
-    assert summary["complete"] and sum(summary["errors"].values()) == 0 and summary["jobs_completed"] > 0
-    assert {k: summary["invariants"][k] for k in CLEAN_INVARIANTS} == CLEAN_INVARIANTS
+    config = run_json["config"]
     assert (config["pooler"], config["pool_mode"], config["pool_size"]) == ("pgbouncer", "session", pool_size)
-    assert config["dsn_direct"] == direct
+    assert run_json["pooler"]["sessions"] == "as without a pooler" and config["prepared"] is True
+
+
+@pytest.mark.slow
+def test_a_run_through_the_transaction_pool_shares_pool_size_server_connections(tmp_path):
+    """``qbench run`` through the embedded pooler in transaction mode: 20 workers holding their claim 5 ms, and a
+    reaper every 0.2 s, through 5 server connections: 0 errors (no statement prepared by name on a shared server
+    connection, the reaper's included), the audit clean, the pooler's backends on the server never above 5,
+    and the stateless sessions recorded."""
+    pool_size = 5
+    with fresh_database() as direct:
+        counts, _summary, run_json = _run_counting_backends(
+            direct, tmp_path, "--pool-mode", "transaction", "--pool-size", str(pool_size), "--workers", "20",
+            "--txn", "hold", "--work-ms", "5", "--reaper-interval-s", "0.2", "--duration", "3s", "--warmup", "1s")
+    assert 0 < max(counts) <= pool_size, counts
+    config, pooler = run_json["config"], run_json["pooler"]
+    assert (config["pooler"], config["pool_mode"], config["pool_size"]) == ("pgbouncer", "transaction", pool_size)
+    assert config["prepared"] is False and pooler["sessions"] == "stateless" and pooler["embedded"] == "pgbouncer"
+    assert "reaper" in pooler["through_pooler"]

@@ -52,14 +52,16 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
 
 @contextlib.contextmanager
 def pooled(cfg, dsn: str, clients: int):
-    """(the RunConfig, the DSN) a run of ``cfg`` on ``dsn`` uses: as given with ``POOLER=none``; else through
-    ``cfg``'s embedded pooler for ``clients`` client connections, started here and stopped after the block: its
-    DSN for the workers, producers and reaper, and ``dsn`` as the config's ``dsn_direct`` for the rest."""
+    """(the RunConfig, the DSN, the pooler's pid) a run of ``cfg`` on ``dsn`` uses: as given and None with
+    ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections, started here and
+    stopped after the block: its DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct``
+    for the rest (:meth:`RunConfig.direct_dsn`), and its process's pid (the run's own, for the busy-machine
+    meter)."""
     if cfg.pooler == "none":
-        yield cfg, dsn
+        yield cfg, dsn, None
         return
     with embedded_pooler(cfg.engine, dsn, cfg, clients) as pooler:
-        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn
+        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn, pooler.pid
 
 
 def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cfg=None) -> dict:
