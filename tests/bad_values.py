@@ -70,7 +70,9 @@ BAD_VALUES: dict[str, tuple] = {
     "replica_reader_s": (0, -1, "long", 1e9),
     "hot_standby_feedback": ("maybe", 1),
     "replica_max_delay_s": (-1, "soon", 1e9),
-    "pool_mode": ("statement", "pgbouncer", 1),
+    "pooler": ("pgpool", "odyssey", 1),
+    "pool_size": (0, -1, 10_001, "many", 2.5),
+    "pool_mode": ("statement", "pgbouncer", "txn", 1),
     "dsn_direct": ("mysql://root@127.0.0.1/qbench", "direct-host"),
 }
 BAD_VALUES["faults"] += ("migration@1-2:ddl=add_column,lock_timeout_ms=-1", "migration@1-2:ddl=drop_table",

@@ -21,9 +21,9 @@ import bench.engines as engines
 from bench.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
-#: The submodules of bench/engines/<name>/ that reach a server: the engine (built-in or a queue definition's)
-#: and the embedded server.
-REACHING = ("engine", "defined_engine", "embedded")
+#: The submodules of bench/engines/<name>/ that reach a server: the engine (built-in or a queue definition's),
+#: the embedded server and the embedded pooler.
+REACHING = ("engine", "defined_engine", "embedded", "pooler")
 
 
 @contextlib.contextmanager

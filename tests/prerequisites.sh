@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # What the test suite needs from the system beyond Python packages: headless Chromium and its WebDriver
-# (tests/test_browser.py), pgbench and mariadb-slap (the calibration tests). `make test` runs this before
-# the first test (and .ci/run runs `make test`). As root the missing Debian packages are installed; as
-# another user one line names them and the exit status is 2.
+# (tests/test_browser.py), PgBouncer (the embedded pooler's tests), pgbench and mariadb-slap (the calibration
+# tests). `make test` runs this before the first test (and .ci/run runs `make test`). As root the missing
+# Debian packages are installed; as another user one line names them and the exit status is 2.
 set -euo pipefail
 
 # What the tests run (an absolute path, or a command looked up in PATH), and the Debian package that has it.
 REQUIRED=(
     "/usr/bin/chromium chromium"
     "/usr/bin/chromedriver chromium-driver"
+    "/usr/sbin/pgbouncer pgbouncer"
     "pgbench postgresql-client"
     "mariadb-slap mariadb-client"
 )

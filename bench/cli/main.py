@@ -21,7 +21,7 @@ from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigE
                           exit_status, first_status)
 from bench.cli.checks import check_loopback, check_results_dir, chosen_dsn
 from bench.config.parsers import parse_number
-from bench.cli.database import check_room, database as _database, finish_first as _finish_first, render_run
+from bench.cli.database import check_room, database as _database, finish_first as _finish_first, pooled, render_run
 from bench.cli.compare import add_parser as _add_compare
 from bench.cli.run_options import ALLOW_REMOTE_HELP, add_database_options, add_run_options, switch_message
 from bench.cli.web_ui_options import add_web_ui_options, web_ui_options
@@ -130,9 +130,11 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
 
     web_ui = web_ui_options(args, cfg)
     extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
-    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed() + extra, cfg.engine, cfg)
-    with database as dsn:
-        run_dir = runner.run(cfg, dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui)
+    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed() + extra, cfg.engine, cfg,
+                                   pooler=True)
+    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections() + extra) as (run_cfg, run_dsn, pooler_pid):
+        run_dir = runner.run(run_cfg, run_dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui,
+                             pooler_pid=pooler_pid)
     with _finish_first("writing the report first"):  # the report is one of the run's files
         report = render_report(run_dir)
     result = RunResult.load(run_dir)

@@ -26,8 +26,9 @@ PLAN_CACHE_MODES = ("auto", "force_custom_plan", "force_generic_plan")
 #: (at most ``POLL_MS``) for a notification sent by the enqueueing transaction
 #: (https://www.postgresql.org/docs/current/sql-notify.html, https://www.postgresql.org/docs/current/sql-listen.html).
 WAKEUPS = ("poll", "notify")
-#: ``POOL_MODE``: no pooler in front of the server, or the pool mode of the one ``DSN`` reaches (docs/poolers.md):
-#: ``transaction`` hands a client a server connection per transaction, ``session`` for the client's life.
+#: ``POOL_MODE``: no pooler in front of the server, or the pool mode of the one ``DSN`` reaches or the embedded
+#: one runs in (docs/poolers.md): ``transaction`` hands a client a server connection per transaction, ``session``
+#: for the client's life (PgBouncer's ``pool_mode``; its ``statement`` mode forbids transactions).
 POOL_MODES = ("none", "transaction", "session")
 #: MONITOR: the monitor's statistics and table queries, or its statistics only.
 MONITOR_MODES = ("full", "stats")
@@ -46,3 +47,7 @@ MAX_QUEUES = 10_000
 EFFECT_MODES = ("none", "outside", "same_txn", "idempotent")
 EFFECTS_WRITTEN = ("outside", "same_txn", "idempotent")
 EFFECTS_DURING_WORK = ("outside", "idempotent")
+#: ``POOLER``: the connection pooler the tool starts in front of the database (none: the workers connect direct).
+POOLERS = ("none", "pgbouncer")
+#: Upper bound on ``POOL_SIZE``: PostgreSQL's own ``max_connections`` is rarely above this on one server.
+MAX_POOL_SIZE = 10_000

@@ -339,7 +339,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
                "`intervals.csv`"),
     *REPLICA_PARAMETERS,  # REPLICA=1 and its readers (bench/config/replica_parameters.py)
-    *POOLER_PARAMETERS,  # a user's pooler: POOL_MODE, DSN_DIRECT (bench/config/pooler_parameters.py)
+    *POOLER_PARAMETERS,  # POOLER, POOL_SIZE, POOL_MODE, DSN_DIRECT (bench/config/pooler_parameters.py)
     _P("monitor", "choice", "full", "full | stats: the monitor's table queries on, or its statistics only",
        group="output", choices=MONITOR_MODES,
        meaning="how much the monitor samples during the load (docs/reading-the-report.md, \"Monitor cost\"): "

@@ -15,7 +15,7 @@ from bench.config.choices import EFFECTS_DURING_WORK
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
-from bench.config.pooler_parameters import check_pooler, stateless_sessions
+from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
 from bench.engines import capabilities
@@ -36,7 +36,9 @@ def _table_fields(cls: type) -> type:
 @_table_fields
 class RunConfig:
     """One run's validated parameters (:func:`build_config`): a field per parameter, ``workload``, ``dsn`` (None:
-    embedded), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a: :data:`NOT_APPLICABLE`."""
+    embedded), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a: :data:`NOT_APPLICABLE`.
+    ``dsn_direct`` is ``DSN_DIRECT``, or the server behind the embedded pooler once it is up
+    (:func:`bench.cli.database.pooled`)."""
 
     workload: str = "default"
     dsn: str | None = None
@@ -47,15 +49,19 @@ class RunConfig:
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
     def connections_needed(self) -> int:
-        """Connections besides the admin one: workers, the monitor's two, reaper, VACUUM, producers, mover, faults
-        (a long transaction, a backend killer, a migration), the standby sampler's, the workers' effect connections
-        (``EFFECTS`` during the work with ``TXN=hold``)."""
-        return (self.workers + 2 + (1 if self.reaper_interval_s > 0 else 0) + (1 if self.vacuums() else 0)
-                + (self.producers if self.rate > 0 else 0) + (1 if self.layout == "archive" else 0)
+        """Connections besides the admin one: :meth:`pooled_connections`, the monitor's two, VACUUM, mover, faults
+        (a long transaction, a backend killer, a migration), the standby sampler's."""
+        return (self.pooled_connections() + 2 + (1 if self.vacuums() else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
                 # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
                 + (2 if any(f.kind == "migration" for f in self.faults) else 0)
-                + (1 if self.replica is True else 0)  # the standby sampler's connection to the primary
+                + (1 if self.replica is True else 0))  # the standby sampler's connection to the primary
+
+    def pooled_connections(self) -> int:
+        """The connections that go through a pooler (``POOLER``, ``POOL_MODE``): the workers, the reaper, the
+        producers, the workers' effect connections (``EFFECTS`` during the work with ``TXN=hold``); the rest go
+        direct."""
+        return (self.workers + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
                 + (self.workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def stateless_sessions(self) -> bool:
@@ -65,7 +71,7 @@ class RunConfig:
 
     def direct_dsn(self) -> str | None:
         """``DSN_DIRECT``, where the tool's own connections go (admin, monitor, audit) when the run's DSN is a
-        pooler; None without one (they go to the run's DSN)."""
+        pooler (a user's, or the embedded one's once it is up); None without one (they go to the run's DSN)."""
         return self.dsn_direct if self.dsn_direct not in ("", NOT_APPLICABLE) else None
 
     def public(self) -> dict[str, Any]:
@@ -346,4 +352,6 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
     notes = check_pooler(values, dsn, given)  # before the combinations: it sets PREPARED behind a transaction pool
     notes += check_combinations(values, set(raw))
     notes += defined.check(values)
-    return RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)
+    cfg = RunConfig(workload=workload, dsn=dsn, notes=tuple(engine_notes + notes), **values)
+    check_session_pool(cfg)
+    return cfg

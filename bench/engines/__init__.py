@@ -9,7 +9,8 @@ from bench.config.choices import ENGINES  # each a package bench/engines/<name>/
 from bench.config.queue_definition import is_builtin, load_queue
 from bench.errors import ConfigError
 
-__all__ = ["ENGINES", "capabilities", "embedded_server", "engine_for", "get_engine", "non_loopback_host"]
+__all__ = ["ENGINES", "capabilities", "check_pooler", "embedded_pooler", "embedded_server", "engine_for", "get_engine",
+           "non_loopback_host"]
 
 
 def _module(name: str, module: str = ""):
@@ -34,6 +35,20 @@ def embedded_server(name: str, max_connections: int, cfg=None):
     engine's choice of server where it has one (``PG_VERSION``)."""
     module = _module(name, "embedded")
     return module.embedded_server(max_connections=max_connections, **module.server_options_of(cfg))
+
+
+def check_pooler(name: str, cfg) -> None:
+    """Refuse (ConfigError, ``POOLER``) ``cfg``'s embedded pooler when it cannot start on this machine (its binary
+    missing), before any server is started; nothing for ``POOLER=none``."""
+    if cfg.pooler != "none":
+        _module(name, "pooler.binary").check_pooler(cfg)  # finds the binary only: no server reached
+
+
+def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int):
+    """Engine ``name``'s throwaway pooler (``cfg``'s ``POOLER``, ``POOL_MODE``, ``POOL_SIZE``) in front of
+    ``dsn_direct`` for ``clients`` client connections, a context manager yielding its ``Pooler`` (``dsn``,
+    ``dsn_direct``, ``admin_dsn``, ``mode``, ``pool_size``, ``max_client_conn``, ``pid``, ``version``)."""
+    return _module(name, "pooler").embedded_pooler(dsn_direct, cfg, clients)
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

@@ -83,7 +83,7 @@ class Recipe:
         raise NotImplementedError
 
     def init_argv(self, srv: EmbeddedServer) -> list[str]:
-        """The command creating the data directory ``srv.data_dir``."""
+        """The command creating the data directory ``srv.data_dir`` ([]: none)."""
         raise NotImplementedError
 
     def launch(self, srv: EmbeddedServer) -> str | None:
@@ -238,6 +238,8 @@ class EmbeddedServer:
 
     def _init(self) -> None:
         argv = self.recipe.init_argv(self)
+        if not argv:  # nothing to create (PgBouncer: its launch writes its files)
+            return
         name = pathlib.Path(argv[0]).name
         try:
             proc = self.run(argv, timeout=INIT_TIMEOUT_S)

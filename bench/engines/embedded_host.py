@@ -12,13 +12,15 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
 import threading
 import time
 from typing import Iterator
 
 import psutil
 
-__all__ = ["LOG_TAIL_LINES", "RunAs", "end_processes", "free_port", "log_tail", "sigterm_as_exit", "wait_gone"]
+__all__ = ["LOG_TAIL_LINES", "RunAs", "end_processes", "free_port", "log_tail", "sigterm_as_exit", "stop_child",
+           "wait_gone"]
 
 LOG_TAIL_LINES = 20
 MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
@@ -129,6 +131,20 @@ def end_processes(path: pathlib.Path, grace_s: float = 0.0) -> None:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(left, timeout=10)
+
+
+def stop_child(proc: subprocess.Popen | None, timeout_s: float, problems: list[str]) -> None:
+    """SIGTERM the server process ``proc`` (a child of ours; None or gone: nothing) and wait ``timeout_s``; then
+    SIGKILL, noted in ``problems``."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        problems.append(f"no shutdown within {timeout_s:g} s; killed")
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 @contextlib.contextmanager

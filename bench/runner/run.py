@@ -40,12 +40,14 @@ from bench.usage import named, setting
 
 class Run:
     """One benchmark of ``cfg`` against ``dsn`` (arguments: :func:`bench.runner.run`). Construction checks what
-    needs no server; :meth:`execute` returns the run directory."""
+    needs no server; :meth:`execute` returns the run directory. ``dsn`` is the workers', producers' and reaper's;
+    :attr:`direct` (``cfg.direct_dsn()``, else ``dsn``) everything else's: behind a pooler, the server itself."""
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
-                 web_ui: tuple[str, int, int] | None = None):
+                 web_ui: tuple[str, int, int] | None = None, pooler_pid: int | None = None):
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
+        self.pooler_pid = pooler_pid  # the embedded pooler's process (POOLER=pgbouncer): the run's own
         # the tool's own connections (admin, monitor, audit, mover, VACUUM, faults): DSN_DIRECT behind a pooler,
         # which only the workers, producers and reaper go through (docs/poolers.md)
         self.direct = cfg.direct_dsn() or dsn
@@ -268,10 +270,11 @@ class Run:
         self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy())
 
     def _own_trees(self) -> tuple[int, ...]:
-        """The roots of the run's process trees besides this process: the load generators here and, when the tool
-        started the server for this run (no one else's sessions), its root process."""
+        """The roots of the run's process trees besides this process: the load generators here, when the tool
+        started the server for this run (no one else's sessions) its root process, and the embedded pooler."""
         server_root = self.monitor.server_pids()[:1] if self.embedded else ()
-        return (*self.driver.local_pids(), *server_root)
+        pooler = (self.pooler_pid,) if self.pooler_pid is not None else ()
+        return (*self.driver.local_pids(), *server_root, *pooler)
 
     def _busy(self):
         """The machine's CPU outside the run over the second just closed; None when the server is on this host

@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import signal
 import subprocess
 
 from bench.engines.base import EngineError
 from bench.engines.embedded_base import STOP_TIMEOUT_S, EmbeddedError, EmbeddedServer, Recipe
-from bench.engines.embedded_host import MAX_SOCKET_PATH
+from bench.engines.embedded_host import MAX_SOCKET_PATH, stop_child
 from bench.engines.mariadb.adapter import open_connection, query, translated
 from bench.engines.mariadb.embedded_binaries import ServerBinaries, find_server_binaries
 
@@ -123,15 +122,7 @@ class MariaDBRecipe(Recipe):
     def shutdown(self, srv: EmbeddedServer, problems: list[str]) -> None:
         """SIGTERM mariadbd (its normal shutdown) and wait; SIGKILL after :data:`STOP_TIMEOUT_S`."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            problems.append(f"no shutdown within {STOP_TIMEOUT_S} s; killed")
-            proc.kill()
-            proc.wait(timeout=30)
+        stop_child(proc, STOP_TIMEOUT_S, problems)
 
 
 #: Start a throwaway MariaDB server, yield its DSN, stop and delete it on exit (see :class:`MariaDBRecipe`);
