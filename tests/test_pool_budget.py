@@ -73,7 +73,9 @@ def test_each_refusal_names_what_the_user_can_change():
     assert direct.refusal(room).param == "WORKERS" and "needs 12 more connections" in direct.refusal(room).problem
     assert embedded.refusal(room).param == "POOL_SIZE"
     assert embedded.refusal(room).problem.endswith("allowed: --pool-size from 1 to 5")
-    assert yours.refusal(room).param == "DSN_DIRECT"
+    assert yours.refusal(room).param == "DSN_DIRECT" and "own 9 direct connections" in yours.refusal(room).problem
+    known = ConnectionBudget(workers=500, clients=500, direct=2, pooler="yours", pool_size=30)
+    assert known.refusal(room).problem.startswith("your pooler's pool of 30 and the tool's own 2 direct connections")
 
 
 def test_the_server_accepts_through_the_pool_the_workers_it_refuses_direct(dsn):

@@ -68,9 +68,10 @@ class ConnectionBudget:
             return ConfigError("POOL_SIZE", f"{self.pool_size} server connections for the pool and the tool's "
                                             f"{self.direct} direct ones need {self.server}, and {free}; allowed: "
                                             f"{allowed}")
-        return ConfigError("DSN_DIRECT", f"the tool's own {self.server} direct connections (the monitor, the audit, "
-                                         f"...) need room on the server, and {free}; allowed: a server with more "
-                                         "free connections")
+        pool = f"your pooler's pool of {self.pool_size} and " if self.pool_size else ""
+        return ConfigError("DSN_DIRECT", f"{pool}the tool's own {self.direct} direct connections (the monitor, the "
+                                         f"audit, ...) need {self.server}, and {free}; allowed: a server with more "
+                                         "free connections" + (", or a smaller pool" if pool else ""))
 
     def check_clients(self) -> None:
         """Refuse (ConfigError ``WORKERS``) more clients than the pooler's ``max_client_conn`` when it is known (the
