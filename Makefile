@@ -33,6 +33,8 @@ param_arg3 = $(if $($(word 1,$(1))),$(if $(filter flag,$(word 3,$(1))),$(if $(ca
 # GLOBAL_VARS and its own list VARS_<target>. A target without a list reads only GLOBAL_VARS.
 GLOBAL_VARS = PYTHON VENV
 RUN_TARGETS = bench bench-ui soak sweep compare-indexes capacity plan
+# Of them, the searches: each sets some run parameters itself (plan: WORKERS; capacity: RATE) and refuses them.
+SEARCH_TARGETS = capacity plan
 RUN_VARS = DSN ALLOW_REMOTE
 VARS_bench = WORKLOAD STRICT
 VARS_bench-ui = WORKLOAD WEB_PORT MAX_WORKERS
@@ -55,7 +57,7 @@ VARS_install = EXTRAS
 GOALS = $(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))
 CMDLINE_VARS = $(strip $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v))))
 goal_vars = $(VARS_$(1)) $(if $(filter $(1),$(RUN_TARGETS)),$(RUN_VARS) $(PARAM_NAMES))
-# Values come from the command line only, as qbench takes none from the environment: an exported
+# Values come from the command line only (qbench itself reads only $DATABASE_URL, refused below): an exported
 # WORKERS=200 must not change `make bench` unseen, and `WORKERS=200 make bench` must not run 10 workers.
 # A variable the goals read that is set only in the environment stops make with one line (exit 2), and so
 # does $DATABASE_URL for a goal that reads DSN (qbench would load that database unasked), and an empty
@@ -98,7 +100,7 @@ help: ## list the targets (this list)
 	@echo "make <target> [VARIABLE=value ...]; a variable the target does not read stops make (exit 2)."
 	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 	@echo "Each target's own variables (besides PYTHON, VENV):"
-	@$(foreach t,$(sort $(patsubst VARS_%,%,$(filter VARS_%,$(.VARIABLES)))),printf "  %-16s %s\n" '$(t)' '$(strip $(VARS_$(t)) $(if $(filter $(t),$(RUN_TARGETS)),$(RUN_VARS) + the run parameters))';)
+	@$(foreach t,$(sort $(patsubst VARS_%,%,$(filter VARS_%,$(.VARIABLES)))),printf "  %-16s %s\n" '$(t)' '$(strip $(VARS_$(t)) $(if $(filter $(t),$(RUN_TARGETS)),$(RUN_VARS) + the run parameters$(if $(filter $(t),$(SEARCH_TARGETS)), it does not search ($(BIN)/qbench $(t) --help lists them))))';)
 	@echo "Run parameters (bench, bench-ui, soak, sweep, compare-indexes, capacity, plan): one Make variable per"
 	@echo "qbench run option, WORK_MS=5 for --work-ms 5, yes/no as 1 or 0 (PREPARED=0 for --no-prepared):"
 	@echo "$(PARAM_NAMES)" | fold -s -w 98 | sed 's/^/  /'

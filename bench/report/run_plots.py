@@ -12,6 +12,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator, StrMethodFormatter
 
 from bench.analysis.empty_claims import empty_while_work_waited
 from bench.report.format import fmt_num, is_missing
+from bench.usage import setting
 from bench.report.render import LABEL_BOX, label_log_axis, legend_above, say, spans_wide, y_scale
 from bench.report.run_format import engine_capability
 
@@ -92,12 +93,23 @@ def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     _legend(ax)
 
 
-def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...], ylabel: str) -> bool:
-    """When a monitor series has no sample at all, say so on the axes and return True."""
+#: The series the monitor's table queries give (the others come from its statistics query every second).
+TABLE_QUERY_COLUMNS = {"oldest_eligible_age_s", "queue_depth", "running"}
+
+
+def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...], ylabel: str, summary: dict) -> bool:
+    """When a monitor series has no sample at all, say so on the axes, with why (the table queries turned off
+    by ``MONITOR=stats`` or too expensive on this table; the statistics query failing), and return True."""
     if df.empty or not all(df[c].isna().all() for c in columns):
         return False
-    say(ax, f"no samples of {', '.join(columns)} in the measured window:\nthe monitor's table query is too "
-        "expensive on this table (see 'Monitor' above the plots)", fontsize="small", color="#c62828")
+    if not TABLE_QUERY_COLUMNS & set(columns):
+        why = "the monitor's statistics query returned none"
+    elif (summary.get("config") or {}).get("monitor") == "stats":
+        why = f"the monitor's table queries were off ({setting('monitor', 'stats', quote=False)})"
+    else:
+        why = "the monitor's table query is too expensive on this table"
+    say(ax, f"no samples of {', '.join(columns)} in the measured window:\n{why} (see 'Monitor' above the plots)",
+        fontsize="small", color="#c62828")
     ax.set_xlim(df["t_s"].min() - 0.5, df["t_s"].max() + 0.5)
     ax.set_yticks([])
     ax.set_ylabel(ylabel)
@@ -106,7 +118,7 @@ def _no_samples(ax: plt.Axes, df: pd.DataFrame, columns: tuple[str, ...], ylabel
 
 def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Oldest eligible age (s, left axis) and queue depth (eligible rows, right axis) per second."""
-    if _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"), "oldest eligible age (s)"):
+    if _no_samples(ax, df, ("oldest_eligible_age_s", "queue_depth"), "oldest eligible age (s)", summary):
         return
     m = _marker(df)
     age_line = _line(ax, df, "oldest_eligible_age_s", "oldest eligible age (s, left)", "oldest eligible age (s)",
@@ -121,11 +133,12 @@ def draw_oldest_age(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 def draw_locks_running(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Running jobs and lock waiters per second (counts); ``notify_lock_waiters`` (FR-10) with ``WAKEUP=notify``
     or any sample above 0."""
-    if _no_samples(ax, df, ("running", "lock_waiters"), "count"):
+    if _no_samples(ax, df, ("running", "lock_waiters"), "count", summary):
         return
     m = _marker(df)
     # counted only as often as their cost allows: gaps where a second has no count (see draw_oldest_age)
-    ax.plot(df["t_s"], df["running"], marker=m or ".", label="running jobs")
+    if df["running"].notna().any():  # none without the table queries (MONITOR=stats): no empty legend entry
+        ax.plot(df["t_s"], df["running"], marker=m or ".", label="running jobs")
     ax.plot(df["t_s"], df["lock_waiters"], marker=m, label="lock waiters (sessions)")
     notify = df["notify_lock_waiters"] if "notify_lock_waiters" in df else None
     if notify is not None and notify.notna().any() and (
@@ -181,7 +194,7 @@ def draw_loop_lag(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 def draw_dead_tuples(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """Dead tuples in the queue table per second (rows, left axis) and, when sampled, the oldest
     snapshot's xmin age (transactions, right axis); a second without a sample is a gap in its line."""
-    if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)"):
+    if "dead_tuples" not in df or _no_samples(ax, df, ("dead_tuples",), "dead tuples (rows)", summary):
         return
     # Sampled every second: an empty cell is a missed sample, NaN here, a gap in the line.
     handles = [_line(ax, df, "dead_tuples", "dead tuples in the queue table (rows, left)", "dead tuples (rows)",
@@ -213,7 +226,7 @@ def _vacuum_markers(ax: plt.Axes, df: pd.DataFrame) -> list:
 
 def draw_history_list(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     """InnoDB's history list length per second (undo records not yet purged; MariaDB/MySQL runs)."""
-    if "history_list_length" not in df or _no_samples(ax, df, ("history_list_length",), "history list length"):
+    if "history_list_length" not in df or _no_samples(ax, df, ("history_list_length",), "history list length", summary):
         return
     _line(ax, df, "history_list_length", "InnoDB history list length (undo records not yet purged)",
           "history list length", marker=_marker(df), color="C4")

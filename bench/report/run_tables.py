@@ -53,6 +53,11 @@ def _row(label: str, value: str, bad: bool = False) -> dict:
     return {"label": label, "value": value, "bad": bad}
 
 
+def _ms(us: float | None) -> float | None:
+    """µs as ms (None stays None)."""
+    return None if is_missing(us) else float(us) / 1000
+
+
 def _slash(values: dict, keys: tuple[str, ...], unit: str = "", us: bool = False) -> str:
     """``values``' ``keys`` as 'a / b / c unit', three decimals (``us``: µs shown in ms, a missing key 0)."""
     text = " / ".join(fmt_num(values.get(k, 0) / 1000 if us else values.get(k), 3) for k in keys)
@@ -212,8 +217,8 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     if kernel.get("mean") is not None:
         rows.append(_row("the kernel's work (interrupts, kernel threads) mean / max, not judged (% of all cores)",
                          f"{fmt_num(kernel['mean'], 1, '%')} / {fmt_num(kernel['max'], 1, '%')}"))
-    rows.append(_row("monitor query cost mean / max",
-                     f"{fmt_num(mon.get('mean'), 1)} / {fmt_num(mon.get('max'))} µs"))
+    rows.append(_row("the monitor's queries' time per second, mean / max (ms per s)",
+                     f"{fmt_num(_ms(mon.get('mean')), 1)} / {fmt_num(_ms(mon.get('max')), 1)}"))
     cost = summary.get("measurement_cost")  # None: a run written before it was kept
     if cost:
         rows.append(_row(f"measurement cost: the tool's process ({cost['tool_process_does']}), mean; the monitor's "

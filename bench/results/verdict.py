@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from bench.results import slo
 from bench.results.model import invariants_ok, problems
 from bench.results.values import fmt_seconds, fmt_sig
+from bench.usage import setting
 
 #: How each invariant is named in the end block's one line.
 INVARIANT_WORDS = {"lost_jobs": "lost", "double_claims": "doubled", "duplicated_jobs": "duplicated",
@@ -113,7 +114,7 @@ def _trust(summary: Mapping[str, Any]) -> Item:
 def _outside_text(summary: Mapping[str, Any]) -> str:
     """", machine outside the run N %" (the window's mean, % of all cores), or nothing for a run without it."""
     outside = (summary.get("outside_cpu_pct") or {}).get("mean")
-    return "" if outside is None else f", machine CPU outside the run {fmt_sig(outside)} %"
+    return "" if outside is None else f", machine CPU outside the run {float(outside):.1f} %"  # as measured: one decimal
 
 
 def items(summary: Mapping[str, Any]) -> list[Item]:
@@ -189,8 +190,12 @@ def end_block(summary: Mapping[str, Any]) -> list[str]:
         lines.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))).rstrip())
     age = summary.get("oldest_eligible_age_s") or {}
     slope = summary.get("oldest_age_slope_s_per_s")
-    lines.append(f"oldest eligible age: max {fmt_seconds(age.get('max'))}, last sample {fmt_seconds(age.get('final'))}"
-                 + ("" if slope is None else f", trend {slope:+.3f} s per s"))
+    if age.get("max") is None and (summary.get("config") or {}).get("monitor") == "stats":
+        lines.append(f"oldest eligible age: not sampled ({setting('monitor', 'stats', quote=False)}: the monitor's "
+                     "table queries were off)")
+    else:
+        lines.append(f"oldest eligible age: max {fmt_seconds(age.get('max'))}, last sample "
+                     f"{fmt_seconds(age.get('final'))}" + ("" if slope is None else f", trend {slope:+.3f} s per s"))
     if (cost := cost_line(summary)) is not None:
         lines.append(f"cost per job: {cost}")
     by_name = {item.name: item for item in items(summary)}

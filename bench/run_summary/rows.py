@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from bench.usage import setting
+
 
 def percentile(values: list[float], pct: float) -> float | None:
     """The ``pct`` percentile of ``values`` (nearest rank), None when empty."""
@@ -49,8 +51,8 @@ def monitor_notes(rows: list[dict], failures: int, costs_s: dict, in_flight_s: f
     """Plain-language notes on how often the monitor's table queries could be afforded, with their cost, and how
     many gave up waiting for a lock on the queue table (``lock_skips``: counts by kind, ``age`` and ``counts``, and
     the monitor's ``lock_timeout_ms``); without ``table_queries`` (``MONITOR=stats``) that none ran."""
-    notes = [] if table_queries else ["MONITOR=stats: no table query ran during the load (no oldest eligible age, "
-                                      "queue depth or running count per second)"]
+    notes = [] if table_queries else [f"{setting('monitor', 'stats', quote=False)}: no table query ran during the load "
+                                      "(no oldest eligible age, queue depth or running count per second)"]
     n = len(rows)
     for column, kind, what, budget in (("oldest_eligible_age_s", "age", "oldest eligible age", 5),
                                        ("queue_depth", "counts", "queue depth and running", 2))[:2 if table_queries else 0]:
