@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.report.format import fmt_num
 from bench.report.run_format import fmt_value
+from bench.results.dead_rows import table_autovacuum
 from bench.results.model import problems
 from bench.results.values import library_caveat_line
 
@@ -96,9 +97,12 @@ def vacuum_note(summary: dict) -> str | None:
     settings_text = (" with its own settings (" + ", ".join(f"{k} = {v:g}" for k, v in settings.items()) + ")"
                      if isinstance(settings, dict) and settings else "")
     if av.get("server_autovacuum") is False:
-        first = ("Autovacuum is off on this server (autovacuum = off): nothing autovacuumed or autoanalyzed the "
-                 "queue table during the run" + ("." if passes else ", so cached claim plans were never rebuilt and "
-                                                                    "dead tuples stayed."))
+        blocked = av.get("server_blocked") or "autovacuum = off"  # a run before server_blocked: autovacuum only
+        table = (" whatever the queue table's autovacuum_enabled says (AUTOVACUUM on, to no effect)"
+                 if table_autovacuum(summary.get("config") or {}) else "")
+        first = (f"Autovacuum is off on this server ({blocked}): autovacuum never runs there,{table} and nothing "
+                 "autovacuumed or autoanalyzed the queue table during the run"
+                 + ("." if passes else ", so cached claim plans were never rebuilt and dead tuples stayed."))
     elif not av.get("enabled"):
         first = "Autovacuum was off on the queue table for this run (AUTOVACUUM=0, --no-autovacuum)."
     elif av.get("autovacuum_runs") is None:
