@@ -9,6 +9,7 @@ import json
 import psycopg
 import pytest
 
+from bench.report.run_notes import vacuum_note
 from bench.report.run_page import render_report
 from bench.results.dead_rows import (GROWTH_FACTOR, dead_rows_growth, growth_text, server_blocks_autovacuum,
                                      table_autovacuum_ineffective, vacuum_threshold)
@@ -94,3 +95,15 @@ def test_a_vacuum_pass_or_a_launcher_that_need_not_have_woken_means_no_growth_is
     assert dead_rows_growth(rows, _run("on", naptime="2min")) is None
     assert dead_rows_growth(rows, _run("on", table=False))["why_none"] == "AUTOVACUUM=0"
     assert dead_rows_growth([{**r, "dead_tuples": ""} for r in rows], _run()) is None  # not sampled (MariaDB)
+
+
+def test_the_reports_vacuum_note_names_the_growth_with_its_figures():
+    summary = {"config": {"autovacuum": True},
+               "autovacuum": {"enabled": False, "server_autovacuum": False, "server_blocked": "autovacuum = off"}}
+    growth = dead_rows_growth(_seconds(1198, 61720, live=30_000), _run())
+    note = vacuum_note(summary, growth)
+    assert note.startswith("Autovacuum is off on this server (autovacuum = off): autovacuum never runs there, "
+                           "whatever the queue table's autovacuum_enabled says (AUTOVACUUM on, to no effect)")
+    assert note.endswith(" In the measured window the queue table's dead rows grew from 1,198 to 61,720 with no "
+                         "autovacuum pass in 120 s (autovacuum = off on this server).")
+    assert "dead rows grew" not in vacuum_note(summary, dead_rows_growth(_seconds(1198, 1198), _run()))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench.report.format import fmt_num
 from bench.report.run_format import fmt_value
-from bench.results.dead_rows import table_autovacuum
+from bench.results.dead_rows import growth_text, table_autovacuum
 from bench.results.model import problems
 from bench.results.values import library_caveat_line
 
@@ -77,9 +77,10 @@ def banners(summary: dict) -> list[str]:
     return lines
 
 
-def vacuum_note(summary: dict) -> str | None:
-    """One or two sentences on vacuum of the queue table during the run: autovacuum/autoanalyze runs
-    (with the run's ``AUTOVACUUM_SETTINGS``) and the periodic VACUUM passes of ``VACUUM_EVERY_S``."""
+def vacuum_note(summary: dict, growth: dict | None = None) -> str | None:
+    """One to three sentences on vacuum of the queue table during the run: autovacuum/autoanalyze runs
+    (with the run's ``AUTOVACUUM_SETTINGS``), the periodic VACUUM passes of ``VACUUM_EVERY_S``, and ``growth``
+    (:func:`bench.results.dead_rows.dead_rows_growth` of the run) when its dead rows grew with no vacuum."""
     av = summary.get("autovacuum")
     if not av:
         return None
@@ -113,7 +114,8 @@ def vacuum_note(summary: dict) -> str | None:
         first = (f"During the run autovacuum ran {av['autovacuum_runs']} and autoanalyze {av['autoanalyze_runs']} "
                  f"times on the queue table{settings_text}; each analyze invalidates the workers' cached claim "
                  "plans, which PostgreSQL then plans again on the table as it is.")
-    return first + passes_text
+    grew = f" In the measured window the queue table's {growth_text(growth)}." if growth else ""
+    return first + passes_text + grew
 
 
 def claim_plan(run_dir: Path) -> str | None:

@@ -14,7 +14,7 @@ from bench.report.run_format import fmt_value
 from bench.report.run_notes import banners, claim_plan, headline, queue_notes, vacuum_note
 from bench.report.run_tables import env_rows, latency_rows, plan_rows, process_rows, summary_rows
 from bench.results import verdict
-from bench.results.dead_rows import table_autovacuum_ineffective
+from bench.results.dead_rows import dead_rows_growth, table_autovacuum_ineffective
 
 __all__ = ["ReportError", "render_report"]
 
@@ -38,7 +38,7 @@ def render_report(run_dir: Path) -> Path:
         "banners": banners(summary),
         "queue_notes": queue_notes(summary),
         "monitor_notes": list(summary.get("monitor_notes") or []),
-        "vacuum_note": vacuum_note(summary),
+        "vacuum_note": vacuum_note(summary, dead_rows_growth(intervals.to_dict("records"), run)),
         "claim_plan": claim_plan(run_dir),
         "plan_rows": plan_rows(summary),
         "verdict": verdict.items(summary),
