@@ -99,9 +99,9 @@ def vacuum_note(summary: dict, growth: dict | None = None) -> str | None:
                      if isinstance(settings, dict) and settings else "")
     if av.get("server_autovacuum") is False:
         blocked = av.get("server_blocked") or "autovacuum = off"  # a run before server_blocked: autovacuum only
-        table = (" whatever the queue table's autovacuum_enabled says (AUTOVACUUM on, to no effect)"
+        table = (", whatever the queue table's autovacuum_enabled says (AUTOVACUUM on, to no effect)"
                  if table_autovacuum(summary.get("config") or {}) else "")
-        first = (f"Autovacuum is off on this server ({blocked}): autovacuum never runs there,{table} and nothing "
+        first = (f"Autovacuum is off on this server ({blocked}): autovacuum never runs there{table}, and nothing "
                  "autovacuumed or autoanalyzed the queue table during the run"
                  + ("." if passes else ", so cached claim plans were never rebuilt and dead tuples stayed."))
     elif not av.get("enabled"):
