@@ -18,6 +18,7 @@ from conftest import run_and_load
 NOTE = "autovacuum never runs on this server"
 
 
+@pytest.mark.slow
 def test_a_run_records_the_servers_autovacuum_and_says_when_it_never_runs(dsn, tmp_path):
     """A 2 s run on a throwaway database of the service server: run.json holds the server's own ``autovacuum`` and
     ``track_counts`` as SHOW gives them, and the terminal line, the summary and the report's parameter row say that
