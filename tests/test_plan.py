@@ -267,15 +267,18 @@ def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
 
 
 def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset(), busy: bool = False,
-                   passes_from: int = 3, untrusted=lambda cfg: False, probe_jobs_per_s: float | None = None) -> dict:
+                   passes_from: int = 3, untrusted=lambda cfg: False, probe_jobs_per_s: float | None = None,
+                   intervals=lambda cfg: None, server_settings: dict | None = None, lines: list | None = None) -> dict:
     """A plan at 100 jobs/s whose runs are result files written by a stand-in for the load (a real run's summary,
     its figures set to pass or fail), to check the planner's orchestration and its answer alone: a 10 s step
     passes from ``passes_from`` workers, a longer (confirmation) run from ``confirms_at``, both up to 150 jobs/s;
     the first run at each count in ``spoiled``, and every run for which ``untrusted(cfg)`` is true, is
     harness-limited (its event loop lagged; with ``busy``, the machine was busy outside the run, the only reason
     it is suspect). The closed-loop probe completes ``probe_jobs_per_s`` (default 60 per worker). Returns
-    ``plan.json`` as written."""
+    ``plan.json`` as written. ``intervals(cfg)``: the rows of the run's ``intervals.csv`` (None: none written);
+    ``server_settings``: set over ``run.json``'s; ``lines``: gets the plan's terminal lines."""
     import copy as _copy
+    import csv
 
     from bench.config.run_config import build_config
     from bench.plan.options import PlanOptions
@@ -283,7 +286,8 @@ def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozens
     from bench.results import slo as slo_rules
 
     template = json.loads((Path(__file__).parent / "fixtures" / "verdict" / "summary.json").read_text())
-    run_json = (Path(__file__).parent / "fixtures" / "verdict" / "run.json").read_text()
+    run_json = json.loads((Path(__file__).parent / "fixtures" / "verdict" / "run.json").read_text())
+    run_json["server_settings"].update(server_settings or {})
     made, spoiled = [], set(spoiled)
 
     def run(cfg):
@@ -307,8 +311,14 @@ def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozens
         s["slo"] = slo_rules.judge(cfg.slo, s)
         run_dir = tmp_path / "runs" / f"{len(made):03d}"
         run_dir.mkdir(parents=True)
-        (run_dir / "run.json").write_text(run_json)
+        (run_dir / "run.json").write_text(json.dumps(run_json))
         (run_dir / "summary.json").write_text(json.dumps(s))
+        rows = intervals(cfg)
+        if rows:
+            with (run_dir / "intervals.csv").open("w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
         made.append((cfg.workers, cfg.rate, cfg.duration_s))
         return run_dir
 
@@ -321,7 +331,7 @@ def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozens
                                                         "overrides": {"rate": "100", "slo": "claim_p99<=1s"},
                                                         "options": {"max_workers": None, "repetitions": 1,
                                                                     "confirm_s": 120.0}},
-                      log=lambda line: None)
+                      log=(lambda line: None) if lines is None else lines.append)
     planner.run()
     return json.loads((tmp_path / "plan" / "plan.json").read_text())
 
@@ -461,6 +471,54 @@ def test_a_confirmed_answer_quotes_the_headroom_measured_at_its_workers_as_plan_
     again = plan_answer.choose(state["designs"], 100.0, state["confirmations"])
     assert "headroom at least ×1.50 of 100 jobs/s (3 workers held at least 150 jobs/s)" in again["sentence"]
     assert render_plan(tmp_path / "plan").read_text().count(text) == 2  # the answer, the designs table
+
+
+def _dead_rows_seconds(first: int, last: int, seconds: int = 120, live: int = 30_000) -> list[dict]:
+    """``intervals.csv`` rows of a window whose queue table's dead rows go from ``first`` to ``last`` in even steps,
+    beside ``live`` live rows, with no autovacuum pass (``autovacuum_count`` 0) and no periodic VACUUM."""
+    return [{"t_s": t, "dead_tuples": round(first + (last - first) * t / (seconds - 1)),
+             "table_tuples": live + round(first + (last - first) * t / (seconds - 1)), "autovacuum_count": 0,
+             "vacuum_passes": ""} for t in range(seconds)]
+
+
+@pytest.mark.parametrize("server", ["off", "on"])
+def test_a_confirmation_whose_dead_rows_grew_with_no_vacuum_says_so_with_the_figures(tmp_path, server):
+    """The confirmation's intervals show the queue table's dead rows growing from 1,198 to 61,720 in 120 s with no
+    autovacuum pass: the failing confirmation lines and the UNCONFIRMED answer name the growth with those figures,
+    and "autovacuum = off on this server" exactly when run.json's server settings say autovacuum = off (with it
+    on, the server's autovacuum_naptime of 1 s woke the launcher many times in the window: it was due and none
+    came)."""
+    lines: list[str] = []
+    state = _stand_in_plan(tmp_path, confirms_at=10, server_settings={"autovacuum": server}, lines=lines,
+                           intervals=lambda cfg: _dead_rows_seconds(1198, 61720) if cfg.duration_s > 10 else None)
+    answer = state["answer"]
+    growth = "dead rows grew from 1,198 to 61,720 with no autovacuum pass in 120 s"
+    said = growth + (" (autovacuum = off on this server)" if server == "off" else "")
+    confirm_lines = [line for line in lines if line.lstrip().startswith("confirm:")]
+    assert len(confirm_lines) == 3 and all(line.endswith(said + ")") for line in confirm_lines), confirm_lines
+    answer_lines = plan_answer.answer_lines(answer)
+    first = answer_lines[0]
+    assert first.startswith("UNCONFIRMED: ") and said in first
+    assert ("autovacuum = off" in first) == (server == "off")
+    note = "note: autovacuum never runs on this server (autovacuum = off), whatever the queue table's"
+    assert any(line.startswith(note) for line in answer_lines) == (server == "off"), answer_lines
+    record = state["confirmations"][-1]["runs"][0]["dead_rows"]
+    assert (record["start"], record["end"], record["window_s"]) == (1198, 61720, 120)
+    steps = [line for line in lines if line.lstrip().startswith("workers:") and "FAIL" in line]
+    assert steps and not any("dead rows" in line for line in steps)  # the 10 s steps wrote no intervals
+
+
+def test_a_confirmation_whose_dead_rows_stayed_flat_names_no_growth(tmp_path):
+    """The same failing confirmation with its dead rows flat at 1,198 (autovacuum = off on the server): no line of
+    the plan names a growth of dead rows."""
+    lines: list[str] = []
+    state = _stand_in_plan(tmp_path, confirms_at=10, server_settings={"autovacuum": "off"}, lines=lines,
+                           intervals=lambda cfg: _dead_rows_seconds(1198, 1198) if cfg.duration_s > 10 else None)
+    first = plan_answer.answer_lines(state["answer"])[0]
+    assert first.startswith("UNCONFIRMED: ") and "dead rows" not in first
+    assert any("confirm:" in line and "FAIL" in line for line in lines)
+    assert not any("dead rows" in line for line in lines)
+    assert all(run["dead_rows"] is None for c in state["confirmations"] for run in c["runs"])
 
 
 @pytest.mark.slow

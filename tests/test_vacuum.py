@@ -149,6 +149,9 @@ def test_aggressive_settings_make_autovacuum_take_the_queue_table_within_a_quick
     s = json.loads((run_dir / "summary.json").read_text())
     run = json.loads((run_dir / "run.json").read_text())
     assert run["embedded_database"] and run["server_settings"]["autovacuum_naptime"] == "1s"
+    # the embedded server's autovacuum can run: recorded so, and no line says it never runs
+    assert run["server_settings"]["autovacuum"] == run["server_settings"]["track_counts"] == "on"
+    assert s["autovacuum"]["server_blocked"] is None and "autovacuum never runs" not in proc.stdout + proc.stderr
     assert s["autovacuum"]["enabled"] and s["autovacuum"]["autovacuum_runs"] >= 2, s["autovacuum"]
     counts = [int(r["autovacuum_count"]) for r in _rows(run_dir) if r["autovacuum_count"]]
     assert counts == sorted(counts) and counts[-1] - counts[0] >= 1, counts
@@ -179,7 +182,11 @@ def test_no_autovacuum_run_under_a_naptime_longer_than_the_run_is_unobservable_n
     assert "unobservable" not in vacuum_during({**counts, "naptime_s": 1.0}, {**counts, "naptime_s": 1.0, "at_s": 1017.0}, cfg)
     assert "unobservable" not in vacuum_during(counts, {**counts, "at_s": 1017.0, "autovacuum_count": 1}, cfg)
     off = {**counts, "server_autovacuum": False}
-    assert "autovacuum is off" in vacuum_during(off, {**off, "at_s": 1017.0}, cfg)["unobservable"]
+    assert vacuum_during(off, {**off, "at_s": 1017.0}, cfg)["unobservable"] == (
+        "the server runs with autovacuum = off: no per-table setting can make autovacuum run")
+    tracked_off = vacuum_during(counts, {**counts, "at_s": 1017.0}, cfg, {"autovacuum": "on", "track_counts": "off"})
+    assert tracked_off["server_blocked"] == "track_counts = off" and tracked_off["enabled"] is False
+    assert "track_counts = off" in tracked_off["unobservable"]
 
 
 @pytest.mark.slow
@@ -195,7 +202,8 @@ def test_a_run_records_the_servers_naptime_and_the_span_it_watched(dsn, tmp_path
     assert av["naptime_s"] == naptime
     assert 2 <= av["watched_s"] < 120, av
     if not av["server_autovacuum"]:
-        assert av["unobservable"] == "the server's autovacuum is off: no per-table setting can make it run"
+        assert av["unobservable"] == (f"the server runs with {av['server_blocked']}: no per-table setting can make "
+                                      "autovacuum run")
     else:
         expect_unobservable = av["autovacuum_runs"] == 0 and naptime >= av["watched_s"]
         assert ("unobservable" in av) == expect_unobservable, av

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from bench.errors import EXIT_OK, EXIT_SLO, EXIT_SUSPECT, first_status
 from bench.results.values import fmt_sig
-from bench.usage import setting
+from bench.usage import option, setting
 
 #: Headroom rates within 15 % of each other are not told apart (the plan's repeatability goal).
 HEADROOM_NOISE = 0.15
@@ -58,6 +58,24 @@ def _slo_text(rows: list[dict[str, Any]]) -> str:
 
 def choose(designs: list[Mapping[str, Any]], target_rate: float,
            confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The plan's answer (:func:`_choose`) with ``vacuum_note`` (:func:`vacuum_note`)."""
+    return {**_choose(designs, target_rate, confirmations), "vacuum_note": vacuum_note(designs, confirmations)}
+
+
+def vacuum_note(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]] = ()) -> str | None:
+    """'autovacuum never runs on this server (autovacuum = off), …' when a run of the plan recorded that the
+    server's settings kept autovacuum from the queue table (its record's ``autovacuum_never_runs``), else None."""
+    steps = [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
+    runs = [r for s in [*steps, *confirmations] for r in s.get("runs") or []]
+    blocked = next((r["autovacuum_never_runs"] for r in runs if r.get("autovacuum_never_runs")), None)
+    if blocked is None:
+        return None
+    return (f"autovacuum never runs on this server ({blocked}), whatever the queue table's autovacuum_enabled "
+            f"says: each step's dead rows stayed until it ended, unless {option('vacuum_every_s')} vacuumed them")
+
+
+def _choose(designs: list[Mapping[str, Any]], target_rate: float,
+            confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The plan's answer: ``{"met", "exit_status", "design_index", "workers", "headroom", "slo", "sentence",
     "harness_note", "unmeasured", …}``; ``confirmations``: the confirmation runs made, in order (the last decides).
     What it claims is :func:`what_passed`'s. A design whose search stopped at a step that could not be measured
@@ -96,9 +114,10 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
 
 def answer_lines(answer: Mapping[str, Any]) -> list[str]:
     """The answer as the terminal prints it: its sentence first (so an unconfirmed answer's first word says so),
-    then ``cost: …`` and ``note: …`` when it has them."""
+    then ``cost: …`` and ``note: …`` lines (the harness's, the server's autovacuum) when it has them."""
     return [answer["sentence"], *([f"cost: {answer['cost']['sentence']}"] if answer.get("cost") else []),
-            *([f"note: {answer['harness_note']}"] if answer.get("harness_note") else [])]
+            *([f"note: {answer['harness_note']}"] if answer.get("harness_note") else []),
+            *([f"note: {answer['vacuum_note']}"] if answer.get("vacuum_note") else [])]
 
 
 def what_passed(design: Mapping[str, Any], confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:

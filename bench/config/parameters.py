@@ -302,7 +302,9 @@ PARAMETERS: tuple[Parameter, ...] = (
        group="database", sweep=True, **_NO_VACUUM,
        meaning="autovacuum on the tool's queue table (its storage parameter `autovacuum_enabled`; nothing else is "
                "changed). The report says how often autovacuum and autoanalyze ran on the table during the run: "
-               "each analyze makes the workers plan their claim again"),
+               "each analyze makes the workers plan their claim again. On a server whose own `autovacuum` or "
+               "`track_counts` is off autovacuum never runs, whatever the table says: the run then says so "
+               "(terminal, report)"),
     _P("wakeup", "choice", "poll", "poll | notify: how idle workers learn of new jobs",
        group="design", choices=WAKEUPS, sweep=True, engine_values={"mariadb": ("poll",)},
        engine_reasons={"mariadb": "MariaDB has no LISTEN/NOTIFY"},

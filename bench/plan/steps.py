@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from bench.config.run_config import RunConfig
 from bench.results import slo
-from bench.results.model import harness_limited, problems
+from bench.results.dead_rows import dead_rows_growth, growth_text, intervals_rows, table_autovacuum_ineffective
+from bench.results.model import ResultsError, harness_limited, problems, read_result
 from bench.sweep.capacity_search import completed, step_verdict
 
 #: Config fields a step sets itself, left out of a design's identity.
@@ -29,10 +30,28 @@ def design_id(cfg: RunConfig) -> str:
 COST_KEYS = ("server_cpu_us", "statements_exec_us", "wal_bytes", "log")
 
 
+def vacuum_of(run_dir: Path, passed: bool) -> tuple[str | None, dict[str, Any] | None]:
+    """(the server setting that kept autovacuum from the queue table while the run's ``AUTOVACUUM`` was on, or
+    None; for a failing run, :func:`bench.results.dead_rows.dead_rows_growth` of its ``run.json`` and
+    ``intervals.csv``, or None) of the run in ``run_dir``; (None, None) when ``run.json`` is missing or unreadable."""
+    try:
+        run = read_result(Path(run_dir) / "run.json")
+        blocked = table_autovacuum_ineffective(run.get("config") or {}, run.get("server_settings"))
+        return blocked, None if passed else dead_rows_growth(intervals_rows(run_dir), run)
+    except (ResultsError, OSError, ValueError):
+        return None, None
+
+
 def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
-    """What a plan keeps of one run: its directory, verdict and the figures the plan page shows."""
+    """What a plan keeps of one run: its directory, verdict and the figures the plan page shows; a failing run
+    whose queue table's dead rows grew with no vacuum pass (:func:`vacuum_of`) says so in ``why``, with the
+    figures in ``dead_rows``; ``autovacuum_never_runs``: the server setting that kept autovacuum off, or None."""
     ok, why = step_verdict(summary)
-    return {"run_dir": str(run_dir), "passed": ok, "why": why, "slo": summary.get("slo"),
+    blocked, dead_rows = vacuum_of(run_dir, ok)
+    if dead_rows:
+        why = f"{why}; {growth_text(dead_rows)}"
+    return {"run_dir": str(run_dir), "passed": ok, "why": why, "dead_rows": dead_rows,
+            "autovacuum_never_runs": blocked, "slo": summary.get("slo"),
             "slo_ratio": slo.worst_ratio(summary.get("slo")), "trusted": not problems(summary),
             "harness_limited": harness_limited(summary),
             # the server's CPU is read from /proc only when the server runs on this host

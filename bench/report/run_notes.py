@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.report.format import fmt_num
 from bench.report.run_format import fmt_value
+from bench.results.dead_rows import growth_text, table_autovacuum
 from bench.results.model import problems
 from bench.results.values import library_caveat_line
 
@@ -76,9 +77,10 @@ def banners(summary: dict) -> list[str]:
     return lines
 
 
-def vacuum_note(summary: dict) -> str | None:
-    """One or two sentences on vacuum of the queue table during the run: autovacuum/autoanalyze runs
-    (with the run's ``AUTOVACUUM_SETTINGS``) and the periodic VACUUM passes of ``VACUUM_EVERY_S``."""
+def vacuum_note(summary: dict, growth: dict | None = None) -> str | None:
+    """One to three sentences on vacuum of the queue table during the run: autovacuum/autoanalyze runs
+    (with the run's ``AUTOVACUUM_SETTINGS``), the periodic VACUUM passes of ``VACUUM_EVERY_S``, and ``growth``
+    (:func:`bench.results.dead_rows.dead_rows_growth` of the run) when its dead rows grew with no vacuum."""
     av = summary.get("autovacuum")
     if not av:
         return None
@@ -96,9 +98,12 @@ def vacuum_note(summary: dict) -> str | None:
     settings_text = (" with its own settings (" + ", ".join(f"{k} = {v:g}" for k, v in settings.items()) + ")"
                      if isinstance(settings, dict) and settings else "")
     if av.get("server_autovacuum") is False:
-        first = ("Autovacuum is off on this server (autovacuum = off): nothing autovacuumed or autoanalyzed the "
-                 "queue table during the run" + ("." if passes else ", so cached claim plans were never rebuilt and "
-                                                                    "dead tuples stayed."))
+        blocked = av.get("server_blocked") or "autovacuum = off"  # a run before server_blocked: autovacuum only
+        table = (", whatever the queue table's autovacuum_enabled says (AUTOVACUUM on, to no effect)"
+                 if table_autovacuum(summary.get("config") or {}) else "")
+        first = (f"Autovacuum is off on this server ({blocked}): autovacuum never runs there{table}, and nothing "
+                 "autovacuumed or autoanalyzed the queue table during the run"
+                 + ("." if passes else ", so cached claim plans were never rebuilt and dead tuples stayed."))
     elif not av.get("enabled"):
         first = "Autovacuum was off on the queue table for this run (AUTOVACUUM=0, --no-autovacuum)."
     elif av.get("autovacuum_runs") is None:
@@ -109,7 +114,8 @@ def vacuum_note(summary: dict) -> str | None:
         first = (f"During the run autovacuum ran {av['autovacuum_runs']} and autoanalyze {av['autoanalyze_runs']} "
                  f"times on the queue table{settings_text}; each analyze invalidates the workers' cached claim "
                  "plans, which PostgreSQL then plans again on the table as it is.")
-    return first + passes_text
+    grew = f" In the measured window the queue table's {growth_text(growth)}." if growth else ""
+    return first + passes_text + grew
 
 
 def claim_plan(run_dir: Path) -> str | None:

@@ -14,6 +14,7 @@ from bench.report.run_format import fmt_value
 from bench.report.run_notes import banners, claim_plan, headline, queue_notes, vacuum_note
 from bench.report.run_tables import env_rows, latency_rows, plan_rows, process_rows, summary_rows
 from bench.results import verdict
+from bench.results.dead_rows import dead_rows_growth, table_autovacuum_ineffective
 
 __all__ = ["ReportError", "render_report"]
 
@@ -37,7 +38,7 @@ def render_report(run_dir: Path) -> Path:
         "banners": banners(summary),
         "queue_notes": queue_notes(summary),
         "monitor_notes": list(summary.get("monitor_notes") or []),
-        "vacuum_note": vacuum_note(summary),
+        "vacuum_note": vacuum_note(summary, dead_rows_growth(intervals.to_dict("records"), run)),
         "claim_plan": claim_plan(run_dir),
         "plan_rows": plan_rows(summary),
         "verdict": verdict.items(summary),
@@ -47,7 +48,7 @@ def render_report(run_dir: Path) -> Path:
         "process_rows": process_rows(summary),
         "replica_rows": replica_rows(summary),
         "figures": figures,
-        **_config_rows(config, run.get("config_defaults")),
+        **_config_rows(config, run.get("config_defaults"), run.get("server_settings")),
         "run_files": sorted(f.name + ("/" if f.is_dir() else "") for f in run_dir.iterdir()
                             if f.name != "report.html" and not f.name.startswith(".")),
         "env_rows": env_rows(run, summary),
@@ -68,11 +69,13 @@ def _split_rows(rows: list[dict]) -> dict[str, list[dict]]:
     return {"summary_rows": [r for r in rows if r not in quiet], "quiet_rows": quiet}
 
 
-def _config_rows(config: dict, defaults: dict | None) -> dict[str, list]:
+def _config_rows(config: dict, defaults: dict | None, server_settings: dict | None = None) -> dict[str, list]:
     """``config_rows`` (name, value) of every parameter, and ``changed_rows`` (name, value, default) of those
     that differ from ``run.json``'s ``config_defaults`` (None: nothing is called changed; ``n/a`` is no
-    change)."""
-    rows = [(k, fmt_value(v)) for k, v in config.items() if k != "notes"]  # notes: banners
+    change). ``autovacuum`` on a server where autovacuum never runs says so beside its value."""
+    blocked = table_autovacuum_ineffective(config, server_settings)
+    rows = [(k, fmt_value(v) + (f" (no effect: {blocked} on this server)" if k == "autovacuum" and blocked else ""))
+            for k, v in config.items() if k != "notes"]  # notes: banners
     if not defaults:
         return {"config_rows": rows, "changed_rows": None}
     changed = [(k, fmt_value(v), fmt_value(defaults[k])) for k, v in config.items()

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from bench.config.run_config import RunConfig
+from bench.results.dead_rows import server_blocks_autovacuum
 from bench.run_summary.rows import percentile
 
 
-def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
+def vacuum_during(before: dict, after: dict | None, cfg: RunConfig, server_settings: dict | None = None) -> dict:
     """Autovacuum and autoanalyze runs on the queue table between the end of seeding and the end of the run,
     with ``settings`` (``AUTOVACUUM_SETTINGS`` by full name), ``reloptions`` (``{table: ["name=value", …]}``
     per leaf, after prepare), ``naptime_s``, ``watched_s`` (server seconds between the counts) and, when so,
-    ``unobservable`` (why no run says nothing); ``{"not_applicable": why}`` on an engine without vacuum."""
+    ``unobservable`` (why no run says nothing), and ``server_blocked``, the server setting that keeps autovacuum
+    from running at all (``"autovacuum = off"``, ``"track_counts = off"``: :func:`server_blocks_autovacuum` of
+    ``server_settings``, run.json's) or None; ``{"not_applicable": why}`` on an engine without vacuum."""
     if "not_applicable" in before:
         return {"not_applicable": before["not_applicable"]}
-    enabled = cfg.autovacuum is True and before["server_autovacuum"]
-    settings = {"enabled": enabled, "server_autovacuum": before["server_autovacuum"],
+    blocked = server_blocks_autovacuum(server_settings) or (None if before["server_autovacuum"] else "autovacuum = off")
+    enabled = cfg.autovacuum is True and blocked is None
+    settings = {"enabled": enabled, "server_autovacuum": blocked is None, "server_blocked": blocked,
                 "settings": cfg.public()["autovacuum_settings"], "reloptions": before.get("reloptions")}
     if after is None:
         return {**settings, "autovacuum_runs": None, "autoanalyze_runs": None}
@@ -22,8 +26,8 @@ def vacuum_during(before: dict, after: dict | None, cfg: RunConfig) -> dict:
            "autovacuum_runs": after["autovacuum_count"] - before["autovacuum_count"],
            "autoanalyze_runs": after["autoanalyze_count"] - before["autoanalyze_count"],
            "last_autovacuum": after["last_autovacuum"], "last_autoanalyze": after["last_autoanalyze"]}
-    if cfg.autovacuum is True and not before["server_autovacuum"]:
-        out["unobservable"] = "the server's autovacuum is off: no per-table setting can make it run"
+    if cfg.autovacuum is True and blocked:
+        out["unobservable"] = f"the server runs with {blocked}: no per-table setting can make autovacuum run"
     naptime_s, watched_s = before.get("naptime_s"), _watched_s(before, after)
     if naptime_s is not None and watched_s is not None:
         out.update(naptime_s=naptime_s, watched_s=round(watched_s, 1))

@@ -28,6 +28,7 @@ from bench.measure.cpu_meter import CpuMeter
 from bench.measure.machine_cpu import MachineMeter
 from bench.measure.rss import RssLog
 from bench.results import run_files
+from bench.results.dead_rows import table_autovacuum_ineffective
 from bench.results.model import RunResult, utc_now
 from bench.runner.audit import Audited, audit, database_lost
 from bench.runner.backlog import run_backlog
@@ -35,7 +36,7 @@ from bench.runner.info import run_info
 from bench.runner.interrupts import SIGNALS, Interrupts
 from bench.runner.side_tasks import SideTasks
 from bench.runner.tally import Tally
-from bench.usage import named, setting
+from bench.usage import named, option, setting
 
 
 class Run:
@@ -114,6 +115,10 @@ class Run:
         budget = cfg.connection_budget()
         if budget.pooler != "none":  # the server's budget is the pool's, not a connection per worker
             self.log(f"connections: {budget.sentence()}")
+        blocked = table_autovacuum_ineffective(cfg.public(), self.server.get("server_settings"))
+        if blocked:
+            self.log(f"note: autovacuum never runs on this server ({blocked}), whatever the queue table's "
+                     f"autovacuum_enabled says: its dead rows stay until a VACUUM ({option('vacuum_every_s')})")
 
     def _prepare(self) -> None:
         """Prepare the table (seed it), read what the run compares against afterwards, create the run directory."""

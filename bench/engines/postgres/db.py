@@ -22,8 +22,9 @@ from bench.workload.queues import flood_share, queue_count, queue_sql, seeded_u_
 KEY_SETTINGS = (
     "max_connections", "superuser_reserved_connections", "shared_buffers", "work_mem",
     "effective_cache_size", "synchronous_commit", "fsync", "wal_level", "max_wal_size",
-    "checkpoint_timeout", "autovacuum", "random_page_cost", "jit", "server_encoding",
-    # what the queue table's autovacuum follows unless AUTOVACUUM_SETTINGS overrides it (FR-12)
+    "checkpoint_timeout", "autovacuum", "track_counts", "random_page_cost", "jit", "server_encoding",
+    # autovacuum runs only with autovacuum and track_counts on (bench.results.dead_rows); then the queue table's
+    # autovacuum follows these unless AUTOVACUUM_SETTINGS overrides them (FR-12)
     "autovacuum_naptime", "autovacuum_max_workers", "autovacuum_vacuum_threshold", "autovacuum_vacuum_scale_factor",
     "autovacuum_vacuum_cost_delay", "autovacuum_vacuum_cost_limit",
     # PostgreSQL 18's asynchronous I/O (absent before 18: docs/architecture.md, "The embedded servers")
