@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bench.cli.checks import check_loopback
-from bench.engines import check_pooler, embedded_pooler, embedded_server
+from bench.engines import check_pooler, embedded_server, pooled  # noqa: F401 - pooled: the run command's
 from bench.errors import ConfigError
 from bench.usage import option, via_make
 
@@ -32,7 +32,7 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
     server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
     ``cfg``'s ``DSN_REPLICA`` and ``DSN_DIRECT`` have the DSN's loopback rule; its ``POOLER`` is refused unless
-    ``pooler`` (a command whose run uses :func:`pooled`), else its binary is looked for first and the embedded
+    ``pooler`` (a command whose run uses :func:`bench.engines.pooled`), else its binary is looked for first and the embedded
     server gets room for its pool too."""
     check_loopback(dsn, allow_remote)
     if cfg is not None and cfg.replica is True and cfg.dsn_replica:
@@ -48,20 +48,6 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
         return contextlib.nullcontext(dsn), False
     pool = cfg.pool_size if cfg is not None and cfg.pooler != "none" else 0  # the pooler's server connections
     return embedded_server(engine, connections + pool + 20, cfg), True
-
-
-@contextlib.contextmanager
-def pooled(cfg, dsn: str, clients: int):
-    """(the RunConfig, the DSN, the pooler's pid) a run of ``cfg`` on ``dsn`` uses: as given and None with
-    ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections, started here and
-    stopped after the block: its DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct``
-    for the rest (:meth:`RunConfig.direct_dsn`), and its process's pid (the run's own, for the busy-machine
-    meter)."""
-    if cfg.pooler == "none":
-        yield cfg, dsn, None
-        return
-    with embedded_pooler(cfg.engine, dsn, cfg, clients) as pooler:
-        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn, pooler.pid
 
 
 def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cfg=None) -> dict:

@@ -38,7 +38,7 @@ class RunConfig:
     """One run's validated parameters (:func:`build_config`): a field per parameter, ``workload``, ``dsn`` (None:
     embedded), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a: :data:`NOT_APPLICABLE`.
     ``dsn_direct`` is ``DSN_DIRECT``, or the server behind the embedded pooler once it is up
-    (:func:`bench.cli.database.pooled`)."""
+    (:func:`bench.engines.pooled`)."""
 
     workload: str = "default"
     dsn: str | None = None

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 
 from bench.config.choices import ENGINES  # each a package bench/engines/<name>/
@@ -10,7 +12,7 @@ from bench.config.queue_definition import is_builtin, load_queue
 from bench.errors import ConfigError
 
 __all__ = ["ENGINES", "capabilities", "check_pooler", "embedded_pooler", "embedded_server", "engine_for", "get_engine",
-           "non_loopback_host"]
+           "non_loopback_host", "pooled"]
 
 
 def _module(name: str, module: str = ""):
@@ -49,6 +51,20 @@ def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int):
     ``dsn_direct`` for ``clients`` client connections, a context manager yielding its ``Pooler`` (``dsn``,
     ``dsn_direct``, ``admin_dsn``, ``mode``, ``pool_size``, ``max_client_conn``, ``pid``, ``version``)."""
     return _module(name, "pooler").embedded_pooler(dsn_direct, cfg, clients)
+
+
+@contextlib.contextmanager
+def pooled(cfg, dsn: str, clients: int):
+    """(the RunConfig, the DSN, the pooler's pid) a run of ``cfg`` on ``dsn`` uses: as given and None with
+    ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections, started here and
+    stopped after the block: its DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct``
+    for the rest (``RunConfig.direct_dsn``), and its process's pid (the run's own, for the busy-machine meter).
+    A single run's and each run of a sweep's (an experiment's cells with and without a pooler)."""
+    if cfg.pooler == "none":
+        yield cfg, dsn, None
+        return
+    with embedded_pooler(cfg.engine, dsn, cfg, clients) as pooler:
+        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn, pooler.pid
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

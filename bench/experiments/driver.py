@@ -48,6 +48,14 @@ def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
     return found
 
 
+def _column_max(view, column: str) -> float | None:
+    """The largest value of ``intervals.csv``'s ``column`` over the run's measured seconds, or None."""
+    frame = view.intervals
+    if column not in frame or frame[column].dropna().empty:
+        return None
+    return float(frame[column].max())
+
+
 def _runs_table(sweep_dir: Path, catalogue_dir: Path) -> list[dict]:
     sweep = load_sweep(sweep_dir)
     rows = []
@@ -59,6 +67,7 @@ def _runs_table(sweep_dir: Path, catalogue_dir: Path) -> list[dict]:
                          "throughput_jobs_per_s": s.get("throughput_jobs_per_s"),
                          "claim_p50_us": (s.get("claim_latency_us") or {}).get("p50"),
                          "claim_p99_us": (s.get("claim_latency_us") or {}).get("p99"),
+                         "server_backends_max": _column_max(view, "server_backends"),
                          "problems": problems(s),
                          "report": str(report.relative_to(catalogue_dir)) if report.is_file() else None})
     return rows

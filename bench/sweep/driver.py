@@ -20,7 +20,7 @@ from bench.sweep.sweep_file import check_target
 from bench.results.model import RunResult, newest_unfinished, read_result, utc_now, utc_stamp
 from bench.config.run_config import RunConfig, build_config, read_toml
 from bench.data import DATA_DIR
-from bench.engines import engine_for, get_engine
+from bench.engines import engine_for, get_engine, pooled
 from bench.errors import ConfigError, Interrupted
 
 #: The most repetitions of a sweep cell (--repetitions, REPETITIONS, a sweep file's repetitions).
@@ -231,10 +231,12 @@ class _SweepRuns:
         engine, key = engine_for(cfg), server_key(cfg)
         self.state_schema[key] = (cfg.engine, engine.state_schema_for(self.sweep.base.schema))
         try:
-            run_dir = runner.run(cfg, self.dsn_of(key),
-                                 log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
-                                 state_schema=self.state_schema[key][1],
-                                 embedded=self.embedded if isinstance(self.embedded, bool) else key in self.embedded)
+            # a cell with POOLER runs through a throwaway pooler of its own (an experiment's pooled cells)
+            with pooled(cfg, self.dsn_of(key), cfg.pooled_connections()) as (run_cfg, run_dsn, pooler_pid):
+                run_dir = runner.run(run_cfg, run_dsn,
+                                     log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
+                                     state_schema=self.state_schema[key][1], pooler_pid=pooler_pid,
+                                     embedded=self.embedded if isinstance(self.embedded, bool) else key in self.embedded)
         except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
             run_dir = None
         except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell
