@@ -13,9 +13,11 @@ import psycopg
 import pytest
 
 from bench.engines import get_engine
+from bench.engines.postgres.pooler import binary
 from bench.experiments.catalogue import EXPERIMENTS_DIR, load_experiment
 from bench.experiments.driver import run_catalogue
 from bench.results.model import problems
+from cli_in_process import qbench_in_process
 from conftest import CLEAN_INVARIANTS
 
 VERDICTS = ("holds", "does not hold", "inconclusive")
@@ -120,3 +122,17 @@ def test_many_workers_through_a_small_pool_at_a_small_size_gives_its_figures_and
     expected = ("inconclusive" if untrusted else "does not hold" if "does not hold" in outcomes
                 else "inconclusive" if "inconclusive" in outcomes else "holds")
     assert outcome["verdict"] == expected, (outcome["verdict"], untrusted, outcome["reasons"])
+
+
+@pytest.mark.parametrize("name", ["pool_listen", "pool_many_workers"])
+def test_a_pooler_experiment_without_pgbouncer_is_refused_in_one_line_before_any_server(monkeypatch, tmp_path, name):
+    """No pgbouncer on PATH or in the search directories: a probe through PgBouncer (22) and runs with a pooled
+    cell (23) are refused in one line naming POOLER, before a server starts (in process, where reaching one fails
+    the test) and before the results directory is made."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(binary, "SEARCH_DIRS", (str(tmp_path),))
+    proc = qbench_in_process("experiments", name, "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("qbench: --pooler: pgbouncer: no pgbouncer binary") and "Debian package pgbouncer" in line
+    assert not (tmp_path / "results" / "experiments").exists()

@@ -119,6 +119,7 @@ def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str
     if exp.probe is not None:
         probe = probe_runner(exp.probe)
         write_result(exp_dir / "probe.json", probe)
+        log("    probe: " + "; ".join(f"{k} {v}" for k, v in probe.items() if len(str(v)) <= 40))  # not the plans
         return decide_experiment(exp, exp_dir, catalogue_dir, engine, sweep_dir=None, probe=probe, unfinished="",
                                  elapsed_s=time.monotonic() - started)
     sweep = exp.sweep(dsn)
