@@ -104,7 +104,8 @@ def advisory_lock_pool_probe(dsn: str, schema: str, log: Callable[[str], None] =
 
 def _send(dsn: str, channel: str, count: int, sent: dict[int, float], done: threading.Event) -> None:
     """``count`` ``NOTIFY channel, '<i>'`` from a direct connection, each in its own transaction,
-    :data:`NOTIFY_SPACING_S` apart; ``sent[i]`` the ``time.monotonic()`` just before each commit."""
+    :data:`NOTIFY_SPACING_S` apart; ``sent[i]`` the ``time.monotonic()`` as each is sent (autocommit: it is
+    delivered at the commit that ends the statement)."""
     try:
         with connect(dsn, application_name="queue-bench probe producer") as producer:
             for i in range(count):
@@ -117,9 +118,10 @@ def _send(dsn: str, channel: str, count: int, sent: dict[int, float], done: thre
 
 def listen_through(listen_dsn: str, direct_dsn: str, count: int = NOTIFICATIONS) -> dict:
     """A listener ``LISTEN``s through ``listen_dsn`` and waits while a producer sends ``count`` notifications
-    direct to the server. Returns ``{"listen_pid", "sent", "received", "lost", "pickup_ms_p50",
-    "pickup_ms_max"}``: the backend the ``LISTEN`` ran on, the counts, and the time from a notification's
-    commit to its arrival at the listener (None when none arrived)."""
+    direct to the server. Returns ``{"listen_pid", "listen_backend_alive", "sent", "received", "lost",
+    "pickup_ms_p50", "pickup_ms_max"}``: the backend the ``LISTEN`` ran on and whether it was still connected
+    after the wait, the counts, and the time from sending a notification (its own transaction) to its arrival at
+    the listener (None when none arrived)."""
     channel = f"qbench_probe_{secrets.token_hex(4)}"
     listener = connect(listen_dsn, application_name="queue-bench probe listener")
     sent: dict[int, float] = {}
@@ -145,7 +147,8 @@ def listen_through(listen_dsn: str, direct_dsn: str, count: int = NOTIFICATIONS)
     finally:
         listener.close()
     pickups = sorted((arrived[i] - sent[i]) * 1000 for i in arrived if i in sent)
-    return {"listen_pid": listen_pid, "listen_backend_alive": alive, "sent": len(sent), "received": len(arrived), "lost": len(sent) - len(arrived),
+    return {"listen_pid": listen_pid, "listen_backend_alive": alive, "sent": len(sent), "received": len(arrived),
+            "lost": len(sent) - len(arrived),
             "pickup_ms_p50": round(statistics.median(pickups), 3) if pickups else None,
             "pickup_ms_max": round(pickups[-1], 3) if pickups else None}
 
