@@ -79,7 +79,8 @@ def test_listen_through_a_transaction_pool_loses_wake_ups_and_through_a_session_
 
 SMALL = {'workers = 300': 'workers = 20', 'rate = 250': 'rate = 100', 'work_ms = 1000': 'work_ms = 100',
          'pool_size = 20': 'pool_size = 4', 'poll_ms = 200': 'poll_ms = 50', 'duration = "20s"': 'duration = "3s"',
-         'warmup = "5s"': 'warmup = "1s"', 'producers = 2': 'producers = 1'}
+         'warmup = "5s"': 'warmup = "1s"', 'producers = 2': 'producers = 1',
+         'processes = 2': 'processes = 1'}
 
 
 @pytest.mark.slow
