@@ -159,6 +159,18 @@ def test_pg_connect_failures(dsn):
         pg.connect_dsn(_with(dsn, dbname=missing_db), param="DSN_REPLICA")
 
 
+def test_pg_a_dsn_is_parsed_through_the_adapter_and_refused_as_bad_input():
+    """Parsing alone (nothing connects): the adapter's kind for a bad string, and ``DSN`` named as bad input."""
+    from bench.engines.postgres.dsn import non_loopback_host
+    assert pg.conninfo_params("host=db.example port=5433")["port"] == "5433"
+    with pytest.raises(ConnectFailed) as caught:
+        pg.conninfo_params("host=127.0.0.1 port")
+    assert (caught.value.kind, caught.value.permanent) == (pg.INVALID_DSN, True)
+    assert non_loopback_host("postgresql://u@db.example:5432/x") == "db.example"
+    with pytest.raises(ConfigError, match=r'^--dsn: not a valid connection string \(missing "=" after "port"'):
+        non_loopback_host("host=127.0.0.1 port")
+
+
 def test_pg_nowait_on_a_locked_row_is_lock_not_available_on_the_hot_path(pg_schema):
     dsn, schema = pg_schema
     holder = pg.connect(dsn)

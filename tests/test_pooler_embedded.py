@@ -206,13 +206,6 @@ def test_refusals_are_one_line_exit_2(args, starts, tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_a_sweep_with_the_pooler_is_refused(tmp_path):
-    proc = qbench_in_process("sweep", "batch", "--pooler", "pgbouncer", "--results", str(tmp_path))
-    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --pooler: the embedded pooler is started for a "
-                                                           "single run only (qbench run)"), proc.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
 @pytest.mark.parametrize("overrides, mode, stateless", [
     ({"pooler": "pgbouncer"}, "transaction", True),
     ({"pooler": "pgbouncer", "pool_mode": "transaction"}, "transaction", True),
@@ -262,11 +255,12 @@ def test_the_embedded_pooler_is_one_of_the_runs_own_process_trees():
 
 
 def test_the_clients_through_the_pooler_are_the_workers_reaper_and_producers():
-    """``max_client_conn`` is sized from them; the monitor and the rest go direct."""
+    """``max_client_conn`` is sized from them; the monitor and the rest go direct, and the server's budget is the
+    pool and those (tests/test_pool_budget.py)."""
     cfg = build_config("default", {"pooler": "pgbouncer", "workers": "7", "rate": "50", "producers": "3",
-                                   "reaper_interval_s": "1"})
+                                   "reaper_interval_s": "1", "pool_size": "4"})
     assert cfg.pooled_connections() == 7 + 3 + 1
-    assert cfg.connections_needed() == cfg.pooled_connections() + 2  # the monitor's two
+    assert cfg.connections_needed() == 4 + 2  # the pool, and the monitor's two
 
 
 def _run_counting_backends(direct: str, tmp_path: pathlib.Path, *args: str) -> tuple[list[int], dict, dict]:

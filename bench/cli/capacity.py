@@ -20,7 +20,7 @@ def capacity_command(args: argparse.Namespace, cfg: RunConfig) -> int:
     start_rate = cfg.rate  # RATE_START, checked by the caller
     check_results_dir(cfg.results)
     out_dir = Path(cfg.results) / "capacity" / f"{utc_stamp()}-{cfg.policy}-w{cfg.workers}-b{cfg.batch}-{cfg.index}"
-    db_context, _ = database(cfg.dsn, args.allow_remote, cfg.connections_needed(), cfg.engine, cfg)
+    db_context, _ = database(cfg.dsn, args.allow_remote, cfg.connections_needed(), cfg.engine, cfg, pooler=True)
     state_schema = get_engine(cfg.engine).state_schema_for(cfg.schema)
     with db_context as dsn:
         print(f"capacity search for {capacity_search.describe_design(cfg)} with {cfg.workers} workers, "

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from bench.cli.checks import check_loopback
-from bench.engines import check_pooler, embedded_server, pooled  # noqa: F401 - pooled: the run command's
+from bench.engines import check_pooler, embedded_server, pooled
 from bench.errors import ConfigError
-from bench.usage import option, via_make
+from bench.usage import option
 
 
 @contextlib.contextmanager
@@ -30,24 +30,25 @@ def finish_first(what: str):
 def database(dsn: str | None, allow_remote: bool, connections: int, engine: str = "postgres", cfg=None,
              pooler: bool = False):
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
-    server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
+    server with ``connections`` (the runs' :meth:`RunConfig.connections_needed`: behind the embedded pooler its pool,
+    not a connection per worker) + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
     ``cfg``'s ``DSN_REPLICA`` and ``DSN_DIRECT`` have the DSN's loopback rule; its ``POOLER`` is refused unless
-    ``pooler`` (a command whose run uses :func:`bench.engines.pooled`), else its binary is looked for first and the embedded
-    server gets room for its pool too."""
+    ``pooler`` (a command whose runs start it: :func:`bench.engines.pooled`), else its binary is looked for
+    first."""
     check_loopback(dsn, allow_remote)
     if cfg is not None and cfg.replica is True and cfg.dsn_replica:
         check_loopback(cfg.dsn_replica, allow_remote, "DSN_REPLICA")
     if cfg is not None and cfg.direct_dsn():
         check_loopback(cfg.direct_dsn(), allow_remote, "DSN_DIRECT")
     if cfg is not None and cfg.pooler != "none" and not pooler:
-        raise ConfigError("POOLER", f"the embedded pooler is started for a single run only ({run_command()}); "
-                                    f"allowed: leave {option('pooler')} out here")
+        raise ConfigError("POOLER", f"the embedded pooler is not built for this command; allowed: leave "
+                                    f"{option('pooler')} out here (a run, a sweep and a capacity search start one "
+                                    "per run)")
     if cfg is not None:
         check_pooler(engine, cfg)  # refused before any server starts
     if dsn:
         return contextlib.nullcontext(dsn), False
-    pool = cfg.pool_size if cfg is not None and cfg.pooler != "none" else 0  # the pooler's server connections
-    return embedded_server(engine, connections + pool + 20, cfg), True
+    return embedded_server(engine, connections + 20, cfg), True
 
 
 def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cfg=None) -> dict:
@@ -76,19 +77,17 @@ def render_run(run_dir: Path) -> None:
 
 
 def step_runner(out_dir: Path, dsn: str, state_schema: str, embedded: bool = False):
-    """``run_step(cfg)``: one run of ``cfg`` without its log lines into ``out_dir/runs``, its report written; returns
-    its directory (a capacity search's or a plan's steps)."""
+    """``run_step(cfg)``: one run of ``cfg`` without its log lines into ``out_dir/runs`` (through its own embedded
+    pooler with ``POOLER``), its report written; returns its directory (a capacity search's or a plan's steps)."""
     from bench import runner  # here: Locust (~1 s), which a refusal does not pay
     from bench.report.run_page import render_report  # here: matplotlib (~1 s), likewise
 
     def run_step(cfg):
-        run_dir = runner.run(dataclasses.replace(cfg, results=str(out_dir / "runs")), dsn, log=lambda line: None,
-                             embedded=embedded, state_schema=state_schema)
+        step = dataclasses.replace(cfg, results=str(out_dir / "runs"))
+        with pooled(step, dsn, log=lambda line: None) as (run_cfg, run_dsn, pooler_pid):  # its own pooler (POOLER)
+            run_dir = runner.run(run_cfg, run_dsn, log=lambda line: None, embedded=embedded, state_schema=state_schema,
+                                 pooler_pid=pooler_pid)
         render_report(run_dir)
         return run_dir
     return run_step
 
-
-def run_command() -> str:
-    """The single-run command as the user types it: ``make bench`` or ``qbench run``."""
-    return "make bench" if via_make() else "qbench run"

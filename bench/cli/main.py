@@ -130,9 +130,9 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
 
     web_ui = web_ui_options(args, cfg)
     extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
-    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed() + extra, cfg.engine, cfg,
+    database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed(extra), cfg.engine, cfg,
                                    pooler=True)
-    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections() + extra) as (run_cfg, run_dsn, pooler_pid):
+    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections(extra)) as (run_cfg, run_dsn, pooler_pid):
         run_dir = runner.run(run_cfg, run_dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui,
                              pooler_pid=pooler_pid)
     with _finish_first("writing the report first"):  # the report is one of the run's files
@@ -215,11 +215,12 @@ def _sweep(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:  # the sweep's Interrupted reaches main(): its line says how to resume
         dsns, embedded = {}, set()
         for key, cell in servers.items():
-            database, started = _database(cell.dsn, args.allow_remote, sweep.max_connections(), cell.engine, cell)
+            database, started = _database(cell.dsn, args.allow_remote, sweep.max_connections(), cell.engine, cell,
+                                          pooler=True)  # each run through its own embedded pooler (POOLER)
             dsns[key] = stack.enter_context(database)
             embedded.update([key] if started else [])
             # every cell must be able to run: refuse before anything is created
-            check_room(get_engine(cell.engine), dsns[key], sweep.base.schema, sweep.max_connections(),
+            check_room(get_engine(cell.engine), dsns[key], sweep.base.schema, sweep.largest_budget(),
                        "queue-bench sweep", cell)
         sweep_dir = run_sweep(sweep, dsns, results, fresh=args.fresh, on_run=render_run, embedded=embedded)
     from bench.report.sweep_page import render_sweep_report  # here: matplotlib (~1 s)

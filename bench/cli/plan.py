@@ -134,8 +134,9 @@ def plan_command(args: argparse.Namespace, overrides: dict[str, Any], workload: 
     c = _check(args, overrides, workload, dsn)
     from bench.report.plan_page import render_plan  # here, after the checks: matplotlib (~1 s)
 
-    engine, overhead, most = get_engine(c.first.engine), c.first.connections_needed() - c.first.workers, c.most
+    overhead, most = c.first.connections_needed() - c.first.workers, c.most  # a connection per worker: no pooler
     context, embedded = database(c.first.dsn, args.allow_remote, most + overhead, c.first.engine, c.first)
+    engine = get_engine(c.first.engine)  # after the database's refusals (POOLER), which need no driver
     with context as db_dsn:
         if c.first.dsn:
             free = check_room(engine, db_dsn, c.first.schema, 0, "queue-bench plan", c.first)["available"] - overhead

@@ -46,12 +46,15 @@ POOLER_PARAMETERS: tuple[Parameter, ...] = (
                "`DSN_DIRECT` (docs/poolers.md). Its mode is `POOL_MODE` (`transaction` unless given). Refused "
                "with `DSN_DIRECT` (that names a pooler of yours). Not built on MariaDB"),
     _P("pool_size", "int", 20, "server connections in the embedded pooler's pool (its default_pool_size)",
-       group="database", minimum=1, maximum=MAX_POOL_SIZE, **_PG_ONLY,
+       group="database", minimum=1, maximum=MAX_POOL_SIZE, sweep=True, **_PG_ONLY,
        allowed=f"1–{MAX_POOL_SIZE:,}, at most the server's free connections",
        meaning="the embedded pooler's `default_pool_size`: the most server connections it opens to the database "
-               "(one database, one user: one pool). Refused above the server's free connections (`max_connections` "
-               "less its reserved slots and those in use, read before the pooler starts), and without "
-               "`POOLER=pgbouncer` or with `DSN_DIRECT` (the tool never sets a user's pool)"),
+               "(one database, one user: one pool). The server's connection budget behind it is this plus the "
+               "tool's direct connections, whatever the number of workers (docs/poolers.md, \"Connections behind "
+               "a pool\"). Refused above the server's free connections (`max_connections` less its reserved slots "
+               "and those in use, read before the pooler starts), and without `POOLER=pgbouncer` or with "
+               "`DSN_DIRECT` (the tool never sets a user's pool). A sweep axis: each run of a cell starts its own "
+               "pooler with the cell's pool size"),
     _P("pool_mode", "choice", "none", "none | transaction | session: the pool mode of the pooler in front of the "
                                       "server", group="database", choices=POOL_MODES, **_PG_ONLY,
        default_text=f"`none`; `{EMBEDDED_DEFAULT_MODE}` with `POOLER=pgbouncer`",

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from bench.config.file_values import check_file_value
 from bench.config.choices import EFFECTS_DURING_WORK
+from bench.config.connection_budget import EMBEDDED, NO_POOLER, YOURS, connection_budget
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
@@ -38,7 +39,7 @@ class RunConfig:
     """One run's validated parameters (:func:`build_config`): a field per parameter, ``workload``, ``dsn`` (None:
     embedded), ``notes``. Durations s, ``work_ms`` ms; ``backlog`` 0: computed; n/a: :data:`NOT_APPLICABLE`.
     ``dsn_direct`` is ``DSN_DIRECT``, or the server behind the embedded pooler once it is up
-    (:func:`bench.engines.pooled`)."""
+    (:func:`bench.cli.database.pooled`)."""
 
     workload: str = "default"
     dsn: str | None = None
@@ -48,21 +49,39 @@ class RunConfig:
         """True when the run VACUUMs the queue table periodically (``VACUUM_EVERY_S`` > 0; n/a is not)."""
         return not isinstance(self.vacuum_every_s, str) and self.vacuum_every_s > 0
 
-    def connections_needed(self) -> int:
-        """Connections besides the admin one: :meth:`pooled_connections`, the monitor's two, VACUUM, mover, faults
-        (a long transaction, a backend killer, a migration), the standby sampler's."""
-        return (self.pooled_connections() + 2 + (1 if self.vacuums() else 0) + (1 if self.layout == "archive" else 0)
+    def connections_needed(self, extra_workers: int = 0) -> int:
+        """Connections the server must have free besides the admin one: :meth:`connection_budget`'s ``server``
+        (one per :meth:`pooled_connections` without a pooler, the pool behind one, and :meth:`direct_connections`)."""
+        return self.connection_budget(extra_workers).server
+
+    def connection_budget(self, extra_workers: int = 0, *, pool_size: int | None = None,
+                          max_client_conn: int | None = None):
+        """The run's :class:`bench.config.connection_budget.ConnectionBudget` with ``extra_workers`` more workers (the
+        web UI's): the embedded pooler's ``POOL_SIZE``; a user's pooler's ``pool_size`` and ``max_client_conn``
+        when read from its console (None: not known, not checked)."""
+        pooler = EMBEDDED if self.pooler not in ("none", NOT_APPLICABLE) else (
+            YOURS if self.pool_mode not in ("none", NOT_APPLICABLE) else NO_POOLER)
+        return connection_budget(self.workers + extra_workers, self.pooled_connections(extra_workers),
+                                 self.direct_connections(), pooler,
+                                 self.pool_size if pooler == EMBEDDED else pool_size, max_client_conn)
+
+    def direct_connections(self) -> int:
+        """The tool's own connections besides the admin one, direct to the server even behind a pooler: the
+        monitor's two, VACUUM, mover, faults (a long transaction, a backend killer, a migration), the standby
+        sampler's."""
+        return (2 + (1 if self.vacuums() else 0) + (1 if self.layout == "archive" else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
                 # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
                 + (2 if any(f.kind == "migration" for f in self.faults) else 0)
                 + (1 if self.replica is True else 0))  # the standby sampler's connection to the primary
 
-    def pooled_connections(self) -> int:
-        """The connections that go through a pooler (``POOLER``, ``POOL_MODE``): the workers, the reaper, the
-        producers, the workers' effect connections (``EFFECTS`` during the work with ``TXN=hold``); the rest go
-        direct."""
-        return (self.workers + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
-                + (self.workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
+    def pooled_connections(self, extra_workers: int = 0) -> int:
+        """The connections that go through a pooler (``POOLER``, ``POOL_MODE``), with ``extra_workers`` more
+        workers: the workers, the reaper, the producers, the workers' effect connections (``EFFECTS`` during the
+        work with ``TXN=hold``); the rest go direct."""
+        workers = self.workers + extra_workers
+        return (workers + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
+                + (workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def stateless_sessions(self) -> bool:
         """True when the workers', producers' and reaper's sessions keep no state on the server (behind a

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+from typing import Callable
 
 from bench.config.choices import ENGINES  # each a package bench/engines/<name>/
 from bench.config.queue_definition import is_builtin, load_queue
@@ -46,25 +47,29 @@ def check_pooler(name: str, cfg) -> None:
         _module(name, "pooler.binary").check_pooler(cfg)  # finds the binary only: no server reached
 
 
-def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int):
+def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int, log: Callable[[str], None] = print):
     """Engine ``name``'s throwaway pooler (``cfg``'s ``POOLER``, ``POOL_MODE``, ``POOL_SIZE``) in front of
     ``dsn_direct`` for ``clients`` client connections, a context manager yielding its ``Pooler`` (``dsn``,
     ``dsn_direct``, ``admin_dsn``, ``mode``, ``pool_size``, ``max_client_conn``, ``pid``, ``version``)."""
-    return _module(name, "pooler").embedded_pooler(dsn_direct, cfg, clients)
+    return _module(name, "pooler").embedded_pooler(dsn_direct, cfg, clients, log=log)
 
 
 @contextlib.contextmanager
-def pooled(cfg, dsn: str, clients: int):
-    """(the RunConfig, the DSN, the pooler's pid) a run of ``cfg`` on ``dsn`` uses: as given and None with
-    ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections, started here and
-    stopped after the block: its DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct``
-    for the rest (``RunConfig.direct_dsn``), and its process's pid (the run's own, for the busy-machine meter).
-    A single run's and each run of a sweep's (an experiment's cells with and without a pooler)."""
+def pooled(cfg, dsn: str, clients: int | None = None, log: Callable[[str], None] = print):
+    """(the RunConfig, the DSN, the pooler's pid) one run of ``cfg`` on ``dsn`` uses: as given and None with
+    ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections (None:
+    ``cfg.pooled_connections()``), started here with ``cfg``'s ``POOL_SIZE`` and stopped after the block: its
+    DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct`` for the rest
+    (``RunConfig.direct_dsn``), and its process's pid (the run's own, for the busy-machine meter). Every command
+    that runs starts one per run this way (a sweep's cells, each with its own ``POOL_SIZE``)."""
     if cfg.pooler == "none":
         yield cfg, dsn, None
         return
-    with embedded_pooler(cfg.engine, dsn, cfg, clients) as pooler:
-        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn, pooler.pid
+    clients = cfg.pooled_connections() if clients is None else clients
+    with embedded_pooler(cfg.engine, dsn, cfg, clients, log) as pooler:
+        run_cfg = dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct)
+        run_cfg.connection_budget(max_client_conn=pooler.max_client_conn).check_clients()
+        yield run_cfg, pooler.dsn, pooler.pid
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

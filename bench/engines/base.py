@@ -185,12 +185,13 @@ class Engine:
         """``server_version``, run.json's settings, ``engine_capabilities`` (:meth:`Capabilities.recorded`)."""
         return {**self.db.server_info(conn), "engine_capabilities": self.capabilities.recorded()}
 
-    def claim_schema(self, conn: Any, schema: str, connections: int) -> dict:
-        """:meth:`bench.engines.ownership.SchemaOwnership.claim`: checked, locked on ``conn``, ``connections``
-        free; returns ``{"available", "max_connections", ...}``."""
+    def claim_schema(self, conn: Any, schema: str, connections: Any) -> dict:
+        """:meth:`bench.engines.ownership.SchemaOwnership.claim`: checked, locked on ``conn``, ``connections`` (a
+        count, or the run's ``ConnectionBudget``: its ``server`` count and its refusal) free; returns
+        ``{"available", "max_connections", ...}``."""
         return self.db.OWNERSHIP.claim(conn, schema, connections)
 
-    def check_schema(self, conn: Any, schema: str, connections: int) -> dict:
+    def check_schema(self, conn: Any, schema: str, connections: Any) -> dict:
         """:meth:`claim_schema`'s checks without taking the schema's lock (a sweep's check before its first run)."""
         return self.db.OWNERSHIP.check(conn, schema, connections)
 

@@ -8,9 +8,10 @@ import contextlib
 import dataclasses
 from typing import Any, Callable, Iterator
 
+from bench.config.connection_budget import ConnectionBudget
 from bench.engines.common import ToolSchema
 from bench.errors import ConfigError
-from bench.usage import named, option
+from bench.usage import option
 
 Conn = Any
 #: The comment that marks a schema (a database on MariaDB) as the tool's, written when it creates one.
@@ -68,23 +69,22 @@ class SchemaOwnership:
             raise ConfigError("SCHEMA", f"schema {schema!r} is in use by another queue-bench run on this "
                                         f"{self.lock_scope}; wait for it or choose another {option('schema')}")
 
-    def check_capacity(self, conn: Conn, needed: int) -> dict:
-        """The server's connection headroom; ConfigError (``WORKERS``) when fewer than ``needed`` are free."""
+    def check_capacity(self, conn: Conn, needed: int | ConnectionBudget) -> dict:
+        """The server's connection headroom; the budget's refusal (ConfigError: ``WORKERS``, ``POOL_SIZE`` behind
+        the embedded pooler) when fewer than ``needed`` are free (a :class:`ConnectionBudget`'s ``server``, or a
+        count of direct connections)."""
+        budget = needed if isinstance(needed, ConnectionBudget) else ConnectionBudget(needed, needed, 0)
         room = self.headroom(conn)
-        if room["available"] < needed:
-            reserved = f" - reserved {room['reserved']}" if room["reserved"] else ""
-            raise ConfigError("WORKERS", (
-                f"the run needs {needed} more connections but the server has {room['available']} free "
-                f"(max_connections {room['max_connections']}{reserved} - in use {room['in_use']}); "
-                + named("allowed: fewer {workers} (or {producers}), or a server with a larger max_connections")))
+        if room["available"] < budget.server:
+            raise budget.refusal(room)
         return room
 
-    def check(self, conn: Conn, schema: str, connections: int) -> dict:
+    def check(self, conn: Conn, schema: str, connections: int | ConnectionBudget) -> dict:
         """:meth:`check_usable` and :meth:`check_capacity` (``connections`` free), without the lock."""
         self.check_usable(conn, schema)
         return self.check_capacity(conn, connections)
 
-    def claim(self, conn: Conn, schema: str, connections: int) -> dict:
+    def claim(self, conn: Conn, schema: str, connections: int | ConnectionBudget) -> dict:
         """:meth:`check_usable`, then the lock, held by ``conn`` until the run ends, then :meth:`check_capacity`."""
         self.check_usable(conn, schema)
         self.lock(conn, schema)

@@ -79,10 +79,11 @@ class Run:
             admin.close()
 
     def _claim_schema(self) -> dict:
-        """The engine's claim of the schema, checked for the connections the run needs (and the web UI's most workers)."""
+        """The engine's claim of the schema, checked for the connections the run needs (and the web UI's most workers):
+        its :meth:`RunConfig.connection_budget` (behind a pooler, the pool and the tool's direct ones)."""
         extra = self.web_ui[2] - self.cfg.workers if self.web_ui else 0  # the workers the web UI may add
         try:
-            return self.engine.claim_schema(self.admin, self.cfg.schema, self.cfg.connections_needed() + extra)
+            return self.engine.claim_schema(self.admin, self.cfg.schema, self.cfg.connection_budget(extra))
         except ConfigError as err:
             if extra and err.param == "WORKERS":  # it is the web UI's most workers that do not fit
                 detail = err.problem.split("; allowed:")[0]
@@ -110,6 +111,9 @@ class Run:
                  f"index {cfg.index}, history {cfg.history:,}, backlog {self.backlog:,} ({self.backlog_how})")
         self.log(f"server: {self.server['server_version'].split(',')[0]}; connections free {self.room['available']} of "
                  f"{self.room['max_connections']}; driver waits on {self.wait_fn}")
+        budget = cfg.connection_budget()
+        if budget.pooler != "none":  # the server's budget is the pool's, not a connection per worker
+            self.log(f"connections: {budget.sentence()}")
 
     def _prepare(self) -> None:
         """Prepare the table (seed it), read what the run compares against afterwards, create the run directory."""

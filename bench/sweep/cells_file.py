@@ -7,6 +7,7 @@ import csv
 import json
 from pathlib import Path
 
+from bench.config.parameter import NOT_APPLICABLE
 from bench.config.run_config import RunConfig
 from bench.results.cell_columns import CELL_COLUMNS, COST_COLUMNS, COST_KEYS
 from bench.results.model import invariants_ok, stamped
@@ -39,7 +40,10 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
            "layout": cfg.layout, "fillfactor": cfg.fillfactor, "history": cfg.history,
            "backlog": cfg.backlog if seeded_backlog is None else seeded_backlog, "rate": cfg.rate,
            "work_ms": cfg.work_ms, "txn": cfg.txn, "duration_s": cfg.duration_s,
-           "plan_cache": cfg.plan_cache, "prepared": _flag(cfg.prepared), "autovacuum": _flag(cfg.autovacuum)}
+           "plan_cache": cfg.plan_cache, "prepared": _flag(cfg.prepared), "autovacuum": _flag(cfg.autovacuum),
+           # the embedded pooler's pool size only with one (POOLER): without, POOL_SIZE sizes nothing
+           "pooler": cfg.pooler, "pool_mode": cfg.pool_mode,
+           "pool_size": cfg.pool_size if cfg.pooler not in ("none", NOT_APPLICABLE) else ""}
     if summary is None:
         return row
     claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}

@@ -129,7 +129,12 @@ class Sweep:
 
     def max_connections(self) -> int:
         """The most connections one cell needs from the server (see RunConfig.connections_needed)."""
-        return max(cfg.connections_needed() for _, _, cfg in self.cells)
+        return self.largest_budget().server
+
+    def largest_budget(self):
+        """The :class:`~bench.config.connection_budget.ConnectionBudget` of the cell that needs the most server
+        connections (behind the embedded pooler, the largest ``POOL_SIZE`` and its direct ones)."""
+        return max((cfg.connection_budget() for _, _, cfg in self.cells), key=lambda budget: budget.server)
 
 
 def server_key(cfg: RunConfig) -> str:
@@ -230,13 +235,12 @@ class _SweepRuns:
         started = time.monotonic()
         engine, key = engine_for(cfg), server_key(cfg)
         self.state_schema[key] = (cfg.engine, engine.state_schema_for(self.sweep.base.schema))
-        try:
-            # a cell with POOLER runs through a throwaway pooler of its own (an experiment's pooled cells)
-            with pooled(cfg, self.dsn_of(key), cfg.pooled_connections()) as (run_cfg, run_dsn, pooler_pid):
-                run_dir = runner.run(run_cfg, run_dsn,
-                                     log=lambda line: (run_log.write(line + "\n"), run_log.flush()),
-                                     state_schema=self.state_schema[key][1], pooler_pid=pooler_pid,
-                                     embedded=self.embedded if isinstance(self.embedded, bool) else key in self.embedded)
+        log = lambda line: (run_log.write(line + "\n"), run_log.flush())  # noqa: E731
+        try:  # through the cell's own embedded pooler (POOLER), started for this run with its POOL_SIZE
+            with pooled(cfg, self.dsn_of(key), log=log) as (run_cfg, run_dsn, pooler_pid):
+                run_dir = runner.run(run_cfg, run_dsn, log=log, state_schema=self.state_schema[key][1],
+                                     embedded=self.embedded if isinstance(self.embedded, bool) else key in self.embedded,
+                                     pooler_pid=pooler_pid)
         except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
             run_dir = None
         except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell

@@ -14,13 +14,12 @@ def non_loopback_host(dsn: str) -> str | None:
     Raises ConfigError (``DSN``)."""
     # imported here: bench.cli.main imports this module before its entry point patches gevent, which must
     # precede psycopg's import (bench.gevent_patch); and --help needs no driver
-    from psycopg.conninfo import conninfo_to_dict
+    from bench.engines.postgres.adapter import ConnectFailed, conninfo_params
 
     try:
-        params = conninfo_to_dict(dsn)
-    except Exception as err:  # psycopg raises ProgrammingError with the parser's message
-        raise ConfigError("DSN", f"not a valid connection string ({str(err).strip()}); "
-                                 "e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
+        params = conninfo_params(dsn)
+    except ConnectFailed as err:
+        raise ConfigError("DSN", f"{err}; e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
     service = params.get("service") or os.environ.get("PGSERVICE")
     if service:
         return f"service {service} (its host is in a libpq service file this tool does not read)"

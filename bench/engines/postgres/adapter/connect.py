@@ -25,6 +25,16 @@ INVALID_DSN = "invalid_dsn"
 AUTO_PREPARE_AFTER = 5
 
 
+def conninfo_params(dsn: str) -> dict[str, str]:
+    """The keywords of connection string ``dsn`` as libpq reads them (psycopg's parser; nothing connects).
+    Raises :class:`ConnectFailed` (kind :data:`INVALID_DSN`, permanent) naming the parser's complaint."""
+    try:
+        return psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as err:
+        raise ConnectFailed(INVALID_DSN, f"not a valid connection string ({first_line(err)})",
+                            permanent=True) from None
+
+
 def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool = True,
             settings: dict[str, str] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             auto_prepare: bool = False) -> psycopg.Connection:
@@ -190,5 +200,5 @@ def begin_sql(conn: psycopg.Connection, settings: dict[str, str]) -> bytes | Non
     return b"BEGIN; " + settings_sql(local, local=True).as_string(conn).encode()
 
 
-__all__ = ["INVALID_DSN", "SessionState", "apply_settings", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
+__all__ = ["INVALID_DSN", "SessionState", "conninfo_params", "apply_settings", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
            "lock_timeout", "open_session", "prepare_named", "reset_settings", "statement_timeout", "try_lock_schema", "unlock_schema"]
