@@ -5,13 +5,14 @@ interrupted."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from bench.cli.checks import check_results_dir, chosen_dsn
 from bench.cli.database import check_room, database, render_run
 from bench.cli.run_options import DSN_SCHEMES, add_database_options
 from bench.config.run_config import build_config
-from bench.engines import get_engine
+from bench.engines import check_pooler, get_engine
 
 
 def add_parser(sub) -> None:
@@ -37,6 +38,18 @@ def add_parser(sub) -> None:
     exp.set_defaults(func=experiments_command)
 
 
+def _check_poolers(experiments, sweeps, base) -> None:
+    """Refuse (ConfigError, ``POOLER``) before any server starts when a chosen experiment needs the embedded
+    pooler (a probe through PgBouncer, a cell with ``POOLER``) and its binary is missing."""
+    from bench.experiments.catalogue import POOLER_PROBES
+
+    needs = [cfg for s in sweeps for _, _, cfg in s.cells if cfg.pooler != "none"]
+    if any(e.probe in POOLER_PROBES and not e.reason_not_applicable(base.engine) for e in experiments):
+        needs.append(dataclasses.replace(base, pooler="pgbouncer"))
+    for cfg in needs[:1]:
+        check_pooler(base.engine, cfg)
+
+
 def experiments_command(args: argparse.Namespace) -> int:
     """Validate the selection, start or reuse the database, run the catalogue, render the page."""
     from bench.experiments.catalogue import load_catalogue  # here: pandas and scipy (~1 s), not for --help
@@ -47,7 +60,9 @@ def experiments_command(args: argparse.Namespace) -> int:
     base = build_config("default", {}, dsn=dsn_given)
     sweeps = [s for s in (e.sweep(dsn_given) for e in experiments if not e.reason_not_applicable(base.engine))
               if s is not None]
-    connections = max([s.max_connections() for s in sweeps] + [base.connections_needed()])
+    needs = [s.max_connections() for s in sweeps] + [base.connections_needed()]
+    connections = max(needs)  # the embedded server is started with room for the largest cell
+    _check_poolers(experiments, sweeps, base)
 
     from bench.experiments.driver import run_catalogue  # here, after the checks: Locust (~1 s)
     from bench.report.experiments_page import render_experiments_page  # here: matplotlib (~1 s)
@@ -55,7 +70,10 @@ def experiments_command(args: argparse.Namespace) -> int:
     engine = get_engine(base.engine)
     context, embedded = database(dsn_given, args.allow_remote, connections, base.engine, base)
     with context as dsn:
-        check_room(engine, dsn, base.schema, connections, "queue-bench experiments", base)  # before anything is created
+        # before anything is created; on a server of yours, room for the smallest experiment: a cell that does not
+        # fit (experiment 23's 300 direct workers on a default max_connections) is refused by its run, and only
+        # its experiment is inconclusive
+        check_room(engine, dsn, base.schema, connections if embedded else min(needs), "queue-bench experiments", base)
 
         def probe(kind: str) -> dict:
             run_probe = getattr(engine, f"{kind}_probe", None)

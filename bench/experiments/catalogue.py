@@ -20,8 +20,15 @@ from bench.sweep.driver import Sweep
 
 #: Probes an experiment may ask the engine for (``Engine.<kind>_probe(dsn, schema) -> dict``), each
 #: with the facts it returns (a figure's key; ``name[v]`` asks whether the list ``name`` holds ``v``).
+_LOCK_PAIR = ("a_pid", "a_got", "b_pid", "b_got", "a_later_pid", "holder_pids", "excluded")
+_LISTENER = ("listen_pid", "listen_backend_alive", "sent", "received", "lost", "pickup_ms_p50", "pickup_ms_max")
 PROBES = {"offset_lock": ("offset_returned", "skip_locked_got", "locked_rows"),
-          "subselect_overclaim": ("limit", "subselect_rows", "tool_claim_rows")}
+          "subselect_overclaim": ("limit", "subselect_rows", "tool_claim_rows"),
+          "advisory_lock_pool": ("pool_size", *(f"{m}_{f}" for m in ("transaction", "session") for f in _LOCK_PAIR)),
+          "listen_pool": ("pool_size", *(f"{m}_{f}" for m in ("transaction", "session") for f in _LISTENER))}
+#: The probes that start a throwaway PgBouncer (bench/engines/postgres/pooler_probes.py): its binary is looked
+#: for before the catalogue starts.
+POOLER_PROBES = ("advisory_lock_pool", "listen_pool")
 #: Run problems an experiment may accept because they are what it shows.
 ACCEPTABLE = ("saturated", "invariants")
 _KEYS = {"number", "title", "claim", "measures", "budget_s", "engines", "not_applicable", "accept", "runs", "probe",

@@ -48,6 +48,14 @@ def untrusted_runs(sweep_dir: Path, accept: Sequence[str]) -> list[str]:
     return found
 
 
+def _column_max(view, column: str) -> float | None:
+    """The largest value of ``intervals.csv``'s ``column`` over the run's measured seconds, or None."""
+    frame = view.intervals
+    if column not in frame or frame[column].dropna().empty:
+        return None
+    return float(frame[column].max())
+
+
 def _runs_table(sweep_dir: Path, catalogue_dir: Path) -> list[dict]:
     sweep = load_sweep(sweep_dir)
     rows = []
@@ -59,6 +67,7 @@ def _runs_table(sweep_dir: Path, catalogue_dir: Path) -> list[dict]:
                          "throughput_jobs_per_s": s.get("throughput_jobs_per_s"),
                          "claim_p50_us": (s.get("claim_latency_us") or {}).get("p50"),
                          "claim_p99_us": (s.get("claim_latency_us") or {}).get("p99"),
+                         "server_backends_max": _column_max(view, "server_backends"),
                          "problems": problems(s),
                          "report": str(report.relative_to(catalogue_dir)) if report.is_file() else None})
     return rows
@@ -110,6 +119,7 @@ def _run_one(exp: Experiment, exp_dir: Path, catalogue_dir: Path, *, engine: str
     if exp.probe is not None:
         probe = probe_runner(exp.probe)
         write_result(exp_dir / "probe.json", probe)
+        log("    probe: " + "; ".join(f"{k} {v}" for k, v in probe.items() if len(str(v)) <= 40))  # not the plans
         return decide_experiment(exp, exp_dir, catalogue_dir, engine, sweep_dir=None, probe=probe, unfinished="",
                                  elapsed_s=time.monotonic() - started)
     sweep = exp.sweep(dsn)

@@ -65,6 +65,7 @@ INTERVAL_COLUMNS = (
     *COST_COUNTERS.values(),
     *REPLICA_COLUMNS,
     *LOCK_QUEUE_COLUMNS,
+    "server_backends",
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
 from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
-                                    pg_stat_statements, plans, probes, vacuum)
+                                    pg_stat_statements, plans, pooler_probes, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
@@ -51,6 +51,16 @@ class PostgresEngine(Engine):
         """The run's queue as a definition: the written one, or the built-in queue's, generated from ``cfg``
         (:func:`bench.engines.postgres.builtin_queue.definition`)."""
         return self.defn or builtin_queue.definition(cfg)
+
+    def advisory_lock_pool_probe(self, dsn: str, schema: str) -> dict:
+        """Experiment 21: a session advisory lock through a transaction pool and a session pool
+        (:func:`bench.engines.postgres.pooler_probes.advisory_lock_pool_probe`)."""
+        return pooler_probes.advisory_lock_pool_probe(dsn, schema)
+
+    def listen_pool_probe(self, dsn: str, schema: str) -> dict:
+        """Experiment 22: ``LISTEN`` through a transaction pool and a session pool
+        (:func:`bench.engines.postgres.pooler_probes.listen_pool_probe`)."""
+        return pooler_probes.listen_pool_probe(dsn, schema)
 
     def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
         """The worker and producer sessions of the run, over its queue's definition (:meth:`queue`)."""

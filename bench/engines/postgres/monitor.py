@@ -143,7 +143,8 @@ class Monitor(TableSampler):
 
     def sample_stats(self) -> dict:
         """``{lock_waiters, notify_lock_waiters, dead_tuples, xmin_age, table_tuples, claim_index_bytes,
-        autovacuum_count, the :data:`COST_COUNTERS` (as the server counts them so far; server CPU only when the
+        autovacuum_count, server_backends (client backends in the database, the monitor's own left out: behind a
+        pooler its server connections and the tool's direct ones), the :data:`COST_COUNTERS` (as the server counts them so far; server CPU only when the
         server is on this host), history_list_length (InnoDB's: None), cost_s}``, None when the query failed; one
         round trip (docs/reading-the-report.md, "Monitor cost"; ``notify_lock_waiters``: docs/field-cases.md, FR-10).
         Sources: https://www.postgresql.org/docs/current/monitoring-stats.html#MONITORING-PG-STAT-ALL-TABLES-VIEW,
@@ -153,7 +154,9 @@ class Monitor(TableSampler):
                  "notify_lock_waiters", *SERVER_COUNTERS)
         values = dict.fromkeys(names) if row is None else {k: None if v is None else int(v) for k, v in zip(names, row)}
         images, images_cost = self._image_bytes()
-        return {**values, **self._server_cpu(row[-1] if row else None), IMAGES_COUNTER: images,
+        kinds = row[-1] if row else None
+        values["server_backends"] = None if kinds is None else sum(kind == "backends" for kind in kinds.values())
+        return {**values, **self._server_cpu(kinds), IMAGES_COUNTER: images,
                 "history_list_length": None, "cost_s": cost + images_cost}
 
     def sample_locks(self):

@@ -121,6 +121,18 @@ def unlock_schema(conn: psycopg.Connection, schema: str) -> None:
     conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (f"queue-bench:{schema}",))
 
 
+def try_advisory_lock(conn: psycopg.Connection, key: int) -> tuple[int, bool]:
+    """(the backend pid, taken?): ``pg_try_advisory_lock(key)``, a session-level lock, on ``conn`` (the pooler
+    probes, bench/engines/postgres/pooler_probes.py: what it does through a pool). Raises psycopg.Error."""
+    pid, got = conn.execute("SELECT pg_backend_pid(), pg_try_advisory_lock(%s)", (key,)).fetchone()
+    return pid, got
+
+
+def listen(conn: psycopg.Connection, channel: str) -> None:
+    """``LISTEN channel`` on ``conn`` (the pooler probes: what it does through a pool). Raises psycopg.Error."""
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+
+
 def prepare_named(conn: psycopg.Connection, name: str, text: str) -> None:
     """SQL-level ``PREPARE name AS text`` on ``conn`` (the admin connection's checks and plan capture: never
     through a pooler); not transactional, so :func:`deallocate` it whatever happens. Raises psycopg.Error."""
