@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bench.cli.checks import check_loopback
-from bench.engines import check_pooler, embedded_server, pooled
+from bench.engines import require_pooler_binary, embedded_server, pooled
 from bench.errors import ConfigError
 from bench.usage import option
 
@@ -45,7 +45,7 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
                                     f"{option('pooler')} out here (a run, a sweep and a capacity search start one "
                                     "per run)")
     if cfg is not None:
-        check_pooler(engine, cfg)  # refused before any server starts
+        require_pooler_binary(engine, cfg)  # refused before any server starts
     if dsn:
         return contextlib.nullcontext(dsn), False
     return embedded_server(engine, connections + 20, cfg), True

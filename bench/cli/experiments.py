@@ -12,7 +12,7 @@ from bench.cli.checks import check_results_dir, chosen_dsn
 from bench.cli.database import check_room, database, render_run
 from bench.cli.run_options import DSN_SCHEMES, add_database_options
 from bench.config.run_config import build_config
-from bench.engines import check_pooler, get_engine
+from bench.engines import require_pooler_binary, get_engine
 
 
 def add_parser(sub) -> None:
@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
     exp.set_defaults(func=experiments_command)
 
 
-def _check_poolers(experiments, sweeps, base) -> None:
+def _require_pooler_binaries(experiments, sweeps, base) -> None:
     """Refuse (ConfigError, ``POOLER``) before any server starts when a chosen experiment needs the embedded
     pooler (a probe through PgBouncer, a cell with ``POOLER``) and its binary is missing."""
     from bench.experiments.catalogue import POOLER_PROBES
@@ -47,7 +47,7 @@ def _check_poolers(experiments, sweeps, base) -> None:
     if any(e.probe in POOLER_PROBES and not e.reason_not_applicable(base.engine) for e in experiments):
         needs.append(dataclasses.replace(base, pooler="pgbouncer"))
     for cfg in needs[:1]:
-        check_pooler(base.engine, cfg)
+        require_pooler_binary(base.engine, cfg)
 
 
 def experiments_command(args: argparse.Namespace) -> int:
@@ -62,7 +62,7 @@ def experiments_command(args: argparse.Namespace) -> int:
               if s is not None]
     needs = [s.max_connections() for s in sweeps] + [base.connections_needed()]
     connections = max(needs)  # the embedded server is started with room for the largest cell
-    _check_poolers(experiments, sweeps, base)
+    _require_pooler_binaries(experiments, sweeps, base)
 
     from bench.experiments.driver import run_catalogue  # here, after the checks: Locust (~1 s)
     from bench.report.experiments_page import render_experiments_page  # here: matplotlib (~1 s)

@@ -12,7 +12,7 @@ from bench.config.choices import ENGINES  # each a package bench/engines/<name>/
 from bench.config.queue_definition import is_builtin, load_queue
 from bench.errors import ConfigError
 
-__all__ = ["ENGINES", "capabilities", "check_pooler", "embedded_pooler", "embedded_server", "engine_for", "get_engine",
+__all__ = ["ENGINES", "capabilities", "require_pooler_binary", "embedded_pooler", "embedded_server", "engine_for", "get_engine",
            "non_loopback_host", "pooled"]
 
 
@@ -40,11 +40,11 @@ def embedded_server(name: str, max_connections: int, cfg=None):
     return module.embedded_server(max_connections=max_connections, **module.server_options_of(cfg))
 
 
-def check_pooler(name: str, cfg) -> None:
+def require_pooler_binary(name: str, cfg) -> None:
     """Refuse (ConfigError, ``POOLER``) ``cfg``'s embedded pooler when it cannot start on this machine (its binary
     missing), before any server is started; nothing for ``POOLER=none``."""
     if cfg.pooler != "none":
-        _module(name, "pooler.binary").check_pooler(cfg)  # finds the binary only: no server reached
+        _module(name, "pooler.binary").require_pooler_binary(cfg)  # finds the binary only: no server reached
 
 
 def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int, log: Callable[[str], None] = print):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bench.engines.postgres.pooler.binary import check_pooler
+from bench.engines.postgres.pooler.binary import require_pooler_binary
 from bench.engines.postgres.pooler.console import console_rows
 from bench.engines.postgres.pooler.pgbouncer import Pooler, embedded_pgbouncer
 
-__all__ = ["Pooler", "check_pooler", "console_rows", "embedded_pooler"]
+__all__ = ["Pooler", "require_pooler_binary", "console_rows", "embedded_pooler"]
 
 
 def embedded_pooler(dsn_direct: str, cfg: Any, clients: int, log: Callable[[str], None] = print):

@@ -10,7 +10,7 @@ from typing import Any
 from bench.errors import ConfigError
 from bench.usage import option, setting
 
-__all__ = ["DEBIAN_PACKAGE", "SEARCH_DIRS", "check_pooler", "find_pgbouncer"]
+__all__ = ["DEBIAN_PACKAGE", "SEARCH_DIRS", "require_pooler_binary", "find_pgbouncer"]
 
 #: The Debian package that installs the binary (``/usr/sbin/pgbouncer``).
 DEBIAN_PACKAGE = "pgbouncer"
@@ -33,7 +33,7 @@ def find_pgbouncer() -> str:
                                 f"{setting('pooler', 'pgbouncer')}; or leave {option('pooler')} out")
 
 
-def check_pooler(cfg: Any) -> None:
+def require_pooler_binary(cfg: Any) -> None:
     """Raise ConfigError (``POOLER``) when ``cfg``'s pooler cannot be started on this machine (no binary); called
     before any server is started, without connecting."""
     if cfg.pooler == "pgbouncer":
