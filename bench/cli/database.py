@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from bench.cli.checks import check_loopback
+from bench.config.pooler_parameters import users_console
 from bench.engines import check_pooler, embedded_pooler, embedded_server
 from bench.errors import ConfigError
 from bench.usage import option, via_make
@@ -31,7 +32,7 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
              pooler: bool = False):
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
     server with ``connections`` + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
-    ``cfg``'s ``DSN_REPLICA`` and ``DSN_DIRECT`` have the DSN's loopback rule; its ``POOLER`` is refused unless
+    ``cfg``'s ``DSN_REPLICA``, ``DSN_DIRECT`` and ``POOLER_ADMIN_DSN`` have the DSN's loopback rule; its ``POOLER`` is refused unless
     ``pooler`` (a command whose run uses :func:`pooled`), else its binary is looked for first and the embedded
     server gets room for its pool too."""
     check_loopback(dsn, allow_remote)
@@ -39,6 +40,8 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
         check_loopback(cfg.dsn_replica, allow_remote, "DSN_REPLICA")
     if cfg is not None and cfg.direct_dsn():
         check_loopback(cfg.direct_dsn(), allow_remote, "DSN_DIRECT")
+    if cfg is not None and users_console(cfg):
+        check_loopback(users_console(cfg), allow_remote, "POOLER_ADMIN_DSN")
     if cfg is not None and cfg.pooler != "none" and not pooler:
         raise ConfigError("POOLER", f"the embedded pooler is started for a single run only ({run_command()}); "
                                     f"allowed: leave {option('pooler')} out here")
@@ -52,16 +55,16 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
 
 @contextlib.contextmanager
 def pooled(cfg, dsn: str, clients: int):
-    """(the RunConfig, the DSN, the pooler's pid) a run of ``cfg`` on ``dsn`` uses: as given and None with
+    """(the RunConfig, the DSN, the pooler) a run of ``cfg`` on ``dsn`` uses: as given and None with
     ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections, started here and
     stopped after the block: its DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct``
-    for the rest (:meth:`RunConfig.direct_dsn`), and its process's pid (the run's own, for the busy-machine
-    meter)."""
+    for the rest (:meth:`RunConfig.direct_dsn`), and the pooler (its ``pid``, the run's own for the busy-machine
+    meter; its console ``admin_dsn``, read for the pooler figures)."""
     if cfg.pooler == "none":
         yield cfg, dsn, None
         return
     with embedded_pooler(cfg.engine, dsn, cfg, clients) as pooler:
-        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn, pooler.pid
+        yield dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct), pooler.dsn, pooler
 
 
 def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cfg=None) -> dict:
