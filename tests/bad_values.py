@@ -74,6 +74,7 @@ BAD_VALUES: dict[str, tuple] = {
     "pool_size": (0, -1, 10_001, "many", 2.5),
     "pool_mode": ("statement", "pgbouncer", "txn", 1),
     "dsn_direct": ("mysql://root@127.0.0.1/qbench", "direct-host"),
+    "pooler_admin_dsn": ("mysql://root@127.0.0.1/pgbouncer", "console-host"),
 }
 BAD_VALUES["faults"] += ("migration@1-2:ddl=add_column,lock_timeout_ms=-1", "migration@1-2:ddl=drop_table",
                          "migration@1-2:ddl=add_column,retry_ms=soon", "migration@1-2:ddl=add_column,retry_ms=-5",

@@ -7,6 +7,7 @@ process holds toward the server (psutil) are the ``client_port`` of its backends
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import pathlib
@@ -194,6 +195,11 @@ def test_missing_binary_is_one_line_naming_the_debian_package(monkeypatch, tmp_p
     (["--engine", "mariadb", "--pooler", "pgbouncer"], "--pooler: 'pgbouncer' is not supported on mariadb (not built: "
                                                        "MariaDB's poolers, ProxySQL and MaxScale, are on paper only"),
     (["--pooler", "pgbouncer", "--pool-size", "0"], "--pool-size: 0 is out of range"),
+    (["--pooler", "pgbouncer", "--pooler-admin-dsn", "postgresql://postgres@127.0.0.1:6432/pgbouncer"],
+     "--pooler-admin-dsn: names the console of a pooler of yours, and --pooler pgbouncer starts one"),
+    (["--dsn", "postgresql://postgres@127.0.0.1:6432/postgres", "--pooler-admin-dsn",
+      "postgresql://postgres@127.0.0.1:6432/pgbouncer"],
+     "--pooler-admin-dsn: names the console of a pooler of yours, and there is none (--dsn-direct not given)"),
     (["--pooler", "pgbouncer", "--pool-mode", "session", "--pool-size", "5", "--workers", "10"],
      "--pool-size: 5 in session mode, where each client keeps its server connection while connected, and the run "
      "opens 10 through the pooler"),
@@ -263,10 +269,10 @@ def test_the_clients_through_the_pooler_are_the_workers_reaper_and_producers():
     assert cfg.connections_needed() == 4 + 2  # the pool, and the monitor's two
 
 
-def _run_counting_backends(direct: str, tmp_path: pathlib.Path, *args: str) -> tuple[list[int], dict, dict]:
+def _run_counting_backends(direct: str, tmp_path: pathlib.Path, *args: str) -> tuple[list[int], dict, dict, list]:
     """``qbench run --dsn direct ... args`` through the embedded pooler: the pooler's backends on the server counted
-    here each 0.2 s over a direct connection, then its summary.json and run.json's config, after checking the run
-    ended 0 and its pooler is gone."""
+    here each 0.2 s over a direct connection, then its summary.json, run.json and intervals.csv's rows, after
+    checking the run ended 0 and its pooler is gone."""
     proc = subprocess.Popen([sys.executable, "-m", "bench.cli.main", "run", "--dsn", direct, "--results",
                              str(tmp_path), "--pooler", "pgbouncer", *args], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -288,20 +294,31 @@ def _run_counting_backends(direct: str, tmp_path: pathlib.Path, *args: str) -> t
     assert summary["complete"] and sum(summary["errors"].values()) == 0 and summary["jobs_completed"] > 0
     assert {k: summary["invariants"][k] for k in CLEAN_INVARIANTS} == CLEAN_INVARIANTS
     assert run_json["config"]["dsn_direct"] == direct
-    return counts, summary, run_json
+    with open(run_dir / "intervals.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return counts, summary, run_json, rows
+
+
+def _ints(rows: list[dict], column: str) -> list[int]:
+    """intervals.csv's ``column`` over the measured seconds, each second sampled."""
+    assert all(r[column] != "" for r in rows), (column, rows)
+    return [int(r[column]) for r in rows]
 
 
 @pytest.mark.slow
 def test_a_run_through_the_session_pool_holds_at_most_pool_size_server_connections(tmp_path):
     """``qbench run`` through the embedded pooler in session mode: 0 errors, the audit clean, and the backends the
     pooler holds on the server never above POOL_SIZE and one per worker while the load runs (a session keeps its
-    server connection)."""
+    server connection); with WORKERS <= POOL_SIZE no client waits in any second, and the server connections the
+    pooler reports are one per worker."""
     workers, pool_size = 10, 12
     with fresh_database() as direct:
-        counts, _summary, run_json = _run_counting_backends(
+        counts, summary, run_json, rows = _run_counting_backends(
             direct, tmp_path, "--pool-mode", "session", "--pool-size", str(pool_size), "--workers", str(workers),
             "--duration", "3s", "--warmup", "1s")
     assert 0 < max(counts) <= pool_size and counts.count(workers) >= 5, counts
+    assert _ints(rows, "pooler_cl_waiting") == [0] * len(rows) and summary["pooler"]["seconds_with_waiting"] == 0
+    assert set(_ints(rows, "pooler_server_conns")) == {workers} == set(_ints(rows, "pooler_cl_active"))
     config = run_json["config"]
     assert (config["pooler"], config["pool_mode"], config["pool_size"]) == ("pgbouncer", "session", pool_size)
     assert run_json["pooler"]["sessions"] == "as without a pooler" and config["prepared"] is True
@@ -309,17 +326,92 @@ def test_a_run_through_the_session_pool_holds_at_most_pool_size_server_connectio
 
 @pytest.mark.slow
 def test_a_run_through_the_transaction_pool_shares_pool_size_server_connections(tmp_path):
-    """``qbench run`` through the embedded pooler in transaction mode: 20 workers holding their claim 5 ms, and a
-    reaper every 0.2 s, through 5 server connections: 0 errors (no statement prepared by name on a shared server
-    connection, the reaper's included), the audit clean, the pooler's backends on the server never above 5,
-    and the stateless sessions recorded."""
-    pool_size = 5
+    """``qbench run`` through the embedded pooler in transaction mode: 50 workers holding their claim 5 ms, and a
+    reaper every 0.2 s, through 10 server connections: 0 errors (no statement prepared by name on a shared server
+    connection, the reaper's included), the audit clean, the pooler's backends on the server never above 10, and
+    the stateless sessions recorded. The pooler's figures: clients waiting in some second, the server connections
+    it reports at most POOL_SIZE and as many as its backends counted here on the server, the mean wait per
+    transaction the summed waits over the summed transactions, and no wait percentile anywhere."""
+    pool_size = 10
     with fresh_database() as direct:
-        counts, _summary, run_json = _run_counting_backends(
-            direct, tmp_path, "--pool-mode", "transaction", "--pool-size", str(pool_size), "--workers", "20",
+        counts, summary, run_json, rows = _run_counting_backends(
+            direct, tmp_path, "--pool-mode", "transaction", "--pool-size", str(pool_size), "--workers", "50",
             "--txn", "hold", "--work-ms", "5", "--reaper-interval-s", "0.2", "--duration", "3s", "--warmup", "1s")
     assert 0 < max(counts) <= pool_size, counts
     config, pooler = run_json["config"], run_json["pooler"]
     assert (config["pooler"], config["pool_mode"], config["pool_size"]) == ("pgbouncer", "transaction", pool_size)
     assert config["prepared"] is False and pooler["sessions"] == "stateless" and pooler["embedded"] == "pgbouncer"
     assert "reaper" in pooler["through_pooler"]
+    assert pooler["console"]["pool_mode"] == "transaction" and pooler["console"]["pool_size"] == pool_size
+    assert pooler["console_source"] == "embedded" and pooler["detection"] is None and pooler["mode_disagrees"] == []
+    assert max(_ints(rows, "pooler_cl_waiting")) > 0
+    servers = _ints(rows, "pooler_server_conns")
+    assert max(servers) <= pool_size and max(servers) == max(counts), (servers, counts)
+    assert max(_ints(rows, "pooler_sv_active")) <= pool_size
+    block = summary["pooler"]
+    waits, xacts = _ints(rows, "pooler_wait_us"), _ints(rows, "pooler_xacts")
+    assert block["measured"] and block["wait_mean_us"] == round(sum(waits) / sum(xacts), 1) > 0
+    assert block["seconds_with_waiting"] > 0 and block["cpu_pct"]["max"] is not None
+    assert "percentile" not in json.dumps(block) and "wait_p" not in ",".join(rows[0])
+
+
+def _users_pooler_run(dsn: str, pooler, tmp_path: pathlib.Path, mode: str) -> tuple[dict, str]:
+    """A short ``qbench run`` through ``pooler`` as a user's pooler (``DSN`` the pooler, ``DSN_DIRECT`` the server,
+    ``POOL_MODE`` ``mode``, its console as ``POOLER_ADMIN_DSN`` with a password to be masked); run.json and the
+    run's output."""
+    admin = psycopg.conninfo.make_conninfo(pooler.admin_dsn, password="s3cret-console")
+    proc = subprocess.run([sys.executable, "-m", "bench.cli.main", "run", "--dsn", pooler.dsn, "--dsn-direct", dsn,
+                           "--pool-mode", mode, "--pooler-admin-dsn", admin, "--results", str(tmp_path),
+                           "--workers", "4", "--duration", "2s", "--warmup", "1s"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    text = (run_dir / "run.json").read_text()
+    assert "s3cret-console" not in text
+    return json.loads(text), proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, concluded", [("transaction", "transaction pooling detected"),
+                                             ("session", "pooling not detected")])
+def test_a_users_pooler_is_detected_by_its_mode_and_read_on_its_console(dsn, servers_dir, tmp_path, mode, concluded):
+    """The embedded pooler started here and given to the run as a user's pooler: the run detects transaction pooling
+    through it in transaction mode and not in session mode, says so before the load, and reads the console it is
+    given (mode, pool size, client limit, version; its password masked) and its pool each second (no CPU: the
+    pooler's process is not the run's)."""
+    with embedded_pgbouncer(dsn, mode, 6, 10, base_dir=servers_dir, log=lambda line: None) as pooler:
+        run_json, out = _users_pooler_run(dsn, pooler, tmp_path, mode)
+    info = run_json["pooler"]
+    assert f"pooler: {concluded} (client A's two transactions on backends" in out
+    assert info["detection"]["concluded"] == concluded and info["mode_disagrees"] == []
+    assert info["console"] == {"version": f"PgBouncer {pooler.version}", "pool_mode": mode, "pool_size": 6,
+                               "max_client_conn": pooler.max_client_conn}
+    assert info["console_source"] == "POOLER_ADMIN_DSN" and "***" in run_json["config"]["pooler_admin_dsn"]
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())["pooler"]
+    assert summary["measured"] and summary["server_conns_max"] <= 6 and summary["cpu_pct"] is None
+    assert summary["cpu_not_measured"].startswith("not measured")
+    assert f"pooler (yours, {mode}): clients waiting mean" in out
+
+
+def test_pooling_detection_against_a_pooler_in_each_mode_and_a_mode_given_wrong(dsn, servers_dir):
+    """Detection alone, through the embedded pooler (fast: no run): per transaction in transaction mode, not in
+    session mode nor on the server itself; a ``POOL_MODE`` the console or detection contradicts is said."""
+    from bench.engines.postgres.pooler.watch import detect_pooling, pooler_facts
+    from bench.run_summary.pooler import mode_disagreements
+
+    assert detect_pooling(dsn)["concluded"] == "pooling not detected"
+    for mode, concluded in (("transaction", "transaction pooling detected"), ("session", "pooling not detected")):
+        with embedded_pgbouncer(dsn, mode, 3, 5, base_dir=servers_dir, log=lambda line: None) as pooler:
+            facts = pooler_facts(pooler.dsn, pooler.admin_dsn, detect=True)
+        pids = facts["detection"]["backend_pids"]
+        assert facts["detection"]["concluded"] == concluded and None not in pids
+        assert facts["console"]["pool_mode"] == mode and facts["pool"] == _database_and_user(dsn)
+        other = "session" if mode == "transaction" else "transaction"
+        said = mode_disagreements(other, facts)
+        assert said[0].startswith(f"its console says pool_mode {mode}") and len(said) == 2, said
+
+
+def _database_and_user(dsn: str) -> list[str]:
+    """[database, user] of ``dsn`` (the embedded pooler's clients log in as the DSN's user)."""
+    with psycopg.connect(dsn) as conn:
+        return [conn.info.dbname, conn.info.user]

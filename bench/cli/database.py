@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from bench.cli.checks import check_loopback
+from bench.config.pooler_parameters import users_console
 from bench.engines import require_pooler_binary, embedded_server, pooled
 from bench.errors import ConfigError
 from bench.usage import option
@@ -32,7 +33,7 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
     """Context manager yielding (DSN, embedded?): ``dsn`` after the loopback check, else ``engine``'s embedded
     server with ``connections`` (the runs' :meth:`RunConfig.connections_needed`: behind the embedded pooler its pool,
     not a connection per worker) + 20 ``max_connections``, the one ``cfg`` (a RunConfig) picks (``PG_VERSION``).
-    ``cfg``'s ``DSN_REPLICA`` and ``DSN_DIRECT`` have the DSN's loopback rule; its ``POOLER`` is refused unless
+    ``cfg``'s ``DSN_REPLICA``, ``DSN_DIRECT`` and ``POOLER_ADMIN_DSN`` have the DSN's loopback rule; its ``POOLER`` is refused unless
     ``pooler`` (a command whose runs start it: :func:`bench.engines.pooled`), else its binary is looked for
     first."""
     check_loopback(dsn, allow_remote)
@@ -40,6 +41,8 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
         check_loopback(cfg.dsn_replica, allow_remote, "DSN_REPLICA")
     if cfg is not None and cfg.direct_dsn():
         check_loopback(cfg.direct_dsn(), allow_remote, "DSN_DIRECT")
+    if cfg is not None and users_console(cfg):
+        check_loopback(users_console(cfg), allow_remote, "POOLER_ADMIN_DSN")
     if cfg is not None and cfg.pooler != "none" and not pooler:
         raise ConfigError("POOLER", f"the embedded pooler is not built for this command; allowed: leave "
                                     f"{option('pooler')} out here (a run, a sweep and a capacity search start one "
@@ -84,9 +87,9 @@ def step_runner(out_dir: Path, dsn: str, state_schema: str, embedded: bool = Fal
 
     def run_step(cfg):
         step = dataclasses.replace(cfg, results=str(out_dir / "runs"))
-        with pooled(step, dsn, log=lambda line: None) as (run_cfg, run_dsn, pooler_pid):  # its own pooler (POOLER)
+        with pooled(step, dsn, log=lambda line: None) as (run_cfg, run_dsn, pooler):  # its own pooler (POOLER)
             run_dir = runner.run(run_cfg, run_dsn, log=lambda line: None, embedded=embedded, state_schema=state_schema,
-                                 pooler_pid=pooler_pid)
+                                 pooler=pooler)
         render_report(run_dir)
         return run_dir
     return run_step

@@ -132,9 +132,9 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
     extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
     database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed(extra), cfg.engine, cfg,
                                    pooler=True)
-    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections(extra)) as (run_cfg, run_dsn, pooler_pid):
+    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections(extra)) as (run_cfg, run_dsn, pooler):
         run_dir = runner.run(run_cfg, run_dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui,
-                             pooler_pid=pooler_pid)
+                             pooler=pooler)
     with _finish_first("writing the report first"):  # the report is one of the run's files
         report = render_report(run_dir)
     result = RunResult.load(run_dir)

@@ -204,6 +204,12 @@ def parse_dsn_replica(value: Any) -> str:
     return parse_pg_dsn("DSN_REPLICA", "a hot standby", value)
 
 
+def parse_pooler_admin_dsn(value: Any) -> str:
+    """``POOLER_ADMIN_DSN``: :func:`parse_pg_dsn` of a PgBouncer's admin console. Raises ConfigError
+    (``POOLER_ADMIN_DSN``)."""
+    return parse_pg_dsn("POOLER_ADMIN_DSN", "the pooler's admin console (database pgbouncer)", value)
+
+
 def parse_dsn_direct(value: Any) -> str:
     """``DSN_DIRECT``: :func:`parse_pg_dsn` of the DSN's server, not through its pooler. Raises ConfigError
     (``DSN_DIRECT``)."""

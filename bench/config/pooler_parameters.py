@@ -75,7 +75,22 @@ POOLER_PARAMETERS: tuple[Parameter, ...] = (
                "VACUUM and the fault windows; only the workers, producers and reaper go through `DSN`. Checked "
                "before anything is created to reach the same server (`pg_control_system()`'s system identifier) "
                "and database as `DSN`; masked in `run.json`"),
+    _P("pooler_admin_dsn", "text", "", "your PgBouncer's admin console (database pgbouncer), read only",
+       group="database", parse_value=parsers.parse_pooler_admin_dsn, default_text="none", **_PG_ONLY,
+       allowed="a `postgresql://` URL or libpq key=value DSN of the admin console (database `pgbouncer`) of the "
+               "PgBouncer `DSN` reaches, as one of its `admin_users` or `stats_users`; with `DSN_DIRECT`",
+       meaning="the console of your pooler (`DSN_DIRECT` given): its mode, `default_pool_size`, `max_client_conn` "
+               "and version are read with `SHOW CONFIG`/`SHOW VERSION` and recorded in `run.json`, and its pool is "
+               "measured each second with `SHOW POOLS`/`SHOW STATS` (clients waiting, server connections, the mean "
+               "wait per transaction; docs/poolers.md, \"Reading the pooler figures\"). Only `SHOW` commands are "
+               "sent: the tool never sets a user's pool. Masked in `run.json`. The embedded pooler "
+               "(`POOLER=pgbouncer`) is read through its own console without it"),
 )
+
+
+def users_console(cfg: Any) -> str | None:
+    """``POOLER_ADMIN_DSN``: the console of a user's pooler, or None when not given."""
+    return cfg.pooler_admin_dsn if cfg.pooler_admin_dsn not in ("", NOT_APPLICABLE) else None
 
 
 def stateless_sessions(pool_mode: str) -> bool:
@@ -96,6 +111,7 @@ def check_pooler(values: dict[str, Any], dsn: str | None, given: set[str]) -> li
     refuse what needs session state (``PREPARED=1``, ``WAKEUP=notify``, ``PLAN_CACHE``, a library's own workers)
     and set ``PREPARED`` 0 in ``values``. Returns the notes to print."""
     direct = values["dsn_direct"] if values["dsn_direct"] != NOT_APPLICABLE else ""
+    _check_admin_dsn(values, direct)
     if embedded_pooler(values):
         return _check_embedded(values, direct, given)
     if "pool_size" in given and direct:
@@ -129,6 +145,23 @@ def check_pooler(values: dict[str, Any], dsn: str | None, given: set[str]) -> li
         raise ConfigError("DSN_DIRECT", named("is {dsn} itself, the pooler; allowed: the same server and database "
                                               "reached without the pooler (its own host and port)"))
     return _mode_notes(values, given, option("dsn_direct"))
+
+
+def _check_admin_dsn(values: dict[str, Any], direct: str) -> None:
+    """Refuse (ConfigError ``POOLER_ADMIN_DSN``) a console DSN with the embedded pooler (read through its own
+    console) or without a pooler of yours (``DSN_DIRECT``)."""
+    if values["pooler_admin_dsn"] in ("", NOT_APPLICABLE):
+        return
+    if embedded_pooler(values):
+        raise ConfigError("POOLER_ADMIN_DSN", f"names the console of a pooler of yours, and "
+                                              f"{setting('pooler', values['pooler'])} starts one the tool reads "
+                                              "through its own console; allowed: leave "
+                                              + named("{pooler_admin_dsn} out, or give it with {dsn} (your pooler) "
+                                                      "and {dsn_direct} instead of {pooler}"))
+    if not direct:
+        raise ConfigError("POOLER_ADMIN_DSN", "names the console of a pooler of yours, and " + named(
+            "there is none ({dsn_direct} not given); allowed: {pooler_admin_dsn} with {dsn} (the pooler), "
+            "{dsn_direct} and {pool_mode}, or leave {pooler_admin_dsn} out"))
 
 
 def _check_embedded(values: dict[str, Any], direct: str, given: set[str]) -> list[str]:

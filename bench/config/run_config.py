@@ -97,7 +97,7 @@ class RunConfig:
         """The parameters as a JSON-ready dict, with the DSNs' passwords masked."""
         out = dataclasses.asdict(self)
         out["dsn"] = mask_dsn(self.dsn) if self.dsn else None
-        for key in ("dsn_replica", "dsn_direct"):
+        for key in ("dsn_replica", "dsn_direct", "pooler_admin_dsn"):
             out[key] = mask_dsn(out[key]) if out[key] not in ("", NOT_APPLICABLE) else out[key]
         if not isinstance(self.autovacuum_settings, str):
             out["autovacuum_settings"] = dict(self.autovacuum_settings)

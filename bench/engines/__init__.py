@@ -56,11 +56,12 @@ def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int, log: Callable
 
 @contextlib.contextmanager
 def pooled(cfg, dsn: str, clients: int | None = None, log: Callable[[str], None] = print):
-    """(the RunConfig, the DSN, the pooler's pid) one run of ``cfg`` on ``dsn`` uses: as given and None with
+    """(the RunConfig, the DSN, the pooler) one run of ``cfg`` on ``dsn`` uses: as given and None with
     ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections (None:
     ``cfg.pooled_connections()``), started here with ``cfg``'s ``POOL_SIZE`` and stopped after the block: its
     DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct`` for the rest
-    (``RunConfig.direct_dsn``), and its process's pid (the run's own, for the busy-machine meter). Every command
+    (``RunConfig.direct_dsn``), and the pooler (its ``pid``, the run's own for the busy-machine meter; its console
+    ``admin_dsn``, read for the pooler figures). Every command
     that runs starts one per run this way (a sweep's cells, each with its own ``POOL_SIZE``)."""
     if cfg.pooler == "none":
         yield cfg, dsn, None
@@ -69,7 +70,7 @@ def pooled(cfg, dsn: str, clients: int | None = None, log: Callable[[str], None]
     with embedded_pooler(cfg.engine, dsn, cfg, clients, log) as pooler:
         run_cfg = dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct)
         run_cfg.connection_budget(max_client_conn=pooler.max_client_conn).check_clients()
-        yield run_cfg, pooler.dsn, pooler.pid
+        yield run_cfg, pooler.dsn, pooler
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

@@ -11,7 +11,7 @@ from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
 from bench.engines.driver import Driver
 from bench.engines.lock_queue import spawn_lock_sampler
-from bench.engines.sampler import spawn_samplers
+from bench.engines.sampler import spawn_each_second, spawn_samplers
 from bench.errors import ConfigError, RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
@@ -335,6 +335,20 @@ class Engine:
                       note: Callable[[int, dict], None], position: Callable[[], int], reads: Any) -> Any:
         """The standby's per-second sampler and ``REPLICA_READERS`` readers (``start``, ``stop``, ``info``)."""
         raise NotImplementedError(f"REPLICA is not built for {self.name}")
+
+    def pooler_facts(self, pooled_dsn: str, admin_dsn: str | None, *, detect: bool) -> dict:
+        """Before the load: the pool ``pooled_dsn``'s clients use (``pool``), with ``detect`` whether it pools per
+        transaction (``detection``), with ``admin_dsn`` its console's settings (``console``); never raises."""
+        raise NotImplementedError(f"POOL_MODE is not built for {self.name}")
+
+    def pooler_watch(self, admin_dsn: str, pool: tuple[str, str], pid: int | None) -> Any:
+        """The pooler's per-second sampler on its console (``sample``, ``errors``, ``close``) of ``pool`` (db, user)."""
+        raise NotImplementedError(f"POOL_MODE is not built for {self.name}")
+
+    def spawn_pooler_sampler(self, watch: Any, now_s: Callable[[], float], n_seconds: int,
+                             note: Callable[[int, dict], None]) -> Any:
+        """A greenlet noting ``watch.sample()`` mid-second, as the monitor's statistics (no server ``cost_s``)."""
+        return spawn_each_second(lambda: {**watch.sample(), "cost_s": 0.0}, now_s, n_seconds, note)
 
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
         """A library's own worker process (``LIBRARY_MODE=worker``): argv, added environment (the DSN); or None."""

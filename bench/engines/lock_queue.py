@@ -25,7 +25,13 @@ _MOST = (*MODE_COLUMNS.values(), "lock_queue_workers", "migration_wait_s", "migr
 class LockQueueFold:
     """Folds samples ``(requests waiting by mode or None where modes are not read, [(worker, wait start)],
     the migration's wait so far in s or None, does the migration hold or ask for a lock that blocks claims)``
-    into a second's columns, counting each worker's wait once among ``delayed_claims``."""
+    into a second's columns, counting each worker's wait once among ``delayed_claims`` (with
+    :attr:`workers_known` only)."""
+
+    #: Whether a waiting backend can be told to be a worker's (by its application name). Behind a pooler it
+    #: cannot: a pooled server connection carries whichever client used it last; the workers' waits, the stall
+    #: and the delayed claims are then not measured (None).
+    workers_known = True
 
     def __init__(self):
         self._seen: set[tuple] = set()
@@ -41,19 +47,21 @@ class LockQueueFold:
         if row is None:
             return
         by_mode, workers, wait_s, blocking = row
-        waits = {(worker, str(start)) for worker, start in workers or []}
-        stalled = bool(blocking) and bool(waits)
-        new = waits - self._seen if stalled else set()
-        self._seen |= new
-        self._run_ms = self._run_ms + spacing_ms if stalled else 0.0
         modes = {column: None if by_mode is None else int(by_mode.get(mode, 0)) for mode, column in MODE_COLUMNS.items()}
-        sample = {**modes, "lock_queue_workers": len(waits), "migration_wait_s": None if wait_s is None else round(wait_s, 3),
-                  "migration_blocking": int(bool(blocking)), "ongoing_stall_ms": round(self._run_ms)}
+        sample = {**modes, "migration_wait_s": None if wait_s is None else round(wait_s, 3),
+                  "migration_blocking": int(bool(blocking)), "lock_queue_workers": None, "ongoing_stall_ms": None}
+        if self.workers_known:  # else the waiters are not attributed to workers: not measured, never wrong
+            waits = {(worker, str(start)) for worker, start in workers or []}
+            stalled = bool(blocking) and bool(waits)
+            new = waits - self._seen if stalled else set()
+            self._seen |= new
+            self._run_ms = self._run_ms + spacing_ms if stalled else 0.0
+            sample.update(lock_queue_workers=len(waits), ongoing_stall_ms=round(self._run_ms))
+            acc["delayed_claims"] = (acc["delayed_claims"] or 0) + len(new)
+            acc["stall_ms"] = (acc["stall_ms"] or 0) + (round(spacing_ms) if stalled else 0)
         for key in _MOST:
             if sample[key] is not None:
                 acc[key] = max(acc[key] or 0, sample[key])
-        acc["delayed_claims"] = (acc["delayed_claims"] or 0) + len(new)
-        acc["stall_ms"] = (acc["stall_ms"] or 0) + (round(spacing_ms) if stalled else 0)
 
 
 def spawn_lock_sampler(monitor, now_s: Callable[[], float], n_seconds: int, note: Callable[[int, dict], None]):

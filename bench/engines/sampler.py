@@ -185,13 +185,6 @@ def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds:
     """The monitor's sampling greenlets (kill them to stop): stats at the middle of each second ``k`` <
     ``n_seconds`` of ``now_s()``, table queries when due (none without ``table``: ``MONITOR=stats``); each
     sample to ``note(k, values)``."""
-    def stats_loop() -> None:
-        k = 0
-        while k < n_seconds:
-            gevent.sleep(max(0.0, k + 0.5 - now_s()))
-            note(k, monitor.sample_stats())
-            k = max(k + 1, int(now_s() + 0.5))
-
     def table_loop() -> None:
         while True:
             delay = monitor.seconds_until_due()
@@ -200,4 +193,18 @@ def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds:
                 continue
             note(int(now_s()), monitor.sample_table())
 
-    return [gevent.spawn(stats_loop), *([gevent.spawn(table_loop)] if table else [])]
+    return [spawn_each_second(monitor.sample_stats, now_s, n_seconds, note),
+            *([gevent.spawn(table_loop)] if table else [])]
+
+
+def spawn_each_second(sample: Callable[[], dict], now_s: Callable[[], float], n_seconds: int,
+                      note: Callable[[int, dict], None]):
+    """A greenlet calling ``note(k, sample())`` at the middle of each second ``k`` < ``n_seconds`` of ``now_s()``
+    (a second the sample overran is skipped; kill it to stop)."""
+    def loop() -> None:
+        k = 0
+        while k < n_seconds:
+            gevent.sleep(max(0.0, k + 0.5 - now_s()))
+            note(k, sample())
+            k = max(k + 1, int(now_s() + 0.5))
+    return gevent.spawn(loop)

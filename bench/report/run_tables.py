@@ -133,6 +133,10 @@ def _migration_rows(summary: dict) -> list[dict]:
                    "still waiting at the end (cancelled)" if m["unfinished_at_end"] else f"not done: {m['error']}")
         rows.append(_row(f"migration {m['ddl']} ({m['timeout_set']}): attempts, lock timeouts, outcome",
                          f"{m['attempts']}, {m['lock_timeouts']}, {outcome}", bad=not m["succeeded"]))
+        if m.get("workers_not_measured"):  # behind a pooler: lock waiters are not attributed to workers
+            rows.append(_row("migration stall and claims seen delayed; seconds without a claim",
+                             f"{m['workers_not_measured']}; {m['claimless_s']}"))
+            continue
         rows.append(_row("migration stall total / longest (s), claims seen delayed, seconds without a claim",
                          f"{fmt_num(m['stall_s'], 1)} / {fmt_num(m['longest_stall_s'], 1)}, "
                          f"{fmt_num(m['delayed_claims'])}, {m['claimless_s']}", bad=bool(m["longest_stall_s"])))

@@ -52,6 +52,16 @@ LOCK_QUEUE_COLUMNS = ("lock_queue_access_share", "lock_queue_row_share", "lock_q
                       "lock_queue_exclusive", "lock_queue_access_exclusive", "lock_queue_workers", "migration_wait_s",
                       "migration_blocking", "delayed_claims", "stall_ms", "ongoing_stall_ms")
 
+#: With a pooler whose console the run reads (``POOLER=pgbouncer``, or ``POOLER_ADMIN_DSN``): its pool at the middle
+#: of each second (``SHOW POOLS``: clients active and waiting, the oldest wait now in µs, server connections active,
+#: idle, used (idle, awaiting a check: not in use) and all of them) and the growth of its totals over the second
+#: (``SHOW STATS``: transactions, queries, their summed wait, transaction and query time in µs, and the means of
+#: each per transaction or query), and the pooler process's CPU, % of one core (docs/poolers.md, "Reading the
+#: pooler figures"; bench/measure/pooler_seconds.py).
+POOLER_COLUMNS = ("pooler_cl_active", "pooler_cl_waiting", "pooler_maxwait_us", "pooler_sv_active", "pooler_sv_idle",
+                  "pooler_sv_used", "pooler_server_conns", "pooler_xacts", "pooler_queries", "pooler_wait_us",
+                  "pooler_wait_mean_us", "pooler_xact_mean_us", "pooler_query_mean_us", "pooler_cpu_pct")
+
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
@@ -66,6 +76,7 @@ INTERVAL_COLUMNS = (
     *REPLICA_COLUMNS,
     *LOCK_QUEUE_COLUMNS,
     "server_backends",
+    *POOLER_COLUMNS,
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

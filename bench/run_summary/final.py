@@ -7,6 +7,7 @@ from bench.measure.rss import RSS_REPORTED_MIN
 from bench.results.values import library_caveat_line
 from bench.results.verdict import end_block
 from bench.run_summary.measurement_cost import measurement_line
+from bench.run_summary.pooler import pooler_line
 from bench.run_summary.replica import replica_line
 from bench.usage import setting
 
@@ -31,6 +32,8 @@ def final_lines(log, s: dict) -> None:
             f" ({setting('library_mode', 'sql')} sends its SQL from the tool's workers instead)")
     if s.get("replica"):
         log(replica_line(s["replica"]))
+    if s.get("pooler"):
+        log(pooler_line(s["pooler"]))
     for m in s.get("migrations") or []:
         log(migration_line(m))
     if line := measurement_line(s.get("measurement_cost")):
@@ -46,7 +49,8 @@ def migration_line(m: dict) -> str:
     (the rule: :mod:`bench.run_summary.migration`)."""
     outcome = (f"done at {m['done_s']:g} s" if m["succeeded"] else "still waiting at the end, cancelled"
                if m["unfinished_at_end"] else f"not done ({m['error'] or 'every attempt timed out'})")
-    stall = ("stall not sampled" if m["stall_s"] is None else
+    stall = ("stall and delayed claims " + m["workers_not_measured"] if m.get("workers_not_measured") else
+             "stall not sampled" if m["stall_s"] is None else
              f"stall {m['stall_s']} s (longest {m['longest_stall_s']} s), {m['delayed_claims']} claims seen delayed")
     return (f"migration {m['ddl']} ({m['timeout_set']}): {m['attempts']} attempt{'s' if m['attempts'] != 1 else ''}, "
             f"{m['lock_timeouts']} lock timeout{'s' if m['lock_timeouts'] != 1 else ''}, {outcome}; {stall}; {m['claimless_s']} s without a claim")

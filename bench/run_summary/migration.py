@@ -51,6 +51,15 @@ def _most_waiting(rows: list[dict]) -> int | None:
     return max(totals, default=None)
 
 
+#: Why the stall and the delayed claims are not measured behind a pooler (docs/poolers.md, "Reading the pooler
+#: figures"): they count workers' lock waits, and a pooled server connection does not say whose it is.
+BEHIND_POOLER = ("not measured behind a pooler: a server connection carries whichever worker used it last, so a "
+                 "lock waiter on the server cannot be told to be a worker's")
+
+
 def migrations(run_info: dict, rows: list[dict]) -> list[dict]:
-    """:func:`migration_figures` of each window the run opened (none: an empty list)."""
-    return [migration_figures(record, rows) for record in run_info.get("migrations") or []]
+    """:func:`migration_figures` of each window the run opened (none: an empty list); behind a pooler each with
+    ``workers_not_measured`` (:data:`BEHIND_POOLER`)."""
+    why = BEHIND_POOLER if run_info.get("pooler") else None
+    return [{**migration_figures(record, rows), "workers_not_measured": why}
+            for record in run_info.get("migrations") or []]

@@ -53,7 +53,20 @@ def suspect_reasons(f: Figures) -> list[str]:
     """Every reason the run of ``f`` may not be trusted, in a fixed order; none for a sound run."""
     return [*_harness_reasons(f), *_workers_reasons(f), *_cycle_reasons(f), *_producer_reasons(f),
             *_database_lost_reasons(f), *_process_pace_reasons(f), *_claim_log_reasons(f),
-            *_lost_process_reasons(f), *_outcome_reasons(f), *_machine_reasons(f)]
+            *_lost_process_reasons(f), *_outcome_reasons(f), *_machine_reasons(f), *_pooler_reasons(f)]
+
+
+def _pooler_reasons(f: Figures) -> list[str]:
+    """The pooler's process past the load generator's CPU limit (:data:`SUSPECT_CPU_PCT`: PgBouncer is
+    single-threaded, so one core is all it has), and a pool mode the console or detection contradicts."""
+    info, reasons = f.facts.run_info.get("pooler") or {}, []
+    cpu = [r["pooler_cpu_pct"] for r in f.facts.rows if r.get("pooler_cpu_pct") is not None]
+    if cpu and max(cpu) > SUSPECT_CPU_PCT:
+        reasons.append(f"the pooler's process reached {max(cpu):.0f} % of a core (> {SUSPECT_CPU_PCT:.0f} %): "
+                       "PgBouncer runs on one core, so the pooler may set the pace, not the database")
+    reasons += [f"the pool mode given is not the pooler's: {text}" for text in info.get("mode_disagrees") or []
+                if not text.startswith("pooling not detected")]
+    return reasons
 
 
 def _machine_reasons(f: Figures) -> list[str]:

@@ -49,6 +49,21 @@ def seed_info(seed) -> dict:
             "index_seconds": round(seed.index_seconds, 3), "vacuum_seconds": round(seed.vacuum_seconds, 3)}
 
 
+def pooler_info(run) -> dict | None:
+    """``run.json``'s ``pooler``: :func:`pooler_record` and what the run read of the pooler (``detection``,
+    ``console``, ``pool``: database and user, ``mode_disagrees``), whose console its figures came from
+    (``console_source``), the embedded pooler's ``pid`` and the per-second reads that failed; None without one."""
+    record = pooler_record(run.cfg)
+    if record is None:
+        return None
+    facts = run.pooler_facts or {}
+    source = ("embedded" if run.pooler_pid is not None else "POOLER_ADMIN_DSN") if run.pooler_console else None
+    return {**record, "detection": facts.get("detection"), "console": facts.get("console"),
+            "pool": facts.get("pool"), "mode_disagrees": run_summary.mode_disagreements(run.cfg.pool_mode, facts),
+            "console_source": source, "pid": run.pooler_pid,
+            "sampler_errors": run.pooler_watch.errors if run.pooler_watch is not None else None}
+
+
 def run_info(run) -> dict:
     """``run.json`` of ``run`` (a :class:`bench.runner.run.Run` that has been audited)."""
     cfg, engine, tally, audited, workers_plan = run.cfg, run.engine, run.tally, run.audited, run.workers_plan
@@ -60,7 +75,7 @@ def run_info(run) -> dict:
         "run_id": run.run_id, "tool_version": __version__, "git_sha": git_sha(),
         **run.server,
         "client": client_info(run.wait_fn),
-        "dsn_masked": mask_dsn(run.dsn), "embedded_database": run.embedded, "pooler": pooler_record(cfg),
+        "dsn_masked": mask_dsn(run.dsn), "embedded_database": run.embedded, "pooler": pooler_info(run),
         "config": cfg.public(), "config_defaults": defaults_on(cfg.engine),
         "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
         "backlog": run.backlog, "backlog_computed": run.backlog_how,

@@ -15,6 +15,7 @@ import gevent
 import psutil
 
 from bench import __version__, run_summary
+from bench.config.pooler_parameters import users_console
 from bench.config.run_config import RunConfig
 from bench.engines import engine_for, non_loopback_host
 from bench.errors import ConfigError, QBenchError
@@ -46,9 +47,13 @@ class Run:
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
-                 web_ui: tuple[str, int, int] | None = None, pooler_pid: int | None = None):
+                 web_ui: tuple[str, int, int] | None = None, pooler=None):
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
-        self.pooler_pid = pooler_pid  # the embedded pooler's process (POOLER=pgbouncer): the run's own
+        self.pooler_pid = pooler.pid if pooler else None  # the embedded pooler's process: the run's own
+        # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's
+        self.pooler_console = pooler.admin_dsn if pooler else users_console(cfg)
+        self.pooler_facts: dict | None = None  # what the run read of the pooler before the load (run.json pooler)
+        self.pooler_watch = None
         # the tool's own connections (admin, monitor, audit, mover, VACUUM, faults): DSN_DIRECT behind a pooler,
         # which only the workers, producers and reaper go through (docs/poolers.md)
         self.direct = cfg.direct_dsn() or dsn
@@ -119,6 +124,10 @@ class Run:
         if blocked:
             self.log(f"note: autovacuum never runs on this server ({blocked}), whatever the queue table's "
                      f"autovacuum_enabled says: its dead rows stay until a VACUUM ({option('vacuum_every_s')})")
+        if self.direct != self.dsn:  # behind a pooler: what it is, read before the load (docs/poolers.md)
+            self.pooler_facts = self.engine.pooler_facts(self.dsn, self.pooler_console, detect=self.pooler_pid is None)
+            for line in run_summary.pooler_lines(self.cfg, self.pooler_facts):
+                self.log(line)
 
     def _prepare(self) -> None:
         """Prepare the table (seed it), read what the run compares against afterwards, create the run directory."""
@@ -161,6 +170,11 @@ class Run:
         self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note,
                                                    table=cfg.monitor == "full")
         self.samplers.append(gevent.spawn(seconds.loop_lag_probe, self.recorder))
+        pool = (self.pooler_facts or {}).get("pool")
+        if self.pooler_console and isinstance(pool, list):  # the pooler's pool and totals, each second
+            self.pooler_watch = self.engine.pooler_watch(self.pooler_console, tuple(pool), self.pooler_pid)
+            self.samplers.append(self.engine.spawn_pooler_sampler(self.pooler_watch, clock.now_s,
+                                                                  self.n_warm + self.n_meas, self.tally.note))
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")
         self.migrations: list[dict] = []  # each migration window's attempts, for run.json
@@ -309,6 +323,8 @@ class Run:
     def _write(self) -> Path:
         """Write the result files, log the last lines; returns the run directory."""
         self.monitor.close()
+        if self.pooler_watch is not None:
+            self.pooler_watch.close()
         self.claim_log.close()
         run_dir, tally, audited = self.run_dir, self.tally, self.audited
         claim_plan = self.engine.plans_text(self.claim_plans, self.plans_when, self.workers_plan)

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.measure import metrics, seconds
+from bench.measure.pooler_seconds import pooler_columns
 from bench.measure.machine_cpu import BusyShare
 from bench.results import run_files
 
@@ -62,10 +63,11 @@ class Tally:
         self.driver.close_process_logs()
 
     def join_samples(self, vacuum_passes: list[tuple[float, float]] | None) -> None:
-        """Add the monitor's samples (and VACUUM passes) to the rows, now: a sample taken in second k may return
+        """Add the monitor's and the pooler's samples (and VACUUM passes) to the rows, now: a sample taken in second k may return
         after tick k."""
         for row in self.rows:
             k = row["t_s"] + self.n_warm
-            row.update(seconds.sample_columns(self.samples.get(k)), **seconds.cost_columns(self.samples, k))
+            row.update(seconds.sample_columns(self.samples.get(k)), **seconds.cost_columns(self.samples, k),
+                       **pooler_columns(self.samples, k))
             if vacuum_passes is not None:
                 row.update(seconds.vacuum_columns(vacuum_passes, k))

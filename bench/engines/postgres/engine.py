@@ -99,7 +99,8 @@ class PostgresEngine(Engine):
         return Monitor(lambda name: db.connect(dsn, application_name=name), cfg.schema,
                        priorities=tuple(sorted({0} | {p for p, _ in cfg.priority_mix})),
                        tenants=queue_names(cfg.tenants) if cfg.tenants > 1 else (), defn=self.queue(cfg),
-                       lock_queue=any(f.kind == "migration" for f in cfg.faults))
+                       lock_queue=any(f.kind == "migration" for f in cfg.faults),
+                       behind_pooler=cfg.pool_mode not in ("none", "n/a"))
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Mover:
         """A periodic task that moves finished rows to the archive."""
@@ -180,6 +181,16 @@ class PostgresEngine(Engine):
         """The standby's sampler and readers (:class:`bench.engines.postgres.replica.ReplicaWatch`)."""
         return ReplicaWatch(dsn, standby_dsn, cfg, now_s=now_s, note=note, position=position, reads=reads,
                             source="DSN_REPLICA" if cfg.dsn_replica else "embedded")
+
+    def pooler_facts(self, pooled_dsn: str, admin_dsn: str | None, *, detect: bool) -> dict:
+        """:func:`bench.engines.postgres.pooler.watch.pooler_facts`."""
+        from bench.engines.postgres.pooler import watch  # here: only runs behind a pooler read it
+        return watch.pooler_facts(pooled_dsn, admin_dsn, detect=detect)
+
+    def pooler_watch(self, admin_dsn: str, pool: tuple[str, str], pid: int | None) -> Any:
+        """:class:`bench.engines.postgres.pooler.watch.PoolerWatch`."""
+        from bench.engines.postgres.pooler import watch
+        return watch.PoolerWatch(admin_dsn, *pool, pid=pid)
 
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
         """``python -m bench.engines.postgres.library_workers <package>`` with the DSN in its environment, for a

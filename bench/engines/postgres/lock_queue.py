@@ -28,10 +28,12 @@ SELECT (SELECT json_object_agg(mode, n) FROM (SELECT mode, count(*) AS n FROM l 
 
 
 class LockQueue(LockQueueFold):
-    """The query over ``table`` (a :class:`psycopg.sql.Identifier`) and its parameters."""
+    """The query over ``table`` (a :class:`psycopg.sql.Identifier`) and its parameters; ``workers_known``: False
+    behind a pooler, where a backend's application name does not say which client it serves."""
 
-    def __init__(self, table: sql.Identifier):
+    def __init__(self, table: sql.Identifier, workers_known: bool = True):
         super().__init__()
+        self.workers_known = workers_known  # False behind a pooler (LockQueueFold.workers_known)
         self.query = sql.SQL(_QUERY).format(regclass=sql.Literal(table.as_string(None)))
         self.params = {"blocking": list(BLOCKS_CLAIMS)}
 

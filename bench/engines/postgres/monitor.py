@@ -97,7 +97,8 @@ SELECT (SELECT count(*) FROM {jobs} WHERE {eligible}) AS queue_depth,
 class Monitor(TableSampler):
     """The sampler (:class:`bench.engines.sampler.TableSampler`) on two connections ``connect(application_name)``
     opens (and reopens). ``defn``: the queue (None: the built-in table); ``priorities``: those jobs can
-    have (the built-in table's); ``tenants``: with ``TENANTS`` > 1 their names, the flooder first. Table
+    have (the built-in table's); ``tenants``: with ``TENANTS`` > 1 their names, the flooder first;
+    ``behind_pooler``: the workers reach the server through a pooler (their lock waits not attributed). Table
     statements bounded by 30 s, stats by 5 s; errors counted by
     :func:`bench.engines.postgres.adapter.errors.error_kind` (``57014`` a timeout, ``connect_failed``)."""
 
@@ -105,7 +106,7 @@ class Monitor(TableSampler):
 
     def __init__(self, connect: Callable[[str], psycopg.Connection], schema: str,
                  priorities: tuple[int, ...] = (0,), tenants: list[str] = (), defn: QueueDefinition | None = None,
-                 lock_queue: bool = False):
+                 lock_queue: bool = False, *, behind_pooler: bool = False):
         columns, predicates = (defn.columns, defn.predicates) if defn else (builtin_queue.COLUMNS, builtin_queue.PREDICATES)
         builtin = defn is None or is_builtin(defn.name)  # the table has the priority and queue columns
         self.tenants = list(tenants)  # with two or more: the flooder's and the others' ages too
@@ -124,7 +125,7 @@ class Monitor(TableSampler):
         self._builtin = builtin
         # A migration's window: the lock queue sampled on a third connection (bench.engines.postgres.lock_queue);
         # the statistics' size reads wait at most 200 ms for a table a migration rewrites.
-        self.lock_queue = LockQueue(jobs) if lock_queue else None
+        self.lock_queue = LockQueue(jobs, workers_known=not behind_pooler) if lock_queue else None
         super().__init__(connect, priorities if builtin else (0,))
         if self.lock_queue is not None:
             self._timeouts_ms["locks"] = 1000
