@@ -46,6 +46,10 @@ def test_behind_the_embedded_pooler_the_server_needs_the_pool_and_the_direct_one
     assert pooled.connection_budget(extra_workers=10).server == 22  # through the pool they cost no server slot
     assert pooled.connection_budget().sentence() == ("500 workers need 23 server connections through the pool "
                                                      "(pool size 20 + 3 direct)")
+    few = build_config("default", {"pooler": "pgbouncer", "pool_size": "20", "workers": "10"})
+    assert few.connection_budget().server == 10 + 2  # a client holds one server connection at most
+    assert few.connection_budget().sentence() == ("10 workers need 13 server connections through the pool (at most "
+                                                  "10 of the pool of 20, one per client + 3 direct)")
 
 
 def test_behind_a_users_pooler_the_server_is_checked_for_the_direct_ones_and_the_pool_only_once_known():

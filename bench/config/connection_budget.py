@@ -38,7 +38,13 @@ class ConnectionBudget:
         itself, under its own limits, which the tool does not check) and the direct ones."""
         if self.pooler == NO_POOLER:
             return self.clients + self.direct
-        return (self.pool_size or 0) + self.direct
+        return self.pooled + self.direct
+
+    @property
+    def pooled(self) -> int:
+        """The pool's server connections the run can use: its size, or fewer clients (a client holds at most one
+        server connection at a time: https://www.pgbouncer.org/config.html#default_pool_size); 0 when unknown."""
+        return min(self.pool_size, self.clients) if self.pool_size else 0
 
     def sentence(self) -> str:
         """The connection line of a run: ``"500 workers need 23 server connections through the pool (pool size 20 +
@@ -49,8 +55,9 @@ class ConnectionBudget:
         if self.pool_size is None:
             return (f"{workers} need {self.clients} client connections to the pooler and {direct} direct ones to the "
                     "server; the pooler's own server connections are not checked (its pool size is unknown)")
-        return (f"{workers} need {self.server + 1} server connections through the pool (pool size {self.pool_size} "
-                f"+ {direct} direct)")
+        pool = (f"pool size {self.pool_size}" if self.pooled == self.pool_size
+                else f"at most {self.pooled} of the pool of {self.pool_size}, one per client")
+        return f"{workers} need {self.server + 1} server connections through the pool ({pool} + {direct} direct)"
 
     def refusal(self, room: dict[str, int]) -> ConfigError:
         """The refusal when the server has fewer than :attr:`server` free (``room``: the engine's headroom,
