@@ -183,8 +183,10 @@ def test_a_pool_the_server_cannot_hold_with_the_direct_ones_is_refused_and_nothi
     free = _free(dsn)
     for pool_size, starts in ((free + 1, f"--pool-size: {free + 1} is above the server's "),
                               (free, f"--pool-size: {free} server connections for the pool and the tool's 2 direct")):
-        proc = qbench("run", "--dsn", dsn, "--pooler", "pgbouncer", "--pool-size", str(pool_size), "--schema",
-                      "qbench_pool_refused", "--results", str(tmp_path / "results"), timeout=120)
+        # as many workers as the pool: a client holds one server connection at most, so fewer would not fill it
+        proc = qbench("run", "--dsn", dsn, "--pooler", "pgbouncer", "--pool-size", str(pool_size), "--workers",
+                      str(pool_size), "--schema", "qbench_pool_refused", "--results", str(tmp_path / "results"),
+                      timeout=120)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         (line,) = proc.stderr.strip().splitlines()
         assert line.startswith(f"qbench: {starts}") and "; allowed: " in line, line
