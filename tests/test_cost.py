@@ -209,6 +209,12 @@ def _burn_and_close(dsn: str, meter: ServerCpu | None = None, kinds: dict | None
     return used_us
 
 
+def _parent_pid(pid: int) -> int:
+    """The parent of process ``pid``, from /proc/<pid>/stat (its fourth field, after the command's parentheses)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+
 def test_another_sessions_cpu_is_not_the_runs_when_it_exits(dsn):
     """The server's children time grows by a session's whole life when it exits: a session the run does not own
     (another database's), seen while it ran or never seen, adds none of it to the run's server CPU (before: its
@@ -216,7 +222,7 @@ def test_another_sessions_cpu_is_not_the_runs_when_it_exits(dsn):
     with psycopg.connect(dsn) as ours:
         kinds = {ours.info.backend_pid: "backends"}
         meter = ServerCpu.local(ours.info.backend_pid)
-        assert meter is not None
+        assert meter.root_pid == _parent_pid(ours.info.backend_pid)  # the server's root found from our backend
         meter.read(kinds)
         burned_us = [_burn_and_close(dsn, meter, kinds), _burn_and_close(dsn)]
         counted = meter.read(kinds)
@@ -229,7 +235,7 @@ def test_the_servers_processes_serving_the_run_leave_out_other_sessions(dsn):
     root first, this run's sessions, and not another session of the same server (another program's load)."""
     with psycopg.connect(dsn) as ours, psycopg.connect(dsn) as other:
         meter = ServerCpu.local(ours.info.backend_pid)
-        assert meter is not None
+        assert meter.root_pid == _parent_pid(ours.info.backend_pid)  # the server's root found from our backend
         meter.read({ours.info.backend_pid: "backends"})
         assert meter.pids[0] == meter.root_pid and ours.info.backend_pid in meter.pids
         assert other.info.backend_pid not in meter.pids

@@ -27,8 +27,11 @@ def _rows(conn: psycopg.Connection, command: str) -> list[dict]:
 def console_rows(admin_dsn: str, command: str, *, timeout_s: float = 5) -> list[dict]:
     """The rows of one console command (``SHOW POOLS``, ``SHOW VERSION``) as dicts by column name, on a connection
     of its own. Raises the adapter's EngineError (ConnectFailed: the console refused or is gone)."""
-    with connect(admin_dsn, connect_timeout_s=timeout_s, application_name=APPLICATION_NAME) as conn, translated():
-        return _rows(conn, command)
+    console = Console(admin_dsn, timeout_s)
+    try:
+        return console.rows(command)
+    finally:
+        console.close()
 
 
 class Console:
