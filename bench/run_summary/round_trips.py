@@ -97,18 +97,19 @@ def round_trip_lines(s: dict) -> list[str]:
             lines.append(f"round trips per job: {_num(trips['per_job'])} (minimum path {trips['minimum_per_job']:g}; "
                          f"{_num(trips['per_claim'])} per claim, {_num(trips['per_completion'])} per completion"
                          f"{producers})")
-    for name in ("claim", "complete") if split else ():
+    for name, label in (("claim", "claim"), ("complete", "completion")) if split else ():
         part = split[name]
         if part["mean_us"] is None:
             continue
         network = "" if part["network_us"] is None else (
-            f"; network about {_ms(part['network_us'])} = {part['round_trips']:g} round trips × the mean round trip")
+            f"; network about {_ms(part['network_us'])} = {part['round_trips']:g} round trip"
+            f"{'' if part['round_trips'] == 1 else 's'} × the mean round trip")
         if part["server_us"] is None:
-            lines.append(f"{name} mean {_ms(part['mean_us'])}: server execution not measured ({part['not_measured']})"
-                         f"{network}")
+            lines.append(f"time per {label}: mean {_ms(part['mean_us'])}, server execution not measured "
+                         f"({part['not_measured']}){network}")
         else:
-            lines.append(f"{name} mean {_ms(part['mean_us'])}: server execution {_ms(part['server_us'])}, "
-                         f"{split['rest_label']} {_ms(part['rest_us'])}{network}")
+            lines.append(f"time per {label}: mean {_ms(part['mean_us'])} = server execution {_ms(part['server_us'])}"
+                         f" + {split['rest_label']} {_ms(part['rest_us'])}{network}")
     return lines
 
 
