@@ -7,10 +7,12 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 import threading
 import time
 from types import SimpleNamespace
 
+import gevent
 import pytest
 
 from bench.config.run_config import build_config
@@ -21,6 +23,7 @@ from bench.load import swarm
 from bench.measure.claimlog import ClaimLog
 from bench.measure.metrics import Recorder
 from bench.run_summary.round_trips import round_trips_per_job
+from bench.runner.round_trip import RoundTripProbe
 from conftest import REPO
 
 
@@ -94,3 +97,25 @@ def test_the_probe_process_answers_and_exits_with_its_parent_input(dsn):
         assert proc.wait(timeout=5) == 0
     finally:
         proc.kill()
+
+
+def test_the_runs_side_folds_the_samples_into_their_seconds_and_the_window():
+    """RoundTripProbe (bench/runner/round_trip.py) over a stand-in process writing the probe's lines: each sample
+    lands in the second its monotonic time falls in, a second without one has no column, the window counts its
+    own samples and failures; a probe with no sample says why instead of a figure."""
+    lines = ["10.20 150000", "10.70 250000", "11.10 900000", "E 11.50 OSError: gone", "13.90 400000"]
+    script = "import sys; print(%r); sys.stdout.flush(); sys.stdin.read()" % "\n".join(lines)
+    probe = RoundTripProbe([sys.executable, "-c", script], {}, period_s=0.1)
+    deadline = time.monotonic() + 10
+    while len(probe.samples) < 4 and time.monotonic() < deadline:
+        gevent.sleep(0.01)
+    probe.stop()
+    probe.stop()  # a second stop does nothing
+    rows = [{"t_s": t} for t in range(4)]
+    probe.add_columns(rows, n_warm=0, t0=10.0)
+    assert [(r.get("round_trip_p50_us"), r.get("round_trip_p99_us")) for r in rows] == [
+        (150, 250), (900, 900), (None, None), (400, 400)]
+    window = probe.window(11.0, 13.0)
+    assert (window["samples"], window["errors"], window["p50_us"]) == (1, 1, 900) and "not_measured" not in window
+    empty = probe.window(12.0, 13.0)
+    assert empty["samples"] == 0 and empty["p50_us"] is None and "gave no sample" in empty["not_measured"]

@@ -46,7 +46,9 @@ class RoundTripProbe:
 
     def stop(self) -> None:
         """Close its standard input (it exits at its next wake-up), wait :data:`STOP_WAIT_S`, else kill it; keep
-        the samples read. Never raises."""
+        the samples read and the end of what it wrote to stderr. Never raises; a second call does nothing."""
+        if self.proc.stdin.closed:
+            return
         try:
             self.proc.stdin.close()
         except OSError:
@@ -75,10 +77,16 @@ class RoundTripProbe:
 
     def window(self, start_mono: float, end_mono: float) -> dict:
         """The measured window's figures, summary.json's ``round_trip`` block: ``p50_us``, ``p99_us``, ``mean_us``
-        (None without samples), ``samples``, ``errors`` (failed samples), ``period_ms``, ``error_kinds``."""
+        (None without samples), ``samples``, ``errors`` (failed samples), ``period_ms``, ``error_kinds``; with no
+        sample, ``not_measured``: why (the failures, or the probe's last words)."""
         values = self._between(start_mono, end_mono)
         summary = metrics.latency_summary(histogram(values))
         failed = Counter(message for at, message in self.failures if start_mono <= at < end_mono)
-        return {"p50_us": summary["p50"], "p99_us": summary["p99"], "mean_us": summary["mean"],
-                "samples": len(values), "errors": sum(failed.values()),
-                "period_ms": round(self.period_s * 1000, 3), "error_kinds": dict(failed.most_common(3))}
+        out = {"p50_us": summary["p50"], "p99_us": summary["p99"], "mean_us": summary["mean"],
+               "samples": len(values), "errors": sum(failed.values()),
+               "period_ms": round(self.period_s * 1000, 3), "error_kinds": dict(failed.most_common(3))}
+        if not values:
+            last = (self.stderr.strip().splitlines() or ["it wrote nothing"])[-1]
+            out["not_measured"] = (f"every sample failed ({next(iter(failed))})" if failed
+                                   else f"the probe process gave no sample ({last})")
+        return out
