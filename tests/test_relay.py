@@ -23,6 +23,8 @@ from bench.engines.mariadb import dsn as mariadb_dsn
 from bench.engines.postgres.adapter import connect
 from bench.engines.relay import delay_relay
 from bench.errors import ConfigError
+from bench.results import verdict
+from bench.results.model import harness_limited
 from bench.run_summary.relay import relay_figures, relay_reasons
 from bench.run_summary.suspect import SUSPECT_CPU_PCT
 from cli_in_process import qbench_in_process
@@ -253,3 +255,13 @@ def test_a_net_delay_sweep_runs_each_cell_through_its_own_relay(tmp_path):
     assert relays["0.0"] is None and rows["0.0"]["relay_cpu_max_pct"] == ""
     assert relays["2.0"]["delay_ms_each_way"] == 2.0 and float(rows["2.0"]["relay_cpu_max_pct"]) > 0
     assert (sweep_dir / "sweep.log").read_text().count("delay relay: 2 ms added each way") == 1
+
+
+def test_the_relays_cpu_is_in_the_trust_line_and_past_the_limit_the_run_is_harness_limited():
+    summary = {"harness_cpu_max_pct": 10.0, "harness_cpu_limit_pct": SUSPECT_CPU_PCT, "loop_lag_us": {"p99": 900},
+               "complete": True, "invariants": {"lost_jobs": 0}, "relay": {"cpu_pct": {"mean": 40.0, "max": 55.5}}}
+    (trust,) = [item for item in verdict.items(summary) if item.name == "trust"]
+    assert "delay relay CPU max 55.5 %" in trust.reason
+    assert harness_limited(summary) is None
+    summary["relay"]["cpu_pct"]["max"] = SUSPECT_CPU_PCT + 1
+    assert "delay relay" in harness_limited(summary)
