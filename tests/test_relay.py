@@ -268,12 +268,13 @@ def test_the_relays_cpu_is_in_the_trust_line_and_past_the_limit_the_run_is_harne
 
 
 def test_the_relay_is_one_of_the_runs_own_process_trees():
-    """The busy-machine meter's roots (``Run._own_trees``) hold the relay's process beside the load generators'."""
+    """The busy-machine meter's roots (``Run._own_trees``) hold the relay's process beside the load generators' (and
+    the round-trip probe's)."""
     from types import SimpleNamespace
 
     from bench.runner.run import Run
 
     run = Run.__new__(Run)
     run.driver, run.monitor = SimpleNamespace(local_pids=lambda: (11,)), SimpleNamespace(server_pids=lambda: (21,))
-    run.embedded, run.pooler_pid, run.relay = False, 31, SimpleNamespace(pid=41)
-    assert run._own_trees() == (11, 31, 41)
+    run.embedded, run.pooler_pid, run.relay, run.round_trip = False, 31, SimpleNamespace(pid=41), SimpleNamespace(pid=51)
+    assert run._own_trees() == (11, 31, 41, 51)
