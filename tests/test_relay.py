@@ -199,8 +199,8 @@ def test_a_run_through_the_relay_records_it_and_its_cpu(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     relay = run_json["relay"]
     assert (relay["delay_ms_each_way"], relay["jitter_ms"]) == (2.0, 0.0) and relay["crossing"] == [
-        "workers", "producers", "reaper"]
-    assert 0 < relay["timer_resolution_us"] < 2000 and relay["counts"]["connections"] == 3 + 2 + 1
+        "workers", "producers", "reaper", "round-trip probe"]
+    assert 0 < relay["timer_resolution_us"] < 2000 and relay["counts"]["connections"] == 3 + 2 + 1 + 1
     assert not psutil.pid_exists(relay["pid"])
     with open(run_dir / "intervals.csv", newline="") as fh:
         cpu = [float(r["relay_cpu_pct"]) for r in csv.DictReader(fh)]
@@ -208,7 +208,7 @@ def test_a_run_through_the_relay_records_it_and_its_cpu(tmp_path):
     assert summary["relay"]["cpu_pct"]["max"] == max(cpu) and summary["jobs_completed"] > 0
     assert {k: summary["invariants"][k] for k in CLEAN_INVARIANTS} == CLEAN_INVARIANTS
     report = (run_dir / "report.html").read_text()
-    assert "crossed the delay relay</th><td>workers, producers, reaper (6 connections accepted)" in report
+    assert "crossed the delay relay</th><td>workers, producers, reaper, round-trip probe (7 connections accepted)" in report
 
 
 def _forwarding(relay: psutil.Process) -> bool:
@@ -268,12 +268,13 @@ def test_the_relays_cpu_is_in_the_trust_line_and_past_the_limit_the_run_is_harne
 
 
 def test_the_relay_is_one_of_the_runs_own_process_trees():
-    """The busy-machine meter's roots (``Run._own_trees``) hold the relay's process beside the load generators'."""
+    """The busy-machine meter's roots (``Run._own_trees``) hold the relay's process beside the load generators' (and
+    the round-trip probe's)."""
     from types import SimpleNamespace
 
     from bench.runner.run import Run
 
     run = Run.__new__(Run)
     run.driver, run.monitor = SimpleNamespace(local_pids=lambda: (11,)), SimpleNamespace(server_pids=lambda: (21,))
-    run.embedded, run.pooler_pid, run.relay = False, 31, SimpleNamespace(pid=41)
-    assert run._own_trees() == (11, 31, 41)
+    run.embedded, run.pooler_pid, run.relay, run.round_trip = False, 31, SimpleNamespace(pid=41), SimpleNamespace(pid=51)
+    assert run._own_trees() == (11, 31, 41, 51)

@@ -13,7 +13,7 @@ from bench.config.parameter import Parameter
 MAX_NET_DELAY_MS = 10_000
 
 #: What crosses the relay (the application side) and what goes direct (the instrument), as run.json records it.
-THROUGH_RELAY = ("workers", "producers", "reaper")
+THROUGH_RELAY = ("workers", "producers", "reaper", "round-trip probe")
 DIRECT = ("admin (preparation, plan capture, statistics)", "monitor", "audit", "archive mover", "VACUUM",
           "fault windows", "standby sampler and readers", "the pooler's console")
 
@@ -49,5 +49,5 @@ def relayed(net_delay_ms: float, net_jitter_ms: float) -> bool:
 def crossing(values: dict[str, Any]) -> list[str]:
     """The connections of a run of ``values`` that cross the relay (of :data:`THROUGH_RELAY`, those it opens)."""
     return [role for role in THROUGH_RELAY
-            if role == "workers" or (role == "producers" and values["rate"] > 0)
+            if role in ("workers", "round-trip probe") or (role == "producers" and values["rate"] > 0)
             or (role == "reaper" and values["reaper_interval_s"] > 0)]

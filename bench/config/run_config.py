@@ -79,9 +79,9 @@ class RunConfig:
     def pooled_connections(self, extra_workers: int = 0) -> int:
         """The connections that go through a pooler (``POOLER``, ``POOL_MODE``), with ``extra_workers`` more
         workers: the workers, the reaper, the producers, the workers' effect connections (``EFFECTS`` during the
-        work with ``TXN=hold``); the rest go direct."""
+        work with ``TXN=hold``), the round-trip probe's (the workers' path: docs/network.md); the rest go direct."""
         workers = self.workers + extra_workers
-        return (workers + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
+        return (workers + 1 + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
                 + (workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def stateless_sessions(self) -> bool:

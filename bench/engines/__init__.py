@@ -13,7 +13,7 @@ from bench.config.queue_definition import is_builtin, load_queue
 from bench.errors import ConfigError
 
 __all__ = ["ENGINES", "capabilities", "require_pooler_binary", "embedded_pooler", "embedded_server", "engine_for", "get_engine",
-           "non_loopback_host", "pooled", "relay_target"]
+           "non_loopback_host", "pooled", "relay_target", "round_trip_probe"]
 
 
 def _module(name: str, module: str = ""):
@@ -26,6 +26,13 @@ def _module(name: str, module: str = ""):
 def capabilities(name: str):
     """Engine ``name``'s Capabilities (no driver imported). Raises ConfigError (``ENGINE``)."""
     return _module(name).CAPABILITIES
+
+
+def round_trip_probe(name: str, dsn: str) -> tuple[list[str], dict[str, str], float]:
+    """Engine ``name``'s round-trip probe over ``dsn``: its process's argv, added environment, and the time between
+    its samples (s) (:mod:`bench.engines.round_trip`)."""
+    from bench.engines import round_trip  # standard library only; here so `bench.engines` stays light
+    return (*round_trip.command(name, dsn), round_trip.PERIOD_S)
 
 
 def get_engine(name: str = "postgres"):

@@ -17,7 +17,7 @@ import psutil
 from bench import __version__, run_summary
 from bench.config.pooler_parameters import users_console
 from bench.config.run_config import RunConfig
-from bench.engines import engine_for, non_loopback_host
+from bench.engines import engine_for, non_loopback_host, round_trip_probe
 from bench.errors import ConfigError, QBenchError
 from bench.load import swarm
 from bench.load.distributed import run_driver
@@ -35,6 +35,7 @@ from bench.runner.audit import Audited, audit, database_lost
 from bench.runner.backlog import run_backlog
 from bench.runner.info import run_info
 from bench.runner.interrupts import SIGNALS, Interrupts
+from bench.runner.round_trip import RoundTripProbe
 from bench.runner.side_tasks import SideTasks
 from bench.runner.tally import Tally
 from bench.usage import named, option, setting
@@ -202,6 +203,8 @@ class Run:
         self.claim_log = swarm.ClaimLog()
         self.ctx = swarm.SwarmContext(cfg=cfg, sessions=self.sessions, recorder=self.recorder, log=self.claim_log)
         self.monitor = self.engine.monitor(self.direct, cfg)
+        # the workers' path (their DSN: a pooler's behind one), started before them: sampling when the clock starts
+        self.round_trip = RoundTripProbe(*round_trip_probe(cfg.engine, dsn))
         library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
         self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
@@ -220,6 +223,7 @@ class Run:
             return start()
         except BaseException:
             self.driver.kill()
+            self.round_trip.stop()
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
 
@@ -274,6 +278,7 @@ class Run:
         gevent.killall(self.fault_greenlets)  # each closes what it opened (finally)
         self.ctx.active_faults.clear()
         self.driver.stop()
+        self.round_trip.stop()
         self.workers_at_end = self.driver.connected_workers()
         self.driver.quit()
         if self.ui:
@@ -286,6 +291,10 @@ class Run:
         vacuumer = self.side_tasks.vacuumer
         self.tally.join_samples(vacuumer.passes if vacuumer is not None else None)
         self.side_tasks.replica_columns(self.tally.rows, self.n_warm, self.claim_log)
+        self.round_trip.add_columns(self.tally.rows, self.n_warm, self.clock.t0)
+        measured = self.tally.measured
+        self.round_trip_window = (self.round_trip.window(self.clock.t0 + measured.start_s, self.clock.t0 + measured.end_s)
+                                  if measured.start_s is not None else None)
 
     def _account_tail(self) -> None:
         """Count the stop phase's interval; measured only when an interrupted run stopped inside its window."""
@@ -309,12 +318,12 @@ class Run:
 
     def _own_trees(self) -> tuple[int, ...]:
         """The roots of the run's process trees besides this process: the load generators here, when the tool
-        started the server for this run (no one else's sessions) its root process, the embedded pooler and the delay
-        relay."""
+        started the server for this run (no one else's sessions) its root process, the embedded pooler, the delay
+        relay and the round-trip probe."""
         server_root = self.monitor.server_pids()[:1] if self.embedded else ()
         pooler = (self.pooler_pid,) if self.pooler_pid is not None else ()
         relay = (self.relay.pid,) if self.relay else ()
-        return (*self.driver.local_pids(), *server_root, *pooler, *relay)
+        return (*self.driver.local_pids(), *server_root, *pooler, *relay, self.round_trip.pid)
 
     def _busy(self):
         """The machine's CPU outside the run over the second just closed; None when the server is on this host
@@ -350,7 +359,8 @@ class Run:
         summary = run_summary.summarize(run_summary.RunFacts(
             run_id=self.run_id, cfg=self.cfg, measured=tally.measured, rows=tally.rows, complete=self.complete,
             max_rows_per_claim=tally.max_rows_per_claim, audit=audited.audit, final_sample=audited.final_sample,
-            monitor_failures=self.monitor.failures, run_info=info, plan_warnings=self.engine.plan_warnings))
+            monitor_failures=self.monitor.failures, run_info=info, plan_warnings=self.engine.plan_warnings,
+            round_trip=self.round_trip_window))
         run_files.write_intervals(run_dir / "intervals.csv", tally.rows)
         RunResult(run_dir, info, summary).dump()
         if len({0} | {p for p, _ in self.cfg.priority_mix}) > 1:

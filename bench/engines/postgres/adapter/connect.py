@@ -66,6 +66,16 @@ def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool
     return conn
 
 
+def empty_round_trip(conn: psycopg.Connection) -> None:
+    """Send the empty query on ``conn`` and wait for its answer (``EmptyQueryResponse``): one round trip with no
+    statement to parse or run (https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-SIMPLE-QUERY).
+    Raises psycopg.OperationalError when the connection is lost."""
+    result = conn.pgconn.exec_(b"")
+    if result.status != psycopg.pq.ExecStatus.EMPTY_QUERY:
+        raise psycopg.OperationalError(conn.pgconn.error_message.decode(errors="replace").strip() or
+                                       f"the empty query returned {result.status.name}")
+
+
 def apply_settings(conn: psycopg.Connection, settings: dict[str, str], *, local: bool = False) -> None:
     """``SET`` (``local``: ``SET LOCAL``, for the open transaction only) each of ``settings`` on ``conn``, in
     one round trip. Raises psycopg.Error (22023 a bad value, 42704 an unknown name)."""
@@ -205,5 +215,5 @@ def begin_sql(conn: psycopg.Connection, settings: dict[str, str]) -> bytes | Non
     return b"BEGIN; " + settings_sql(local, local=True).as_string(conn).encode()
 
 
-__all__ = ["INVALID_DSN", "SessionState", "conninfo_params", "apply_settings", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
+__all__ = ["INVALID_DSN", "SessionState", "conninfo_params", "apply_settings", "empty_round_trip", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
            "lock_timeout", "open_session", "prepare_named", "reset_settings", "statement_timeout", "try_lock_schema", "unlock_schema"]
