@@ -254,6 +254,7 @@ def test_the_embedded_pooler_is_one_of_the_runs_own_process_trees():
     run = Run.__new__(Run)
     run.driver = SimpleNamespace(local_pids=lambda: (11, 12))
     run.monitor = SimpleNamespace(server_pids=lambda: (21, 22))
+    run.relay = None
     for embedded, pooler_pid, roots in ((True, 31, (11, 12, 21, 31)), (False, 31, (11, 12, 31)),
                                         (False, None, (11, 12))):
         run.embedded, run.pooler_pid = embedded, pooler_pid

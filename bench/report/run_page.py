@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench.report.render import write_page
 from bench.report.run_data import ReportError, load_run
+from bench.report.network_page import relay_rows
 from bench.report.pooler_page import pooler_rows
 from bench.report.replica_page import replica_rows
 from bench.report.run_figures import run_figures
@@ -49,6 +50,7 @@ def render_report(run_dir: Path) -> Path:
         "process_rows": process_rows(summary),
         "replica_rows": replica_rows(summary),
         "pooler_rows": pooler_rows(summary),
+        "relay_rows": relay_rows(summary),
         "figures": figures,
         **_config_rows(config, run.get("config_defaults"), run.get("server_settings")),
         "run_files": sorted(f.name + ("/" if f.is_dir() else "") for f in run_dir.iterdir()

@@ -77,6 +77,7 @@ INTERVAL_COLUMNS = (
     *LOCK_QUEUE_COLUMNS,
     "server_backends",
     *POOLER_COLUMNS,
+    "relay_cpu_pct",  # with NET_DELAY_MS/NET_JITTER_MS: the delay relay's process, % of one core (docs/network.md)
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

@@ -47,16 +47,18 @@ class Run:
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
-                 web_ui: tuple[str, int, int] | None = None, pooler=None):
+                 web_ui: tuple[str, int, int] | None = None, pooler=None, relay=None):
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
+        self.relay = relay  # the delay relay dsn goes through (NET_DELAY_MS): its process the run's own
+        self.upstream = relay.upstream_dsn if relay else dsn  # what the relay forwards to: the pooler or the server
         self.pooler_pid = pooler.pid if pooler else None  # the embedded pooler's process: the run's own
         # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's
         self.pooler_console = pooler.admin_dsn if pooler else users_console(cfg)
         self.pooler_facts: dict | None = None  # what the run read of the pooler before the load (run.json pooler)
         self.pooler_watch = None
         # the tool's own connections (admin, monitor, audit, mover, VACUUM, faults): DSN_DIRECT behind a pooler,
-        # which only the workers, producers and reaper go through (docs/poolers.md)
-        self.direct = cfg.direct_dsn() or dsn
+        # which only the workers, producers and reaper go through (docs/poolers.md), and never the delay relay
+        self.direct = cfg.direct_dsn() or self.upstream
         self.state_schema, self.external_workers, self.web_ui = state_schema, external_workers, web_ui
         self.engine = engine_for(cfg)
         self.engine.capabilities.check(cfg.public())
@@ -69,7 +71,7 @@ class Run:
         admin = self.admin = self.engine.connect(self.direct, "queue-bench admin")
         try:
             self.server = self.engine.server_info(admin)
-            if self.direct != self.dsn:  # before the schema is claimed or created
+            if self.direct != self.upstream:  # behind a pooler: before the schema is claimed or created
                 self.engine.check_direct(admin, self.dsn)
             if self.cfg.replica is True and self.cfg.dsn_replica:  # before the schema is claimed or created
                 self.engine.check_given_standby(admin, self.cfg.dsn_replica)
@@ -124,7 +126,7 @@ class Run:
         if blocked:
             self.log(f"note: autovacuum never runs on this server ({blocked}), whatever the queue table's "
                      f"autovacuum_enabled says: its dead rows stay until a VACUUM ({option('vacuum_every_s')})")
-        if self.direct != self.dsn:  # behind a pooler: what it is, read before the load (docs/poolers.md)
+        if self.direct != self.upstream:  # behind a pooler: what it is, read before the load (docs/poolers.md)
             self.pooler_facts = self.engine.pooler_facts(self.dsn, self.pooler_console, detect=self.pooler_pid is None)
             for line in run_summary.pooler_lines(self.cfg, self.pooler_facts):
                 self.log(line)
@@ -167,6 +169,7 @@ class Run:
         self.clock = clock = seconds.Clock()
         self.ctx.measured_start_unix = clock.unix0 + self.n_warm
         self.cpu_meter.read()  # the connecting phase's CPU belongs to no second
+        self._relay_columns()
         self.machine.read()
         self.tally = Tally(self.driver, self.n_warm)
         self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note,
@@ -206,6 +209,7 @@ class Run:
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log, self.run_id))
         self.proc = psutil.Process()
         self.cpu_meter = CpuMeter(self.proc)
+        self.relay_cpu = CpuMeter(psutil.Process(self.relay.pid)) if self.relay else None  # the relay's own process
         # the machine's CPU outside the run: not this process's tree, load generators here, the server's for this
         # run (all of a server the tool started: the processes it starts and reaps between two reads too)
         self.machine = MachineMeter(self._own_trees, self.monitor.server_pids)
@@ -257,7 +261,7 @@ class Run:
             self.ui.feed(interval)
         self.prev_s = now_s
         cpu = self.driver.cpu(self.cpu_meter.read())
-        self.tally.account(interval, cpu if k >= self.n_warm else None, self._busy())
+        self.tally.account(interval, cpu if k >= self.n_warm else None, self._busy(), self._relay_columns())
         self.rss.tick(k + 1)
         if k + 1 == self.n_warm:  # the measured window starts now
             self.pgss_reset = self.engine.statement_stats_reset(self.admin, self.cfg, self.pgss_missing)
@@ -297,14 +301,27 @@ class Run:
         tail = self.driver.tail(self.recorder, self.recorder.rotations, self.prev_s, self.clock.now_s())
         tail_measured = (not self.complete and tail.counters["claims"] and self.tally.measured.intervals < self.n_meas
                          and self.clock.now_s() > self.n_warm)
-        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy())
+        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy(),
+                           self._relay_columns())
+
+    def _relay_columns(self) -> dict:
+        """intervals.csv's ``relay_cpu_pct``: the delay relay's CPU since the previous read, % of one core; {}
+        without a relay, None when its process is gone."""
+        if self.relay_cpu is None:
+            return {}
+        try:
+            return {"relay_cpu_pct": round(self.relay_cpu.read()[0], 1)}
+        except psutil.Error:
+            return {"relay_cpu_pct": None}
 
     def _own_trees(self) -> tuple[int, ...]:
         """The roots of the run's process trees besides this process: the load generators here, when the tool
-        started the server for this run (no one else's sessions) its root process, and the embedded pooler."""
+        started the server for this run (no one else's sessions) its root process, the embedded pooler and the delay
+        relay."""
         server_root = self.monitor.server_pids()[:1] if self.embedded else ()
         pooler = (self.pooler_pid,) if self.pooler_pid is not None else ()
-        return (*self.driver.local_pids(), *server_root, *pooler)
+        relay = (self.relay.pid,) if self.relay else ()
+        return (*self.driver.local_pids(), *server_root, *pooler, *relay)
 
     def _busy(self):
         """The machine's CPU outside the run over the second just closed; None when the server is on this host

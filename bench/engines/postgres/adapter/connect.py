@@ -35,6 +35,11 @@ def conninfo_params(dsn: str) -> dict[str, str]:
                             permanent=True) from None
 
 
+def make_conninfo(**params: str) -> str:
+    """A connection string of keywords ``params`` (psycopg's writer, quoting as libpq reads it back)."""
+    return psycopg.conninfo.make_conninfo(**params)
+
+
 def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool = True,
             settings: dict[str, str] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             auto_prepare: bool = False) -> psycopg.Connection:
