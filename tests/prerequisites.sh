@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the test suite needs from the system beyond Python packages: headless Chromium and its WebDriver
 # (tests/test_browser.py), PgBouncer (the embedded pooler's tests), pgbench and mariadb-slap (the calibration
-# tests). `make test` runs this before the first test (and .ci/run runs `make test`). As root the missing
+# tests), iproute2's ip (tests/test_multihost.py's network namespaces). `make test` runs this before the first
+# test (and .ci/run runs `make test`). As root the missing
 # Debian packages are installed; as another user one line names them and the exit status is 2.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ REQUIRED=(
     "/usr/sbin/pgbouncer pgbouncer"
     "pgbench postgresql-client"
     "mariadb-slap mariadb-client"
+    "ip iproute2"
 )
 
 missing=()

@@ -124,7 +124,8 @@ def test_a_killed_process_is_named_and_its_jobs_come_back(dsn, tmp_path):
     assert s["lease_expiries"] > 0, s["lease_expiries"]
     # The lost process's claims after its last flush are not in the claim log, so the log's redelivery
     # count can miss them; the run says so, and the database has the full record.
-    assert any(f"process {number} was lost" in r for r in s["suspect_reasons"]), s["suspect_reasons"]
+    assert any(f"process {number} (host {lost[0]['host']}, pid {victim.pid}) was lost" in r
+               for r in s["suspect_reasons"]), s["suspect_reasons"]
     page = (run_dir / "report.html").read_text()
     assert f'<tr class="bad"><th>{number}</th>' in page and "lost (missed" in page
     with psycopg.connect(dsn) as conn:  # the database's own record: jobs claimed more than once

@@ -89,8 +89,11 @@ def parse_port(value: str, name: str) -> int:
 
 
 def check_can_listen(host: str, port: int, name: str) -> None:
-    """Raise ConfigError naming ``name`` when this process cannot listen on ``host:port``."""
+    """Raise ConfigError naming ``name`` when this process cannot listen on ``host:port``. The probe binds as
+    Locust's master will (ZeroMQ sets ``SO_REUSEADDR`` on its listening socket): a port whose last run's
+    connections are still in ``TIME_WAIT`` is free, one another process listens on is not."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError as err:

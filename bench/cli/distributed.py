@@ -44,5 +44,5 @@ def worker_command(args: argparse.Namespace) -> int:
     check_loopback(dsn, args.allow_remote)
 
     logging.getLogger("locust").setLevel(logging.ERROR)
-    exit_now(serve(args.master_host, port, dsn, log=lambda m: sys.stderr.write(m + "\n")))
+    exit_now(serve(args.master_host, port, dsn, log=lambda m: sys.stderr.write(m + "\n"), announce=True))
     return 0  # not reached

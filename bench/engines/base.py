@@ -292,8 +292,8 @@ class Engine:
 
     # -- audit facts
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
-        """The invariants checked against the database's rows and the claim log: ``invariants``,
-        ``status_counts``, ``details``, ``redeliveries``, ``retry_gaps``."""
+        """The invariants checked against the database's rows and the claim log: ``invariants``, ``status_counts``,
+        ``details``, ``redeliveries``, ``retry_gaps``; ``running_by_claimant`` where the table names claimants."""
         raise NotImplementedError
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:

@@ -7,8 +7,10 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import gevent
+from locust.runners import HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS
 
 from bench.config.faults import split_choice
 from bench.config.run_config import RunConfig
@@ -17,21 +19,32 @@ from bench.load.locust_master import drop_workers, keep_out_latecomers
 from bench.load.driver import LocalDriver, locust_environment, users, wait_for_workers
 from bench.load.worker_process import DSN_ENV
 from bench.load.process_merge import ROTATE_WAIT_S, START_WAIT_S, MergedProcesses
+from bench.results.model import process_name
 
-__all__ = ["DistributedDriver", "ROTATE_WAIT_S", "START_WAIT_S", "run_driver"]
+__all__ = ["DistributedDriver", "LOST_AFTER_S", "NAMED_LOST_WITHIN_S", "ROTATE_WAIT_S", "START_WAIT_S", "WATCH_EVERY_S",
+           "run_driver"]
 
-#: A process that answered none of this many consecutive seconds is lost.
-LOST_AFTER_S = 5
+#: A process from which no message came for this long (s) is lost: Locust's own liveness, its workers' heartbeat
+#: every ``HEARTBEAT_INTERVAL`` s (1) and ``HEARTBEAT_LIVENESS`` beats missed (3) (``locust.runners``); a live
+#: process also sends its part of every second.
+LOST_AFTER_S = HEARTBEAT_LIVENESS * HEARTBEAT_INTERVAL
+#: The bound on naming a lost process (s after it died or was cut off): :data:`LOST_AFTER_S` of silence since its
+#: last message (which came before it died), checked every :data:`WATCH_EVERY_S` in the window and as the load
+#: stops alike, and 2 s for a busy master's loop (docs/processes-and-ui.md).
+NAMED_LOST_WITHIN_S = LOST_AFTER_S + 2
+#: How often the master looks for lost processes (s), beside each second's merge.
+WATCH_EVERY_S = 0.1
 #: How long a master waits for workers started elsewhere (``qbench worker``) to connect (s), unless
 #: ``external`` gives its own (``qbench master --worker-wait-s``).
 EXTERNAL_WAIT_S = 300.0
 
 
-def run_driver(cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, external: tuple[str, int, float] | None, log):
+def run_driver(cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, external: tuple[str, int, float] | None, log,
+               run_id: str | None = None):
     """:class:`DistributedDriver` with ``PROCESSES > 1`` or ``external`` workers (bind host, port, optional
-    seconds to wait), else :class:`bench.load.driver.LocalDriver`."""
+    seconds to wait), else :class:`bench.load.driver.LocalDriver`; ``run_id`` is told to each process."""
     if cfg.processes > 1 or external:
-        return DistributedDriver(cfg, ctx, dsn, external=external, log=log)
+        return DistributedDriver(cfg, ctx, dsn, external=external, log=log, run_id=run_id)
     return LocalDriver(cfg, ctx)
 
 
@@ -50,23 +63,39 @@ class DistributedDriver(MergedProcesses):
     SILENT_EXIT = "process {i} exited with status {status}"
 
     def __init__(self, cfg: RunConfig, ctx: swarm.SwarmContext, dsn: str, *, external: tuple[str, int, float] | None = None,
-                 log=print):
+                 log=print, run_id: str | None = None):
         self._init_processes(cfg, ctx, log, range(1, cfg.processes + 1), "qbench-claims-")
-        self.dsn, self.external = dsn, external
+        self.dsn, self.external, self.run_id = dsn, external, run_id
         self.users = users(cfg)
         self.env = locust_environment(cfg, ctx)
         bind_host, self.port = external[:2] if external else ("127.0.0.1", _free_port())
         self.master = self.runner = self.env.create_master_runner(bind_host, self.port)
         self.clients: dict[str, int] = {}  # Locust client id -> process number, in connection order
+        self.heard: dict[int, float] = {}  # process -> when the last message came from it (time.monotonic())
         self.connected: dict[int, int] = {}
         self.refused: dict | None = None  # the first worker whose first session was refused for good, any process
         self.started = False  # the users have been started (no worker may join from then on)
+        self.watch = None  # the greenlet of _watch_lost, from the start
         keep_out_latecomers(self.master, lambda client_id: self.started and client_id not in self.clients)
         for name, handler in (("qbench_connected", self._on_connected), ("qbench_interval", self._on_interval),
                               ("qbench_done", self._on_done), ("qbench_ready", self._on_ready),
                               ("qbench_hello", self._on_hello),
                               ("qbench_failed", self._on_failed)):
-            self.master.register_message(name, handler)
+            self.master.register_message(name, self._heard_from(handler))
+        self.env.events.heartbeat_sent.add_listener(self._on_heartbeat)
+
+    def _heard_from(self, handler):
+        """``handler``, noting first that its process was heard from."""
+        def heard(environment, msg, **kw):
+            if msg.node_id in self.clients:
+                self.heard[self.clients[msg.node_id]] = time.monotonic()
+            return handler(environment, msg, **kw)
+        return heard
+
+    def _on_heartbeat(self, client_id, timestamp, **_):
+        """Locust's master has a worker's heartbeat (each second)."""
+        if client_id in self.clients:
+            self.heard[self.clients[client_id]] = time.monotonic()
 
     # -- messages from the processes
     def _on_hello(self, environment, msg, **_):
@@ -82,10 +111,15 @@ class DistributedDriver(MergedProcesses):
             return
         index = len(self.clients) + 1
         self.clients[client_id] = index
-        self.master.send_message("qbench_config", {"process": index, "config": self.cfg.public()}, client_id=client_id)
+        self.master.send_message("qbench_config", {"process": index, "config": self.cfg.public(),
+                                                   "run_id": self.run_id}, client_id=client_id)
 
     def _on_ready(self, environment, msg, **_):
-        self.ready[int(msg.data["process"])] = msg.data
+        i = int(msg.data["process"])
+        self.ready[i] = msg.data
+        if self.external:  # started elsewhere: say who came
+            self.log(f"master: worker {i} of {self.cfg.processes} joined: host {msg.data.get('host')}, "
+                     f"pid {msg.data.get('pid')}")
 
     def _on_failed(self, environment, msg, **_):
         self.failed[int(msg.data["process"])] = str(msg.data.get("error"))
@@ -107,21 +141,20 @@ class DistributedDriver(MergedProcesses):
 
     # -- the run driver
     def _alive(self) -> list[int]:
-        """The processes still running; marks lost one whose OS process exited or that answered none of the last
-        :data:`LOST_AFTER_S` seconds."""
-        alive = []
+        """The processes still running; marks lost one whose OS process exited or from which no message came for
+        :data:`LOST_AFTER_S`, naming it (host, pid) once."""
+        alive, now = [], time.monotonic()
         for i in sorted(self.stats):
             if i in self.done:  # it reported as it stopped, and exits EXIT_AFTER_DONE_S later: not lost
                 alive.append(i)
                 continue
             proc = self.procs.get(i)
-            missed = self.stats[i]["missing_seconds"]
-            silent = len(missed) >= LOST_AFTER_S and missed[-LOST_AFTER_S:] == list(
-                range(missed[-1] - LOST_AFTER_S + 1, missed[-1] + 1)) and missed[-1] == self._last_t_s
-            if (proc is not None and proc.poll() is not None) or silent:
+            silent_s = now - self.heard.get(i, now)
+            if (proc is not None and proc.poll() is not None) or silent_s >= LOST_AFTER_S:
                 if not self.stats[i]["lost"]:
-                    why = f"silent for {LOST_AFTER_S} s" if silent else "its process exited"
-                    self.log(f"load generator process {i} lost ({why}): its workers stop with it; the run goes on")
+                    why = (f"no message from it for {silent_s:.1f} s" if silent_s >= LOST_AFTER_S
+                           else "its process exited")
+                    self.log(f"{process_name(self.stats[i])} lost ({why}): its workers stop with it; the run goes on")
                 self.stats[i]["lost"] = True
             elif not self.stats[i]["lost"]:
                 alive.append(i)
@@ -141,12 +174,21 @@ class DistributedDriver(MergedProcesses):
                      f"(qbench worker --master-host <this host> --master-port {self.port} --dsn <DSN>)")
             wait_s = float(self.external[2]) if len(self.external) > 2 else EXTERNAL_WAIT_S
         self._wait_ready(self.cfg.processes, wait_s, "EXPECT_WORKERS" if self.external else "PROCESSES")
+        self.heard = dict.fromkeys(self.ready, time.monotonic())
         # A process's number is the order its hello came in, not the order it was started.
         by_pid = {proc.pid: proc for proc in self.procs.values()}
         self.procs = {i: by_pid[r["pid"]] for i, r in self.ready.items() if r.get("pid") in by_pid}
         drop_workers(self.master, [c for c in self.master.clients if c not in self.clients])  # refused: no users
         self.started = True
         self.master.start(self.users, spawn_rate=self.users * 10)
+        # Locust's own stop waits for every worker's users, a lost one's until Locust drops it: name it meanwhile
+        self.watch = gevent.spawn(self._watch_lost)
+
+    def _watch_lost(self) -> None:
+        """Look for lost processes every :data:`WATCH_EVERY_S` until :meth:`quit` or :meth:`kill`."""
+        while True:
+            self._alive()
+            gevent.sleep(WATCH_EVERY_S)
 
     def wait_connected(self) -> float:
         """Wait (at most :data:`CONNECT_WAIT_S`) for every worker's first connection, then let them claim; the
@@ -182,11 +224,15 @@ class DistributedDriver(MergedProcesses):
 
     def quit(self) -> None:
         """Quit the master, wait for the processes to exit, remove the claim log files."""
+        if self.watch is not None:
+            self.watch.kill()
         self.master.quit()
         super().quit()
 
     def kill(self) -> None:
         """Stop every process started here now, tell the others to exit; remove the claim log files."""
+        if self.watch is not None:
+            self.watch.kill()
         super().kill()
         for client_id in self.clients:
             self.master.send_message("qbench_refused", {"reason": "the master stopped"}, client_id=client_id)

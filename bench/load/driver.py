@@ -77,6 +77,10 @@ class RunDriver(Protocol):
     def stop(self) -> None:
         """Stop the users: each finishes its current cycle, within the stop timeout."""
 
+    def left_running(self, by_claimant: dict[str, tuple[int, float | None]] | None) -> None:
+        """Note in each lost process's entry the jobs it left running (the database's ``running`` jobs by
+        claimant, the audit's ``running_by_claimant``), and say so."""
+
     def quit(self) -> None:
         """Release what :meth:`start` created."""
 
@@ -200,7 +204,7 @@ class LocalDriver:
         parts.parts, parts.cpus = {1: self._last}, {1: self._last_cpu[0]}  # held by the run, not released here
         parts.count({1: self._stats})
         if self._per_second is not None:
-            self._per_second.write(t_s, 1, self._last_cpu, self._last)
+            self._per_second.write(t_s, 1, self._last_cpu, self._last, host=self._stats["host"], pid=self._stats["pid"])
 
     def open_process_logs(self, open_logs, per_second) -> None:
         """``processes.csv`` rows to ``per_second``; no histogram logs of its own."""
@@ -215,6 +219,9 @@ class LocalDriver:
     def processes(self) -> list[dict]:
         """One entry, this process (the shape of :attr:`bench.load.distributed.DistributedDriver.processes`)."""
         return [finish_process_stats(self._stats)]
+
+    def left_running(self, by_claimant: dict[str, tuple[int, float | None]] | None) -> None:
+        """Nothing: this process is never lost (see :meth:`RunDriver.left_running`)."""
 
     def stop(self) -> None:
         """Stop the users; Locust waits up to :func:`stop_timeout_s` for each cycle to finish."""

@@ -4,6 +4,7 @@ exactly (histogram logs, ``processes.csv``). A subclass calls :meth:`_init_proce
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from bench.load.process_stats import MeasuredParts, finish_process_stats, new_pr
 from bench.measure import interval_codec, metrics
 from bench.measure.claimlog import merge_stamped
 from bench.measure.metrics import Interval, Recorder
+from bench.results.model import process_name, utc_time
 from bench.usage import typed
 
 #: How long the run waits for the processes' share of a second before merging without the late ones (s).
@@ -46,6 +48,8 @@ class MergedProcesses:
         self.failed: dict[int, str] = {}
         self.done: dict[int, dict] = {}
         self.process_workers: dict[int, int] = {}  # each process's workers running, as of its latest second
+        self.worker_parts: dict[int, dict[int, int]] = {}  # second -> process -> its workers running, sent with it
+        self._second_workers: int | None = None  # the workers of the processes whose part of the last second came
         self.stats = {i: new_process_stats(i) for i in numbers}
         self._workers_at_stop: int | None = None
         self._last_t_s = -1  # the last measured second asked for
@@ -98,6 +102,7 @@ class MergedProcesses:
         self.parts.setdefault(interval.index, {})[process] = interval
         self.cpu_parts.setdefault(interval.index, {})[process] = tuple(data.get("cpu") or (0.0, 0.0, 0.0))
         self.process_workers[process] = int(data.get("workers") or 0)
+        self.worker_parts.setdefault(interval.index, {})[process] = self.process_workers[process]
 
     def rotate(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """Close second ``index`` here and in every live process; merge what arrives within
@@ -113,9 +118,13 @@ class MergedProcesses:
             self.merged.set()
 
     def running_workers(self) -> int:
-        """Workers running in every process not lost, each as of the latest second it sent."""
+        """Workers running in the second just merged: those of the processes whose part of it came, each as that
+        part says (a process whose part is missing counts none: the second's figures hold none of its work);
+        before the first second, every process not lost as of its latest part."""
         if self._workers_at_stop is not None:
             return self._workers_at_stop
+        if self._second_workers is not None:
+            return self._second_workers
         return sum(n for i, n in self.process_workers.items() if not self.stats[i]["lost"])
 
     def connected_workers(self) -> int:
@@ -171,10 +180,13 @@ class MergedProcesses:
         while len(self.parts.get(index, {})) < len(alive) and time.monotonic() < deadline:
             gevent.sleep(0.002)
         parts, cpus = self.parts.pop(index, {}), self.cpu_parts.pop(index, {})
+        workers = self.worker_parts.pop(index, {})
+        self._second_workers = sum(workers.get(i, 0) for i in parts)
         for late in [k for k in self.parts if k < index]:  # a part that came after its second was merged
             for part in self.parts.pop(late).values():
                 part.release()
             self.cpu_parts.pop(late, None)
+            self.worker_parts.pop(late, None)
         t_s = index - int(round(self.cfg.warmup_s))  # the measured window's seconds, as intervals.csv t_s
         for i in self.stats:  # a lost process misses every second from its loss on
             if i not in parts and t_s >= 0:
@@ -198,9 +210,31 @@ class MergedProcesses:
         log in stamp order."""
         for i in self.stats:
             if i not in self.done:
+                if not self.stats[i]["lost"]:
+                    self.log(f"{process_name(self.stats[i], self.NOUN)} lost: it did not report as the load stopped")
                 self.stats[i]["lost"] = True
         merge_stamped([self.tmp / f"claims-{i}.log" for i in sorted(self.stats)
                        if (self.tmp / f"claims-{i}.log").exists()], self.ctx.log)
+
+    def left_running(self, by_claimant: dict[str, tuple[int, float | None]] | None) -> None:
+        """Each lost process's jobs left ``running`` under their lease, from the database's ``by_claimant`` (the
+        audit's ``running_by_claimant``, :meth:`bench.engines.base.Engine.audit`; process ``i``'s workers claim
+        as ``p<i>-…``): in its entry as ``left_running`` ``{"jobs", "leases_expire_unix"}`` (None: the queue does
+        not say who claimed a job) and in one line each."""
+        for i, stats in sorted(self.stats.items()):
+            if not stats["lost"]:
+                continue
+            if by_claimant is None:
+                stats["left_running"] = None
+                continue
+            mine = [v for who, v in by_claimant.items() if who.startswith(f"p{i}-")]
+            expiry = max((until for _, until in mine if until is not None), default=None)
+            stats["left_running"] = {"jobs": sum(n for n, _ in mine), "leases_expire_unix": expiry}
+            if mine:
+                at = utc_time(expiry) if expiry is not None else "never (no lease)"
+                jobs = stats["left_running"]["jobs"]
+                self.log(f"{process_name(stats, self.NOUN)} left {jobs:,} job{'s' if jobs != 1 else ''} running: "
+                         f"their leases expire by {at} (the database's clock); until then no worker can claim them")
 
     def tail(self, recorder: Recorder, index: int, start_s: float, end_s: float) -> Interval:
         """The stop phase's interval: this process's and every process's last one (``done[i]["tail"]``)."""
@@ -219,9 +253,11 @@ class MergedProcesses:
             if i in self.logs:
                 self.logs[i].write(part)
         if self.per_second is not None:
-            self.per_second.write(t_s, 0, self._own_cpu, loop_lag_p99_us=self._own_lag_p99)
+            self.per_second.write(t_s, 0, self._own_cpu, loop_lag_p99_us=self._own_lag_p99, host=socket.gethostname(),
+                                  pid=os.getpid())
             for i, part in sorted(self.measured_parts.parts.items()):
-                self.per_second.write(t_s, i, self._cpus.get(i, (0.0, 0.0, 0.0)), part)
+                self.per_second.write(t_s, i, self._cpus.get(i, (0.0, 0.0, 0.0)), part, host=self.stats[i]["host"],
+                                      pid=self.stats[i]["pid"])
 
     def open_process_logs(self, open_logs, per_second) -> None:
         """Write each process's measured seconds to its own logs (``open_logs(i)``: a ``HistogramLogs``) and each

@@ -17,7 +17,7 @@ from locust.runners import CONNECT_RETRY_COUNT, CONNECT_TIMEOUT
 
 from bench.config.run_config import from_public
 from bench.engines import engine_for
-from bench.errors import ConnectRefused, QBenchError
+from bench.errors import EXIT_FAILED, ConnectRefused, QBenchError
 from bench.gevent_patch import patch
 from bench.load import swarm
 from bench.load.driver import stop_timeout_s
@@ -39,9 +39,11 @@ MASTER_GONE_S = 10.0
 CONFIG_WAIT_S = 120.0
 
 
-def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
+def serve(master_host: str, master_port: int, dsn: str, log=print, announce: bool = False) -> int:
     """Run the master's users on ``dsn`` until the run ends; returns 0, or 1 when no master answered within
-    Locust's retries (300 s), the configuration never came, or the sessions could not be set up."""
+    Locust's retries (300 s), the configuration never came, or the sessions could not be set up. With
+    ``announce`` (``qbench worker``) it says in one line each that it joined the master's run and that the run
+    ended; a process the master started itself says nothing."""
     # The users' classes by name (Locust's master tells a worker how many of each to start; the
     # counts are the master's): the run's context reaches them through the environment.
     classes = [type("QueueWorker", (swarm.QueueWorker,), {}), type("Producer", (Producer,), {})]
@@ -52,7 +54,7 @@ def serve(master_host: str, master_port: int, dsn: str, log=print) -> int:
         log(f"qbench worker: no master answered at {master_host}:{master_port} within "
             f"{CONNECT_TIMEOUT * CONNECT_RETRY_COUNT} s")
         return 1
-    process = WorkerProcess(env, runner, f"{master_host}:{master_port}", dsn, log)
+    process = WorkerProcess(env, runner, f"{master_host}:{master_port}", dsn, log, announce)
     process.listen()
     return process.wait()
 
@@ -61,9 +63,11 @@ class WorkerProcess:
     """One load generator process connected to ``master`` (``host:port``): Locust's worker ``runner`` in ``env``,
     the run's state once configured, and a handler per master message."""
 
-    def __init__(self, env, runner, master: str, dsn: str, log):
+    def __init__(self, env, runner, master: str, dsn: str, log, announce: bool = False):
         self.env, self.runner, self.master, self.dsn, self.log = env, runner, master, dsn, log
-        self.index = self.cfg = self.recorder = self.claims = self.ctx = self.failed = None
+        self.index = self.cfg = self.recorder = self.claims = self.ctx = self.failed = self.run_id = None
+        self.announce = announce
+        self.jobs_completed = 0  # by this process's workers, every second it sent
         self.cpu = CpuMeter(psutil.Process())
         self.greenlets: list = []
         self.configured = gevent.event.Event()
@@ -96,7 +100,7 @@ class WorkerProcess:
 
     def on_config(self, environment, msg, **_) -> None:
         """Set up this process's sessions for the run's configuration; tell the master ready or failed."""
-        self.index = int(msg.data["process"])
+        self.index, self.run_id = int(msg.data["process"]), msg.data.get("run_id")
         try:
             cfg = from_public(msg.data["config"], self.dsn)
             engine = engine_for(cfg)
@@ -121,6 +125,9 @@ class WorkerProcess:
         self.greenlets.extend([gevent.spawn(self.report_connected), gevent.spawn(seconds.loop_lag_probe, self.recorder)])
         self.runner.send_message("qbench_ready", {"process": self.index, "host": socket.gethostname(),
                                                   "pid": os.getpid()})
+        if self.announce:
+            self.log(f"qbench worker: connected to the master at {self.master}: load generator process {self.index} "
+                     f"of run {self.run_id} (host {socket.gethostname()}, pid {os.getpid()})")
         self.configured.set()
 
     def _fail(self, error: str, refused: dict | None = None) -> None:
@@ -141,6 +148,7 @@ class WorkerProcess:
         self.runner.send_message("qbench_interval", {
             "process": self.index, "interval": interval_codec.encode(interval), "cpu": list(self.cpu.read()),
             "events": self.claims.take(), "workers": self.ctx.running_workers})
+        self.jobs_completed += interval.counters["jobs_completed"]
         interval.release()  # a killed process loses at most its last second of claim events
 
     def on_fault(self, environment, msg, **_) -> None:
@@ -173,19 +181,26 @@ class WorkerProcess:
             "worker_explain": self.ctx.worker_explain, "events": self.claims.take(),
             "disconnected": len(self.ctx.disconnected),
             "events_total": self.claims.events})
+        self.jobs_completed += tail.counters["jobs_completed"]
         tail.release()
+        if self.announce:
+            self.log(f"qbench worker: run {self.run_id} ended: this process's workers completed "
+                     f"{self.jobs_completed:,} jobs; its figures are with the master at {self.master}; exit 0")
         # Everything is handed over: exit once the message is out (Locust's quit ends the runner's
         # greenlets, not the process, and after its stop the master no longer lists this process).
         gevent.spawn_later(EXIT_AFTER_DONE_S, os._exit, 0)
 
     def watch_master(self) -> None:
-        """Exit when the master has gone quiet: no heartbeat for :data:`MASTER_GONE_S`."""
+        """Exit 1 (:data:`bench.errors.EXIT_FAILED`: this process's part of the run is lost) when the master has
+        gone quiet: no heartbeat for :data:`MASTER_GONE_S` (it stopped, or the network between them failed)."""
         while True:
             gevent.sleep(1.0)
             last = self.runner.last_heartbeat_timestamp
             if last and time.time() - last > MASTER_GONE_S:
-                self.log(f"qbench worker: the master at {self.master} went away (no heartbeat for {MASTER_GONE_S:g} s)")
-                exit_now(1)
+                self.log(f"qbench worker: lost the master at {self.master}: no heartbeat for {MASTER_GONE_S:g} s "
+                         f"(it stopped, or the network between them failed); run {self.run_id}'s figures lack this "
+                         f"process's from then on; exit {EXIT_FAILED}")
+                exit_now(EXIT_FAILED)
 
     def report_connected(self) -> None:
         """Tell the master how many of this process's workers have their first connection open, and a first session

@@ -8,7 +8,7 @@ from pathlib import Path
 from bench.report.format import fmt_num
 from bench.report.run_format import fmt_value
 from bench.results.dead_rows import growth_text, table_autovacuum
-from bench.results.model import problems
+from bench.results.model import problems, process_name
 from bench.results.values import library_caveat_line
 
 __all__ = ["BACKLOG_DRY_TEXT", "banners", "claim_plan", "headline", "queue_notes", "vacuum_note",
@@ -32,7 +32,7 @@ def headline(config: dict, summary: dict | None = None) -> list[tuple[str, str]]
     lost = [p for p in (summary or {}).get("processes") or [] if p.get("lost")]
     if changes or ui:
         parts = ["; ".join(f"{c['workers_before']} \u2192 {c['workers']} at {c['t_s']} s" for c in changes) or "none"]
-        parts += [f"load generator process {p['process']} lost" + (f" from {p['missing_seconds'][0]} s"
+        parts += [f"{process_name(p)} lost" + (f" from {p['missing_seconds'][0]} s"
                                                                    if p.get("missing_seconds") else "") for p in lost]
         if ui:
             stop = ui.get("stopped_at_t_s")

@@ -9,7 +9,7 @@ from bench.report.format import fmt_num, is_missing
 from bench.report.round_trip_rows import round_trip_rows
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
-from bench.results.model import machine_busy
+from bench.results.model import machine_busy, utc_time
 from bench.results.verdict import cost_line
 
 __all__ = ["env_rows", "latency_rows", "plan_rows", "process_rows", "summary_rows"]
@@ -326,7 +326,7 @@ def env_rows(run: dict, summary: dict) -> list[tuple[str, str]]:
 
 
 def process_rows(summary: dict) -> list[dict]:
-    """Rows of the load generator processes table (several processes, or one lost): ``{"process", "pid",
+    """Rows of the load generator processes table (several processes, or one lost): ``{"process", "host", "pid",
     "workers", "jobs_completed", "claims", "errors", "cpu" (max %), "loop_lag" (p99 ms), "state", "bad"}``;
     bad when lost or past the run's suspect limits."""
     procs = summary.get("processes") or []
@@ -339,10 +339,14 @@ def process_rows(summary: dict) -> list[dict]:
         lag = p.get("loop_lag_p99_us")
         saturated = ((cpu_limit is not None and (p.get("cpu_max_pct") or 0) > cpu_limit)
                      or (lag_limit is not None and lag is not None and lag > lag_limit))
-        missed = p.get("missing_seconds") or []
-        state = ("lost" + (f" (missed {len(missed)} second{'s' if len(missed) != 1 else ''})" if missed else "")
-                 if p.get("lost") else "saturated" if saturated else "ok")
-        rows.append({"process": p.get("process"), "pid": fmt_value(p.get("pid")), "workers": fmt_value(p.get("workers")),
+        missed, left = p.get("missing_seconds") or [], p.get("left_running") or {}
+        said = ([f"missed {len(missed)} second{'s' if len(missed) != 1 else ''}"] if missed else []) + (
+            [f"left {left['jobs']:,} job{'s' if left['jobs'] != 1 else ''} running" + (f", leases until {utc_time(left['leases_expire_unix'])}"
+                                                      if left.get("leases_expire_unix") else "")]
+            if left.get("jobs") else [])
+        state = ("lost" + (f" ({'; '.join(said)})" if said else "") if p.get("lost")
+                 else "saturated" if saturated else "ok")
+        rows.append({"process": p.get("process"), "host": fmt_value(p.get("host")), "pid": fmt_value(p.get("pid")), "workers": fmt_value(p.get("workers")),
                      "jobs_completed": fmt_num(counters.get("jobs_completed")), "claims": fmt_num(counters.get("claims")),
                      "errors": fmt_num(counters.get("errors")), "cpu": fmt_num(p.get("cpu_max_pct"), 1),
                      "loop_lag": fmt_num(None if lag is None else lag / 1000, 2), "state": state,

@@ -140,6 +140,11 @@ def utc_now(timespec: str = "seconds") -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec=timespec)
 
 
+def utc_time(epoch_s: float) -> str:
+    """``epoch_s`` (Unix seconds) as ``HH:MM:SS UTC``."""
+    return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).strftime("%H:%M:%S UTC")
+
+
 def newest_unfinished(directory: Path, pattern: str, matches: Callable[[dict], bool]) -> Path | None:
     """The newest (by name) directory holding a result file ``directory.glob(pattern)`` finds that reads, is not
     ``complete`` and ``matches``; None when none does (a sweep, catalogue or plan to resume)."""
@@ -181,6 +186,13 @@ def problems(summary: Mapping[str, Any]) -> list[str]:
         broken = {k: v for k, v in summary["invariants"].items() if v != 0}
         found.append("invariants broken: " + ", ".join(f"{k} = {v}" for k, v in broken.items()))
     return found
+
+
+def process_name(process: Mapping[str, Any], noun: str = "load generator process") -> str:
+    """A process of ``summary.json`` ``processes`` as every message names it: ``load generator process 2 (host b,
+    pid 4711)``; what is unknown is left out."""
+    known = [f"{key} {process[key]}" for key in ("host", "pid") if process.get(key) is not None]
+    return f"{noun} {process.get('process')}" + (f" ({', '.join(known)})" if known else "")
 
 
 def machine_busy(summary: Mapping[str, Any]) -> str | None:

@@ -88,7 +88,7 @@ INTERVAL_COLUMNS = (
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the
 #: master of a distributed run (the clock, monitor, reaper: no users); a process missing from a
 #: second (late or lost) has no row for it.
-PROCESS_SECOND_COLUMNS = ("t_s", "process", "cpu_pct", "user_pct", "system_pct", "loop_lag_p99_us", "claims",
+PROCESS_SECOND_COLUMNS = ("t_s", "process", "host", "pid", "cpu_pct", "user_pct", "system_pct", "loop_lag_p99_us", "claims",
                           "jobs_claimed", "jobs_completed", "errors")
 
 SUMMARY_KEYS = (
@@ -133,12 +133,12 @@ class ProcessSeconds:
         self._writer.writeheader()
 
     def write(self, t_s: int, process: int, cpu_pct: tuple[float, float, float], interval=None,
-              loop_lag_p99_us: int | None = None) -> None:
-        """One row: process ``process``'s (total, user, system) CPU, % of a core, over measured second
-        ``t_s``, and with ``interval`` (that process's :class:`bench.measure.metrics.Interval`) its
+              loop_lag_p99_us: int | None = None, *, host: str | None = None, pid: int | None = None) -> None:
+        """One row: process ``process`` (on ``host``, process id ``pid``: the host's name as the process read
+        it)'s (total, user, system) CPU, % of a core, over measured second ``t_s``, and with ``interval`` (that process's :class:`bench.measure.metrics.Interval`) its
         loop-lag p99 (µs) and counters; a process without users (the master) gives its
         ``loop_lag_p99_us`` itself."""
-        row = {"t_s": t_s, "process": process, "cpu_pct": round(cpu_pct[0], 1), "user_pct": round(cpu_pct[1], 1),
+        row = {"t_s": t_s, "process": process, "host": host, "pid": pid, "cpu_pct": round(cpu_pct[0], 1), "user_pct": round(cpu_pct[1], 1),
                "system_pct": round(cpu_pct[2], 1), "loop_lag_p99_us": loop_lag_p99_us}
         if interval is not None:
             lag = interval.histograms["loop_lag_us"]

@@ -7,7 +7,7 @@ from collections import Counter
 
 from bench.config.run_config import RunConfig
 from bench.measure import metrics, seconds
-from bench.results.model import machine_busy
+from bench.results.model import machine_busy, process_name
 from bench.run_summary.facts import Figures
 from bench.run_summary.relay import relay_reasons
 
@@ -199,7 +199,7 @@ def _lost_process_reasons(f: Figures) -> list[str]:
                            f"{process.get('exit_status')} ({process.get('exit_reason')}){since}: the rest of the "
                            "window ran without its workers, and the jobs it held waited for the library's own recovery")
         else:
-            reasons.append(f"load generator process {process['process']} was lost{since}: its workers stopped "
+            reasons.append(f"{process_name(process)} was lost{since}: its workers stopped "
                            "with it, and the claim log misses its events after its last flush (up to a second), so "
                            "what is read from the log (redeliveries, double claims) can be low; lost and duplicated "
                            "jobs are read from the database and are complete")

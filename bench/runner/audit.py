@@ -35,6 +35,9 @@ def audit(run) -> Audited:
         run.claim_plans, run.plans_when = engine.capture_plans(run.admin, cfg, "on the table as the load left it")
     result = engine.audit(run.admin, cfg, run.claim_log, seeded_rows=cfg.history + run.backlog,
                           over_claims=run.tally.totals["over_claims"])
+    held = result.pop("running_by_claimant", None)  # the driver's, not the audit's
+    if any(p.get("lost") for p in run.driver.processes):  # what a lost process's workers still hold
+        run.driver.left_running(held)
     if queue_count(cfg) > 1 and measured.intervals:  # NAMED_QUEUES, TENANTS: per queue, from the table
         result["completed_per_queue"] = engine.completed_per_queue(
             run.admin, cfg, run.clock.unix0 + measured.start_s, run.clock.unix0 + measured.end_s)

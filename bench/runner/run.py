@@ -146,6 +146,7 @@ class Run:
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
         # Created only now: bad input and an interrupted seeding leave no run directory behind.
         self.run_dir = Path(cfg.results) / self.run_id
+        self.made_dirs = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]  # deepest first
         self.run_dir.mkdir(parents=True)
 
     def _start_load(self) -> None:
@@ -158,7 +159,8 @@ class Run:
         try:
             self._started_or_cleaned(self.driver.start)  # no process started, or Ctrl-C while waiting for them
             self.connect_s = self._started_or_cleaned(self.driver.wait_connected)
-        except QBenchError:  # a process that did not start, a refused session: nothing was measured
+        except (QBenchError, KeyboardInterrupt):  # a process that did not start, a refused session, Ctrl-C or
+            # SIGTERM while waiting for them: nothing was measured
             self.engine.drop_schema_at(self.direct, cfg.schema)  # created by this run
             raise
         self.workers_at_start = self.driver.connected_workers()
@@ -207,7 +209,7 @@ class Run:
         self.round_trip = RoundTripProbe(*round_trip_probe(cfg.engine, dsn))
         library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
         self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
-                       else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
+                       else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log, self.run_id))
         self.proc = psutil.Process()
         self.cpu_meter = CpuMeter(self.proc)
         self.relay_cpu = CpuMeter(psutil.Process(self.relay.pid)) if self.relay else None  # the relay's own process
@@ -217,14 +219,19 @@ class Run:
         self.server_elsewhere = non_loopback_host(cfg.engine, self.direct) is not None
 
     def _started_or_cleaned(self, start):
-        """``start()``'s result; when it fails or is interrupted, kill the workers and remove the run directory,
-        then re-raise."""
+        """``start()``'s result; when it fails or is interrupted, kill the workers and remove the run directory
+        (with the results directories it created, when empty), then re-raise."""
         try:
             return start()
         except BaseException:
             self.driver.kill()
             self.round_trip.stop()
             shutil.rmtree(self.run_dir, ignore_errors=True)
+            for made in self.made_dirs[1:]:
+                try:
+                    made.rmdir()
+                except OSError:  # something else is in it
+                    break
             raise
 
     def _swarm(self) -> None:

@@ -303,6 +303,15 @@ def job_counts(conn: psycopg.Connection, schema: str) -> dict[str, int]:
     return {"done": int(row[0]), "running": int(row[1]), "pending": int(row[2]), "attempts_done": int(row[3])}
 
 
+def running_jobs(conn: psycopg.Connection, schema: str) -> dict[str, tuple[int, float | None]]:
+    """The tool's queue table's ``running`` jobs by ``locked_by``: ``{claimant: (jobs, latest
+    lease_expires_at in epoch s)}``; one scan."""
+    rows = conn.execute(sql.SQL("""
+        SELECT locked_by, count(*), extract(epoch FROM max(lease_expires_at))::float8
+        FROM {} WHERE status = 'running' GROUP BY locked_by""").format(sql.Identifier(schema, "jobs"))).fetchall()
+    return {str(who): (int(n), None if until is None else float(until)) for who, n, until in rows}
+
+
 def flush_statistics(conn: psycopg.Connection) -> None:
     """Make this session's pending statistics (the rows it seeded, the buffers it touched) visible now, on
     PostgreSQL 15 and later: an idle session sends them only after 10 s, which would put the seeding's rows in

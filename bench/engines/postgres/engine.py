@@ -149,10 +149,14 @@ class PostgresEngine(Engine):
         return captures.pgss_read(conn, cfg, self.queue(cfg), missing, reset)
 
     def audit(self, conn: Any, cfg: Any, claim_log: Any, *, seeded_rows: int, over_claims: int) -> dict:
-        """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`)."""
-        return audit.run_audit(conn, cfg.schema, self.queue(cfg), claim_log, seeded_rows=seeded_rows,
-                               over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg),
-                               effects=cfg.effects)
+        """:func:`bench.engines.postgres.audit.run_audit` on the run's queue (:meth:`queue`); the built-in queue's
+        with ``running_by_claimant`` (:func:`bench.engines.postgres.db.running_jobs`)."""
+        result = audit.run_audit(conn, cfg.schema, self.queue(cfg), claim_log, seeded_rows=seeded_rows,
+                                 over_claims=over_claims, poison_share=cfg.poison_share, relation=_relation(cfg),
+                                 effects=cfg.effects)
+        if self.defn is None:  # a queue definition's columns are its own
+            result["running_by_claimant"] = db.running_jobs(conn, cfg.schema)
+        return result
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
         """Jobs completed per queue name in the measured window, from the table (the built-in queue's
