@@ -13,7 +13,7 @@ from bench.analysis import plan_answer
 from bench.plan.search import search_headroom, search_workers
 from bench.plan.steps import Step
 from bench.run_summary.suspect import SUSPECT_OUTSIDE_CPU_PCT
-from bench.usage import VIA_MAKE_ENV
+from bench.usage import VIA_MAKE_ENV, setting
 from conftest import qbench, run_and_load
 from waiting import measured_seconds, wait_until
 
@@ -264,6 +264,20 @@ def test_the_answer_is_the_cheapest_design_and_a_tie_goes_to_the_simpler():
     assert plan_answer.choose(designs, 100)["label"] == "batch 10"  # now more headroom by far
     designs[1]["workers"]["needed"] = 9
     assert plan_answer.choose(designs, 100)["label"] == "plain"  # fewest workers first
+
+
+def test_the_answer_names_the_round_trip_its_runs_measured():
+    """The plan's runs' probe p50s (0.12 and 4.3 ms) in a ``network:`` line with the relay's setting; none measured
+    (a plan written before the probe): no line."""
+    designs = [_design("plain", 6, 460)]
+    assert plan_answer.choose(designs, 100)["network_note"] is None
+    runs = designs[0]["workers"]["steps"][0]["runs"]
+    runs.append({**runs[0], "round_trip_p50_us": 4300.0, "net_delay_ms": 2.0})
+    runs[0].update(round_trip_p50_us=120.0, net_delay_ms=2.0)
+    answer = plan_answer.choose(designs, 100)
+    line = [x for x in plan_answer.answer_lines(answer) if x.startswith("network: ")]
+    assert line == [f"network: {answer['network_note']}"]
+    assert "round trip of 0.120–4.30 ms" in line[0] and f"at {setting('net_delay_ms', '2')} each way" in line[0], line
 
 
 def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset(), busy: bool = False,

@@ -59,14 +59,36 @@ def _slo_text(rows: list[dict[str, Any]]) -> str:
 def choose(designs: list[Mapping[str, Any]], target_rate: float,
            confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The plan's answer (:func:`_choose`) with ``vacuum_note`` (:func:`vacuum_note`)."""
-    return {**_choose(designs, target_rate, confirmations), "vacuum_note": vacuum_note(designs, confirmations)}
+    return {**_choose(designs, target_rate, confirmations), "vacuum_note": vacuum_note(designs, confirmations),
+            "network_note": network_note(designs, confirmations)}
+
+
+def _runs(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    steps = [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
+    return [r for s in [*steps, *confirmations] for r in s.get("runs") or []]
+
+
+def network_note(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]] = ()) -> str | None:
+    """'measured across a round trip of … ms (p50 …)': the round trip the plan's runs measured between their
+    workers and the database (each run's ``round_trip_p50_us``; the delay relay's setting when it ran), which the
+    answer holds for; None when no run measured one (docs/network.md)."""
+    runs = _runs(designs, confirmations)
+    p50s = sorted(r["round_trip_p50_us"] for r in runs if r.get("round_trip_p50_us") is not None)
+    if not p50s:
+        return None
+    low, high = fmt_sig(p50s[0] / 1000), fmt_sig(p50s[-1] / 1000)
+    span = f"{low} ms" if low == high else f"{low}–{high} ms"
+    delays = sorted({r["net_delay_ms"] for r in runs if r.get("net_delay_ms") is not None})
+    relay = f", through the delay relay at {setting('net_delay_ms', f'{delays[0]:g}')} each way" if len(delays) == 1 else ""
+    return (f"measured across a round trip of {span} between the workers and the database (p50 of each run's "
+            f"probe{relay}); a job pays it on every statement, so across a longer round trip the same rate needs "
+            f"more workers")
 
 
 def vacuum_note(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]] = ()) -> str | None:
     """'autovacuum never runs on this server (autovacuum = off), …' when a run of the plan recorded that the
     server's settings kept autovacuum from the queue table (its record's ``autovacuum_never_runs``), else None."""
-    steps = [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
-    runs = [r for s in [*steps, *confirmations] for r in s.get("runs") or []]
+    runs = _runs(designs, confirmations)
     blocked = next((r["autovacuum_never_runs"] for r in runs if r.get("autovacuum_never_runs")), None)
     if blocked is None:
         return None
@@ -117,7 +139,8 @@ def answer_lines(answer: Mapping[str, Any]) -> list[str]:
     then ``cost: …`` and ``note: …`` lines (the harness's, the server's autovacuum) when it has them."""
     return [answer["sentence"], *([f"cost: {answer['cost']['sentence']}"] if answer.get("cost") else []),
             *([f"note: {answer['harness_note']}"] if answer.get("harness_note") else []),
-            *([f"note: {answer['vacuum_note']}"] if answer.get("vacuum_note") else [])]
+            *([f"note: {answer['vacuum_note']}"] if answer.get("vacuum_note") else []),
+            *([f"network: {answer['network_note']}"] if answer.get("network_note") else [])]
 
 
 def what_passed(design: Mapping[str, Any], confirmations: list[Mapping[str, Any]] = ()) -> dict[str, Any]:

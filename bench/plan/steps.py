@@ -56,6 +56,8 @@ def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
             "harness_limited": harness_limited(summary),
             # the server's CPU is read from /proc only when the server runs on this host
             "server_on_this_host": (summary.get("cost_per_job") or {}).get("server_cpu_us") is not None,
+            "round_trip_p50_us": (summary.get("round_trip") or {}).get("p50_us"),
+            "net_delay_ms": (summary.get("relay") or {}).get("delay_ms_each_way"),
             "throughput_jobs_per_s": summary["throughput_jobs_per_s"], "measured_s": summary.get("measured_s"),
             "oldest_age_max_s": (summary.get("oldest_eligible_age_s") or {}).get("max"),
             "oldest_age_slope_s_per_s": summary.get("oldest_age_slope_s_per_s"),
