@@ -116,3 +116,23 @@ def test_the_report_draws_the_stacked_figure_from_the_columns_and_lists_the_top_
         active = second["wait_cpu_backends"] + second["wait_lock_backends"]
         assert sum(bars[int(row["t_s"])]) == pytest.approx(active), row["t_s"]
     assert '<table id="wait-events">' in page and "Lock:transactionid" in page
+
+
+def test_the_monitor_row_is_in_ms_per_s_and_says_what_the_samples_took():
+    """The row read µs as ms once (5,700 µs a second showed as "5,700.000 ms")."""
+    from bench.report.run_tables import summary_rows
+
+    rows = summary_rows({"monitor_query_us": {"mean": 5700.0, "max": 8100}, "wait_events": {"query_us_per_s": 1234.0}},
+                        {})
+    row = next(r for r in rows if r["label"].startswith("the monitor's queries' time per second"))
+    assert row["value"] == "5.7 / 8.1 (of which the wait events' samples 1.23 mean)"
+
+
+def test_the_terminal_line_gives_the_types_shares_and_the_event_most_sampled():
+    from bench.run_summary.wait_events import wait_events_line
+
+    fold = WaitEventFold()
+    w = wait_event_figures([_second(fold, [SAMPLE] * 10)], {"wait_events": fold.info()})
+    assert wait_events_line(w) == ("wait events (the workers' backends, active in 67 % of their samples): Lock 50.0 %, "
+                                   "CPU 25.0 %, IO 25.0 %; most sampled Lock:transactionid 50.0 %")
+    assert wait_events_line({"measured": False, "not_measured": "not measured on MariaDB"}) is None

@@ -44,3 +44,16 @@ def wait_event_figures(rows: list[dict], run_info: dict) -> dict:
                            for event, count in events.most_common(TOP_EVENTS)],
             "states": dict(states.most_common()),
             "query_us_per_s": round(sum(costs) / len(costs), 1) if costs else None}
+
+
+def wait_events_line(w: dict | None) -> str | None:
+    """The terminal's line for ``summary.json`` ``wait_events``: the types' shares of the active samples and the
+    event most sampled; None for a run without the block or one that did not sample them."""
+    if not w or not w.get("measured"):
+        return None
+    if not w["active_samples"]:
+        return f"wait events ({w['backends']}): no active sample of {w['samples']}"
+    types = ", ".join(f"{name} {share * 100:.1f} %" for name, share in w["by_type"].items())
+    top = w["top_events"][0]
+    return (f"wait events ({w['backends']}, active in {w['active_share'] * 100:.0f} % of their samples): {types}; "
+            f"most sampled {top['event']} {top['share'] * 100:.1f} %")
