@@ -61,8 +61,9 @@ def test_no_double_work(dsn, tmp_path):
 @pytest.mark.slow
 def test_concurrency_is_real(dsn, tmp_path):
     """wait + hold, 10 workers, 200 ms jobs: while one worker holds the row, the monitor sees ~9 lock waiters, and
-    the workers' wait events say the same: the active ones wait on the holder's transaction (Lock:transactionid),
-    the holder is idle in its transaction (its ClientRead not counted as the server's)."""
+    the workers' wait events say the same: the active ones wait on the holder's transaction (Lock:transactionid) or
+    behind the first waiter (Lock:tuple), the holder is idle in its transaction (its ClientRead not counted as the
+    server's)."""
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--policy", "wait", "--txn", "hold", "--workers", "10",
                                  "--work-ms", "200", "--duration", "5s", "--warmup", "1s")
     waiters = [int(r["lock_waiters"]) for r in _intervals(run_dir) if r["lock_waiters"] != ""]
@@ -70,7 +71,8 @@ def test_concurrency_is_real(dsn, tmp_path):
     assert 8 <= statistics.median(waiters) <= 9, waiters
     waits = s["wait_events"]
     assert waits["measured"] and waits["samples"] >= 30, waits  # ten a second over the 5 s window
-    assert waits["top_events"][0]["event"] == "Lock:transactionid" and waits["by_type"]["Lock"] >= 0.8, waits
+    shares = {e["event"]: e["share"] for e in waits["top_events"]}  # the first waiter on the holder, the rest on it
+    assert shares.get("Lock:transactionid", 0) + shares.get("Lock:tuple", 0) >= 0.8, waits
     assert abs(waits["mean_active_backends"] - statistics.median(waiters)) <= 1.5, (waits, waiters)
     assert waits["states"].get("idle in transaction", 0) >= 0.5 * waits["samples"], waits  # the holder, working
     assert waits["by_type"].get("Client", 0) < 0.05, waits
