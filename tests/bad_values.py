@@ -72,6 +72,8 @@ BAD_VALUES: dict[str, tuple] = {
     "replica_max_delay_s": (-1, "soon", 1e9),
     "pooler": ("pgpool", "odyssey", 1),
     "pool_size": (0, -1, 10_001, "many", 2.5),
+    "net_delay_ms": (-1, 10_001, "slow", "nan"),
+    "net_jitter_ms": (-0.5, 1e6, "some"),
     "pool_mode": ("statement", "pgbouncer", "txn", 1),
     "dsn_direct": ("mysql://root@127.0.0.1/qbench", "direct-host"),
     "pooler_admin_dsn": ("mysql://root@127.0.0.1/pgbouncer", "console-host"),

@@ -379,3 +379,13 @@ def test_embedded_run_records_pg_stat_statements_for_the_measured_window(tmp_pat
     # A claim in flight at either edge of the window may land on the other side of the reset.
     assert abs(pgss["calls"] - claims) <= 3 * 2, (pgss, claims)
     assert pgss["mean_ms"] > 0 and pgss["shared_blks_per_call"] > 0
+    # the completion's entries too, and the claim's and completion's means split into the server's execution and
+    # the rest, which sum to the means the clients measured (docs/network.md)
+    assert abs(pgss["completion_calls"] - s["completions"]) <= 3 * 2, (pgss, s["completions"])
+    split = s["latency_split"]
+    for name, measured in (("claim", s["claim_latency_us"]), ("complete", s["complete_latency_us"])):
+        part = split[name]
+        assert part["not_measured"] is None and 0 < part["server_us"] < part["mean_us"] == measured["mean"], part
+        assert part["server_us"] + part["rest_us"] == pytest.approx(part["mean_us"], abs=0.1), part
+        assert part["network_us"] == pytest.approx(part["round_trips"] * s["round_trip"]["mean_us"], abs=0.1)
+    assert split["claim"]["server_us"] == pytest.approx(pgss["mean_ms"] * 1000, abs=0.1)

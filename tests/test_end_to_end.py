@@ -236,6 +236,27 @@ def test_database_holds_the_tools_schema_and_nothing_else(run, dsn):
     assert left_open == 0
 
 
+def test_the_round_trip_and_round_trips_per_job_are_measured(run, intervals):
+    """The probe's round trip each second and over the window (docs/network.md): ten samples a second, p50 at most
+    p99, below the claim's p50 (a claim is a round trip and a statement); round trips per job at least the minimum
+    path and the per-second counts adding up to the summary's; the split says why the server's part is missing
+    (this server has no pg_stat_statements loaded) but still estimates the network's."""
+    _, s, proc = run
+    _, rows = intervals
+    rtt, trips, split = s["round_trip"], s["round_trips"], s["latency_split"]
+    assert rtt["errors"] == 0 and rtt["samples"] >= 0.8 * MEASURED_S * 1000 / rtt["period_ms"], rtt
+    assert 0 < rtt["p50_us"] <= rtt["p99_us"] and rtt["p50_us"] < s["claim_latency_us"]["p50"], rtt
+    for row in rows:
+        assert 0 < int(row["round_trip_p50_us"]) <= int(row["round_trip_p99_us"]), row
+    assert sum(int(r["worker_round_trips"]) for r in rows) == trips["worker_round_trips"]
+    assert trips["per_job"] >= trips["minimum_per_job"] == 2 / s["config"]["batch"], trips
+    assert trips["per_claim"] == trips["per_completion"] == 1, trips  # TXN=short, batch 1: one statement each
+    claim = split["claim"]
+    assert claim["network_us"] == pytest.approx(rtt["mean_us"], abs=0.1) and claim["server_us"] is None
+    assert claim["not_measured"] == s["pg_stat_statements"]["unavailable"], claim
+    assert "round trip (empty query every" in proc.stdout and "round trips per job: " in proc.stdout
+
+
 def test_the_wait_events_sampling_cost_is_inside_the_monitors(run, intervals):
     """The wait events' samples (ten a second) take their time inside the monitor's query time, second by second;
     the run's mean of them is summary.json's, and the terminal says where the workers' active time went."""

@@ -51,3 +51,25 @@ def test_merged_p99_is_the_p99_of_the_union_not_an_average():
     stop_part = interval_codec.merge(3, [slow, Interval(3, 0.0, 0.0, {n: new_histogram(n) for n in HISTOGRAM_NAMES},
                                                         Counter(), Counter(), 0)])
     assert (stop_part.start_s, stop_part.end_s) == (slow.start_s, slow.end_s)
+
+
+def test_round_trip_counters_merge_exactly_and_per_job_is_their_ratio():
+    """The round trips each process counted (bench/load/swarm.py, producers.py) cross the wire and add up exactly,
+    and round trips per job over the merged seconds is the sum over the sum, not a mean of the processes' ratios."""
+    from bench.run_summary.round_trips import round_trips_per_job
+
+    parts = []
+    for trips, jobs, claim_trips in ((4000, 2000, 2001), (37, 3, 20)):  # a busy process and a nearly idle one
+        rec = Recorder(batch=1)
+        for _ in range(jobs):
+            rec.complete(100, 1, 0)
+        rec.count("worker_round_trips", trips)
+        rec.count("claim_round_trips", claim_trips)
+        rec.count("producer_round_trips", 0)  # counted, none sent: present as 0
+        parts.append(interval_codec.decode(msgpack.unpackb(msgpack.packb(interval_codec.encode(rec.rotate(5, 1.0, 2.0))))))
+    merged = interval_codec.merge(5, parts)
+    assert merged.counters["worker_round_trips"] == 4037 and merged.counters["claim_round_trips"] == 2021
+    assert "producer_round_trips" in merged.counters and merged.counters["producer_round_trips"] == 0
+    per_job = round_trips_per_job(merged.counters, batch=1)
+    assert per_job["per_job"] == round(4037 / 2003, 3) != round((4000 / 2000 + 37 / 3) / 2, 3)
+    assert per_job["minimum_per_job"] == 2

@@ -157,7 +157,7 @@ def test_a_server_the_tool_started_is_the_run_whole_tree_a_shared_one_only_what_
 
     run = Run.__new__(Run)
     run.monitor, run.driver = SimpleNamespace(server_pids=lambda: (40, 41)), SimpleNamespace(local_pids=lambda: (7,))
-    run.embedded, run.pooler_pid = True, None
-    assert run._own_trees() == (7, 40)
+    run.embedded, run.pooler_pid, run.relay, run.round_trip = True, None, None, SimpleNamespace(pid=51)
+    assert run._own_trees() == (7, 40, 51)  # 51: the round-trip probe, the run's own
     run.embedded = False
-    assert run._own_trees() == (7,)
+    assert run._own_trees() == (7, 51)

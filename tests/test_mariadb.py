@@ -258,6 +258,12 @@ def test_a_whole_run_writes_the_results_contract(maria_schema, tmp_path):
     assert (run_dir / "report.html").is_file() and (run_dir / "plots" / "history_list_length.png").is_file()
     header = (run_dir / "intervals.csv").read_text().splitlines()[0].split(",")
     assert "history_list_length" in header
+    # the round trip on MariaDB's path (COM_PING), round trips per job at least the minimum path, a claim that found
+    # rows two round trips (no UPDATE ... RETURNING), and the server's part said to be not measured, with why
+    rtt, trips, split = summary["round_trip"], summary["round_trips"], summary["latency_split"]
+    assert rtt["samples"] > 0 and 0 < rtt["p50_us"] <= rtt["p99_us"], rtt
+    assert trips["per_job"] >= trips["minimum_per_job"] == 0.4 and 1 <= trips["per_claim"] <= 2, trips
+    assert split["claim"]["server_us"] is None and "MariaDB" in split["claim"]["not_measured"], split
     assert "FORMAT=JSON" in (run_dir / "claim_plan.txt").read_text()
     # The report explains what MariaDB did in MariaDB's terms: no PostgreSQL view is named as a source.
     page = (run_dir / "report.html").read_text()

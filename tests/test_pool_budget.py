@@ -33,23 +33,23 @@ def _free(dsn: str) -> int:
 
 def test_behind_the_embedded_pooler_the_server_needs_the_pool_and_the_direct_ones_not_a_connection_per_worker():
     """500 workers through a pool of 20: 20 + the tool's direct ones (the monitor's two; one more per periodic
-    VACUUM); without a pooler, one per worker, the reaper and the producers as before."""
+    VACUUM); without a pooler, one per worker, the reaper, the producers and the round-trip probe."""
     pooled = build_config("default", {"pooler": "pgbouncer", "pool_size": "20", "workers": "500"})
     assert pooled.connections_needed() == 20 + 2 == pooled.connection_budget().server
-    assert pooled.connection_budget().clients == 500 and pooled.pooled_connections() == 500
+    assert pooled.connection_budget().clients == 500 + 1 == pooled.pooled_connections()  # + the round-trip probe
     vacuuming = build_config("default", {"pooler": "pgbouncer", "pool_size": "20", "workers": "500",
                                          "vacuum_every_s": "5"})
     assert vacuuming.connections_needed() == 20 + 3
     direct = build_config("default", {"workers": "500", "rate": "100", "producers": "3", "reaper_interval_s": "1"})
-    assert direct.connections_needed() == 500 + 3 + 1 + 2
-    assert direct.connection_budget(extra_workers=10).server == 510 + 3 + 1 + 2  # the web UI's most workers
+    assert direct.connections_needed() == 500 + 3 + 1 + 1 + 2
+    assert direct.connection_budget(extra_workers=10).server == 510 + 3 + 1 + 1 + 2  # the web UI's most workers
     assert pooled.connection_budget(extra_workers=10).server == 22  # through the pool they cost no server slot
     assert pooled.connection_budget().sentence() == ("500 workers need 23 server connections through the pool "
                                                      "(pool size 20 + 3 direct)")
     few = build_config("default", {"pooler": "pgbouncer", "pool_size": "20", "workers": "10"})
-    assert few.connection_budget().server == 10 + 2  # a client holds one server connection at most
-    assert few.connection_budget().sentence() == ("10 workers need 13 server connections through the pool (at most "
-                                                  "10 of the pool of 20, one per client + 3 direct)")
+    assert few.connection_budget().server == 10 + 1 + 2  # a client holds one server connection at most
+    assert few.connection_budget().sentence() == ("10 workers need 14 server connections through the pool (at most "
+                                                  "11 of the pool of 20, one per client + 3 direct)")
 
 
 def test_behind_a_users_pooler_the_server_is_checked_for_the_direct_ones_and_the_pool_only_once_known():
@@ -65,8 +65,9 @@ def test_behind_a_users_pooler_the_server_is_checked_for_the_direct_ones_and_the
     assert known.server == 32
     with pytest.raises(ConfigError) as err:
         known.check_clients()
-    assert err.value.param == "WORKERS" and "500 client connections through the pooler" in err.value.problem
-    cfg.connection_budget(pool_size=30, max_client_conn=500).check_clients()
+    assert err.value.param == "WORKERS" and ("501 client connections through the pooler (workers, reaper, producers, "
+                                             "the round-trip probe)") in err.value.problem
+    cfg.connection_budget(pool_size=30, max_client_conn=501).check_clients()  # 500 workers and the probe
 
 
 def test_each_refusal_names_what_the_user_can_change():
@@ -94,7 +95,7 @@ def test_the_server_accepts_through_the_pool_the_workers_it_refuses_direct(dsn):
         assert engine.check_schema(conn, "qbench_budget", through.connection_budget())["available"] >= 7
         with pytest.raises(ConfigError) as err:
             engine.check_schema(conn, "qbench_budget", build_config("default", {"workers": str(many)}).connection_budget())
-        assert err.value.param == "WORKERS" and f"needs {many + 2} more connections" in err.value.problem
+        assert err.value.param == "WORKERS" and f"needs {many + 1 + 2} more connections" in err.value.problem
         whole = build_config("default", {"pooler": "pgbouncer", "pool_size": str(free), "workers": str(many)})
         with pytest.raises(ConfigError) as err:
             engine.check_schema(conn, "qbench_budget", whole.connection_budget())

@@ -202,7 +202,7 @@ def test_missing_binary_is_one_line_naming_the_debian_package(monkeypatch, tmp_p
      "--pooler-admin-dsn: names the console of a pooler of yours, and there is none (--dsn-direct not given)"),
     (["--pooler", "pgbouncer", "--pool-mode", "session", "--pool-size", "5", "--workers", "10"],
      "--pool-size: 5 in session mode, where each client keeps its server connection while connected, and the run "
-     "opens 10 through the pooler"),
+     "opens 11 through the pooler"),  # the workers and the round-trip probe
 ])
 def test_refusals_are_one_line_exit_2(args, starts, tmp_path):
     proc = qbench_in_process("run", *args, "--results", str(tmp_path / "results"))
@@ -254,8 +254,9 @@ def test_the_embedded_pooler_is_one_of_the_runs_own_process_trees():
     run = Run.__new__(Run)
     run.driver = SimpleNamespace(local_pids=lambda: (11, 12))
     run.monitor = SimpleNamespace(server_pids=lambda: (21, 22))
-    for embedded, pooler_pid, roots in ((True, 31, (11, 12, 21, 31)), (False, 31, (11, 12, 31)),
-                                        (False, None, (11, 12))):
+    run.relay, run.round_trip = None, SimpleNamespace(pid=51)  # the round-trip probe's process: always the run's
+    for embedded, pooler_pid, roots in ((True, 31, (11, 12, 21, 31, 51)), (False, 31, (11, 12, 31, 51)),
+                                        (False, None, (11, 12, 51))):
         run.embedded, run.pooler_pid = embedded, pooler_pid
         assert run._own_trees() == roots
 
@@ -310,15 +311,15 @@ def test_a_run_through_the_session_pool_holds_at_most_pool_size_server_connectio
     """``qbench run`` through the embedded pooler in session mode: 0 errors, the audit clean, and the backends the
     pooler holds on the server never above POOL_SIZE and one per worker while the load runs (a session keeps its
     server connection); with WORKERS <= POOL_SIZE no client waits in any second, and the server connections the
-    pooler reports are one per worker."""
+    pooler reports are one per worker and one for the round-trip probe (docs/network.md)."""
     workers, pool_size = 10, 12
     with fresh_database() as direct:
         counts, summary, run_json, rows = _run_counting_backends(
             direct, tmp_path, "--pool-mode", "session", "--pool-size", str(pool_size), "--workers", str(workers),
             "--duration", "3s", "--warmup", "1s")
-    assert 0 < max(counts) <= pool_size and counts.count(workers) >= 5, counts
+    assert 0 < max(counts) <= pool_size and counts.count(workers + 1) >= 5, counts
     assert _ints(rows, "pooler_cl_waiting") == [0] * len(rows) and summary["pooler"]["seconds_with_waiting"] == 0
-    assert set(_ints(rows, "pooler_server_conns")) == {workers} == set(_ints(rows, "pooler_cl_active"))
+    assert set(_ints(rows, "pooler_server_conns")) == {workers + 1} == set(_ints(rows, "pooler_cl_active"))
     config = run_json["config"]
     assert (config["pooler"], config["pool_mode"], config["pool_size"]) == ("pgbouncer", "session", pool_size)
     assert run_json["pooler"]["sessions"] == "as without a pooler" and config["prepared"] is True

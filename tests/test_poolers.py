@@ -66,7 +66,7 @@ def test_two_runs_in_a_row_through_one_transaction_pool(dsn, pooled, tmp_path):
     info = json.loads((first / "run.json").read_text())
     assert info["config"]["prepared"] is False and info["config"]["pool_mode"] == "transaction"
     assert info["pooler"]["sessions"] == "stateless" and info["pooler"]["through_pooler"] == ["workers", "producers",
-                                                                                              "reaper"]
+                                                                                              "reaper", "round-trip probe"]
     assert "s3cret-direct" not in (first / "run.json").read_text() and "***" in info["config"]["dsn_direct"]
     _, again, _ = run_and_load(pooled, tmp_path / "b", "--dsn-direct", dsn, "--pool-mode", "transaction",
                                "--workers", "10", "--duration", "2s", "--warmup", "1s")

@@ -87,9 +87,9 @@ def step_runner(out_dir: Path, dsn: str, state_schema: str, embedded: bool = Fal
 
     def run_step(cfg):
         step = dataclasses.replace(cfg, results=str(out_dir / "runs"))
-        with pooled(step, dsn, log=lambda line: None) as (run_cfg, run_dsn, pooler):  # its own pooler (POOLER)
+        with pooled(step, dsn, log=lambda line: None) as (run_cfg, run_dsn, pooler, relay):  # its own pooler, relay
             run_dir = runner.run(run_cfg, run_dsn, log=lambda line: None, embedded=embedded, state_schema=state_schema,
-                                 pooler=pooler)
+                                 pooler=pooler, relay=relay)
         render_report(run_dir)
         return run_dir
     return run_step

@@ -14,7 +14,7 @@ from bench import __version__
 from bench.config.lookup import how_given
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
-from bench.engines import capabilities, get_engine
+from bench.engines import capabilities, get_engine, relay_target
 from bench.gevent_patch import patch
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
@@ -116,6 +116,19 @@ def _workload(args: argparse.Namespace) -> str:
     return args.workload or "default"
 
 
+def check_relay(cfg, master: bool) -> None:
+    """Refuse (ConfigError, ``NET_DELAY_MS``) a delay relay the run's workers could not reach (``qbench master``'s
+    are on other hosts, the relay listens on 127.0.0.1), or in front of a DSN it cannot forward (parsed only)."""
+    if not cfg.relayed():
+        return
+    if master:
+        raise ConfigError("NET_DELAY_MS", "starts a delay relay on 127.0.0.1 of this host, which the workers of qbench "
+                                          "master (on other hosts) cannot reach; allowed: no NET_DELAY_MS or "
+                                          "NET_JITTER_MS with qbench master (their network is a real one)")
+    if cfg.dsn:
+        relay_target(cfg.engine, cfg.dsn)
+
+
 def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | None = None) -> int:
     overrides = _overrides(args)
     cfg = build_config(_workload(args), overrides, dsn=chosen_dsn(args.dsn))  # validates before any heavy import
@@ -124,6 +137,7 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
         what = "qbench master" if external_workers else "the web UI"
         raise ConfigError("LIBRARY_MODE", f"worker runs the library's own worker processes, which {what} cannot "
                                           f"drive; allowed: {setting('library_mode', 'sql')} with {what}, or run without {what}")
+    check_relay(cfg, external_workers is not None)
 
     from bench import runner  # here, not at the top: Locust takes ~1 s, which --help and refusals do not pay
     from bench.report.run_page import render_report  # here: matplotlib (~1 s), likewise
@@ -132,9 +146,9 @@ def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | No
     extra = web_ui[2] - cfg.workers if web_ui else 0  # the workers the web UI may add need connections too
     database, embedded = _database(cfg.dsn, args.allow_remote, cfg.connections_needed(extra), cfg.engine, cfg,
                                    pooler=True)
-    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections(extra)) as (run_cfg, run_dsn, pooler):
+    with database as dsn, pooled(cfg, dsn, cfg.pooled_connections(extra)) as (run_cfg, run_dsn, pooler, relay):
         run_dir = runner.run(run_cfg, run_dsn, embedded=embedded, external_workers=external_workers, web_ui=web_ui,
-                             pooler=pooler)
+                             pooler=pooler, relay=relay)
     with _finish_first("writing the report first"):  # the report is one of the run's files
         report = render_report(run_dir)
     result = RunResult.load(run_dir)

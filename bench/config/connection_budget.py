@@ -87,7 +87,7 @@ class ConnectionBudget:
         if self.max_client_conn is None or self.clients <= self.max_client_conn:
             return
         raise ConfigError("WORKERS", f"the run opens {self.clients} client connections through the pooler (workers, "
-                                     f"reaper, producers) and its max_client_conn is {self.max_client_conn}; allowed: "
+                                     f"reaper, producers, the round-trip probe) and its max_client_conn is {self.max_client_conn}; allowed: "
                                      + named("fewer {workers} (or {producers}), or a pooler with a larger "
                                              "max_client_conn"))
 

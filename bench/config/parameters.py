@@ -16,6 +16,7 @@ from bench.config.autovacuum import parse_autovacuum_settings, short_names as au
 from bench.config.faults import parse_faults
 from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT_APPLICABLE: read from here too
 from bench.config.queue_definition import BUILTIN, parse_queue
+from bench.config.network_parameters import NETWORK_PARAMETERS
 from bench.config.pooler_parameters import POOLER_PARAMETERS
 from bench.config.replica_parameters import REPLICA_PARAMETERS
 from bench.results import slo
@@ -342,6 +343,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`intervals.csv`"),
     *REPLICA_PARAMETERS,  # REPLICA=1 and its readers (bench/config/replica_parameters.py)
     *POOLER_PARAMETERS,  # POOLER, POOL_SIZE, POOL_MODE, DSN_DIRECT (bench/config/pooler_parameters.py)
+    *NETWORK_PARAMETERS,  # NET_DELAY_MS, NET_JITTER_MS: the delay relay (bench/config/network_parameters.py)
     _P("monitor", "choice", "full", "full | stats: the monitor's table queries on, or its statistics only",
        group="output", choices=MONITOR_MODES,
        meaning="how much the monitor samples during the load (docs/reading-the-report.md, \"Monitor cost\"): "

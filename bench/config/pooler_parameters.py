@@ -23,7 +23,7 @@ EMBEDDED_DEFAULT_MODE = STATELESS_MODE
 
 #: What goes through the pooler (``DSN`` or the embedded one's) and what goes direct to the server
 #: (``DSN_DIRECT``, or the server behind the embedded pooler), as run.json records it.
-THROUGH_POOLER = ("workers", "producers", "reaper")
+THROUGH_POOLER = ("workers", "producers", "reaper", "round-trip probe")
 DIRECT = ("admin (preparation, the schema's advisory lock, plan capture, statistics)", "monitor", "audit",
           "archive mover", "VACUUM", "fault windows", "standby sampler")
 
@@ -229,7 +229,7 @@ def check_session_pool(cfg: Any) -> None:
         return
     raise ConfigError("POOL_SIZE", f"{cfg.pool_size} in session mode, where each client keeps its server connection "
                                    f"while connected, and the run opens {clients} through the pooler (workers, "
-                                   f"reaper, producers); allowed: {setting('pool_size', clients)} or more with "
+                                   f"reaper, producers, the round-trip probe); allowed: {setting('pool_size', clients)} or more with "
                                    f"{setting('pool_mode', 'session')}, or {setting('pool_mode', 'transaction')}")
 
 

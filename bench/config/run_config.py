@@ -16,6 +16,7 @@ from bench.config.connection_budget import EMBEDDED, NO_POOLER, YOURS, connectio
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
+from bench.config.network_parameters import crossing, relayed
 from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
@@ -78,9 +79,9 @@ class RunConfig:
     def pooled_connections(self, extra_workers: int = 0) -> int:
         """The connections that go through a pooler (``POOLER``, ``POOL_MODE``), with ``extra_workers`` more
         workers: the workers, the reaper, the producers, the workers' effect connections (``EFFECTS`` during the
-        work with ``TXN=hold``); the rest go direct."""
+        work with ``TXN=hold``), the round-trip probe's (the workers' path: docs/network.md); the rest go direct."""
         workers = self.workers + extra_workers
-        return (workers + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
+        return (workers + 1 + (1 if self.reaper_interval_s > 0 else 0) + (self.producers if self.rate > 0 else 0)
                 + (workers if self.txn == "hold" and self.effects in EFFECTS_DURING_WORK else 0))
 
     def stateless_sessions(self) -> bool:
@@ -92,6 +93,15 @@ class RunConfig:
         """``DSN_DIRECT``, where the tool's own connections go (admin, monitor, audit) when the run's DSN is a
         pooler (a user's, or the embedded one's once it is up); None without one (they go to the run's DSN)."""
         return self.dsn_direct if self.dsn_direct not in ("", NOT_APPLICABLE) else None
+
+    def relayed(self) -> bool:
+        """True when the run's application side reaches the server through a delay relay (``NET_DELAY_MS``,
+        ``NET_JITTER_MS``: :func:`bench.config.network_parameters.relayed`)."""
+        return relayed(self.net_delay_ms, self.net_jitter_ms)
+
+    def crossing_relay(self) -> list[str]:
+        """The connections that cross the delay relay (:func:`bench.config.network_parameters.crossing`)."""
+        return crossing({"rate": self.rate, "reaper_interval_s": self.reaper_interval_s})
 
     def public(self) -> dict[str, Any]:
         """The parameters as a JSON-ready dict, with the DSNs' passwords masked."""

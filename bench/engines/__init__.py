@@ -13,7 +13,7 @@ from bench.config.queue_definition import is_builtin, load_queue
 from bench.errors import ConfigError
 
 __all__ = ["ENGINES", "capabilities", "require_pooler_binary", "embedded_pooler", "embedded_server", "engine_for", "get_engine",
-           "non_loopback_host", "pooled"]
+           "non_loopback_host", "pooled", "relay_target", "round_trip_probe"]
 
 
 def _module(name: str, module: str = ""):
@@ -26,6 +26,13 @@ def _module(name: str, module: str = ""):
 def capabilities(name: str):
     """Engine ``name``'s Capabilities (no driver imported). Raises ConfigError (``ENGINE``)."""
     return _module(name).CAPABILITIES
+
+
+def round_trip_probe(name: str, dsn: str) -> tuple[list[str], dict[str, str], float]:
+    """Engine ``name``'s round-trip probe over ``dsn``: its process's argv, added environment, and the time between
+    its samples (s) (:mod:`bench.engines.round_trip`)."""
+    from bench.engines import round_trip  # standard library only; here so `bench.engines` stays light
+    return (*round_trip.command(name, dsn), round_trip.PERIOD_S)
 
 
 def get_engine(name: str = "postgres"):
@@ -56,13 +63,22 @@ def embedded_pooler(name: str, dsn_direct: str, cfg, clients: int, log: Callable
 
 @contextlib.contextmanager
 def pooled(cfg, dsn: str, clients: int | None = None, log: Callable[[str], None] = print):
-    """(the RunConfig, the DSN, the pooler) one run of ``cfg`` on ``dsn`` uses: as given and None with
-    ``POOLER=none``; else through ``cfg``'s embedded pooler for ``clients`` client connections (None:
-    ``cfg.pooled_connections()``), started here with ``cfg``'s ``POOL_SIZE`` and stopped after the block: its
-    DSN for the workers, producers and reaper, ``dsn`` as the config's ``dsn_direct`` for the rest
-    (``RunConfig.direct_dsn``), and the pooler (its ``pid``, the run's own for the busy-machine meter; its console
-    ``admin_dsn``, read for the pooler figures). Every command
-    that runs starts one per run this way (a sweep's cells, each with its own ``POOL_SIZE``)."""
+    """(the RunConfig, the DSN, the pooler, the relay) one run of ``cfg`` on ``dsn`` uses: the application side's
+    path to the server, started here and stopped after the block. The pooler: None with ``POOLER=none``; else
+    ``cfg``'s embedded pooler for ``clients`` client connections (None: ``cfg.pooled_connections()``) with ``cfg``'s
+    ``POOL_SIZE``, ``dsn`` then the config's ``dsn_direct`` for the tool's own connections
+    (``RunConfig.direct_dsn``); its ``pid`` the run's own for the busy-machine meter, its console ``admin_dsn`` read
+    for the pooler figures. The relay (:func:`relayed`): None without ``NET_DELAY_MS``/``NET_JITTER_MS``, else in
+    front of the pooler or the server. The DSN is the workers', producers' and reaper's: the relay's, else the
+    pooler's, else ``dsn``. Every command that runs starts them once per run this way (a sweep's cells, each with
+    its own ``POOL_SIZE`` and ``NET_DELAY_MS``)."""
+    with _pooler(cfg, dsn, clients, log) as (run_cfg, pooled_dsn, pooler), \
+            relayed(run_cfg, pooled_dsn, "pooler" if pooler else "server", log) as (run_dsn, relay):
+        yield run_cfg, run_dsn, pooler, relay
+
+
+@contextlib.contextmanager
+def _pooler(cfg, dsn: str, clients: int | None, log: Callable[[str], None]):
     if cfg.pooler == "none":
         yield cfg, dsn, None
         return
@@ -71,6 +87,30 @@ def pooled(cfg, dsn: str, clients: int | None = None, log: Callable[[str], None]
         run_cfg = dataclasses.replace(cfg, dsn_direct=pooler.dsn_direct)
         run_cfg.connection_budget(max_client_conn=pooler.max_client_conn).check_clients()
         yield run_cfg, pooler.dsn, pooler
+
+
+@contextlib.contextmanager
+def relayed(cfg, dsn: str, what: str = "server", log: Callable[[str], None] = print):
+    """(the DSN through the relay, the relay) for ``cfg``'s ``NET_DELAY_MS``/``NET_JITTER_MS`` in front of ``dsn``
+    (``what`` it is: server or pooler, for its line): (``dsn``, None) without them. The relay's ``upstream_dsn`` is
+    ``dsn``: where the tool's own connections go. Raises ConfigError (``NET_DELAY_MS``, ``NET_JITTER_MS``: a DSN the
+    relay cannot stand in front of, a setting below its timer's resolution)."""
+    if not cfg.relayed():
+        yield dsn, None
+        return
+    from bench.engines.relay import delay_relay  # here: a run without a relay does not pay its import
+
+    module = _module(cfg.engine, "dsn")
+    with delay_relay(module.relay_target(dsn), cfg.net_delay_ms, cfg.net_jitter_ms) as relay:
+        relay.upstream_dsn = dsn
+        log(relay.line(cfg.crossing_relay(), what))
+        yield module.through(dsn, "127.0.0.1", relay.port), relay
+
+
+def relay_target(name: str, dsn: str) -> tuple[str, int]:
+    """The (host, port) a delay relay in front of ``dsn`` forwards to (parsed only). Raises ConfigError
+    (``NET_DELAY_MS``: a DSN it cannot stand in front of; ``DSN``)."""
+    return _module(name, "dsn").relay_target(dsn)
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

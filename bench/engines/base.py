@@ -50,7 +50,7 @@ class ConnectFailed(EngineError):
 
 class WorkerSession(Protocol):
     """One worker's own connection: claim, completion, failure; with ``TXN=hold`` bracketed by :meth:`begin`
-    and :meth:`commit`, otherwise each statement its own transaction."""
+    and :meth:`commit`, otherwise each statement its own transaction; ``round_trips_sent`` since it opened."""
 
     @property
     def broken(self) -> bool:
@@ -98,7 +98,7 @@ class WorkerSession(Protocol):
 
 
 class ProducerSession(Protocol):
-    """One producer's own connection."""
+    """One producer's own connection; ``round_trips_sent`` as a :class:`WorkerSession`'s."""
 
     @property
     def broken(self) -> bool:

@@ -75,11 +75,14 @@ class Producer(swarm.RunUser):
                 if self.session is None:
                     gevent.sleep(0.1)
                     continue
+            session, sent = self.session, self.session.round_trips_sent
             try:
-                ids = self.session.insert(priorities, run_at)
+                ids = session.insert(priorities, run_at)
             except EngineError as err:
                 recorder.error(err.kind)
                 gevent.sleep(0.1)
                 continue
+            finally:
+                recorder.count("producer_round_trips", session.round_trips_sent - sent)
             recorder.produced(len(due), [int((now - t) * 1e6) for t in due])
             self.ctx.log.produced(ids)

@@ -199,11 +199,20 @@ class QueueWorker(RunUser):
 
     def claim_work_complete(self) -> None:
         """One cycle: claim up to ``batch`` jobs, run them, complete them. Errors are counted by kind; 55P03
-        backs off with jitter; a lost connection is re-opened with back-off."""
+        backs off with jitter; a lost connection is re-opened with back-off. The round trips the cycle sent are
+        counted as it ends, ``worker_round_trips`` (docs/network.md)."""
         if self.session is None or self.session.broken:
             self._lose_session()
             self._connect()
             return
+        session, sent = self.session, self.session.round_trips_sent
+        try:
+            self._cycle()
+        finally:
+            self.ctx.recorder.count("worker_round_trips", session.round_trips_sent - sent)
+
+    def _cycle(self) -> None:
+        """:meth:`claim_work_complete`'s cycle on the open session."""
         try:
             rows = self._claim()
             if not rows:
@@ -288,13 +297,14 @@ class QueueWorker(RunUser):
 
     def _claim(self) -> list:
         """Claim; returns ``[(id, token, pickup_us, attempts, lease_until, claimed_at)]``."""
-        started = time.perf_counter()
+        started, sent = time.perf_counter(), self.session.round_trips_sent
         if self.hold:
             self._abandon_claims(in_doubt=False)  # a transaction that ended some other way than above
             self.session.begin()
             self.events = self.ctx.log.tentative()  # logged only once the COMMIT returns
         claimed = self.session.claim()
         latency_us = int((time.perf_counter() - started) * 1e6)
+        self.ctx.recorder.count("claim_round_trips", self.session.round_trips_sent - sent)  # those timed above
         log = self.events
         for job in claimed:
             log.claimed(job[0], job[1], job[4], job[5])
@@ -321,11 +331,12 @@ class QueueWorker(RunUser):
         self.events.commit()
 
     def _complete(self, claimed: list) -> None:
-        started = time.perf_counter()
+        started, sent = time.perf_counter(), self.session.round_trips_sent
         applied_ids = self.session.complete([(job[0], job[1]) for job in claimed])
         if self.hold:
             self._commit()
         latency_us = int((time.perf_counter() - started) * 1e6)
+        self.ctx.recorder.count("complete_round_trips", self.session.round_trips_sent - sent)  # those timed above
         self.ctx.recorder.complete(latency_us, len(applied_ids), len(claimed) - len(applied_ids))
         log = self.ctx.log
         for job in claimed:

@@ -70,6 +70,9 @@ def interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: tuple[fl
     loop_lag = interval.histograms["loop_lag_us"]
     if loop_lag.get_total_count():
         row["loop_lag_p99_us"] = p99_of(loop_lag)
+    for counter in ("worker_round_trips", "producer_round_trips"):  # present once counted (0 included)
+        if counter in interval.counters:
+            row[counter] = interval.counters[counter]
     lag = interval.histograms["producer_lag_us"]
     if interval.counters["jobs_produced"]:
         row["jobs_produced"] = interval.counters["jobs_produced"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench.report.render import write_page
 from bench.report.run_data import ReportError, load_run
+from bench.report.network_page import relay_rows
 from bench.report.pooler_page import pooler_rows
 from bench.report.replica_page import replica_rows
 from bench.report.wait_events_page import wait_event_rows
@@ -50,6 +51,7 @@ def render_report(run_dir: Path) -> Path:
         "process_rows": process_rows(summary),
         "replica_rows": replica_rows(summary),
         "pooler_rows": pooler_rows(summary),
+        "relay_rows": relay_rows(summary),
         "wait_event_rows": wait_event_rows(summary),
         "figures": figures,
         **_config_rows(config, run.get("config_defaults"), run.get("server_settings")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report.format import fmt_num, is_missing
+from bench.report.round_trip_rows import round_trip_rows
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
 from bench.results.model import machine_busy
@@ -70,7 +71,7 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
             *_migration_rows(summary), *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
             *_effect_rows(summary),
-            *_wait_rows(summary, config), *_cost_rows(summary, config)]
+            *_wait_rows(summary, config), *_cost_rows(summary, config), *round_trip_rows(summary)]
 
 
 def _count_rows(summary: dict, config: dict) -> list[dict]:

@@ -201,7 +201,8 @@ def machine_busy(summary: Mapping[str, Any]) -> str | None:
 def harness_limited(summary: Mapping[str, Any]) -> str | None:
     """Why the load generator may have set the pace (one sentence), or None: producers under 95 % of ``RATE``,
     a busy machine (:func:`machine_busy`: named before the generator's own CPU and loop lag, which another
-    program's load raises too), or CPU or loop lag past ``harness_cpu_limit_pct``/``loop_lag_limit_us``."""
+    program's load raises too), or CPU (the delay relay's too) or loop lag past ``harness_cpu_limit_pct``/
+    ``loop_lag_limit_us``."""
     busy = machine_busy(summary)
     if busy:
         return busy
@@ -215,6 +216,9 @@ def harness_limited(summary: Mapping[str, Any]) -> str | None:
                                                               for p in summary.get("processes") or []]
     if cpu_limit is not None and max((c for c in cpu if c is not None), default=0) > cpu_limit:
         return f"a load-generator process used more than {cpu_limit:g} % of a core"
+    relay = ((summary.get("relay") or {}).get("cpu_pct") or {}).get("max")  # NET_DELAY_MS: its own process
+    if cpu_limit is not None and relay is not None and relay > cpu_limit:
+        return f"the delay relay's process used more than {cpu_limit:g} % of a core"
     if lag_limit is not None and max((v for v in lag if v is not None), default=0) > lag_limit:
         return f"a load-generator process's event-loop lag p99 exceeded {lag_limit / 1000:g} ms"
     return None

@@ -63,6 +63,10 @@ POOLER_COLUMNS = ("pooler_cl_active", "pooler_cl_waiting", "pooler_maxwait_us", 
                   "pooler_sv_used", "pooler_server_conns", "pooler_xacts", "pooler_queries", "pooler_wait_us",
                   "pooler_wait_mean_us", "pooler_xact_mean_us", "pooler_query_mean_us", "pooler_cpu_pct")
 
+#: The round trip's intervals.csv columns: the probe's p50 and p99 (µs) of the second's samples, the round trips
+#: the workers' sessions sent in cycles that ended in the second and the producers' (docs/network.md).
+ROUND_TRIP_COLUMNS = ("round_trip_p50_us", "round_trip_p99_us", "worker_round_trips", "producer_round_trips")
+
 INTERVAL_COLUMNS = (
     "t_s", "claims", "jobs_claimed", "jobs_completed", "empty_claims",
     "claim_p50_us", "claim_p95_us", "claim_p99_us", "claim_max_us", "complete_p99_us",
@@ -73,11 +77,13 @@ INTERVAL_COLUMNS = (
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s", "outside_cpu_pct", "steal_pct",
     "kernel_cpu_pct",
+    *ROUND_TRIP_COLUMNS,
     *COST_COUNTERS.values(),
     *REPLICA_COLUMNS,
     *LOCK_QUEUE_COLUMNS,
     "server_backends",
     *POOLER_COLUMNS,
+    "relay_cpu_pct",  # with NET_DELAY_MS/NET_JITTER_MS: the delay relay's process, % of one core (docs/network.md)
     *WAIT_EVENT_COLUMNS,
 )
 

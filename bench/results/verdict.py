@@ -108,7 +108,13 @@ def _trust(summary: Mapping[str, Any]) -> Item:
     return Item("trust", "trusted" if not found else "suspect", not found, "; ".join(found) or
                 f"load generator CPU max {fmt_sig(summary.get('harness_cpu_max_pct'))} %, event-loop lag p99 "
                 f"{fmt_seconds(((summary.get('loop_lag_us') or {}).get('p99') or 0) / 1e6)}"
-                + _outside_text(summary))
+                + _relay_text(summary) + _outside_text(summary))
+
+
+def _relay_text(summary: Mapping[str, Any]) -> str:
+    """", delay relay CPU max N %" (its process, % of one core), or nothing for a run without the relay."""
+    cpu = (((summary.get("relay") or {}).get("cpu_pct")) or {}).get("max")
+    return "" if cpu is None else f", delay relay CPU max {fmt_sig(cpu)} %"
 
 
 def _outside_text(summary: Mapping[str, Any]) -> str:

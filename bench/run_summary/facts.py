@@ -18,7 +18,8 @@ class RunFacts:
     """What a run measured and audited, as :func:`bench.run_summary.summarize` reads it: ``measured`` (the
     window's running totals), ``rows`` (``intervals.csv``, one dict per second), ``complete`` (False when
     interrupted), ``max_rows_per_claim``, ``audit``, ``final_sample`` (the monitor's last),
-    ``monitor_failures``, ``run_info`` (``run.json``), ``plan_warnings``."""
+    ``monitor_failures``, ``run_info`` (``run.json``), ``plan_warnings``, ``round_trip`` (the round-trip probe's
+    figures over the window: :meth:`bench.runner.round_trip.RoundTripProbe.window`; None: no probe)."""
 
     run_id: str
     cfg: RunConfig
@@ -31,6 +32,7 @@ class RunFacts:
     monitor_failures: int
     run_info: dict
     plan_warnings: Callable[[dict | None, dict], list[str]]
+    round_trip: dict | None = None
 
 
 class Figures:

@@ -9,6 +9,7 @@ from bench.results.verdict import end_block
 from bench.run_summary.measurement_cost import measurement_line
 from bench.run_summary.pooler import pooler_line
 from bench.run_summary.replica import replica_line
+from bench.run_summary.round_trips import round_trip_lines
 from bench.run_summary.wait_events import wait_events_line
 from bench.usage import setting
 
@@ -35,6 +36,8 @@ def final_lines(log, s: dict) -> None:
         log(replica_line(s["replica"]))
     if s.get("pooler"):
         log(pooler_line(s["pooler"]))
+    for line in round_trip_lines(s):
+        log(line)
     for m in s.get("migrations") or []:
         log(migration_line(m))
     if line := wait_events_line(s.get("wait_events")):

@@ -9,6 +9,7 @@ from bench.config.run_config import RunConfig
 from bench.measure import metrics, seconds
 from bench.results.model import machine_busy
 from bench.run_summary.facts import Figures
+from bench.run_summary.relay import relay_reasons
 
 #: Above this harness CPU (% of one core) the load generator may be the bottleneck.
 SUSPECT_CPU_PCT = 90.0
@@ -53,7 +54,8 @@ def suspect_reasons(f: Figures) -> list[str]:
     """Every reason the run of ``f`` may not be trusted, in a fixed order; none for a sound run."""
     return [*_harness_reasons(f), *_workers_reasons(f), *_cycle_reasons(f), *_producer_reasons(f),
             *_database_lost_reasons(f), *_process_pace_reasons(f), *_claim_log_reasons(f),
-            *_lost_process_reasons(f), *_outcome_reasons(f), *_machine_reasons(f), *_pooler_reasons(f)]
+            *_lost_process_reasons(f), *_outcome_reasons(f), *_machine_reasons(f), *_pooler_reasons(f),
+            *relay_reasons(f.facts.rows, SUSPECT_CPU_PCT)]
 
 
 def _pooler_reasons(f: Figures) -> list[str]:

@@ -85,6 +85,7 @@ def run_info(run) -> dict:
         **run.server,
         "client": client_info(run.wait_fn),
         "dsn_masked": mask_dsn(run.dsn), "embedded_database": run.embedded, "pooler": pooler_info(run),
+        "relay": run.relay.record(cfg.crossing_relay()) if run.relay else None,
         "config": cfg.public(), "config_defaults": defaults_on(cfg.engine),
         "queue_definition": describe_queue(cfg.queue, cfg.library_mode),
         "backlog": run.backlog, "backlog_computed": run.backlog_how,

@@ -17,7 +17,7 @@ import psutil
 from bench import __version__, run_summary
 from bench.config.pooler_parameters import users_console
 from bench.config.run_config import RunConfig
-from bench.engines import engine_for, non_loopback_host
+from bench.engines import engine_for, non_loopback_host, round_trip_probe
 from bench.errors import ConfigError, QBenchError
 from bench.load import swarm
 from bench.load.distributed import run_driver
@@ -35,6 +35,7 @@ from bench.runner.audit import Audited, audit, database_lost
 from bench.runner.backlog import run_backlog
 from bench.runner.info import run_info
 from bench.runner.interrupts import SIGNALS, Interrupts
+from bench.runner.round_trip import RoundTripProbe
 from bench.runner.side_tasks import SideTasks
 from bench.runner.tally import Tally
 from bench.usage import named, option, setting
@@ -47,16 +48,18 @@ class Run:
 
     def __init__(self, cfg: RunConfig, dsn: str, *, log: Callable[[str], None] = print, embedded: bool = False,
                  state_schema: str | None = None, external_workers: tuple[str, int, float] | None = None,
-                 web_ui: tuple[str, int, int] | None = None, pooler=None):
+                 web_ui: tuple[str, int, int] | None = None, pooler=None, relay=None):
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
+        self.relay = relay  # the delay relay dsn goes through (NET_DELAY_MS): its process the run's own
+        self.upstream = relay.upstream_dsn if relay else dsn  # what the relay forwards to: the pooler or the server
         self.pooler_pid = pooler.pid if pooler else None  # the embedded pooler's process: the run's own
         # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's
         self.pooler_console = pooler.admin_dsn if pooler else users_console(cfg)
         self.pooler_facts: dict | None = None  # what the run read of the pooler before the load (run.json pooler)
         self.pooler_watch = None
         # the tool's own connections (admin, monitor, audit, mover, VACUUM, faults): DSN_DIRECT behind a pooler,
-        # which only the workers, producers and reaper go through (docs/poolers.md)
-        self.direct = cfg.direct_dsn() or dsn
+        # which only the workers, producers and reaper go through (docs/poolers.md), and never the delay relay
+        self.direct = cfg.direct_dsn() or self.upstream
         self.state_schema, self.external_workers, self.web_ui = state_schema, external_workers, web_ui
         self.engine = engine_for(cfg)
         self.engine.capabilities.check(cfg.public())
@@ -69,7 +72,7 @@ class Run:
         admin = self.admin = self.engine.connect(self.direct, "queue-bench admin")
         try:
             self.server = self.engine.server_info(admin)
-            if self.direct != self.dsn:  # before the schema is claimed or created
+            if self.direct != self.upstream:  # behind a pooler: before the schema is claimed or created
                 self.engine.check_direct(admin, self.dsn)
             if self.cfg.replica is True and self.cfg.dsn_replica:  # before the schema is claimed or created
                 self.engine.check_given_standby(admin, self.cfg.dsn_replica)
@@ -124,7 +127,7 @@ class Run:
         if blocked:
             self.log(f"note: autovacuum never runs on this server ({blocked}), whatever the queue table's "
                      f"autovacuum_enabled says: its dead rows stay until a VACUUM ({option('vacuum_every_s')})")
-        if self.direct != self.dsn:  # behind a pooler: what it is, read before the load (docs/poolers.md)
+        if self.direct != self.upstream:  # behind a pooler: what it is, read before the load (docs/poolers.md)
             self.pooler_facts = self.engine.pooler_facts(self.dsn, self.pooler_console, detect=self.pooler_pid is None)
             for line in run_summary.pooler_lines(self.cfg, self.pooler_facts):
                 self.log(line)
@@ -165,6 +168,7 @@ class Run:
         self.clock = clock = seconds.Clock()
         self.ctx.measured_start_unix = clock.unix0 + self.n_warm
         self.cpu_meter.read()  # the connecting phase's CPU belongs to no second
+        self._relay_columns()
         self.machine.read()
         self.tally = Tally(self.driver, self.n_warm)
         self.samplers = self.engine.spawn_samplers(self.monitor, clock.now_s, self.n_warm + self.n_meas, self.tally.note,
@@ -199,11 +203,14 @@ class Run:
         self.claim_log = swarm.ClaimLog()
         self.ctx = swarm.SwarmContext(cfg=cfg, sessions=self.sessions, recorder=self.recorder, log=self.claim_log)
         self.monitor = self.engine.monitor(self.direct, cfg)
+        # the workers' path (their DSN: a pooler's behind one), started before them: sampling when the clock starts
+        self.round_trip = RoundTripProbe(*round_trip_probe(cfg.engine, dsn))
         library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
         self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log))
         self.proc = psutil.Process()
         self.cpu_meter = CpuMeter(self.proc)
+        self.relay_cpu = CpuMeter(psutil.Process(self.relay.pid)) if self.relay else None  # the relay's own process
         # the machine's CPU outside the run: not this process's tree, load generators here, the server's for this
         # run (all of a server the tool started: the processes it starts and reaps between two reads too)
         self.machine = MachineMeter(self._own_trees, self.monitor.server_pids)
@@ -216,6 +223,7 @@ class Run:
             return start()
         except BaseException:
             self.driver.kill()
+            self.round_trip.stop()
             shutil.rmtree(self.run_dir, ignore_errors=True)
             raise
 
@@ -250,7 +258,7 @@ class Run:
             self.ui.feed(interval)
         self.prev_s = now_s
         cpu = self.driver.cpu(self.cpu_meter.read())
-        self.tally.account(interval, cpu if k >= self.n_warm else None, self._busy())
+        self.tally.account(interval, cpu if k >= self.n_warm else None, self._busy(), self._relay_columns())
         self.rss.tick(k + 1)
         if k + 1 == self.n_warm:  # the measured window starts now
             self.pgss_reset = self.engine.statement_stats_reset(self.admin, self.cfg, self.pgss_missing)
@@ -270,6 +278,7 @@ class Run:
         gevent.killall(self.fault_greenlets)  # each closes what it opened (finally)
         self.ctx.active_faults.clear()
         self.driver.stop()
+        self.round_trip.stop()
         self.workers_at_end = self.driver.connected_workers()
         self.driver.quit()
         if self.ui:
@@ -282,6 +291,10 @@ class Run:
         vacuumer = self.side_tasks.vacuumer
         self.tally.join_samples(vacuumer.passes if vacuumer is not None else None)
         self.side_tasks.replica_columns(self.tally.rows, self.n_warm, self.claim_log)
+        self.round_trip.add_columns(self.tally.rows, self.n_warm, self.clock.t0)
+        measured = self.tally.measured
+        self.round_trip_window = (self.round_trip.window(self.clock.t0 + measured.start_s, self.clock.t0 + measured.end_s)
+                                  if measured.start_s is not None else None)
 
     def _account_tail(self) -> None:
         """Count the stop phase's interval; measured only when an interrupted run stopped inside its window."""
@@ -290,14 +303,27 @@ class Run:
         tail = self.driver.tail(self.recorder, self.recorder.rotations, self.prev_s, self.clock.now_s())
         tail_measured = (not self.complete and tail.counters["claims"] and self.tally.measured.intervals < self.n_meas
                          and self.clock.now_s() > self.n_warm)
-        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy())
+        self.tally.account(tail, self.driver.cpu(self.cpu_meter.read()) if tail_measured else None, self._busy(),
+                           self._relay_columns())
+
+    def _relay_columns(self) -> dict:
+        """intervals.csv's ``relay_cpu_pct``: the delay relay's CPU since the previous read, % of one core; {}
+        without a relay, None when its process is gone."""
+        if self.relay_cpu is None:
+            return {}
+        try:
+            return {"relay_cpu_pct": round(self.relay_cpu.read()[0], 1)}
+        except psutil.Error:
+            return {"relay_cpu_pct": None}
 
     def _own_trees(self) -> tuple[int, ...]:
         """The roots of the run's process trees besides this process: the load generators here, when the tool
-        started the server for this run (no one else's sessions) its root process, and the embedded pooler."""
+        started the server for this run (no one else's sessions) its root process, the embedded pooler, the delay
+        relay and the round-trip probe."""
         server_root = self.monitor.server_pids()[:1] if self.embedded else ()
         pooler = (self.pooler_pid,) if self.pooler_pid is not None else ()
-        return (*self.driver.local_pids(), *server_root, *pooler)
+        relay = (self.relay.pid,) if self.relay else ()
+        return (*self.driver.local_pids(), *server_root, *pooler, *relay, self.round_trip.pid)
 
     def _busy(self):
         """The machine's CPU outside the run over the second just closed; None when the server is on this host
@@ -333,7 +359,8 @@ class Run:
         summary = run_summary.summarize(run_summary.RunFacts(
             run_id=self.run_id, cfg=self.cfg, measured=tally.measured, rows=tally.rows, complete=self.complete,
             max_rows_per_claim=tally.max_rows_per_claim, audit=audited.audit, final_sample=audited.final_sample,
-            monitor_failures=self.monitor.failures, run_info=info, plan_warnings=self.engine.plan_warnings))
+            monitor_failures=self.monitor.failures, run_info=info, plan_warnings=self.engine.plan_warnings,
+            round_trip=self.round_trip_window))
         run_files.write_intervals(run_dir / "intervals.csv", tally.rows)
         RunResult(run_dir, info, summary).dump()
         if len({0} | {p for p, _ in self.cfg.priority_mix}) > 1:

@@ -40,9 +40,10 @@ class Tally:
                                       metrics.HISTOGRAM_NAMES, unix0), run_files.ProcessSeconds(run_dir / "processes.csv"))
 
     def account(self, interval: metrics.Interval, cpu: tuple[float, float, float] | None,
-                busy: BusyShare | None = None) -> None:
+                busy: BusyShare | None = None, more: dict | None = None) -> None:
         """Count ``interval`` in the totals; with ``cpu``, it is measured: to the logs, the window and a row (with
-        ``busy``, the machine's CPU outside the run over the same second)."""
+        ``busy``, the machine's CPU outside the run over the same second; ``more``: other columns of the second,
+        the delay relay's CPU)."""
         self.totals.update(interval.counters)
         self.max_rows_per_claim = max(self.max_rows_per_claim, interval.max_rows_per_claim)
         if cpu is None:  # warm-up or stop phase: counted, never read again
@@ -55,7 +56,7 @@ class Tally:
             self.recent[0].release()  # leaves the progress line's window now
         self.recent.append(interval)
         self.rows.append(seconds.interval_row(interval, interval.index - self.n_warm, None, cpu)
-                         | {"workers": self.driver.running_workers()} | (busy.columns() if busy else {}))
+                         | {"workers": self.driver.running_workers()} | (busy.columns() if busy else {}) | (more or {}))
 
     def close_logs(self) -> None:
         """Close the histogram logs and the processes' logs."""

@@ -43,7 +43,9 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
            "plan_cache": cfg.plan_cache, "prepared": _flag(cfg.prepared), "autovacuum": _flag(cfg.autovacuum),
            # the embedded pooler's pool size only with one (POOLER): without, POOL_SIZE sizes nothing
            "pooler": cfg.pooler, "pool_mode": cfg.pool_mode,
-           "pool_size": cfg.pool_size if cfg.pooler not in ("none", NOT_APPLICABLE) else ""}
+           "pool_size": cfg.pool_size if cfg.pooler not in ("none", NOT_APPLICABLE) else "",
+           # the delay relay's setting each way (docs/network.md): a sweep axis
+           "net_delay_ms": cfg.net_delay_ms, "net_jitter_ms": cfg.net_jitter_ms}
     if summary is None:
         return row
     claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}
@@ -68,6 +70,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
         "pgss_calls": pgss.get("calls"), "pgss_mean_ms": pgss.get("mean_ms"),
         "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
+        "relay_cpu_max_pct": ((summary.get("relay") or {}).get("cpu_pct") or {}).get("max"),
         "invariants_ok": invariants_ok(summary),
         "saturated": summary.get("saturated"),
         # a queue definition's audit: the invariants it could not check there (space-separated names)

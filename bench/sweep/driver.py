@@ -236,11 +236,11 @@ class _SweepRuns:
         engine, key = engine_for(cfg), server_key(cfg)
         self.state_schema[key] = (cfg.engine, engine.state_schema_for(self.sweep.base.schema))
         log = lambda line: (run_log.write(line + "\n"), run_log.flush())  # noqa: E731
-        try:  # through the cell's own embedded pooler (POOLER), started for this run with its POOL_SIZE
-            with pooled(cfg, self.dsn_of(key), log=log) as (run_cfg, run_dsn, pooler):
+        try:  # through the cell's own embedded pooler (POOLER) and relay (NET_DELAY_MS), started for this run
+            with pooled(cfg, self.dsn_of(key), log=log) as (run_cfg, run_dsn, pooler, relay):
                 run_dir = runner.run(run_cfg, run_dsn, log=log, state_schema=self.state_schema[key][1],
                                      embedded=self.embedded if isinstance(self.embedded, bool) else key in self.embedded,
-                                     pooler=pooler)
+                                     pooler=pooler, relay=relay)
         except KeyboardInterrupt:  # before or after the load (during it, the run returns incomplete)
             run_dir = None
         except (ConfigError, *engine.database_errors) as err:  # e.g. no free connections for this cell

@@ -47,3 +47,22 @@ def non_loopback_host(dsn: str) -> str | None:
     """The host ``dsn`` connects to when it is not this machine, else None. Raises ConfigError (``DSN``)."""
     args = connect_args(dsn)
     return None if args.get("unix_socket") or is_loopback_host(args["host"]) else args["host"]
+
+
+def relay_target(dsn: str) -> tuple[str, int]:
+    """The (host, port) ``dsn`` connects to, for a delay relay in front of it. Raises ConfigError (``NET_DELAY_MS``)
+    for a Unix socket, which the relay cannot stand in front of; (``DSN``) when unparsable."""
+    args = connect_args(dsn)
+    if args.get("unix_socket"):
+        raise ConfigError("NET_DELAY_MS", "the DSN reaches the server over a Unix socket, and the delay relay forwards "
+                                          f"one TCP host and port; allowed: a DSN with a host and port ({_EXAMPLE}), "
+                                          "or no NET_DELAY_MS")
+    return args["host"], args["port"]
+
+
+def through(dsn: str, host: str, port: int) -> str:
+    """``dsn`` pointed at ``host``:``port`` (a delay relay), its user, password, database and options kept."""
+    parts = urllib.parse.urlsplit(dsn.strip())
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = (credentials + "@" if credentials else "") + f"{host}:{port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

@@ -21,7 +21,8 @@ _IDS_LOCK = threading.Lock()
 
 
 class _Session:
-    """One connection and its transaction state."""
+    """One connection and its transaction state; ``round_trips`` counts the network exchanges sent since it opened
+    (one per :meth:`run` or ``ROLLBACK``, however many statements a text holds; the set-up at open not counted)."""
 
     def __init__(self, dsn: str, cfg: RunConfig, name: str, *, isolation: str | None):
         self.cfg = cfg
@@ -31,11 +32,17 @@ class _Session:
         self.conn = open_connection(dsn, isolation=isolation, program=f"queue-bench {name}")
         self.cur = self.conn.cursor()
         self.connection_id = self.conn.thread_id()
+        self.round_trips = 0
 
     @property
     def broken(self) -> bool:
         """True once the connection is lost."""
         return self._broken
+
+    @property
+    def round_trips_sent(self) -> int:
+        """:attr:`round_trips` (a worker adds its effects' own connection's)."""
+        return self.round_trips
 
     def _reach_table(self) -> None:
         """Read nothing from the queue table, so a session that cannot reach it (no such table on this server,
@@ -56,6 +63,7 @@ class _Session:
     def run(self, text: str, policy: str | None = None) -> list[tuple[int, tuple]]:
         """:func:`results` of ``text``, errors translated (``policy``: the claim's, for 1205); a lost connection
         marks the session broken."""
+        self.round_trips += 1
         try:
             with translated(policy=policy):
                 return results(self.cur, text)
@@ -90,6 +98,7 @@ class _Session:
     def rollback(self) -> None:
         """Roll back the open transaction, if any; never raises."""
         if not self._broken and self._in_tx:
+            self.round_trips += 1
             try:
                 with translated():
                     results(self.cur, "ROLLBACK")
@@ -130,6 +139,11 @@ class MariaDBWorkerSession(_Session):
     def broken(self) -> bool:
         """True once the connection (or the effects' own) is lost."""
         return self._broken or (self.effects is not None and self.effects.broken)
+
+    @property
+    def round_trips_sent(self) -> int:
+        """Round trips sent on this connection and the effects' own since they opened."""
+        return self.round_trips + (self.effects.round_trips if self.effects is not None else 0)
 
     def effect(self, job_id: int, token: int) -> None:
         """See :meth:`bench.engines.base.WorkerSession.effect`; a lost effects connection closes both."""

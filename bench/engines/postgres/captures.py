@@ -45,7 +45,8 @@ def pgss_read(conn: psycopg.Connection, cfg: RunConfig, defn: QueueDefinition, m
     try:
         with translated():
             return (pg_stat_statements.read_claim(conn, cfg.schema, defn)
-                    | pg_stat_statements.read_statements(conn, cfg.schema, defn))
+                    | pg_stat_statements.read_statements(conn, cfg.schema, defn)
+                    | pg_stat_statements.read_completion(conn, cfg.schema, defn))
     except EngineError as err:
         return {"unavailable": f"read failed: {err}"}
 

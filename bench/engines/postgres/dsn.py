@@ -30,3 +30,34 @@ def non_loopback_host(dsn: str) -> str | None:
         if not is_loopback_host(host):
             return host.strip()
     return None
+
+
+def relay_target(dsn: str) -> tuple[str, int]:
+    """The (host, port) ``dsn`` connects to over TCP, for a delay relay in front of it: ``hostaddr`` else ``host``
+    (else ``PGHOSTADDR`` / ``PGHOST``), ``port`` (else ``PGPORT``, 5432). Raises ConfigError (``NET_DELAY_MS``) for a
+    Unix socket, several hosts or a service file, which the relay cannot stand in front of; (``DSN``) when unparsable."""
+    from bench.engines.postgres.adapter import ConnectFailed, conninfo_params  # here: see non_loopback_host
+
+    try:
+        params = conninfo_params(dsn)
+    except ConnectFailed as err:
+        raise ConfigError("DSN", f"{err}; e.g. postgresql://postgres@127.0.0.1:5432/postgres") from None
+    host = str(params.get("hostaddr") or os.environ.get("PGHOSTADDR") or params.get("host")
+               or os.environ.get("PGHOST") or "")
+    port = str(params.get("port") or os.environ.get("PGPORT") or "5432")
+    why = ("names a libpq service" if params.get("service") or os.environ.get("PGSERVICE") else
+           "reaches the server over a Unix socket" if not host or host.startswith(("/", "@")) else
+           "names several hosts" if "," in host or "," in port else "")
+    if why or not port.isdigit():
+        raise ConfigError("NET_DELAY_MS", f"the DSN {why or 'has a port that is not a number'}, and the delay relay "
+                                          "forwards one TCP host and port; allowed: a DSN with one host and port "
+                                          "(e.g. postgresql://postgres@127.0.0.1:5432/postgres), or no NET_DELAY_MS")
+    return host, int(port)
+
+
+def through(dsn: str, host: str, port: int) -> str:
+    """``dsn`` pointed at ``host``:``port`` (a delay relay), every other keyword kept."""
+    from bench.engines.postgres.adapter import conninfo_params, make_conninfo  # here: see non_loopback_host
+
+    params = {key: value for key, value in conninfo_params(dsn).items() if key != "hostaddr"}
+    return make_conninfo(**{**params, "host": host, "port": str(port)})

@@ -7,7 +7,7 @@ import psycopg
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.postgres.db import not_shipped
-from bench.engines.postgres.defined_sql import CLAIMED_CTE
+from bench.engines.postgres.defined_sql import CLAIMED_CTE, positional
 
 #: Matches the built-in claim's normalised text (bench.engines.postgres.builtin_queue: its CTE picked).
 _CLAIM_MATCH = "%WITH picked AS MATERIALIZED%"  # also the plan capture's PREPARE text
@@ -86,3 +86,41 @@ def read_claim(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> 
     return {"calls": int(calls) if calls is not None else None,
             "mean_ms": round(mean_ms, 4) if mean_ms is not None else None,
             "shared_blks_per_call": round(blks, 2) if blks is not None else None}
+
+
+#: The statements a worker completes its jobs with (one per batch, ``complete_many``, or one per job).
+COMPLETION_KEYS = ("complete", "complete_many")
+
+
+def completion_texts(defn: QueueDefinition) -> list[str]:
+    """The texts of ``defn``'s completion statements as the workers send them (``$n`` parameters:
+    :class:`bench.engines.postgres.sessions.PgWorkerSession`)."""
+    order = defn.parameter_order
+    return [positional(defn.statements[key], order.get(key, ()))[0] for key in COMPLETION_KEYS
+            if key in defn.statements]
+
+
+#: A constant (``NULL``, ``true`` and ``false`` among them) or a parameter: each reads as one placeholder when the
+#: completion's entries are matched, since an entry first made at a statement's parse has its constants replaced
+#: by ``$n`` (https://www.postgresql.org/docs/current/pgstatstatements.html; a stateless session parses every
+#: execution), one first made at a prepared statement's execution has them as written.
+_CONSTANT = r"(\$[0-9]+|'(''|[^'])*'|\m[0-9]+(\.[0-9]+)?\M|\m(null|true|false)\M)"
+_NORMALISED = "regexp_replace(btrim({}, E' \\n\\t;'), %(constant)s, '?', 'gi')"
+
+
+def read_completion(conn: psycopg.Connection, schema: str, defn: QueueDefinition) -> dict:
+    """``{"completion_calls", "completion_exec_ms"}``: calls and total execution time (ms) of ``defn``'s completion
+    statements (matched by their text as sent, constants and parameters aside; this database only) since
+    :func:`reset_claim`; None when none has an entry; ``{"completion_unavailable": why}`` when a completion's text
+    does not name ``schema`` (its entry was not reset, and another schema's run of the same text shares it)."""
+    texts = completion_texts(defn)
+    if not texts or any(f'"{schema}".' not in text for text in texts):
+        return {"completion_unavailable": "the queue definition's completion does not name the run's schema: its "
+                                          "statistics cannot be told apart from the same text run elsewhere"}
+    calls, total_ms = conn.execute(
+        "SELECT sum(calls)::bigint, sum(total_exec_time) FROM pg_stat_statements s JOIN pg_database d ON "
+        "d.oid = s.dbid WHERE d.datname = current_database() AND " + _NORMALISED.format("s.query")
+        + " IN (SELECT " + _NORMALISED.format("t") + " FROM unnest(%(texts)s::text[]) AS t)",
+        {"texts": texts, "constant": _CONSTANT}).fetchone()
+    return {"completion_calls": int(calls) if calls is not None else None,
+            "completion_exec_ms": round(total_ms, 4) if total_ms is not None else None}

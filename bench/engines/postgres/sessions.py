@@ -42,6 +42,12 @@ class _Session:
     effects: PreparedSession | None = None
 
     @property
+    def round_trips_sent(self) -> int:
+        """Round trips sent on the session's connection (and the second one) since they opened."""
+        second = self.effects.round_trips if self.effects is not None and self.effects is not self.session else 0
+        return self.session.round_trips + second
+
+    @property
     def broken(self) -> bool:
         """True once the connection (or the second one) is lost."""
         return self.session.broken or (self.effects is not None and self.effects.broken)

@@ -11,7 +11,7 @@ import pymysql.connections
 
 from bench.engines.base import ConnectFailed
 from bench.engines.driver import Driver
-from bench.engines.mariadb.adapter.connection import (ISOLATION_LEVELS, NO_LOCK_TIMEOUT_S, execute, lock_timeout,
+from bench.engines.mariadb.adapter.connection import (ISOLATION_LEVELS, NO_LOCK_TIMEOUT_S, empty_round_trip, execute, lock_timeout,
                                                       open_connection, query, results, session_setup,
                                                       statement_bounded, statement_timeout, try_lock_schema,
                                                       unlock_schema)
@@ -83,6 +83,6 @@ def cooperative_wait() -> str:
 
 __all__ = ["DATABASE_ERRORS", "DEADLOCK", "DRIVER", "ISOLATION_LEVELS", "LOCK_NOT_AVAILABLE", "LOCK_WAIT_TIMEOUT",
            "NAMED_KINDS", "NOT_SUPPORTED_YET", "NO_LOCK_TIMEOUT_S", "connect_dsn", "cooperative_wait",
-           "error_kind", "error_number", "execute", "first_line", "is_alive", "is_lost", "is_permanent",
+           "empty_round_trip", "error_kind", "error_number", "execute", "first_line", "is_alive", "is_lost", "is_permanent",
            "lock_timeout", "open_connection", "query", "results", "session_setup", "statement_bounded",
            "statement_timeout", "translate", "translated", "try_lock_schema", "unlock_schema"]

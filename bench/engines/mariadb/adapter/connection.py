@@ -63,6 +63,12 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
     return conn
 
 
+def empty_round_trip(conn) -> None:
+    """``COM_PING`` on ``conn``: one round trip with no statement to parse or run
+    (https://mariadb.com/kb/en/com_ping/). Raises PyMySQL's errors when the connection is lost."""
+    conn.ping(reconnect=False)
+
+
 def query(conn, text: str, args=None) -> list[tuple]:
     """The rows of one statement on ``conn``. Raises PyMySQL's errors."""
     with conn.cursor() as cur:
@@ -128,6 +134,6 @@ def unlock_schema(conn, schema: str) -> None:
     query(conn, "SELECT RELEASE_LOCK(%s)", (f"qbench:{schema}",))
 
 
-__all__ = ["ISOLATION_LEVELS", "NO_LOCK_TIMEOUT_S", "execute", "lock_timeout", "open_connection", "query",
+__all__ = ["ISOLATION_LEVELS", "NO_LOCK_TIMEOUT_S", "empty_round_trip", "execute", "lock_timeout", "open_connection", "query",
            "results", "session_setup", "statement_bounded", "statement_timeout", "try_lock_schema",
            "unlock_schema"]

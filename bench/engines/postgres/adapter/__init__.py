@@ -11,8 +11,8 @@ from gevent import monkey
 from bench.engines.base import ConnectFailed
 from bench.engines.driver import Driver
 from bench.engines.postgres.adapter.connect import (INVALID_DSN, SessionState, apply_settings, connect, conninfo_params,
-                                                    deallocate, listen, local_transaction, lock_timeout, open_session,
-                                                    prepare_named, reset_settings, statement_timeout,
+                                                    deallocate, empty_round_trip, listen, local_transaction, lock_timeout, make_conninfo,
+                                                    open_session, prepare_named, reset_settings, statement_timeout,
                                                     try_advisory_lock, try_lock_schema, unlock_schema)
 from bench.engines.postgres.adapter.errors import (INSUFFICIENT_PRIVILEGE, LOCK_NOT_AVAILABLE, QUERY_CANCELED,
                                                    UNDEFINED_COLUMN, error_kind, first_line, is_permanent, translate,
@@ -76,6 +76,7 @@ def cooperative_wait() -> str:
 
 __all__ = ["DRIVER", "INSUFFICIENT_PRIVILEGE", "INVALID_DSN", "LOCK_NOT_AVAILABLE", "QUERY_CANCELED",
            "UNDEFINED_COLUMN", "SessionState", "apply_settings", "connect", "connect_dsn", "conninfo_params",
-           "cooperative_wait", "deallocate", "error_kind", "listen", "prepare_named", "first_line", "is_alive",
-           "is_permanent", "local_transaction", "lock_timeout", "open_session", "reset_settings", "statement_timeout",
+           "cooperative_wait", "deallocate", "empty_round_trip", "error_kind", "listen", "prepare_named", "first_line", "is_alive",
+           "is_permanent", "local_transaction", "lock_timeout", "make_conninfo", "open_session", "reset_settings",
+           "statement_timeout",
            "translate", "translated", "try_advisory_lock", "try_lock_schema", "unlock_schema"]

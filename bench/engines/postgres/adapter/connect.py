@@ -35,6 +35,11 @@ def conninfo_params(dsn: str) -> dict[str, str]:
                             permanent=True) from None
 
 
+def make_conninfo(**params: str) -> str:
+    """A connection string of keywords ``params`` (psycopg's writer, quoting as libpq reads it back)."""
+    return psycopg.conninfo.make_conninfo(**params)
+
+
 def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool = True,
             settings: dict[str, str] | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
             auto_prepare: bool = False) -> psycopg.Connection:
@@ -59,6 +64,16 @@ def connect(dsn: str, *, application_name: str = "queue-bench", autocommit: bool
         conn.close()
         raise
     return conn
+
+
+def empty_round_trip(conn: psycopg.Connection) -> None:
+    """Send the empty query on ``conn`` and wait for its answer (``EmptyQueryResponse``): one round trip with no
+    statement to parse or run (https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-SIMPLE-QUERY).
+    Raises psycopg.OperationalError when the connection is lost."""
+    result = conn.pgconn.exec_(b"")
+    if result.status != psycopg.pq.ExecStatus.EMPTY_QUERY:
+        raise psycopg.OperationalError(conn.pgconn.error_message.decode(errors="replace").strip() or
+                                       f"the empty query returned {result.status.name}")
 
 
 def apply_settings(conn: psycopg.Connection, settings: dict[str, str], *, local: bool = False) -> None:
@@ -200,5 +215,5 @@ def begin_sql(conn: psycopg.Connection, settings: dict[str, str]) -> bytes | Non
     return b"BEGIN; " + settings_sql(local, local=True).as_string(conn).encode()
 
 
-__all__ = ["INVALID_DSN", "SessionState", "conninfo_params", "apply_settings", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
+__all__ = ["INVALID_DSN", "SessionState", "conninfo_params", "apply_settings", "empty_round_trip", "begin_sql", "local_transaction", "settings_sql", "connect", "deallocate", "error_kind", "is_permanent",
            "lock_timeout", "open_session", "prepare_named", "reset_settings", "statement_timeout", "try_lock_schema", "unlock_schema"]

@@ -20,7 +20,9 @@ _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 class PreparedSession:
     """Named prepared statements (``{name: SQL with $1..$n}``) on one autocommit psycopg connection. A call
     returns the command's last ``PGresult``; errors raise psycopg's class for the SQLSTATE; a lost connection
-    raises the error the server sent first (57P01 for a terminated backend), else ``OperationalError``."""
+    raises the error the server sent first (57P01 for a terminated backend), else ``OperationalError``.
+    ``round_trips`` counts the network exchanges sent since the session opened (one per :meth:`execute` or
+    :meth:`query`, however many statements a query's text holds; the preparing at open not counted)."""
 
     def __init__(self, conn: psycopg.Connection, statements: dict[str, str]):
         if not conn.autocommit:
@@ -32,6 +34,7 @@ class PreparedSession:
         self._hub = get_hub()
         self._readable = self._hub.loop.io(self.pgconn.socket, 1)  # 1 = EV_READ
         self._waiter = None  # the greenlet waiting for the socket to become readable
+        self.round_trips = 0
         #: (SQLSTATE, message) of a FATAL the server sent while no statement ran
         self._fatal: tuple[str, str] | None = None
         conn.add_notice_handler(self._on_notice)
@@ -145,6 +148,7 @@ class PreparedSession:
     def _round_trip(self, send, *args) -> pq.abc.PGresult:
         """Read what came while idle, ``send(*args)``, wait for the results (a lost connection: :meth:`_raise_lost`)."""
         self._read_idle_input()
+        self.round_trips += 1
         try:
             send(*args)
             return self._wait_results()

@@ -1,0 +1,15 @@
+"""MariaDB's part of the round-trip probe (:mod:`bench.engines.round_trip`): its connection and its empty
+round trip."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from bench.engines.mariadb.adapter import empty_round_trip, open_connection
+
+
+def open_probe(dsn: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(ping, close) on a new connection to ``dsn``: ping sends ``COM_PING``, one round trip. Raises
+    :class:`bench.engines.base.ConnectFailed`."""
+    conn = open_connection(dsn, program="queue-bench round trip")
+    return (lambda: empty_round_trip(conn)), conn.close
