@@ -189,13 +189,13 @@ def test_histogram_log_timestamps_fall_in_the_measured_window(run):
 
 
 def test_report_embeds_four_pngs_and_rerenders_from_files(run, tmp_path):
-    """report.html holds its 8 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
+    """report.html holds its 9 embedded PNGs; after deleting it, ``qbench report RUN_DIR``
     exits 0, prints the path, writes it back with the same PNGs and leaves summary.json
     byte for byte unchanged."""
     src = run[0]
     images = PNG_URI.findall((src / "report.html").read_text(encoding="utf-8"))
-    assert len(images) == 8  # throughput, claim latency, claim vs table size, loop lag, oldest age, locks/running,
-    # dead tuples, latency by percentile
+    assert len(images) == 9  # throughput, claim latency, claim vs table size, loop lag, oldest age, locks/running,
+    # dead tuples, latency by percentile, wait events
     assert all(base64.b64decode(img).startswith(PNG_SIGNATURE) for img in images)
 
     run_dir = tmp_path / src.name
@@ -255,3 +255,19 @@ def test_the_round_trip_and_round_trips_per_job_are_measured(run, intervals):
     assert claim["network_us"] == pytest.approx(rtt["mean_us"], abs=0.1) and claim["server_us"] is None
     assert claim["not_measured"] == s["pg_stat_statements"]["unavailable"], claim
     assert "round trip (empty query every" in proc.stdout and "round trips per job: " in proc.stdout
+
+
+def test_the_wait_events_sampling_cost_is_inside_the_monitors(run, intervals):
+    """The wait events' samples (ten a second) take their time inside the monitor's query time, second by second;
+    the run's mean of them is summary.json's, and the terminal says where the workers' active time went."""
+    _, s, proc = run
+    _, rows = intervals
+    waits = s["wait_events"]
+    assert waits["measured"] and waits["backends"] == "the workers' backends"
+    sampled = [r for r in rows if r["wait_samples"] not in ("", "0")]
+    assert len(sampled) >= MEASURED_S - 1 and all(int(r["wait_samples"]) >= 5 for r in sampled), rows
+    assert all(0 < int(r["wait_query_us"]) < int(r["monitor_query_us"]) for r in sampled), rows
+    costs = [int(r["wait_query_us"]) for r in rows if r["wait_query_us"] != ""]
+    assert waits["query_us_per_s"] == pytest.approx(sum(costs) / len(costs), abs=0.051)
+    assert waits["mean_active_backends"] <= 4  # of 4 workers
+    assert "wait events (the workers' backends" in proc.stdout

@@ -271,6 +271,9 @@ def test_a_whole_run_writes_the_results_contract(maria_schema, tmp_path):
     assert "INNODB_LOCK_WAITS" in page and "TABLE_ROWS" not in page  # the axis label is in the PNG
     for pg_only in ("pg_prepared_statements", "pg_stat_activity", "EXPLAIN (ANALYZE, BUFFERS)"):
         assert pg_only not in page, pg_only
+    # The wait events are PostgreSQL's: said in one place, with why, and no figure drawn.
+    assert summary["wait_events"]["measured"] is False and "not measured on MariaDB" in page
+    assert not (run_dir / "plots" / "wait_events.png").exists()
     assert run["client"]["driver_wait"]
 
 

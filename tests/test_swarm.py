@@ -60,12 +60,24 @@ def test_no_double_work(dsn, tmp_path):
 
 @pytest.mark.slow
 def test_concurrency_is_real(dsn, tmp_path):
-    """wait + hold, 10 workers, 200 ms jobs: while one worker holds the row, the monitor sees ~9 lock waiters."""
+    """wait + hold, 10 workers, 200 ms jobs: while one worker holds the row, the monitor sees ~9 lock waiters, and
+    the workers' wait events say the same: the active ones wait on the holder's transaction (Lock:transactionid) or
+    behind the first waiter (Lock:tuple), the holder is idle in its transaction (its ClientRead not counted as the
+    server's)."""
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--policy", "wait", "--txn", "hold", "--workers", "10",
                                  "--work-ms", "200", "--duration", "5s", "--warmup", "1s")
     waiters = [int(r["lock_waiters"]) for r in _intervals(run_dir) if r["lock_waiters"] != ""]
     assert len(waiters) >= 4
     assert 8 <= statistics.median(waiters) <= 9, waiters
+    waits = s["wait_events"]
+    assert waits["measured"] and waits["samples"] >= 30, waits  # ten a second over the 5 s window
+    shares = {e["event"]: e["share"] for e in waits["top_events"]}  # the first waiter on the holder, the rest on it
+    assert shares.get("Lock:transactionid", 0) + shares.get("Lock:tuple", 0) >= 0.8, waits
+    assert abs(waits["mean_active_backends"] - statistics.median(waiters)) <= 1.5, (waits, waiters)
+    assert waits["states"].get("idle in transaction", 0) >= 0.5 * waits["samples"], waits  # the holder, working
+    assert waits["by_type"].get("Client", 0) < 0.05, waits
+    locked = [float(r["wait_lock_backends"]) for r in _intervals(run_dir) if r["wait_lock_backends"] != ""]
+    assert len(locked) >= 4 and 7 <= statistics.median(locked) <= 9.5, locked
     # One job at a time: the convoy runs at about 1 / 0.200 s.
     assert 4.0 <= s["throughput_jobs_per_s"] <= 5.5, s["throughput_jobs_per_s"]
 

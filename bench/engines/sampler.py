@@ -9,7 +9,9 @@ from collections import Counter
 from typing import Any, Callable
 
 import gevent
+from gevent.lock import BoundedSemaphore
 
+from bench.engines.wait_events import spawn_wait_sampler
 from bench.errors import ConfigError, RunFailed
 
 #: Largest share of wall time each table query may take (its query time / interval).
@@ -51,6 +53,10 @@ class TableSampler:
         self.lock_skips = {"age": 0, "counts": 0}  # table queries that gave up waiting for a lock, by kind
         self._lock_timed_out = False  # the last statement ended waiting for a lock past its lock timeout
         self._conns: dict[str, Any] = {"stats": None, "table": None}
+        # One statement at a time on a connection that several greenlets sample on (the statistics' connection:
+        # each second's statistics and the wait events' samples), taken before the clock starts: a statement's
+        # time is its own, not its wait for the other's.
+        self._turns: dict[str, BoundedSemaphore] = {}
         for role in self._conns:
             self._conns[role] = self._open(role)
             if self._conns[role] is None:
@@ -104,7 +110,11 @@ class TableSampler:
             self._close(conn)
 
     def _timed(self, role: str, query, params=None, *, all_rows: bool = False):
-        """(row, all rows, or None on failure; seconds spent) on the ``role`` connection."""
+        """(row, all rows, or None on failure; seconds spent) on the ``role`` connection, one statement at a time."""
+        with self._turns.setdefault(role, BoundedSemaphore()):
+            return self._timed_turn(role, query, params, all_rows)
+
+    def _timed_turn(self, role: str, query, params, all_rows: bool):
         started = time.perf_counter()
         conn = self._live(role)
         if conn is None:
@@ -183,8 +193,8 @@ class TableSampler:
 def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds: int,
                    note: Callable[[int, dict], None], *, table: bool = True) -> list:
     """The monitor's sampling greenlets (kill them to stop): stats at the middle of each second ``k`` <
-    ``n_seconds`` of ``now_s()``, table queries when due (none without ``table``: ``MONITOR=stats``); each
-    sample to ``note(k, values)``."""
+    ``n_seconds`` of ``now_s()``, table queries when due (none without ``table``: ``MONITOR=stats``), the wait
+    events where the monitor samples them (its ``wait_events``); each sample to ``note(k, values)``."""
     def table_loop() -> None:
         while True:
             delay = monitor.seconds_until_due()
@@ -194,7 +204,8 @@ def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds:
             note(int(now_s()), monitor.sample_table())
 
     return [spawn_each_second(monitor.sample_stats, now_s, n_seconds, note),
-            *([gevent.spawn(table_loop)] if table else [])]
+            *([gevent.spawn(table_loop)] if table else []),
+            *([spawn_wait_sampler(monitor, now_s, n_seconds, note)] if getattr(monitor, "wait_events", None) else [])]
 
 
 def spawn_each_second(sample: Callable[[], dict], now_s: Callable[[], float], n_seconds: int,

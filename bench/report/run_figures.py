@@ -11,6 +11,7 @@ import pandas as pd
 
 from bench.report.pooler_page import POOLER_FIGURES
 from bench.report.replica_page import REPLICA_FIGURES
+from bench.report.wait_events_page import WAIT_FIGURES
 from bench.report.render import LABEL_BOX, new_figure, save_png, say, write_plot
 from bench.report.run_format import engine_capability
 from bench.results.histograms import read_hlog, spectrum
@@ -48,6 +49,8 @@ def run_figures(run_dir: Path, intervals: pd.DataFrame, summary: dict) -> list[d
         figure_specs += REPLICA_FIGURES
     if (summary.get("pooler") or {}).get("measured"):
         figure_specs += POOLER_FIGURES
+    if (summary.get("wait_events") or {}).get("measured"):
+        figure_specs += WAIT_FIGURES
     for name, title, caption, draw in figure_specs:
         if name == "oldest_age" and not summary.get("offered_rate_jobs_per_s"):
             caption = caption.replace(OPEN_LOOP_AGE_SENTENCE, CLOSED_LOOP_AGE_SENTENCE)

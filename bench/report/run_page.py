@@ -11,6 +11,7 @@ from bench.report.run_data import ReportError, load_run
 from bench.report.network_page import relay_rows
 from bench.report.pooler_page import pooler_rows
 from bench.report.replica_page import replica_rows
+from bench.report.wait_events_page import wait_event_rows
 from bench.report.run_figures import run_figures
 from bench.report.run_format import fmt_value
 from bench.report.run_notes import banners, claim_plan, headline, queue_notes, vacuum_note
@@ -51,6 +52,7 @@ def render_report(run_dir: Path) -> Path:
         "replica_rows": replica_rows(summary),
         "pooler_rows": pooler_rows(summary),
         "relay_rows": relay_rows(summary),
+        "wait_event_rows": wait_event_rows(summary),
         "figures": figures,
         **_config_rows(config, run.get("config_defaults"), run.get("server_settings")),
         "run_files": sorted(f.name + ("/" if f.is_dir() else "") for f in run_dir.iterdir()

@@ -54,7 +54,7 @@ def _row(label: str, value: str, bad: bool = False) -> dict:
     return {"label": label, "value": value, "bad": bad}
 
 
-def _ms(us: float | None) -> float | None:
+def _ms_of_us(us: float | None) -> float | None:
     """µs as ms (None stays None)."""
     return None if is_missing(us) else float(us) / 1000
 
@@ -222,8 +222,10 @@ def _cost_rows(summary: dict, config: dict) -> list[dict]:
     if kernel.get("mean") is not None:
         rows.append(_row("the kernel's work (interrupts, kernel threads) mean / max, not judged (% of all cores)",
                          f"{fmt_num(kernel['mean'], 1, '%')} / {fmt_num(kernel['max'], 1, '%')}"))
+    waits = (summary.get("wait_events") or {}).get("query_us_per_s")  # None: not sampled
     rows.append(_row("the monitor's queries' time per second, mean / max (ms per s)",
-                     f"{fmt_num(_ms(mon.get('mean')), 1)} / {fmt_num(_ms(mon.get('max')), 1)}"))
+                     f"{fmt_num(_ms_of_us(mon.get('mean')), 1)} / {fmt_num(_ms_of_us(mon.get('max')), 1)}"
+                     + ("" if waits is None else f" (of which the wait events' samples {fmt_num(_ms_of_us(waits), 2)} mean)")))
     cost = summary.get("measurement_cost")  # None: a run written before it was kept
     if cost:
         rows.append(_row(f"measurement cost: the tool's process ({cost['tool_process_does']}), mean; the monitor's "

@@ -14,6 +14,7 @@ from hdrh.log import HistogramLogWriter
 from bench.measure.metrics import values_at_percentiles
 from bench.measure.replica_reads import READ_COLUMNS
 from bench.results.model import clean_json, utc_stamp
+from bench.results.wait_event_columns import WAIT_EVENT_COLUMNS
 
 #: The monitor's cumulative counters of what the server did (where each engine reads them: its
 #: ``Capabilities.cost_counters``; docs/results.md) and the intervals.csv column of each one's growth over a second.
@@ -83,6 +84,7 @@ INTERVAL_COLUMNS = (
     "server_backends",
     *POOLER_COLUMNS,
     "relay_cpu_pct",  # with NET_DELAY_MS/NET_JITTER_MS: the delay relay's process, % of one core (docs/network.md)
+    *WAIT_EVENT_COLUMNS,
 )
 
 #: ``processes.csv``: one row per measured second and load generator process. Process 0 is the

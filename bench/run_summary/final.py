@@ -10,6 +10,7 @@ from bench.run_summary.measurement_cost import measurement_line
 from bench.run_summary.pooler import pooler_line
 from bench.run_summary.replica import replica_line
 from bench.run_summary.round_trips import round_trip_lines
+from bench.run_summary.wait_events import wait_events_line
 from bench.usage import setting
 
 
@@ -39,6 +40,8 @@ def final_lines(log, s: dict) -> None:
         log(line)
     for m in s.get("migrations") or []:
         log(migration_line(m))
+    if line := wait_events_line(s.get("wait_events")):
+        log(line)
     if line := measurement_line(s.get("measurement_cost")):
         log(line)
     rss = s["harness_rss_mb"]

@@ -20,6 +20,7 @@ from bench.run_summary.relay import relay_figures
 from bench.run_summary.replica import replica_figures
 from bench.run_summary.round_trips import round_trip_figures
 from bench.run_summary.rows import column, index_bytes, monitor_notes, percentile, worker_changes
+from bench.run_summary.wait_events import wait_event_figures
 from bench.run_summary.suspect import (SUSPECT_CPU_PCT, SUSPECT_LOOP_LAG_P99_US, SUSPECT_OUTSIDE_CPU_PCT,
                                       suspect_reasons)
 from bench.workload import jobs
@@ -40,6 +41,7 @@ def summarize(facts: RunFacts) -> dict:
                "replica": replica_figures(facts.rows, facts.run_info),
                "pooler": pooler_figures(facts.rows, facts.run_info, SUSPECT_CPU_PCT),
                "relay": relay_figures(facts.rows, facts.run_info, SUSPECT_CPU_PCT),
+               "wait_events": wait_event_figures(facts.rows, facts.run_info),
                **round_trip_figures(f)}
     summary["slo"] = slo.judge(facts.cfg.slo, summary)  # last: it reads the trust rule over the whole summary
     return summary

@@ -64,6 +64,15 @@ def pooler_info(run) -> dict | None:
             "sampler_errors": run.pooler_watch.errors if run.pooler_watch is not None else None}
 
 
+def wait_events_info(monitor, engine) -> dict:
+    """``run.json`` ``wait_events``: how the monitor sampled the wait events (:meth:`WaitEventFold.info`), or
+    ``{"not_measured": why}`` where it does not."""
+    fold = getattr(monitor, "wait_events", None)
+    if fold is None:
+        return {"not_measured": engine.not_measured.get("wait_events", f"not measured on {engine.capabilities.label}")}
+    return fold.info()
+
+
 def run_info(run) -> dict:
     """``run.json`` of ``run`` (a :class:`bench.runner.run.Run` that has been audited)."""
     cfg, engine, tally, audited, workers_plan = run.cfg, run.engine, run.tally, run.audited, run.workers_plan
@@ -97,6 +106,7 @@ def run_info(run) -> dict:
         "monitor_table_cost_s": run.monitor.table_cost_s,
         "monitor_lock_skips": {**run.monitor.lock_skips, "lock_timeout_ms": run.monitor.table_lock_timeout_ms},
         "monitor_errors": dict(run.monitor.errors),
+        "wait_events": wait_events_info(run.monitor, engine),
         "sizes_before": run.sizes_before, "sizes_after": audited.sizes_after,
         "started_at": run.started_at, "load_started_at": seconds.iso_at(run.clock.unix0),
         "measured_start": seconds.iso_at(start_unix), "measured_end": seconds.iso_at(end_unix),

@@ -30,6 +30,8 @@ class MariaDBEngine(Engine):
         "xmin_age": "InnoDB's purge is held back by the oldest read view, shown by the history list length",
         "autovacuum": "InnoDB has no vacuum: its purge thread removes old row versions",
         "pg_stat_statements": "a PostgreSQL extension; MariaDB's per-statement figures are not read by this tool",
+        "wait_events": "not measured on MariaDB: its wait events are in performance_schema, which is off unless the "
+                       "server was started with it (performance_schema=ON) and its wait instruments enabled",
     }
 
     def monitor(self, dsn: str, cfg: Any) -> Monitor:

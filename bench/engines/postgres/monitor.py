@@ -14,6 +14,8 @@ from psycopg import sql
 from bench.config.queue_definition import QueueDefinition, is_builtin
 from bench.engines.postgres import builtin_queue
 from bench.engines.postgres.lock_queue import LockQueue
+from bench.engines.postgres import wait_events
+from bench.engines.wait_events import WaitEventFold
 from bench.engines.postgres.wal_images import FullPageImages
 from bench.engines.postgres.adapter import DRIVER
 from bench.results.run_files import COST_COUNTERS, CPU_COUNTERS, IMAGES_COUNTER
@@ -126,6 +128,9 @@ class Monitor(TableSampler):
         # A migration's window: the lock queue sampled on a third connection (bench.engines.postgres.lock_queue);
         # the statistics' size reads wait at most 200 ms for a table a migration rewrites.
         self.lock_queue = LockQueue(jobs, workers_known=not behind_pooler) if lock_queue else None
+        # The workers' backends' wait events, ten samples a second on the statistics' connection
+        # (bench.engines.wait_events; behind a pooler, the pool's server connections).
+        self.wait_events = WaitEventFold(behind_pooler)
         super().__init__(connect, priorities if builtin else (0,))
         if self.lock_queue is not None:
             self._timeouts_ms["locks"] = 1000
@@ -159,6 +164,11 @@ class Monitor(TableSampler):
         values["server_backends"] = None if kinds is None else sum(kind == "backends" for kind in kinds.values())
         return {**values, **self._server_cpu(kinds), IMAGES_COUNTER: images,
                 "history_list_length": None, "cost_s": cost + images_cost}
+
+    def sample_waits(self):
+        """(the run's client backends as ``(application_name, state, wait_event_type, wait_event)`` rows or None,
+        seconds it took) on the ``stats`` connection, taken in turn with the per-second statistics."""
+        return self._timed("stats", wait_events.QUERY, all_rows=True)
 
     def sample_locks(self):
         """(one row of the lock queue's query or None, seconds it took) on the ``locks`` connection."""
