@@ -67,6 +67,9 @@ def test_monitor_stats_runs_no_table_query_and_keeps_the_statistics(dsn, tmp_pat
     with (run_dir / "intervals.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert rows and all(r["queue_depth"] == "" and r["oldest_eligible_age_s"] == "" for r in rows)
+    assert all(r["wait_samples"] in ("", "0") for r in rows)  # nor the wait events' samples
+    assert summary["wait_events"] == {"measured": False, "not_measured": "not measured: --monitor stats leaves the "
+                                                                          "wait events' sampling out"}
     assert all(r["lock_waiters"] != "" and r["dead_tuples"] != "" for r in rows)  # the statistics every second
     assert summary["monitor_notes"][0].startswith("--monitor stats: no table query ran")
     assert "oldest eligible age: not sampled (--monitor stats: the monitor's table queries were off)" in proc.stdout

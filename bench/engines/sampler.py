@@ -193,8 +193,8 @@ class TableSampler:
 def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds: int,
                    note: Callable[[int, dict], None], *, table: bool = True) -> list:
     """The monitor's sampling greenlets (kill them to stop): stats at the middle of each second ``k`` <
-    ``n_seconds`` of ``now_s()``, table queries when due (none without ``table``: ``MONITOR=stats``), the wait
-    events where the monitor samples them (its ``wait_events``); each sample to ``note(k, values)``."""
+    ``n_seconds`` of ``now_s()``, table queries when due, the wait events where the monitor samples them (its
+    ``wait_events``): neither without ``table`` (``MONITOR=stats``); each sample to ``note(k, values)``."""
     def table_loop() -> None:
         while True:
             delay = monitor.seconds_until_due()
@@ -205,7 +205,8 @@ def spawn_samplers(monitor: TableSampler, now_s: Callable[[], float], n_seconds:
 
     return [spawn_each_second(monitor.sample_stats, now_s, n_seconds, note),
             *([gevent.spawn(table_loop)] if table else []),
-            *([spawn_wait_sampler(monitor, now_s, n_seconds, note)] if getattr(monitor, "wait_events", None) else [])]
+            *([spawn_wait_sampler(monitor, now_s, n_seconds, note)]
+              if table and getattr(monitor, "wait_events", None) else [])]
 
 
 def spawn_each_second(sample: Callable[[], dict], now_s: Callable[[], float], n_seconds: int,

@@ -17,6 +17,7 @@ from bench.config.queue_definition import describe_queue
 from bench.config.run_config import mask_dsn
 from bench.measure import seconds
 from bench.run_summary import measurement_cost
+from bench.usage import setting
 
 #: The directory that holds ``bench/``: a checkout's root when the tool runs from one (``pip install -e .``).
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
@@ -64,12 +65,14 @@ def pooler_info(run) -> dict | None:
             "sampler_errors": run.pooler_watch.errors if run.pooler_watch is not None else None}
 
 
-def wait_events_info(monitor, engine) -> dict:
+def wait_events_info(monitor, engine, sampled: bool = True) -> dict:
     """``run.json`` ``wait_events``: how the monitor sampled the wait events (:meth:`WaitEventFold.info`), or
-    ``{"not_measured": why}`` where it does not."""
+    ``{"not_measured": why}`` where it does not, or did not (``sampled`` False: ``MONITOR=stats``)."""
     fold = getattr(monitor, "wait_events", None)
     if fold is None:
         return {"not_measured": engine.not_measured.get("wait_events", f"not measured on {engine.capabilities.label}")}
+    if not sampled:  # the measurement at its minimum leaves their sampling out
+        return {"not_measured": f"not measured: {setting('monitor', 'stats')} leaves the wait events' sampling out"}
     return fold.info()
 
 
@@ -106,7 +109,7 @@ def run_info(run) -> dict:
         "monitor_table_cost_s": run.monitor.table_cost_s,
         "monitor_lock_skips": {**run.monitor.lock_skips, "lock_timeout_ms": run.monitor.table_lock_timeout_ms},
         "monitor_errors": dict(run.monitor.errors),
-        "wait_events": wait_events_info(run.monitor, engine),
+        "wait_events": wait_events_info(run.monitor, engine, sampled=cfg.monitor == "full"),
         "sizes_before": run.sizes_before, "sizes_after": audited.sizes_after,
         "started_at": run.started_at, "load_started_at": seconds.iso_at(run.clock.unix0),
         "measured_start": seconds.iso_at(start_unix), "measured_end": seconds.iso_at(end_unix),
