@@ -280,6 +280,22 @@ def test_the_answer_names_the_round_trip_its_runs_measured():
     assert "round trip of 0.120–4.30 ms" in line[0] and f"at {setting('net_delay_ms', '2')} each way" in line[0], line
 
 
+def test_a_step_limited_by_a_busy_machine_is_advised_a_quieter_machine_not_more_processes():
+    """harness_note: a step harness-limited because another program used the cores advises a quieter machine; one
+    limited by the load generator's own CPU keeps the advice to add processes."""
+    design = _design("plain", 6, 460)
+    step = design["workers"]["steps"][0]
+    step.update(harness_limited=BUSY)
+    step["runs"][0].update(harness_limited=BUSY, machine_busy=BUSY, server_on_this_host=True)
+    note = plan_answer.harness_note([design])
+    assert "quieter machine" in note and "--processes" not in note and "PROCESSES" not in note, note
+    own = "a load-generator process used more than 90 % of a core"
+    step.update(harness_limited=own)
+    step["runs"][0].update(harness_limited=own, machine_busy=None)
+    note = plan_answer.harness_note([design])
+    assert "quieter machine" not in note and setting("processes", 2) in note, note
+
+
 def _stand_in_plan(tmp_path: Path, confirms_at: int, spoiled: set[int] = frozenset(), busy: bool = False,
                    passes_from: int = 3, untrusted=lambda cfg: False, probe_jobs_per_s: float | None = None,
                    intervals=lambda cfg: None, server_settings: dict | None = None, lines: list | None = None) -> dict:

@@ -162,6 +162,35 @@ def test_a_dsn_the_relay_cannot_stand_in_front_of_is_refused_in_one_line(tmp_pat
     assert not (tmp_path / "results").exists()
 
 
+def test_a_jitter_alone_is_the_parameter_a_refusal_names(tmp_path):
+    """With NET_JITTER_MS alone (the relay started by it), a DSN the relay cannot front, and qbench master, are
+    refused naming --net-jitter-ms, the option typed."""
+    run = qbench_in_process("run", "--dsn", "service=foo", "--net-jitter-ms", "2", "--results", str(tmp_path / "r"))
+    master = qbench_in_process("master", "--expect-workers", "1", "--net-jitter-ms", "2", "--dsn",
+                               "postgresql://postgres@127.0.0.1:5432/postgres", "--results", str(tmp_path / "r"))
+    for proc in (run, master):
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("qbench: --net-jitter-ms: "), lines
+        assert "NET_DELAY_MS" not in lines[0] and "NET_JITTER_MS" not in lines[0], lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_plan_or_a_sweep_below_the_timers_resolution_is_refused_before_anything_is_created(tmp_path):
+    """The resolution checked before any server, plan directory or sweep cell: one line, exit 2, nothing created
+    (a sweep's second cell below it too)."""
+    dsn = "postgresql://postgres@127.0.0.1:5432/postgres"
+    spec = tmp_path / "net.toml"
+    spec.write_text('description = "t"\nworkload = "default"\n[fixed]\nworkers = 2\n[matrix]\nnet_delay_ms = [0, 0.001]\n')
+    plan = qbench_in_process("plan", "--dsn", dsn, "--rate", "10", "--slo", "pickup_p99<=1s", "--net-delay-ms",
+                             "0.001", "--results", str(tmp_path / "r"))
+    sweep = qbench_in_process("sweep", str(spec), "--dsn", dsn, "--results", str(tmp_path / "r"))
+    for proc in (plan, sweep):
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "timer resolution" in lines[0], proc.stdout + proc.stderr
+        assert lines[0].startswith("qbench: --net-delay-ms: 0.001 ms is below") and not proc.stdout.strip()
+    assert not (tmp_path / "r").exists()
+
+
 def test_qbench_master_refuses_a_relay_its_remote_workers_could_not_reach(tmp_path):
     proc = qbench_in_process("master", "--expect-workers", "1", "--net-delay-ms", "2", "--dsn",
                              "postgresql://postgres@127.0.0.1:5432/postgres", "--results", str(tmp_path / "results"))
@@ -254,6 +283,8 @@ def test_a_net_delay_sweep_runs_each_cell_through_its_own_relay(tmp_path):
               for delay, row in rows.items()}
     assert relays["0.0"] is None and rows["0.0"]["relay_cpu_max_pct"] == ""
     assert relays["2.0"]["delay_ms_each_way"] == 2.0 and float(rows["2.0"]["relay_cpu_max_pct"]) > 0
+    # the round trip each run measured, beside the setting: twice the delay at 2 ms, well under it at 0
+    assert float(rows["2.0"]["round_trip_p50_us"]) >= 4000 > float(rows["0.0"]["round_trip_p50_us"]) * 4, rows
     assert (sweep_dir / "sweep.log").read_text().count("delay relay: 2 ms added each way") == 1
 
 

@@ -330,6 +330,9 @@ def harness_note(designs: list[Mapping[str, Any]], confirmation: Mapping[str, An
     local = any(r.get("server_on_this_host", True) for s in limited for r in s.get("runs") or [{}])
     head = (f"{len(limited)} of {len(steps)} steps {'was' if len(limited) == 1 else 'were'} harness-limited "
             f"({limited[0]['harness_limited']}): ")
+    if all(any(r.get("machine_busy") for r in s.get("runs") or []) for s in limited):
+        return head + ("another program shared the machine's cores and may have set the pace of those steps, not "
+                       "the queue nor the load generator; run the plan again on a quieter machine")
     if not local:
         return head + (f"the load generator set the pace of those steps; run with {setting('processes', 2)} or "
                        "more, or from more hosts (qbench master / qbench worker)")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.cli.checks import check_loopback
 from bench.config.pooler_parameters import users_console
-from bench.engines import require_pooler_binary, embedded_server, pooled
+from bench.engines import require_pooler_binary, require_relay_resolution, embedded_server, pooled
 from bench.errors import ConfigError
 from bench.usage import option
 
@@ -49,6 +49,7 @@ def database(dsn: str | None, allow_remote: bool, connections: int, engine: str 
                                     "per run)")
     if cfg is not None:
         require_pooler_binary(engine, cfg)  # refused before any server starts
+        require_relay_resolution([cfg])
     if dsn:
         return contextlib.nullcontext(dsn), False
     return embedded_server(engine, connections + 20, cfg), True

@@ -14,7 +14,7 @@ from bench import __version__
 from bench.config.lookup import how_given
 from bench.config.run_config import build_config, choose_engine
 from bench.config.parameters import PARAMETERS
-from bench.engines import capabilities, get_engine, relay_target
+from bench.engines import capabilities, get_engine, relay_target, require_relay_resolution
 from bench.gevent_patch import patch
 from bench.results.model import RunResult, outcomes, read_result
 from bench.errors import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, ConfigError, QBenchError,
@@ -31,7 +31,7 @@ from bench.cli.capacity import capacity_command
 from bench.cli.clean import clean_command
 from bench.cli.plan import add_parser as add_plan_parser, plan_command
 from bench.sweep.driver import Sweep, run_sweep, server_key
-from bench.usage import named, setting
+from bench.usage import named, option, setting
 
 #: Run parameters the capacity search sets itself, with why (given, they are refused).
 CAPACITY_SETS = {
@@ -122,11 +122,12 @@ def check_relay(cfg, master: bool) -> None:
     if not cfg.relayed():
         return
     if master:
-        raise ConfigError("NET_DELAY_MS", "starts a delay relay on 127.0.0.1 of this host, which the workers of qbench "
-                                          "master (on other hosts) cannot reach; allowed: no NET_DELAY_MS or "
-                                          "NET_JITTER_MS with qbench master (their network is a real one)")
+        raise ConfigError(cfg.relay_parameter(), f"starts a delay relay on 127.0.0.1 of this host, which the workers "
+                                                 f"of qbench master (on other hosts) cannot reach; allowed: no "
+                                                 f"{option('net_delay_ms')} or {option('net_jitter_ms')} with qbench "
+                                                 "master (their network is a real one)")
     if cfg.dsn:
-        relay_target(cfg.engine, cfg.dsn)
+        relay_target(cfg.engine, cfg.dsn, cfg.relay_parameter())
 
 
 def _run(args: argparse.Namespace, external_workers: tuple[str, int, float] | None = None) -> int:
@@ -220,6 +221,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def _sweep(args: argparse.Namespace) -> int:
     sweep = Sweep.load(args.sweep, _overrides(args), repetitions=args.repetitions, dsn=chosen_dsn(args.dsn))  # validates every cell
+    require_relay_resolution([cell for _cid, _params, cell in sweep.cells])  # every cell's relay, before anything
     results = Path(sweep.base.results)
     check_results_dir(str(results))
 

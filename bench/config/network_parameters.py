@@ -46,6 +46,12 @@ def relayed(net_delay_ms: float, net_jitter_ms: float) -> bool:
     return net_delay_ms > 0 or net_jitter_ms > 0
 
 
+def relay_parameter(net_delay_ms: float) -> str:
+    """The parameter a refusal of the relay names: ``NET_DELAY_MS`` when it is set, else ``NET_JITTER_MS`` (which
+    started the relay on its own)."""
+    return "NET_DELAY_MS" if net_delay_ms > 0 else "NET_JITTER_MS"
+
+
 def crossing(values: dict[str, Any]) -> list[str]:
     """The connections of a run of ``values`` that cross the relay (of :data:`THROUGH_RELAY`, those it opens)."""
     return [role for role in THROUGH_RELAY

@@ -16,7 +16,7 @@ from bench.config.connection_budget import EMBEDDED, NO_POOLER, YOURS, connectio
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
-from bench.config.network_parameters import crossing, relayed
+from bench.config.network_parameters import crossing, relay_parameter, relayed
 from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
@@ -98,6 +98,10 @@ class RunConfig:
         """True when the run's application side reaches the server through a delay relay (``NET_DELAY_MS``,
         ``NET_JITTER_MS``: :func:`bench.config.network_parameters.relayed`)."""
         return relayed(self.net_delay_ms, self.net_jitter_ms)
+
+    def relay_parameter(self) -> str:
+        """The relay parameter a refusal names (:func:`bench.config.network_parameters.relay_parameter`)."""
+        return relay_parameter(self.net_delay_ms)
 
     def crossing_relay(self) -> list[str]:
         """The connections that cross the delay relay (:func:`bench.config.network_parameters.crossing`)."""

@@ -101,16 +101,31 @@ def relayed(cfg, dsn: str, what: str = "server", log: Callable[[str], None] = pr
     from bench.engines.relay import delay_relay  # here: a run without a relay does not pay its import
 
     module = _module(cfg.engine, "dsn")
-    with delay_relay(module.relay_target(dsn), cfg.net_delay_ms, cfg.net_jitter_ms) as relay:
+    with delay_relay(module.relay_target(dsn, cfg.relay_parameter()), cfg.net_delay_ms, cfg.net_jitter_ms) as relay:
         relay.upstream_dsn = dsn
         log(relay.line(cfg.crossing_relay(), what))
         yield module.through(dsn, "127.0.0.1", relay.port), relay
 
 
-def relay_target(name: str, dsn: str) -> tuple[str, int]:
-    """The (host, port) a delay relay in front of ``dsn`` forwards to (parsed only). Raises ConfigError
-    (``NET_DELAY_MS``: a DSN it cannot stand in front of; ``DSN``)."""
-    return _module(name, "dsn").relay_target(dsn)
+def relay_target(name: str, dsn: str, key: str = "NET_DELAY_MS") -> tuple[str, int]:
+    """The (host, port) a delay relay in front of ``dsn`` forwards to (parsed only). Raises ConfigError (``key``,
+    the relay's parameter given: a DSN it cannot stand in front of; ``DSN``)."""
+    return _module(name, "dsn").relay_target(dsn, key)
+
+
+def require_relay_resolution(cfgs) -> None:
+    """Refuse (ConfigError, ``NET_DELAY_MS`` or ``NET_JITTER_MS``) a setting of any of ``cfgs`` (RunConfigs: a run's,
+    a sweep's cells, a plan's designs) above 0 but below the delay relay's timer resolution, measured once here, as
+    the relay measures it, before anything is started or created; nothing to measure without a relay."""
+    settings = [(key, getattr(cfg, key)) for cfg in cfgs for key in ("net_delay_ms", "net_jitter_ms")
+                if getattr(cfg, key) > 0]
+    if not settings:
+        return
+    from bench.engines.relay import check_setting, measured_resolution_ms  # here: only a run with a relay pays it
+
+    resolution_ms = measured_resolution_ms()
+    for key, value in settings:
+        check_setting(key, value, resolution_ms)
 
 
 def non_loopback_host(name: str, dsn: str) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from bench.config.run_config import RunConfig
 from bench.results import slo
 from bench.results.dead_rows import dead_rows_growth, growth_text, intervals_rows, table_autovacuum_ineffective
-from bench.results.model import ResultsError, harness_limited, problems, read_result
+from bench.results.model import ResultsError, harness_limited, machine_busy, problems, read_result
 from bench.sweep.capacity_search import completed, step_verdict
 
 #: Config fields a step sets itself, left out of a design's identity.
@@ -53,7 +53,7 @@ def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     return {"run_dir": str(run_dir), "passed": ok, "why": why, "dead_rows": dead_rows,
             "autovacuum_never_runs": blocked, "slo": summary.get("slo"),
             "slo_ratio": slo.worst_ratio(summary.get("slo")), "trusted": not problems(summary),
-            "harness_limited": harness_limited(summary),
+            "harness_limited": harness_limited(summary), "machine_busy": machine_busy(summary),
             # the server's CPU is read from /proc only when the server runs on this host
             "server_on_this_host": (summary.get("cost_per_job") or {}).get("server_cpu_us") is not None,
             "round_trip_p50_us": (summary.get("round_trip") or {}).get("p50_us"),

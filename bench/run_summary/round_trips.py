@@ -85,9 +85,12 @@ def round_trip_lines(s: dict) -> list[str]:
     lines = []
     if rtt is not None:
         lines.append(f"round trip: not measured ({rtt['not_measured']})" if "not_measured" in rtt else
-                     f"round trip (empty query every {rtt['period_ms']:g} ms on its own connection, the workers' path): "
+                     f"round trip (empty query every {rtt['period_ms']:g} ms"
+                     f"{' (back to back: each took longer)' if (rtt['p50_us'] or 0) > rtt['period_ms'] * 1000 else ''}"
+                     " on its own connection, the workers' path): "
                      f"p50 {_ms(rtt['p50_us'])}, p99 {_ms(rtt['p99_us'])}, mean {_ms(rtt['mean_us'])} "
-                     f"({rtt['samples']} samples{', %d failed' % rtt['errors'] if rtt['errors'] else ''})")
+                     f"({rtt['samples']} sample{'' if rtt['samples'] == 1 else 's'}"
+                     f"{', %d failed' % rtt['errors'] if rtt['errors'] else ''})")
     if trips is not None:
         if trips["not_measured"]:
             lines.append(f"round trips per job: not measured ({trips['not_measured']})")

@@ -71,6 +71,7 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
         "pgss_shared_blks_per_call": pgss.get("shared_blks_per_call"),
         "harness_cpu_max_pct": summary["harness_cpu_max_pct"], "suspect": summary["suspect"],
         "relay_cpu_max_pct": ((summary.get("relay") or {}).get("cpu_pct") or {}).get("max"),
+        "round_trip_p50_us": (summary.get("round_trip") or {}).get("p50_us"),  # measured, not the setting
         "invariants_ok": invariants_ok(summary),
         "saturated": summary.get("saturated"),
         # a queue definition's audit: the invariants it could not check there (space-separated names)

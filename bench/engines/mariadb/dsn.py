@@ -7,6 +7,7 @@ import urllib.parse
 
 from bench.engines.common import is_loopback_host
 from bench.errors import ConfigError
+from bench.usage import option
 
 #: DSN schemes that mean this engine.
 SCHEMES = ("mysql", "mariadb")
@@ -49,14 +50,13 @@ def non_loopback_host(dsn: str) -> str | None:
     return None if args.get("unix_socket") or is_loopback_host(args["host"]) else args["host"]
 
 
-def relay_target(dsn: str) -> tuple[str, int]:
-    """The (host, port) ``dsn`` connects to, for a delay relay in front of it. Raises ConfigError (``NET_DELAY_MS``)
+def relay_target(dsn: str, key: str = "NET_DELAY_MS") -> tuple[str, int]:
+    """The (host, port) ``dsn`` connects to, for a delay relay in front of it. Raises ConfigError (``key``: the relay's parameter that was given)
     for a Unix socket, which the relay cannot stand in front of; (``DSN``) when unparsable."""
     args = connect_args(dsn)
     if args.get("unix_socket"):
-        raise ConfigError("NET_DELAY_MS", "the DSN reaches the server over a Unix socket, and the delay relay forwards "
-                                          f"one TCP host and port; allowed: a DSN with a host and port ({_EXAMPLE}), "
-                                          "or no NET_DELAY_MS")
+        raise ConfigError(key, "the DSN reaches the server over a Unix socket, and the delay relay forwards one TCP host "
+                               f"and port; allowed: a DSN with a host and port ({_EXAMPLE}), or no {option(key.lower())}")
     return args["host"], args["port"]
 
 

@@ -6,6 +6,7 @@ import os
 
 from bench.engines.common import is_loopback_host
 from bench.errors import ConfigError
+from bench.usage import option
 
 
 def non_loopback_host(dsn: str) -> str | None:
@@ -32,9 +33,10 @@ def non_loopback_host(dsn: str) -> str | None:
     return None
 
 
-def relay_target(dsn: str) -> tuple[str, int]:
+def relay_target(dsn: str, key: str = "NET_DELAY_MS") -> tuple[str, int]:
     """The (host, port) ``dsn`` connects to over TCP, for a delay relay in front of it: ``hostaddr`` else ``host``
-    (else ``PGHOSTADDR`` / ``PGHOST``), ``port`` (else ``PGPORT``, 5432). Raises ConfigError (``NET_DELAY_MS``) for a
+    (else ``PGHOSTADDR`` / ``PGHOST``), ``port`` (else ``PGPORT``, 5432). Raises ConfigError (``key``: the relay's
+    parameter that was given) for a
     Unix socket, several hosts or a service file, which the relay cannot stand in front of; (``DSN``) when unparsable."""
     from bench.engines.postgres.adapter import ConnectFailed, conninfo_params  # here: see non_loopback_host
 
@@ -49,9 +51,9 @@ def relay_target(dsn: str) -> tuple[str, int]:
            "reaches the server over a Unix socket" if not host or host.startswith(("/", "@")) else
            "names several hosts" if "," in host or "," in port else "")
     if why or not port.isdigit():
-        raise ConfigError("NET_DELAY_MS", f"the DSN {why or 'has a port that is not a number'}, and the delay relay "
-                                          "forwards one TCP host and port; allowed: a DSN with one host and port "
-                                          "(e.g. postgresql://postgres@127.0.0.1:5432/postgres), or no NET_DELAY_MS")
+        raise ConfigError(key, f"the DSN {why or 'has a port that is not a number'}, and the delay relay forwards one "
+                               "TCP host and port; allowed: a DSN with one host and port "
+                               f"(e.g. postgresql://postgres@127.0.0.1:5432/postgres), or no {option(key.lower())}")
     return host, int(port)
 
 

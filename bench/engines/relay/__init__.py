@@ -76,14 +76,31 @@ def _line(proc: subprocess.Popen, timeout_s: float, failure: str) -> dict:
     return json.loads(text)
 
 
+def check_setting(key: str, value_ms: float, resolution_ms: float) -> None:
+    """Refuse (ConfigError, ``key``: ``net_delay_ms`` or ``net_jitter_ms``) ``value_ms`` above 0 but below the relay's
+    timer resolution ``resolution_ms`` (the median lateness of its timed waits): the one rule."""
+    if 0 < value_ms < resolution_ms:
+        raise ConfigError(key.upper(), f"{value_ms:g} ms is below the delay relay's timer resolution on this "
+                                       f"machine, {resolution_ms:g} ms (the median lateness of its timed waits); "
+                                       f"allowed: 0, or at least {setting(key, round(resolution_ms + 0.0005, 3))}")
+
+
+def measured_resolution_ms() -> float:
+    """The relay's timer resolution on this machine (ms), measured as the relay measures it, in a process of its
+    own (``python -m bench.engines.relay --measure``), before anything starts. Raises RunFailed when it fails."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench.engines.relay", "--measure"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        return _line(proc, START_TIMEOUT_S, "the delay relay's timer could not be measured")["timer_late_us"][
+            "p50_us"] / 1000
+    finally:
+        proc.stdout.close()
+        proc.wait()
+
+
 def _check_resolution(relay: Relay) -> None:
-    """Refuse (ConfigError) a delay or jitter above 0 but below the relay's measured timer resolution."""
     for key, value in (("net_delay_ms", relay.delay_ms), ("net_jitter_ms", relay.jitter_ms)):
-        if 0 < value < relay.resolution_ms:
-            raise ConfigError(key.upper(), f"{value:g} ms is below the delay relay's timer resolution on this "
-                                           f"machine, {relay.resolution_ms:g} ms (the median lateness of its timed "
-                                           f"waits, measured as it started); allowed: 0, or at least "
-                                           f"{setting(key, round(relay.resolution_ms + 0.0005, 3))}")
+        check_setting(key, value, relay.resolution_ms)
 
 
 @contextlib.contextmanager

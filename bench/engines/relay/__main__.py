@@ -1,4 +1,5 @@
-"""The delay relay's process (``python -m bench.engines.relay --target HOST:PORT --delay-ms D --jitter-ms J``): it
+"""The delay relay's process (``python -m bench.engines.relay --target HOST:PORT --delay-ms D --jitter-ms J``; with
+``--measure``, only its timer's lateness, for the check before anything starts): it
 measures its timer, starts :class:`bench.engines.relay.core.DelayRelay`, prints one JSON line (``port``, ``pid``,
 ``timer_late_us``), then reads its standard input: ``stats`` prints the counts as a JSON line, ``hold`` holds
 every byte (a partition), ``release`` ends the hold; end of input (the tool exited, however it ended: its end of
@@ -17,8 +18,9 @@ from bench.engines.relay.core import DelayRelay, timer_resolution_us
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.engines.relay")
-    parser.add_argument("--target", required=True, help="HOST:PORT every connection is forwarded to")
-    parser.add_argument("--delay-ms", type=float, required=True, help="added to every chunk, each way")
+    parser.add_argument("--measure", action="store_true", help="print the timer's lateness as a JSON line and exit")
+    parser.add_argument("--target", help="HOST:PORT every connection is forwarded to")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="added to every chunk, each way")
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="a uniform share of it added too")
     return parser.parse_args(argv)
 
@@ -27,8 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the relay until its standard input ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the tool's to handle; it then closes the pipe
     args = _args(argv)
-    host, _, port = args.target.rpartition(":")
     late = timer_resolution_us()
+    if args.measure or not args.target:  # the check before a run: the same measurement, in a process like the relay
+        _say({"timer_late_us": late})
+        return 0
+    host, _, port = args.target.rpartition(":")
     relay = DelayRelay((host.strip("[]"), int(port)), args.delay_ms / 1000, args.jitter_ms / 1000,
                        early_s=late["p50_us"] / 1e6).start()
     _say({"port": relay.port, "pid": os.getpid(), "timer_late_us": late})
