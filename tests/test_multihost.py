@@ -105,22 +105,33 @@ def test_a_second_without_a_process_part_counts_none_of_its_workers():
 
 @pytest.mark.slow
 def test_a_master_stopped_while_it_waits_for_workers_leaves_nothing(dsn, tmp_path):
-    """SIGTERM while ``qbench master`` waits for its workers: exit 130, no run directory and no results directory
-    it created, the schema it prepared dropped."""
+    """SIGTERM while ``qbench master`` waits for the second of its workers: exit 130, no run directory and no
+    results directory it created, the schema it prepared dropped; the worker that had joined exits 1 (its master
+    stopped), saying so in one line, not as one refused."""
     results = tmp_path / "results" / "deeper"
-    said = Lines(tmp_path / "master.err")
-    master = subprocess.Popen([*QBENCH, "master", "--expect-workers", "1", "--master-bind-host", "127.0.0.1",
-                               "--master-port", str(_free_port()), "--dsn", dsn, "--backlog", "100",
+    said, worker_said = Lines(tmp_path / "master.err"), Lines(tmp_path / "worker.err")
+    port = _free_port()
+    master = subprocess.Popen([*QBENCH, "master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+                               "--master-port", str(port), "--dsn", dsn, "--backlog", "100",
                                "--results", str(results)], cwd=REPO, stdout=said.path.open("w"),
                               stderr=subprocess.STDOUT)
+    worker = None
     try:
-        wait_until(lambda: said.seen("master: waiting for 1 workers"), 60, "the master waiting for its worker")
+        wait_until(lambda: said.seen("master: waiting for 2 workers"), 60, "the master waiting for its workers")
+        worker = subprocess.Popen([*QBENCH, "worker", "--master-host", "127.0.0.1", "--master-port", str(port),
+                                   "--dsn", dsn], cwd=REPO, stdout=worker_said.path.open("w"), stderr=subprocess.STDOUT)
+        wait_until(lambda: said.seen("joined"), 60, "the first worker joined")
         master.send_signal(signal.SIGTERM)
         master.wait(timeout=60)
+        worker.wait(timeout=60)
     finally:
-        master.kill()
+        for proc in (master, worker):
+            if proc is not None:
+                proc.kill()
     lines = said.text()
     assert master.returncode == EXIT_INTERRUPTED, lines
+    assert worker.returncode == 1 and worker_said.seen("qbench worker: the master at 127.0.0.1"), worker_said.text()
+    assert "refused" not in worker_said.text(), worker_said.text()
     assert not (tmp_path / "results").exists(), list((tmp_path / "results").rglob("*"))
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench'").fetchone()[0] == 0

@@ -17,7 +17,7 @@ from bench.config.run_config import RunConfig
 from bench.load import swarm
 from bench.load.locust_master import drop_workers, keep_out_latecomers
 from bench.load.driver import LocalDriver, locust_environment, users, wait_for_workers
-from bench.load.worker_process import DSN_ENV
+from bench.load.worker_process import DSN_ENV, MASTER_STOPPED
 from bench.load.process_merge import ROTATE_WAIT_S, START_WAIT_S, MergedProcesses
 from bench.results.model import process_name
 
@@ -235,4 +235,4 @@ class DistributedDriver(MergedProcesses):
             self.watch.kill()
         super().kill()
         for client_id in self.clients:
-            self.master.send_message("qbench_refused", {"reason": "the master stopped"}, client_id=client_id)
+            self.master.send_message("qbench_refused", {"reason": MASTER_STOPPED}, client_id=client_id)

@@ -35,6 +35,8 @@ DSN_ENV = "QBENCH_WORKER_DSN"
 EXIT_AFTER_DONE_S = 1.0
 #: Seconds without a heartbeat from the master after which a process decides it has gone and exits.
 MASTER_GONE_S = 10.0
+#: The reason the master gives its processes as it stops (a worker then exits 1, not as one refused).
+MASTER_STOPPED = "the master stopped"
 #: Seconds a process waits for its configuration once connected, before it gives up.
 CONFIG_WAIT_S = 120.0
 
@@ -166,10 +168,17 @@ class WorkerProcess:
         self.ctx.stopping = True
 
     def on_refused(self, environment, msg, **_) -> None:
-        """Not wanted, or the master stopped: leave Locust's list of workers and exit 2."""
-        self.log(f"qbench worker: refused by the master at {self.master}: {msg.data.get('reason')}")
+        """Not wanted (exit 2), or the master stopped (:data:`MASTER_STOPPED`: this process's part of the run, if it
+        began, is lost: exit 1, as when the master goes quiet): leave Locust's list of workers and exit."""
+        if msg.data.get("reason") == MASTER_STOPPED:
+            self.log(f"qbench worker: the master at {self.master} stopped; this process's part of its run, if it "
+                     f"began, is lost; exit {EXIT_FAILED}")
+            status = EXIT_FAILED
+        else:
+            self.log(f"qbench worker: refused by the master at {self.master}: {msg.data.get('reason')}")
+            status = 2
         self.runner.client.send(Message("quit", None, self.runner.client_id))
-        gevent.spawn_later(0.2, exit_now, 2)
+        gevent.spawn_later(0.2, exit_now, status)
 
     def on_test_stop(self, environment, **_) -> None:
         """The users have stopped: send the stop phase's interval, the plan state and the last claim events."""
