@@ -634,6 +634,13 @@ def test_fewer_workers_at_start_or_end_is_suspect(plain_cfg):
     ended = {**full, "at_end": 0}
     reasons = suspect._workers_reasons(_figures(plain_cfg, {"workers_connected": ended}, {"claims": 100}, {}))
     assert len(reasons) == 1 and reasons[0].startswith("the run ended with 0 of 2 workers connected"), reasons
+    assert reasons[0].endswith("the others had lost their sessions and could not open new ones"), reasons
+    # the missing workers were in a lost process (qbench master's worker killed): said so, not lost sessions
+    lost = [{"process": 1, "workers": 2, "lost": True}, {"process": 2, "workers": 0, "lost": False}]
+    reasons = suspect._workers_reasons(_figures(plain_cfg, {"workers_connected": ended, "processes": lost},
+                                                {"claims": 100}, {}))
+    assert reasons == ["the run ended with 0 of 2 workers connected: the missing ones were in load generator "
+                       "processes that were lost"], reasons
     # the web UI changes the workers on purpose: its run's end is not suspect
     assert suspect._workers_reasons(_figures(plain_cfg, {"workers_connected": ended, "web_ui": {"changes": 1}},
                                              {"claims": 100}, {})) == []

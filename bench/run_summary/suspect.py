@@ -90,8 +90,10 @@ def _workers_reasons(f: Figures) -> list[str]:
                        f"{seen.get('connect_wait_s', 0):g} s): its figures are those of fewer workers")
     if (asked is not None and seen.get("at_end") is not None and seen["at_end"] < asked
             and not f.facts.run_info.get("web_ui")):
-        reasons.append(f"the run ended with {seen['at_end']} of {asked} workers connected: the others had lost "
-                       "their sessions and could not open new ones")
+        in_lost = sum(p.get("workers") or 0 for p in f.facts.run_info.get("processes") or [] if p.get("lost"))
+        why = ("the missing ones were in load generator processes that were lost" if in_lost >= asked - seen["at_end"]
+               else "the others had lost their sessions and could not open new ones")
+        reasons.append(f"the run ended with {seen['at_end']} of {asked} workers connected: {why}")
     failed = sum(f.errors.values()) - f.counters["nowait_retries"]
     attempts = f.counters["claims"] + failed
     if attempts and failed / attempts > SUSPECT_ERROR_SHARE and not f.facts.cfg.faults:
