@@ -266,7 +266,7 @@ def test_the_clients_through_the_pooler_are_the_workers_reaper_and_producers():
     pool and those (tests/test_pool_budget.py)."""
     cfg = build_config("default", {"pooler": "pgbouncer", "workers": "7", "rate": "50", "producers": "3",
                                    "reaper_interval_s": "1", "pool_size": "4"})
-    assert cfg.pooled_connections() == 7 + 3 + 1
+    assert cfg.pooled_connections() == 7 + 3 + 1 + 1  # workers, producers, reaper, the round-trip probe
     assert cfg.connections_needed() == 4 + 2  # the pool, and the monitor's two
 
 

@@ -34,7 +34,7 @@ def test_not_as_root_missing_tools_are_one_line_naming_their_packages_exit_2(tmp
     browser = [package for path, package in (("/usr/bin/chromium", "chromium"), ("/usr/bin/chromedriver",
                "chromium-driver"), ("/usr/sbin/pgbouncer", "pgbouncer"))
                if not os.access(path, os.X_OK)]  # absolute paths: PATH does not hide them
-    missing = " ".join([*browser, "postgresql-client", "mariadb-client"])
+    missing = " ".join([*browser, "postgresql-client", "mariadb-client", "iproute2"])  # ip: not on the empty PATH
     assert f"the tests need the Debian packages {missing}, not installed" in lines[0]
     assert "allowed: run make test as root" in lines[0]
     assert lines[0].endswith(f"apt-get install --no-install-recommends {missing}")
