@@ -200,10 +200,12 @@ def test_qbench_master_refuses_a_relay_its_remote_workers_could_not_reach(tmp_pa
 
 
 def _relays(parent: int | None = None) -> list[psutil.Process]:
-    """The delay relay processes running now (children of ``parent`` only, when given)."""
+    """The delay relay processes running now (children of ``parent`` only, when given); not the short-lived
+    measurement of its timer before a run (``--measure``), which forwards nothing."""
     found = []
     for proc in psutil.process_iter(["cmdline", "ppid"]):
-        if "bench.engines.relay" in (proc.info["cmdline"] or []) and parent in (None, proc.info["ppid"]):
+        cmdline = proc.info["cmdline"] or []
+        if "bench.engines.relay" in cmdline and "--target" in cmdline and parent in (None, proc.info["ppid"]):
             found.append(proc)
     return found
 
