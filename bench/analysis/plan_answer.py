@@ -63,9 +63,13 @@ def choose(designs: list[Mapping[str, Any]], target_rate: float,
             "network_note": network_note(designs, confirmations)}
 
 
+def _steps(designs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Every step of ``designs``' workers and headroom searches, in order."""
+    return [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
+
+
 def _runs(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    steps = [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
-    return [r for s in [*steps, *confirmations] for r in s.get("runs") or []]
+    return [r for s in [*_steps(designs), *confirmations] for r in s.get("runs") or []]
 
 
 def network_note(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]] = ()) -> str | None:
@@ -321,8 +325,7 @@ def _closest(designs: list[Mapping[str, Any]], target_rate: float) -> dict[str, 
 
 def harness_note(designs: list[Mapping[str, Any]], confirmation: Mapping[str, Any] | None = None) -> str | None:
     """What to do when steps were harness-limited (the load generator shares its cores with the database)."""
-    steps = [s for d in designs for part in ("workers", "headroom") for s in (d.get(part) or {}).get("steps", [])]
-    steps += [confirmation] if confirmation else []
+    steps = [*_steps(designs), *([confirmation] if confirmation else [])]
     limited = [s for s in steps if s.get("harness_limited")]
     if not limited:
         return None
