@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.analysis.experiment_figures import DERIVED, RunView
 from bench.errors import ConfigError
 from bench.experiments.catalogue import EXPERIMENTS_DIR, load_catalogue, load_experiment
 from bench.experiments.driver import run_catalogue
@@ -46,6 +47,26 @@ def test_every_experiment_file_is_valid_in_both_tiers():
     assert len({e.number for e in quick}) == len(quick) == len(list(EXPERIMENTS_DIR.glob("*.toml")))
     for exp in quick + full:  # no plan is refused by its own budget
         assert exp.planned_load_s(exp.sweep()) <= exp.budget_s, (exp.name, exp.full)
+
+
+def _view(summary: dict, config: dict) -> RunView:
+    """A RunView over ``summary`` and ``config`` without files (its own ``value``/``setting`` readers)."""
+    view = RunView.__new__(RunView)
+    view.summary, view.config = summary, config
+    return view
+
+
+def test_the_network_model_adds_up_what_the_run_measured():
+    """Experiment 24's keys: the cycle by Little's law and the model's sum, each part from the run's summary."""
+    summary = {"throughput_jobs_per_s": 300.0, "work_duration_us": {"mean": 10000.0}, "jobs_completed": 100,
+               "round_trips": {"per_job": 2.0}, "round_trip": {"mean_us": 500.0}, "claims": 110, "completions": 100,
+               "latency_split": {"claim": {"server_us": 100.0}, "complete": {"server_us": 50.0}}}
+    view = _view(summary, {"workers": 4})
+    assert DERIVED["cycle_ms"](view) == pytest.approx(4000 / 300)
+    # 10 ms of work + 2 round trips of 0.5 ms + (110 claims × 0.1 ms + 100 completions × 0.05 ms) / 100 jobs
+    assert DERIVED["model_cycle_ms"](view) == pytest.approx(10 + 1 + 0.16)
+    summary["latency_split"]["claim"]["server_us"] = None  # no pg_stat_statements: not measured
+    assert DERIVED["model_cycle_ms"](view) is None
 
 
 @pytest.mark.parametrize("change, message", [

@@ -145,6 +145,28 @@ def _plan_scans_table(view: RunView) -> float | None:
     return None if not scan else float("Seq Scan" in scan)
 
 
+def _cycle_ms(view: RunView) -> float | None:
+    """A worker's time per job, ms, by Little's law: WORKERS / jobs/s."""
+    thr, workers = view.value("throughput_jobs_per_s"), view.setting("workers")
+    return None if not thr or not workers else 1000 * workers / thr
+
+
+def _model_cycle_ms(view: RunView) -> float | None:
+    """A job's cycle, ms, as the network model adds it up (docs/network.md, "What a round trip does to a
+    queue"): the work as measured (``work_duration_us.mean``) + round trips per job × the probe's mean round trip
+    + the server's execution per job (claims × the claim's + completions × the completion's, from
+    ``latency_split``, over jobs completed). None when any part was not measured (no pg_stat_statements)."""
+    work_us, per_job = view.value("work_duration_us.mean"), view.value("round_trips.per_job")
+    rtt_us, jobs = view.value("round_trip.mean_us"), view.value("jobs_completed")
+    claim_us, complete_us = view.value("latency_split.claim.server_us"), view.value("latency_split.complete.server_us")
+    claims, completions = view.value("claims"), view.value("completions")
+    parts = (work_us, per_job, rtt_us, jobs, claim_us, complete_us, claims, completions)
+    if any(part is None for part in parts) or not jobs:
+        return None
+    server_us = (claims * claim_us + completions * complete_us) / jobs
+    return (work_us + per_job * rtt_us + server_us) / 1000
+
+
 #: ``derived.<name>`` keys: figures computed from one run's own values.
 DERIVED: dict[str, Callable[[RunView], float | None]] = {
     "throughput_x_work_s": _throughput_x_work_s,
@@ -162,6 +184,8 @@ DERIVED: dict[str, Callable[[RunView], float | None]] = {
     "crashed_jobs_not_redelivered": _crashed_jobs_not_redelivered,
     "generic_plan_share": _generic_plan_share,
     "plan_scans_table": _plan_scans_table,
+    "cycle_ms": _cycle_ms,
+    "model_cycle_ms": _model_cycle_ms,
 }
 
 
