@@ -53,7 +53,7 @@ BAD_RUN_INPUT = [
     ("too-many-connections", ["--workers", "1000"], "WORKERS", "free (max_connections"),
     ("lease-0", ["--lease-s", "0"], "LEASE_S", "a number > 0"),
     ("work-ms-negative", ["--work-ms", "-5"], "WORK_MS", "a number >= 0"),
-    ("work-ms-nan", ["--work-ms", "nan"], "WORK_MS", "a number >= 0"),
+    ("work-ms-nan", ["--work-ms", "nan"], "WORK_MS", "is not a finite number; allowed: a number >= 0"),
     ("history-negative", ["--history", "-1"], "HISTORY", "an integer from 0 to"),
     ("schema-public", ["--schema", "public"], "SCHEMA", "dedicated"),
     # libpq connects to hostaddr, not host: the loopback check must look at it, without connecting.
@@ -315,6 +315,16 @@ def test_every_parameters_bad_values_are_refused_from_cli_workload_and_sweep_fil
 
 def test_the_table_gives_at_least_40_bad_input_cases():
     assert len(TABLE_CASES) >= 40 and all(BAD_VALUES.get(p.key) for p in PARAMETERS)
+
+
+def test_a_refused_value_in_a_sweep_matrix_names_the_matrix_and_the_file(dsn, tmp_path):
+    """A value the file's type check lets through and the parameter's range refuses: the line says where it was."""
+    path = tmp_path / "far.toml"
+    path.write_text('[fixed]\nworkers = 2\n\n[matrix]\nnet_delay_ms = [0, 99999]\n')
+    proc = qbench_in_process("sweep", str(path), "--dsn", dsn, "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2
+    line = _one_line(proc.stderr)
+    assert "--net-delay-ms: 99999 is out of range" in line and "(in [matrix] of far.toml: net_delay_ms = 99999)" in line
 
 
 # ---- Contradictory combinations and loose file types ---------------------------------------------

@@ -79,8 +79,9 @@ def parse_number(param: str, value: Any, *, minimum: float, strict: bool = False
         number = float(value)
     except (TypeError, ValueError):
         raise ConfigError(param, f"{value!r} is not a number; allowed: {allowed}") from None
-    if (number != number or number == float("inf") or (number <= minimum if strict else number < minimum)
-            or (maximum is not None and number > maximum)):
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ConfigError(param, f"{value!r} is not a finite number; allowed: {allowed}")
+    if (number <= minimum if strict else number < minimum) or (maximum is not None and number > maximum):
         raise ConfigError(param, f"{value} is out of range; allowed: {allowed}")
     return number
 
