@@ -119,6 +119,26 @@ def test_sweep_report_renders_from_files_alone_without_a_database(small):
     assert not (small / "plots" / "throughput_vs_batch.png").exists()
 
 
+def test_a_sweep_of_the_relays_setting_draws_throughput_and_the_measured_round_trip(small):
+    """The fixture's history axis rewritten as NET_DELAY_MS 0 / 1 / 2 with a measured round trip per run: the page
+    draws throughput and claim latency against it, and no history figure."""
+    setting = {"0": 0, "100000": 1, "1000000": 2}
+    meta = json.loads((small / "sweep.json").read_text())
+    meta["axes"] = {"index": meta["axes"]["index"], "net_delay_ms": [0, 1, 2]}
+    for cell in meta["cells"]:
+        cell["params"]["net_delay_ms"] = setting[str(cell["params"].pop("history"))]
+    (small / "sweep.json").write_text(json.dumps(meta))
+    rows = _rows(small)
+    for row in rows:
+        row["net_delay_ms"] = setting[row.pop("history")]
+        row["round_trip_p50_us"] = 150 + 4400 * row["net_delay_ms"]
+    _write_rows(small, rows)
+    page = _render(small)
+    assert (small / "plots" / "throughput_vs_round_trip.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert 'id="fig-throughput_vs_round_trip"' in page and "the round trip each run measured" in page
+    assert not (small / "plots" / "claim_latency_vs_history.png").exists()
+
+
 @pytest.mark.parametrize("name", ["sweep_small", "sweep_scaling"])
 def test_capacity_sentence_names_the_best_trustworthy_cell(tmp_path, name):
     sweep_dir = Path(shutil.copytree(FIXTURES / name, tmp_path / name))

@@ -131,20 +131,24 @@ def draw_throughput(ax: plt.Axes, sweep: SweepResults, series: Sequence[tuple], 
 
 
 #: Each x axis of the figures: its label, and how far past the outer values it reaches (None: symlog, for an
-#: axis that includes 0).
+#: axis that includes 0; 0.0: linear from 0).
 X_AXES = {"workers": ("workers (connections, log scale)", 1.3),
           "history": ("history (finished rows in the table; 0 at left, log scale above)", None),
-          "batch": ("batch size (rows per claim, log scale)", 1.6)}
+          "batch": ("batch size (rows per claim, log scale)", 1.6),
+          "net_delay_ms": ("NET_DELAY_MS (ms added each way by the delay relay, linear)", 0.0)}
 
 
 def x_axis(axes: Sequence[plt.Axes], axis: str, values: Sequence[float], ticks: Sequence[float] | None = None) -> None:
     """The x axis of each of ``axes`` for the sweep axis ``axis`` (:data:`X_AXES`), and a grid: log, ticked exactly
     at ``ticks`` (default: the measured ``values``) labelled as plain counts; symlog (linear below the smallest
-    non-zero value, so 0 still shows) for an axis with no reach."""
+    non-zero value, so 0 still shows) for an axis with no reach; linear for a reach of 0."""
     label, pad = X_AXES[axis]
     positive = sorted({float(v) for v in values if v > 0})
     for ax in axes:
-        if pad is not None:
+        if pad == 0.0:
+            shown = sorted({float(v) for v in values})
+            ax.set_xlim(-0.08 * max(shown[-1], 1e-9), shown[-1] * 1.08 or 1.0)
+        elif pad is not None:
             ax.set_xscale("log")
             shown = sorted({float(v) for v in (ticks or values) if v > 0})
             ax.set_xlim(min(values) / pad, max(values) * pad)

@@ -1,5 +1,5 @@
 """The sweep report's figures, one per axis the sweep varies (workers with the USL fit and claim latency,
-history, batch): each a spec ``{"name", "title", "caption", "draw"}`` (``draw()`` gives PNG bytes); none for an
+history, batch, the relay's added round trip): each a spec ``{"name", "title", "caption", "draw"}`` (``draw()`` gives PNG bytes); none for an
 axis whose every series is a single cell."""
 
 from __future__ import annotations
@@ -144,10 +144,11 @@ def _draw_usl(ax: plt.Axes, fit: UslFit, xs: list[float], color: str) -> Line2D:
     return line
 
 
-def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, axis: str, rings: bool) -> list[float]:
+def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, axis: str, rings: bool,
+                   also: tuple[str, str, str] | None = None) -> list[float]:
     """Each series' mean claim p50 (solid) and p99 (dashed), ms, against the sweep axis ``axis`` on ``ax``, with 95 % CI
-    bars (``rings``: bad cells ringed), a log y axis when they span much, and their legend; returns the x
-    values."""
+    bars (``rings``: bad cells ringed), a log y axis when they span much, and their legend; ``also``: one more
+    ``cells.csv`` column (µs) per series, with its line style and legend text; returns the x values."""
     xs_all, lat_all, handles = [], [], []
     for color, xs, (label, cells) in colored(sweep, series, axis):
         xs_all += xs
@@ -159,8 +160,13 @@ def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, axis: str, r
                 ring_bad(ax, xs, [Stat(mean=s.mean / 1000.0, n=s.n) for s in stats], cells)
             lat_all += [s.mean / 1000.0 for s in stats if s.n]
             lat_all += [s.low / 1000.0 for s in stats if s.n > 1 and not is_missing(s.low)]
+        if also:
+            stats = [c.stat(also[0]) for c in cells]
+            errorbar(ax, xs, stats, scale=1000.0, fmt=also[1], color=color, markersize=5)
+            lat_all += [s.mean / 1000.0 for s in stats if s.n]
     auto_log_y(ax, lat_all, "claim latency (ms)")
-    legend_above(ax, handles + style_keys("claim"))
+    extra = [Line2D([], [], color="#555", linestyle=":", marker="^", markersize=4, label=also[2])] if also else []
+    legend_above(ax, handles + style_keys("claim") + extra)
     return xs_all
 
 
@@ -204,6 +210,17 @@ def _draw_batch(sweep: SweepResults, series: list) -> bytes:
     return save_png(fig)
 
 
+def _draw_round_trip(sweep: SweepResults, series: list) -> bytes:
+    fig, (ax_t, ax_l) = new_figure(11, 4.4, 2)
+    xs_all, tput_stats = draw_throughput(ax_t, sweep, series, "net_delay_ms")
+    _claim_latency(ax_l, sweep, series, "net_delay_ms", rings=False,
+                   also=("round_trip_p50_us", ":^", "round trip measured, p50 (dotted)"))
+    x_axis((ax_t, ax_l), "net_delay_ms", xs_all)
+    linear_y(ax_t, tput_stats, "throughput (jobs/s)")
+    legend_above(ax_t)
+    return save_png(fig)
+
+
 #: The figures of one series per combination of the other varying axes, in page order: (file name, x axis,
 #: title, caption, why a single-cell series is not drawn (None: not said), drawing function).
 SERIES_FIGURES = (
@@ -225,6 +242,12 @@ SERIES_FIGURES = (
      "per-job wait inside a batch (p50 solid, p99 dashed, ms): how long a claimed job waits for the "
      "jobs before it in the same batch; the price a batch pays for its throughput, and the time its "
      "lease must cover.", "{n} series with a single batch size", _draw_batch),
+    ("throughput_vs_round_trip", "net_delay_ms", "Throughput and claim latency vs the added round trip",
+     "Left: mean throughput (jobs/s) against the delay relay's setting (ms added each way), with 95 % CI error "
+     "bars. Right: mean claim latency p50 (solid) and p99 (dashed) and the round trip each run measured (its "
+     "probe's p50, dotted triangles), ms: each job pays its round trips on every cycle, so the throughput of a "
+     "fixed number of workers falls as the measured round trip grows (docs/network.md).",
+     "{n} series with a single setting", _draw_round_trip),
 )
 
 
