@@ -4,9 +4,11 @@ refused before anything is created. The searches' own rules are checked on made-
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from bench.analysis import plan_answer
@@ -98,6 +100,43 @@ def test_the_cost_estimate_is_the_answers_runs_own_cost_times_the_target(planned
     assert cost["wal_mb_per_s"] == pytest.approx(float(RATE) * (sum(wal) / len(wal)) / 1e6)
     assert f"cost: {cost['sentence']}" in proc.stdout
     assert cost["sentence"] in (plan_dir / "plan.html").read_text().replace("&#39;", "'")
+
+
+@pytest.mark.slow
+def test_the_answer_says_the_connections_its_runs_needed_against_the_servers_own_figures(planned, dsn):
+    """The connections line: what the answer's run needed (its run.json, the rule every run is checked by) against
+    the server's free connections as that run read them, and those against the server's own max_connections; the
+    busiest second's client backends (the admin one among them) fit in what was counted (the monitor's two added:
+    they are left out there)."""
+    _, state, plan_dir, proc = planned
+    conn = state["answer"]["connections"]
+    run_dir = Path(state["confirmation"]["runs"][0]["run_dir"])
+    run = json.loads((run_dir / "run.json").read_text())
+    assert conn["needed"] == run["connections_needed"]["server"] and conn["available"] == run["connections"]["available"]
+    with psycopg.connect(dsn) as c:
+        max_connections = int(c.execute("SHOW max_connections").fetchone()[0])
+    assert conn["max_connections"] == max_connections
+    assert conn["available"] == max_connections - conn["reserved"] - conn["in_use"]
+    assert conn["spare"] == conn["available"] - (conn["needed"] - 1)  # the admin connection was in use already
+    backends = max(int(float(r["server_backends"])) for r in csv.DictReader((run_dir / "intervals.csv").open())
+                   if r.get("server_backends"))
+    assert backends + 2 <= conn["needed"], (backends, conn)  # the admin connection is among the backends counted
+    assert f"connections: {conn['sentence']}" in proc.stdout and str(conn["available"]) in conn["sentence"]
+    assert conn["sentence"] in (plan_dir / "plan.html").read_text().replace("&#39;", "'")
+
+
+def test_the_connections_line_of_an_embedded_server_asks_the_team_to_check_its_own():
+    """On the plan's own embedded server the free connections say nothing of the team's: no spare, a request."""
+    runs = [{"connections": {"room": {"max_connections": 300, "reserved": 3, "in_use": 1, "available": 296},
+                             "needed": {"server": 12, "clients": 8, "direct": 4, "sentence": "6 workers need 12 server "
+                                        "connections (8 clients + 4 direct)"}, "embedded": True}}]
+    note = plan_answer.connections_note(runs)
+    assert note["spare"] is None and "check that yours has 12 free" in note["sentence"]
+    runs[0]["connections"]["embedded"] = False
+    runs[0]["connections"]["room"].update(available=10, in_use=287)
+    note = plan_answer.connections_note(runs)
+    assert note["spare"] == -1 and "1 short" in note["sentence"]
+    assert plan_answer.connections_note([{}]) is None
 
 
 def test_without_server_cpu_the_estimate_says_at_least_from_the_statements():

@@ -89,6 +89,30 @@ def network_note(designs: list[Mapping[str, Any]], confirmations: list[Mapping[s
             f"more workers")
 
 
+def connections_note(runs: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The connections the answer's runs needed against what the server had (docs/capacity-plan.md, "Connections in
+    the answer"): ``{"needed", "available", "max_connections", "reserved", "in_use", "embedded", "room_for_workers",
+    "sentence"}`` from the first of ``runs`` (the step or confirmation the answer is read from) whose record has
+    ``connections`` (:func:`bench.plan.steps.connections_of`); None when none has."""
+    found = next((r["connections"] for r in runs if r.get("connections")), None)
+    if found is None:
+        return None
+    room, needed = found["room"], found["needed"]
+    spare = room["available"] - needed["server"] + 1  # the admin connection was already in use when it was read
+    reserved = f" − {room['reserved']} reserved" if room["reserved"] else ""
+    server = (f"the plan's own embedded server had {room['available']} free (max_connections "
+              f"{room['max_connections']}{reserved} − {room['in_use']} in use), which says nothing of yours: "
+              f"check that yours has {needed['server']} free"
+              if found["embedded"] else
+              f"the server had {room['available']} free as the run started (max_connections {room['max_connections']}"
+              f"{reserved} − {room['in_use']} in use): "
+              + (f"{spare} to spare" if spare >= 0 else f"{-spare} short"))
+    return {"needed": needed["server"], "clients": needed["clients"], "direct": needed["direct"],
+            "available": room["available"], "max_connections": room["max_connections"], "reserved": room["reserved"],
+            "in_use": room["in_use"], "embedded": found["embedded"], "spare": None if found["embedded"] else spare,
+            "sentence": f"{needed['sentence']}, the tool's own among the direct ones; {server}"}
+
+
 def vacuum_note(designs: list[Mapping[str, Any]], confirmations: list[Mapping[str, Any]] = ()) -> str | None:
     """'autovacuum never runs on this server (autovacuum = off), …' when a run of the plan recorded that the
     server's settings kept autovacuum from the queue table (its record's ``autovacuum_never_runs``), else None."""
@@ -135,13 +159,15 @@ def _choose(designs: list[Mapping[str, Any]], target_rate: float,
             "slo_from": f"the {_seconds(at)} confirmation at {at['workers']} workers" if claim["confirmed"]
             else f"{_steps_text(d, at['workers'])} at {at['workers']} workers",
             "sentence": sentence, "harness_note": note, "cost": cost_estimate(at["runs"], target_rate),
+            "connections": connections_note(at["runs"]),
             "unmeasured": [stop for _, stop in stops] + ([claim["unmeasured"]] if claim["unmeasured"] else [])}
 
 
 def answer_lines(answer: Mapping[str, Any]) -> list[str]:
     """The answer as the terminal prints it: its sentence first (so an unconfirmed answer's first word says so),
-    then ``cost: …`` and ``note: …`` lines (the harness's, the server's autovacuum) when it has them."""
+    then ``cost: …``, ``connections: …`` and ``note: …`` lines (the harness's, the server's autovacuum) when it has them."""
     return [answer["sentence"], *([f"cost: {answer['cost']['sentence']}"] if answer.get("cost") else []),
+            *([f"connections: {answer['connections']['sentence']}"] if answer.get("connections") else []),
             *([f"note: {answer['harness_note']}"] if answer.get("harness_note") else []),
             *([f"note: {answer['vacuum_note']}"] if answer.get("vacuum_note") else []),
             *([f"network: {answer['network_note']}"] if answer.get("network_note") else [])]

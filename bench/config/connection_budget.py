@@ -102,3 +102,10 @@ def connection_budget(workers: int, clients: int, direct: int, pooler: str, pool
         return ConnectionBudget(workers, clients, direct)
     return ConnectionBudget(workers, clients, direct, pooler, pool_size, max_client_conn)
 
+
+def connections_needed(budget: ConnectionBudget) -> dict:
+    """run.json's ``connections_needed``: the server connections the run needs, the admin one counted
+    (``server``), the clients (workers, producers, reaper, the round-trip probe, effects; a pooler's clients behind
+    one), the tool's direct ones with the admin (``direct``), ``pooler``, ``pool_size`` and :meth:`ConnectionBudget.sentence`."""
+    return {"server": budget.server + 1, "clients": budget.clients, "direct": budget.direct + 1,
+            "pooler": budget.pooler, "pool_size": budget.pool_size, "sentence": budget.sentence()}

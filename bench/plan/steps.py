@@ -30,6 +30,20 @@ def design_id(cfg: RunConfig) -> str:
 COST_KEYS = ("server_cpu_us", "statements_exec_us", "wal_bytes", "log")
 
 
+def connections_of(run_dir: Path) -> dict[str, Any] | None:
+    """``{"room", "needed", "embedded"}`` of the run in ``run_dir``: its ``run.json``'s ``connections`` (the server's
+    headroom as the run started: ``max_connections``, ``reserved``, ``in_use``, ``available``),
+    ``connections_needed`` and whether the server was the tool's embedded one; None when ``run.json`` is missing,
+    unreadable or older than ``connections_needed``."""
+    try:
+        run = read_result(Path(run_dir) / "run.json")
+    except (ResultsError, OSError, ValueError):
+        return None
+    if not run.get("connections") or not run.get("connections_needed"):
+        return None
+    return {"room": run["connections"], "needed": run["connections_needed"], "embedded": bool(run.get("embedded_database"))}
+
+
 def vacuum_of(run_dir: Path, passed: bool) -> tuple[str | None, dict[str, Any] | None]:
     """(the server setting that kept autovacuum from the queue table while the run's ``AUTOVACUUM`` was on, or
     None; for a failing run, :func:`bench.results.dead_rows.dead_rows_growth` of its ``run.json`` and
@@ -51,7 +65,7 @@ def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     if dead_rows:
         why = f"{why}; {growth_text(dead_rows)}"
     return {"run_dir": str(run_dir), "passed": ok, "why": why, "dead_rows": dead_rows,
-            "autovacuum_never_runs": blocked, "slo": summary.get("slo"),
+            "autovacuum_never_runs": blocked, "connections": connections_of(run_dir), "slo": summary.get("slo"),
             "slo_ratio": slo.worst_ratio(summary.get("slo")), "trusted": not problems(summary),
             "harness_limited": harness_limited(summary), "machine_busy": machine_busy(summary),
             # the server's CPU is read from /proc only when the server runs on this host

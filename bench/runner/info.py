@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 
 from bench import __version__, run_summary
+from bench.config.connection_budget import connections_needed
 from bench.config.parameters import defaults_on
 from bench.config.pooler_parameters import pooler_record
 from bench.config.queue_definition import describe_queue
@@ -94,6 +95,7 @@ def run_info(run) -> dict:
         "backlog": run.backlog, "backlog_computed": run.backlog_how,
         "seed": seed_info(run.seed),
         "connections": run.room,
+        "connections_needed": connections_needed(cfg.connection_budget()),
         # the nodes of the plan the workers ran (read on a worker's own session)
         "claim_plan_nodes": workers_plan.get("nodes") or None,
         "claim_plans": {**(engine.plans_summary(run.claim_plans) or {"auto": None}),
