@@ -352,3 +352,22 @@ def test_a_worker_that_cannot_reach_its_database_stops_the_master_in_one_line(ds
         "qbench: --expect-workers: load generator process 1 could not start its sessions"), err
     assert code != 0 and "qbench worker:" in log.read_text(), log.read_text()
     assert not any(tmp_path.iterdir())  # no run directory left behind
+
+
+def test_a_run_killed_with_9_leaves_its_claim_files_to_the_next_run(tmp_path, monkeypatch):
+    """The next multi-process run removes the temporary directories of runs whose process is gone, and only those."""
+    import subprocess
+    import tempfile
+
+    from bench.load.process_merge import remove_orphans
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, mine, other = (tmp_path / f"qbench-claims-{gone.pid}-x1", tmp_path / f"qbench-claims-{os.getpid()}-x2",
+                         tmp_path / f"qbench-library-{gone.pid}-x3")
+    for path in (dead, mine, other):
+        path.mkdir()
+        (path / "claims-1.log").write_text("line\n")
+    assert remove_orphans("qbench-claims-") == [dead]
+    assert not dead.exists() and mine.exists() and other.exists()

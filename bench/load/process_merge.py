@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import gevent
+import psutil
 from gevent.event import Event
 
 from bench.errors import RunFailed, SessionRefused
@@ -30,6 +31,18 @@ ROTATE_WAIT_S = 0.5
 START_WAIT_S = 60.0
 
 
+def remove_orphans(prefix: str) -> list[Path]:
+    """Remove the temporary directories ``<prefix><pid>-*`` whose process is gone (a run killed with -9 cannot remove
+    its own); returns those removed."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 class MergedProcesses:
     """Several processes' lifecycle and per-second merge; ``NOUN``, ``NOT_STARTED``, ``SILENT_EXIT``: message
     wording."""
@@ -42,7 +55,8 @@ class MergedProcesses:
     def _init_processes(self, cfg, ctx, log, numbers, prefix: str) -> None:
         """The state of processes ``numbers``; their files go to a new temporary directory named ``prefix``*."""
         self.cfg, self.ctx, self.log = cfg, ctx, log
-        self.tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        remove_orphans(prefix)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
         self.procs: dict[int, subprocess.Popen] = {}
         self.ready: dict[int, dict] = {}
         self.failed: dict[int, str] = {}
