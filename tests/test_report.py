@@ -310,3 +310,22 @@ def test_the_report_reads_the_engine_capabilities_the_run_recorded():
     assert engine_capability({"config": {"engine": "mariadb"}}, "table_rows_estimated") is True
     assert engine_capability({"config": {}}, "vacuum") is True
     assert engine_capability({}, "statement_stats") is True
+
+
+def test_the_claim_latency_figure_draws_the_measured_round_trip_beside_the_claims():
+    """Dotted: the probe's per-second round trip, in ms, when intervals.csv has it; not drawn when it does not."""
+    import matplotlib.pyplot as plt
+
+    from bench.report.run_plots import draw_claim_latency
+
+    df = pd.DataFrame({"t_s": [0, 1, 2], "claim_p50_us": [5000, 5200, 5100], "claim_p95_us": [9000, 9100, 9200],
+                       "claim_p99_us": [12000, 13000, 12500], "round_trip_p50_us": [4400, 4500, 4450]})
+    fig, ax = plt.subplots()
+    draw_claim_latency(ax, df, {})
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["round trip p50 (the probe's)"].get_ydata()) == [4.4, 4.5, 4.45]
+    assert lines["round trip p50 (the probe's)"].get_linestyle() == ":"
+    ax.clear()
+    draw_claim_latency(ax, df.drop(columns="round_trip_p50_us"), {})
+    assert "round trip p50 (the probe's)" not in {line.get_label() for line in ax.get_lines()}
+    plt.close(fig)

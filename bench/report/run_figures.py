@@ -147,7 +147,8 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      draw_throughput),
     ("claim_latency", "Claim latency",
      "Per-second p50/p95/p99 of claim latency in ms (lock waits included); gaps are seconds "
-     "with no claims. A widening p99 over p50 means some claims queue behind locks.",
+     "with no claims. A widening p99 over p50 means some claims queue behind locks. Dotted: the round trip the "
+     "run's probe measured each second (p50), the part of every claim no server can shorten (docs/network.md).",
      draw_claim_latency),
     ("claim_vs_table", "Claim latency against table size",
      "Each second's claim p50 and p99 against the queue table's size in that second (PostgreSQL: its live + "

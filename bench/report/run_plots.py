@@ -82,13 +82,19 @@ def draw_throughput(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
 
 
 def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
-    """Per-second claim latency p50/p95/p99 in ms (the ``claim_p*_us`` columns, µs); a log y axis when
-    the largest value is more than :data:`LOG_SCALE_RATIO` times the smallest positive one."""
-    ms = {p: df[f"claim_{p}_us"] / 1000.0 for p in ("p50", "p95", "p99")}
+    """Per-second claim latency p50/p95/p99 in ms (the ``claim_p*_us`` columns, µs), and beside them the round trip
+    the run's probe measured (``round_trip_p50_us``, dotted, when measured: the part of a claim no server can
+    shorten); a log y axis when the largest value is more than :data:`LOG_SCALE_RATIO` times the smallest positive
+    one."""
+    ms = {f"claim latency {p}": df[f"claim_{p}_us"] / 1000.0 for p in ("p50", "p95", "p99")}
+    styles = dict.fromkeys(ms, "-")
+    if "round_trip_p50_us" in df and df["round_trip_p50_us"].notna().any():
+        ms["round trip p50 (the probe's)"] = pd.to_numeric(df["round_trip_p50_us"], errors="coerce") / 1000.0
+        styles["round trip p50 (the probe's)"] = ":"
     use_log = spans_wide(pd.concat(list(ms.values())))
     for label, series in ms.items():
-        ax.plot(df["t_s"], series.where(series > 0) if use_log else series, marker=_marker(df),
-                label=f"claim latency {label}")
+        ax.plot(df["t_s"], series.where(series > 0) if use_log else series, marker=_marker(df), label=label,
+                linestyle=styles[label], **({"color": "#555"} if styles[label] == ":" else {}))
     y_scale(ax, use_log, "claim latency (ms)", "claim latency (ms, log scale)")
     _legend(ax)
 
