@@ -16,7 +16,7 @@ from bench.config.connection_budget import EMBEDDED, NO_POOLER, YOURS, connectio
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
-from bench.config.network_parameters import crossing, relay_parameter, relayed
+from bench.config.network_parameters import crossing, partitioned, relay_parameter, relayed
 from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
@@ -96,12 +96,12 @@ class RunConfig:
 
     def relayed(self) -> bool:
         """True when the run's application side reaches the server through a delay relay (``NET_DELAY_MS``,
-        ``NET_JITTER_MS``: :func:`bench.config.network_parameters.relayed`)."""
-        return relayed(self.net_delay_ms, self.net_jitter_ms)
+        ``NET_JITTER_MS``, a ``partition`` window: :func:`bench.config.network_parameters.relayed`)."""
+        return relayed(self.net_delay_ms, self.net_jitter_ms, self.faults)
 
     def relay_parameter(self) -> str:
         """The relay parameter a refusal names (:func:`bench.config.network_parameters.relay_parameter`)."""
-        return relay_parameter(self.net_delay_ms)
+        return relay_parameter(self.net_delay_ms, self.net_jitter_ms)
 
     def crossing_relay(self) -> list[str]:
         """The connections that cross the delay relay (:func:`bench.config.network_parameters.crossing`)."""
@@ -216,6 +216,10 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                     f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
                                     + named("{reaper_interval_s} > 0 (or ") + setting("txn", "hold")
                                     + ", where the crash rolls the claim back)")
+    if partitioned(values["faults"]) and values["processes"] > 1:
+        raise ConfigError("FAULTS", named("partition measures each worker in the process that runs the relay, and with "
+                                          "{processes} > 1 the workers are in other processes; allowed: partition ")
+                                    + f"with {setting('processes', 1)}")
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
                                        + named("a process without a worker; allowed: {processes} from 1 to {workers}"))
