@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -128,3 +129,39 @@ def test_a_partition_every_worker_gives_up_in_time_reconnects_and_the_audit_is_c
     assert sum(int(rows[t]["jobs_completed"]) for t in range(END_S + 1, 20)) > 0
     assert not psutil.pid_exists(run_json["relay"]["pid"])
     assert f"partition {START_S}–{END_S} s: 4 of 4 workers noticed" in proc.stdout
+
+
+def _socket_options(fd: int) -> tuple[int, int, int, int, int]:
+    """(TCP_USER_TIMEOUT ms, SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT) of the socket ``fd``, read back."""
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        return (sock.getsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT),
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                *(sock.getsockopt(socket.IPPROTO_TCP, o) for o in (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL,
+                                                                   socket.TCP_KEEPCNT)))
+    finally:
+        sock.close()
+
+
+def test_the_application_sides_connections_have_the_liveness_recorded_on_both_engines():
+    """``TCP_USER_TIMEOUT_MS=4500``: a reaper's connection (as every worker's and producer's, through
+    ``application_dsn``) has TCP_USER_TIMEOUT 4500 ms and keepalives every 1 s (4500 // 3000), 3 probes, read back
+    from its socket on PostgreSQL (libpq's keywords) and MariaDB (socket options); 0 leaves the kernel's."""
+    from bench.config.run_config import build_config
+    from bench.engines import get_engine
+    from conftest import ADMIN_DSN, MARIADB_DSN
+
+    expected = (4500, 1, 1, 1, 3)
+    kernel = tuple(int(open(f"/proc/sys/net/ipv4/tcp_keepalive_{k}").read()) for k in ("time", "intvl", "probes"))
+    for name, dsn, fd in (("postgres", ADMIN_DSN, lambda conn: conn.pgconn.socket),
+                          ("mariadb", MARIADB_DSN, lambda conn: conn._sock.fileno())):  # pylint: disable=protected-access
+        engine = get_engine(name)
+        for timeout_ms, want in (("4500", expected), ("0", None)):
+            cfg = build_config("default", {"engine": name, "tcp_user_timeout_ms": timeout_ms, "schema": "qbench"})
+            conn = engine.connect(engine.application_dsn(dsn, cfg), "queue-bench liveness test")
+            try:
+                got = _socket_options(fd(conn))
+            finally:
+                conn.close()
+            # 0: no user timeout, the kernel's keepalive times (libpq turns keepalives on by default, MariaDB not)
+            assert got == want if want else (got[0] == 0 and got[2:] == kernel), (name, timeout_ms, got)
