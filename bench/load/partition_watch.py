@@ -57,4 +57,5 @@ class PartitionWatch:
                 "connections_cut": self.connections_cut,
                 "cut_to_heal_s": (round(self.healed_at - self.cut_at, 3)
                                   if self.healed_at is not None and self.cut_at is not None else None),
-                "noticed": dict(self.noticed), "errors": dict(self.errors), "reconnected_after_heal_s": dict(self.reconnected)}
+                "noticed": dict(self.noticed), "errors": dict(self.errors),
+                "reconnected_after_heal_s": dict(self.reconnected)}

@@ -7,7 +7,8 @@ from __future__ import annotations
 def partition_line(p: dict) -> str:
     """One partition window in a line: who noticed and when, errors, reconnections, leases, the audit."""
     noticed = (f"{p['noticed']} of {p['workers']} workers noticed, p50 {p['noticed_s']['p50']:g} s, max "
-               f"{p['noticed_s']['max']:g} s after it began" if p["noticed"] else f"none of {p['workers']} workers noticed")
+               f"{p['noticed_s']['max']:g} s after it began" if p["noticed"]
+               else f"none of {p['workers']} workers noticed")
     bound = ("" if p["bound_s"] is None else f" (bound {p['bound_s']:g} s: " +
              (f"late or never: {', '.join(p['late'])})" if p["late"] else "all within)"))
     errors = ", ".join(f"{kind} {n}" for kind, n in sorted(p["errors"].items())) or "none"

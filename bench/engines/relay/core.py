@@ -155,8 +155,8 @@ class DelayRelay:
         pair = _Pair(client, server)
         pair.ways = [_Direction(client, server, pair, True), _Direction(server, client, pair, False)]
         with self.lock:
-            if not self.partitioned:  # a child inherits its listener's filter: one accepted as a partition ended
-                undrop(client)
+            # a child inherits its listener's filter: one accepted as a partition began or ended gets the relay's state
+            (drop_all if self.partitioned else undrop)(client)
             self.pairs.add(pair)
             for way in pair.ways:
                 self.selector.register(way.src, selectors.EVENT_READ, way)
