@@ -34,6 +34,7 @@ NEVER = "postgresql://postgres@127.0.0.1:5432/qbench_never_created"
     (("--tcp-user-timeout-ms", "3600001"), "--tcp-user-timeout-ms", "allowed:"),
     (("--faults", "partition@1-2:share=0.5"), "--faults", "allowed for partition: no options"),
     (("--faults", "partition@1-2", "--workers", "2", "--processes", "2"), "--faults", "allowed: partition with"),
+    (("--faults", "partition@1-5;partition@4-8"), "--faults", "allowed: partition windows one after another"),
     (("--faults", "partition@1-2", "--queue", "procrastinate"), "--faults", "or --library-mode sql"),
 ])
 def test_each_bad_partition_or_liveness_value_is_refused_in_one_line(tmp_path, args, option, allowed):

@@ -16,7 +16,7 @@ from bench.config.connection_budget import EMBEDDED, NO_POOLER, YOURS, connectio
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
-from bench.config.network_parameters import crossing, partitioned, relay_parameter, relayed
+from bench.config.network_parameters import crossing, relay_parameter, relayed
 from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
@@ -216,7 +216,11 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                     f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
                                     + named("{reaper_interval_s} > 0 (or ") + setting("txn", "hold")
                                     + ", where the crash rolls the claim back)")
-    if partitioned(values["faults"]) and values["processes"] > 1:
+    cuts = sorted((f.start_s, f.end_s) for f in values["faults"] if f.kind == "partition")
+    if any(later[0] < earlier[1] for earlier, later in zip(cuts, cuts[1:])):
+        raise ConfigError("FAULTS", "partition windows overlap, and the relay has one partition at a time; allowed: "
+                                    "partition windows one after another (each start at or after the end before)")
+    if cuts and values["processes"] > 1:
         raise ConfigError("FAULTS", named("partition measures each worker in the process that runs the relay, and with "
                                           "{processes} > 1 the workers are in other processes; allowed: partition ")
                                     + f"with {setting('processes', 1)}")

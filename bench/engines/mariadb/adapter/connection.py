@@ -56,7 +56,7 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
     if not bounded:
         conn._read_timeout = None  # pylint: disable=protected-access  (PyMySQL applies it at the next read)
     try:
-        if liveness and conn._sock is not None:  # pylint: disable=protected-access  (a Unix socket has no TCP)
+        if liveness:  # TCP_USER_TIMEOUT_MS's settings (bench.engines.mariadb.dsn.with_liveness)
             keep_alive(conn._sock, liveness)  # pylint: disable=protected-access
         with translated(connecting=True), conn.cursor() as cur:
             for statement in session_setup(isolation):
