@@ -73,6 +73,7 @@ BAD_VALUES: dict[str, tuple] = {
     "pooler": ("pgpool", "odyssey", 1),
     "pool_size": (0, -1, 10_001, "many", 2.5),
     "net_delay_ms": (-1, 10_001, "slow", "nan"),
+    "tcp_user_timeout_ms": (-1, 500, 3_600_001, "soon", 2.5),
     "net_jitter_ms": (-0.5, 1e6, "some"),
     "pool_mode": ("statement", "pgbouncer", "txn", 1),
     "dsn_direct": ("mysql://root@127.0.0.1/qbench", "direct-host"),

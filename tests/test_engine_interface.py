@@ -42,11 +42,12 @@ OWN = ("monitor", "workers_plan", "plans_summary", "audit", "completed_per_queue
 def test_every_engine_and_queue_kind_gives_the_whole_interface(engine, queue):
     """Every member of Engine is there, the methods the base leaves to an engine are written, and its driver
     waits cooperatively (this process is patched for gevent before any driver import, by conftest.py)."""
-    found = engine_for(build_config("default", {"engine": engine, "queue": queue}))
+    cfg = build_config("default", {"engine": engine, "queue": queue})
+    found = engine_for(cfg)
     members = [n for n in dir(Engine) if not n.startswith("_")] + list(Engine.__annotations__)
     assert [n for n in members if not hasattr(found, n)] == []
     assert [n for n in OWN if getattr(type(found), n) is getattr(Engine, n)] == []
-    assert found.sessions(DSNS[engine], None).check_cooperative()
+    assert found.sessions(DSNS[engine], cfg).check_cooperative()
     assert found.capabilities.recorded()["engine"] == engine
 
 

@@ -72,7 +72,7 @@ def test_wait_blocks_then_takes_the_next_row(dsn, observer):
     B re-checks A's row (no longer pending), skips it and claims the next row in claim order."""
     # B runs in a thread, a greenlet in this process (conftest.py patches it for gevent): blocked on the row
     # lock, it yields to the observer only because psycopg waits cooperatively here, which the engine checks.
-    assert get_engine("postgres").sessions(dsn, None).check_cooperative()
+    assert get_engine("postgres").sessions(dsn, build_config("default", {})).check_cooperative()
     _prepare(dsn, backlog=10)
     claim = policies.claim_sql(SCHEMA, "wait")
     with _connect(dsn, autocommit=False) as a, _connect(dsn, autocommit=True, lock_timeout=f"{BOUND_S}s") as b:

@@ -11,7 +11,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import psutil
@@ -28,26 +27,9 @@ from bench.results.model import harness_limited
 from bench.run_summary.relay import relay_figures, relay_reasons
 from bench.run_summary.suspect import SUSPECT_CPU_PCT
 from cli_in_process import qbench_in_process
+from echo_server import echo_server
 from conftest import CLEAN_INVARIANTS, REPO, fresh_database
 from waiting import wait_until
-
-
-def _echo_server() -> tuple[str, int]:
-    """A loopback server that sends back every byte it reads (TCP_NODELAY), for the life of the test process."""
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve(conn: socket.socket) -> None:
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with conn:
-            while data := conn.recv(65536):
-                conn.sendall(data)
-
-    def accept() -> None:
-        while True:
-            conn, _ = server.accept()
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-    threading.Thread(target=accept, daemon=True).start()
-    return server.getsockname()
 
 
 def _client(port: int) -> socket.socket:
@@ -74,7 +56,7 @@ def _round_trips_ms(port: int, count: int = 40, size: int = 100) -> list[float]:
 
 def test_a_round_trip_through_the_relay_gains_twice_the_delay():
     """At d = 2 ms the round trip p50 is 2d plus the relay's own (its p50 at 0 ms), within 20 %."""
-    target, delay_ms = _echo_server(), 2.0
+    target, delay_ms = echo_server(), 2.0
     with delay_relay(target, 0.0, 0.0) as relay:
         own_ms = statistics.median(_round_trips_ms(relay.port))
     with delay_relay(target, delay_ms, 0.0) as relay:
@@ -87,7 +69,7 @@ def test_a_round_trip_through_the_relay_gains_twice_the_delay():
 def test_jitter_keeps_each_connections_bytes_whole_and_in_order():
     """Jitter of 3 ms on 1 ms: 300 distinct chunks written back to back come back whole and in order, and single
     round trips spread over the jitter (p90 - p10 at least 1.5 ms of the 0-6 ms two draws span)."""
-    target = _echo_server()
+    target = echo_server()
     with delay_relay(target, 1.0, 3.0) as relay:
         sent = b"".join(i.to_bytes(4, "big") * 250 for i in range(300))
         with _client(relay.port) as sock:
@@ -105,7 +87,7 @@ def test_jitter_keeps_each_connections_bytes_whole_and_in_order():
 
 def test_a_setting_below_the_timers_resolution_is_refused_and_the_relay_stopped():
     with pytest.raises(ConfigError) as err:
-        with delay_relay(_echo_server(), 0.001, 0.0):
+        with delay_relay(echo_server(), 0.001, 0.0):
             pass
     assert err.value.param == "NET_DELAY_MS" and "timer resolution" in str(err.value) and "allowed: 0, or" in str(err.value)
     assert not _relays()

@@ -122,10 +122,11 @@ def check_relay(cfg, master: bool) -> None:
     if not cfg.relayed():
         return
     if master:
+        given = ("partition window" if cfg.relay_parameter() == "FAULTS"
+                 else f"{option('net_delay_ms')} or {option('net_jitter_ms')}")
         raise ConfigError(cfg.relay_parameter(), f"starts a delay relay on 127.0.0.1 of this host, which the workers "
                                                  f"of qbench master (on other hosts) cannot reach; allowed: no "
-                                                 f"{option('net_delay_ms')} or {option('net_jitter_ms')} with qbench "
-                                                 "master (their network is a real one)")
+                                                 f"{given} with qbench master (their network is a real one)")
     if cfg.dsn:
         relay_target(cfg.engine, cfg.dsn, cfg.relay_parameter())
 

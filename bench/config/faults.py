@@ -10,13 +10,14 @@ from typing import Any
 from bench.errors import ConfigError
 
 #: crash_before_complete drops the connection after the work (and its effects), before the completion;
-#: migration runs a DDL on the queue table under load (docs/migrations.md).
+#: migration runs a DDL on the queue table under load (docs/migrations.md); partition makes the delay relay a black
+#: hole for the application side (docs/network.md, "Partitions and keepalives").
 KINDS = ("crash_after_claim", "crash_before_complete", "late_worker", "long_transaction", "migration", "backend_kill",
-         "process_kill")
+         "process_kill", "partition")
 #: The options each kind uses; giving another is refused (it would do nothing).
 OPTIONS = {"crash_after_claim": {"share"}, "crash_before_complete": {"share"}, "late_worker": {"share", "extra_s"},
            "long_transaction": set(), "migration": {"ddl", "sql", "lock_timeout_ms", "retry_ms"},
-           "backend_kill": {"every_s"}, "process_kill": set()}
+           "backend_kill": {"every_s"}, "process_kill": set(), "partition": set()}
 #: ``migration``'s named statements on the queue table (each engine's text: its ``fault_actions.MIGRATION_DDL``).
 MIGRATION_DDL = ("add_column", "add_column_volatile", "create_index", "create_index_concurrently")
 #: Kinds that drop a worker's connection once per window on each chosen worker.

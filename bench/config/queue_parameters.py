@@ -110,7 +110,7 @@ class QueueParameters:
     def check(self, values: dict) -> list[str]:
         """Refuse what a library's own worker cannot run (ConfigError naming the parameter): too few ``WORKERS``
         per process for ``workers_per_batch`` × ``BATCH`` (a default ``WORKERS`` is raised, with a note;
-        returns the notes), :data:`WORKER_KINDS` faults, ``process_kill`` outside worker mode or
+        returns the notes), :data:`WORKER_KINDS` and ``partition`` faults, ``process_kill`` outside worker mode or
         with one process."""
         kills = any(f.kind == "process_kill" for f in values["faults"])
         notes: list[str] = []
@@ -133,7 +133,7 @@ class QueueParameters:
                                          f"{setting('batch', values['batch'])}{per}, which "
                                          f"{self.defn.library['package']}'s own worker refuses; allowed: "
                                          + named(f"{{workers}} >= {least}, or a smaller {{batch}}"))
-        tool_faults = sorted({f.kind for f in values["faults"]} & set(WORKER_KINDS))
+        tool_faults = sorted({f.kind for f in values["faults"]} & {*WORKER_KINDS, "partition"})
         if tool_faults:
             raise ConfigError("FAULTS", f"{', '.join(tool_faults)} acts on the tool's own workers, and "
                                         f"{setting('library_mode', 'worker')} runs the library's; allowed: process_kill, "

@@ -96,12 +96,12 @@ class RunConfig:
 
     def relayed(self) -> bool:
         """True when the run's application side reaches the server through a delay relay (``NET_DELAY_MS``,
-        ``NET_JITTER_MS``: :func:`bench.config.network_parameters.relayed`)."""
-        return relayed(self.net_delay_ms, self.net_jitter_ms)
+        ``NET_JITTER_MS``, a ``partition`` window: :func:`bench.config.network_parameters.relayed`)."""
+        return relayed(self.net_delay_ms, self.net_jitter_ms, self.faults)
 
     def relay_parameter(self) -> str:
         """The relay parameter a refusal names (:func:`bench.config.network_parameters.relay_parameter`)."""
-        return relay_parameter(self.net_delay_ms)
+        return relay_parameter(self.net_delay_ms, self.net_jitter_ms)
 
     def crossing_relay(self) -> list[str]:
         """The connections that cross the delay relay (:func:`bench.config.network_parameters.crossing`)."""
@@ -216,6 +216,14 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                     f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
                                     + named("{reaper_interval_s} > 0 (or ") + setting("txn", "hold")
                                     + ", where the crash rolls the claim back)")
+    cuts = sorted((f.start_s, f.end_s) for f in values["faults"] if f.kind == "partition")
+    if any(later[0] < earlier[1] for earlier, later in zip(cuts, cuts[1:])):
+        raise ConfigError("FAULTS", "partition windows overlap, and the relay has one partition at a time; allowed: "
+                                    "partition windows one after another (each start at or after the end before)")
+    if cuts and values["processes"] > 1:
+        raise ConfigError("FAULTS", named("partition measures each worker in the process that runs the relay, and with "
+                                          "{processes} > 1 the workers are in other processes; allowed: partition ")
+                                    + f"with {setting('processes', 1)}")
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
                                        + named("a process without a worker; allowed: {processes} from 1 to {workers}"))

@@ -91,7 +91,8 @@ def _pooler(cfg, dsn: str, clients: int | None, log: Callable[[str], None]):
 
 @contextlib.contextmanager
 def relayed(cfg, dsn: str, what: str = "server", log: Callable[[str], None] = print):
-    """(the DSN through the relay, the relay) for ``cfg``'s ``NET_DELAY_MS``/``NET_JITTER_MS`` in front of ``dsn``
+    """(the DSN through the relay, the relay) for ``cfg``'s ``NET_DELAY_MS``/``NET_JITTER_MS`` (or a ``partition``
+    window, at 0 ms) in front of ``dsn``
     (``what`` it is: server or pooler, for its line): (``dsn``, None) without them. The relay's ``upstream_dsn`` is
     ``dsn``: where the tool's own connections go. Raises ConfigError (``NET_DELAY_MS``, ``NET_JITTER_MS``: a DSN the
     relay cannot stand in front of, a setting below its timer's resolution)."""
@@ -102,7 +103,7 @@ def relayed(cfg, dsn: str, what: str = "server", log: Callable[[str], None] = pr
 
     module = _module(cfg.engine, "dsn")
     with delay_relay(module.relay_target(dsn, cfg.relay_parameter()), cfg.net_delay_ms, cfg.net_jitter_ms) as relay:
-        relay.upstream_dsn = dsn
+        relay.upstream_dsn, relay.started_by = dsn, cfg.relay_parameter()
         log(relay.line(cfg.crossing_relay(), what))
         yield module.through(dsn, "127.0.0.1", relay.port), relay
 

@@ -7,11 +7,13 @@ import time
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
+from bench.config.network_parameters import tcp_liveness
 from bench.engines.capability import Capabilities
 from bench.engines.common import INVARIANTS, with_connection
 from bench.engines.driver import Driver
 from bench.engines.lock_queue import spawn_lock_sampler
 from bench.engines.sampler import spawn_each_second, spawn_samplers
+from bench.engines.session_factory import NotCooperativeError, SessionFactory  # noqa: F401  (re-exported)
 from bench.errors import ConfigError, RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
@@ -111,34 +113,6 @@ class ProducerSession(Protocol):
         """Close the connection."""
 
 
-class NotCooperativeError(RunFailed):
-    """The driver would block the whole process on a wait; concurrency would be fake."""
-
-
-class SessionFactory:
-    """Opens the sessions of one run: session classes made as ``cls(dsn, cfg, name)``, and
-    ``cooperative() -> name`` (RuntimeError when the driver's wait would block)."""
-
-    def __init__(self, dsn: str, cfg: Any, worker: type, producer: type, cooperative: Callable[[], str]):
-        self.dsn, self.cfg = dsn, cfg
-        self.worker, self.producer, self.cooperative = worker, producer, cooperative
-
-    def worker_session(self, name: str) -> WorkerSession:
-        """A new session for worker ``name``. Raises :class:`ConnectFailed`."""
-        return self.worker(self.dsn, self.cfg, name)
-
-    def producer_session(self, name: str) -> ProducerSession:
-        """A new session for producer ``name``. Raises :class:`ConnectFailed`."""
-        return self.producer(self.dsn, self.cfg, name)
-
-    def check_cooperative(self) -> str:
-        """The name of the driver's wait function; :class:`NotCooperativeError` if it would block."""
-        try:
-            return self.cooperative()
-        except RuntimeError as err:
-            raise NotCooperativeError(str(err)) from None
-
-
 class Engine:
     """Everything a run asks of a database, the shared flows written once; an engine subclasses it with its
     modules, sessions and :class:`Capabilities` (docs/architecture.md). ``conn``: an admin connection
@@ -158,6 +132,7 @@ class Engine:
     plans: ModuleType
     probes: ModuleType
     faults: ModuleType
+    dsns: ModuleType  # the engine's ``dsn`` module: ``with_liveness`` (:meth:`application_dsn`)
     #: ``(dsn, cfg, name)`` -> a session; the driver's wait check (a staticmethod)
     worker_session: type
     producer_session: type
@@ -195,9 +170,14 @@ class Engine:
         """:meth:`claim_schema`'s checks without taking the schema's lock (a sweep's check before its first run)."""
         return self.db.OWNERSHIP.check(conn, schema, connections)
 
+    def application_dsn(self, dsn: str, cfg: Any) -> str:
+        """``dsn`` as the workers', producers' and reaper's connections open it: with ``cfg``'s TCP liveness."""
+        return self.dsns.with_liveness(dsn, tcp_liveness(cfg.tcp_user_timeout_ms))
+
     def sessions(self, dsn: str, cfg: Any) -> SessionFactory:
-        """The worker and producer sessions of the run."""
-        return SessionFactory(dsn, cfg, self.worker_session, self.producer_session, self.cooperative_wait)
+        """The worker and producer sessions of the run (:meth:`application_dsn`)."""
+        app = self.application_dsn(dsn, cfg)
+        return SessionFactory(app, cfg, self.worker_session, self.producer_session, self.cooperative_wait)
 
     def error_message(self, err: BaseException) -> str:
         """The first line of a database error's message."""
@@ -247,7 +227,10 @@ class Engine:
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Any:
         """A periodic task (``run``, ``stop``, ``conn``) that re-queues or dead-letters expired leases."""
-        return self.reaper_task(self.connect(dsn, "queue-bench reaper"), cfg.schema, cfg.reaper_interval_s, recorder)
+        task = self.reaper_task(self.connect(self.application_dsn(dsn, cfg), "queue-bench reaper"), cfg.schema,
+                                cfg.reaper_interval_s, recorder)
+        task.reopen = lambda: self.connect(self.application_dsn(dsn, cfg), "queue-bench reaper")  # after a partition
+        return task
 
     def mover(self, dsn: str, cfg: Any, recorder: Any) -> Any:
         """A periodic task moving finished rows to the archive (``LAYOUT=archive``)."""

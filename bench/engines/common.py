@@ -9,6 +9,8 @@ from typing import Any, Callable, TypeVar
 
 import gevent
 
+from bench.errors import ConnectRefused
+
 T = TypeVar("T")
 
 #: The audit's invariant keys of ``summary.json``, all 0 on a correct run, on every engine.
@@ -134,7 +136,9 @@ def audit_result(*, status_counts: dict[str, int], claimed_distinct: int, claime
 
 
 class Periodic:
-    """:meth:`once` every ``interval_s`` s until :meth:`stop`; :attr:`driver` errors counted by kind."""
+    """:meth:`once` every ``interval_s`` s until :meth:`stop`; :attr:`driver` errors counted by kind. With
+    :attr:`reopen` (a callable returning a new connection, set up), a lost connection is reopened before the
+    next pass (the reaper's, which a partition cuts: docs/network.md)."""
 
     driver: Any = None
 
@@ -143,6 +147,17 @@ class Periodic:
         self.interval_s = interval_s
         self.recorder = recorder
         self.stopping = False
+        self.reopen: Callable[[], Any] | None = None
+
+    def _reopen_if_lost(self) -> None:
+        """Reopen :attr:`conn` with :attr:`reopen` when it is lost; a failure counted by kind (tried again after
+        the next failed pass)."""
+        if self.reopen is None or not self.driver.is_broken(self.conn):
+            return
+        try:
+            self.conn = self.reopen()
+        except (ConnectRefused, *self.driver.errors) as err:  # the adapters' connect_dsn: ConnectRefused
+            self.recorder.error(getattr(err, "kind", None) or type(err).__name__)
 
     def once(self):  # pragma: no cover - abstract
         """One pass (implemented by subclasses)."""
@@ -165,6 +180,7 @@ class Periodic:
             except self.driver.errors as err:
                 self.recorder.error(self.driver.error_kind(err, self.conn))
                 self.driver.after_error(self.conn)
+                self._reopen_if_lost()
             gevent.sleep(self.interval_s)
 
     def stop(self) -> None:

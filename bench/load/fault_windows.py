@@ -7,9 +7,10 @@ import math
 import gevent
 
 from bench.config.faults import WORKER_KINDS
+from bench.load.partition_watch import PartitionWatch
 from bench.measure import metrics, seconds
 
-__all__ = ["fault_window", "mark_workers", "migrate"]
+__all__ = ["fault_window", "mark_workers", "migrate", "partition"]
 
 
 def mark_workers(ctx, kind: str, chosen: set[str], extra_s: float) -> None:
@@ -34,11 +35,34 @@ def migrate(migration, fault, clock: "seconds.Clock", n_warm: int, record: dict)
         clock.sleep_until(clock.now_s() + fault.retry_ms / 1000)
 
 
+def partition(relay, fault, ctx, *, clock: "seconds.Clock", n_warm: int, log, watches: list, totals) -> None:
+    """A ``partition`` window: ``relay`` (the run's delay relay) a black hole until the window's end, what the
+    workers of ``ctx`` saw kept in a :class:`PartitionWatch` appended to ``watches`` (with the run's ``totals``'
+    lease expiries as it opened); healed whatever ends it."""
+    watch = PartitionWatch(fault.start_s, fault.end_s, list(ctx.worker_names),
+                           lease_expiries_at_cut=totals["lease_expiries"])
+    watches.append(watch)
+    ctx.partition = watch
+    try:
+        watch.cut(None)  # timed from just before the relay is asked: a worker's figure is not made shorter
+        watch.connections_cut = relay.ask("partition").get("connections_cut")
+        clock.sleep_until(n_warm + fault.end_s)
+    finally:
+        relay.ask("heal")
+        watch.heal()
+        noticed = sorted(n["after_s"] for n in watch.noticed.values())
+        log(f"fault: partition healed at {fault.end_s:g} s: {len(noticed)} of {len(watch.workers)} workers noticed"
+            + (f", the first {noticed[0]:g} s and the last {noticed[-1]:g} s after it began" if noticed else ""))
+
+
 def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_warm: int,
-                 recorder: metrics.Recorder, log, migrations: list | None = None) -> None:
+                 recorder: metrics.Recorder, log, migrations: list | None = None, relay=None,
+                 partitions: list | None = None, totals=None) -> None:
     """Open ``fault``'s window at its start (s since measured start), once the main loop has rotated into that
     second, and close it at its end; ``driver`` marks the chosen workers in their processes. A ``migration``
-    appends its record (``start_s``, ``end_s``, ``statement``, ``attempts``) to ``migrations``."""
+    appends its record (``start_s``, ``end_s``, ``statement``, ``attempts``) to ``migrations``; a ``partition``
+    (through ``relay``, the run's delay relay) its :class:`PartitionWatch` to ``partitions`` (``totals``: the run's
+    running counts)."""
     clock.sleep_until(n_warm + fault.start_s)
     while recorder.rotations < n_warm + math.floor(fault.start_s):
         gevent.sleep(0.001)
@@ -60,6 +84,10 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
                       "statement": conn.text, "timeout_set": conn.timeout_set, "attempts": []}
             (migrations if migrations is not None else []).append(record)
             migrate(conn, fault, clock, n_warm, record)
+        elif fault.kind == "partition":  # the relay's; the workers are this process's (one process: validation)
+            partition(relay, fault, driver.ctx, clock=clock, n_warm=n_warm, log=log,
+                      watches=partitions if partitions is not None else [],
+                      totals=totals if totals is not None else {"lease_expiries": 0})
         elif fault.kind == "process_kill":  # a library's own worker process (bench.load.library_driver)
             if driver.kill_process() is not None:
                 recorder.count("process_kills")

@@ -55,6 +55,8 @@ class SwarmContext:
     active_faults: dict = field(default_factory=dict)
     #: crash kind -> worker names that already crashed in its current window
     crashed: dict = field(default_factory=dict)
+    #: the ``partition`` window's :class:`bench.load.partition_watch.PartitionWatch` once it opened, else None
+    partition: Any = None
     late_extra_s: float = 1.0
     #: Unix time at which the measured window starts (producers' bursts are relative to it)
     measured_start_unix: float = 0.0
@@ -122,6 +124,8 @@ class QueueWorker(RunUser):
             try:
                 self.session = self.ctx.sessions.worker_session(self.name)
                 self.ctx.disconnected.discard(self.name)
+                if self.ctx.partition is not None:
+                    self.ctx.partition.connected(self.name)
                 if not self.connected_once:
                     self.connected_once = True
                     self.ctx.connected_workers += 1
@@ -131,13 +135,19 @@ class QueueWorker(RunUser):
                     self.ctx.refused = {"worker": self.name, "kind": err.kind, "message": str(err),
                                         "cause": err.cause}
                     continue
-                self.ctx.recorder.error(err.kind)
+                self._error(err.kind)
                 gevent.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(RECONNECT_CAP_S, delay * 2)
             except EngineError as err:
-                self.ctx.recorder.error(err.kind)
+                self._error(err.kind)
                 gevent.sleep(delay * random.uniform(0.5, 1.0))
                 delay = min(RECONNECT_CAP_S, delay * 2)
+
+    def _error(self, kind: str) -> None:
+        """Count an error of ``kind`` (and, during a partition, note it for this worker)."""
+        self.ctx.recorder.error(kind)
+        if self.ctx.partition is not None:
+            self.ctx.partition.error(self.name, kind)
 
     def on_stop(self) -> None:
         self.ctx.running_workers -= 1
@@ -256,7 +266,7 @@ class QueueWorker(RunUser):
             self.session.rollback()
             self._backoff_nowait(err.kind)
         except EngineError as err:
-            self.ctx.recorder.error(err.kind)
+            self._error(err.kind)
             lost = err.lost or self.session.broken
             if lost:
                 self._lose_session()

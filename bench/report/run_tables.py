@@ -9,6 +9,7 @@ from bench.report.format import fmt_num, is_missing
 from bench.report.round_trip_rows import round_trip_rows
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
+from bench.results.partition_line import partition_line
 from bench.results.model import machine_busy, utc_time
 from bench.results.verdict import cost_line
 
@@ -69,7 +70,7 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``;
     ``config`` gives the batch size and layout. Latencies are in :func:`latency_rows`."""
     return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
-            *_migration_rows(summary), *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
+            *_migration_rows(summary), *_partition_rows(summary), *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
             *_effect_rows(summary),
             *_wait_rows(summary, config), *_cost_rows(summary, config), *round_trip_rows(summary)]
 
@@ -123,6 +124,15 @@ def _retry_rows(summary: dict) -> list[dict]:
                                ("late_completions", "late completions (fault)"),
                                ("backend_kills", "backends killed (fault)"))
             if key in summary]
+
+
+def _partition_rows(summary: dict) -> list[dict]:
+    """Each partition window in a row (:func:`bench.results.partition_line.partition_line`), bad when a worker
+    noticed late or never, or the audit after the heal was not clean."""
+    return [_row(f"partition {fmt_num(p['start_s'])}–{fmt_num(p['end_s'])} s: workers noticed, errors, "
+                 "reconnections, leases, audit", partition_line(p).split(": ", 1)[1],
+                 bad=bool(p["late"]) or not p["audit_clean"])
+            for p in summary.get("partitions") or []]
 
 
 def _migration_rows(summary: dict) -> list[dict]:

@@ -15,6 +15,7 @@ from bench.run_summary.cost import cost_per_job
 from bench.run_summary.facts import Figures, RunFacts
 from bench.run_summary.measurement_cost import measurement_cost
 from bench.run_summary.migration import migrations
+from bench.run_summary.partition import partitions
 from bench.run_summary.pooler import pooler_figures
 from bench.run_summary.relay import relay_figures
 from bench.run_summary.replica import replica_figures
@@ -163,6 +164,7 @@ def _fault_counters(f: Figures) -> dict:
             "stalled_jobs_retried": f.counters["stalled_retried"],  # procrastinate's own retry of stalled jobs
             "status_counts": status_counts,
             "migrations": migrations(facts.run_info, facts.rows),
+            "partitions": partitions(facts.run_info, facts.audit["invariants"]),
             "empty_claims_while_work_waited": empty_while_work_waited(
                 facts.cfg.public(), [r.get("jobs_claimed") for r in facts.rows],
                 [r.get("empty_claims") for r in facts.rows],

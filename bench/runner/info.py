@@ -12,6 +12,7 @@ import psutil
 
 from bench import __version__, run_summary
 from bench.config.connection_budget import connections_needed
+from bench.config.network_parameters import liveness_roles, tcp_liveness
 from bench.config.parameters import defaults_on
 from bench.config.pooler_parameters import pooler_record
 from bench.config.queue_definition import describe_queue
@@ -125,4 +126,8 @@ def run_info(run) -> dict:
         "web_ui": run.ui.info(measured.seconds) if run.ui else None,
         "replica": run.side_tasks.replica.info if run.side_tasks.replica else None,
         "migrations": run.migrations,
+        # TCP_USER_TIMEOUT_MS as the workers', producers' and reaper's connections have it (docs/network.md)
+        "tcp_liveness": {**(tcp_liveness(cfg.tcp_user_timeout_ms) or {"tcp_user_timeout_ms": 0}),
+                         "applied_to": liveness_roles(cfg.public())},
+        "partitions": [watch.record(tally.totals["lease_expiries"]) for watch in run.partitions],
     }

@@ -184,9 +184,11 @@ class Run:
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")
         self.migrations: list[dict] = []  # each migration window's attempts, for run.json
+        self.partitions: list = []  # each partition window's PartitionWatch, for run.json
         self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.direct, clock=clock,
                                              n_warm=self.n_warm, recorder=self.recorder, log=self.log,
-                                             migrations=self.migrations)
+                                             migrations=self.migrations, relay=self.relay,
+                                             partitions=self.partitions, totals=self.tally.totals)
                                 for f in cfg.faults]
         self.side_tasks = SideTasks(self.engine, cfg, self.direct, self.recorder, clock.now_s, pooled_dsn=self.dsn)
         if self.standby_dsn:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.engines.base import Engine
-from bench.engines.mariadb import CAPABILITIES, audit, db, fault_actions, plans, probes
+from bench.engines.mariadb import CAPABILITIES, audit, db, dsn, fault_actions, plans, probes
 from bench.engines.mariadb.adapter import DRIVER, cooperative_wait
 from bench.engines.mariadb.monitor import Monitor
 from bench.engines.mariadb.reaper import Reaper
@@ -19,7 +19,7 @@ class MariaDBEngine(Engine):
 
     name = "mariadb"
     capabilities = CAPABILITIES
-    db, plans, probes, faults = db, plans, probes, fault_actions
+    db, plans, probes, faults, dsns = db, plans, probes, fault_actions, dsn
     driver = DRIVER
     worker_session, producer_session = MariaDBWorkerSession, MariaDBProducerSession
     cooperative_wait = staticmethod(cooperative_wait)

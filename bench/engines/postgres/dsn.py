@@ -63,3 +63,20 @@ def through(dsn: str, host: str, port: int) -> str:
 
     params = {key: value for key, value in conninfo_params(dsn).items() if key != "hostaddr"}
     return make_conninfo(**{**params, "host": host, "port": str(port)})
+
+
+def with_liveness(dsn: str, liveness: dict | None) -> str:
+    """``dsn`` with libpq's TCP liveness keywords for ``liveness``
+    (:func:`bench.config.network_parameters.tcp_liveness`: ``keepalives``, ``keepalives_idle``,
+    ``keepalives_interval``, ``keepalives_count``, ``tcp_user_timeout``:
+    https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-KEEPALIVES), every other keyword kept; ``dsn``
+    as it is for None."""
+    if liveness is None:
+        return dsn
+    from bench.engines.postgres.adapter import conninfo_params, make_conninfo  # here: see non_loopback_host
+
+    return make_conninfo(**{**conninfo_params(dsn), "keepalives": "1",
+                            "keepalives_idle": str(liveness["keepalives_idle_s"]),
+                            "keepalives_interval": str(liveness["keepalives_interval_s"]),
+                            "keepalives_count": str(liveness["keepalives_count"]),
+                            "tcp_user_timeout": str(liveness["tcp_user_timeout_ms"])})

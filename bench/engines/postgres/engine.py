@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
-from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
+from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, dsn, fault_actions, library_workers,
                                     pg_stat_statements, plans, pooler_probes, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
@@ -35,7 +35,7 @@ class PostgresEngine(Engine):
 
     name = "postgres"
     capabilities = CAPABILITIES
-    db, plans, probes, faults = db, plans, probes, fault_actions
+    db, plans, probes, faults, dsns = db, plans, probes, fault_actions, dsn
     driver = db.DRIVER
     worker_session, producer_session, cooperative_wait = PgWorkerSession, PgProducerSession, staticmethod(cooperative_wait)
     #: the reaper's task; :meth:`reaper` also gives it the queue's definition and ``LEASE_S``
@@ -64,14 +64,19 @@ class PostgresEngine(Engine):
 
     def sessions(self, dsn: str, cfg: Any) -> DefinedSessions:
         """The worker and producer sessions of the run, over its queue's definition (:meth:`queue`)."""
-        return DefinedSessions(dsn, cfg, lambda: self.queue(cfg))
+        return DefinedSessions(self.application_dsn(dsn, cfg), cfg, lambda: self.queue(cfg))
 
     def reaper(self, dsn: str, cfg: Any, recorder: Any) -> Reaper:
         """The queue definition's reaper statement every ``REAPER_INTERVAL_S`` on its own connection."""
         stateless = cfg.stateless_sessions()  # through a transaction pool: nothing prepared, nothing SET
-        conn = db.connect(dsn, application_name="queue-bench reaper", auto_prepare=not stateless)
-        return Reaper(conn, cfg.schema, self.queue(cfg), cfg.lease_s, cfg.reaper_interval_s, recorder,
-                      stateless=stateless)
+
+        def connect():
+            return db.connect(self.application_dsn(dsn, cfg), application_name="queue-bench reaper",
+                              auto_prepare=not stateless)
+        reaper = Reaper(connect(), cfg.schema, self.queue(cfg), cfg.lease_s, cfg.reaper_interval_s, recorder,
+                        stateless=stateless)
+        reaper.reopen = lambda: reaper.set_up(connect())  # a lost connection (a partition) reopened
+        return reaper
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:

@@ -28,14 +28,20 @@ class Reaper(Periodic):
     def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
                  interval_s: float, recorder: Recorder, *, stateless: bool = False):
         super().__init__(conn, interval_s, recorder)
+        self.schema = schema
         self.local_settings = {"search_path": schema} if stateless else None
-        if not stateless:
-            apply_settings(conn, {"search_path": schema})
+        self.set_up(conn)
         # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
         # prepared (it may hold several statements), the generated one as the adapter's connection prepares a
         # repeated statement (bench.engines.postgres.adapter.connect_dsn).
         self.query = defined_sql.literal(defn.statements["reaper"], {"lease_s": float(lease_s)}).strip().rstrip(";")
         self.prepare = None if defn.claim_row else False
+
+    def set_up(self, conn: psycopg.Connection) -> psycopg.Connection:
+        """``conn`` (a new connection of the reaper's) with its ``search_path`` set, unless stateless."""
+        if self.local_settings is None:
+            apply_settings(conn, {"search_path": self.schema})
+        return conn
 
     def once(self) -> tuple[int, int]:
         """One pass; returns (jobs re-queued, jobs dead-lettered)."""

@@ -32,6 +32,7 @@ class Relay:
         self.timer_late_us, self.target = hello["timer_late_us"], target
         self.delay_ms, self.jitter_ms = delay_ms, jitter_ms
         self.upstream_dsn: str | None = None  # what it forwards to: set by bench.engines.relayed
+        self.started_by = "NET_DELAY_MS"  # the parameter that started it: FAULTS for a partition at 0 ms
 
     @property
     def resolution_ms(self) -> float:
@@ -39,7 +40,7 @@ class Relay:
         return self.timer_late_us["p50_us"] / 1000
 
     def ask(self, command: str) -> dict:
-        """Send ``command`` (``stats``, ``hold``, ``release``) and return the relay's answer. Raises RunFailed when
+        """Send ``command`` (``stats``, ``hold``, ``release``, ``partition``, ``heal``) and return the relay's answer. Raises RunFailed when
         it does not answer in :data:`ANSWER_TIMEOUT_S`."""
         try:
             self.proc.stdin.write(command + "\n")
@@ -49,13 +50,14 @@ class Relay:
         return _line(self.proc, ANSWER_TIMEOUT_S, f"the delay relay (pid {self.pid}) did not answer {command!r}")
 
     def record(self, crossing: list[str]) -> dict:
-        """run.json's ``relay``: the settings, the timer, the process, the connections that crossed it and its
+        """run.json's ``relay``: what started it (``started_by``: ``NET_DELAY_MS``, ``NET_JITTER_MS``, or ``FAULTS``
+        for a partition at 0 ms), the settings, the timer, the process, the connections that crossed it and its
         counts so far (``connections`` accepted, bytes each way); counts None when it does not answer."""
         try:
             stats = self.ask("stats")
         except RunFailed:
             stats = None
-        return {"delay_ms_each_way": self.delay_ms, "jitter_ms": self.jitter_ms,
+        return {"started_by": self.started_by, "delay_ms_each_way": self.delay_ms, "jitter_ms": self.jitter_ms,
                 "timer_resolution_us": self.timer_late_us["p50_us"], "timer_late_us": self.timer_late_us,
                 "pid": self.pid, "listen": f"127.0.0.1:{self.port}", "target": f"{self.target[0]}:{self.target[1]}",
                 "crossing": crossing, "counts": stats}
@@ -63,7 +65,8 @@ class Relay:
     def line(self, crossing: list[str], what: str) -> str:
         """The terminal's one line about the relay (the setting, not a round trip: the run measures that)."""
         jitter = f" + 0–{self.jitter_ms:g} ms jitter" if self.jitter_ms else ""
-        return (f"delay relay: {self.delay_ms:g} ms{jitter} added each way in front of the {what} (pid {self.pid}, "
+        why = " (started at 0 ms for FAULTS=partition: the partition is made in it)" if self.started_by == "FAULTS" else ""
+        return (f"delay relay{why}: {self.delay_ms:g} ms{jitter} added each way in front of the {what} (pid {self.pid}, "
                 f"timer resolution {self.timer_late_us['p50_us']:g} µs); crossing it: {', '.join(crossing)}; the "
                 "tool's own connections go direct; connection set-up is not delayed")
 

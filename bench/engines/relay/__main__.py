@@ -2,7 +2,8 @@
 ``--measure``, only its timer's lateness, for the check before anything starts): it
 measures its timer, starts :class:`bench.engines.relay.core.DelayRelay`, prints one JSON line (``port``, ``pid``,
 ``timer_late_us``), then reads its standard input: ``stats`` prints the counts as a JSON line, ``hold`` holds
-every byte (a partition), ``release`` ends the hold; end of input (the tool exited, however it ended: its end of
+every byte, ``release`` ends the hold, ``partition`` makes it a black hole for the clients (no byte, ACK or
+reset back; new connections unanswered), ``heal`` ends it; end of input (the tool exited, however it ended: its end of
 the pipe is closed by the kernel even after ``kill -9``) stops it."""
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         elif command == "release":
             relay.release()
             _say({"held": False})
+        elif command == "partition":
+            _say({"partitioned": True, "connections_cut": relay.partition()})
+        elif command == "heal":
+            relay.heal()
+            _say({"partitioned": False})
     relay.close()
     return 0
 

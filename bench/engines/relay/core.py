@@ -5,11 +5,13 @@ timers round to whole milliseconds. No queue-bench imports: this runs in the rel
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import itertools
 import random
 import selectors
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +22,37 @@ CHUNK_BYTES = 65536
 CONNECT_TIMEOUT_S = 10.0
 #: Waits of this many seconds the timer's resolution is measured with, and how many.
 PROBE_WAIT_S, PROBE_WAITS = 200e-6, 200
+#: Linux's ``SO_ATTACH_FILTER`` and ``SO_DETACH_FILTER`` (``asm-generic/socket.h``; Python names neither).
+SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27
+#: A classic BPF program of one instruction, ``BPF_RET | BPF_K`` returning 0: every segment dropped, unanswered.
+_DROP_ALL = (ctypes.c_uint8 * 8)(*struct.pack("HBBI", 0x06, 0, 0, 0))
+#: Seconds between the keepalive probes that find the clients which gave up during a partition (:func:`probe_peer`).
+HEAL_PROBE_S = 1
+#: ``struct sock_fprog {len, filter*}`` pointing at it.
+_DROP_PROG = struct.pack("HL", 1, ctypes.addressof(_DROP_ALL))
+
+
+def drop_all(sock: socket.socket) -> None:
+    """Attach a socket filter to ``sock`` that drops every segment it receives before TCP sees it: no data, no
+    ACK, no RST reaches it, so its peer hears nothing back (a black hole). No privilege is needed."""
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, _DROP_PROG)
+
+
+def probe_peer(sock: socket.socket) -> None:
+    """TCP keepalives on ``sock`` every :data:`HEAL_PROBE_S` once it is idle that long: a peer that is gone
+    answers with a reset, which ends ``sock``'s reads. Set only after a partition: a probe the peer received
+    during one would tell its kernel the path is alive."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option in (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL):
+        sock.setsockopt(socket.IPPROTO_TCP, option, HEAL_PROBE_S)
+
+
+def undrop(sock: socket.socket) -> None:
+    """Detach :func:`drop_all`'s filter from ``sock``; nothing when it has none."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
+    except OSError:  # ENOENT: no filter attached
+        pass
 
 
 def _nodelay(sock: socket.socket) -> None:
@@ -38,7 +71,7 @@ class _Direction:
     ended: bool = False
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: DelayRelay.pairs
 class _Pair:
     """A client's connection and the relay's connection to the target for it."""
 
@@ -54,7 +87,8 @@ class DelayRelay:
     ``delay_s`` + uniform(0, ``jitter_s``) added to every chunk in each direction, order kept; the sending thread
     wakes ``early_s`` before a chunk is due (the timer's measured median lateness), so it leaves on time. The TCP
     connection to the target is made at once (set-up is not delayed). :meth:`start` runs it in two threads;
-    :meth:`close` stops it. ``hold`` (a threading.Event) set: nothing is released until it is cleared."""
+    :meth:`close` stops it. ``hold`` (a threading.Event) set: nothing is released until it is cleared.
+    :meth:`partition` makes it a black hole for the clients until :meth:`heal`."""
 
     def __init__(self, target: tuple[str, int], delay_s: float, jitter_s: float = 0.0, *, port: int = 0,
                  early_s: float = 0.0, rng: random.Random | None = None):
@@ -68,6 +102,8 @@ class DelayRelay:
         self.seq = itertools.count()
         self.due = threading.Condition()
         self.hold = threading.Event()
+        self.partitioned = False
+        self.pairs: set = set()  # the open ones: a partition's filter goes on each client socket
         self.stopping = False
         self.lock = threading.Lock()  # the selector's registrations and the sockets' closing, from both threads
         self.stats = {"connections": 0, "connect_failures": 0, "bytes_to_server": 0, "bytes_to_client": 0,
@@ -119,6 +155,9 @@ class DelayRelay:
         pair = _Pair(client, server)
         pair.ways = [_Direction(client, server, pair, True), _Direction(server, client, pair, False)]
         with self.lock:
+            # a child inherits its listener's filter: one accepted as a partition began or ended gets the relay's state
+            (drop_all if self.partitioned else undrop)(client)
+            self.pairs.add(pair)
             for way in pair.ways:
                 self.selector.register(way.src, selectors.EVENT_READ, way)
         self.stats["connections"] += 1
@@ -186,6 +225,7 @@ class DelayRelay:
             if pair.closed:
                 return
             pair.closed = True
+            self.pairs.discard(pair)
             for way in pair.ways:
                 if not way.ended:
                     self.selector.unregister(way.src)
@@ -197,6 +237,31 @@ class DelayRelay:
         self.hold.clear()
         with self.due:
             self.due.notify()
+
+    def partition(self) -> int:
+        """Become a black hole for the clients (docs/network.md, "Partitions"): :attr:`hold` every byte, and drop
+        every segment that reaches the listener and each client socket (:func:`drop_all`), so no data, ACK or
+        RST goes back and a new connection's SYN is not answered. The connections to the target are left as they
+        are: the server learns nothing. Returns the client connections it cut."""
+        with self.lock:
+            self.partitioned = True
+            self.hold.set()
+            drop_all(self.listener)
+            for pair in self.pairs:
+                drop_all(pair.client)
+            return len(self.pairs)
+
+    def heal(self) -> None:
+        """End :meth:`partition`: the filters detached, what was held sent in order, and each client probed
+        (:func:`probe_peer`): one that gave up meanwhile answers with a reset and its pair is closed, so the
+        server's end closes too (only then: in the partition it learned nothing)."""
+        with self.lock:
+            self.partitioned = False
+            undrop(self.listener)
+            for pair in self.pairs:
+                undrop(pair.client)
+                probe_peer(pair.client)
+        self.release()
 
 
 def timer_resolution_us(waits: int = PROBE_WAITS, wait_s: float = PROBE_WAIT_S) -> dict:

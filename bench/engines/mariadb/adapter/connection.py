@@ -7,6 +7,7 @@ session state (docs/architecture.md, "The driver adapters")."""
 from __future__ import annotations
 
 import math
+import socket
 
 import pymysql
 import pymysql.connections
@@ -40,6 +41,7 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
     says, reads and writes unbounded. Raises :class:`bench.engines.base.ConnectFailed` (``permanent`` per
     :func:`~bench.engines.mariadb.adapter.errors.is_permanent`) and ConfigError (``DSN``, unparsable)."""
     args = connect_args(dsn)
+    liveness = args.pop("liveness", None)
     bounded = timeout_s is not None or "read_timeout" in args
     if timeout_s is None:
         args.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
@@ -54,6 +56,8 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
     if not bounded:
         conn._read_timeout = None  # pylint: disable=protected-access  (PyMySQL applies it at the next read)
     try:
+        if liveness:  # TCP_USER_TIMEOUT_MS's settings (bench.engines.mariadb.dsn.with_liveness)
+            keep_alive(conn._sock, liveness)  # pylint: disable=protected-access
         with translated(connecting=True), conn.cursor() as cur:
             for statement in session_setup(isolation):
                 cur.execute(statement)
@@ -61,6 +65,25 @@ def open_connection(dsn: str, *, isolation: str | None = None, program: str = "q
         conn.close()
         raise
     return conn
+
+
+#: Linux's TCP_USER_TIMEOUT (``linux/tcp.h``; Python names it from 3.12 only).
+TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", 18)
+
+
+def keep_alive(sock, liveness: dict) -> None:
+    """``liveness``'s TCP settings (:data:`bench.engines.mariadb.dsn.LIVENESS_OPTIONS`) on a connected TCP socket
+    ``sock``: ``SO_KEEPALIVE``, ``TCP_KEEPIDLE``, ``TCP_KEEPINTVL``, ``TCP_KEEPCNT``, ``TCP_USER_TIMEOUT``, as
+    libpq sets them for PostgreSQL; nothing on a Unix socket."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    for level, name, key in ((socket.IPPROTO_TCP, TCP_USER_TIMEOUT, "tcp_user_timeout_ms"),
+                             (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, "keepalives_idle_s"),
+                             (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, "keepalives_interval_s"),
+                             (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, "keepalives_count")):
+        if key in liveness:
+            sock.setsockopt(level, name, liveness[key])
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
 
 def empty_round_trip(conn) -> None:
