@@ -115,7 +115,8 @@ def test_a_partition_every_worker_gives_up_in_time_reconnects_and_the_audit_is_c
     summary = json.loads((run_dir / "summary.json").read_text())
     assert run_json["relay"]["started_by"] == "FAULTS" and run_json["relay"]["delay_ms_each_way"] == 0
     assert run_json["tcp_liveness"] == {"tcp_user_timeout_ms": 3000, "keepalives_idle_s": 1, "keepalives_interval_s": 1,
-                                        "keepalives_count": 3, "applied_to": ["workers", "reaper"]}
+                                        "keepalives_count": 3, "applied_to": ["workers", "reaper", "round-trip probe"]}
+    assert summary["round_trip"]["errors"] >= 1, summary["round_trip"]  # the probe gave up as the workers did
     (part,) = summary["partitions"]
     assert part["workers"] == part["noticed"] == 4 and part["late"] == [], part
     assert all(0 < s <= TIMEOUT_MS / 1000 + 2 for s in part["noticed_by_worker"].values()), part

@@ -120,7 +120,9 @@ def crossing(values: dict[str, Any]) -> list[str]:
 
 def liveness_roles(values: dict[str, Any]) -> list[str]:
     """The connections of a run of ``values`` that get ``TCP_USER_TIMEOUT_MS``'s settings: the tool's workers (not
-    a queue library's own worker processes), producers and reaper, those it opens."""
+    a queue library's own worker processes), producers and reaper, those it opens, and the round-trip probe (the
+    workers' path)."""
     return [role for role, opened in (("workers", values["library_mode"] != "worker"),
                                       ("producers", values["rate"] > 0),
-                                      ("reaper", values["reaper_interval_s"] > 0)) if opened]
+                                      ("reaper", values["reaper_interval_s"] > 0),
+                                      ("round-trip probe", True)) if opened]

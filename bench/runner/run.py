@@ -207,8 +207,9 @@ class Run:
         self.claim_log = swarm.ClaimLog()
         self.ctx = swarm.SwarmContext(cfg=cfg, sessions=self.sessions, recorder=self.recorder, log=self.claim_log)
         self.monitor = self.engine.monitor(self.direct, cfg)
-        # the workers' path (their DSN: a pooler's behind one), started before them: sampling when the clock starts
-        self.round_trip = RoundTripProbe(*round_trip_probe(cfg.engine, dsn))
+        # the workers' path (their DSN: a pooler's behind one, with their TCP liveness, so a partition fails its
+        # samples as it fails the workers' statements), started before them: sampling when the clock starts
+        self.round_trip = RoundTripProbe(*round_trip_probe(cfg.engine, self.engine.application_dsn(dsn, cfg)))
         library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
         self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
                        else run_driver(cfg, self.ctx, dsn, self.external_workers, self.log, self.run_id))
