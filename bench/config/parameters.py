@@ -18,6 +18,7 @@ from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT
 from bench.config.queue_definition import BUILTIN, parse_queue
 from bench.config.network_parameters import NETWORK_PARAMETERS
 from bench.config.pooler_parameters import POOLER_PARAMETERS
+from bench.config.failover_parameters import FAILOVER_PARAMETERS
 from bench.config.replica_parameters import REPLICA_PARAMETERS
 from bench.results import slo
 
@@ -342,6 +343,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
                "`intervals.csv`"),
     *REPLICA_PARAMETERS,  # REPLICA=1 and its readers (bench/config/replica_parameters.py)
+    *FAILOVER_PARAMETERS,  # SYNC_COMMIT (bench/config/failover_parameters.py)
     *POOLER_PARAMETERS,  # POOLER, POOL_SIZE, POOL_MODE, DSN_DIRECT (bench/config/pooler_parameters.py)
     *NETWORK_PARAMETERS,  # NET_DELAY_MS, NET_JITTER_MS: the delay relay (bench/config/network_parameters.py)
     _P("monitor", "choice", "full", "full | stats: the monitor's table queries on, or its statistics only",

@@ -297,8 +297,7 @@ class Engine:
         raise NotImplementedError
 
     def completed_per_queue(self, conn: Any, cfg: Any, start_unix: float, end_unix: float) -> dict:
-        """``{queue name: jobs done}`` by ``finished_at`` in [``start_unix``, ``end_unix``) (client epoch
-        seconds, moved to the server's clock), 0 for a queue with none."""
+        """``{queue name: jobs done}`` by ``finished_at`` in [start, end) (client epoch s, on the server's clock), 0 if none."""
         raise NotImplementedError
 
     # -- probes (the experiments catalogue): each on a throwaway table of its own in the tool's schema
@@ -313,17 +312,18 @@ class Engine:
         ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` < 1), :attr:`database_errors`."""
         return self.probes.subselect_overclaim_probe(dsn, schema, rows, limit)
 
-    # -- a queue library's own worker
     # -- REPLICA=1: a standby, its sampler and the readers on it (docs/replicas.md)
     def standby(self, dsn: str, cfg: Any, log: Callable[[str], None]) -> Any:
-        """A context manager yielding the standby's DSN: ``DSN_REPLICA``, else the embedded primary's own standby
-        (``cfg.dsn`` None), started and removed with it."""
+        """A context manager yielding the standby's DSN: ``DSN_REPLICA``, else the embedded primary's own (removed)."""
         raise NotImplementedError(f"REPLICA is not built for {self.name}")
 
-    def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
-        """Refuse (ConfigError ``DSN_REPLICA``) a given standby that is unreachable, not a standby, or not one of
-        the server behind ``conn``; called before anything is created."""
+    def check_given_standby(self, conn: Any, cfg: Any) -> None:
+        """Refuse (ConfigError ``DSN_REPLICA``) ``cfg.dsn_replica`` unreachable, not a standby, or not one of the server
+        behind ``conn``, and (``SYNC_COMMIT``) a commit mode it cannot give; called before anything is created."""
         raise NotImplementedError(f"REPLICA is not built for {self.name}")
+
+    def commit_mode(self, dsn: str, conn: Any, cfg: Any) -> dict | None:
+        """``run.json`` ``commit_mode``: ``SYNC_COMMIT`` read back on the workers' path (docs/failover.md), or None."""
 
     # -- POOL_MODE: a pooler in front of the DSN (docs/poolers.md)
     def check_direct(self, conn: Any, dsn: str) -> None:

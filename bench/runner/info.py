@@ -94,6 +94,7 @@ def run_info(run) -> dict:
         "backlog": run.backlog, "backlog_computed": run.backlog_how,
         "seed": seed_info(run.seed),
         "connections": run.room,
+        "commit_mode": run.commit_mode,
         # the nodes of the plan the workers ran (read on a worker's own session)
         "claim_plan_nodes": workers_plan.get("nodes") or None,
         "claim_plans": {**(engine.plans_summary(run.claim_plans) or {"auto": None}),

@@ -75,7 +75,7 @@ class Run:
             if self.direct != self.upstream:  # behind a pooler: before the schema is claimed or created
                 self.engine.check_direct(admin, self.dsn)
             if self.cfg.replica is True and self.cfg.dsn_replica:  # before the schema is claimed or created
-                self.engine.check_given_standby(admin, self.cfg.dsn_replica)
+                self.engine.check_given_standby(admin, self.cfg)  # and SYNC_COMMIT on the DSN's server
             self.room = self._claim_schema()  # locked until the run ends
             handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
             try:
@@ -144,6 +144,7 @@ class Run:
         self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
         self.pgss_missing = engine.statement_stats_unavailable(admin)
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
+        self.commit_mode = engine.commit_mode(self.dsn, admin, cfg)  # read back on the workers' path, standby named
         # Created only now: bad input and an interrupted seeding leave no run directory behind.
         self.run_dir = Path(cfg.results) / self.run_id
         self.made_dirs = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]  # deepest first

@@ -8,11 +8,12 @@ from typing import Any, Callable
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
-from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, fault_actions, library_workers,
+from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, commit_mode, db, fault_actions, library_workers,
                                     pg_stat_statements, plans, pooler_probes, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
+from bench.config.failover_parameters import sync_commit_settings
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.direct_check import check_direct
@@ -71,7 +72,7 @@ class PostgresEngine(Engine):
         stateless = cfg.stateless_sessions()  # through a transaction pool: nothing prepared, nothing SET
         conn = db.connect(dsn, application_name="queue-bench reaper", auto_prepare=not stateless)
         return Reaper(conn, cfg.schema, self.queue(cfg), cfg.lease_s, cfg.reaper_interval_s, recorder,
-                      stateless=stateless)
+                      stateless=stateless, settings=sync_commit_settings(cfg.sync_commit))
 
     def prepare(self, conn: Any, cfg: Any, backlog: int, *, log: Callable[[str], None],
                 state_schema: str | None) -> Any:
@@ -171,9 +172,16 @@ class PostgresEngine(Engine):
         from bench.engines.postgres.standby import embedded_standby  # here: only REPLICA=1 runs start one
         return embedded_standby(dsn, cfg, cfg.replica_readers, log)
 
-    def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
-        """:func:`bench.engines.postgres.standby_check.check_given_standby`."""
-        check_given_standby(conn, dsn_replica)
+    def check_given_standby(self, conn: Any, cfg: Any) -> None:
+        """:func:`bench.engines.postgres.standby_check.check_given_standby`, then
+        :func:`bench.engines.postgres.commit_mode.check_server` (the DSN's server names a synchronous standby)."""
+        check_given_standby(conn, cfg.dsn_replica)
+        commit_mode.check_server(conn, cfg)
+
+    def commit_mode(self, dsn: str, conn: Any, cfg: Any) -> dict | None:
+        """:func:`bench.engines.postgres.commit_mode.applied` (None when ``SYNC_COMMIT`` is n/a: a library's own
+        worker)."""
+        return None if cfg.sync_commit == "n/a" else commit_mode.applied(dsn, conn, cfg, self.queue(cfg))
 
     def check_direct(self, conn: Any, dsn: str) -> None:
         """:func:`bench.engines.postgres.direct_check.check_direct`."""

@@ -21,16 +21,19 @@ _DEAD = {True: "dead", "dead": "dead", "t": "dead"}
 
 class Reaper(Periodic):
     """Runs ``defn``'s reaper statement every ``interval_s`` s until :meth:`stop`, counted in ``recorder``;
-    ``stateless`` (behind a transaction pool): its ``search_path`` set per pass with ``SET LOCAL``."""
+    ``stateless`` (behind a transaction pool): its ``search_path`` and ``settings`` (``SYNC_COMMIT``'s) set per pass
+    with ``SET LOCAL``."""
 
     driver = DRIVER
 
     def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
-                 interval_s: float, recorder: Recorder, *, stateless: bool = False):
+                 interval_s: float, recorder: Recorder, *, stateless: bool = False,
+                 settings: dict[str, str] | None = None):
         super().__init__(conn, interval_s, recorder)
-        self.local_settings = {"search_path": schema} if stateless else None
+        settings = {"search_path": schema, **(settings or {})}
+        self.local_settings = settings if stateless else None
         if not stateless:
-            apply_settings(conn, {"search_path": schema})
+            apply_settings(conn, settings)
         # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
         # prepared (it may hold several statements), the generated one as the adapter's connection prepares a
         # repeated statement (bench.engines.postgres.adapter.connect_dsn).

@@ -1,0 +1,106 @@
+"""SYNC_COMMIT against real servers: the commit mode a worker's session has, read back, over a queue definition's
+``[settings]`` and a DSN's ``options``, through both session variants; the embedded primary's synchronous standby;
+the refusals (docs/failover.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import psycopg
+import pytest
+
+from bench.config.run_config import build_config
+from bench.engines.postgres import builtin_queue, commit_mode
+from bench.engines.postgres.embedded import PostgresRecipe
+from bench.engines.postgres.standby import embedded_standby
+from cli_in_process import qbench_in_process
+from conftest import qbench, run_and_load
+from test_replica import _cfg as _standby_cfg_of
+
+
+def _standby_cfg(sync_commit: str):
+    """The embedded standby's parameters with ``SYNC_COMMIT`` ``sync_commit``."""
+    return _standby_cfg_of(sync_commit=sync_commit)
+
+
+@pytest.fixture(scope="module")
+def primary():
+    """A throwaway server (its DSN)."""
+    with PostgresRecipe.server(30, log=lambda _l: None) as dsn:
+        yield dsn
+
+
+def _with_options(dsn: str, value: str) -> str:
+    """``dsn`` whose start-up packet sets ``synchronous_commit`` to ``value`` (libpq's ``options``)."""
+    return f"{dsn}?options=-c%20synchronous_commit%3D{value}"
+
+
+@pytest.mark.parametrize("pool_mode", ["none", "transaction"])
+def test_the_run_s_mode_wins_over_a_definition_s_settings_and_the_dsn_s_options(primary, pool_mode):
+    """A definition asking ``remote_write`` and a DSN asking ``local``: a worker's session has ``off``, the run's,
+    whether it keeps its settings (``SET``) or sets them in each transaction (``SET LOCAL``, a transaction pool);
+    with ``server`` it has the DSN's."""
+    dsn = _with_options(primary, "local")
+    cfg = dataclasses.replace(build_config(overrides={"sync_commit": "off"}), pool_mode=pool_mode)
+    defn = dataclasses.replace(builtin_queue.definition(cfg), settings={"synchronous_commit": "remote_write"})
+    with psycopg.connect(primary, autocommit=True) as admin:
+        got = commit_mode.applied(dsn, admin, cfg, defn)
+        assert got["asked"] == "off" and got["synchronous_commit"] == "off"
+        assert got["synchronous_standby_names"] == ""
+        kept = dataclasses.replace(cfg, sync_commit="server")
+        assert commit_mode.applied(dsn, admin, kept, builtin_queue.definition(kept))["synchronous_commit"] == "local"
+
+
+def test_a_run_records_the_mode_its_workers_had(primary, tmp_path):
+    """A short run over a DSN asking ``local``: ``run.json`` ``commit_mode`` has ``off`` as read back."""
+    run_dir, _summary, _proc = run_and_load(_with_options(primary, "local"), tmp_path, "--sync-commit", "off",
+                                            "--duration", "2s", "--warmup", "0s", "--workers", "2")
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["commit_mode"]["synchronous_commit"] == "off" and info["commit_mode"]["asked"] == "off"
+    assert info["server_settings"]["synchronous_commit"] == "local"  # the server's, as the admin connection has it
+
+
+def test_the_embedded_standby_is_named_synchronous_for_remote_apply_and_released():
+    """``remote_apply`` with the embedded standby: the primary names it (``*``) and it reports ``sync``; afterwards
+    the primary's ``synchronous_standby_names`` is empty again (a commit would otherwise wait forever)."""
+    cfg = _standby_cfg("remote_apply")
+    with PostgresRecipe.server(30, log=lambda _l: None) as dsn:
+        with embedded_standby(dsn, cfg, 1, log=lambda _l: None):
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                assert commit_mode.standby_names(conn) == "*"
+                states = [r[0] for r in conn.execute("SELECT sync_state FROM pg_stat_replication")]
+                assert states == ["sync"]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert commit_mode.standby_names(conn) == ""
+
+
+def test_a_dsn_s_server_with_no_synchronous_standby_is_refused_for_remote_write(primary, tmp_path):
+    """``DSN`` + ``DSN_REPLICA`` whose primary names no synchronous standby: ``remote_write`` is refused in one
+    line before anything is created."""
+    cfg = _standby_cfg("server")
+    results = tmp_path / "results"
+    with embedded_standby(primary, cfg, 1, log=lambda _l: None) as standby:
+        proc = qbench("run", "--dsn", primary, "--replica", "--dsn-replica", standby, "--sync-commit", "remote_write",
+                      "--duration", "2s", "--results", str(results), "--schema", "qbench_refused")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --sync-commit: remote_write"), proc.stderr
+    assert "synchronous_standby_names is empty" in proc.stderr
+    assert not results.exists()
+    with psycopg.connect(primary, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_refused'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("args, starts", [
+    (("--sync-commit", "remote_apply"), "qbench: --sync-commit: remote_apply waits for a synchronous standby"),
+    (("--sync-commit", "remote_write"), "qbench: --sync-commit: remote_write waits for a synchronous standby"),
+    (("--sync-commit", "off", "--engine", "mariadb"), "qbench: --sync-commit: does not apply on mariadb"),
+    (("--sync-commit", "on", "--queue", "procrastinate"), "qbench: --sync-commit: does not apply to queue"),
+    (("--sync-commit", "always"), "qbench: --sync-commit:"),
+])
+def test_refusals_are_one_line(tmp_path, args, starts):
+    results = tmp_path / "results"
+    proc = qbench_in_process("run", *args, "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(starts), proc.stderr
+    assert not results.exists()
