@@ -104,3 +104,57 @@ def test_refusals_are_one_line(tmp_path, args, starts):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(starts), proc.stderr
     assert not results.exists()
+
+
+def test_a_failover_under_load_promotes_the_standby_and_every_worker_reconnects(tmp_path):
+    """``remote_apply`` with the WAL receiver stopped 2 s before the kill: every process of the primary killed at
+    4 s, the standby promoted 2 s later, the workers reconnect to it through the multi-host DSN and claim again;
+    nothing acknowledged is missing (the audit runs on the new primary), the run exits 0."""
+    proc = qbench("run", "--replica", "--sync-commit", "remote_apply", "--faults", "failover@4-14:wal_stop_s=2",
+                  "--promote-after-s", "2", "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", "16s",
+                  "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    info = json.loads((run_dir / "run.json").read_text())
+    f = summary["failover"]
+    assert f["error"] is None and f["promoted"] is True and f["wal_stop_s"] == 2.0
+    assert 4.0 <= f["killed_at_s"] < 4.5 and f["processes_killed"] >= 5  # postmaster, checkpointer, backends, ...
+    assert 1.0 <= f["wal_receiver_stopped_at_s"] <= 2.5
+    assert f["promoted_at_s"] >= f["killed_at_s"] + 2.0 and 0 < f["promotion_s"] < 10
+    before, after = f["before"], f["after"]
+    assert after["system_identifier"] == before["system_identifier"] and after["timeline"] == before["timeline"] + 1
+    assert after["postmaster_start_unix"] != before["postmaster_start_unix"]
+    # claims stopped from the kill's second until after the promotion, then resumed on the new primary
+    assert f["claimless_s"] >= 2 and f["claims_resumed_at_s"] is not None and 0 < f["reconnection_s"] < 10
+    assert summary["reconnects"] >= 4  # each worker's session re-made on the new primary
+    assert set(summary["errors"]) <= {"connection_lost", "connect_failed", "57P01", "57P02", "57P03", "08006"}
+    assert summary["errors"]
+    assert all(v == 0 for v in summary["invariants"].values()), summary["invariants"]
+    assert info["commit_mode"]["synchronous_commit"] == "remote_apply"
+    assert info["commit_mode"]["synchronous_standby_names"] == "*"
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--faults", "failover@4-20"), "needs the embedded standby"),
+    (("--replica", "--faults", "failover@4-20;failover@5-20"), "one failover per run"),
+    (("--replica", "--faults", "failover@4-20", "--pooler", "pgbouncer"), "re-pointing a pooler"),
+    (("--replica", "--faults", "failover@4-20", "--net-delay-ms", "1"), "the delay relay forwards to the old primary"),
+    (("--replica", "--faults", "failover@4-20", "--processes", "2", "--workers", "4"), "in one process"),
+    (("--replica", "--faults", "failover@4-20:wal_stop_s=5"), "wal_stop_s=5 stops the WAL receiver before"),
+    (("--replica", "--faults", "failover@4-20", "--promote-after-s", "16"), "comes at or after the window's end"),
+    (("--replica", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres", "--dsn-replica",
+      "postgresql://postgres@127.0.0.1:5433/postgres", "--faults", "failover@4-20"), "never stops a user's server"),
+])
+def test_failover_refusals_are_one_line(tmp_path, args, says):
+    results = tmp_path / "results"
+    proc = qbench_in_process("run", *args, "--duration", "30s", "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --faults: failover@"), proc.stderr
+    assert says in proc.stderr, proc.stderr
+    assert not results.exists()
+
+
+def test_promote_after_s_without_a_failover_is_refused(tmp_path):
+    proc = qbench_in_process("run", "--promote-after-s", "5", "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --promote-after-s: has no effect without")

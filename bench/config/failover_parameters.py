@@ -39,6 +39,13 @@ FAILOVER_PARAMETERS: tuple[Parameter, ...] = (
                "refused without `REPLICA=1` (with no synchronous standby they are `on`), and with a DSN whose "
                "server has no `synchronous_standby_names`. The value read back with `SHOW` on a session opened "
                "as a worker's is recorded in `run.json` `commit_mode` (docs/failover.md)"),
+    _P("promote_after_s", "number", 10.0, "seconds from the primary's kill to the standby's promotion "
+                                          "(FAULTS=failover)",
+       group="faults", unit="s", minimum=0.0, maximum=600, sweep=True, engine_values={"mariadb": ()},
+       engine_reasons={"mariadb": "the failover fault is built for PostgreSQL's embedded standby only"},
+       meaning="with a `failover` fault window: how long after every process of the primary is killed the tool "
+               "promotes the standby (`pg_promote()`), standing for the detection of a real HA manager (10 to "
+               "120 s). The promotion must come before the window's end"),
 )
 
 
@@ -67,3 +74,37 @@ def check_standby_names(sync_commit: str, standby_names: str) -> None:
                                          "for no standby (it is on under another name), and the tool does not change "
                                          "a DSN's server settings; allowed: server, off, local or on, or set "
                                          "synchronous_standby_names on that server")
+
+
+def check_failover(values: dict[str, Any], dsn: str | None) -> None:
+    """Refuse (ConfigError ``FAULTS``) a ``failover`` window the run cannot carry out: without ``REPLICA=1``, with
+    a DSN (the tool never stops a user's server), more than one, with a pooler or the delay relay (they point at
+    the old primary), several processes or a library's own worker, its promotion or WAL stop outside it."""
+    windows = [f for f in values["faults"] if f.kind == "failover"]
+    if not windows:
+        return
+    fault = windows[0]
+    label = f"failover@{fault.start_s:g}-{fault.end_s:g}"
+    why = None
+    if values["replica"] is not True:
+        why = f"needs the embedded standby to promote; allowed: {label} with {switch('replica')} and no DSN"
+    elif dsn is not None:
+        why = ("stops the primary, and the tool never stops a user's server; allowed: failover on the embedded "
+               f"servers (no DSN, {switch('replica')})")
+    elif len(windows) > 1:
+        why = "one failover per run: the first promotes the only standby; allowed: one failover window"
+    elif values["pooler"] not in ("none", NOT_APPLICABLE) or values["pool_mode"] not in ("none", NOT_APPLICABLE):
+        why = "re-pointing a pooler at the promoted standby is not built; allowed: failover without a pooler"
+    elif values["net_delay_ms"] > 0 or values["net_jitter_ms"] > 0:
+        why = "the delay relay forwards to the old primary only; allowed: failover without NET_DELAY_MS/NET_JITTER_MS"
+    elif values["processes"] > 1 or values.get("library_mode") == "worker":
+        why = (f"is built for the tool's own workers in one process; allowed: failover with {setting('processes', 1)} "
+               "and the tool's workers")
+    elif fault.wal_stop_s > fault.start_s:
+        why = (f"wal_stop_s={fault.wal_stop_s:g} stops the WAL receiver before the measured window; allowed: "
+               f"wal_stop_s <= {fault.start_s:g} (the window's start)")
+    elif fault.start_s + values["promote_after_s"] >= fault.end_s:
+        why = (f"the promotion {values['promote_after_s']:g} s after the kill ({setting('promote_after_s', format(values['promote_after_s'], 'g'))}) "
+               f"comes at or after the window's end; allowed: an end after {fault.start_s + values['promote_after_s']:g} s")
+    if why is not None:
+        raise ConfigError("FAULTS", f"{label}: {why}")

@@ -122,6 +122,8 @@ class QueueWorker(RunUser):
             try:
                 self.session = self.ctx.sessions.worker_session(self.name)
                 self.ctx.disconnected.discard(self.name)
+                if self.connected_once:  # a session re-made after a loss
+                    self.ctx.recorder.count("reconnects")
                 if not self.connected_once:
                     self.connected_once = True
                     self.ctx.connected_workers += 1

@@ -183,6 +183,11 @@ class PostgresEngine(Engine):
         worker)."""
         return None if cfg.sync_commit == "n/a" else commit_mode.applied(dsn, conn, cfg, self.queue(cfg))
 
+    def failover(self, primary_dsn: str, standby_dsn: str, cfg: Any) -> Any:
+        """:class:`bench.engines.postgres.failover.Failover`."""
+        from bench.engines.postgres.failover import Failover  # here: only a failover window uses it
+        return Failover(primary_dsn, standby_dsn, cfg.promote_after_s)
+
     def check_direct(self, conn: Any, dsn: str) -> None:
         """:func:`bench.engines.postgres.direct_check.check_direct`."""
         check_direct(conn, dsn)

@@ -13,6 +13,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from bench.engines.embedded_base import EmbeddedError, EmbeddedServer, embedded
 from bench.engines.base import EngineError
+from bench.errors import QBenchError
 from bench.engines.postgres.adapter import connect, connect_dsn, translated
 from bench.engines.postgres import commit_mode
 from bench.engines.postgres.embedded import PostgresRecipe
@@ -94,5 +95,6 @@ def embedded_standby(primary_dsn: str, cfg, readers: int, log: Callable[[str], N
             yield dsn
         finally:
             if named:  # before the standby stops: a commit on the primary would wait for it forever
-                with connect_dsn(primary_dsn, application_name="queue-bench standby check") as conn:
-                    commit_mode.release_standby(conn)
+                with contextlib.suppress(QBenchError):  # the primary is gone (FAULTS=failover killed it)
+                    with connect_dsn(primary_dsn, application_name="queue-bench standby check") as conn:
+                        commit_mode.release_standby(conn)
