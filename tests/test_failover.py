@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from bench.config.run_config import build_config
+from bench.engines.failover_losses import LOSS_KEYS, explain, failover_losses
 from bench.engines.postgres import builtin_queue, commit_mode
 from bench.engines.postgres.embedded import PostgresRecipe
 from bench.engines.postgres.standby import embedded_standby
@@ -106,17 +107,22 @@ def test_refusals_are_one_line(tmp_path, args, starts):
     assert not results.exists()
 
 
-def test_a_failover_under_load_promotes_the_standby_and_every_worker_reconnects(tmp_path):
-    """``remote_apply`` with the WAL receiver stopped 2 s before the kill: every process of the primary killed at
-    4 s, the standby promoted 2 s later, the workers reconnect to it through the multi-host DSN and claim again;
-    nothing acknowledged is missing (the audit runs on the new primary), the run exits 0."""
-    proc = qbench("run", "--replica", "--sync-commit", "remote_apply", "--faults", "failover@4-14:wal_stop_s=2",
+def _failover_run(tmp_path, sync_commit: str) -> tuple[dict, dict]:
+    """One embedded run at ``sync_commit``: 200 jobs/s, 4 workers, the WAL receiver stopped at 2 s, the primary
+    killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary and run.json."""
+    proc = qbench("run", "--replica", "--sync-commit", sync_commit, "--faults", "failover@4-14:wal_stop_s=2",
                   "--promote-after-s", "2", "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", "16s",
                   "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
-    summary = json.loads((run_dir / "summary.json").read_text())
-    info = json.loads((run_dir / "run.json").read_text())
+    return (json.loads((run_dir / "summary.json").read_text()), json.loads((run_dir / "run.json").read_text()))
+
+
+def test_a_failover_under_load_promotes_the_standby_and_every_worker_reconnects(tmp_path):
+    """``remote_apply`` with the WAL receiver stopped 2 s before the kill: every process of the primary killed at
+    4 s, the standby promoted 2 s later, the workers reconnect to it through the multi-host DSN and claim again;
+    nothing acknowledged is missing (the audit runs on the new primary), the run exits 0."""
+    summary, info = _failover_run(tmp_path, "remote_apply")
     f = summary["failover"]
     assert f["error"] is None and f["promoted"] is True and f["wal_stop_s"] == 2.0
     assert 4.0 <= f["killed_at_s"] < 4.5 and f["processes_killed"] >= 5  # postmaster, checkpointer, backends, ...
@@ -158,3 +164,49 @@ def test_failover_refusals_are_one_line(tmp_path, args, says):
 def test_promote_after_s_without_a_failover_is_refused(tmp_path):
     proc = qbench_in_process("run", "--promote-after-s", "5", "--results", str(tmp_path / "results"))
     assert proc.returncode == 2 and proc.stderr.startswith("qbench: --promote-after-s: has no effect without")
+
+
+def _log(*events):
+    """Claim-log events ``(kind, id, token)`` with no times."""
+    return [(kind, job, token, None, None) for kind, job, token in events]
+
+
+def test_the_audit_across_a_promotion_counts_what_the_new_primary_lacks():
+    """Job 1 survived; job 2's claim and completion were acknowledged and lost, it ran again after the promotion;
+    job 3's insert was lost; job 4's insert was lost and its id (and token) taken by a job produced after it."""
+    before = _log(("p", 1, None), ("p", 2, None), ("p", 3, None), ("p", 4, None),
+                  ("c", 1, 11), ("a", 1, 11), ("c", 2, 12), ("a", 2, 12), ("c", 4, 14), ("a", 4, 14))
+    after = _log(("c", 2, 20), ("a", 2, 20), ("p", 4, None), ("c", 4, 14), ("a", 4, 14))
+    states = {1: (11, 1, True), 2: (20, 1, True), 4: (14, 1, True)}
+    losses = failover_losses(before + after, len(before), states)
+    assert losses["acknowledged_claims_missing"] == 2  # job 2's and job 4's first
+    assert losses["acknowledged_completions_missing"] == 2
+    assert losses["produced_jobs_missing"] == 2  # job 3, and job 4's first
+    assert losses["jobs_run_twice"] == 1  # job 2 (job 4 after the promotion is another job)
+    assert losses["explained"] == {"double_claims": 2, "double_completions": 2, "stale_completions_applied": 1,
+                                   "lost_jobs": 1}
+    # what the audit counted less what the losses explain; what they do not explain is left
+    left = explain({"double_claims": 3, "double_completions": 2, "stale_completions_applied": 0, "lost_jobs": 1,
+                    "over_claims": 0, "duplicated_jobs": None}, losses)
+    assert left == {"double_claims": 1, "double_completions": 0, "stale_completions_applied": 0, "lost_jobs": 0,
+                    "over_claims": 0, "duplicated_jobs": None}
+    assert losses["explained"]["stale_completions_applied"] == 0  # never more than the audit counted
+
+
+def test_nothing_lost_is_counted_as_nothing():
+    events = _log(("p", 1, None), ("c", 1, 11), ("a", 1, 11), ("p", 2, None), ("c", 2, 12))
+    losses = failover_losses(events, 3, {1: (11, 1, True), 2: (12, 1, False)})
+    assert {k: losses[k] for k in LOSS_KEYS} == dict.fromkeys(LOSS_KEYS, 0)
+    assert set(losses["explained"].values()) == {0}
+
+
+def test_an_asynchronous_failover_counts_its_losses_apart_and_exits_0(tmp_path):
+    """``off`` with the WAL receiver stopped 2 s before the kill: acknowledged claims and completions are missing
+    on the new primary, counted under their own names; they explain every broken invariant, so the run exits 0."""
+    summary, _info = _failover_run(tmp_path, "off")
+    losses = summary["failover"]["losses"]
+    # 2 s of acknowledged work at 200 jobs/s never reached the standby: some of it is missing
+    assert losses["acknowledged_completions_missing"] > 0 and losses["acknowledged_claims_missing"] > 0
+    assert losses["jobs_run_twice"] <= losses["acknowledged_claims_missing"] + losses["acknowledged_completions_missing"]
+    assert losses["position"] > 0
+    assert all(v == 0 for v in summary["invariants"].values()), summary["invariants"]

@@ -58,3 +58,9 @@ class Topology:
         """The failover of ``primary_dsn`` to ``standby_dsn`` (the embedded servers): ``dsn`` (both, for every
         connection of the run), ``run(fault, clock, n_warm, log)`` (the window), ``record`` (for run.json)."""
         raise NotImplementedError(f"the failover fault is not built for {self.name}")
+
+    def failover_losses(self, conn: Any, cfg: Any, claim_log: Any, position: int, audit: dict) -> dict:
+        """``audit`` (the audit's result on the new primary behind ``conn``) with ``failover_losses``
+        (:func:`bench.engines.failover_losses.failover_losses` of ``claim_log``'s events, ``position`` its length
+        as the promotion began) and its ``invariants`` less what they explain."""
+        raise NotImplementedError(f"the failover fault is not built for {self.name}")

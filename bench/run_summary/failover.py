@@ -7,8 +7,9 @@ measured seconds with no claim from the kill's second on until the first second 
 from __future__ import annotations
 
 
-def failover_figures(run_info: dict, rows: list[dict]) -> dict | None:
-    """The failover's record with ``claimless_s``, ``claims_resumed_at_s`` and ``reconnection_s``; None without a
+def failover_figures(run_info: dict, rows: list[dict], losses: dict | None = None) -> dict | None:
+    """The failover's record with ``claimless_s``, ``claims_resumed_at_s``, ``reconnection_s`` and ``losses`` (the
+    audit across the promotion: :mod:`bench.engines.failover_losses`; None when not audited); None without a
     failover window."""
     record = run_info.get("failover")
     if not record:
@@ -20,4 +21,5 @@ def failover_figures(run_info: dict, rows: list[dict]) -> dict | None:
     claimless = sum(1 for r in after if not r.get("claims") and (resumed is None or r["t_s"] < resumed))
     promoted = record.get("promoted_at_s")
     return {**record, "claimless_s": claimless if killed is not None else None, "claims_resumed_at_s": resumed,
-            "reconnection_s": round(resumed + 1 - promoted, 3) if resumed is not None and promoted is not None else None}
+            "reconnection_s": round(resumed + 1 - promoted, 3) if resumed is not None and promoted is not None else None,
+            "losses": losses}

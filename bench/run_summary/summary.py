@@ -164,7 +164,7 @@ def _fault_counters(f: Figures) -> dict:
             "stalled_jobs_retried": f.counters["stalled_retried"],  # procrastinate's own retry of stalled jobs
             "status_counts": status_counts,
             "migrations": migrations(facts.run_info, facts.rows),
-            "failover": failover_figures(facts.run_info, facts.rows),
+            "failover": failover_figures(facts.run_info, facts.rows, facts.audit.get("failover_losses")),
             "empty_claims_while_work_waited": empty_while_work_waited(
                 facts.cfg.public(), [r.get("jobs_claimed") for r in facts.rows],
                 [r.get("empty_claims") for r in facts.rows],

@@ -194,6 +194,8 @@ class Run:
                                              n_warm=self.n_warm, recorder=self.recorder, log=self.log,
                                              migrations=self.migrations, failover=self.failover)
                                 for f in cfg.faults]
+        if self.failover is not None:  # the claim log's length as the promotion begins: the acknowledged events
+            self.failover.position = lambda: self.claim_log.events
         self.side_tasks = SideTasks(self.engine, cfg, self.direct, self.recorder, clock.now_s, pooled_dsn=self.dsn)
         if self.standby_dsn:
             # the claim log is written here as claims commit only with this process's own workers

@@ -14,6 +14,7 @@ from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.config.failover_parameters import sync_commit_settings
+from bench.engines.failover_losses import explain, failover_losses, job_ids
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.direct_check import check_direct
@@ -187,6 +188,14 @@ class PostgresEngine(Engine):
         """:class:`bench.engines.postgres.failover.Failover`."""
         from bench.engines.postgres.failover import Failover  # here: only a failover window uses it
         return Failover(primary_dsn, standby_dsn, cfg.promote_after_s)
+
+    def failover_losses(self, conn: Any, cfg: Any, claim_log: Any, position: int, audit_result: dict) -> dict:
+        """:func:`bench.engines.failover_losses.failover_losses` over the rows the log names, read on ``conn``,
+        and ``audit_result``'s invariants less what they explain."""
+        events = list(claim_log.rows())
+        states = audit.job_states(conn, cfg.schema, self.queue(cfg), sorted(job_ids(events)), _relation(cfg))
+        losses = failover_losses(events, position, states)
+        return {**audit_result, "invariants": explain(audit_result["invariants"], losses), "failover_losses": losses}
 
     def check_direct(self, conn: Any, dsn: str) -> None:
         """:func:`bench.engines.postgres.direct_check.check_direct`."""

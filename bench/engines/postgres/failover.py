@@ -48,13 +48,15 @@ class Failover:
     def __init__(self, primary_dsn: str, standby_dsn: str, promote_after_s: float):
         self.standby_dsn, self.promote_after_s = standby_dsn, promote_after_s
         self.dsn = multi_host(primary_dsn, standby_dsn)
+        self.position: Callable[[], int] | None = None  # the claim log's length so far (set by the run)
         with connect_dsn(primary_dsn, application_name="queue-bench failover") as conn:
             self.postmaster = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).parent()
             self.old_system = _identity(conn)
         self.record: dict[str, Any] = {"promote_after_s": promote_after_s, "wal_stop_s": None,
                                        "wal_receiver_stopped_at_s": None, "killed_at_s": None,
                                        "processes_killed": None, "promoted_at_s": None, "promotion_s": None,
-                                       "promoted": False, "error": None, "before": self.old_system, "after": None}
+                                       "promoted": False, "error": None, "before": self.old_system, "after": None,
+                                       "log_position": None}
 
     def run(self, fault, clock, n_warm: int, log: Callable[[str], None]) -> None:
         """From ``fault.start_s - fault.wal_stop_s``: stop the WAL receiver; at ``start_s`` kill the primary; at
@@ -105,6 +107,8 @@ class Failover:
     def _promote(self, clock, n_warm: int) -> None:
         """``pg_promote(true, PROMOTE_WAIT_S)`` on the standby, timed; the new primary's identity read."""
         with connect_dsn(self.standby_dsn, application_name="queue-bench failover") as conn:
+            # every event logged so far was acknowledged by the old primary: none can return after the kill
+            self.record["log_position"] = self.position() if self.position else None
             started = time.perf_counter()
             promoted = conn.execute("SELECT pg_promote(true, %s)", (PROMOTE_WAIT_S,)).fetchone()[0]
             self.record["promotion_s"] = round(time.perf_counter() - started, 3)
