@@ -69,6 +69,8 @@ BAD_VALUES: dict[str, tuple] = {
     "replica_readers": (-1, 65, "many", 2.5),
     "replica_reader_s": (0, -1, "long", 1e9),
     "hot_standby_feedback": ("maybe", 1),
+    "sync_commit": ("always", "remote", "true", 1),
+    "promote_after_s": (-1, 601, "soon"),
     "replica_max_delay_s": (-1, "soon", 1e9),
     "pooler": ("pgpool", "odyssey", 1),
     "pool_size": (0, -1, 10_001, "many", 2.5),

@@ -23,8 +23,9 @@ from conftest import qbench, run_and_load
 from cli_in_process import qbench_in_process
 
 
-def _cfg(feedback: str = "off", max_delay_s: float = 30.0):
-    return types.SimpleNamespace(pg_version="auto", hot_standby_feedback=feedback, replica_max_delay_s=max_delay_s)
+def _cfg(feedback: str = "off", max_delay_s: float = 30.0, sync_commit: str = "server"):
+    return types.SimpleNamespace(pg_version="auto", hot_standby_feedback=feedback, replica_max_delay_s=max_delay_s,
+                                 sync_commit=sync_commit)
 
 
 def test_embedded_standby_replays_and_is_removed_with_its_directory():

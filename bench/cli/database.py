@@ -66,7 +66,7 @@ def check_room(engine, dsn: str, schema: str, connections: int, purpose: str, cf
         if direct:
             engine.check_direct(conn, dsn)
         if cfg is not None and cfg.replica is True and cfg.dsn_replica:
-            engine.check_given_standby(conn, cfg.dsn_replica)
+            engine.check_given_standby(conn, cfg)
         return engine.check_schema(conn, schema, connections)
     finally:
         conn.close()

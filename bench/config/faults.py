@@ -13,11 +13,11 @@ from bench.errors import ConfigError
 #: migration runs a DDL on the queue table under load (docs/migrations.md); partition makes the delay relay a black
 #: hole for the application side (docs/network.md, "Partitions and keepalives").
 KINDS = ("crash_after_claim", "crash_before_complete", "late_worker", "long_transaction", "migration", "backend_kill",
-         "process_kill", "partition")
+         "process_kill", "partition", "failover")
 #: The options each kind uses; giving another is refused (it would do nothing).
 OPTIONS = {"crash_after_claim": {"share"}, "crash_before_complete": {"share"}, "late_worker": {"share", "extra_s"},
            "long_transaction": set(), "migration": {"ddl", "sql", "lock_timeout_ms", "retry_ms"},
-           "backend_kill": {"every_s"}, "process_kill": set(), "partition": set()}
+           "backend_kill": {"every_s"}, "process_kill": set(), "partition": set(), "failover": {"wal_stop_s"}}
 #: ``migration``'s named statements on the queue table (each engine's text: its ``fault_actions.MIGRATION_DDL``).
 MIGRATION_DDL = ("add_column", "add_column_volatile", "create_index", "create_index_concurrently")
 #: Kinds that drop a worker's connection once per window on each chosen worker.
@@ -40,6 +40,7 @@ class Fault:
     sql: str = ""  # migration: a statement of the user's own (a workload file's [[faults]] table only)
     lock_timeout_ms: float = 0.0  # migration: the lock_timeout of each attempt, 0 = none (wait as long as it takes)
     retry_ms: float = 1000.0  # migration: the pause after an attempt that timed out, before the next
+    wal_stop_s: float = 0.0  # failover: the standby's WAL receiver stopped (SIGSTOP) this long before the kill
 
 
 #: What ``migration``'s timing options mean, in their refusals.
@@ -57,7 +58,7 @@ def _label(item: dict) -> str:
 
 def _why_not(item: dict) -> str:
     """What is wrong with a fault that did not parse: the first field missing or not a number."""
-    for key in ("start_s", "end_s", "share", "every_s", "extra_s"):
+    for key in ("start_s", "end_s", "share", "every_s", "extra_s", "wal_stop_s"):
         if key in ("start_s", "end_s") and str(item.get(key, "")).strip() == "":
             return f"the {key.removesuffix('_s')} of its window start-end is missing"
         try:
@@ -101,7 +102,7 @@ def _fault(item: dict, label: str | None = None, from_file: bool = False) -> Fau
         kind = str(item["kind"])
         fault = Fault(kind=kind, start_s=float(item["start_s"]), end_s=float(item["end_s"]),
                       share=float(item.get("share", 0.1)), every_s=float(item.get("every_s", 1.0)),
-                      extra_s=float(item.get("extra_s", 1.0)))
+                      extra_s=float(item.get("extra_s", 1.0)), wal_stop_s=float(item.get("wal_stop_s", 0.0)))
     except (KeyError, TypeError, ValueError):
         raise ConfigError("FAULTS", f"{label!r} is not a fault ({_why_not(item)}); allowed: {_ALLOWED}") from None
     if kind not in KINDS:
@@ -115,9 +116,9 @@ def _fault(item: dict, label: str | None = None, from_file: bool = False) -> Fau
     if kind == "migration":
         fault = dataclasses.replace(fault, **_migration(item, label, from_file))
     if (not 0 <= fault.start_s < fault.end_s or not 0 < fault.share <= 1
-            or fault.every_s <= 0 or fault.extra_s < 0):
+            or fault.every_s <= 0 or fault.extra_s < 0 or not 0 <= fault.wal_stop_s < float("inf")):
         raise ConfigError("FAULTS", f"{label!r} is not allowed; allowed: {_ALLOWED} (0 <= start < end, "
-                                    "0 < share <= 1, every_s > 0, extra_s >= 0)")
+                                    "0 < share <= 1, every_s > 0, extra_s >= 0, wal_stop_s >= 0)")
     return fault
 
 

@@ -18,6 +18,7 @@ from bench.config.parameter import NOT_APPLICABLE, Parameter  # noqa: F401 - NOT
 from bench.config.queue_definition import BUILTIN, parse_queue
 from bench.config.network_parameters import NETWORK_PARAMETERS
 from bench.config.pooler_parameters import POOLER_PARAMETERS
+from bench.config.failover_parameters import FAILOVER_PARAMETERS
 from bench.config.replica_parameters import REPLICA_PARAMETERS
 from bench.results import slo
 
@@ -242,7 +243,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "(noted in `summary.json`)"),
     _P("faults", "list", "", "fault windows: kind@start-end[:share=..,every_s=..,extra_s=..];... "
                              "(crash_after_claim, crash_before_complete, late_worker, long_transaction, migration, "
-                             "backend_kill, process_kill)",
+                             "backend_kill, process_kill, failover)",
        group="faults", parse_value=parse_faults, allowed="`kind@start-end[:share=…,every_s=…,extra_s=…];…`", default_text="none",
        meaning="fault windows, seconds since the measured start, shaded on every plot: `crash_after_claim` (a "
                "`share` of workers drop their connection once right after a claim; the lease and reaper bring "
@@ -256,7 +257,11 @@ PARAMETERS: tuple[Parameter, ...] = (
                "`KILL CONNECTION` on MariaDB, counted as `57P01` / `connection_lost`; workers reconnect with "
                "back-off), `process_kill` (at the window's start, one of a queue library's own worker processes "
                "killed with SIGKILL, `LIBRARY_MODE=worker` and `PROCESSES >= 2`: its jobs come back only through "
-               "the library's own recovery, and the run names the lost process). A `share` takes round(`share` × WORKERS) workers, at least one, chosen at random "
+               "the library's own recovery, and the run names the lost process), `failover` (`REPLICA=1` on the "
+               "embedded servers: at `start` every process of the primary killed, the standby promoted "
+               "`PROMOTE_AFTER_S` later, every connection re-made to it; `wal_stop_s=…`: the standby's WAL receiver "
+               "stopped that long before the kill, so an asynchronous commit mode loses acknowledged work; see "
+               "docs/failover.md). A `share` takes round(`share` × WORKERS) workers, at least one, chosen at random "
                "over the whole swarm (with `PROCESSES > 1` too). A window must start inside the measured window; "
                "one that runs past its "
                "end is clipped (noted in `summary.json`). In workload files: "
@@ -342,6 +347,7 @@ PARAMETERS: tuple[Parameter, ...] = (
                "is recorded: `vacuum_passes` in `summary.json`, `vacuum_passes` and `vacuum_ms` in "
                "`intervals.csv`"),
     *REPLICA_PARAMETERS,  # REPLICA=1 and its readers (bench/config/replica_parameters.py)
+    *FAILOVER_PARAMETERS,  # SYNC_COMMIT (bench/config/failover_parameters.py)
     *POOLER_PARAMETERS,  # POOLER, POOL_SIZE, POOL_MODE, DSN_DIRECT (bench/config/pooler_parameters.py)
     *NETWORK_PARAMETERS,  # NET_DELAY_MS, NET_JITTER_MS: the delay relay (bench/config/network_parameters.py)
     _P("monitor", "choice", "full", "full | stats: the monitor's table queries on, or its statistics only",

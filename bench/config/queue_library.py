@@ -19,6 +19,7 @@ WORKER_NOT_APPLICABLE = {
     "txn": "the library's own worker commits each claim on its own",
     "prepared": "the library's own driver decides how its statements are sent",
     "plan_cache": "the library's own driver decides how its statements are sent",
+    "sync_commit": "the library's own connections commit at the server's synchronous_commit",
     "reaper_interval_s": "the library's own recovery runs: see LEASE_S",
     "bursts": "not built for the library's own producers (library mode sql has them)",
     "future_share": "not built for the library's own producers (library mode sql has them)",

@@ -17,6 +17,7 @@ from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
 from bench.config.network_parameters import crossing, relay_parameter, relayed
+from bench.config.failover_parameters import check_failover, check_sync_commit
 from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
 from bench.config.queue_parameters import QueueParameters
@@ -200,6 +201,7 @@ _NEEDS = (
     ("hot_standby_feedback", lambda: switch("replica"), lambda v: v["replica"] is True),
     ("replica_max_delay_s", lambda: switch("replica"), lambda v: v["replica"] is True),
     ("dsn_replica", lambda: switch("replica"), lambda v: v["replica"] is True),
+    ("promote_after_s", lambda: "a failover fault window", lambda v: any(f.kind == "failover" for f in v["faults"])),
 )
 
 
@@ -390,6 +392,8 @@ def build_config(workload: str = "default", overrides: Mapping[str, Any] | None 
                                         + named("a server already running (its server_version is recorded); allowed: "
                                                 "leave {pg_version} out with a DSN, or no DSN"))
     check_replica(values, dsn, given)
+    check_sync_commit(values)
+    check_failover(values, dsn)
     notes = check_pooler(values, dsn, given)  # before the combinations: it sets PREPARED behind a transaction pool
     notes += check_combinations(values, set(raw))
     notes += defined.check(values)

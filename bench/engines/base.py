@@ -14,6 +14,7 @@ from bench.engines.driver import Driver
 from bench.engines.lock_queue import spawn_lock_sampler
 from bench.engines.sampler import spawn_each_second, spawn_samplers
 from bench.engines.session_factory import NotCooperativeError, SessionFactory  # noqa: F401  (re-exported)
+from bench.engines.topology import Topology
 from bench.errors import ConfigError, RunFailed
 
 __all__ = ["Capabilities", "ClaimedRow", "ConnectFailed", "Engine", "EngineError", "LockNotAvailable", "NotCooperativeError",
@@ -113,7 +114,7 @@ class ProducerSession(Protocol):
         """Close the connection."""
 
 
-class Engine:
+class Engine(Topology):
     """Everything a run asks of a database, the shared flows written once; an engine subclasses it with its
     modules, sessions and :class:`Capabilities` (docs/architecture.md). ``conn``: an admin connection
     (:meth:`connect`); ``cfg``: a RunConfig. Raises ConfigError and :attr:`database_errors`."""
@@ -295,43 +296,6 @@ class Engine:
         "tool_claim_rows", "plan"}`` as measured, with ``"not_applicable"`` where the engine refuses it. Raises
         ConfigError (``SCHEMA``, ``DSN``), ValueError (``rows`` or ``limit`` < 1), :attr:`database_errors`."""
         return self.probes.subselect_overclaim_probe(dsn, schema, rows, limit)
-
-    # -- a queue library's own worker
-    # -- REPLICA=1: a standby, its sampler and the readers on it (docs/replicas.md)
-    def standby(self, dsn: str, cfg: Any, log: Callable[[str], None]) -> Any:
-        """A context manager yielding the standby's DSN: ``DSN_REPLICA``, else the embedded primary's own standby
-        (``cfg.dsn`` None), started and removed with it."""
-        raise NotImplementedError(f"REPLICA is not built for {self.name}")
-
-    def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
-        """Refuse (ConfigError ``DSN_REPLICA``) a given standby that is unreachable, not a standby, or not one of
-        the server behind ``conn``; called before anything is created."""
-        raise NotImplementedError(f"REPLICA is not built for {self.name}")
-
-    # -- POOL_MODE: a pooler in front of the DSN (docs/poolers.md)
-    def check_direct(self, conn: Any, dsn: str) -> None:
-        """Refuse (ConfigError ``DSN_DIRECT``) the direct connection ``conn`` unless ``dsn`` (the pooler) reaches
-        the same server and database; called before anything is created."""
-        raise NotImplementedError(f"POOL_MODE is not built for {self.name}")
-
-    def replica_watch(self, dsn: str, standby_dsn: str, cfg: Any, *, now_s: Callable[[], float],
-                      note: Callable[[int, dict], None], position: Callable[[], int], reads: Any) -> Any:
-        """The standby's per-second sampler and ``REPLICA_READERS`` readers (``start``, ``stop``, ``info``)."""
-        raise NotImplementedError(f"REPLICA is not built for {self.name}")
-
-    def pooler_facts(self, pooled_dsn: str, admin_dsn: str | None, *, detect: bool) -> dict:
-        """Before the load: the pool ``pooled_dsn``'s clients use (``pool``), with ``detect`` whether it pools per
-        transaction (``detection``), with ``admin_dsn`` its console's settings (``console``); never raises."""
-        raise NotImplementedError(f"POOL_MODE is not built for {self.name}")
-
-    def pooler_watch(self, admin_dsn: str, pool: tuple[str, str], pid: int | None) -> Any:
-        """The pooler's per-second sampler on its console (``sample``, ``errors``, ``close``) of ``pool`` (db, user)."""
-        raise NotImplementedError(f"POOL_MODE is not built for {self.name}")
-
-    def spawn_pooler_sampler(self, watch: Any, now_s: Callable[[], float], n_seconds: int,
-                             note: Callable[[int, dict], None]) -> Any:
-        """A greenlet noting ``watch.sample()`` mid-second, as the monitor's statistics (no server ``cost_s``)."""
-        return spawn_each_second(lambda: {**watch.sample(), "cost_s": 0.0}, now_s, n_seconds, note)
 
     def library_worker_command(self, dsn: str, cfg: Any) -> tuple[list[str], dict[str, str]] | None:
         """A library's own worker process (``LIBRARY_MODE=worker``): argv, added environment (the DSN); or None."""

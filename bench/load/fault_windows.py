@@ -57,14 +57,16 @@ def partition(relay, fault, ctx, *, clock: "seconds.Clock", n_warm: int, log, wa
 
 def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_warm: int,
                  recorder: metrics.Recorder, log, migrations: list | None = None, relay=None,
-                 partitions: list | None = None, totals=None) -> None:
+                 partitions: list | None = None, totals=None, failover=None) -> None:
     """Open ``fault``'s window at its start (s since measured start), once the main loop has rotated into that
     second, and close it at its end; ``driver`` marks the chosen workers in their processes. A ``migration``
     appends its record (``start_s``, ``end_s``, ``statement``, ``attempts``) to ``migrations``; a ``partition``
     (through ``relay``, the run's delay relay) its :class:`PartitionWatch` to ``partitions`` (``totals``: the run's
-    running counts)."""
-    clock.sleep_until(n_warm + fault.start_s)
-    while recorder.rotations < n_warm + math.floor(fault.start_s):
+    running counts); a ``failover`` is carried out by ``failover`` (the engine's), from ``wal_stop_s`` before its
+    start."""
+    opens_s = fault.start_s - fault.wal_stop_s  # the failover's WAL receiver is stopped before the kill
+    clock.sleep_until(n_warm + opens_s)
+    while recorder.rotations < n_warm + math.floor(opens_s):
         gevent.sleep(0.001)
     log(f"fault: {fault.kind} from {fault.start_s:g} s to {fault.end_s:g} s of the measured window")
     conn = None
@@ -91,6 +93,9 @@ def fault_window(engine, fault, driver, dsn: str, *, clock: "seconds.Clock", n_w
         elif fault.kind == "process_kill":  # a library's own worker process (bench.load.library_driver)
             if driver.kill_process() is not None:
                 recorder.count("process_kills")
+            clock.sleep_until(n_warm + fault.end_s)
+        elif fault.kind == "failover":  # the kill at start, the promotion PROMOTE_AFTER_S later
+            failover.run(fault, clock, n_warm, log)
             clock.sleep_until(n_warm + fault.end_s)
         elif fault.kind == "backend_kill":
             conn = engine.killer(dsn)

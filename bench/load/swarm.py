@@ -126,6 +126,8 @@ class QueueWorker(RunUser):
                 self.ctx.disconnected.discard(self.name)
                 if self.ctx.partition is not None:
                     self.ctx.partition.connected(self.name)
+                if self.connected_once:  # a session re-made after a loss
+                    self.ctx.recorder.count("reconnects")
                 if not self.connected_once:
                     self.connected_once = True
                     self.ctx.connected_workers += 1

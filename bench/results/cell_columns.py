@@ -28,8 +28,9 @@ CELL_COLUMNS = (
     "table_bytes_before", "indexes_bytes_before", "table_bytes_after", "indexes_bytes_after",
     "harness_cpu_max_pct", "suspect", "invariants_ok", "saturated", "invariants_unchecked", "pickup_p50_us",
     "library_mode", "server_release", "pooler", "pool_mode", "pool_size",
-    "net_delay_ms", "net_jitter_ms", "relay_cpu_max_pct", "round_trip_p50_us", *COST_COLUMNS,
+    "net_delay_ms", "net_jitter_ms", "relay_cpu_max_pct", "round_trip_p50_us", "sync_commit",
+    *COST_COLUMNS,
 )
 CELL_TEXT_COLUMNS = ("server_release", "plan_workers", "plan_workers_scan", "plan_explain_scan", "plan_auto",
                      "plan_custom_scan", "plan_generic_scan", "suspect", "invariants_ok", "saturated", "invariants_unchecked",
-                     "library_mode", "pooler", "pool_mode")
+                     "library_mode", "pooler", "pool_mode", "sync_commit")

@@ -18,6 +18,7 @@ from bench.run_summary.migration import migrations
 from bench.run_summary.partition import partitions
 from bench.run_summary.pooler import pooler_figures
 from bench.run_summary.relay import relay_figures
+from bench.run_summary.failover import failover_figures
 from bench.run_summary.replica import replica_figures
 from bench.run_summary.round_trips import round_trip_figures
 from bench.run_summary.rows import column, index_bytes, monitor_notes, percentile, worker_changes
@@ -28,7 +29,7 @@ from bench.workload import jobs
 
 #: Counters of the measured window written as they are, under their own names (fault and crash counts).
 FAULT_COUNTERS = ("crashed_claims", "crashed_jobs", "rolled_back_claims", "in_doubt_claims", "late_completions",
-                  "backend_kills", "process_kills")
+                  "backend_kills", "process_kills", "reconnects")
 
 
 def summarize(facts: RunFacts) -> dict:
@@ -165,6 +166,7 @@ def _fault_counters(f: Figures) -> dict:
             "status_counts": status_counts,
             "migrations": migrations(facts.run_info, facts.rows),
             "partitions": partitions(facts.run_info, facts.audit["invariants"]),
+            "failover": failover_figures(facts.run_info, facts.rows, facts.audit.get("failover_losses")),
             "empty_claims_while_work_waited": empty_while_work_waited(
                 facts.cfg.public(), [r.get("jobs_claimed") for r in facts.rows],
                 [r.get("empty_claims") for r in facts.rows],

@@ -35,6 +35,9 @@ def audit(run) -> Audited:
         run.claim_plans, run.plans_when = engine.capture_plans(run.admin, cfg, "on the table as the load left it")
     result = engine.audit(run.admin, cfg, run.claim_log, seeded_rows=cfg.history + run.backlog,
                           over_claims=run.tally.totals["over_claims"])
+    position = (run.failover.record.get("log_position") if run.failover else None)
+    if position is not None:  # the audit across the promotion: acknowledged work missing, counted apart
+        result = engine.failover_losses(run.admin, cfg, run.claim_log, position, result)
     held = result.pop("running_by_claimant", None)  # the driver's, not the audit's
     if any(p.get("lost") for p in run.driver.processes):  # what a lost process's workers still hold
         run.driver.left_running(held)

@@ -97,6 +97,8 @@ def run_info(run) -> dict:
         "seed": seed_info(run.seed),
         "connections": run.room,
         "connections_needed": connections_needed(cfg.connection_budget()),
+        "commit_mode": run.commit_mode,
+        "failover": run.failover.record if run.failover else None,
         # the nodes of the plan the workers ran (read on a worker's own session)
         "claim_plan_nodes": workers_plan.get("nodes") or None,
         "claim_plans": {**(engine.plans_summary(run.claim_plans) or {"auto": None}),

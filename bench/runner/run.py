@@ -75,7 +75,7 @@ class Run:
             if self.direct != self.upstream:  # behind a pooler: before the schema is claimed or created
                 self.engine.check_direct(admin, self.dsn)
             if self.cfg.replica is True and self.cfg.dsn_replica:  # before the schema is claimed or created
-                self.engine.check_given_standby(admin, self.cfg.dsn_replica)
+                self.engine.check_given_standby(admin, self.cfg)  # and SYNC_COMMIT on the DSN's server
             self.room = self._claim_schema()  # locked until the run ends
             handlers = {sig: signal.getsignal(sig) for sig in SIGNALS}
             try:
@@ -85,7 +85,7 @@ class Run:
                 for sig, handler in handlers.items():
                     signal.signal(sig, handler)
         finally:
-            admin.close()
+            self.admin.close()  # the one in use: another after a failover or a lost connection
 
     def _claim_schema(self) -> dict:
         """The engine's claim of the schema, checked for the connections the run needs (and the web UI's most workers):
@@ -144,6 +144,12 @@ class Run:
         self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
         self.pgss_missing = engine.statement_stats_unavailable(admin)
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
+        self.failover = None  # FAULTS=failover: from here every connection names both servers, the primary first
+        if any(f.kind == "failover" for f in cfg.faults):
+            self.failover = engine.failover(self.direct, self.standby_dsn, cfg)
+            self.dsn = self.direct = self.upstream = self.failover.dsn
+            self.sessions = engine.sessions(self.dsn, cfg)
+        self.commit_mode = engine.commit_mode(self.dsn, admin, cfg)  # read back on the workers' path, standby named
         # Created only now: bad input and an interrupted seeding leave no run directory behind.
         self.run_dir = Path(cfg.results) / self.run_id
         self.made_dirs = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]  # deepest first
@@ -188,8 +194,11 @@ class Run:
         self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.direct, clock=clock,
                                              n_warm=self.n_warm, recorder=self.recorder, log=self.log,
                                              migrations=self.migrations, relay=self.relay,
-                                             partitions=self.partitions, totals=self.tally.totals)
+                                             partitions=self.partitions, totals=self.tally.totals,
+                                             failover=self.failover)
                                 for f in cfg.faults]
+        if self.failover is not None:  # the claim log's length as the promotion begins: the acknowledged events
+            self.failover.position = lambda: self.claim_log.events
         self.side_tasks = SideTasks(self.engine, cfg, self.direct, self.recorder, clock.now_s, pooled_dsn=self.dsn)
         if self.standby_dsn:
             # the claim log is written here as claims commit only with this process's own workers
@@ -276,8 +285,18 @@ class Run:
             seconds.progress_line(self.log, k + 1, self.n_warm, self.n_meas, list(self.tally.recent),
                                   self.tally.samples.get(k))
 
+    def _after_failover(self) -> None:
+        """After a failover the admin connection's server is gone: a new one on the promoted standby (the run's
+        DSN names both), the schema's lock taken again there."""
+        if self.failover is None or self.engine.is_alive(self.admin):
+            return
+        self.admin.close()
+        self.admin = self.engine.connect(self.direct, "queue-bench admin")
+        self.engine.claim_schema(self.admin, self.cfg.schema, 0)
+
     def _stop(self) -> None:
         """Stop the load and everything beside it; count the stop phase; join the samples to the rows."""
+        self._after_failover()
         # The claim's pg_stat_statements entry covers the measured window only: read it now, before
         # the stop phase and before any plan capture executes the claim again.
         self.pgss = self.engine.statement_stats_read(self.admin, self.cfg, self.pgss_missing, self.pgss_reset)

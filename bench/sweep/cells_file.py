@@ -45,7 +45,8 @@ def cell_row(cell_id: str, rep: int, cfg: RunConfig, *, status: str, sweep_dir: 
            "pooler": cfg.pooler, "pool_mode": cfg.pool_mode,
            "pool_size": cfg.pool_size if cfg.pooler not in ("none", NOT_APPLICABLE) else "",
            # the delay relay's setting each way (docs/network.md): a sweep axis
-           "net_delay_ms": cfg.net_delay_ms, "net_jitter_ms": cfg.net_jitter_ms}
+           "net_delay_ms": cfg.net_delay_ms, "net_jitter_ms": cfg.net_jitter_ms,
+           "sync_commit": cfg.sync_commit}  # the commit mode (docs/failover.md): a sweep axis
     if summary is None:
         return row
     claim, wait = summary["claim_latency_us"], summary.get("batch_wait_us") or {}

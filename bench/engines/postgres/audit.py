@@ -226,3 +226,12 @@ def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str],
             "SELECT queue, count(*) FROM {} WHERE status = 'done' AND finished_at >= to_timestamp(%s) "
             "AND finished_at < to_timestamp(%s) GROUP BY queue").format(sql.Identifier(schema, relation)),
         names, (start_unix, end_unix))
+
+
+def job_states(conn: psycopg.Connection, schema: str, defn: QueueDefinition, ids: list[int],
+               relation: str | None = None) -> dict[int, tuple]:
+    """id -> (attempt token, attempts, done) of the rows of ``ids`` in ``defn``'s table (or ``relation``), as the
+    audit's checks read them (:data:`_ROWS`); a job without a row is absent (the audit across a promotion)."""
+    rows = _names(schema, defn, sql.Identifier(schema, relation or defn.table), 0)["rows"]
+    query = sql.SQL("SELECT id, token, attempts, done FROM {} AS j WHERE id = ANY(%s)").format(rows)
+    return {int(i): (token, attempts, bool(done)) for i, token, attempts, done in conn.execute(query, (ids,))}

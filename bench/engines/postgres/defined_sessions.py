@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+from bench.config.failover_parameters import sync_commit_settings
 from bench.config.queue_definition import QueueDefinition
 from bench.config.run_config import RunConfig
 from bench.engines.base import EngineError, SessionFactory
@@ -31,7 +32,8 @@ class DefinedProducerSession(PgProducerSession):
     def __init__(self, dsn: str, cfg: RunConfig, defn: QueueDefinition, name: str):
         text, self.names = defined_sql.positional(defn.statements["enqueue"])
         self.max_attempts = cfg.max_attempts
-        self.session = _open(dsn, cfg, f"queue-bench {name}", {"search_path": cfg.schema}, {"enqueue": text})
+        self.session = _open(dsn, cfg, f"queue-bench {name}",
+                             {"search_path": cfg.schema, **sync_commit_settings(cfg.sync_commit)}, {"enqueue": text})
 
     def insert(self, priorities: list[int], run_at_s: list[float]) -> list[int]:
         """See :meth:`bench.engines.base.ProducerSession.insert`: the enqueue's ids; jobs due together in one

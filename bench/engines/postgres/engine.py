@@ -8,11 +8,13 @@ from typing import Any, Callable
 
 from bench.config.queue_definition import QueueDefinition
 from bench.engines.base import Engine
-from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, db, dsn, fault_actions, library_workers,
-                                    pg_stat_statements, plans, pooler_probes, probes, vacuum)
+from bench.engines.postgres import (CAPABILITIES, audit, builtin_queue, captures, commit_mode, db, dsn, fault_actions,
+                                    library_workers, pg_stat_statements, plans, pooler_probes, probes, vacuum)
 from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
+from bench.config.failover_parameters import sync_commit_settings
+from bench.engines.failover_losses import explain, failover_losses, job_ids
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.direct_check import check_direct
@@ -74,7 +76,7 @@ class PostgresEngine(Engine):
             return db.connect(self.application_dsn(dsn, cfg), application_name="queue-bench reaper",
                               auto_prepare=not stateless)
         reaper = Reaper(connect(), cfg.schema, self.queue(cfg), cfg.lease_s, cfg.reaper_interval_s, recorder,
-                        stateless=stateless)
+                        stateless=stateless, settings=sync_commit_settings(cfg.sync_commit))
         reaper.reopen = lambda: reaper.set_up(connect())  # a lost connection (a partition) reopened
         return reaper
 
@@ -176,9 +178,29 @@ class PostgresEngine(Engine):
         from bench.engines.postgres.standby import embedded_standby  # here: only REPLICA=1 runs start one
         return embedded_standby(dsn, cfg, cfg.replica_readers, log)
 
-    def check_given_standby(self, conn: Any, dsn_replica: str) -> None:
-        """:func:`bench.engines.postgres.standby_check.check_given_standby`."""
-        check_given_standby(conn, dsn_replica)
+    def check_given_standby(self, conn: Any, cfg: Any) -> None:
+        """:func:`bench.engines.postgres.standby_check.check_given_standby`, then
+        :func:`bench.engines.postgres.commit_mode.check_server` (the DSN's server names a synchronous standby)."""
+        check_given_standby(conn, cfg.dsn_replica)
+        commit_mode.check_server(conn, cfg)
+
+    def commit_mode(self, dsn: str, conn: Any, cfg: Any) -> dict | None:
+        """:func:`bench.engines.postgres.commit_mode.applied` (None when ``SYNC_COMMIT`` is n/a: a library's own
+        worker)."""
+        return None if cfg.sync_commit == "n/a" else commit_mode.applied(dsn, conn, cfg, self.queue(cfg))
+
+    def failover(self, primary_dsn: str, standby_dsn: str, cfg: Any) -> Any:
+        """:class:`bench.engines.postgres.failover.Failover`."""
+        from bench.engines.postgres.failover import Failover  # here: only a failover window uses it
+        return Failover(primary_dsn, standby_dsn, cfg.promote_after_s)
+
+    def failover_losses(self, conn: Any, cfg: Any, claim_log: Any, position: int, audit_result: dict) -> dict:
+        """:func:`bench.engines.failover_losses.failover_losses` over the rows the log names, read on ``conn``,
+        and ``audit_result``'s invariants less what they explain."""
+        events = list(claim_log.rows())
+        states = audit.job_states(conn, cfg.schema, self.queue(cfg), sorted(job_ids(events)), _relation(cfg))
+        losses = failover_losses(events, position, states)
+        return {**audit_result, "invariants": explain(audit_result["invariants"], losses), "failover_losses": losses}
 
     def check_direct(self, conn: Any, dsn: str) -> None:
         """:func:`bench.engines.postgres.direct_check.check_direct`."""

@@ -21,15 +21,18 @@ _DEAD = {True: "dead", "dead": "dead", "t": "dead"}
 
 class Reaper(Periodic):
     """Runs ``defn``'s reaper statement every ``interval_s`` s until :meth:`stop`, counted in ``recorder``;
-    ``stateless`` (behind a transaction pool): its ``search_path`` set per pass with ``SET LOCAL``."""
+    ``stateless`` (behind a transaction pool): its ``search_path`` and ``settings`` (``SYNC_COMMIT``'s) set per pass
+    with ``SET LOCAL``."""
 
     driver = DRIVER
 
     def __init__(self, conn: psycopg.Connection, schema: str, defn: QueueDefinition, lease_s: float,
-                 interval_s: float, recorder: Recorder, *, stateless: bool = False):
+                 interval_s: float, recorder: Recorder, *, stateless: bool = False,
+                 settings: dict[str, str] | None = None):
         super().__init__(conn, interval_s, recorder)
         self.schema = schema
-        self.local_settings = {"search_path": schema} if stateless else None
+        self.settings = {"search_path": schema, **(settings or {})}
+        self.local_settings = self.settings if stateless else None
         self.set_up(conn)
         # Sent with its value inlined (psycopg would read a % in it as a placeholder); a written one is never
         # prepared (it may hold several statements), the generated one as the adapter's connection prepares a
@@ -38,9 +41,10 @@ class Reaper(Periodic):
         self.prepare = None if defn.claim_row else False
 
     def set_up(self, conn: psycopg.Connection) -> psycopg.Connection:
-        """``conn`` (a new connection of the reaper's) with its ``search_path`` set, unless stateless."""
+        """``conn`` (a new connection of the reaper's) with its ``search_path`` and settings (``SYNC_COMMIT``'s)
+        set, unless stateless (then each pass sets them locally)."""
         if self.local_settings is None:
-            apply_settings(conn, {"search_path": self.schema})
+            apply_settings(conn, self.settings)
         return conn
 
     def once(self) -> tuple[int, int]:

@@ -9,6 +9,7 @@ import random
 from psycopg import sql
 
 from bench.config.choices import EFFECTS_WRITTEN
+from bench.config.failover_parameters import sync_commit_settings
 from bench.config.queue_definition import STATEMENT_PARAMETERS, QueueDefinition, is_builtin
 from bench.config.run_config import RunConfig
 from bench.engines.base import ClaimedRow, ConnectFailed, EngineError
@@ -23,6 +24,17 @@ from bench.workload.queues import flood_share, queue_count, queue_index, queue_n
 #: (https://www.postgresql.org/docs/current/runtime-config-client.html#GUC-DEFAULT-TRANSACTION-ISOLATION).
 ISOLATION_LEVELS = {"read_committed": "read committed", "repeatable_read": "repeatable read",
                     "serializable": "serializable"}
+
+
+def worker_settings(defn: QueueDefinition, cfg: RunConfig) -> dict[str, str]:
+    """A worker session's settings: ``defn``'s ``[settings]``, then the run's (``search_path``, ``PLAN_CACHE``,
+    ``ISOLATION``, ``SYNC_COMMIT``), which win over the definition's."""
+    settings = {**defn.settings, "search_path": cfg.schema}
+    if cfg.plan_cache not in ("auto", "n/a"):
+        settings["plan_cache_mode"] = cfg.plan_cache
+    if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
+        settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
+    return {**settings, **sync_commit_settings(cfg.sync_commit)}
 
 
 def _open(dsn: str, cfg: RunConfig, application_name: str, settings: dict[str, str], statements: dict[str, str],
@@ -78,11 +90,7 @@ class PgWorkerSession(_Session):
         for key in ("complete", "complete_many", "fail"):
             if key in defn.statements:
                 statements[key], params[key] = defined_sql.positional(defn.statements[key], order.get(key, ()))
-        settings = {**defn.settings, "search_path": cfg.schema}
-        if cfg.plan_cache not in ("auto", "n/a"):
-            settings["plan_cache_mode"] = cfg.plan_cache
-        if cfg.isolation != "read_committed":  # PostgreSQL's default; others are set on the session
-            settings["default_transaction_isolation"] = ISOLATION_LEVELS[cfg.isolation]
+        settings = worker_settings(defn, cfg)
         self.stateless = cfg.stateless_sessions()  # behind a transaction pool: every statement unnamed, bound
         if not cfg.prepared and not self.stateless:  # PREPARED=0: the claim goes unprepared, its values inlined
             del statements["claim"]
@@ -302,7 +310,7 @@ class PgProducerSession(_Session):
         self.queues = queue_names(queue_count(cfg))
         self.flood = flood_share(cfg)
         self.rng = random.Random()
-        self.session = _open(dsn, cfg, f"queue-bench {name}", {},
+        self.session = _open(dsn, cfg, f"queue-bench {name}", sync_commit_settings(cfg.sync_commit),
                              {"insert": policies.insert_sql(cfg.schema, cfg.max_attempts,
                                                             notify=cfg.wakeup == "notify", queues=len(self.queues))})
 

@@ -13,7 +13,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from bench.engines.embedded_base import EmbeddedError, EmbeddedServer, embedded
 from bench.engines.base import EngineError
+from bench.errors import QBenchError
 from bench.engines.postgres.adapter import connect, connect_dsn, translated
+from bench.engines.postgres import commit_mode
 from bench.engines.postgres.embedded import PostgresRecipe
 
 __all__ = ["STANDBY_SETTINGS", "StandbyRecipe", "embedded_standby", "primary_ready"]
@@ -75,7 +77,9 @@ def primary_ready(conn: psycopg.Connection) -> tuple[int, str | None]:
 @contextlib.contextmanager
 def embedded_standby(primary_dsn: str, cfg, readers: int, log: Callable[[str], None] = print) -> Iterator[str]:
     """Start the embedded primary's standby (``cfg``: ``PG_VERSION``, ``HOT_STANDBY_FEEDBACK``,
-    ``REPLICA_MAX_DELAY_S``), yield its DSN once it accepts reads, stop and delete it on exit. Its
+    ``REPLICA_MAX_DELAY_S``), yield its DSN once it accepts reads (and, for a synchronous ``SYNC_COMMIT``, is the
+    primary's synchronous standby: :func:`bench.engines.postgres.commit_mode.require_standby`), stop and delete it
+    on exit. Its
     ``max_connections``: the primary's (a hot standby needs at least that), or the readers' and the sampler's.
     Raises EmbeddedError (the primary cannot feed it, pg_basebackup failed, no start)."""
     port = int(conninfo_to_dict(primary_dsn)["port"])
@@ -85,4 +89,12 @@ def embedded_standby(primary_dsn: str, cfg, readers: int, log: Callable[[str], N
         raise EmbeddedError(f"REPLICA: the embedded primary cannot feed a streaming standby: {why}")
     recipe = StandbyRecipe(port, cfg.pg_version, cfg.hot_standby_feedback, cfg.replica_max_delay_s)
     with embedded(recipe, max(max_connections, readers + 10), None, log) as dsn:
-        yield dsn
+        with connect_dsn(primary_dsn, application_name="queue-bench standby check") as conn:
+            named = commit_mode.require_standby(conn, cfg.sync_commit)
+        try:
+            yield dsn
+        finally:
+            if named:  # before the standby stops: a commit on the primary would wait for it forever
+                with contextlib.suppress(QBenchError):  # the primary is gone (FAULTS=failover killed it)
+                    with connect_dsn(primary_dsn, application_name="queue-bench standby check") as conn:
+                        commit_mode.release_standby(conn)

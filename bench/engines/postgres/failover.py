@@ -1,0 +1,135 @@
+"""``FAULTS=failover`` on the embedded primary and standby (docs/failover.md): the run's multi-host DSN, and the
+window's actions: the standby's WAL receiver stopped (SIGSTOP) for ``wal_stop_s`` before the kill, every process of
+the primary killed (frozen with SIGSTOP first, then SIGKILL: a SIGKILL of the postmaster alone leaves its backends
+able to commit), the standby promoted ``PROMOTE_AFTER_S`` later (``pg_promote()``). Sources:
+https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-MULTIPLE-HOSTS,
+https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-RECOVERY-CONTROL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, Callable
+
+import psutil
+
+from bench.engines.postgres.adapter import DRIVER, conninfo_params, connect_dsn, make_conninfo
+from bench.errors import QBenchError
+
+__all__ = ["PROMOTE_WAIT_S", "Failover", "multi_host"]
+
+#: How long ``pg_promote`` may take before the promotion counts as failed (PostgreSQL's default is 60 s).
+PROMOTE_WAIT_S = 60
+#: How long the primary's killed processes may take to be gone.
+KILL_WAIT_S = 10.0
+
+
+def multi_host(primary_dsn: str, standby_dsn: str) -> str:
+    """One connection string naming both servers, the primary first, with ``target_session_attrs=read-write``:
+    libpq tries each in turn and keeps the first that accepts writes, so a connection made after the promotion
+    reaches the new primary (as an application's libpq does behind two hosts)."""
+    primary, standby = conninfo_params(primary_dsn), conninfo_params(standby_dsn)
+    return make_conninfo(**{**primary, "host": f"{primary['host']},{standby['host']}",
+                            "port": f"{primary['port']},{standby['port']}", "target_session_attrs": "read-write"})
+
+
+def _seconds(clock, n_warm: int) -> float:
+    """Now, in seconds since the measured start."""
+    return round(clock.now_s() - n_warm, 3)
+
+
+class Failover:
+    """The failover of one run between ``primary_dsn`` and ``standby_dsn`` (single hosts, the tool's own): ``dsn``
+    names both (:func:`multi_host`) for every connection of the run; the primary's postmaster found at
+    construction; :meth:`run` carries the window out; ``record``: what it did and when (s since the measured
+    start), for ``run.json`` ``failover``."""
+
+    def __init__(self, primary_dsn: str, standby_dsn: str, promote_after_s: float):
+        self.standby_dsn, self.promote_after_s = standby_dsn, promote_after_s
+        self.dsn = multi_host(primary_dsn, standby_dsn)
+        self.position: Callable[[], int] | None = None  # the claim log's length so far (set by the run)
+        with connect_dsn(primary_dsn, application_name="queue-bench failover") as conn:
+            self.postmaster = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).parent()
+            self.old_system = _identity(conn)
+        self.record: dict[str, Any] = {"promote_after_s": promote_after_s, "wal_stop_s": None,
+                                       "wal_receiver_stopped_at_s": None, "killed_at_s": None,
+                                       "processes_killed": None, "promoted_at_s": None, "promotion_s": None,
+                                       "promoted": False, "error": None, "before": self.old_system, "after": None,
+                                       "log_position": None}
+
+    def run(self, fault, clock, n_warm: int, log: Callable[[str], None]) -> None:
+        """From ``fault.start_s - fault.wal_stop_s``: stop the WAL receiver; at ``start_s`` kill the primary; at
+        ``start_s + promote_after_s`` promote the standby. Errors are recorded (``error``), never raised."""
+        receiver = None
+        try:
+            self.record["wal_stop_s"] = fault.wal_stop_s
+            if fault.wal_stop_s > 0:
+                receiver = self._stop_receiver()
+                self.record["wal_receiver_stopped_at_s"] = _seconds(clock, n_warm)
+            clock.sleep_until(n_warm + fault.start_s)
+            self.record["killed_at_s"] = _seconds(clock, n_warm)
+            self.record["processes_killed"] = self._kill_primary()
+            log(f"failover: the primary's {self.record['processes_killed']} processes killed at "
+                f"{self.record['killed_at_s']:g} s")
+            if receiver is not None:
+                receiver.resume()  # it finds its primary gone
+                receiver = None
+            clock.sleep_until(n_warm + fault.start_s + self.promote_after_s)
+            self._promote(clock, n_warm)
+            log(f"failover: the standby promoted in {self.record['promotion_s']:.2f} s, at "
+                f"{self.record['promoted_at_s']:g} s")
+        except (psutil.Error, OSError, QBenchError, *DRIVER.errors) as err:
+            self.record["error"] = str(err).splitlines()[0] if str(err) else type(err).__name__
+            log(f"failover: {self.record['error']}")
+        finally:
+            if receiver is not None:
+                _quietly(receiver.resume)
+
+    def _stop_receiver(self) -> psutil.Process:
+        """SIGSTOP the standby's WAL receiver: it neither receives nor acknowledges WAL until resumed."""
+        with connect_dsn(self.standby_dsn, application_name="queue-bench failover") as conn:
+            pid = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()[0]
+        receiver = psutil.Process(pid)
+        receiver.suspend()
+        return receiver
+
+    def _kill_primary(self) -> int:
+        """Freeze the postmaster and every process under it (SIGSTOP), then SIGKILL them all; their count."""
+        procs = [self.postmaster, *self.postmaster.children(recursive=True)]
+        for proc in procs:
+            _quietly(lambda p=proc: os.kill(p.pid, signal.SIGSTOP))
+        for proc in procs:
+            _quietly(lambda p=proc: os.kill(p.pid, signal.SIGKILL))
+        psutil.wait_procs(procs, timeout=KILL_WAIT_S)
+        return len(procs)
+
+    def _promote(self, clock, n_warm: int) -> None:
+        """``pg_promote(true, PROMOTE_WAIT_S)`` on the standby, timed; the new primary's identity read."""
+        with connect_dsn(self.standby_dsn, application_name="queue-bench failover") as conn:
+            # every event logged so far was acknowledged by the old primary: none can return after the kill
+            self.record["log_position"] = self.position() if self.position else None
+            started = time.perf_counter()
+            promoted = conn.execute("SELECT pg_promote(true, %s)", (PROMOTE_WAIT_S,)).fetchone()[0]
+            self.record["promotion_s"] = round(time.perf_counter() - started, 3)
+            self.record["promoted_at_s"] = _seconds(clock, n_warm)
+            self.record["promoted"] = bool(promoted)
+            self.record["after"] = _identity(conn)
+
+
+def _identity(conn) -> dict:
+    """What tells one primary from another: system identifier, timeline (of the WAL it writes now), postmaster
+    start time."""
+    system, timeline = conn.execute("SELECT system_identifier, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) "
+                                    "FROM pg_control_system()").fetchone()
+    started = conn.execute("SELECT extract(epoch FROM pg_postmaster_start_time())::float8").fetchone()[0]
+    return {"system_identifier": str(system), "timeline": int(timeline, 16), "postmaster_start_unix": round(started, 3)}
+
+
+def _quietly(action) -> None:
+    """``action()``, a process already gone ignored."""
+    try:
+        action()
+    except (psutil.NoSuchProcess, ProcessLookupError):
+        pass
+

@@ -1,0 +1,212 @@
+"""SYNC_COMMIT against real servers: the commit mode a worker's session has, read back, over a queue definition's
+``[settings]`` and a DSN's ``options``, through both session variants; the embedded primary's synchronous standby;
+the refusals (docs/failover.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import psycopg
+import pytest
+
+from bench.config.run_config import build_config
+from bench.engines.failover_losses import LOSS_KEYS, explain, failover_losses
+from bench.engines.postgres import builtin_queue, commit_mode
+from bench.engines.postgres.embedded import PostgresRecipe
+from bench.engines.postgres.standby import embedded_standby
+from cli_in_process import qbench_in_process
+from conftest import qbench, run_and_load
+from test_replica import _cfg as _standby_cfg_of
+
+
+def _standby_cfg(sync_commit: str):
+    """The embedded standby's parameters with ``SYNC_COMMIT`` ``sync_commit``."""
+    return _standby_cfg_of(sync_commit=sync_commit)
+
+
+@pytest.fixture(scope="module")
+def primary():
+    """A throwaway server (its DSN)."""
+    with PostgresRecipe.server(30, log=lambda _l: None) as dsn:
+        yield dsn
+
+
+def _with_options(dsn: str, value: str) -> str:
+    """``dsn`` whose start-up packet sets ``synchronous_commit`` to ``value`` (libpq's ``options``)."""
+    return f"{dsn}?options=-c%20synchronous_commit%3D{value}"
+
+
+@pytest.mark.parametrize("pool_mode", ["none", "transaction"])
+def test_the_run_s_mode_wins_over_a_definition_s_settings_and_the_dsn_s_options(primary, pool_mode):
+    """A definition asking ``remote_write`` and a DSN asking ``local``: a worker's session has ``off``, the run's,
+    whether it keeps its settings (``SET``) or sets them in each transaction (``SET LOCAL``, a transaction pool);
+    with ``server`` it has the DSN's."""
+    dsn = _with_options(primary, "local")
+    cfg = dataclasses.replace(build_config(overrides={"sync_commit": "off"}), pool_mode=pool_mode)
+    defn = dataclasses.replace(builtin_queue.definition(cfg), settings={"synchronous_commit": "remote_write"})
+    with psycopg.connect(primary, autocommit=True) as admin:
+        got = commit_mode.applied(dsn, admin, cfg, defn)
+        assert got["asked"] == "off" and got["synchronous_commit"] == "off"
+        assert got["synchronous_standby_names"] == ""
+        kept = dataclasses.replace(cfg, sync_commit="server")
+        assert commit_mode.applied(dsn, admin, kept, builtin_queue.definition(kept))["synchronous_commit"] == "local"
+
+
+def test_a_run_records_the_mode_its_workers_had(primary, tmp_path):
+    """A short run over a DSN asking ``local``: ``run.json`` ``commit_mode`` has ``off`` as read back."""
+    run_dir, _summary, _proc = run_and_load(_with_options(primary, "local"), tmp_path, "--sync-commit", "off",
+                                            "--duration", "2s", "--warmup", "0s", "--workers", "2")
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["commit_mode"]["synchronous_commit"] == "off" and info["commit_mode"]["asked"] == "off"
+    assert info["server_settings"]["synchronous_commit"] == "local"  # the server's, as the admin connection has it
+
+
+def test_the_embedded_standby_is_named_synchronous_for_remote_apply_and_released():
+    """``remote_apply`` with the embedded standby: the primary names it (``*``) and it reports ``sync``; afterwards
+    the primary's ``synchronous_standby_names`` is empty again (a commit would otherwise wait forever)."""
+    cfg = _standby_cfg("remote_apply")
+    with PostgresRecipe.server(30, log=lambda _l: None) as dsn:
+        with embedded_standby(dsn, cfg, 1, log=lambda _l: None):
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                assert commit_mode.standby_names(conn) == "*"
+                states = [r[0] for r in conn.execute("SELECT sync_state FROM pg_stat_replication")]
+                assert states == ["sync"]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert commit_mode.standby_names(conn) == ""
+
+
+def test_a_dsn_s_server_with_no_synchronous_standby_is_refused_for_remote_write(primary, tmp_path):
+    """``DSN`` + ``DSN_REPLICA`` whose primary names no synchronous standby: ``remote_write`` is refused in one
+    line before anything is created."""
+    cfg = _standby_cfg("server")
+    results = tmp_path / "results"
+    with embedded_standby(primary, cfg, 1, log=lambda _l: None) as standby:
+        proc = qbench("run", "--dsn", primary, "--replica", "--dsn-replica", standby, "--sync-commit", "remote_write",
+                      "--duration", "2s", "--results", str(results), "--schema", "qbench_refused")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --sync-commit: remote_write"), proc.stderr
+    assert "synchronous_standby_names is empty" in proc.stderr
+    assert not results.exists()
+    with psycopg.connect(primary, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_refused'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("args, starts", [
+    (("--sync-commit", "remote_apply"), "qbench: --sync-commit: remote_apply waits for a synchronous standby"),
+    (("--sync-commit", "remote_write"), "qbench: --sync-commit: remote_write waits for a synchronous standby"),
+    (("--sync-commit", "off", "--engine", "mariadb"), "qbench: --sync-commit: does not apply on mariadb"),
+    (("--sync-commit", "on", "--queue", "procrastinate"), "qbench: --sync-commit: does not apply to queue"),
+    (("--sync-commit", "always"), "qbench: --sync-commit:"),
+])
+def test_refusals_are_one_line(tmp_path, args, starts):
+    results = tmp_path / "results"
+    proc = qbench_in_process("run", *args, "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(starts), proc.stderr
+    assert not results.exists()
+
+
+def _failover_run(tmp_path, sync_commit: str) -> tuple[dict, dict]:
+    """One embedded run at ``sync_commit``: 200 jobs/s, 4 workers, the WAL receiver stopped at 2 s, the primary
+    killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary and run.json."""
+    proc = qbench("run", "--replica", "--sync-commit", sync_commit, "--faults", "failover@4-14:wal_stop_s=2",
+                  "--promote-after-s", "2", "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", "16s",
+                  "--results", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
+    return (json.loads((run_dir / "summary.json").read_text()), json.loads((run_dir / "run.json").read_text()))
+
+
+def test_a_failover_under_load_promotes_the_standby_and_every_worker_reconnects(tmp_path):
+    """``remote_apply`` with the WAL receiver stopped 2 s before the kill: every process of the primary killed at
+    4 s, the standby promoted 2 s later, the workers reconnect to it through the multi-host DSN and claim again;
+    nothing acknowledged is missing (the audit runs on the new primary), the run exits 0."""
+    summary, info = _failover_run(tmp_path, "remote_apply")
+    f = summary["failover"]
+    assert f["error"] is None and f["promoted"] is True and f["wal_stop_s"] == 2.0
+    assert 4.0 <= f["killed_at_s"] < 4.5 and f["processes_killed"] >= 5  # postmaster, checkpointer, backends, ...
+    assert 1.0 <= f["wal_receiver_stopped_at_s"] <= 2.5
+    assert f["promoted_at_s"] >= f["killed_at_s"] + 2.0 and 0 < f["promotion_s"] < 10
+    before, after = f["before"], f["after"]
+    assert after["system_identifier"] == before["system_identifier"] and after["timeline"] == before["timeline"] + 1
+    assert after["postmaster_start_unix"] != before["postmaster_start_unix"]
+    # claims stopped from the kill's second until after the promotion, then resumed on the new primary
+    assert f["claimless_s"] >= 2 and f["claims_resumed_at_s"] is not None and 0 < f["reconnection_s"] < 10
+    assert summary["reconnects"] >= 4  # each worker's session re-made on the new primary
+    assert set(summary["errors"]) <= {"connection_lost", "connect_failed", "57P01", "57P02", "57P03", "08006"}
+    assert summary["errors"]
+    assert all(v == 0 for v in summary["invariants"].values()), summary["invariants"]
+    assert info["commit_mode"]["synchronous_commit"] == "remote_apply"
+    assert info["commit_mode"]["synchronous_standby_names"] == "*"
+
+
+@pytest.mark.parametrize("args, says", [
+    (("--faults", "failover@4-20"), "needs the embedded standby"),
+    (("--replica", "--faults", "failover@4-20;failover@5-20"), "one failover per run"),
+    (("--replica", "--faults", "failover@4-20", "--pooler", "pgbouncer"), "re-pointing a pooler"),
+    (("--replica", "--faults", "failover@4-20", "--net-delay-ms", "1"), "the delay relay forwards to the old primary"),
+    (("--replica", "--faults", "failover@4-20", "--processes", "2", "--workers", "4"), "in one process"),
+    (("--replica", "--faults", "failover@4-20:wal_stop_s=5"), "wal_stop_s=5 stops the WAL receiver before"),
+    (("--replica", "--faults", "failover@4-20", "--promote-after-s", "16"), "comes at or after the window's end"),
+    (("--replica", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres", "--dsn-replica",
+      "postgresql://postgres@127.0.0.1:5433/postgres", "--faults", "failover@4-20"), "never stops a user's server"),
+])
+def test_failover_refusals_are_one_line(tmp_path, args, says):
+    results = tmp_path / "results"
+    proc = qbench_in_process("run", *args, "--duration", "30s", "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --faults: failover@"), proc.stderr
+    assert says in proc.stderr, proc.stderr
+    assert not results.exists()
+
+
+def test_promote_after_s_without_a_failover_is_refused(tmp_path):
+    proc = qbench_in_process("run", "--promote-after-s", "5", "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2 and proc.stderr.startswith("qbench: --promote-after-s: has no effect without")
+
+
+def _log(*events):
+    """Claim-log events ``(kind, id, token)`` with no times."""
+    return [(kind, job, token, None, None) for kind, job, token in events]
+
+
+def test_the_audit_across_a_promotion_counts_what_the_new_primary_lacks():
+    """Job 1 survived; job 2's claim and completion were acknowledged and lost, it ran again after the promotion;
+    job 3's insert was lost; job 4's insert was lost and its id (and token) taken by a job produced after it."""
+    before = _log(("p", 1, None), ("p", 2, None), ("p", 3, None), ("p", 4, None),
+                  ("c", 1, 11), ("a", 1, 11), ("c", 2, 12), ("a", 2, 12), ("c", 4, 14), ("a", 4, 14))
+    after = _log(("c", 2, 20), ("a", 2, 20), ("p", 4, None), ("c", 4, 14), ("a", 4, 14))
+    states = {1: (11, 1, True), 2: (20, 1, True), 4: (14, 1, True)}
+    losses = failover_losses(before + after, len(before), states)
+    assert losses["acknowledged_claims_missing"] == 2  # job 2's and job 4's first
+    assert losses["acknowledged_completions_missing"] == 2
+    assert losses["produced_jobs_missing"] == 2  # job 3, and job 4's first
+    assert losses["jobs_run_twice"] == 1  # job 2 (job 4 after the promotion is another job)
+    assert losses["explained"] == {"double_claims": 2, "double_completions": 2, "stale_completions_applied": 1,
+                                   "lost_jobs": 1}
+    # what the audit counted less what the losses explain; what they do not explain is left
+    left = explain({"double_claims": 3, "double_completions": 2, "stale_completions_applied": 0, "lost_jobs": 1,
+                    "over_claims": 0, "duplicated_jobs": None}, losses)
+    assert left == {"double_claims": 1, "double_completions": 0, "stale_completions_applied": 0, "lost_jobs": 0,
+                    "over_claims": 0, "duplicated_jobs": None}
+    assert losses["explained"]["stale_completions_applied"] == 0  # never more than the audit counted
+
+
+def test_nothing_lost_is_counted_as_nothing():
+    events = _log(("p", 1, None), ("c", 1, 11), ("a", 1, 11), ("p", 2, None), ("c", 2, 12))
+    losses = failover_losses(events, 3, {1: (11, 1, True), 2: (12, 1, False)})
+    assert {k: losses[k] for k in LOSS_KEYS} == dict.fromkeys(LOSS_KEYS, 0)
+    assert set(losses["explained"].values()) == {0}
+
+
+def test_an_asynchronous_failover_counts_its_losses_apart_and_exits_0(tmp_path):
+    """``off`` with the WAL receiver stopped 2 s before the kill: acknowledged claims and completions are missing
+    on the new primary, counted under their own names; they explain every broken invariant, so the run exits 0."""
+    summary, _info = _failover_run(tmp_path, "off")
+    losses = summary["failover"]["losses"]
+    # 2 s of acknowledged work at 200 jobs/s never reached the standby: some of it is missing
+    assert losses["acknowledged_completions_missing"] > 0 and losses["acknowledged_claims_missing"] > 0
+    assert losses["jobs_run_twice"] <= losses["acknowledged_claims_missing"] + losses["acknowledged_completions_missing"]
+    assert losses["position"] > 0
+    assert all(v == 0 for v in summary["invariants"].values()), summary["invariants"]
