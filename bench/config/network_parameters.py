@@ -11,6 +11,7 @@ from typing import Any
 from bench.config import parsers
 from bench.config.parameter import Parameter
 from bench.errors import ConfigError
+from bench.usage import named, setting
 
 #: The most a relay may add each way, ms: beyond it a run's connections time out before it measures anything
 #: (the adapter's connect timeout is seconds; the longest cross-continent round trips are a few hundred ms).
@@ -126,3 +127,16 @@ def liveness_roles(values: dict[str, Any]) -> list[str]:
                                       ("producers", values["rate"] > 0),
                                       ("reaper", values["reaper_interval_s"] > 0),
                                       ("round-trip probe", True)) if opened]
+
+
+def check_partitions(values: dict[str, Any]) -> None:
+    """Refuse (ConfigError, ``FAULTS``) overlapping ``partition`` windows (the relay has one partition at a time) and
+    a partition with ``PROCESSES`` > 1 (each worker is measured in the process that runs the relay)."""
+    cuts = sorted((f.start_s, f.end_s) for f in values["faults"] if f.kind == "partition")
+    if any(later[0] < earlier[1] for earlier, later in zip(cuts, cuts[1:])):
+        raise ConfigError("FAULTS", "partition windows overlap, and the relay has one partition at a time; allowed: "
+                                    "partition windows one after another (each start at or after the end before)")
+    if cuts and values["processes"] > 1:
+        raise ConfigError("FAULTS", named("partition measures each worker in the process that runs the relay, and with "
+                                          "{processes} > 1 the workers are in other processes; allowed: partition ")
+                                    + f"with {setting('processes', 1)}")

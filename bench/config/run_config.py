@@ -16,7 +16,7 @@ from bench.config.connection_budget import EMBEDDED, NO_POOLER, YOURS, connectio
 from bench.config.faults import CRASH_KINDS, Fault
 from bench.config.lookup import find
 from bench.config.parameters import BY_KEY, ENGINES, NOT_APPLICABLE, PARAMETERS
-from bench.config.network_parameters import crossing, relay_parameter, relayed
+from bench.config.network_parameters import check_partitions, crossing, relay_parameter, relayed
 from bench.config.failover_parameters import check_failover, check_sync_commit
 from bench.config.pooler_parameters import check_pooler, check_session_pool, stateless_sessions
 from bench.config.queue_definition import BUILTIN
@@ -218,14 +218,7 @@ def check_combinations(values: dict[str, Any], given: set[str] = frozenset()) ->
                                     f"takes them back, and there is no reaper; allowed: {crashes[0]} with "
                                     + named("{reaper_interval_s} > 0 (or ") + setting("txn", "hold")
                                     + ", where the crash rolls the claim back)")
-    cuts = sorted((f.start_s, f.end_s) for f in values["faults"] if f.kind == "partition")
-    if any(later[0] < earlier[1] for earlier, later in zip(cuts, cuts[1:])):
-        raise ConfigError("FAULTS", "partition windows overlap, and the relay has one partition at a time; allowed: "
-                                    "partition windows one after another (each start at or after the end before)")
-    if cuts and values["processes"] > 1:
-        raise ConfigError("FAULTS", named("partition measures each worker in the process that runs the relay, and with "
-                                          "{processes} > 1 the workers are in other processes; allowed: partition ")
-                                    + f"with {setting('processes', 1)}")
+    check_partitions(values)
     if values["processes"] > values["workers"]:
         raise ConfigError("PROCESSES", f"{values['processes']} processes for {values['workers']} workers would leave "
                                        + named("a process without a worker; allowed: {processes} from 1 to {workers}"))

@@ -189,8 +189,7 @@ class Run:
                                                                   self.n_warm + self.n_meas, self.tally.note))
         for note_text in cfg.notes:  # windows clipped to the measured window by validation
             self.log(f"note: {note_text}")
-        self.migrations: list[dict] = []  # each migration window's attempts, for run.json
-        self.partitions: list = []  # each partition window's PartitionWatch, for run.json
+        self.migrations, self.partitions = [], []  # each migration window's attempts, each partition's PartitionWatch
         self.fault_greenlets = [gevent.spawn(fault_window, self.engine, f, self.driver, self.direct, clock=clock,
                                              n_warm=self.n_warm, recorder=self.recorder, log=self.log,
                                              migrations=self.migrations, relay=self.relay,
@@ -216,8 +215,7 @@ class Run:
         self.claim_log = swarm.ClaimLog()
         self.ctx = swarm.SwarmContext(cfg=cfg, sessions=self.sessions, recorder=self.recorder, log=self.claim_log)
         self.monitor = self.engine.monitor(self.direct, cfg)
-        # the workers' path (their DSN: a pooler's behind one, with their TCP liveness, so a partition fails its
-        # samples as it fails the workers' statements), started before them: sampling when the clock starts
+        # the workers' path and TCP liveness (a pooler's behind one), started before them: sampling at the clock's start
         self.round_trip = RoundTripProbe(*round_trip_probe(cfg.engine, self.engine.application_dsn(dsn, cfg)))
         library_command = self.engine.library_worker_command(dsn, cfg)  # LIBRARY_MODE=worker: the library's own processes
         self.driver = (LibraryWorkersDriver(cfg, self.ctx, library_command, self.log) if library_command
