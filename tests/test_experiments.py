@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.analysis.experiment_figures import DERIVED, RunView
+from bench.analysis.experiment_figures import DERIVED, DERIVED_WHY, RunView
 from bench.errors import ConfigError
 from bench.experiments.catalogue import EXPERIMENTS_DIR, load_catalogue, load_experiment
 from bench.experiments.driver import run_catalogue
@@ -65,8 +65,11 @@ def test_the_network_model_adds_up_what_the_run_measured():
     assert DERIVED["cycle_ms"](view) == pytest.approx(4000 / 300)
     # 10 ms of work + 2 round trips of 0.5 ms + (110 claims × 0.1 ms + 100 completions × 0.05 ms) / 100 jobs
     assert DERIVED["model_cycle_ms"](view) == pytest.approx(10 + 1 + 0.16)
-    summary["latency_split"]["claim"]["server_us"] = None  # no pg_stat_statements: not measured
-    assert DERIVED["model_cycle_ms"](view) is None
+    summary["latency_split"]["claim"].update(server_us=None, not_measured="pg_stat_statements is not in "
+                                                                        "shared_preload_libraries")
+    assert DERIVED["model_cycle_ms"](view) is None  # not measured, and the figure says why
+    assert DERIVED_WHY["model_cycle_ms"](view) == ("the server's execution was not measured (pg_stat_statements is "
+                                                   "not in shared_preload_libraries)")
 
 
 @pytest.mark.parametrize("change, message", [

@@ -189,6 +189,25 @@ DERIVED: dict[str, Callable[[RunView], float | None]] = {
 }
 
 
+def _model_missing(view: RunView) -> str | None:
+    split = view.summary.get("latency_split") or {}
+    return next(((split.get(part) or {}).get("not_measured") for part in ("claim", "complete")
+                 if (split.get(part) or {}).get("not_measured")), None)
+
+
+#: Why a ``derived.<name>`` key has no value in a run, where the run's own files say.
+DERIVED_WHY: dict[str, Callable[[RunView], str | None]] = {
+    "model_cycle_ms": lambda v: (f"the server's execution was not measured ({why})" if (why := _model_missing(v))
+                                 else None),
+}
+
+
+def _why_missing(view: RunView, key: str) -> str | None:
+    """What the run's files say of why ``key`` has no value (:data:`DERIVED_WHY`), or None."""
+    parts = key.split(".")
+    return DERIVED_WHY[parts[1]](view) if parts[0] == "derived" and parts[1] in DERIVED_WHY else None
+
+
 def check_key(key: str) -> None:
     """Raise ValueError when ``key`` is not a figure key this module can read."""
     parts = key.split(".")
@@ -281,5 +300,6 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
         if top not in ("intervals", "derived") and views and top not in views[0].summary:
             fig.missing = f"{top!r} is not in summary.json"
         else:
-            fig.missing = f"{key} has no value (or its denominator is 0) in a run"
+            why = next((w for v in views for w in [_why_missing(v, key)] if w), None)
+            fig.missing = f"{key} has no value (or its denominator is 0) in a run" + (f": {why}" if why else "")
     return fig

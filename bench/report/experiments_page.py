@@ -68,6 +68,18 @@ def figure_plot(catalogue_dir: Path, outcome: Mapping[str, Any], spec: Mapping[s
     return png_uri(save_png(fig))
 
 
+def ratio_text(spec: Mapping[str, Any]) -> str | None:
+    """A ratio figure's two terms in words: ``<key> at <cell> over <over_key> at <cell>``; None for another."""
+    if spec.get("measure") != "ratio":
+        return None
+    return (f"{spec['key']} at {_cell_text(spec.get('of'))} over {spec.get('over_key', spec['key'])} at "
+            f"{_cell_text(spec['over']) if 'over' in spec else 'the same runs'}")
+
+
+def _cell_text(selector: Mapping[str, Any] | None) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in (selector or {}).items()) or "the only cell"
+
+
 def outcome_threshold(spec: Mapping[str, Any]) -> str:
     """The figure's threshold as written (``"<= 1.3"``)."""
     return " ".join(str(spec["holds_if"]).split())
@@ -92,6 +104,7 @@ def render_experiments_page(catalogue_dir: Path) -> Path:
         figures = []
         for spec in outcome.get("figures") or []:
             figures.append({**spec, "values_text": ", ".join(_fmt(v) for v in spec.get("values") or []) or "—",
+                            "ratio_text": ratio_text(spec),
                             "value_text": _fmt(spec.get("value")),
                             "plot": figure_plot(catalogue_dir, outcome, spec)})
         sections.append({**outcome, "css": VERDICT_CLASS.get(outcome["verdict"], "unclear"), "figure_rows": figures,

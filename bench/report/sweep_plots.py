@@ -164,7 +164,7 @@ def _claim_latency(ax: plt.Axes, sweep: SweepResults, series: list, axis: str, r
             stats = [c.stat(also[0]) for c in cells]
             errorbar(ax, xs, stats, scale=1000.0, fmt=also[1], color=color, markersize=5)
             lat_all += [s.mean / 1000.0 for s in stats if s.n]
-    auto_log_y(ax, lat_all, "claim latency (ms)")
+    auto_log_y(ax, lat_all, "claim latency and round trip (ms)" if also else "claim latency (ms)")
     extra = [Line2D([], [], color="#555", linestyle=":", marker="^", markersize=4, label=also[2])] if also else []
     legend_above(ax, handles + style_keys("claim") + extra)
     return xs_all

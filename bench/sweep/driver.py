@@ -29,15 +29,15 @@ MAX_REPETITIONS = 100
 #: Axes a sweep may vary: the keys of a workload file (the parameter table marks which).
 SWEEP_KEYS = SWEEP_AXES
 _FILE_KEYS = {"description", "workload", "repetitions", "fixed", "matrix", "cells", "target"}
-def _cell_config(workload: str, fixed: dict, params: dict, dsn: str | None, file_name: str) -> RunConfig:
-    """One cell's configuration; a value of the cell's that is refused is named with where it came from
-    (ConfigError: ``... (in [matrix] of <file>: axis = value)``)."""
+def _cell_config(workload: str, fixed: dict, params: dict, dsn: str | None, where: str) -> RunConfig:
+    """One cell's configuration; a value of the cell's that is refused is named with ``where`` it came from
+    (ConfigError: ``... (in [matrix] of <file>: axis = value)``, or ``in cells of <file>``)."""
     try:
         return build_config(workload, {**fixed, **params}, dsn=dsn)
     except ConfigError as err:
         if err.param.lower() not in params:
             raise
-        raise ConfigError(err.param, f"{err.problem} (in [matrix] of {file_name}: "
+        raise ConfigError(err.param, f"{err.problem} (in {where}: "
                                      f"{err.param.lower()} = {params[err.param.lower()]!r})") from None
 
 
@@ -109,7 +109,8 @@ class Sweep:
         cells = []
         combos = listed or [dict(zip(matrix, combo)) for combo in itertools.product(*matrix.values())]
         for i, params in enumerate(combos, start=1):
-            cells.append((f"c{i:03d}", params, _cell_config(workload, fixed, params, dsn, path.name)))
+            cells.append((f"c{i:03d}", params, _cell_config(workload, fixed, params, dsn,
+                                                            f"{'cells' if listed else '[matrix]'} of {path.name}")))
         return cls(name, path, data, cells, base, reps)
 
     @staticmethod
