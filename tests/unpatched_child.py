@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import psycopg  # noqa: F401 - first, before gevent patches select: psycopg picks wait_c
 
+from bench.config.run_config import build_config
 from bench.engines import get_engine
 
 if __name__ == "__main__":
-    get_engine("postgres").sessions("", None).check_cooperative()
+    get_engine("postgres").sessions("", build_config()).check_cooperative()
