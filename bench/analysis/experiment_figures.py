@@ -247,7 +247,8 @@ def cell_runs(sweep: SweepResults, cell: Cell) -> list[RunView]:
     return views
 
 
-def _selector_text(selector: Mapping[str, Any] | None) -> str:
+def selector_text(selector: Mapping[str, Any] | None) -> str:
+    """A cell selector in words: ``workers = 16, index = partial``; ``the only cell`` for none."""
     return ", ".join(f"{k} = {v}" for k, v in (selector or {}).items()) or "the only cell"
 
 
@@ -280,7 +281,7 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
         return fig
     cell = matching_cell(sweep, spec.get("of"))
     if cell is None:
-        fig.missing = f"no single cell with {_selector_text(spec.get('of'))}"
+        fig.missing = f"no single cell with {selector_text(spec.get('of'))}"
         return fig
     tops = [run_value(v, key) for v in cell_runs(sweep, cell)]
     if how == "value":
@@ -288,12 +289,12 @@ def measure(spec: Mapping[str, Any], sweep: SweepResults | None = None,
     else:
         other = matching_cell(sweep, spec["over"]) if "over" in spec else cell
         if other is None:
-            fig.missing = f"no single cell with {_selector_text(spec.get('over'))}"
+            fig.missing = f"no single cell with {selector_text(spec.get('over'))}"
             return fig
         bottoms = [run_value(v, spec.get("over_key", key)) for v in cell_runs(sweep, other)]
         fig.values = [None if a is None or not b else a / b for a, b in zip(tops, bottoms)]
     if not fig.values:
-        fig.missing = f"no finished run with {_selector_text(spec.get('of'))}"
+        fig.missing = f"no finished run with {selector_text(spec.get('of'))}"
     elif any(v is None for v in fig.values):
         top = key.split(".")[0]
         views = cell_runs(sweep, cell)

@@ -30,26 +30,31 @@ def design_id(cfg: RunConfig) -> str:
 COST_KEYS = ("server_cpu_us", "statements_exec_us", "wal_bytes", "log")
 
 
-def connections_of(run_dir: Path) -> dict[str, Any] | None:
-    """``{"room", "needed", "embedded"}`` of the run in ``run_dir``: its ``run.json``'s ``connections`` (the server's
-    headroom as the run started: ``max_connections``, ``reserved``, ``in_use``, ``available``),
-    ``connections_needed`` and whether the server was the tool's embedded one; None when ``run.json`` is missing,
-    unreadable or older than ``connections_needed``."""
+def _run_json(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``run.json``, or None when it is missing or unreadable."""
     try:
-        run = read_result(Path(run_dir) / "run.json")
+        return read_result(Path(run_dir) / "run.json")
     except (ResultsError, OSError, ValueError):
         return None
-    if not run.get("connections") or not run.get("connections_needed"):
+
+
+def connections_of(run: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``{"room", "needed", "embedded"}`` of a run's ``run.json`` ``run``: its ``connections`` (the server's
+    headroom as the run started: ``max_connections``, ``reserved``, ``in_use``, ``available``),
+    ``connections_needed`` and whether the server was the tool's embedded one; None without ``run.json`` or in
+    one older than ``connections_needed``."""
+    if not run or not run.get("connections") or not run.get("connections_needed"):
         return None
     return {"room": run["connections"], "needed": run["connections_needed"], "embedded": bool(run.get("embedded_database"))}
 
 
-def vacuum_of(run_dir: Path, passed: bool) -> tuple[str | None, dict[str, Any] | None]:
+def vacuum_of(run_dir: Path, run: dict[str, Any] | None, passed: bool) -> tuple[str | None, dict[str, Any] | None]:
     """(the server setting that kept autovacuum from the queue table while the run's ``AUTOVACUUM`` was on, or
-    None; for a failing run, :func:`bench.results.dead_rows.dead_rows_growth` of its ``run.json`` and
-    ``intervals.csv``, or None) of the run in ``run_dir``; (None, None) when ``run.json`` is missing or unreadable."""
+    None; for a failing run, :func:`bench.results.dead_rows.dead_rows_growth` of its ``run.json`` ``run`` and
+    ``intervals.csv``, or None) of the run in ``run_dir``; (None, None) without ``run.json``."""
+    if run is None:
+        return None, None
     try:
-        run = read_result(Path(run_dir) / "run.json")
         blocked = table_autovacuum_ineffective(run.get("config") or {}, run.get("server_settings"))
         return blocked, None if passed else dead_rows_growth(intervals_rows(run_dir), run)
     except (ResultsError, OSError, ValueError):
@@ -61,11 +66,12 @@ def run_record(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
     whose queue table's dead rows grew with no vacuum pass (:func:`vacuum_of`) says so in ``why``, with the
     figures in ``dead_rows``; ``autovacuum_never_runs``: the server setting that kept autovacuum off, or None."""
     ok, why = step_verdict(summary)
-    blocked, dead_rows = vacuum_of(run_dir, ok)
+    run = _run_json(run_dir)  # read once: the vacuum's figures and the connections
+    blocked, dead_rows = vacuum_of(run_dir, run, ok)
     if dead_rows:
         why = f"{why}; {growth_text(dead_rows)}"
     return {"run_dir": str(run_dir), "passed": ok, "why": why, "dead_rows": dead_rows,
-            "autovacuum_never_runs": blocked, "connections": connections_of(run_dir), "slo": summary.get("slo"),
+            "autovacuum_never_runs": blocked, "connections": connections_of(run), "slo": summary.get("slo"),
             "slo_ratio": slo.worst_ratio(summary.get("slo")), "trusted": not problems(summary),
             "harness_limited": harness_limited(summary), "machine_busy": machine_busy(summary),
             # the server's CPU is read from /proc only when the server runs on this host

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import matplotlib.pyplot as plt
 
-from bench.analysis.experiment_figures import cell_runs, matching_cell, run_value
+from bench.analysis.experiment_figures import cell_runs, matching_cell, run_value, selector_text
 from bench.report.render import png_uri, save_png, write_page
 from bench.results.model import read_result
 from bench.results.sweep import load_sweep, norm_param
@@ -72,12 +72,8 @@ def ratio_text(spec: Mapping[str, Any]) -> str | None:
     """A ratio figure's two terms in words: ``<key> at <cell> over <over_key> at <cell>``; None for another."""
     if spec.get("measure") != "ratio":
         return None
-    return (f"{spec['key']} at {_cell_text(spec.get('of'))} over {spec.get('over_key', spec['key'])} at "
-            f"{_cell_text(spec['over']) if 'over' in spec else 'the same runs'}")
-
-
-def _cell_text(selector: Mapping[str, Any] | None) -> str:
-    return ", ".join(f"{k} = {v}" for k, v in (selector or {}).items()) or "the only cell"
+    return (f"{spec['key']} at {selector_text(spec.get('of'))} over {spec.get('over_key', spec['key'])} at "
+            f"{selector_text(spec['over']) if 'over' in spec else 'the same runs'}")
 
 
 def outcome_threshold(spec: Mapping[str, Any]) -> str:
