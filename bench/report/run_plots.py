@@ -95,7 +95,8 @@ def draw_claim_latency(ax: plt.Axes, df: pd.DataFrame, summary: dict) -> None:
     for label, series in ms.items():
         ax.plot(df["t_s"], series.where(series > 0) if use_log else series, marker=_marker(df), label=label,
                 linestyle=styles[label], **({"color": "#555"} if styles[label] == ":" else {}))
-    y_scale(ax, use_log, "claim latency (ms)", "claim latency (ms, log scale)")
+    what = "claim latency and round trip" if len(ms) > 3 else "claim latency"
+    y_scale(ax, use_log, f"{what} (ms)", f"{what} (ms, log scale)")
     _legend(ax)
 
 
