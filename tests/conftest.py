@@ -29,6 +29,8 @@ import pytest
 from psycopg import sql
 
 from bench.engines.mariadb.dsn import connect_args
+from bench.run_summary.suspect import busiest_others
+from quiet import WAITS, judged_busy, wait_for_quiet
 
 ADMIN_DSN = os.environ.get("QBENCH_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REPO = Path(__file__).resolve().parent.parent
@@ -75,13 +77,26 @@ def qbench(*args: str, timeout: float = 300, cwd: Path | None = None,
                           timeout=timeout, cwd=cwd or REPO, env=env)
 
 
-def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300,
-                 expect: int = 0) -> tuple[Path, dict, subprocess.CompletedProcess]:
+def run_and_load(dsn: str, results: Path, *args: str, timeout: float = 300, expect: int = 0,
+                 quiet: bool = False) -> tuple[Path, dict, subprocess.CompletedProcess]:
     """Run ``qbench run`` against ``dsn`` writing into ``results``; return (run_dir, summary, process).
 
     Fails the test with qbench's output when it exits with another status than ``expect``
-    (3: invariants broken, 4: an SLO missed; ``bench.errors``).
+    (3: invariants broken, 4: an SLO missed; ``bench.errors``). ``quiet``: for a test whose figures another
+    program's load would move: wait for a quiet machine first, and run once more when the run was judged busy
+    (tests/quiet.py).
     """
+    if quiet:
+        wait_for_quiet(" ".join(args))
+    run_dir, summary, proc = _run_and_load(dsn, results, args, timeout, expect)
+    if quiet and judged_busy(summary):
+        wait_for_quiet(f"{' '.join(args)} (judged busy)")
+        run_dir, summary, proc = _run_and_load(dsn, results, args, timeout, expect)
+    return run_dir, summary, proc
+
+
+def _run_and_load(dsn: str, results: Path, args: tuple[str, ...], timeout: float,
+                  expect: int) -> tuple[Path, dict, subprocess.CompletedProcess]:
     proc = qbench("run", "--dsn", dsn, "--results", str(results), *args, timeout=timeout)
     assert proc.returncode == expect, f"qbench run exited {proc.returncode}, not {expect}:\n{proc.stdout}\n{proc.stderr}"
     runs = sorted(p for p in results.iterdir() if p.is_dir())
@@ -110,3 +125,11 @@ def maria_schema():
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
     finally:
         conn.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every wait for a quiet machine (tests/quiet.py), with the busiest processes seen as it began."""
+    for what, waited_s, quiet, busiest in WAITS:
+        named = busiest_others({"outside_processes": busiest}) or " (none named)"
+        terminalreporter.write_line(f"waited {waited_s:.0f} s for a quiet machine before {what}"
+                                    f"{'' if quiet else ' (the budget ran out: measured busy)'}{named}")

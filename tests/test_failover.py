@@ -17,6 +17,7 @@ from bench.engines.postgres.embedded import PostgresRecipe
 from bench.engines.postgres.standby import embedded_standby
 from cli_in_process import qbench_in_process
 from conftest import qbench, run_and_load
+from quiet import wait_for_quiet
 from test_replica import _cfg as _standby_cfg_of
 
 
@@ -109,7 +110,9 @@ def test_refusals_are_one_line(tmp_path, args, starts):
 
 def _failover_run(tmp_path, sync_commit: str) -> tuple[dict, dict]:
     """One embedded run at ``sync_commit``: 200 jobs/s, 4 workers, the WAL receiver stopped at 2 s, the primary
-    killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary and run.json."""
+    killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary and run.json. On a
+    quiet machine: its seconds without a claim are timed (tests/quiet.py)."""
+    wait_for_quiet(f"a failover at {sync_commit}")
     proc = qbench("run", "--replica", "--sync-commit", sync_commit, "--faults", "failover@4-14:wal_stop_s=2",
                   "--promote-after-s", "2", "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", "16s",
                   "--results", str(tmp_path), timeout=300)

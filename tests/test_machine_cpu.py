@@ -3,13 +3,15 @@ process trees' CPU on fake process tables, the per-run figures and the rule that
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from bench.measure.machine_cpu import MachineMeter, MachineTimes, ProcTimes, TreeCpu, busy_share, tree_pids
+from bench.measure.machine_cpu import (MachineMeter, MachineTimes, OtherProcesses, ProcTimes, TreeCpu, busy_share,
+                                       tree_pids)
 from bench.results.model import harness_limited, machine_busy
 from bench.run_summary.rows import busy_figures
 from bench.run_summary.suspect import SUSPECT_OUTSIDE_CPU_PCT
@@ -94,6 +96,22 @@ def test_the_meter_counts_other_programs_from_their_processes_and_the_rest_as_th
     assert share.outside_cpu_pct == pytest.approx(15.0) and share.kernel_cpu_pct == pytest.approx(15.0)
 
 
+def test_the_busiest_other_processes_are_counted_from_the_window_start_the_run_and_the_kernel_left_out(monkeypatch):
+    monkeypatch.setattr("bench.measure.machine_cpu.command_of", lambda pid: f"cmd {pid}")
+    others = OtherProcesses()
+    others.add({30: ProcTimes(5.0, 0.0, 1)}, set())  # before start: nothing counted
+    assert others.busiest() == []
+    others.start({10: ProcTimes(1.0, 0.0, 1), 30: ProcTimes(5.0, 0.0, 1), 40: ProcTimes(0.0, 0.0, 2)})
+    # the run's 10 grows 1 s, another program's 30 grows 0.5 s, a new 31 used 0.25 s, a kernel thread 40 2 s
+    others.add({10: ProcTimes(2.0, 0.0, 1), 30: ProcTimes(5.5, 0.0, 1), 31: ProcTimes(0.25, 0.0, 30),
+                40: ProcTimes(2.0, 0.0, 2)}, {10})
+    others.add({30: ProcTimes(6.0, 0.0, 1)}, {10})  # 30 grows 0.5 s more; 31 gone
+    others._started_unix, others._ended_unix = 100.0, 102.0  # a 2 s window
+    assert others.busiest() == [{"pid": 30, "command": "cmd 30", "cpu_s": 1.0, "cpu_pct": 50.0},
+                                {"pid": 31, "command": "cmd 31", "cpu_s": 0.25, "cpu_pct": 12.5}]
+    assert others.busiest(1) == others.busiest()[:1]
+
+
 def test_a_run_outside_share_past_the_limit_is_named_and_older_results_judge_nothing():
     figures = busy_figures([{"outside_cpu_pct": 10.0, "steal_pct": 0.0}, {"outside_cpu_pct": 30.0, "steal_pct": 2.0},
                             {"t_s": 2}])  # a second without the columns (older rows) is left out
@@ -118,7 +136,7 @@ def test_a_run_beside_a_cpu_hog_is_suspect_naming_the_share_and_a_run_alone_meas
     _, alone, _ = run_and_load(dsn, tmp_path / "alone", *args)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
     try:
-        _, beside, _ = run_and_load(dsn, tmp_path / "beside", *args)
+        run_dir, beside, _ = run_and_load(dsn, tmp_path / "beside", *args)
     finally:
         for hog in hogs:
             hog.kill()
@@ -128,6 +146,11 @@ def test_a_run_beside_a_cpu_hog_is_suspect_naming_the_share_and_a_run_alone_meas
     assert share > beside["outside_cpu_limit_pct"] == SUSPECT_OUTSIDE_CPU_PCT
     assert beside["suspect"] and any(f"the machine spent {share:g} % of its CPU outside the run" in reason
                                      for reason in beside["suspect_reasons"])
+    # the busiest processes outside the run are the hogs, named in run.json and in the reason
+    busiest = json.loads((run_dir / "run.json").read_text())["outside_processes"]
+    assert busiest and {p["pid"] for p in busiest} <= {h.pid for h in hogs}, busiest
+    assert busiest[0]["cpu_pct"] >= 30 and "while True: pass" in busiest[0]["command"], busiest
+    assert any(f"(pid {busiest[0]['pid']}, " in reason for reason in beside["suspect_reasons"])
 
 
 def test_no_outside_share_when_the_server_is_on_this_host_but_none_of_its_processes_is_found():

@@ -23,7 +23,7 @@ SHORT = ("--duration", "3s", "--warmup", "1s", "--workers", "4")
 @pytest.fixture(scope="module")
 def clean_run(dsn, tmp_path_factory) -> dict:
     """A clean, complete, trusted closed-loop run's summary.json, made here."""
-    _, data, _ = run_and_load(dsn, tmp_path_factory.mktemp("clean"), *SHORT)
+    _, data, _ = run_and_load(dsn, tmp_path_factory.mktemp("clean"), *SHORT, quiet=True)
     assert data["complete"] and not data["suspect"] and data["invariants"] == CLEAN_INVARIANTS
     return data
 

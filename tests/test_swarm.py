@@ -93,7 +93,7 @@ def test_littles_law_short_transactions(dsn, tmp_path):
     in the 8 % bound. The first assertion, on the run's own measured means, holds either way."""
     dsn = f"{dsn} options='-c synchronous_commit=off'"
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--workers", "20", "--work-ms", "50",
-                                 "--duration", "8s", "--warmup", "2s")
+                                 "--duration", "8s", "--warmup", "2s", quiet=True)
     # The work as it really took (a 50 ms sleep ends a little late on a busy event loop).
     cycle_s = (s["work_duration_us"]["mean"] + s["claim_latency_us"]["mean"] + s["complete_latency_us"]["mean"]) / 1e6
     predicted = 20 / cycle_s
@@ -115,7 +115,7 @@ def test_convoy_hold_transaction(dsn, tmp_path):
     on the ideal; the first assertion, on the run's own means, holds either way."""
     dsn = f"{dsn} options='-c synchronous_commit=off'"
     run_dir, s, _ = run_and_load(dsn, tmp_path, "--policy", "wait", "--txn", "hold", "--workers", "20",
-                                 "--work-ms", "50", "--duration", "8s", "--warmup", "2s")
+                                 "--work-ms", "50", "--duration", "8s", "--warmup", "2s", quiet=True)
     serial_s = (s["work_duration_us"]["mean"] + s["complete_latency_us"]["mean"]) / 1e6
     predicted = 1 / serial_s
     assert abs(s["throughput_jobs_per_s"] - predicted) / predicted <= 0.05, (s["throughput_jobs_per_s"], predicted)

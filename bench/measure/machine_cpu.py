@@ -6,6 +6,7 @@ machine (all cores) (docs/reading-the-report.md, "A busy machine")."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, NamedTuple
 
@@ -111,6 +112,10 @@ class TreeCpu:
         pids = in_trees | {p for p in self._alone() if p in every}
         return {pid: every[pid] for pid in pids}, in_trees
 
+    def counted(self) -> set[int]:
+        """The pids the last :meth:`used_s` (or construction) counted as the run's."""
+        return set(self._last)
+
     def used_s(self) -> float:
         """CPU seconds the run's processes used since the previous call (or construction); never negative."""
         (now, in_trees), last = self._now(), self._last
@@ -177,14 +182,75 @@ class MachineMeter:
             everyone = TreeCpu(lambda: (INIT_PID,), processes=lambda: self._listing)
         self._everyone = everyone
         self._last = machine()
+        self.others = OtherProcesses()
+
+    def count_others_from_now(self) -> None:
+        """Start :attr:`others`' count (the measured window's first second): the busiest processes outside the
+        run, from the process listing each :meth:`read` makes (none when ``tree`` is given without one)."""
+        self.others.start(self._listing)
 
     def read(self) -> BusyShare:
         """The shares since the previous read (or construction)."""
         if self._listed:
             self._listing = all_proc_times()
         own_s = self._tree.used_s()
+        self.others.add(self._listing, self._tree.counted())
         everyone_s = self._everyone.used_s() if self._everyone else None
         now = self._machine()
         share = busy_share(self._last, now, own_s, everyone_s)
         self._last = now
         return share
+
+
+class OtherProcesses:
+    """CPU seconds each process outside the run used over the measured window, to name the busiest when the
+    machine is judged busy: from successive listings (pid -> :class:`ProcTimes`), the growth of a process seen in
+    both and the whole time of one that appeared (its children's reaped time not counted: they are listed
+    themselves). Counts nothing until :meth:`start`."""
+
+    def __init__(self):
+        self._last: dict[int, ProcTimes] | None = None
+        self._used_s: dict[int, float] = {}
+        self._commands: dict[int, str] = {}
+        self._started_unix = self._ended_unix = 0.0
+
+    def start(self, listing: dict[int, ProcTimes]) -> None:
+        """Count from ``listing`` on."""
+        self._last, self._used_s = dict(listing), {}
+        self._started_unix = self._ended_unix = time.time()
+
+    def add(self, listing: dict[int, ProcTimes], own: set[int]) -> None:
+        """Count the growth since the previous listing of every process not in ``own`` (the run's pids)."""
+        if self._last is None:
+            return
+        for pid, t in listing.items():
+            grown = t.own_s - self._last[pid].own_s if pid in self._last else t.own_s
+            if pid not in own and grown > 0 and 2 not in (pid, t.ppid):  # kthreadd's: the kernel's share
+                self._used_s[pid] = self._used_s.get(pid, 0.0) + grown
+                self._commands.setdefault(pid, command_of(pid))
+        self._last, self._ended_unix = dict(listing), time.time()
+
+    def busiest(self, n: int | None = 3) -> list[dict]:
+        """The ``n`` (None: all) processes outside the run that used the most CPU over the window, busiest first:
+        ``[{"pid", "command", "cpu_s", "cpu_pct"}]`` (``cpu_pct``: mean % of one core over the window)."""
+        window_s = self._ended_unix - self._started_unix
+        if window_s <= 0:
+            return []
+        top = sorted(self._used_s.items(), key=lambda item: -item[1])[:n]
+        return [{"pid": pid, "command": self._commands.get(pid, "?"), "cpu_s": round(used, 2),
+                 "cpu_pct": round(100.0 * used / window_s, 1)} for pid, used in top]
+
+
+def command_of(pid: int) -> str:
+    """Process ``pid``'s command line (its first 80 characters, as ``ps`` shows it), its name when the command
+    line is empty (a kernel thread), "?" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            words = fh.read().split(b"\0")
+        line = b" ".join(w for w in words if w).decode(errors="replace")
+        if not line:
+            with open(f"/proc/{pid}/comm", "rb") as fh:
+                line = f"[{fh.read().decode(errors='replace').strip()}]"
+        return line[:80]
+    except OSError:
+        return "?"

@@ -77,7 +77,14 @@ def _machine_reasons(f: Figures) -> list[str]:
     if why is None:
         return []
     return [f"{why}, {f.busy['outside_cpu_pct']['max']:g} % at most in a second: another program shared the "
-            "cores with the run and may have set its pace; run it on a quieter machine"]
+            f"cores with the run and may have set its pace{busiest_others(f.facts.run_info)}; run it on a quieter machine"]
+
+
+def busiest_others(info: dict) -> str:
+    """The busiest processes outside the run, as a clause (run.json ``outside_processes``; "" when none was)."""
+    named = [f"{p['command']} (pid {p['pid']}, {p['cpu_pct']:g} % of a core)"
+             for p in info.get("outside_processes") or [] if p["cpu_pct"] >= 1.0]
+    return f" (the busiest: {'; '.join(named)})" if named else ""
 
 
 def _workers_reasons(f: Figures) -> list[str]:

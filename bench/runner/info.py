@@ -121,6 +121,8 @@ def run_info(run) -> dict:
         "ended_at": seconds.iso_at(run.ended_unix),
         "harness_rss_mb": run.rss.summary(),
         "processes": run.driver.processes,
+        # the busiest processes outside the run over the measured window (docs/reading-the-report.md, "A busy machine")
+        "outside_processes": run.machine.others.busiest(),
         "process_cpu_mean_pct": measurement_cost.process_cpu_means(run.run_dir / "processes.csv"),
         # the workers whose session was open as the clock started and as the load stopped (docs/results.md)
         "workers_connected": {"asked": cfg.workers, "at_start": run.workers_at_start, "at_end": run.workers_at_end,

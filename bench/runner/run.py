@@ -53,10 +53,9 @@ class Run:
         self.relay = relay  # the delay relay dsn goes through (NET_DELAY_MS): its process the run's own
         self.upstream = relay.upstream_dsn if relay else dsn  # what the relay forwards to: the pooler or the server
         self.pooler_pid = pooler.pid if pooler else None  # the embedded pooler's process: the run's own
-        # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's
-        self.pooler_console = pooler.admin_dsn if pooler else users_console(cfg)
-        self.pooler_facts: dict | None = None  # what the run read of the pooler before the load (run.json pooler)
-        self.pooler_watch = None
+        # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's;
+        # pooler_facts: what the run read of the pooler before the load (run.json pooler)
+        self.pooler_console, self.pooler_facts, self.pooler_watch = pooler.admin_dsn if pooler else users_console(cfg), None, None
         # the tool's own connections (admin, monitor, audit, mover, VACUUM, faults): DSN_DIRECT behind a pooler,
         # which only the workers, producers and reaper go through (docs/poolers.md), and never the delay relay
         self.direct = cfg.direct_dsn() or self.upstream
@@ -138,9 +137,9 @@ class Run:
         self.seed = engine.prepare(admin, cfg, self.backlog, log=self.log, state_schema=self.state_schema)
         engine.check_migrations(admin, cfg, self.log)  # a failing one drops the schema and is refused, before any load
         self.sizes_before = engine.table_sizes(admin, cfg.schema)
-        self.claim_plans, self.plans_when = None, None
-        if self.backlog + cfg.history > 0:  # an empty table's plan says nothing: then it is taken after the load
-            self.claim_plans, self.plans_when = engine.capture_plans(admin, cfg, "on the seeded table, before the load")
+        # an empty table's plan says nothing: then it is taken after the load
+        self.claim_plans, self.plans_when = (engine.capture_plans(admin, cfg, "on the seeded table, before the load")
+                                             if self.backlog + cfg.history > 0 else (None, None))
         self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
         self.pgss_missing = engine.statement_stats_unavailable(admin)
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
@@ -150,8 +149,7 @@ class Run:
             self.dsn = self.direct = self.upstream = self.failover.dsn
             self.sessions = engine.sessions(self.dsn, cfg)
         self.commit_mode = engine.commit_mode(self.dsn, admin, cfg)  # read back on the workers' path, standby named
-        # Created only now: bad input and an interrupted seeding leave no run directory behind.
-        self.run_dir = Path(cfg.results) / self.run_id
+        self.run_dir = Path(cfg.results) / self.run_id  # only now: bad input, an interrupted seeding leave none
         self.made_dirs = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]  # deepest first
         self.run_dir.mkdir(parents=True)
 
@@ -248,11 +246,9 @@ class Run:
         """The load: one tick a second until the window's end, a Ctrl-C or the web UI's Stop; returns
         ``complete``."""
         cfg, n_warm = self.cfg, self.n_warm
-        self.complete = True
-        self.prev_s = 0.0
+        self.complete, self.prev_s = True, 0.0
         self.interrupts = Interrupts(self.log)
-        self.pgss_reset = (self.engine.statement_stats_reset(self.admin, cfg, self.pgss_missing)
-                           if n_warm == 0 else None)
+        self.pgss_reset = self._window_starts() if n_warm == 0 else None
         self.ui = (self._started_or_cleaned(  # its port was taken since the check: nothing was measured
             lambda: WebUI(self.driver, *self.web_ui, producers=cfg.producers if cfg.rate > 0 else 0,
                           on_stop=self.interrupts.event.set, log=self.log)) if self.web_ui else None)
@@ -277,8 +273,8 @@ class Run:
         cpu = self.driver.cpu(self.cpu_meter.read())
         self.tally.account(interval, cpu if k >= self.n_warm else None, self._busy(), self._relay_columns())
         self.rss.tick(k + 1)
-        if k + 1 == self.n_warm:  # the measured window starts now
-            self.pgss_reset = self.engine.statement_stats_reset(self.admin, self.cfg, self.pgss_missing)
+        if k + 1 == self.n_warm:
+            self.pgss_reset = self._window_starts()
         if (k + 1) % seconds.PROGRESS_EVERY_S == 0:
             seconds.progress_line(self.log, k + 1, self.n_warm, self.n_meas, list(self.tally.recent),
                                   self.tally.samples.get(k))
@@ -322,6 +318,10 @@ class Run:
         measured = self.tally.measured
         self.round_trip_window = (self.round_trip.window(self.clock.t0 + measured.start_s, self.clock.t0 + measured.end_s)
                                   if measured.start_s is not None else None)
+    def _window_starts(self):
+        """The measured window starts: count the busiest other processes, reset the statement statistics."""
+        self.machine.count_others_from_now()
+        return self.engine.statement_stats_reset(self.admin, self.cfg, self.pgss_missing)
 
     def _account_tail(self) -> None:
         """Count the stop phase's interval; measured only when an interrupted run stopped inside its window."""
