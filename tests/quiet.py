@@ -13,6 +13,9 @@ from __future__ import annotations
 import os
 import time
 
+import psutil
+import pytest
+
 from bench.measure.machine_cpu import OtherProcesses, all_proc_times, machine_times
 from bench.results.model import machine_busy
 from bench.run_summary.suspect import SUSPECT_OUTSIDE_CPU_PCT
@@ -27,16 +30,26 @@ WAITS: list[tuple[str, float, bool, list[dict]]] = []
 _spent_s = 0.0
 
 
+#: This process's own CPU while it only waits (% of one core) above which something it left running (a watcher on
+#: a socket at end of file wakes gevent's loop for ever) takes a core from every later test: the suite stops.
+SELF_SPIN_PCT = 50.0
+
+
 def busy_pct(window_s: float = WINDOW_S) -> tuple[float, list[dict]]:
     """The CPU of every process but this one, plus the steal, over the next ``window_s`` seconds, in % of all the
     machine's cores (as a run judges it: the kernel's own work left out), and the busiest of those processes
-    (``OtherProcesses.busiest``)."""
-    others = OtherProcesses()
-    before = machine_times()
+    (``OtherProcesses.busiest``). Fails the test when this process itself used more than :data:`SELF_SPIN_PCT`
+    of a core meanwhile."""
+    others, me = OtherProcesses(), psutil.Process()
+    before, mine = machine_times(), sum(me.cpu_times()[:2])
     others.start(all_proc_times())
     time.sleep(window_s)
-    after = machine_times()
+    after, mine = machine_times(), sum(me.cpu_times()[:2]) - mine
     others.add(all_proc_times(), {os.getpid()})
+    if 100.0 * mine / window_s > SELF_SPIN_PCT:
+        pytest.fail(f"the test process used {100.0 * mine / window_s:.0f} % of a core while it only waited: "
+                    "something an earlier test left running (a thread, a selector on a closed socket) spins in it",
+                    pytrace=False)
     total = after.total_s - before.total_s
     used = sum(p["cpu_s"] for p in others.busiest(n=None)) + (after.steal_s - before.steal_s)
     return (100.0 * used / total if total > 0 else 0.0), others.busiest()

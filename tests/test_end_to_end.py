@@ -164,6 +164,24 @@ def test_claim_p99_recomputed_from_the_histogram_log(run, intervals):
     assert completions.get_total_count() == s["completions"]
 
 
+def test_each_second_pickup_p99_is_its_histogram_interval(run, intervals):
+    """intervals.csv's pickup_p99_ms (what recovery is judged by) is, second by second, the p99 of that second's
+    interval in pickup_latency_us.hlog, in ms."""
+    run_dir, _, _ = run
+    reader = HistogramLogReader(str(run_dir / "histograms" / "pickup_latency_us.hlog"),
+                                metrics.new_histogram("pickup_latency_us"))
+    seconds = []
+    while (hist := reader.get_next_interval_histogram()) is not None:
+        seconds.append(hist.get_value_at_percentile(99) if hist.get_total_count() else None)
+    rows = intervals[1]
+    assert len(seconds) == len(rows) == MEASURED_S and any(seconds)
+    for p99_us, row in zip(seconds, rows):
+        if p99_us is None:
+            assert row["pickup_p99_ms"] == ""
+        else:
+            assert float(row["pickup_p99_ms"]) == pytest.approx(p99_us / 1000, abs=0.001), (p99_us, row["pickup_p99_ms"])
+
+
 def test_the_operations_table_counts_what_was_counted(run):
     """The end block's claim and completion rows count the claims and completion statements counted in the
     window (not a rate times the window), as the summary has them."""

@@ -149,15 +149,17 @@ class Periodic:
         self.stopping = False
         self.reopen: Callable[[], Any] | None = None
 
-    def _reopen_if_lost(self) -> None:
+    def _reopen_if_lost(self) -> bool:
         """Reopen :attr:`conn` with :attr:`reopen` when it is lost; a failure counted by kind (tried again after
-        the next failed pass)."""
+        the next failed pass). Whether it was reopened."""
         if self.reopen is None or not self.driver.is_broken(self.conn):
-            return
+            return False
         try:
             self.conn = self.reopen()
         except (ConnectRefused, *self.driver.errors) as err:  # the adapters' connect_dsn: ConnectRefused
             self.recorder.error(getattr(err, "kind", None) or type(err).__name__)
+            return False
+        return True
 
     def once(self):  # pragma: no cover - abstract
         """One pass (implemented by subclasses)."""
@@ -173,14 +175,20 @@ class Periodic:
         return len(rows) - dead, dead
 
     def run(self) -> None:
-        """Loop until :meth:`stop` (run it in a greenlet)."""
+        """Loop until :meth:`stop` (run it in a greenlet). A pass that failed on a lost connection it reopened is
+        run again at once, not after the interval (a reconnection after a partition may itself have taken the
+        connect timeout); once: a connection lost again waits the interval."""
+        again = False
         while not self.stopping:
             try:
                 self.once()
+                again = False
             except self.driver.errors as err:
                 self.recorder.error(self.driver.error_kind(err, self.conn))
                 self.driver.after_error(self.conn)
-                self._reopen_if_lost()
+                again = self._reopen_if_lost() and not again
+                if again:
+                    continue
             gevent.sleep(self.interval_s)
 
     def stop(self) -> None:

@@ -67,6 +67,9 @@ def interval_row(interval: metrics.Interval, t_s: int, sample, cpu_pct: tuple[fl
         row.update(claim_p50_us=p50, claim_p95_us=p95, claim_p99_us=p99, claim_max_us=claim.get_max_value())
     if complete.get_total_count():
         row["complete_p99_us"] = p99_of(complete)
+    pickup = interval.histograms["pickup_latency_us"]
+    if pickup.get_total_count():  # the jobs claimed in the second: their eligible time to the claim
+        row["pickup_p99_ms"] = round(p99_of(pickup) / 1000, 3)
     loop_lag = interval.histograms["loop_lag_us"]
     if loop_lag.get_total_count():
         row["loop_lag_p99_us"] = p99_of(loop_lag)

@@ -9,6 +9,7 @@ from bench.report.format import fmt_num, is_missing
 from bench.report.round_trip_rows import round_trip_rows
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
+from bench.results.failover_line import LOSS_WORDS, failover_line
 from bench.results.partition_line import partition_line
 from bench.results.model import machine_busy, utc_time
 from bench.results.verdict import cost_line
@@ -70,8 +71,8 @@ def summary_rows(summary: dict, config: dict) -> list[dict]:
     """Rows of the headline-figures table: ``{"label", "value" (text with its unit), "bad" (shown red)}``;
     ``config`` gives the batch size and layout. Latencies are in :func:`latency_rows`."""
     return [*_count_rows(summary, config), *_open_loop_rows(summary), *_retry_rows(summary),
-            *_migration_rows(summary), *_partition_rows(summary), *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary),
-            *_effect_rows(summary),
+            *_migration_rows(summary), *_partition_rows(summary), *_failover_rows(summary),
+            *_notify_rows(summary, config), *queue_rows(summary), *_invariant_rows(summary), *_effect_rows(summary),
             *_wait_rows(summary, config), *_cost_rows(summary, config), *round_trip_rows(summary)]
 
 
@@ -133,6 +134,18 @@ def _partition_rows(summary: dict) -> list[dict]:
                  "reconnections, leases, audit", partition_line(p).split(": ", 1)[1],
                  bad=bool(p["late"]) or not p["audit_clean"])
             for p in summary.get("partitions") or []]
+
+
+def _failover_rows(summary: dict) -> list[dict]:
+    """The failover in a row (:func:`bench.results.failover_line.failover_line`), bad when it did not recover
+    within the window or acknowledged work was lost."""
+    f = summary.get("failover")
+    if not f:
+        return []
+    lost = any((f.get("losses") or {}).get(k) for k in LOSS_WORDS)
+    unrecovered = (f.get("recovery") or {}).get("recovered_at_s") is None
+    return [_row("failover: kill, promotion, claims resumed, recovery, losses", failover_line(f).split(": ", 1)[1],
+                 bad=bool(f.get("error")) or lost or unrecovered)]
 
 
 def _migration_rows(summary: dict) -> list[dict]:

@@ -76,7 +76,7 @@ INTERVAL_COLUMNS = (
     "notify_lock_waiters",
     "claim_index_bytes", "autovacuum_count", "vacuum_passes", "vacuum_ms",
     "oldest_eligible_age_flooder_s", "oldest_eligible_age_others_s", "outside_cpu_pct", "steal_pct",
-    "kernel_cpu_pct",
+    "kernel_cpu_pct", "pickup_p99_ms",
     *ROUND_TRIP_COLUMNS,
     *COST_COUNTERS.values(),
     *REPLICA_COLUMNS,

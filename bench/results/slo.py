@@ -180,6 +180,11 @@ def fmt(value: float | None, objective: Objective) -> str:
     return f"{value:+.3f} s per s" if objective.key == "age_slope" else fmt_sig(value)
 
 
+def within(value: float, objective: Objective) -> bool:
+    """Whether ``value`` (in the key's base unit) meets ``objective``."""
+    return value <= objective.threshold if objective.op == "<=" else value >= objective.threshold
+
+
 def judge(text: str, summary: Mapping[str, Any]) -> dict[str, Any] | None:
     """The run's SLO verdict, as ``summary.json`` ``slo``: ``{"spec", "status", "objectives": [{"key",
     "op", "threshold", "threshold_text", "measured", "measured_text", "status"}], "inconclusive_because"}``;
@@ -194,7 +199,7 @@ def judge(text: str, summary: Mapping[str, Any]) -> dict[str, Any] | None:
         if untrusted or value is None:
             status = "inconclusive"
         else:
-            status = "pass" if (value <= o.threshold if o.op == "<=" else value >= o.threshold) else "fail"
+            status = "pass" if within(value, o) else "fail"
         rows.append({"key": o.key, "op": o.op, "threshold": o.threshold, "threshold_text": o.text,
                      "measured": value, "measured_text": fmt(value, o), "status": status})
     statuses = {r["status"] for r in rows}

@@ -2,13 +2,16 @@
 intervals.csv (docs/failover.md, "What is measured"). The rule is decided here, once: ``claimless_s`` counts the
 measured seconds with no claim from the kill's second on until the first second with one;
 ``claims_resumed_at_s`` is that first second (s since measured start, the second's start: to the second);
-``reconnection_s`` is from the promotion to the end of that second, an upper bound to the second."""
+``reconnection_s`` is from the promotion to the end of that second, an upper bound to the second; ``recovery``: when
+the rate and the SLO held again after the kill (the rule: :mod:`bench.results.recovery`)."""
 
 from __future__ import annotations
 
+from bench.results.recovery import recovery
+
 
 def failover_figures(run_info: dict, rows: list[dict], losses: dict | None = None) -> dict | None:
-    """The failover's record with ``claimless_s``, ``claims_resumed_at_s``, ``reconnection_s`` and ``losses`` (the
+    """The failover's record with ``claimless_s``, ``claims_resumed_at_s``, ``reconnection_s``, ``recovery`` and ``losses`` (the
     audit across the promotion: :mod:`bench.engines.failover_losses`; None when not audited); None without a
     failover window."""
     record = run_info.get("failover")
@@ -19,7 +22,9 @@ def failover_figures(run_info: dict, rows: list[dict], losses: dict | None = Non
     resumed = next((r["t_s"] for r in after if r.get("claims") and (record.get("promoted_at_s") is None
                                                                     or r["t_s"] + 1 > record["promoted_at_s"])), None)
     claimless = sum(1 for r in after if not r.get("claims") and (resumed is None or r["t_s"] < resumed))
-    promoted = record.get("promoted_at_s")
+    promoted, config = record.get("promoted_at_s"), run_info.get("config") or {}
     return {**record, "claimless_s": claimless if killed is not None else None, "claims_resumed_at_s": resumed,
             "reconnection_s": round(resumed + 1 - promoted, 3) if resumed is not None and promoted is not None else None,
+            "recovery": recovery(rows, killed, rate=config.get("rate") or 0.0, slo_text=config.get("slo") or "")
+            if killed is not None else None,
             "losses": losses}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bench.measure import seconds
 from bench.measure.rss import RSS_REPORTED_MIN
+from bench.results.failover_line import failover_line
 from bench.results.partition_line import partition_line
 from bench.results.values import library_caveat_line
 from bench.results.verdict import end_block
@@ -43,6 +44,8 @@ def final_lines(log, s: dict) -> None:
         log(migration_line(m))
     for p in s.get("partitions") or []:
         log(partition_line(p))
+    if s.get("failover"):
+        log(failover_line(s["failover"]))
     if line := wait_events_line(s.get("wait_events")):
         log(line)
     if line := measurement_line(s.get("measurement_cost")):

@@ -118,13 +118,18 @@ class DelayRelay:
         return self
 
     def close(self) -> None:
-        """Stop both threads and close every socket."""
+        """Stop both threads, close every socket and the selector (a selector left open keeps watching its sockets:
+        under gevent, one at end of file wakes the loop for ever)."""
         self.stopping = True
         with self.due:
             self.due.notify()
         self.listener.close()
         for thread in self.threads:
             thread.join(timeout=2)
+        for pair in list(self.pairs):
+            self._close_pair(pair)
+        with self.lock:
+            self.selector.close()
 
     def _read_loop(self) -> None:
         while not self.stopping:
