@@ -172,8 +172,9 @@ def test_no_outside_share_when_the_server_is_on_this_host_but_none_of_its_proces
 
 
 def test_a_server_the_tool_started_is_the_run_whole_tree_a_shared_one_only_what_serves_it():
-    """A server the tool started serves no one else: its root is a root of the run's trees, so what it starts and
-    reaps between two reads (autovacuum workers) is the run's; a shared server's root is counted alone."""
+    """A server the tool started serves no one else: its root (and its embedded standby's) is a root of the run's
+    trees, so what it starts and reaps between two reads (autovacuum workers) is the run's; a shared server's root
+    is counted alone."""
     from types import SimpleNamespace
 
     from bench.runner.run import Run
@@ -181,6 +182,9 @@ def test_a_server_the_tool_started_is_the_run_whole_tree_a_shared_one_only_what_
     run = Run.__new__(Run)
     run.monitor, run.driver = SimpleNamespace(server_pids=lambda: (40, 41)), SimpleNamespace(local_pids=lambda: (7,))
     run.embedded, run.pooler_pid, run.relay, run.round_trip = True, None, None, SimpleNamespace(pid=51)
+    run.standby_root = None
     assert run._own_trees() == (7, 40, 51)  # 51: the round-trip probe, the run's own
-    run.embedded = False
+    run.standby_root = 60  # REPLICA=1's embedded standby: the tool's too
+    assert run._own_trees() == (7, 40, 60, 51)
+    run.embedded, run.standby_root = False, None
     assert run._own_trees() == (7, 51)

@@ -143,6 +143,7 @@ class Run:
         self.vacuum_before = engine.vacuum_counts(admin, cfg.schema)
         self.pgss_missing = engine.statement_stats_unavailable(admin)
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
+        self.standby_root = engine.standby_root(self.standby_dsn, cfg) if self.standby_dsn else None  # the embedded one's
         self.failover = None  # FAULTS=failover: from here every connection names both servers, the primary first
         if any(f.kind == "failover" for f in cfg.faults):
             self.failover = engine.failover(self.direct, self.standby_dsn, cfg)
@@ -344,13 +345,12 @@ class Run:
             return {"relay_cpu_pct": None}
 
     def _own_trees(self) -> tuple[int, ...]:
-        """The roots of the run's process trees besides this process: the load generators here, when the tool
-        started the server for this run (no one else's sessions) its root process, the embedded pooler, the delay
-        relay and the round-trip probe."""
+        """The roots of the run's process trees besides this process: the load generators here, the servers the tool
+        started for this run (the embedded one's and its standby's), the embedded pooler, the relay and the probe."""
         server_root = self.monitor.server_pids()[:1] if self.embedded else ()
-        pooler = (self.pooler_pid,) if self.pooler_pid is not None else ()
-        relay = (self.relay.pid,) if self.relay else ()
-        return (*self.driver.local_pids(), *server_root, *pooler, *relay, self.round_trip.pid)
+        standby = (self.standby_root,) if self.standby_root else ()
+        pooler, relay = (self.pooler_pid,) if self.pooler_pid is not None else (), (self.relay.pid,) if self.relay else ()
+        return (*self.driver.local_pids(), *server_root, *standby, *pooler, *relay, self.round_trip.pid)
 
     def _busy(self):
         """The machine's CPU outside the run over the second just closed; None when the server is on this host

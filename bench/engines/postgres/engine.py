@@ -178,6 +178,14 @@ class PostgresEngine(Engine):
         from bench.engines.postgres.standby import embedded_standby  # here: only REPLICA=1 runs start one
         return embedded_standby(dsn, cfg, cfg.replica_readers, log)
 
+    def standby_root(self, standby_dsn: str, cfg: Any) -> int | None:
+        """The embedded standby's postmaster (its processes serve only the run: the run's own, docs/reading-the-
+        report.md "A busy machine"); None for ``DSN_REPLICA``, a server the tool did not start."""
+        if cfg.dsn_replica:
+            return None
+        from bench.engines.postgres.standby import postmaster_pid  # here: only REPLICA=1 runs start one
+        return postmaster_pid(standby_dsn)
+
     def check_given_standby(self, conn: Any, cfg: Any) -> None:
         """:func:`bench.engines.postgres.standby_check.check_given_standby`, then
         :func:`bench.engines.postgres.commit_mode.check_server` (the DSN's server names a synchronous standby)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Iterator
 
+import psutil
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
@@ -98,3 +99,9 @@ def embedded_standby(primary_dsn: str, cfg, readers: int, log: Callable[[str], N
                 with contextlib.suppress(QBenchError):  # the primary is gone (FAULTS=failover killed it)
                     with connect_dsn(primary_dsn, application_name="queue-bench standby check") as conn:
                         commit_mode.release_standby(conn)
+
+
+def postmaster_pid(dsn: str) -> int:
+    """The postmaster's pid of the server ``dsn`` reaches (a backend's parent; the server on this host)."""
+    with connect_dsn(dsn, application_name="queue-bench standby check") as conn:
+        return psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).ppid()
