@@ -26,20 +26,20 @@ def test_a_second_holds_at_95_percent_of_the_rate_with_each_per_second_objective
     assert holds(_second(0, jobs=0), None, "error_rate<=1%")  # nothing to compare the rate with, nothing per second
 
 
-def test_recovery_is_the_first_second_that_begins_five_that_hold_after_the_event():
+def test_recovery_is_the_end_of_the_first_second_that_begins_five_that_hold_after_the_event():
     # the kill at 4.3 s: seconds 4-6 empty, 7 drains a little, 8 holds, 9 misses the SLO, 10-14 hold
     rows = [_second(t) for t in range(4)] + [_second(t, jobs=0, pickup_ms=None) for t in (4, 5, 6)]
     rows += [_second(7, jobs=120), _second(8, pickup_ms=900.0), _second(9, pickup_ms=2500.0)]
     rows += [_second(t) for t in range(10, 10 + HOLD_S)]
     r = recovery(rows, 4.3, rate=200, slo_text="pickup_p99<=1s,error_rate<=1%")
-    assert r == {"recovered_at_s": 10, "recovery_s": 5.7, "hold_s": HOLD_S, "rate_jobs_per_s": 200,
+    assert r == {"recovered_at_s": 11, "recovery_s": 6.7, "hold_s": HOLD_S, "rate_jobs_per_s": 200,
                  "judged_by": ["pickup_p99"], "not_judged": ["error_rate"]}
     # one second fewer at the end: not recovered within the window
     assert recovery(rows[:-1], 4.3, rate=200, slo_text="pickup_p99<=1s")["recovered_at_s"] is None
-    # a queue that never stopped holding recovered in its event's own second: 0 s, never negative
+    # a queue that never stopped holding: by the end of the event's own second (to the second)
     steady = [_second(t) for t in range(12)]
-    assert recovery(steady, 4.3, rate=200, slo_text="")["recovered_at_s"] == 4
-    assert recovery(steady, 4.3, rate=200, slo_text="")["recovery_s"] == 0.0
+    assert recovery(steady, 4.3, rate=200, slo_text="")["recovered_at_s"] == 5
+    assert recovery(steady, 4.3, rate=200, slo_text="")["recovery_s"] == 0.7
 
 
 def test_closed_loop_recovery_compares_with_the_seconds_before_the_event():
@@ -48,7 +48,7 @@ def test_closed_loop_recovery_compares_with_the_seconds_before_the_event():
     assert recovery(rows, 4.0, rate=0.0, slo_text="")["recovered_at_s"] is None
     rows = rows[:6] + [_second(t, jobs=290) for t in range(6, 12)]
     r = recovery(rows, 4.0, rate=0.0, slo_text="")
-    assert r["rate_jobs_per_s"] == 300 and r["recovered_at_s"] == 6 and r["recovery_s"] == 2.0
+    assert r["rate_jobs_per_s"] == 300 and r["recovered_at_s"] == 7 and r["recovery_s"] == 3.0
 
 
 def test_the_failover_line_says_the_kill_the_promotion_the_resumption_recovery_and_losses():

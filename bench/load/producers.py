@@ -44,7 +44,9 @@ class Producer(swarm.RunUser):
 
     @task
     def produce_until_stopped(self) -> None:
-        """Insert jobs on the schedule until the run stops."""
+        """Insert jobs on the schedule until the run stops. Arrivals whose insert failed (the database unreachable) are
+        sent first with the next insert, their lag and pickup counted from their scheduled time: an outage delays
+        them, it never removes them (coordinated omission)."""
         cfg, recorder = self.ctx.cfg, self.ctx.recorder
         share = 1.0 / cfg.producers
 
@@ -55,13 +57,14 @@ class Producer(swarm.RunUser):
         intended = time.time()
         intended += gap(intended)
         future_s = cfg.future_delay_ms / 1000.0
+        unsent: list[float] = []  # the arrivals a failed insert did not send: sent first, their lag from their time
         while not self.ctx.stopping:
             delay = intended - time.time()
-            if delay > 0:
+            if delay > 0 and not unsent:
                 gevent.sleep(delay)
                 continue
             now = time.time()
-            due = []
+            due, unsent = unsent[:MAX_DUE_PER_INSERT], unsent[MAX_DUE_PER_INSERT:]
             while intended <= now and len(due) < MAX_DUE_PER_INSERT:
                 if rate_at(intended - self.ctx.measured_start_unix, cfg.rate, cfg.bursts) > 0:
                     due.append(intended)
@@ -72,7 +75,8 @@ class Producer(swarm.RunUser):
             run_at = [t + future_s if future_s and self.rng.random() < cfg.future_share else t for t in due]
             if self.session is None or self.session.broken:
                 self._connect()
-                if self.session is None:
+                if self.session is None:  # the database is unreachable: the arrivals wait, as a real producer's
+                    unsent = due + unsent
                     gevent.sleep(0.1)
                     continue
             session, sent = self.session, self.session.round_trips_sent
@@ -80,6 +84,7 @@ class Producer(swarm.RunUser):
                 ids = session.insert(priorities, run_at)
             except EngineError as err:
                 recorder.error(err.kind)
+                unsent = due + unsent
                 gevent.sleep(0.1)
                 continue
             finally:

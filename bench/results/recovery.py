@@ -5,8 +5,9 @@ A measured second *holds* when it completed at least :data:`RATE_HELD_SHARE` of 
 (``RATE`` open loop; closed loop, the mean of the measured seconds before the event) and, for each objective of the
 SLO that intervals.csv has per second, its figure for that second is within it: ``pickup_p99`` (``pickup_p99_ms``),
 ``claim_p99`` (``claim_p99_us``), ``complete_p99`` (``complete_p99_us``), ``age_max``
-(``oldest_eligible_age_s``). The queue has recovered at the first
-second from the event on after which :data:`HOLD_S` consecutive seconds hold; a second without the figure (no job
+(``oldest_eligible_age_s``). The queue has recovered by the end of the
+first second, from the event's on, that begins :data:`HOLD_S` consecutive seconds that hold (an upper bound, to
+the second); a second without the figure (no job
 claimed, no monitor sample) does not hold.
 """
 
@@ -59,18 +60,18 @@ def holds(row: Mapping[str, Any], rate: float | None, slo_text: str) -> bool:
 
 
 def recovery(rows: Sequence[Mapping[str, Any]], event_s: float, *, rate: float, slo_text: str) -> dict:
-    """When the queue recovered after ``event_s`` (s since the measured start): ``{"recovered_at_s"`` (the first
-    held second's start, the event's second on; None when it never did within the window), ``"recovery_s"`` (from
-    the event to it; 0 when the event's own second began the held seconds),
+    """When the queue recovered after ``event_s`` (s since the measured start): ``{"recovered_at_s"`` (the end of
+    the first held second, the event's second on: an upper bound, to the second; None when it never recovered
+    within the window), ``"recovery_s"`` (from the event to it),
     ``"hold_s"``, ``"rate_jobs_per_s"`` (what a second had to approach, None: nothing to compare), ``"judged_by"``
     (the SLO keys judged per second), ``"not_judged"`` (the SLO keys intervals.csv has no per-second figure of)}."""
     asked = asked_rate(rows, event_s, rate)
     after = [r for r in rows if r["t_s"] + 1 > event_s]  # the event's second on
     start = next((i for i in range(len(after) - HOLD_S + 1)
                   if all(holds(r, asked, slo_text) for r in after[i:i + HOLD_S])), None)
-    at = after[start]["t_s"] if start is not None else None
+    at = after[start]["t_s"] + 1 if start is not None else None  # the end of the first held second
     keys = [o.key for o in slo_rules.objectives(slo_text)] if slo_text else []
-    return {"recovered_at_s": at, "recovery_s": round(max(0.0, at - event_s), 3) if at is not None else None,
+    return {"recovered_at_s": at, "recovery_s": round(at - event_s, 3) if at is not None else None,
             "hold_s": HOLD_S,
             "rate_jobs_per_s": round(asked, 1) if asked is not None else None, "judged_by": judged_by(slo_text),
             "not_judged": [k for k in keys if k not in PER_SECOND]}
