@@ -228,7 +228,7 @@ class OtherProcesses:
             if pid not in own and grown > 0 and 2 not in (pid, t.ppid):  # kthreadd's: the kernel's share
                 self._used_s[pid] = self._used_s.get(pid, 0.0) + grown
                 self._commands.setdefault(pid, command_of(pid))
-        self._last, self._ended_unix = dict(listing), time.time()
+        self._last, self._ended_unix = listing, time.time()  # each read's listing is a new dict
 
     def busiest(self, n: int | None = 3) -> list[dict]:
         """The ``n`` (None: all) processes outside the run that used the most CPU over the window, busiest first:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from bench.results.recovery import RATE_HELD_SHARE
+
 LOSS_WORDS = {"acknowledged_claims_missing": "acknowledged claims missing",
               "acknowledged_completions_missing": "acknowledged completions missing",
               "produced_jobs_missing": "produced jobs missing", "jobs_run_twice": "jobs run twice"}
@@ -12,7 +14,8 @@ def recovery_text(r: dict | None) -> str:
     """When the queue held again (:func:`bench.results.recovery.recovery`), with what it was judged by."""
     if not r:
         return "recovery not judged"
-    tests = ([f"≥ 95 % of {r['rate_jobs_per_s']:g} jobs/s"] if r["rate_jobs_per_s"] is not None else []) + r["judged_by"]
+    share = f"{RATE_HELD_SHARE * 100:g} %"
+    tests = ([f"≥ {share} of {r['rate_jobs_per_s']:g} jobs/s"] if r["rate_jobs_per_s"] is not None else []) + r["judged_by"]
     by = f"{r['hold_s']} seconds in a row with {' and '.join(tests) or 'nothing to judge'}"
     unjudged = f"; not judged per second: {', '.join(r['not_judged'])}" if r["not_judged"] else ""
     if r["recovered_at_s"] is None:

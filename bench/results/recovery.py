@@ -47,9 +47,13 @@ def judged_by(slo_text: str) -> list[str]:
 
 def holds(row: Mapping[str, Any], rate: float | None, slo_text: str) -> bool:
     """Whether one measured second holds (the module's rule)."""
+    return _holds(row, rate, slo_rules.objectives(slo_text) if slo_text else ())
+
+
+def _holds(row: Mapping[str, Any], rate: float | None, objectives: Sequence[slo_rules.Objective]) -> bool:
     if rate is not None and (row.get("jobs_completed") or 0) < RATE_HELD_SHARE * rate:
         return False
-    for objective in (slo_rules.objectives(slo_text) if slo_text else ()):
+    for objective in objectives:
         if objective.key not in PER_SECOND:
             continue
         column, unit_s = PER_SECOND[objective.key]
@@ -65,12 +69,12 @@ def recovery(rows: Sequence[Mapping[str, Any]], event_s: float, *, rate: float, 
     within the window), ``"recovery_s"`` (from the event to it),
     ``"hold_s"``, ``"rate_jobs_per_s"`` (what a second had to approach, None: nothing to compare), ``"judged_by"``
     (the SLO keys judged per second), ``"not_judged"`` (the SLO keys intervals.csv has no per-second figure of)}."""
-    asked = asked_rate(rows, event_s, rate)
+    asked, objectives = asked_rate(rows, event_s, rate), slo_rules.objectives(slo_text) if slo_text else ()
     after = [r for r in rows if r["t_s"] + 1 > event_s]  # the event's second on
-    start = next((i for i in range(len(after) - HOLD_S + 1)
-                  if all(holds(r, asked, slo_text) for r in after[i:i + HOLD_S])), None)
+    held = [_holds(r, asked, objectives) for r in after]
+    start = next((i for i in range(len(after) - HOLD_S + 1) if all(held[i:i + HOLD_S])), None)
     at = after[start]["t_s"] + 1 if start is not None else None  # the end of the first held second
-    keys = [o.key for o in slo_rules.objectives(slo_text)] if slo_text else []
+    keys = [o.key for o in objectives]
     return {"recovered_at_s": at, "recovery_s": round(at - event_s, 3) if at is not None else None,
             "hold_s": HOLD_S,
             "rate_jobs_per_s": round(asked, 1) if asked is not None else None, "judged_by": judged_by(slo_text),
