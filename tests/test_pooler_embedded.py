@@ -255,6 +255,7 @@ def test_the_embedded_pooler_is_one_of_the_runs_own_process_trees():
     run.driver = SimpleNamespace(local_pids=lambda: (11, 12))
     run.monitor = SimpleNamespace(server_pids=lambda: (21, 22))
     run.relay, run.round_trip = None, SimpleNamespace(pid=51)  # the round-trip probe's process: always the run's
+    run.standby_root = None  # no REPLICA=1 standby in this run
     for embedded, pooler_pid, roots in ((True, 31, (11, 12, 21, 31, 51)), (False, 31, (11, 12, 31, 51)),
                                         (False, None, (11, 12, 51))):
         run.embedded, run.pooler_pid = embedded, pooler_pid

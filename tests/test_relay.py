@@ -294,4 +294,5 @@ def test_the_relay_is_one_of_the_runs_own_process_trees():
     run = Run.__new__(Run)
     run.driver, run.monitor = SimpleNamespace(local_pids=lambda: (11,)), SimpleNamespace(server_pids=lambda: (21,))
     run.embedded, run.pooler_pid, run.relay, run.round_trip = False, 31, SimpleNamespace(pid=41), SimpleNamespace(pid=51)
+    run.standby_root = None  # no REPLICA=1 standby in this run
     assert run._own_trees() == (11, 31, 41, 51)
