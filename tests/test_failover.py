@@ -12,10 +12,11 @@ import psycopg
 import pytest
 
 from bench.config.run_config import build_config
-from bench.engines.failover_losses import LOSS_KEYS, explain, failover_losses
+from bench.engines.failover_losses import LOSS_KEYS, effect_losses, explain, failover_losses
 from bench.engines.postgres import builtin_queue, commit_mode
 from bench.engines.postgres.embedded import PostgresRecipe
 from bench.engines.postgres.standby import embedded_standby
+from bench.run_summary.failover import without_primary
 from cli_in_process import qbench_in_process
 from conftest import qbench, run_and_load
 from quiet import wait_for_quiet
@@ -109,14 +110,14 @@ def test_refusals_are_one_line(tmp_path, args, starts):
     assert not results.exists()
 
 
-def _failover_run(tmp_path, sync_commit: str) -> tuple[dict, dict]:
-    """One embedded run at ``sync_commit``: 200 jobs/s, 4 workers, the WAL receiver stopped at 2 s, the primary
-    killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary and run.json. On a
-    quiet machine: its seconds without a claim are timed (tests/quiet.py)."""
+def _failover_run(tmp_path, sync_commit: str, *more: str) -> tuple[dict, dict]:
+    """One embedded run at ``sync_commit`` (and ``more`` arguments): 200 jobs/s, 4 workers, the WAL receiver stopped
+    at 2 s, the primary killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary
+    and run.json. On a quiet machine: its seconds without a claim are timed (tests/quiet.py)."""
     wait_for_quiet(f"a failover at {sync_commit}")
     proc = qbench("run", "--replica", "--sync-commit", sync_commit, "--faults", "failover@4-14:wal_stop_s=2",
                   "--promote-after-s", "2", "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", "16s",
-                  "--results", str(tmp_path), timeout=300)
+                  *more, "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
     return (json.loads((run_dir / "summary.json").read_text()), json.loads((run_dir / "run.json").read_text()))
@@ -211,6 +212,31 @@ def test_the_audit_across_a_promotion_counts_what_the_new_primary_lacks():
     assert losses["explained"]["stale_completions_applied"] == 0  # never more than the audit counted
 
 
+def test_the_effects_across_a_promotion_are_counted_from_the_client_log():
+    """Job 1's effect row survived; job 2's was acknowledged and lost, and written again after the promotion; job 3
+    produced again after the promotion (its id reused) is another job: not written twice. ``same_txn``'s writes are
+    the applied completions; ``idempotent``'s only those that wrote a row."""
+    before = _log(("p", 1, None), ("p", 2, None), ("p", 3, None), ("c", 1, 11), ("e", 1, 11), ("a", 1, 11),
+                  ("c", 2, 12), ("e", 2, 12), ("a", 2, 12), ("c", 3, 13), ("e", 3, 13), ("a", 3, 13))
+    after = _log(("c", 2, 20), ("e", 2, 20), ("a", 2, 20), ("p", 3, None), ("c", 3, 13), ("e", 3, 13), ("a", 3, 13))
+    rows = {(1, 11), (2, 20), (3, 13)}
+    for mode in ("outside", "idempotent", "same_txn"):
+        assert effect_losses(before + after, len(before), mode, rows) == {
+            "acknowledged_effects_missing": 2, "effects_written_twice": 1}, mode  # job 2's and job 3's first
+    # nothing lost: no row missing, nothing twice
+    assert effect_losses(before, len(before), "outside", {(1, 11), (2, 12), (3, 13)}) == {
+        "acknowledged_effects_missing": 0, "effects_written_twice": 0}
+
+
+def test_the_seconds_with_no_primary_are_not_the_monitor_s_misses():
+    """A sample missed from the kill's second to the promotion's is the failover's, not the monitor's fault."""
+    info = {"failover": {"killed_at_s": 4.001, "promoted_at_s": 6.124}}
+    assert [t for t in range(10) if without_primary(info, t)] == [4, 5, 6]
+    assert [t for t in range(10) if without_primary({"failover": {"killed_at_s": 4.0, "promoted_at_s": None}}, t)] \
+        == [4, 5, 6, 7, 8, 9]
+    assert not any(without_primary({"failover": None}, t) for t in range(10))
+
+
 def test_nothing_lost_is_counted_as_nothing():
     events = _log(("p", 1, None), ("c", 1, 11), ("a", 1, 11), ("p", 2, None), ("c", 2, 12))
     losses = failover_losses(events, 3, {1: (11, 1, True), 2: (12, 1, False)})
@@ -218,13 +244,31 @@ def test_nothing_lost_is_counted_as_nothing():
     assert set(losses["explained"].values()) == {0}
 
 
-def test_an_asynchronous_failover_counts_its_losses_apart_and_exits_0(tmp_path):
+@pytest.mark.parametrize("txn, effects", [("short", "none"), ("hold", "outside")])
+def test_an_asynchronous_failover_counts_its_losses_apart_and_exits_0(tmp_path, txn, effects):
     """``off`` with the WAL receiver stopped 2 s before the kill: acknowledged claims and completions are missing
-    on the new primary, counted under their own names; they explain every broken invariant, so the run exits 0."""
-    summary, _info = _failover_run(tmp_path, "off")
+    on the new primary, counted under their own names; they explain every broken invariant, so the run exits 0.
+    Under ``TXN=hold`` a claim is acknowledged with its completion (one commit): as many of each are missing; with
+    ``EFFECTS=outside`` the effect rows written before the promotion are missing too, and the client's log counts
+    the jobs whose effect was written twice, which the effects table cannot show."""
+    # with effects, 4 workers at 25 ms a job complete 160 of the 200 jobs/s: a backlog inserted before the WAL
+    # stop is run after it, so its claims, completions and effects are lost and run again after the promotion
+    slow = ("--work-ms", "25") if effects != "none" else ()
+    summary, _info = _failover_run(tmp_path, "off", "--txn", txn, "--effects", effects, *slow)
     losses = summary["failover"]["losses"]
     # 2 s of acknowledged work at 200 jobs/s never reached the standby: some of it is missing
     assert losses["acknowledged_completions_missing"] > 0 and losses["acknowledged_claims_missing"] > 0
     assert losses["jobs_run_twice"] <= losses["acknowledged_claims_missing"] + losses["acknowledged_completions_missing"]
     assert losses["position"] > 0
     assert all(v == 0 for v in summary["invariants"].values()), summary["invariants"]
+    if txn == "hold":  # no failures injected: every acknowledged claim came with its completion
+        assert losses["acknowledged_claims_missing"] == losses["acknowledged_completions_missing"]
+    if effects == "none":
+        assert losses["effects"] is None
+        return
+    lost = losses["effects"]
+    assert lost["acknowledged_effects_missing"] > 0 and losses["jobs_run_twice"] > 0, losses
+    # a job run twice across the promotion wrote its effect on each side: the client's log counts it; the table
+    # shows it only where the first row survived, and each one it misses is a row it lost
+    assert summary["effects"]["duplicate_jobs"] < lost["effects_written_twice"], (summary["effects"], lost)
+    assert lost["effects_written_twice"] - summary["effects"]["duplicate_jobs"] <= lost["acknowledged_effects_missing"]

@@ -73,9 +73,10 @@ class WorkerSession(Protocol):
         """A failed attempt: the new status (``pending``, retried after ``retry_delay_s``; ``dead`` past its
         attempts), or None when the token moved on."""
 
-    def effect(self, job_id: int, token: int) -> None:
+    def effect(self, job_id: int, token: int) -> bool:
         """``EFFECTS`` outside/idempotent: write job ``job_id``'s effect row with attempt ``token``, committed
-        on its own. Raises :class:`EngineError`."""
+        on its own; whether it wrote a row (False: ``idempotent``'s key already held one). Raises
+        :class:`EngineError`."""
 
     def begin(self) -> None:
         """Open a transaction (``TXN=hold``)."""

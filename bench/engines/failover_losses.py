@@ -12,7 +12,13 @@ engine. The rule is decided here, once:
 - a **produced job missing**: a job whose insert was acknowledged before the promotion and that has no row, or
   whose id was produced again after it (the new primary's sequence was behind: another job took the id, and
   every event of the first before the promotion is of a job the new primary never had);
-- **jobs run twice**: jobs with a claim or completion missing that were claimed again after the promotion.
+- **jobs run twice**: jobs with a claim or completion missing that were claimed again after the promotion;
+- with ``EFFECTS``, from the client's side (the effects table lost rows with the old primary, so it cannot say):
+  an **acknowledged effect write** is an ``e`` event (``outside``, ``idempotent``: the statement returned having
+  written its row) or, under ``same_txn``, an applied completion (``a``: the effect row is in its statement);
+  **effects missing**: writes acknowledged before the promotion that the new primary's effects table lacks;
+  **effects written twice**: jobs with more than one acknowledged write over the run (a job whose id was produced
+  again counts as two jobs).
 
 What they explain, per invariant (each never more than the audit counted): ``double_claims`` the claims missing;
 ``double_completions`` the jobs with a completion missing that were completed again; ``stale_completions_applied``
@@ -27,11 +33,25 @@ from typing import Iterable
 #: The keys of the figures (``summary.json`` ``failover.losses``).
 LOSS_KEYS = ("acknowledged_claims_missing", "acknowledged_completions_missing", "produced_jobs_missing",
              "jobs_run_twice")
+#: The keys of the effects' figures (with ``EFFECTS``; None without).
+EFFECT_LOSS_KEYS = ("acknowledged_effects_missing", "effects_written_twice")
+#: The claim log's kind whose events are the acknowledged effect writes, by ``EFFECTS`` mode.
+EFFECT_KIND = {"outside": "e", "idempotent": "e", "same_txn": "a"}
 
 
 def job_ids(events: Iterable[tuple]) -> set[int]:
     """The ids of the jobs the log names (the rows the engine reads)."""
     return {event[1] for event in events}
+
+
+def effect_losses(events: list[tuple], position: int, mode: str, rows: set[tuple[int, int]]) -> dict:
+    """``{EFFECT_LOSS_KEYS...}`` under ``EFFECTS`` ``mode`` from the claim log's ``events``, the log's length at
+    the promotion ``position`` and the new primary's effect ``rows`` ``(logical id, attempt token)``."""
+    kind = EFFECT_KIND[mode]
+    reused = {e[1] for e in events[:position] if e[0] == "p"} & {e[1] for e in events[position:] if e[0] == "p"}
+    writes = Counter((e[1], i >= position and e[1] in reused) for i, e in enumerate(events) if e[0] == kind)
+    missing = sum(1 for e in events[:position] if e[0] == kind and (e[1] in reused or (e[1], e[2]) not in rows))
+    return {"acknowledged_effects_missing": missing, "effects_written_twice": sum(1 for n in writes.values() if n > 1)}
 
 
 def failover_losses(events: list[tuple], position: int, states: dict[int, tuple]) -> dict:

@@ -254,8 +254,8 @@ class QueueWorker(RunUser):
                     self._fail(job, "injected failure")
                 else:
                     succeeded.append(job)
-                    if self.effect_in_work:
-                        self.session.effect(job[0], job[1])
+                    if self.effect_in_work and self.session.effect(job[0], job[1]):
+                        self.ctx.log.effected(job[0], job[1])  # committed on its own, in either TXN mode
             if self._crash("crash_before_complete", rows if self.hold else succeeded):  # short: failures applied
                 return
             if late_s:

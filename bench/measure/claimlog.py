@@ -18,6 +18,7 @@ EVENT_KINDS = {
     "s": "completion rejected by the token (stale)",
     "f": "failure reported",
     "p": "job produced",
+    "e": "effect written on its own (EFFECTS outside/idempotent, the statement returned having written its row)",
 }
 #: Write buffer of the event file (bytes); the only memory the log keeps.
 BUFFER_BYTES = 1 << 20
@@ -38,6 +39,10 @@ class _EventSink:
     def finished(self, job_id: int, token: int, applied: bool) -> None:
         """Note a completion attempt of ``(job_id, token)``; ``applied`` when the database updated the row."""
         self._write(f"{'a' if applied else 's'},{job_id},{token},,\n")
+
+    def effected(self, job_id: int, token: int) -> None:
+        """Note the effect row of attempt ``token`` of ``job_id`` written and committed on its own."""
+        self._write(f"e,{job_id},{token},,\n")
 
     def failed(self, job_id: int, token: int) -> None:
         """Note a failure reported for the attempt ``token`` of ``job_id``."""

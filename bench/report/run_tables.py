@@ -9,7 +9,7 @@ from bench.report.format import fmt_num, is_missing
 from bench.report.round_trip_rows import round_trip_rows
 from bench.report.run_format import NA, as_int, engine_capability, fmt_value
 from bench.report.run_notes import workers_plan_label
-from bench.results.failover_line import LOSS_WORDS, failover_line
+from bench.results.failover_line import failover_line, loss_counts
 from bench.results.partition_line import partition_line
 from bench.results.model import machine_busy, utc_time
 from bench.results.verdict import cost_line
@@ -142,7 +142,7 @@ def _failover_rows(summary: dict) -> list[dict]:
     f = summary.get("failover")
     if not f:
         return []
-    lost = any((f.get("losses") or {}).get(k) for k in LOSS_WORDS)
+    lost = bool(loss_counts(f.get("losses") or {}))
     unrecovered = (f.get("recovery") or {}).get("recovered_at_s") is None
     return [_row("failover: kill, promotion, claims resumed, recovery, losses", failover_line(f).split(": ", 1)[1],
                  bad=bool(f.get("error")) or lost or unrecovered)]

@@ -8,6 +8,15 @@ from bench.results.recovery import RATE_HELD_SHARE
 LOSS_WORDS = {"acknowledged_claims_missing": "acknowledged claims missing",
               "acknowledged_completions_missing": "acknowledged completions missing",
               "produced_jobs_missing": "produced jobs missing", "jobs_run_twice": "jobs run twice"}
+EFFECT_WORDS = {"acknowledged_effects_missing": "acknowledged effect rows missing",
+                "effects_written_twice": "jobs whose effect was written twice (client log)"}
+
+
+def loss_counts(losses: dict) -> dict[str, int]:
+    """The losses that are not 0, by words (the effects' too, with ``EFFECTS``)."""
+    found = {words: losses[k] for k, words in LOSS_WORDS.items() if losses.get(k)}
+    effects = losses.get("effects") or {}
+    return {**found, **{words: effects[k] for k, words in EFFECT_WORDS.items() if effects.get(k)}}
 
 
 def recovery_text(r: dict | None) -> str:
@@ -34,6 +43,6 @@ def failover_line(f: dict) -> str:
                if f.get("claims_resumed_at_s") is not None else "claims never resumed")
     losses = f.get("losses")
     lost = ("losses not audited" if not losses else
-            ", ".join(f"{losses[k]} {words}" for k, words in LOSS_WORDS.items() if losses.get(k)) or "nothing lost")
+            ", ".join(f"{n} {words}" for words, n in loss_counts(losses).items()) or "nothing lost")
     return (f"failover: primary killed at {f['killed_at_s']:g} s ({f['processes_killed']} processes), {promoted}; "
             f"{resumed}; {recovery_text(f.get('recovery'))}; {lost}")

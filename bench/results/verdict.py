@@ -91,15 +91,22 @@ def _effects(summary: Mapping[str, Any]) -> list[Item]:
     if not e:
         return []
     stale = e["stale_attempt_effects"]  # None: the queue has no token the audit can read
-    promised = {"same_txn": e["duplicate_jobs"] + (stale or 0), "idempotent": e["duplicate_jobs"]}.get(e["mode"], 0)
-    ok = False if e["missing_effects"] or promised else (None if e["duplicate_jobs"] else True)
+    # across a promotion the table lost rows with the old primary: the client's log counts what it cannot
+    lost = ((summary.get("failover") or {}).get("losses") or {}).get("effects") or {}
+    twice = lost.get("effects_written_twice") or 0
+    promised = {"same_txn": e["duplicate_jobs"] + (stale or 0) + twice,
+                "idempotent": e["duplicate_jobs"] + twice}.get(e["mode"], 0)
+    ok = False if e["missing_effects"] or promised else (None if e["duplicate_jobs"] or twice else True)
     per = e.get("duplicates_per_1000_redeliveries")
     stale_text = "not counted (no attempt token to read)" if stale is None else f"{stale:,}"
     reason = (f"{e['duplicate_jobs']:,} jobs with more than one, {e['extra_effects']:,} extra rows, "
               f"{e['missing_effects']:,} done with none, {stale_text} from a stale attempt; "
               f"{e['written']:,} written, {e['redeliveries']:,} redeliveries"
-              + ("" if per is None else f", {fmt_sig(per)} duplicates per 1,000 redeliveries"))
-    return [Item("effects", f"{e['mode']}: {e['duplicate_jobs']:,} duplicated", ok, reason)]
+              + ("" if per is None else f", {fmt_sig(per)} duplicates per 1,000 redeliveries")
+              + (f"; across the promotion, from the client's log: {twice:,} jobs whose effect was written twice, "
+                 f"{lost['acknowledged_effects_missing']:,} acknowledged rows the table lost" if lost else ""))
+    client = f", {twice:,} by the client's log" if lost else ""
+    return [Item("effects", f"{e['mode']}: {e['duplicate_jobs']:,} duplicated{client}", ok, reason)]
 
 
 def _trust(summary: Mapping[str, Any]) -> Item:

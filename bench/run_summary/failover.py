@@ -10,6 +10,15 @@ from __future__ import annotations
 from bench.results.recovery import recovery
 
 
+def without_primary(run_info: dict, t_s: float) -> bool:
+    """Whether the measured second ``t_s`` overlaps the failover's time with no primary, from the kill to the
+    promotion (to the run's end when none came): the monitor cannot sample in it, the event and not a fault of the
+    measurement. False without a failover."""
+    record = run_info.get("failover") or {}
+    killed, promoted = record.get("killed_at_s"), record.get("promoted_at_s")
+    return killed is not None and t_s + 1 > killed and (promoted is None or t_s <= promoted)
+
+
 def failover_figures(run_info: dict, rows: list[dict], losses: dict | None = None) -> dict | None:
     """The failover's record with ``claimless_s``, ``claims_resumed_at_s``, ``reconnection_s``, ``recovery`` and ``losses`` (the
     audit across the promotion: :mod:`bench.engines.failover_losses`; None when not audited); None without a

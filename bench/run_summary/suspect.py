@@ -9,6 +9,7 @@ from bench.config.run_config import RunConfig
 from bench.measure import metrics, seconds
 from bench.results.model import machine_busy, process_name
 from bench.run_summary.facts import Figures
+from bench.run_summary.failover import without_primary
 from bench.run_summary.relay import relay_reasons
 
 #: Above this harness CPU (% of one core) the load generator may be the bottleneck.
@@ -119,9 +120,11 @@ def _harness_reasons(f: Figures) -> list[str]:
                        "the harness may be the bottleneck")
     # The last row of an interrupted run is a partial second the monitor never reached.
     whole = f.facts.rows if f.facts.complete else f.facts.rows[:-1]
-    missed = sum(1 for r in whole if r.get("lock_waiters") is None)
-    if missed:
-        reasons.append(f"the monitor missed {missed} of {len(whole)} samples")
+    missed = [r for r in whole if r.get("lock_waiters") is None]
+    counted = [r for r in missed if not without_primary(f.facts.run_info, r["t_s"])]
+    if counted:
+        reasons.append(f"the monitor missed {len(counted)} of {len(whole)} samples"
+                       + (f" (and {len(missed) - len(counted)} with no primary)" if len(missed) > len(counted) else ""))
     if f.loop_lag.get_total_count() and seconds.p99_of(f.loop_lag) > SUSPECT_LOOP_LAG_P99_US:
         claim_p99_us = seconds.p99_of(f.claim) if f.claim.get_total_count() else None
         reasons.append(f"event-loop lag p99 {seconds.p99_of(f.loop_lag) / 1000:,.2f} ms "

@@ -145,15 +145,16 @@ class MariaDBWorkerSession(_Session):
         """Round trips sent on this connection and the effects' own since they opened."""
         return self.round_trips + (self.effects.round_trips if self.effects is not None else 0)
 
-    def effect(self, job_id: int, token: int) -> None:
+    def effect(self, job_id: int, token: int) -> bool:
         """See :meth:`bench.engines.base.WorkerSession.effect`; a lost effects connection closes both."""
         session = self.effects or self
         try:
-            session.run(policies.effect(self.cfg.schema, job_id, token, ignore=self.cfg.effects == "idempotent"))
+            results = session.run(policies.effect(self.cfg.schema, job_id, token, ignore=self.cfg.effects == "idempotent"))
         except EngineError:
             if session.broken:
                 self.close()
             raise
+        return results[-1][0] != 0  # INSERT IGNORE of a held key: 0 rows; -1: not reported
 
     def claim(self) -> list[ClaimedRow]:
         """See :meth:`bench.engines.base.WorkerSession.claim`: two round trips (one when nothing is eligible)."""

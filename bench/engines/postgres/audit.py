@@ -228,6 +228,13 @@ def completed_per_queue(conn: psycopg.Connection, schema: str, names: list[str],
         names, (start_unix, end_unix))
 
 
+def effect_rows(conn: psycopg.Connection, schema: str, ids: list[int]) -> set[tuple[int, int]]:
+    """``(logical id, attempt token)`` of the effect rows of ``ids`` (``EFFECTS``; the audit across a promotion)."""
+    query = sql.SQL("SELECT logical_id, attempt_token FROM {} WHERE logical_id = ANY(%s)").format(
+        sql.Identifier(schema, "effects"))
+    return {(int(i), int(t)) for i, t in conn.execute(query, (ids,))}
+
+
 def job_states(conn: psycopg.Connection, schema: str, defn: QueueDefinition, ids: list[int],
                relation: str | None = None) -> dict[int, tuple]:
     """id -> (attempt token, attempts, done) of the rows of ``ids`` in ``defn``'s table (or ``relation``), as the

@@ -14,7 +14,7 @@ from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.config.failover_parameters import sync_commit_settings
-from bench.engines.failover_losses import explain, failover_losses, job_ids
+from bench.engines.failover_losses import effect_losses, explain, failover_losses, job_ids
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.direct_check import check_direct
@@ -206,8 +206,11 @@ class PostgresEngine(Engine):
         """:func:`bench.engines.failover_losses.failover_losses` over the rows the log names, read on ``conn``,
         and ``audit_result``'s invariants less what they explain."""
         events = list(claim_log.rows())
-        states = audit.job_states(conn, cfg.schema, self.queue(cfg), sorted(job_ids(events)), _relation(cfg))
-        losses = failover_losses(events, position, states)
+        ids = sorted(job_ids(events))
+        losses = failover_losses(events, position, audit.job_states(conn, cfg.schema, self.queue(cfg), ids,
+                                                                   _relation(cfg)))
+        losses["effects"] = (None if cfg.effects == "none" else
+                             effect_losses(events, position, cfg.effects, audit.effect_rows(conn, cfg.schema, ids)))
         return {**audit_result, "invariants": explain(audit_result["invariants"], losses), "failover_losses": losses}
 
     def check_direct(self, conn: Any, dsn: str) -> None:

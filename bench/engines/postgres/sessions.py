@@ -141,22 +141,24 @@ class PgWorkerSession(_Session):
             self.session.close()
             raise
 
-    def effect(self, job_id: int, token: int) -> None:
+    def effect(self, job_id: int, token: int) -> bool:
         """Write job ``job_id``'s effect row with attempt ``token``, committed on its own (the worker's
         connection outside a transaction, or :meth:`_second_connection`). A lost effect connection closes the
         worker's too (both gone, as in a crash)."""
         try:
-            self._effect(self.effects, job_id, token)
+            return self._effect(self.effects, job_id, token)
         except EngineError:
             if self.effects.broken:
                 self.close()
             raise
 
     @staticmethod
-    def _effect(session: PreparedSession, job_id: int, token: int) -> None:
-        """Run the prepared ``effect`` on ``session``. Raises :class:`EngineError`."""
+    def _effect(session: PreparedSession, job_id: int, token: int) -> bool:
+        """Run the prepared ``effect`` on ``session``; whether it wrote a row (a statement that reports no count:
+        True). Raises :class:`EngineError`."""
         with translated(lambda: session.broken):
-            session.execute(b"effect", [str(job_id).encode(), str(token).encode()])
+            written = session.execute(b"effect", [str(job_id).encode(), str(token).encode()]).command_tuples
+        return written is None or written > 0
 
     def _wrapped(self, body: str, returned: list[str]) -> str:
         """The claim ``body`` as sent: as written when it returns the claimed row, else wrapped."""
