@@ -13,11 +13,11 @@ import psycopg
 from bench.config.run_config import build_config
 from bench.engines.postgres.embedded import PostgresRecipe
 from bench.engines.postgres.failover import Failover, failover_record
-from bench.engines.postgres.failover_watch import WATCH_EVERY_S, watch_for
+from bench.engines.postgres.failover_watch import WATCH_EVERY_S, FailoverWatch, watch_for
 from bench.engines.postgres.standby import embedded_standby
 from bench.results.failover_line import failover_line
 from bench.run_summary.failover import event_times, failover_figures
-from conftest import REPO
+from conftest import ADMIN_DSN, REPO
 from quiet import wait_for_quiet
 from test_failover import _standby_cfg
 
@@ -131,3 +131,34 @@ def test_the_watch_s_connection_is_counted_in_the_run_s_budget():
     kept = build_config("default", dsn="host=127.0.0.1,127.0.0.1 port=5432,5433 user=postgres "
                                        "target_session_attrs=read-write")
     assert kept.direct_connections() == plain.direct_connections() + 1
+
+
+def test_the_audit_s_position_is_after_the_last_failed_read_else_at_the_notice():
+    """On the test server, its identity taken for an old primary's: a read that answers the old identity clears the
+    split, a read that fails (an unreachable port, the connection terminated) sets it to the claim log's length
+    then, and the change is recorded with it; with no failed read since the old answer, the length as the change was noticed."""
+    log_length = iter(range(100, 1000, 100))  # the claim log's length at each look
+    watch = FailoverWatch(ADMIN_DSN)
+    watch.position = lambda: next(log_length)
+    real, lines = watch.before, []
+    watch.dsn, reachable = "postgresql://postgres@127.0.0.1:1/postgres", watch.dsn
+    watch.sample(1.0, lines.append)  # fails: the log's length now, 100
+    watch.dsn = reachable
+    watch.sample(2.0, lines.append)  # the old identity answers: the split forgotten
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as conn:  # the watch's connection broken
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE application_name = 'queue-bench failover watch'")
+    watch.sample(3.0, lines.append)  # fails: 200
+    watch.dsn, watch.before = reachable, {**real, "timeline": real["timeline"] - 1}
+    watch.sample(4.5, lines.append)
+    r = watch.record
+    assert (r["caused"], r["log_position"], r["old_primary_last_answered_s"], r["noticed_at_s"], r["gap_s"]) == (
+        False, 200, 2.0, 4.5, 2.5)
+    assert r["after"] == real and watch.failures == 2 and len(lines) == 1
+    watch.close()
+    fresh = FailoverWatch(ADMIN_DSN)
+    fresh.position, fresh.before = lambda: 700, {**real, "postmaster_start_unix": 0.0}
+    fresh.sample(0.5, lines.append)  # changed at the first read: no old answer, the length as noticed
+    fresh.close()
+    assert (fresh.record["log_position"], fresh.record["old_primary_last_answered_s"], fresh.record["gap_s"]) == (
+        700, None, None)

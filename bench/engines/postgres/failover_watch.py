@@ -61,7 +61,7 @@ class FailoverWatch:
                 self.sample(since_start(clock, n_warm), log)
                 gevent.sleep(max(0.0, WATCH_EVERY_S - (time.monotonic() - started)))
         finally:
-            self._close()
+            self.close()
 
     def sample(self, now_s: float, log: Callable[[str], None]) -> None:
         """One read of the primary's identity (the connection re-made when it broke); a change recorded once."""
@@ -71,10 +71,11 @@ class FailoverWatch:
             now = identity(self._conn)
         except (QBenchError, *DRIVER.errors):  # the primary gone, or none writable yet
             self.failures += 1
-            self._close()
-            # No host took a read-write session: the old primary gone, the new one not yet promoted, so no commit
-            # returns between here and the promotion: the claim log's length here splits what the old primary
-            # acknowledged from what the new one committed (docs/failover.md, "Observe-only").
+            self.close()
+            # The old primary is gone by now: every event it acknowledged is logged before here. A connection no host
+            # took read-write means the new one is not promoted yet and nothing commits until it is: the length here
+            # splits exactly. A connection found broken after the promotion puts the split later: safe, as below
+            # (docs/failover.md, "Observe-only").
             self._between = self.position()
             return
         if now == self.before:
@@ -82,7 +83,8 @@ class FailoverWatch:
             return
         # No read failed since the old primary last answered: the claim log's length now, later than the promotion.
         # An event logged between the promotion and now committed on the new primary, which holds it: counted as
-        # before the promotion, it cannot be counted missing; every event the old primary acknowledged is before it.
+        # before the promotion it cannot be counted missing (its claim counts in the attempts there, its completion
+        # left the job done with its token, its job has its row); every event the old primary acknowledged is before.
         self.record = failover_record(
             caused=False, before=self.before, after=now, noticed_at_s=now_s,
             old_primary_last_answered_s=self._last_old_s, new_primary_first_answered_s=now_s,
@@ -91,7 +93,8 @@ class FailoverWatch:
         log(f"failover: the primary changed (timeline {self.before['timeline']} -> {now['timeline']}), "
             f"noticed at {now_s:g} s; the run goes on against the new one")
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the watch's connection (the next read re-makes it)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
