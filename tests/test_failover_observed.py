@@ -16,7 +16,7 @@ from bench.engines.postgres.failover import Failover, failover_record
 from bench.engines.postgres.failover_watch import WATCH_EVERY_S, FailoverWatch, watch_for
 from bench.engines.postgres.standby import embedded_standby
 from bench.results.failover_line import failover_line
-from bench.run_summary.failover import event_times, failover_figures
+from bench.run_summary.failover import event_times, failover_figures, without_primary
 from conftest import ADMIN_DSN, REPO
 from quiet import wait_for_quiet
 from test_failover import _standby_cfg
@@ -123,6 +123,8 @@ def test_an_observed_failover_is_judged_from_the_old_primary_s_last_answer_and_s
     caused = failover_record(caused=True, killed_at_s=3.5, promoted_at_s=6.0)
     assert event_times(caused) == (3.5, 6.0) and event_times(record) == (3.02, 7.02)
     assert event_times({"killed_at_s": 3.5, "promoted_at_s": 6.0}) == (3.5, 6.0)  # a record from before `caused`
+    # the monitor cannot sample between the old primary's last answer and the new one's first: not a suspect run
+    assert [t for t in range(12) if without_primary({"failover": record}, t)] == [3, 4, 5, 6, 7]
 
 
 def test_the_watch_s_connection_is_counted_in_the_run_s_budget():
