@@ -70,8 +70,9 @@ class RunConfig:
     def direct_connections(self) -> int:
         """The tool's own connections besides the admin one, direct to the server even behind a pooler: the
         monitor's two, VACUUM, mover, faults (a long transaction, a backend killer, a migration), the standby
-        sampler's."""
+        sampler's, the failover watch's (a DSN kept to the primary: docs/failover.md, "Observe-only")."""
         return (2 + (1 if self.vacuums() else 0) + (1 if self.layout == "archive" else 0)
+                + (1 if "target_session_attrs" in (self.direct_dsn() or self.dsn or "") else 0)
                 + sum(1 for f in self.faults if f.kind in ("long_transaction", "backend_kill", "migration"))
                 # a migration's: the monitor's lock queue, and one that cancels a statement still waiting at the end
                 + (2 if any(f.kind == "migration" for f in self.faults) else 0)

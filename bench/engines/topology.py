@@ -56,8 +56,14 @@ class Topology:
     # -- FAULTS=failover: the embedded primary killed, its standby promoted (docs/failover.md)
     def failover(self, primary_dsn: str, standby_dsn: str, cfg: Any) -> Any:
         """The failover of ``primary_dsn`` to ``standby_dsn`` (the embedded servers): ``dsn`` (both, for every
-        connection of the run), ``run(fault, clock, n_warm, log)`` (the window), ``record`` (for run.json)."""
+        connection of the run), ``start(position, clock, n_warm, log)`` (the claim log's length, read as the promotion
+        begins; greenlets to kill at the stop), ``run(fault, clock, n_warm, log)`` (the window), ``record`` (run.json)."""
         raise NotImplementedError(f"the failover fault is not built for {self.name}")
+
+    def observe_failover(self, dsn: str) -> Any:
+        """Behind a user's multi-host ``dsn`` kept to the primary: a watch of the primary's identity (``start``,
+        ``record``, as :meth:`failover`'s), else None (docs/failover.md, "Observe-only")."""
+        return None
 
     def failover_losses(self, conn: Any, cfg: Any, claim_log: Any, position: int, audit: dict) -> dict:
         """``audit`` (the audit's result on the new primary behind ``conn``) with ``failover_losses``

@@ -144,7 +144,9 @@ def _failover_rows(summary: dict) -> list[dict]:
         return []
     lost = bool(loss_counts(f.get("losses") or {}))
     unrecovered = (f.get("recovery") or {}).get("recovered_at_s") is None
-    return [_row("failover: kill, promotion, claims resumed, recovery, losses", failover_line(f).split(": ", 1)[1],
+    what = ("observed: the old primary's last answer, the new one's first" if f.get("caused") is False
+            else "kill, promotion")
+    return [_row(f"failover: {what}, claims resumed, recovery, losses", failover_line(f).split(": ", 1)[1],
                  bad=bool(f.get("error")) or lost or unrecovered)]
 
 

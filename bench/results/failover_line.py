@@ -19,7 +19,7 @@ def loss_counts(losses: dict) -> dict[str, int]:
     return {**found, **{words: effects[k] for k, words in EFFECT_WORDS.items() if effects.get(k)}}
 
 
-def recovery_text(r: dict | None) -> str:
+def recovery_text(r: dict | None, since: str = "the kill") -> str:
     """When the queue held again (:func:`bench.results.recovery.recovery`), with what it was judged by."""
     if not r:
         return "recovery not judged"
@@ -29,20 +29,43 @@ def recovery_text(r: dict | None) -> str:
     unjudged = f"; not judged per second: {', '.join(r['not_judged'])}" if r["not_judged"] else ""
     if r["recovered_at_s"] is None:
         return f"not recovered within the window ({by}){unjudged}"
-    return f"recovered at {r['recovered_at_s']:g} s, {r['recovery_s']:g} s after the kill ({by}){unjudged}"
+    return f"recovered at {r['recovered_at_s']:g} s, {r['recovery_s']:g} s after {since} ({by}){unjudged}"
 
 
 def failover_line(f: dict) -> str:
     """The failover in a line: the kill, the promotion, claims resuming, recovery, what was lost."""
     if f.get("error"):
         return f"failover: {f['error']}"
+    if f.get("caused") is False:
+        return observed_line(f)
     promoted = (f"standby promoted at {f['promoted_at_s']:g} s (pg_promote {f['promotion_s']:g} s)"
                 if f.get("promoted") else "standby not promoted")
-    resumed = (f"claims resumed at {f['claims_resumed_at_s']:g} s ({f['claimless_s']} s without a claim, "
-               f"reconnection ≤ {f['reconnection_s']:g} s after the promotion)"
-               if f.get("claims_resumed_at_s") is not None else "claims never resumed")
-    losses = f.get("losses")
-    lost = ("losses not audited" if not losses else
-            ", ".join(f"{n} {words}" for words, n in loss_counts(losses).items()) or "nothing lost")
     return (f"failover: primary killed at {f['killed_at_s']:g} s ({f['processes_killed']} processes), {promoted}; "
-            f"{resumed}; {recovery_text(f.get('recovery'))}; {lost}")
+            f"{_resumed(f, 'the promotion')}; {recovery_text(f.get('recovery'))}; {_lost(f)}")
+
+
+def observed_line(f: dict) -> str:
+    """A failover the tool noticed and did not cause (``caused`` false): the change of primary, the gap, claims
+    resuming, recovery, what was lost."""
+    before, after = f["before"], f["after"]
+    last = f["old_primary_last_answered_s"]
+    gap = (f"the old last answered at {last:g} s, the new first at {f['new_primary_first_answered_s']:g} s "
+           f"(gap {f['gap_s']:g} s)" if last is not None else "the old never answered in the run")
+    return (f"failover: observed, not caused: the primary changed (timeline {before['timeline']} → {after['timeline']}"
+            f"{'' if after['system_identifier'] == before['system_identifier'] else ', another system'}), noticed at "
+            f"{f['noticed_at_s']:g} s, {gap}; {_resumed(f, 'its first answer')}; "
+            f"{recovery_text(f.get('recovery'), 'the old primary last answered')}; {_lost(f)}")
+
+
+def _resumed(f: dict, since: str) -> str:
+    """Claims resuming after the failover."""
+    return (f"claims resumed at {f['claims_resumed_at_s']:g} s ({f['claimless_s']} s without a claim, "
+            f"reconnection ≤ {f['reconnection_s']:g} s after {since})"
+            if f.get("claims_resumed_at_s") is not None else "claims never resumed")
+
+
+def _lost(f: dict) -> str:
+    """The acknowledged work the new primary lacks, in words."""
+    losses = f.get("losses")
+    return ("losses not audited" if not losses else
+            ", ".join(f"{n} {words}" for words, n in loss_counts(losses).items()) or "nothing lost")

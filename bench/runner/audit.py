@@ -35,7 +35,7 @@ def audit(run) -> Audited:
         run.claim_plans, run.plans_when = engine.capture_plans(run.admin, cfg, "on the table as the load left it")
     result = engine.audit(run.admin, cfg, run.claim_log, seeded_rows=cfg.history + run.backlog,
                           over_claims=run.tally.totals["over_claims"])
-    position = (run.failover.record.get("log_position") if run.failover else None)
+    position = (run.failover.record or {}).get("log_position") if run.failover else None  # None: none noticed
     if position is not None:  # the audit across the promotion: acknowledged work missing, counted apart
         result = engine.failover_losses(run.admin, cfg, run.claim_log, position, result)
     held = result.pop("running_by_claimant", None)  # the driver's, not the audit's

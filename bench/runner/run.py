@@ -144,7 +144,7 @@ class Run:
         self.pgss_missing = engine.statement_stats_unavailable(admin)
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
         self.standby_root = engine.standby_root(self.standby_dsn, cfg) if self.standby_dsn else None  # the embedded one's
-        self.failover = None  # FAULTS=failover: from here every connection names both servers, the primary first
+        self.failover = engine.observe_failover(self.direct)  # a user's multi-host DSN: a change of primary noticed
         if any(f.kind == "failover" for f in cfg.faults):
             self.failover = engine.failover(self.direct, self.standby_dsn, cfg)
             self.dsn = self.direct = self.upstream = self.failover.dsn
@@ -195,15 +195,14 @@ class Run:
                                              partitions=self.partitions, totals=self.tally.totals,
                                              failover=self.failover)
                                 for f in cfg.faults]
-        if self.failover is not None:  # the claim log's length as the promotion begins: the acknowledged events
-            self.failover.position = lambda: self.claim_log.events
+        # the claim log is written here as claims commit only with this process's own workers
+        local_log = cfg.processes == 1 and self.external_workers is None and not isinstance(self.driver, LibraryWorkersDriver)
+        position = (lambda: self.claim_log.events) if local_log else (lambda: None)
+        if self.failover is not None:  # the claim log's length as the promotion begins (or is noticed): acknowledged
+            self.samplers += self.failover.start(position, clock, self.n_warm, self.log)
         self.side_tasks = SideTasks(self.engine, cfg, self.direct, self.recorder, clock.now_s, pooled_dsn=self.dsn)
         if self.standby_dsn:
-            # the claim log is written here as claims commit only with this process's own workers
-            local_log = (cfg.processes == 1 and self.external_workers is None
-                         and not isinstance(self.driver, LibraryWorkersDriver))
-            self.side_tasks.watch_replica(self.direct, self.standby_dsn, self.tally.note, self.n_warm + self.n_meas,
-                                          (lambda: self.claim_log.events) if local_log else (lambda: None))
+            self.side_tasks.watch_replica(self.direct, self.standby_dsn, self.tally.note, self.n_warm + self.n_meas, position)
         self.tally.open_logs(self.run_dir, clock.unix0)
         self.rss = RssLog(self.proc, self.log)
 
@@ -283,7 +282,7 @@ class Run:
     def _after_failover(self) -> None:
         """After a failover the admin connection's server is gone: a new one on the promoted standby (the run's
         DSN names both), the schema's lock taken again there."""
-        if self.failover is None or self.engine.is_alive(self.admin):
+        if not (self.failover and self.failover.record) or self.engine.is_alive(self.admin):  # none, or none noticed
             return
         self.admin.close()
         self.admin = self.engine.connect(self.direct, "queue-bench admin")

@@ -202,6 +202,11 @@ class PostgresEngine(Engine):
         from bench.engines.postgres.failover import Failover  # here: only a failover window uses it
         return Failover(primary_dsn, standby_dsn, cfg.promote_after_s)
 
+    def observe_failover(self, dsn: str) -> Any:
+        """:func:`bench.engines.postgres.failover_watch.watch_for`."""
+        from bench.engines.postgres.failover_watch import watch_for  # here: only a multi-host DSN uses it
+        return watch_for(dsn)
+
     def failover_losses(self, conn: Any, cfg: Any, claim_log: Any, position: int, audit_result: dict) -> dict:
         """:func:`bench.engines.failover_losses.failover_losses` over the rows the log names, read on ``conn``,
         and ``audit_result``'s invariants less what they explain."""

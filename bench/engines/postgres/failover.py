@@ -17,7 +17,7 @@ import psutil
 from bench.engines.postgres.adapter import DRIVER, conninfo_params, connect_dsn, make_conninfo
 from bench.errors import QBenchError
 
-__all__ = ["PROMOTE_WAIT_S", "Failover", "multi_host"]
+__all__ = ["PROMOTE_WAIT_S", "RECORD_KEYS", "Failover", "failover_record", "identity", "multi_host", "since_start"]
 
 #: How long ``pg_promote`` may take before the promotion counts as failed (PostgreSQL's default is 60 s).
 PROMOTE_WAIT_S = 60
@@ -34,7 +34,18 @@ def multi_host(primary_dsn: str, standby_dsn: str) -> str:
                             "port": f"{primary['port']},{standby['port']}", "target_session_attrs": "read-write"})
 
 
-def _seconds(clock, n_warm: int) -> float:
+#: ``run.json`` ``failover``'s keys, caused (``FAULTS=failover``) or observed (:mod:`.failover_watch`): the other's null.
+RECORD_KEYS = ("caused", "promote_after_s", "wal_stop_s", "wal_receiver_stopped_at_s", "killed_at_s", "processes_killed",
+               "promoted_at_s", "promotion_s", "promoted", "noticed_at_s", "old_primary_last_answered_s",
+               "new_primary_first_answered_s", "gap_s", "error", "before", "after", "log_position")
+
+
+def failover_record(**given: Any) -> dict[str, Any]:
+    """A ``failover`` record: every key of :data:`RECORD_KEYS`, None unless ``given``."""
+    return {**dict.fromkeys(RECORD_KEYS), **given}
+
+
+def since_start(clock, n_warm: int) -> float:
     """Now, in seconds since the measured start."""
     return round(clock.now_s() - n_warm, 3)
 
@@ -48,15 +59,19 @@ class Failover:
     def __init__(self, primary_dsn: str, standby_dsn: str, promote_after_s: float):
         self.standby_dsn, self.promote_after_s = standby_dsn, promote_after_s
         self.dsn = multi_host(primary_dsn, standby_dsn)
-        self.position: Callable[[], int] | None = None  # the claim log's length so far (set by the run)
+        self.position: Callable[[], int | None] | None = None  # the claim log's length so far (:meth:`start`)
         with connect_dsn(primary_dsn, application_name="queue-bench failover") as conn:
             self.postmaster = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).parent()
-            self.old_system = _identity(conn)
-        self.record: dict[str, Any] = {"promote_after_s": promote_after_s, "wal_stop_s": None,
-                                       "wal_receiver_stopped_at_s": None, "killed_at_s": None,
-                                       "processes_killed": None, "promoted_at_s": None, "promotion_s": None,
-                                       "promoted": False, "error": None, "before": self.old_system, "after": None,
-                                       "log_position": None}
+            self.old_system = identity(conn)
+        self.record = failover_record(caused=True, promote_after_s=promote_after_s, promoted=False,
+                                      before=self.old_system)
+
+    def start(self, position: Callable[[], int | None], clock, n_warm: int, log: Callable[[str], None]) -> list:
+        """Note ``position()`` (the claim log's length, read as the promotion begins); nothing to watch: the
+        window (:meth:`run`) causes the failover. Returns no greenlet (:class:`.failover_watch.FailoverWatch`'s
+        shape)."""
+        self.position = position
+        return []
 
     def run(self, fault, clock, n_warm: int, log: Callable[[str], None]) -> None:
         """From ``fault.start_s - fault.wal_stop_s``: stop the WAL receiver; at ``start_s`` kill the primary; at
@@ -65,11 +80,11 @@ class Failover:
         try:
             self.record["wal_stop_s"] = fault.wal_stop_s
             if fault.wal_stop_s > 0:
-                receiver = self._stop_receiver()
-                self.record["wal_receiver_stopped_at_s"] = _seconds(clock, n_warm)
+                receiver = self.stop_receiver()
+                self.record["wal_receiver_stopped_at_s"] = since_start(clock, n_warm)
             clock.sleep_until(n_warm + fault.start_s)
-            self.record["killed_at_s"] = _seconds(clock, n_warm)
-            self.record["processes_killed"] = self._kill_primary()
+            self.record["killed_at_s"] = since_start(clock, n_warm)
+            self.record["processes_killed"] = self.kill_primary()
             log(f"failover: the primary's {self.record['processes_killed']} processes killed at "
                 f"{self.record['killed_at_s']:g} s")
             if receiver is not None:
@@ -86,7 +101,7 @@ class Failover:
             if receiver is not None:
                 _quietly(receiver.resume)
 
-    def _stop_receiver(self) -> psutil.Process:
+    def stop_receiver(self) -> psutil.Process:
         """SIGSTOP the standby's WAL receiver: it neither receives nor acknowledges WAL until resumed."""
         with connect_dsn(self.standby_dsn, application_name="queue-bench failover") as conn:
             pid = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()[0]
@@ -94,7 +109,7 @@ class Failover:
         receiver.suspend()
         return receiver
 
-    def _kill_primary(self) -> int:
+    def kill_primary(self) -> int:
         """Freeze the postmaster and every process under it (SIGSTOP), then SIGKILL them all; their count."""
         procs = [self.postmaster, *self.postmaster.children(recursive=True)]
         for proc in procs:
@@ -112,12 +127,12 @@ class Failover:
             started = time.perf_counter()
             promoted = conn.execute("SELECT pg_promote(true, %s)", (PROMOTE_WAIT_S,)).fetchone()[0]
             self.record["promotion_s"] = round(time.perf_counter() - started, 3)
-            self.record["promoted_at_s"] = _seconds(clock, n_warm)
+            self.record["promoted_at_s"] = since_start(clock, n_warm)
             self.record["promoted"] = bool(promoted)
-            self.record["after"] = _identity(conn)
+            self.record["after"] = identity(conn)
 
 
-def _identity(conn) -> dict:
+def identity(conn) -> dict:
     """What tells one primary from another: system identifier, timeline (of the WAL it writes now), postmaster
     start time."""
     system, timeline = conn.execute("SELECT system_identifier, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) "
