@@ -211,6 +211,23 @@ def test_start_configure_stop(engine):
     print(f"\nstart {t_ready - t0:.2f} s, stop {t_end - t_stop:.2f} s")
 
 
+def test_a_server_killed_during_the_run_is_said_to_be_gone_not_failed_to_stop():
+    """After ``FAULTS=failover`` killed every process of the embedded primary, its stop line says so instead of
+    reporting failed shutdowns, and its directory is removed all the same."""
+    lines: list[str] = []
+    with embedded_postgres(37, log=lines.append) as dsn:  # 37: the connections the configuration check expects
+        port = urlsplit(dsn).port
+        data_dir = CONFIGURED["postgres"](dsn, port)
+        postmaster = psutil.Process(_server_pid(data_dir))
+        procs = [postmaster, *postmaster.children(recursive=True)]
+        for proc in procs:
+            proc.kill()
+        psutil.wait_procs(procs, timeout=10)
+    stop = [line for line in lines if "stopped" in line]
+    assert stop and "already gone, killed during the run" in stop[-1] and "shutdown failed" not in stop[-1], lines
+    assert not pathlib.Path(data_dir).exists()
+
+
 @engines(postgres=[pytest.mark.slow], mariadb=[pytest.mark.slow])
 def test_exception_inside_block_still_stops(engine):
     """On MariaDB also: a max_connections below its 10 (3) is raised to 10, with a line saying so."""

@@ -16,6 +16,7 @@ from bench.report.render import LABEL_BOX, new_figure, save_png, say, write_plot
 from bench.report.run_format import engine_capability
 from bench.results.histograms import read_hlog, spectrum
 from bench.results.model import read_table
+from bench.results.failover_line import event_times
 from bench.report.run_plots import (
     SPECTRUM_SERIES, draw_latency_spectrum, draw_claim_latency, draw_claim_vs_table, draw_dead_tuples, draw_history_list, draw_lock_queue, draw_locks_running, draw_loop_lag,
     draw_oldest_age, draw_priority_ages, draw_throughput,
@@ -114,6 +115,7 @@ def draw_figure(draw: Callable[[plt.Axes, pd.DataFrame, dict], None], df: pd.Dat
                     fontsize="x-small", va="top", color="#555", zorder=5, bbox=LABEL_BOX)
         if time_axis:
             _worker_markers(ax, summary.get("worker_changes") or [])
+            _failover_markers(ax, summary.get("failover"))
         return fig
     except BaseException:
         plt.close(fig)
@@ -126,6 +128,19 @@ def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
         ax.axvline(change["t_s"], color="#333", linestyle=":", linewidth=1.2, zorder=4)
         ax.text(change["t_s"], 0.02, f" {change['workers_before']}\u2192{change['workers']} workers",
                 transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom", color="#333", zorder=5, bbox=LABEL_BOX)
+
+
+def _failover_markers(ax: plt.Axes, record: dict | None) -> None:
+    """A dashed line and a label at the failover's two moments (:func:`event_times`): the kill and the promotion,
+    or, observed, the old primary's last answer and the new one's first."""
+    if not record:
+        return
+    labels = ("killed", "promoted") if record.get("caused", True) else ("old last seen", "new first seen")
+    for t_s, label in zip(event_times(record), labels):
+        if t_s is not None:
+            ax.axvline(t_s, color="#b22222", linestyle="--", linewidth=1.1, zorder=4)
+            ax.text(t_s, 0.10, f" {label}", transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom",
+                    color="#b22222", zorder=5, bbox=LABEL_BOX)
 
 
 #: The oldest-age caption's last sentence with arrivals (RATE), and without: in a closed-loop drain the
@@ -189,7 +204,7 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "of the queue table ended (pg_stat_user_tables.autovacuum_count rose); the note at the top right "
      "gives the size of the claim's index (pg_relation_size), which dead entries at its head make "
      "claims step over until vacuum removes them (FR-12). Shaded bands on "
-     "every plot are fault-injection windows; a dotted line marks a second in which the number of "
+     "every plot are fault-injection windows (a failover's kill and promotion dashed red lines); a dotted line marks a second in which the number of "
      "running workers changed (the web UI, or a lost load generator process).",
      draw_dead_tuples),
 )
@@ -214,6 +229,6 @@ HISTORY_LIST = (
     "meaning on InnoDB (their columns are empty, not zero): every claim and completion leaves undo "
     "behind until purge removes it, and an open read view (a long transaction) holds purge back, so a "
     "climbing line means purge is not keeping up or something stops it. Gaps are seconds the monitor "
-    "missed. Shaded bands on every plot are fault-injection windows; a dotted line marks a second in "
+    "missed. Shaded bands on every plot are fault-injection windows (a failover's kill and promotion dashed red lines); a dotted line marks a second in "
     "which the number of running workers changed (the web UI, or a lost load generator process).",
     draw_history_list)

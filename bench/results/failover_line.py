@@ -19,6 +19,14 @@ def loss_counts(losses: dict) -> dict[str, int]:
     return {**found, **{words: effects[k] for k, words in EFFECT_WORDS.items() if effects.get(k)}}
 
 
+def event_times(record: dict) -> tuple[float | None, float | None]:
+    """The failover's (kill, promotion) in s since the measured start: a caused one's; an observed one's (``caused``
+    false) the old primary's last answer and the new one's first (a record without ``caused`` was caused)."""
+    if record.get("caused", True):
+        return record.get("killed_at_s"), record.get("promoted_at_s")
+    return record.get("old_primary_last_answered_s"), record.get("new_primary_first_answered_s")
+
+
 def recovery_text(r: dict | None, since: str = "the kill") -> str:
     """When the queue held again (:func:`bench.results.recovery.recovery`), with what it was judged by."""
     if not r:

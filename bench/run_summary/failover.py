@@ -9,15 +9,8 @@ new one's first answer as the promotion."""
 
 from __future__ import annotations
 
+from bench.results.failover_line import event_times
 from bench.results.recovery import recovery
-
-
-def event_times(record: dict) -> tuple[float | None, float | None]:
-    """The failover's (kill, promotion) in s since the measured start: a caused one's; an observed one's (``caused``
-    false) the old primary's last answer and the new one's first (a record without ``caused`` was caused)."""
-    if record.get("caused", True):
-        return record.get("killed_at_s"), record.get("promoted_at_s")
-    return record.get("old_primary_last_answered_s"), record.get("new_primary_first_answered_s")
 
 
 def without_primary(run_info: dict, t_s: float) -> bool:

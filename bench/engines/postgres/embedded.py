@@ -154,6 +154,9 @@ class PostgresRecipe(Recipe):
         pid = None
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().split("\n", 1)[0])
+        if pid and wait_gone(pid, timeout=0):  # killed during the run (FAULTS=failover): nothing left to stop
+            problems.append("its processes were already gone, killed during the run")
+            return
         if not self._pg_ctl_stop(srv, "fast", STOP_TIMEOUT_S):
             problems.append("fast shutdown failed")
             if not self._pg_ctl_stop(srv, "immediate", 30):
