@@ -24,11 +24,16 @@ def recovery_text(r: dict | None) -> str:
 
 
 def failover_line(f: dict) -> str:
-    """The failover in a line: the kill, the promotion, claims resuming, recovery, what was lost."""
+    """The failover in a line: the kill, the promotion, the embedded pooler's re-point (when there was one), claims
+    resuming, recovery, what was lost."""
     if f.get("error"):
         return f"failover: {f['error']}"
     promoted = (f"standby promoted at {f['promoted_at_s']:g} s (pg_promote {f['promotion_s']:g} s)"
                 if f.get("promoted") else "standby not promoted")
+    if f.get("repointed_at_s") is not None:
+        errors = ", ".join(f"{kind} {n}" for kind, n in (f.get("errors_kill_to_repoint") or {}).items()) or "none"
+        promoted += (f"; pooler re-pointed at {f['repointed_at_s']:g} s ({f['promotion_to_repoint_s']:g} s after the "
+                     f"promotion, PAUSE to RESUME {f['repoint_s']:g} s; errors from the kill: {errors})")
     resumed = (f"claims resumed at {f['claims_resumed_at_s']:g} s ({f['claimless_s']} s without a claim, "
                f"reconnection ≤ {f['reconnection_s']:g} s after the promotion)"
                if f.get("claims_resumed_at_s") is not None else "claims never resumed")

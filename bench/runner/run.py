@@ -52,7 +52,7 @@ class Run:
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
         self.relay = relay  # the delay relay dsn goes through (NET_DELAY_MS): its process the run's own
         self.upstream = relay.upstream_dsn if relay else dsn  # what the relay forwards to: the pooler or the server
-        self.pooler_pid = pooler.pid if pooler else None  # the embedded pooler's process: the run's own
+        self.pooler, self.pooler_pid = pooler, (pooler.pid if pooler else None)  # the embedded pooler, its process the run's
         # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's;
         # pooler_facts: what the run read of the pooler before the load (run.json pooler)
         self.pooler_console, self.pooler_facts, self.pooler_watch = pooler.admin_dsn if pooler else users_console(cfg), None, None
@@ -144,10 +144,10 @@ class Run:
         self.pgss_missing = engine.statement_stats_unavailable(admin)
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
         self.standby_root = engine.standby_root(self.standby_dsn, cfg) if self.standby_dsn else None  # the embedded one's
-        self.failover = None  # FAULTS=failover: from here every connection names both servers, the primary first
-        if any(f.kind == "failover" for f in cfg.faults):
-            self.failover = engine.failover(self.direct, self.standby_dsn, cfg)
-            self.dsn = self.direct = self.upstream = self.failover.dsn
+        self.failover = None  # FAULTS=failover: from here the tool's connections name both servers, the primary first
+        if any(f.kind == "failover" for f in cfg.faults):  # the workers' too, unless the embedded pooler's (re-pointed)
+            self.failover = engine.failover(self.direct, self.standby_dsn, cfg, self.pooler)
+            self.dsn, self.direct = self.failover.workers_dsn(self.dsn), self.failover.dsn
             self.sessions = engine.sessions(self.dsn, cfg)
         self.commit_mode = engine.commit_mode(self.dsn, admin, cfg)  # read back on the workers' path, standby named
         self.run_dir = Path(cfg.results) / self.run_id  # only now: bad input, an interrupted seeding leave none
@@ -196,7 +196,7 @@ class Run:
                                              failover=self.failover)
                                 for f in cfg.faults]
         if self.failover is not None:  # the claim log's length as the promotion begins: the acknowledged events
-            self.failover.position = lambda: self.claim_log.events
+            self.failover.position, self.failover.errors = (lambda: self.claim_log.events), (lambda: self.tally.errors(self.recorder))
         self.side_tasks = SideTasks(self.engine, cfg, self.direct, self.recorder, clock.now_s, pooled_dsn=self.dsn)
         if self.standby_dsn:
             # the claim log is written here as claims commit only with this process's own workers
