@@ -71,6 +71,7 @@ BAD_VALUES: dict[str, tuple] = {
     "hot_standby_feedback": ("maybe", 1),
     "sync_commit": ("always", "remote", "true", 1),
     "promote_after_s": (-1, 601, "soon"),
+    "repoint_after_s": (-1, 601, "soon"),
     "replica_max_delay_s": (-1, "soon", 1e9),
     "pooler": ("pgpool", "odyssey", 1),
     "pool_size": (0, -1, 10_001, "many", 2.5),

@@ -4,6 +4,7 @@ the refusals (docs/failover.md)."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -15,6 +16,9 @@ from bench.config.run_config import build_config
 from bench.engines.failover_losses import LOSS_KEYS, effect_losses, explain, failover_losses
 from bench.engines.postgres import builtin_queue, commit_mode
 from bench.engines.postgres.embedded import PostgresRecipe
+from bench.engines.postgres.pooler.console import console_rows
+from bench.engines.postgres.pooler.pgbouncer import embedded_pgbouncer
+from bench.engines.postgres.pooler.repoint import repoint
 from bench.engines.postgres.standby import embedded_standby
 from bench.run_summary.failover import without_primary
 from cli_in_process import qbench_in_process
@@ -110,24 +114,28 @@ def test_refusals_are_one_line(tmp_path, args, starts):
     assert not results.exists()
 
 
-def _failover_run(tmp_path, sync_commit: str, *more: str) -> tuple[dict, dict]:
-    """One embedded run at ``sync_commit`` (and ``more`` arguments): 200 jobs/s, 4 workers, the WAL receiver stopped
-    at 2 s, the primary killed at 4 s, the standby promoted 2 s later, 16 s measured; it must exit 0. Its summary
-    and run.json. On a quiet machine: its seconds without a claim are timed (tests/quiet.py)."""
+def _failover_run(tmp_path, sync_commit: str, *more: str, faults: str = "failover@4-14:wal_stop_s=2",
+                  duration: str = "16s") -> tuple[dict, dict, list[dict]]:
+    """One embedded run at ``sync_commit``: 200 jobs/s, 4 workers, by default the WAL receiver stopped at 2 s, the
+    primary killed at 4 s, the standby promoted 2 s later, 16 s measured (``more``: other arguments); it must exit
+    0. Its summary, run.json and intervals.csv rows. On a quiet machine: its seconds without a claim are timed
+    (tests/quiet.py)."""
     wait_for_quiet(f"a failover at {sync_commit}")
-    proc = qbench("run", "--replica", "--sync-commit", sync_commit, "--faults", "failover@4-14:wal_stop_s=2",
-                  "--promote-after-s", "2", "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", "16s",
-                  *more, "--results", str(tmp_path), timeout=300)
+    proc = qbench("run", "--replica", "--sync-commit", sync_commit, "--faults", faults, "--promote-after-s", "2",
+                  "--rate", "200", "--workers", "4", "--warmup", "1s", "--duration", duration, *more,
+                  "--results", str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir())
-    return (json.loads((run_dir / "summary.json").read_text()), json.loads((run_dir / "run.json").read_text()))
+    with open(run_dir / "intervals.csv", newline="") as f:
+        rows = [{k: float(v) if v else None for k, v in row.items()} for row in csv.DictReader(f)]
+    return (json.loads((run_dir / "summary.json").read_text()), json.loads((run_dir / "run.json").read_text()), rows)
 
 
 def test_a_failover_under_load_promotes_the_standby_and_every_worker_reconnects(tmp_path):
     """``remote_apply`` with the WAL receiver stopped 2 s before the kill: every process of the primary killed at
     4 s, the standby promoted 2 s later, the workers reconnect to it through the multi-host DSN and claim again;
     nothing acknowledged is missing (the audit runs on the new primary), the run exits 0."""
-    summary, info = _failover_run(tmp_path, "remote_apply")
+    summary, info, _rows = _failover_run(tmp_path, "remote_apply")
     f = summary["failover"]
     assert f["error"] is None and f["promoted"] is True and f["wal_stop_s"] == 2.0
     assert 4.0 <= f["killed_at_s"] < 4.5 and f["processes_killed"] >= 5  # postmaster, checkpointer, backends, ...
@@ -163,7 +171,8 @@ def test_a_failover_under_load_promotes_the_standby_and_every_worker_reconnects(
 @pytest.mark.parametrize("args, says", [
     (("--faults", "failover@4-20"), "needs the embedded standby"),
     (("--replica", "--faults", "failover@4-20;failover@5-20"), "one failover per run"),
-    (("--replica", "--faults", "failover@4-20", "--pooler", "pgbouncer"), "re-pointing a pooler"),
+    (("--replica", "--faults", "failover@4-20", "--pooler", "pgbouncer", "--promote-after-s", "10",
+      "--repoint-after-s", "6"), "the pooler's re-point 6 s after the promotion (--repoint-after-s 6) comes at or"),
     (("--replica", "--faults", "failover@4-20", "--net-delay-ms", "1"), "the delay relay forwards to the old primary"),
     (("--replica", "--faults", "failover@4-20", "--processes", "2", "--workers", "4"), "in one process"),
     (("--replica", "--faults", "failover@4-20:wal_stop_s=5"), "wal_stop_s=5 stops the WAL receiver before"),
@@ -183,6 +192,89 @@ def test_failover_refusals_are_one_line(tmp_path, args, says):
 def test_promote_after_s_without_a_failover_is_refused(tmp_path):
     proc = qbench_in_process("run", "--promote-after-s", "5", "--results", str(tmp_path / "results"))
     assert proc.returncode == 2 and proc.stderr.startswith("qbench: --promote-after-s: has no effect without")
+
+
+@pytest.mark.parametrize("args", [("--replica", "--faults", "failover@4-20"), ("--pooler", "pgbouncer")])
+def test_repoint_after_s_without_the_embedded_pooler_and_a_failover_is_refused(tmp_path, args):
+    proc = qbench_in_process("run", *args, "--repoint-after-s", "1", "--results", str(tmp_path / "results"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("qbench: --repoint-after-s: has no effect without --pooler pgbouncer and a failover")
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_failover_through_a_pooler_of_yours_is_refused_before_anything_is_created(tmp_path):
+    """``DSN`` a pooler of the user's (``DSN_DIRECT``, ``POOL_MODE``): the tool never changes it, so no failover;
+    one line, no schema, no results directory."""
+    server = "postgresql://postgres@127.0.0.1:5432/postgres"
+    results = tmp_path / "results"
+    proc = qbench_in_process("run", "--replica", "--dsn", "postgresql://postgres@127.0.0.1:6432/postgres",
+                             "--dsn-direct", server, "--pool-mode", "transaction", "--dsn-replica",
+                             "postgresql://postgres@127.0.0.1:5433/postgres", "--faults", "failover@4-20",
+                             "--duration", "30s", "--schema", "qbench_refused_pooler", "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qbench: --faults: failover@4-20: "), proc.stderr
+    assert "the tool never changes a user's pooler" in proc.stderr, proc.stderr
+    assert not results.exists()
+    with psycopg.connect(server, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'qbench_refused_pooler'").fetchone()[0] == 0
+
+
+def test_a_re_point_that_pause_would_wait_for_forever_kills_the_database_and_the_pool_follows(primary):
+    """A client holds a transaction open through the embedded pooler, so PAUSE cannot return: after
+    ``pause_wait_s`` the re-point sends KILL; the pooler then names the other server (the system one, port 5432) in
+    its file and on its console, the holder's connection is gone, a new client is served by the other server, and
+    ``server_login_retry`` is back to its value."""
+    other = "postgresql://postgres@127.0.0.1:5432/postgres"
+    with embedded_pgbouncer(primary, "transaction", 2, 5, log=lambda _l: None) as pooler:
+        holder = psycopg.connect(pooler.dsn)
+        holder.execute("SELECT 1")  # its transaction holds a server connection of the pool
+        done = repoint(pooler, other, pause_wait_s=0.5, first_server_wait_s=0.2)
+        assert done["killed"] is True and 0.5 <= done["pause_s"] <= done["repoint_s"] < 5, done
+        assert (done["host"], done["port"]) == ("127.0.0.1", 5432)
+        assert done["first_server_s"] is None  # KILL dropped every client: none asked for a server connection
+        (db,) = [r for r in console_rows(pooler.admin_dsn, "SHOW DATABASES") if r["name"] == "postgres"]
+        assert (db["host"], db["port"]) == ("127.0.0.1", 5432)
+        assert "port=5432" in open(pooler.config_path).read()
+        with pytest.raises(psycopg.OperationalError):
+            holder.execute("SELECT 1")
+        holder.close()
+        with psycopg.connect(pooler.dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT current_setting('port')::int").fetchone()[0] == 5432
+        config = {row["key"]: row["value"] for row in console_rows(pooler.admin_dsn, "SHOW CONFIG")}
+        assert config["server_login_retry"] == "15"
+
+
+def test_a_failover_through_the_embedded_pooler_re_points_it_and_claims_resume(tmp_path):
+    """``POOLER=pgbouncer`` in transaction mode: the primary killed at 3 s, the standby promoted 2 s later, the
+    pooler re-pointed 1 s after that (PAUSE, its [databases] line, RELOAD, RESUME); the workers' queries failed or
+    waited until then and claim again after it, through the same pooler; nothing acknowledged is missing on the
+    new primary (remote_apply), the run exits 0."""
+    summary, info, rows = _failover_run(tmp_path, "remote_apply", "--pooler", "pgbouncer", "--pool-mode",
+                                        "transaction", "--repoint-after-s", "1", faults="failover@3-11",
+                                        duration="12s")
+    f = summary["failover"]
+    assert f["error"] is None and f["promoted"] is True and f["repoint_after_s"] == 1.0
+    assert f["repointed_at_s"] >= f["promoted_at_s"] + 1.0 and 0 <= f["repoint_s"] < 5, f
+    assert f["promotion_to_repoint_s"] == pytest.approx(f["repointed_at_s"] - f["promoted_at_s"], abs=0.002)
+    assert f["repoint_first_server_s"] is not None and f["repoint_kill"] is False
+    # the workers' errors from the kill to the re-point: the pooler's own (08P01: it cannot reach the killed
+    # primary), each counted in summary.json errors too
+    errors = f["errors_kill_to_repoint"]
+    assert errors and all(n <= summary["errors"].get(kind, 0) for kind, n in errors.items()), (errors, summary["errors"])
+    # no claim from the second after the kill to the re-point's second; claims in every second after it
+    for row in rows:
+        if math.ceil(f["killed_at_s"]) <= row["t_s"] < math.floor(f["repointed_at_s"]):
+            assert row["claims"] == 0, (row, f)
+        elif row["t_s"] > f["repointed_at_s"]:
+            assert row["claims"] > 0, (row, f)
+    assert f["claims_resumed_at_s"] is not None and f["claims_resumed_at_s"] + 1 > f["repointed_at_s"]
+    # the audit across the promotion ran on the new primary: nothing acknowledged missing, every invariant holds
+    losses = f["losses"]
+    assert losses["position"] > 0 and {k: losses[k] for k in LOSS_KEYS} == dict.fromkeys(LOSS_KEYS, 0), losses
+    assert all(v == 0 for v in summary["invariants"].values()), summary["invariants"]
+    # the workers went through the pooler (one host), not the multi-host DSN the tool's own connections used
+    assert "," not in info["dsn_masked"], info["dsn_masked"]
 
 
 def _log(*events):
@@ -254,7 +346,7 @@ def test_an_asynchronous_failover_counts_its_losses_apart_and_exits_0(tmp_path, 
     # with effects, 4 workers at 25 ms a job complete 160 of the 200 jobs/s: a backlog inserted before the WAL
     # stop is run after it, so its claims, completions and effects are lost and run again after the promotion
     slow = ("--work-ms", "25") if effects != "none" else ()
-    summary, _info = _failover_run(tmp_path, "off", "--txn", txn, "--effects", effects, *slow)
+    summary, _info, _rows = _failover_run(tmp_path, "off", "--txn", txn, "--effects", effects, *slow)
     losses = summary["failover"]["losses"]
     # 2 s of acknowledged work at 200 jobs/s never reached the standby: some of it is missing
     assert losses["acknowledged_completions_missing"] > 0 and losses["acknowledged_claims_missing"] > 0

@@ -246,6 +246,9 @@ def test_no_import_cycle_among_the_modules():
 ADAPTERS = ("bench/engines/postgres/adapter/", "bench/engines/mariadb/adapter/")
 #: The queue libraries' own workers keep their own drivers (asyncpg, procrastinate's connector), by design.
 LIBRARY_WORKERS = "bench/engines/postgres/library_workers/"
+#: PgBouncer's console: its ``SET key = value`` changes the pooler's setting (``server_login_retry`` during a
+#: re-point), not a server session's.
+POOLER_CONSOLE = "bench/engines/postgres/pooler/repoint.py"
 _DRIVER_ROOTS = {"psycopg", "pymysql"}
 
 
@@ -315,7 +318,7 @@ def session_state_breaches(source: str, path: str) -> list[str]:
     """Where ``source`` (the module at ``path``), outside :data:`ADAPTERS`, sets session state: a SQL string that
     ``SET``s a session value, prepares or deallocates by name, listens or takes a session lock, or a call that
     turns on psycopg's own preparation (``prepare=True``, ``prepare_threshold=``). Docstrings are not read."""
-    if path.startswith(ADAPTERS) or path.startswith(LIBRARY_WORKERS):
+    if path.startswith(ADAPTERS) or path.startswith(LIBRARY_WORKERS) or path == POOLER_CONSOLE:
         return []
     tree = ast.parse(source)
     skipped = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}

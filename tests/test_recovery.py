@@ -67,6 +67,12 @@ def test_the_failover_line_says_the_kill_the_promotion_the_resumption_recovery_a
     assert recovery_text({**f["recovery"], "recovered_at_s": None, "not_judged": ["age_slope"]}) == (
         "not recovered within the window (5 seconds in a row with ≥ 95 % of 200 jobs/s and pickup_p99); "
         "not judged per second: age_slope")
+    repointed = {**f, "repointed_at_s": 7.4, "promotion_to_repoint_s": 1.1, "repoint_s": 0.003,
+                 "errors_kill_to_repoint": {"08P01": 52, "connection_lost": 4}}
+    assert ("standby promoted at 6.3 s (pg_promote 0.21 s); pooler re-pointed at 7.4 s (1.1 s after the promotion, "
+            "PAUSE to RESUME 0.003 s; errors from the kill: 08P01 52, connection_lost 4); claims resumed at 7 s"
+            ) in failover_line(repointed)
+    assert "re-pointed" not in line
     assert failover_line({"error": "the standby could not be promoted: boom"}) == (
         "failover: the standby could not be promoted: boom")
 

@@ -23,6 +23,11 @@ NEEDS_STANDBY = ("remote_write", "remote_apply")
 ANY_STANDBY = "*"
 
 _P = Parameter
+#: What the failover window's two delays (``PROMOTE_AFTER_S``, ``REPOINT_AFTER_S``) share: seconds, 0 to 600, a
+#: sweep axis, PostgreSQL's only.
+_FAILOVER_DELAY: dict[str, Any] = {
+    "group": "faults", "unit": "s", "minimum": 0.0, "maximum": 600, "sweep": True, "engine_values": {"mariadb": ()},
+    "engine_reasons": {"mariadb": "the failover fault is built for PostgreSQL's embedded standby only"}}
 FAILOVER_PARAMETERS: tuple[Parameter, ...] = (
     _P("sync_commit", "choice", "server", "server | off | local | remote_write | on | remote_apply: "
                                           "synchronous_commit on every connection of the run",
@@ -41,11 +46,19 @@ FAILOVER_PARAMETERS: tuple[Parameter, ...] = (
                "as a worker's is recorded in `run.json` `commit_mode` (docs/failover.md)"),
     _P("promote_after_s", "number", 10.0, "seconds from the primary's kill to the standby's promotion "
                                           "(FAULTS=failover)",
-       group="faults", unit="s", minimum=0.0, maximum=600, sweep=True, engine_values={"mariadb": ()},
-       engine_reasons={"mariadb": "the failover fault is built for PostgreSQL's embedded standby only"},
+       **_FAILOVER_DELAY,
        meaning="with a `failover` fault window: how long after every process of the primary is killed the tool "
                "promotes the standby (`pg_promote()`), standing for the detection of a real HA manager (10 to "
                "120 s). The promotion must come before the window's end"),
+    _P("repoint_after_s", "number", 0.0, "seconds from the promotion to the embedded pooler's re-point "
+                                         "(FAULTS=failover with POOLER=pgbouncer)",
+       **_FAILOVER_DELAY,
+       meaning="with a `failover` fault window through the embedded pooler (`POOLER=pgbouncer`): how long after "
+               "the standby's promotion the tool re-points the pooler at it on its console (`PAUSE`, its "
+               "`[databases]` line rewritten for the promoted standby, `RELOAD`, `RESUME`), standing for the "
+               "operator or the HA hook that does it; PgBouncer cannot fail over by itself, so until then the "
+               "workers' queries fail or wait. The re-point must come before the window's end "
+               "(docs/failover.md, \"Through the embedded pooler\")"),
 )
 
 
@@ -78,23 +91,27 @@ def check_standby_names(sync_commit: str, standby_names: str) -> None:
 
 def check_failover(values: dict[str, Any], dsn: str | None) -> None:
     """Refuse (ConfigError ``FAULTS``) a ``failover`` window the run cannot carry out: without ``REPLICA=1``, with
-    a DSN (the tool never stops a user's server), more than one, with a pooler or the delay relay (they point at
-    the old primary), several processes or a library's own worker, its promotion or WAL stop outside it."""
+    a pooler of the user's (the tool never changes it) or a DSN (the tool never stops a user's server), more than
+    one, with the delay relay (it points at the old primary), several processes or a library's own worker, its
+    promotion, WAL stop or the embedded pooler's re-point outside it."""
     windows = [f for f in values["faults"] if f.kind == "failover"]
     if not windows:
         return
     fault = windows[0]
     label = f"failover@{fault.start_s:g}-{fault.end_s:g}"
     why = None
+    pooler = values["pooler"] not in ("none", NOT_APPLICABLE)
     if values["replica"] is not True:
         why = f"needs the embedded standby to promote; allowed: {label} with {switch('replica')} and no DSN"
+    elif not pooler and values["pool_mode"] not in ("none", NOT_APPLICABLE):
+        why = ("would need a pooler of yours re-pointed at the promoted standby, and the tool never changes a "
+               f"user's pooler; allowed: failover through the embedded one ({setting('pooler', 'pgbouncer')}, no DSN) "
+               "or without a pooler")
     elif dsn is not None:
         why = ("stops the primary, and the tool never stops a user's server; allowed: failover on the embedded "
                f"servers (no DSN, {switch('replica')})")
     elif len(windows) > 1:
         why = "one failover per run: the first promotes the only standby; allowed: one failover window"
-    elif values["pooler"] not in ("none", NOT_APPLICABLE) or values["pool_mode"] not in ("none", NOT_APPLICABLE):
-        why = "re-pointing a pooler at the promoted standby is not built; allowed: failover without a pooler"
     elif values["net_delay_ms"] > 0 or values["net_jitter_ms"] > 0:
         why = "the delay relay forwards to the old primary only; allowed: failover without NET_DELAY_MS/NET_JITTER_MS"
     elif values["processes"] > 1 or values.get("library_mode") == "worker":
@@ -106,5 +123,10 @@ def check_failover(values: dict[str, Any], dsn: str | None) -> None:
     elif fault.start_s + values["promote_after_s"] >= fault.end_s:
         why = (f"the promotion {values['promote_after_s']:g} s after the kill ({setting('promote_after_s', format(values['promote_after_s'], 'g'))}) "
                f"comes at or after the window's end; allowed: an end after {fault.start_s + values['promote_after_s']:g} s")
+    elif pooler and fault.start_s + values["promote_after_s"] + values["repoint_after_s"] >= fault.end_s:
+        at = fault.start_s + values["promote_after_s"] + values["repoint_after_s"]
+        why = (f"the pooler's re-point {values['repoint_after_s']:g} s after the promotion "
+               f"({setting('repoint_after_s', format(values['repoint_after_s'], 'g'))}) comes at or after the "
+               f"window's end; allowed: an end after {at:g} s")
     if why is not None:
         raise ConfigError("FAULTS", f"{label}: {why}")

@@ -203,6 +203,8 @@ _NEEDS = (
     ("replica_max_delay_s", lambda: switch("replica"), lambda v: v["replica"] is True),
     ("dsn_replica", lambda: switch("replica"), lambda v: v["replica"] is True),
     ("promote_after_s", lambda: "a failover fault window", lambda v: any(f.kind == "failover" for f in v["faults"])),
+    ("repoint_after_s", lambda: f"{setting('pooler', 'pgbouncer')} and a failover fault window",
+     lambda v: v["pooler"] not in ("none", NOT_APPLICABLE) and any(f.kind == "failover" for f in v["faults"])),
 )
 
 

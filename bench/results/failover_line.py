@@ -41,13 +41,18 @@ def recovery_text(r: dict | None, since: str = "the kill") -> str:
 
 
 def failover_line(f: dict) -> str:
-    """The failover in a line: the kill, the promotion, claims resuming, recovery, what was lost."""
+    """The failover in a line: the kill, the promotion, the embedded pooler's re-point (when there was one), claims
+    resuming, recovery, what was lost."""
     if f.get("error"):
         return f"failover: {f['error']}"
     if f.get("caused") is False:
         return observed_line(f)
     promoted = (f"standby promoted at {f['promoted_at_s']:g} s (pg_promote {f['promotion_s']:g} s)"
                 if f.get("promoted") else "standby not promoted")
+    if f.get("repointed_at_s") is not None:
+        errors = ", ".join(f"{kind} {n}" for kind, n in (f.get("errors_kill_to_repoint") or {}).items()) or "none"
+        promoted += (f"; pooler re-pointed at {f['repointed_at_s']:g} s ({f['promotion_to_repoint_s']:g} s after the "
+                     f"promotion, PAUSE to RESUME {f['repoint_s']:g} s; errors from the kill: {errors})")
     return (f"failover: primary killed at {f['killed_at_s']:g} s ({f['processes_killed']} processes), {promoted}; "
             f"{_resumed(f, 'the promotion')}; {recovery_text(f.get('recovery'))}; {_lost(f)}")
 

@@ -52,7 +52,7 @@ class Run:
         self.cfg, self.dsn, self.log, self.embedded = cfg, dsn, log, embedded
         self.relay = relay  # the delay relay dsn goes through (NET_DELAY_MS): its process the run's own
         self.upstream = relay.upstream_dsn if relay else dsn  # what the relay forwards to: the pooler or the server
-        self.pooler_pid = pooler.pid if pooler else None  # the embedded pooler's process: the run's own
+        self.pooler, self.pooler_pid = pooler, (pooler.pid if pooler else None)  # the embedded pooler, its process the run's
         # the console the pooler figures are read on: the embedded pooler's, or POOLER_ADMIN_DSN of a user's;
         # pooler_facts: what the run read of the pooler before the load (run.json pooler)
         self.pooler_console, self.pooler_facts, self.pooler_watch = pooler.admin_dsn if pooler else users_console(cfg), None, None
@@ -145,9 +145,9 @@ class Run:
         self.standby_dsn = self.exits.enter_context(engine.standby(self.direct, cfg, self.log)) if cfg.replica is True else None
         self.standby_root = engine.standby_root(self.standby_dsn, cfg) if self.standby_dsn else None  # the embedded one's
         self.failover = engine.observe_failover(self.direct)  # a user's multi-host DSN: a change of primary noticed
-        if any(f.kind == "failover" for f in cfg.faults):
-            self.failover = engine.failover(self.direct, self.standby_dsn, cfg)
-            self.dsn = self.direct = self.upstream = self.failover.dsn
+        if any(f.kind == "failover" for f in cfg.faults):  # from here the tool's connections name both servers, the
+            self.failover = engine.failover(self.direct, self.standby_dsn, cfg, self.pooler)  # workers' too unless
+            self.dsn, self.direct = self.failover.workers_dsn(self.dsn), self.failover.dsn  # the embedded pooler's
             self.sessions = engine.sessions(self.dsn, cfg)
         self.commit_mode = engine.commit_mode(self.dsn, admin, cfg)  # read back on the workers' path, standby named
         self.run_dir = Path(cfg.results) / self.run_id  # only now: bad input, an interrupted seeding leave none
@@ -199,6 +199,7 @@ class Run:
         local_log = cfg.processes == 1 and self.external_workers is None and not isinstance(self.driver, LibraryWorkersDriver)
         position = (lambda: self.claim_log.events) if local_log else (lambda: None)
         if self.failover is not None:  # the claim log's length as the promotion begins (or is noticed): acknowledged
+            self.failover.errors = lambda: self.tally.errors(self.recorder)  # the workers' errors by kind so far
             self.samplers += self.failover.start(position, clock, self.n_warm, self.log)
         self.side_tasks = SideTasks(self.engine, cfg, self.direct, self.recorder, clock.now_s, pooled_dsn=self.dsn)
         if self.standby_dsn:

@@ -58,6 +58,10 @@ class Tally:
         self.rows.append(seconds.interval_row(interval, interval.index - self.n_warm, None, cpu)
                          | {"workers": self.driver.running_workers()} | (busy.columns() if busy else {}) | (more or {}))
 
+    def errors(self, recorder: metrics.Recorder) -> Counter:
+        """The errors by kind of the measured seconds closed so far and of the open one (``recorder``'s)."""
+        return self.measured.errors + recorder.errors
+
     def close_logs(self) -> None:
         """Close the histogram logs and the processes' logs."""
         self.hlogs.close()

@@ -197,10 +197,10 @@ class PostgresEngine(Engine):
         worker)."""
         return None if cfg.sync_commit == "n/a" else commit_mode.applied(dsn, conn, cfg, self.queue(cfg))
 
-    def failover(self, primary_dsn: str, standby_dsn: str, cfg: Any) -> Any:
-        """:class:`bench.engines.postgres.failover.Failover`."""
+    def failover(self, primary_dsn: str, standby_dsn: str, cfg: Any, pooler: Any = None) -> Any:
+        """:class:`bench.engines.postgres.failover.Failover` (through ``pooler``, the embedded one, re-pointed)."""
         from bench.engines.postgres.failover import Failover  # here: only a failover window uses it
-        return Failover(primary_dsn, standby_dsn, cfg.promote_after_s)
+        return Failover(primary_dsn, standby_dsn, cfg.promote_after_s, pooler, cfg.repoint_after_s)
 
     def observe_failover(self, dsn: str) -> Any:
         """:func:`bench.engines.postgres.failover_watch.watch_for`."""

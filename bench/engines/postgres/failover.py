@@ -1,7 +1,8 @@
 """``FAULTS=failover`` on the embedded primary and standby (docs/failover.md): the run's multi-host DSN, and the
 window's actions: the standby's WAL receiver stopped (SIGSTOP) for ``wal_stop_s`` before the kill, every process of
 the primary killed (frozen with SIGSTOP first, then SIGKILL: a SIGKILL of the postmaster alone leaves its backends
-able to commit), the standby promoted ``PROMOTE_AFTER_S`` later (``pg_promote()``). Sources:
+able to commit), the standby promoted ``PROMOTE_AFTER_S`` later (``pg_promote()``), and through the embedded
+pooler, that pooler re-pointed at it ``REPOINT_AFTER_S`` after the promotion (:mod:`.pooler.repoint`). Sources:
 https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-MULTIPLE-HOSTS,
 https://www.postgresql.org/docs/current/functions-admin.html#FUNCTIONS-RECOVERY-CONTROL."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from typing import Any, Callable
 
 import psutil
@@ -37,7 +39,9 @@ def multi_host(primary_dsn: str, standby_dsn: str) -> str:
 #: ``run.json`` ``failover``'s keys, caused (``FAULTS=failover``) or observed (:mod:`.failover_watch`): the other's null.
 RECORD_KEYS = ("caused", "promote_after_s", "wal_stop_s", "wal_receiver_stopped_at_s", "killed_at_s", "processes_killed",
                "promoted_at_s", "promotion_s", "promoted", "noticed_at_s", "old_primary_last_answered_s",
-               "new_primary_first_answered_s", "gap_s", "error", "before", "after", "log_position")
+               "new_primary_first_answered_s", "gap_s", "error", "before", "after", "log_position", "repoint_after_s",
+               "repointed_at_s", "repoint_s", "promotion_to_repoint_s", "repoint_first_server_s", "repoint_kill",
+               "errors_kill_to_repoint")
 
 
 def failover_record(**given: Any) -> dict[str, Any]:
@@ -52,19 +56,25 @@ def since_start(clock, n_warm: int) -> float:
 
 class Failover:
     """The failover of one run between ``primary_dsn`` and ``standby_dsn`` (single hosts, the tool's own): ``dsn``
-    names both (:func:`multi_host`) for every connection of the run; the primary's postmaster found at
-    construction; :meth:`run` carries the window out; ``record``: what it did and when (s since the measured
-    start), for ``run.json`` ``failover``."""
+    names both (:func:`multi_host`) for the tool's own connections, and the workers' unless they go through
+    ``pooler`` (the embedded :class:`.pooler.Pooler`, re-pointed ``repoint_after_s`` after the promotion): see
+    :meth:`workers_dsn`; the primary's postmaster found at construction; :meth:`run` carries the window out;
+    ``record``: what it did and when (s since the measured start), for ``run.json`` ``failover``."""
 
-    def __init__(self, primary_dsn: str, standby_dsn: str, promote_after_s: float):
+    def __init__(self, primary_dsn: str, standby_dsn: str, promote_after_s: float, pooler: Any = None,
+                 repoint_after_s: float = 0.0):
         self.standby_dsn, self.promote_after_s = standby_dsn, promote_after_s
+        self.pooler, self.repoint_after_s = pooler, repoint_after_s
         self.dsn = multi_host(primary_dsn, standby_dsn)
         self.position: Callable[[], int | None] | None = None  # the claim log's length so far (:meth:`start`)
+        self.errors: Callable[[], Counter] | None = None  # the workers' errors by kind so far (set by the run)
+        self._errors_at_kill: Counter = Counter()
         with connect_dsn(primary_dsn, application_name="queue-bench failover") as conn:
             self.postmaster = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).parent()
             self.old_system = identity(conn)
         self.record = failover_record(caused=True, promote_after_s=promote_after_s, promoted=False,
-                                      before=self.old_system)
+                                      before=self.old_system,
+                                      repoint_after_s=repoint_after_s if pooler is not None else None)
 
     def start(self, position: Callable[[], int | None], clock, n_warm: int, log: Callable[[str], None]) -> list:
         """Note ``position()`` (the claim log's length, read as the promotion begins); nothing to watch: the
@@ -73,9 +83,15 @@ class Failover:
         self.position = position
         return []
 
+    def workers_dsn(self, dsn: str) -> str:
+        """The DSN of the workers, producers and reaper: ``dsn`` (the pooler's) through the embedded pooler, which
+        the tool re-points; else :attr:`dsn`, both servers."""
+        return dsn if self.pooler is not None else self.dsn
+
     def run(self, fault, clock, n_warm: int, log: Callable[[str], None]) -> None:
         """From ``fault.start_s - fault.wal_stop_s``: stop the WAL receiver; at ``start_s`` kill the primary; at
-        ``start_s + promote_after_s`` promote the standby. Errors are recorded (``error``), never raised."""
+        ``start_s + promote_after_s`` promote the standby; through the embedded pooler, ``repoint_after_s`` later
+        re-point it. Errors are recorded (``error``), never raised."""
         receiver = None
         try:
             self.record["wal_stop_s"] = fault.wal_stop_s
@@ -84,6 +100,7 @@ class Failover:
                 self.record["wal_receiver_stopped_at_s"] = since_start(clock, n_warm)
             clock.sleep_until(n_warm + fault.start_s)
             self.record["killed_at_s"] = since_start(clock, n_warm)
+            self._errors_at_kill = Counter(self.errors()) if self.errors else Counter()
             self.record["processes_killed"] = self.kill_primary()
             log(f"failover: the primary's {self.record['processes_killed']} processes killed at "
                 f"{self.record['killed_at_s']:g} s")
@@ -94,12 +111,35 @@ class Failover:
             self._promote(clock, n_warm)
             log(f"failover: the standby promoted in {self.record['promotion_s']:.2f} s, at "
                 f"{self.record['promoted_at_s']:g} s")
-        except (psutil.Error, OSError, QBenchError, *DRIVER.errors) as err:
+            if self.pooler is not None:
+                self._repoint(clock, n_warm, log)
+        except (psutil.Error, OSError, ValueError, QBenchError, *DRIVER.errors) as err:
             self.record["error"] = str(err).splitlines()[0] if str(err) else type(err).__name__
             log(f"failover: {self.record['error']}")
         finally:
             if receiver is not None:
                 _quietly(receiver.resume)
+
+    def _repoint(self, clock, n_warm: int, log: Callable[[str], None]) -> None:
+        """``repoint_after_s`` after the promotion: the embedded pooler re-pointed at the promoted standby
+        (:func:`.pooler.repoint.repoint`), timed (``repointed_at_s``: RESUME answered); the workers' errors by kind
+        from the kill to then (``errors_kill_to_repoint``)."""
+        from bench.engines.postgres.pooler.repoint import repoint  # here: only a failover through the pooler
+
+        clock.sleep_until(n_warm + self.record["promoted_at_s"] + self.repoint_after_s)
+        rec, at_kill = self.record, self._errors_at_kill
+
+        def resumed() -> None:  # the re-point's instant, and the errors until then
+            now = Counter(self.errors()) if self.errors else Counter()
+            rec["repointed_at_s"] = since_start(clock, n_warm)
+            rec["errors_kill_to_repoint"] = {kind: n - at_kill[kind] for kind, n in sorted(now.items()) if n > at_kill[kind]}
+
+        done = repoint(self.pooler, self.standby_dsn, on_resume=resumed)
+        rec["repoint_s"], rec["repoint_first_server_s"], rec["repoint_kill"] = (done["repoint_s"],
+                                                                               done["first_server_s"], done["killed"])
+        rec["promotion_to_repoint_s"] = round(rec["repointed_at_s"] - rec["promoted_at_s"], 3)
+        log(f"failover: the pooler re-pointed at {done['host']}:{done['port']} at {rec['repointed_at_s']:g} s "
+            f"(PAUSE to RESUME {rec['repoint_s']:.2f} s{', KILL needed' if done['killed'] else ''})")
 
     def stop_receiver(self) -> psutil.Process:
         """SIGSTOP the standby's WAL receiver: it neither receives nor acknowledges WAL until resumed."""

@@ -38,7 +38,9 @@ STOP_TIMEOUT_S = 10
 class Pooler:
     """A started embedded pooler: ``dsn`` (what the workers, producers and reaper use), ``dsn_direct`` (the server
     behind it: the admin connection, monitor and audit's), ``admin_dsn`` (its console, database ``pgbouncer``),
-    ``mode`` (``pool_mode``), ``pool_size``, ``max_client_conn``, ``pid``, ``version`` (PgBouncer's)."""
+    ``mode`` (``pool_mode``), ``pool_size``, ``max_client_conn``, ``pid``, ``version`` (PgBouncer's);
+    ``config_path`` (its ``pgbouncer.ini``) and ``upstream`` (the server its ``[databases]`` line names), for a
+    re-point after a failover (:mod:`.repoint`)."""
 
     kind: str
     dsn: str
@@ -49,6 +51,8 @@ class Pooler:
     max_client_conn: int
     pid: int
     version: str
+    config_path: str = ""
+    upstream: Upstream | None = None
 
 
 class PgBouncerRecipe(Recipe):
@@ -71,6 +75,7 @@ class PgBouncerRecipe(Recipe):
         self.upstream, self.mode, self.pool_size, self.max_client_conn = upstream, mode, pool_size, max_client_conn
         self.binary = ""
         self.proc: subprocess.Popen | None = None
+        self.ini_path: pathlib.Path | None = None  # written at each launch
 
     def find_binaries(self) -> None:
         self.binary = find_pgbouncer()
@@ -120,7 +125,8 @@ class PgBouncerRecipe(Recipe):
             os.chmod(path, 0o600)  # the server's password, when the DSN had one
             if run_as.other_user:
                 os.chown(path, run_as.uid, run_as.gid)
-        return data / "pgbouncer.ini"
+        self.ini_path = data / "pgbouncer.ini"
+        return self.ini_path
 
     def launch(self, srv: EmbeddedServer) -> str | None:
         """``pgbouncer pgbouncer.ini`` in its own session (a Ctrl-C at the terminal reaches us, and we stop it),
@@ -225,4 +231,4 @@ def embedded_pgbouncer(dsn_direct: str, mode: str, pool_size: int, clients: int,
         version = recipe.version(" ".join(str(v) for v in console_rows(recipe.admin_dsn(port), "SHOW VERSION")[0].values()))
         yield Pooler(kind="pgbouncer", dsn=dsn, dsn_direct=dsn_direct, admin_dsn=recipe.admin_dsn(port), mode=mode,
                      pool_size=pool_size, max_client_conn=recipe.max_client_conn, pid=recipe.proc.pid,
-                     version=version)
+                     version=version, config_path=str(recipe.ini_path), upstream=recipe.upstream)
