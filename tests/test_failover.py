@@ -13,13 +13,15 @@ import psycopg
 import pytest
 
 from bench.config.run_config import build_config
-from bench.engines.failover_losses import LOSS_KEYS, effect_losses, explain, failover_losses
+from bench.engines.failover_losses import (LOSS_KEYS, effect_losses, explain, failover_losses, recount_redeliveries,
+                                          reused_redeliveries)
 from bench.engines.postgres import builtin_queue, commit_mode
 from bench.engines.postgres.embedded import PostgresRecipe
 from bench.engines.postgres.pooler.console import console_rows
 from bench.engines.postgres.pooler.pgbouncer import embedded_pgbouncer
 from bench.engines.postgres.pooler.repoint import repoint
 from bench.engines.postgres.standby import embedded_standby
+from bench.results import verdict
 from bench.run_summary.failover import without_primary
 from cli_in_process import qbench_in_process
 from conftest import qbench, run_and_load
@@ -318,6 +320,29 @@ def test_the_effects_across_a_promotion_are_counted_from_the_client_log():
     # nothing lost: no row missing, nothing twice
     assert effect_losses(before, len(before), "outside", {(1, 11), (2, 12), (3, 13)}) == {
         "acknowledged_effects_missing": 0, "effects_written_twice": 0}
+
+
+def test_an_id_produced_again_after_the_promotion_is_not_a_redelivery():
+    """Job 4 claimed before the promotion was lost and its id produced again and claimed after: the audit's
+    redeliveries (claims beyond an id's first) count it once, and it is two jobs each claimed once; job 2 run again
+    after its acknowledged claim was lost is a redelivery indeed."""
+    before = _log(("p", 2, None), ("p", 4, None), ("c", 2, 12), ("c", 4, 14))
+    after = _log(("c", 2, 20), ("p", 4, None), ("c", 4, 14), ("p", 5, None))
+    assert reused_redeliveries(before + after, len(before)) == 1
+    audit = {"redeliveries": 2, "effects": {"duplicate_jobs": 1, "redeliveries": 2,
+                                            "duplicates_per_1000_redeliveries": 500.0}}
+    out = recount_redeliveries(audit, 1)
+    assert out["redeliveries"] == 1 and out["effects"]["redeliveries"] == 1
+    assert out["effects"]["duplicates_per_1000_redeliveries"] == 1000.0
+    assert recount_redeliveries(audit, 0) is audit
+
+
+def test_the_invariants_card_names_what_the_promotion_explains():
+    summary = {"invariants": dict.fromkeys(("double_claims", "lost_jobs"), 0),
+               "failover": {"losses": {"explained": {"double_claims": 21, "lost_jobs": 4, "double_completions": 0}}}}
+    (item,) = [i for i in verdict.items(summary) if i.name == "invariants"]
+    assert item.ok is True and item.value == "2 hold"
+    assert item.reason.endswith("besides, explained by the failover's lost acknowledged work: 21 doubled, 4 lost")
 
 
 def test_the_seconds_with_no_primary_are_not_the_monitor_s_misses():

@@ -138,6 +138,11 @@ def run_audit(steps: AuditSteps, conn, log, *, builtin: bool, over_claims: int, 
             "effects": effect_figures}
 
 
+def per_1000(duplicates: int, redeliveries: int) -> float | None:
+    """``duplicates`` per 1,000 ``redeliveries`` (None with no redelivery)."""
+    return round(1000.0 * duplicates / redeliveries, 3) if redeliveries else None
+
+
 def effect_counts(steps: AuditSteps, conn, mode: str, redeliveries: int) -> dict | None:
     """The effect rows' audit under ``EFFECTS`` ``mode`` (None for ``none``): ``written``, ``jobs_with_effect``,
     ``duplicate_jobs`` (logical jobs with more than one), ``extra_effects`` (rows beyond one a job),
@@ -149,8 +154,7 @@ def effect_counts(steps: AuditSteps, conn, mode: str, redeliveries: int) -> dict
                                                           "stale_attempt_effects")}
     out["extra_effects"] = out["written"] - out["jobs_with_effect"]
     out["redeliveries"] = redeliveries
-    out["duplicates_per_1000_redeliveries"] = (round(1000.0 * out["duplicate_jobs"] / redeliveries, 3)
-                                               if redeliveries else None)
+    out["duplicates_per_1000_redeliveries"] = per_1000(out["duplicate_jobs"], redeliveries)
     return out
 
 

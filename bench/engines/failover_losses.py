@@ -28,6 +28,8 @@ the promotion that are missing or not done. The rest of an invariant is not expl
 from __future__ import annotations
 
 from collections import Counter
+
+from bench.engines.audit_flow import per_1000
 from typing import Iterable
 
 #: The keys of the figures (``summary.json`` ``failover.losses``).
@@ -91,6 +93,26 @@ def failover_losses(events: list[tuple], position: int, states: dict[int, tuple]
                 "stale_completions_applied": sum(1 for job, token in completions_missing
                                                  if job in states and states[job][0] != token),
                 "lost_jobs": len(lost_jobs)}}
+
+
+def reused_redeliveries(events: list[tuple], position: int) -> int:
+    """The audit's redeliveries (claims beyond a job's first, by id) that are not: ids claimed before the promotion
+    and claimed again after it was produced again, two jobs under one id (one each)."""
+    before, after = events[:position], events[position:]
+    reused = {e[1] for e in before if e[0] == "p"} & {e[1] for e in after if e[0] == "p"}
+    claimed_before = {e[1] for e in before if e[0] == "c" and e[1] in reused}
+    return len(claimed_before & {e[1] for e in after if e[0] == "c"})
+
+
+def recount_redeliveries(audit: dict, reused: int) -> dict:
+    """``audit`` with its redeliveries (and its effects' per 1,000) less ``reused`` (:func:`reused_redeliveries`)."""
+    if not reused or audit.get("redeliveries") is None:
+        return audit
+    out = {**audit, "redeliveries": max(0, audit["redeliveries"] - reused)}
+    if out.get("effects"):
+        effects = out["effects"] = {**out["effects"], "redeliveries": out["redeliveries"]}
+        effects["duplicates_per_1000_redeliveries"] = per_1000(effects["duplicate_jobs"], out["redeliveries"])
+    return out
 
 
 def explain(invariants: dict, losses: dict) -> dict:

@@ -131,12 +131,13 @@ def _worker_markers(ax: plt.Axes, changes: list[dict]) -> None:
 
 
 def _failover_markers(ax: plt.Axes, record: dict | None) -> None:
-    """A dashed line and a label at the failover's two moments (:func:`event_times`): the kill and the promotion,
-    or, observed, the old primary's last answer and the new one's first."""
+    """A dashed line and a label at the failover's moments (:func:`event_times`): the kill and the promotion,
+    or, observed, the old primary's last answer and the new one's first; the WAL receiver's stop when there was one."""
     if not record:
         return
     labels = ("killed", "promoted") if record.get("caused", True) else ("old last seen", "new first seen")
-    for t_s, label in zip(event_times(record), labels):
+    moments = [*zip(event_times(record), labels), (record.get("wal_receiver_stopped_at_s"), "WAL stop")]
+    for t_s, label in moments:
         if t_s is not None:
             ax.axvline(t_s, color="#b22222", linestyle="--", linewidth=1.1, zorder=4)
             ax.text(t_s, 0.10, f" {label}", transform=ax.get_xaxis_transform(), fontsize="x-small", va="bottom",
@@ -204,7 +205,7 @@ FIGURES: tuple[tuple[str, str, str, Callable], ...] = (
      "of the queue table ended (pg_stat_user_tables.autovacuum_count rose); the note at the top right "
      "gives the size of the claim's index (pg_relation_size), which dead entries at its head make "
      "claims step over until vacuum removes them (FR-12). Shaded bands on "
-     "every plot are fault-injection windows (a failover's kill and promotion dashed red lines); a dotted line marks a second in which the number of "
+     "every plot are fault-injection windows (a failover's WAL stop, kill and promotion dashed red lines); a dotted line marks a second in which the number of "
      "running workers changed (the web UI, or a lost load generator process).",
      draw_dead_tuples),
 )
@@ -229,6 +230,6 @@ HISTORY_LIST = (
     "meaning on InnoDB (their columns are empty, not zero): every claim and completion leaves undo "
     "behind until purge removes it, and an open read view (a long transaction) holds purge back, so a "
     "climbing line means purge is not keeping up or something stops it. Gaps are seconds the monitor "
-    "missed. Shaded bands on every plot are fault-injection windows (a failover's kill and promotion dashed red lines); a dotted line marks a second in "
+    "missed. Shaded bands on every plot are fault-injection windows (a failover's WAL stop, kill and promotion dashed red lines); a dotted line marks a second in "
     "which the number of running workers changed (the web UI, or a lost load generator process).",
     draw_history_list)

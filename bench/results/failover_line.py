@@ -8,6 +8,8 @@ from bench.results.recovery import RATE_HELD_SHARE
 LOSS_WORDS = {"acknowledged_claims_missing": "acknowledged claims missing",
               "acknowledged_completions_missing": "acknowledged completions missing",
               "produced_jobs_missing": "produced jobs missing", "jobs_run_twice": "jobs run twice"}
+#: The commit modes that acknowledge a commit the standby may not have (PostgreSQL's synchronous_commit).
+ASYNC_MODES = ("off", "local")
 EFFECT_WORDS = {"acknowledged_effects_missing": "acknowledged effect rows missing",
                 "effects_written_twice": "jobs whose effect was written twice (client log)"}
 
@@ -53,7 +55,8 @@ def failover_line(f: dict) -> str:
         errors = ", ".join(f"{kind} {n}" for kind, n in (f.get("errors_kill_to_repoint") or {}).items()) or "none"
         promoted += (f"; pooler re-pointed at {f['repointed_at_s']:g} s ({f['promotion_to_repoint_s']:g} s after the "
                      f"promotion, PAUSE to RESUME {f['repoint_s']:g} s; errors from the kill: {errors})")
-    return (f"failover: primary killed at {f['killed_at_s']:g} s ({f['processes_killed']} processes), {promoted}; "
+    mode = f" at synchronous_commit={f['synchronous_commit']}" if f.get("synchronous_commit") else ""
+    return (f"failover{mode}: primary killed at {f['killed_at_s']:g} s ({f['processes_killed']} processes), {promoted}; "
             f"{_resumed(f, 'the promotion')}; {recovery_text(f.get('recovery'))}; {_lost(f)}")
 
 
@@ -66,19 +69,30 @@ def observed_line(f: dict) -> str:
            f"(gap {f['gap_s']:g} s)" if last is not None else "the old never answered in the run")
     return (f"failover: observed, not caused: the primary changed (timeline {before['timeline']} → {after['timeline']}"
             f"{'' if after['system_identifier'] == before['system_identifier'] else ', another system'}), noticed at "
-            f"{f['noticed_at_s']:g} s, {gap}; {_resumed(f, 'its first answer')}; "
+            f"{f['noticed_at_s']:g} s, {gap}; {_resumed(f, '')}; "
             f"{recovery_text(f.get('recovery'), 'the old primary last answered')}; {_lost(f)}")
 
 
 def _resumed(f: dict, since: str) -> str:
-    """Claims resuming after the failover."""
-    return (f"claims resumed at {f['claims_resumed_at_s']:g} s ({f['claimless_s']} s without a claim, "
-            f"reconnection ≤ {f['reconnection_s']:g} s after {since})"
-            if f.get("claims_resumed_at_s") is not None else "claims never resumed")
+    """Claims resuming after the failover (the seconds without a claim counted from the WAL receiver's stop when
+    there was one: a synchronous mode stalls from there)."""
+    if f.get("claims_resumed_at_s") is None:
+        return "claims never resumed"
+    stop = (f" from the WAL receiver's stop at {f['wal_receiver_stopped_at_s']:g} s"
+            if f.get("wal_receiver_stopped_at_s") is not None else "")
+    reconnected = (f", reconnection ≤ {f['reconnection_s']:g} s after {since}" if f.get("reconnection_s") is not None
+                   else "")
+    return f"claims resumed at {f['claims_resumed_at_s']:g} s ({f['claimless_s']} s without a claim{stop}{reconnected})"
 
 
 def _lost(f: dict) -> str:
-    """The acknowledged work the new primary lacks, in words."""
+    """The acknowledged work the new primary lacks, in words; with losses at an asynchronous mode, what a
+    synchronous one does instead (PostgreSQL's synchronous_commit)."""
     losses = f.get("losses")
-    return ("losses not audited" if not losses else
-            ", ".join(f"{n} {words}" for words, n in loss_counts(losses).items()) or "nothing lost")
+    if not losses:
+        return "losses not audited"
+    lost = ", ".join(f"{n} {words}" for words, n in loss_counts(losses).items())
+    if lost and f.get("synchronous_commit") in ASYNC_MODES:
+        lost += (f" (acknowledged at {f['synchronous_commit']} before the standby had it: remote_write, on and "
+                 "remote_apply with a synchronous standby wait for it instead)")
+    return lost or "nothing lost"

@@ -80,6 +80,11 @@ def _invariants(summary: Mapping[str, Any]) -> Item:
     if ok is None:
         return Item("invariants", "not checked", False, "the audit did not run (the database went away)")
     counts = ", ".join(f"{v:,} {INVARIANT_WORDS.get(k, k)}" for k, v in invariants.items())
+    explained = {k: n for k, n in ((((summary.get("failover") or {}).get("losses") or {}).get("explained") or {})
+                                   .items()) if n}
+    if explained:  # what the audit found and the promotion's losses account for: not counted above
+        counts += ("; besides, explained by the failover's lost acknowledged work: "
+                   + ", ".join(f"{n:,} {INVARIANT_WORDS.get(k, k)}" for k, n in explained.items()))
     return Item("invariants", f"{len(invariants)} hold" if ok else "broken", ok, counts)
 
 

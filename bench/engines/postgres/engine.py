@@ -14,7 +14,7 @@ from bench.engines.postgres.defined_sessions import DefinedSessions
 from bench.engines.postgres.monitor import Monitor
 from bench.engines.postgres.mover import Mover
 from bench.config.failover_parameters import sync_commit_settings
-from bench.engines.failover_losses import effect_losses, explain, failover_losses, job_ids
+from bench.engines.failover_losses import effect_losses, recount_redeliveries, reused_redeliveries, explain, failover_losses, job_ids
 from bench.engines.postgres.reaper import Reaper
 from bench.engines.postgres.replica import ReplicaWatch
 from bench.engines.postgres.direct_check import check_direct
@@ -216,6 +216,7 @@ class PostgresEngine(Engine):
                                                                    _relation(cfg)))
         losses["effects"] = (None if cfg.effects == "none" else
                              effect_losses(events, position, cfg.effects, audit.effect_rows(conn, cfg.schema, ids)))
+        audit_result = recount_redeliveries(audit_result, reused_redeliveries(events, position))
         return {**audit_result, "invariants": explain(audit_result["invariants"], losses), "failover_losses": losses}
 
     def check_direct(self, conn: Any, dsn: str) -> None:
