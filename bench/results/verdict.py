@@ -106,7 +106,7 @@ def _effects(summary: Mapping[str, Any]) -> list[Item]:
     stale_text = "not counted (no attempt token to read)" if stale is None else f"{stale:,}"
     reason = (f"{e['duplicate_jobs']:,} jobs with more than one, {e['extra_effects']:,} extra rows, "
               f"{e['missing_effects']:,} done with none, {stale_text} from a stale attempt; "
-              f"{e['written']:,} written, {e['redeliveries']:,} redeliveries"
+              f"{e['written']:,} rows in the effects table, {e['redeliveries']:,} redeliveries"
               + ("" if per is None else f", {fmt_sig(per)} duplicates per 1,000 redeliveries")
               + (f"; across the promotion, from the client's log: {twice:,} jobs whose effect was written twice, "
                  f"{lost['acknowledged_effects_missing']:,} acknowledged rows the table lost" if lost else ""))
