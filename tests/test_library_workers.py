@@ -16,6 +16,9 @@ import sys
 
 import psycopg
 import pytest
+
+#: libuv's timer resolution (ms): https://docs.libuv.org/en/v1.x/timer.html, https://docs.libuv.org/en/v1.x/loop.html#c.uv_now
+LOOP_TICK_US = 1000
 from psycopg import sql
 
 from bench.usage import typed
@@ -101,7 +104,10 @@ def test_a_librarys_own_worker_does_every_job_once_and_its_figures_agree_with_it
     assert len(done) == JOBS and {times for _, times in done} == {1}
     assert summary["invariants"]["lost_jobs"] == 0 and summary["invariants"]["duplicated_jobs"] == 0
     assert summary["jobs_completed"] == JOBS
-    assert summary["dispatch_delay_us"]["p50"] is not None and summary["work_duration_us"]["p50"] >= 5000
+    # the work is a 5 ms sleep on the library's event loop; pgqueuer's runs on uvloop, whose timers count whole
+    # milliseconds from the loop time cached at the start of its tick (libuv: uv_now, uv_timer_start), so a sleep can
+    # end up to one millisecond before 5 ms after the perf_counter taken when it began
+    assert summary["dispatch_delay_us"]["p50"] is not None and summary["work_duration_us"]["p50"] >= 5000 - LOOP_TICK_US
     # the measurement's cost: the tool's own process (process 0 of processes.csv: the monitor and the merge), read here
     with (run_dir / "processes.csv").open(newline="") as fh:
         own = [float(r["cpu_pct"]) for r in csv.DictReader(fh) if r["process"] == "0"]
