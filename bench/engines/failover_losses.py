@@ -46,11 +46,17 @@ def job_ids(events: Iterable[tuple]) -> set[int]:
     return {event[1] for event in events}
 
 
+def reused_ids(events: list[tuple], position: int) -> set[int]:
+    """Ids produced before the promotion and again after it (the new primary's sequence was behind): two jobs."""
+    return ({e[1] for e in events[:position] if e[0] == "p"}
+            & {e[1] for e in events[position:] if e[0] == "p"})
+
+
 def effect_losses(events: list[tuple], position: int, mode: str, rows: set[tuple[int, int]]) -> dict:
     """``{EFFECT_LOSS_KEYS...}`` under ``EFFECTS`` ``mode`` from the claim log's ``events``, the log's length at
     the promotion ``position`` and the new primary's effect ``rows`` ``(logical id, attempt token)``."""
     kind = EFFECT_KIND[mode]
-    reused = {e[1] for e in events[:position] if e[0] == "p"} & {e[1] for e in events[position:] if e[0] == "p"}
+    reused = reused_ids(events, position)
     writes = Counter((e[1], i >= position and e[1] in reused) for i, e in enumerate(events) if e[0] == kind)
     missing = sum(1 for e in events[:position] if e[0] == kind and (e[1] in reused or (e[1], e[2]) not in rows))
     return {"acknowledged_effects_missing": missing, "effects_written_twice": sum(1 for n in writes.values() if n > 1)}
@@ -68,7 +74,7 @@ def failover_losses(events: list[tuple], position: int, states: dict[int, tuple]
     produced_before = {e[1] for e in before if e[0] == "p"}
     # an id produced again after the promotion: the new primary's sequence was behind, so the job acknowledged
     # before it is gone and another took its id (its attempt tokens may repeat too)
-    reused = produced_before & {e[1] for e in after if e[0] == "p"}
+    reused = reused_ids(events, position)
     claims_missing = {}
     for job, n_before in claims_before.items():
         attempts = states[job][1] if job in states and states[job][1] is not None else 0
@@ -98,10 +104,9 @@ def failover_losses(events: list[tuple], position: int, states: dict[int, tuple]
 def reused_redeliveries(events: list[tuple], position: int) -> int:
     """The audit's redeliveries (claims beyond a job's first, by id) that are not: ids claimed before the promotion
     and claimed again after it was produced again, two jobs under one id (one each)."""
-    before, after = events[:position], events[position:]
-    reused = {e[1] for e in before if e[0] == "p"} & {e[1] for e in after if e[0] == "p"}
-    claimed_before = {e[1] for e in before if e[0] == "c" and e[1] in reused}
-    return len(claimed_before & {e[1] for e in after if e[0] == "c"})
+    reused = reused_ids(events, position)
+    claimed_before = {e[1] for e in events[:position] if e[0] == "c" and e[1] in reused}
+    return len(claimed_before & {e[1] for e in events[position:] if e[0] == "c"})
 
 
 def recount_redeliveries(audit: dict, reused: int) -> dict:
